@@ -1,0 +1,197 @@
+/* crnet: collective communication for C programs over authenticated TCP links.
+ *
+ * A program calls crnet_comm_init() once per process; the processes (started by
+ * crlaunch, or by any scheduler that sets the environment contract below) find
+ * each other through a rendezvous, connect a full mesh of TCP links that are
+ * mutually authenticated with a per-job key, and then call collectives.
+ *
+ * Conventions (as in libuv):
+ *   - functions return 0 (CRNET_OK) on success and a negative CRNET_E* code on
+ *     failure;
+ *   - misuse (a NULL buffer, an unknown datatype, ...) returns CRNET_EINVAL and
+ *     changes nothing: the communicator stays usable;
+ *   - a failure of the job (a peer gone, a timeout, an abort, a mismatched call)
+ *     is sticky: every later call on that communicator returns the same code,
+ *     and crnet_comm_errmsg() says which peer, which collective, which round;
+ *   - buffers are borrowed for the duration of the call only.
+ *
+ * Environment contract (read by crnet_comm_init with cfg == NULL, and for any
+ * field a crnet_config leaves unset):
+ *   CRNET_RANK, CRNET_SIZE           this process's rank and the job size
+ *   CRNET_RENDEZVOUS                 host:port of the rendezvous; without
+ *                                    crlaunch, rank 0 serves it there
+ *   CRNET_JOB_KEY                    the job key, 64 hex digits (32 bytes), or
+ *   CRNET_JOB_KEY_FILE               a file holding it (crlaunch uses a file)
+ *   CRNET_PORT_RANGE                 lo-hi: ports this process may listen on
+ *   CRNET_INIT_TIMEOUT               seconds init may take (default 60)
+ *   CRNET_DEBUG                      1: log connection events to stderr
+ */
+#ifndef CRNET_H
+#define CRNET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "crnet_version.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define CRNET_EXTERN __attribute__((visibility("default")))
+#define CRNET_NODISCARD __attribute__((warn_unused_result))
+#else
+#define CRNET_EXTERN
+#define CRNET_NODISCARD
+#endif
+
+/* The one list of error codes. It generates the enum, crnet_strerror() and
+ * crnet_err_name(), so the three never drift apart. */
+#define CRNET_ERRNO_MAP(XX)                                                    \
+  XX(EINVAL, -1, "invalid argument")                                           \
+  XX(ENOMEM, -2, "out of memory")                                              \
+  XX(EPEER, -3, "a peer process is gone")                                      \
+  XX(ETIMEDOUT, -4, "timed out")                                               \
+  XX(EAUTH, -5, "authentication failed")                                       \
+  XX(EMISMATCH, -6, "ranks made mismatched collective calls")                  \
+  XX(EUNSUPPORTED, -7, "the chosen schedule cannot do this call")              \
+  XX(EABORTED, -8, "the job was aborted")                                      \
+  XX(EIO, -9, "network or system error")
+
+typedef enum crnet_errno {
+  CRNET_OK = 0,
+#define CRNET_ERRNO_ENUM_(name, value, msg) CRNET_##name = (value),
+  CRNET_ERRNO_MAP(CRNET_ERRNO_ENUM_)
+#undef CRNET_ERRNO_ENUM_
+} crnet_errno;
+
+/* Element types. CRNET_BYTE is for data that is moved, never reduced. */
+typedef enum crnet_datatype {
+  CRNET_INT8 = 0,
+  CRNET_INT16,
+  CRNET_INT32,
+  CRNET_INT64,
+  CRNET_UINT8,
+  CRNET_UINT16,
+  CRNET_UINT32,
+  CRNET_UINT64,
+  CRNET_FLOAT16,  /* IEEE 754 binary16 */
+  CRNET_BFLOAT16, /* the upper half of a binary32 */
+  CRNET_FLOAT,
+  CRNET_DOUBLE,
+  CRNET_BYTE,
+  CRNET_DATATYPE_COUNT
+} crnet_datatype;
+
+/* Reduction operators. Built-in operators are the values below; user
+ * operators made by crnet_op_create() get other values. */
+typedef int crnet_op;
+enum {
+  CRNET_SUM = 0,
+  CRNET_PROD,
+  CRNET_MIN,
+  CRNET_MAX,
+  CRNET_BAND, /* bitwise: integer types only */
+  CRNET_BOR,
+  CRNET_BXOR,
+  CRNET_LAND, /* logical: result is 0 or 1 */
+  CRNET_LOR,
+  CRNET_OP_BUILTIN_COUNT
+};
+
+/* Collectives, for crnet_comm_set_schedule() and in error messages. */
+typedef enum crnet_collective {
+  CRNET_COLL_ALLREDUCE = 0,
+  CRNET_COLL_REDUCE_SCATTER, /* block and irregular */
+  CRNET_COLL_SCAN,           /* scan and exscan */
+  CRNET_COLL_ALLTOALL,
+  CRNET_COLL_ALLGATHER,
+  CRNET_COLL_BCAST,
+  CRNET_COLL_REDUCE,
+  CRNET_COLL_BARRIER,
+  CRNET_COLL_COUNT
+} crnet_collective;
+
+/* As the send buffer: the operation works in place on the receive buffer. */
+#define CRNET_IN_PLACE ((const void *)1)
+
+/* A user reduction: inout[i] = in[i] (+) inout[i] for i < count. `in` always
+ * holds the contribution of the lower-ranked processes. */
+typedef void crnet_user_fn(const void *in, void *inout, size_t count,
+                           crnet_datatype dt, void *ctx);
+
+typedef struct crnet_comm crnet_comm;
+
+/* Settings for crnet_comm_init(). Fill with crnet_config_init() first, so that
+ * fields added later keep their defaults; every field left unset (-1, NULL or
+ * 0 as noted) is taken from the environment contract above. */
+typedef struct crnet_config {
+  int rank;                 /* -1: CRNET_RANK */
+  int size;                 /* -1: CRNET_SIZE */
+  const char *rendezvous;   /* NULL: CRNET_RENDEZVOUS ("host:port") */
+  const char *job_key_hex;  /* NULL: CRNET_JOB_KEY */
+  const char *job_key_file; /* NULL: CRNET_JOB_KEY_FILE */
+  const char *port_range;   /* NULL: CRNET_PORT_RANGE ("lo-hi") */
+  double init_timeout;      /* seconds; 0: CRNET_INIT_TIMEOUT, else 60 */
+  int serve_rendezvous;     /* -1: rank 0 serves unless crlaunch does */
+} crnet_config;
+
+CRNET_EXTERN void crnet_config_init(crnet_config *cfg);
+
+/* Joins the job: rendezvous, full mesh, authentication. Returns when every
+ * link is up, or fails within the init timeout naming the ranks that never
+ * appeared. On failure *comm is NULL; crnet_init_errmsg() tells why. */
+CRNET_EXTERN CRNET_NODISCARD int crnet_comm_init(crnet_comm **comm,
+                                                 const crnet_config *cfg);
+
+/* The reason the last crnet_comm_init() of this thread failed. */
+CRNET_EXTERN const char *crnet_init_errmsg(void);
+
+/* Leaves the job in order: every rank's data is delivered and the links close
+ * without a reset. Returns the communicator's sticky error, if any. NULL is a
+ * no-op. */
+CRNET_EXTERN int crnet_comm_destroy(crnet_comm *comm);
+
+CRNET_EXTERN int crnet_comm_rank(const crnet_comm *comm);
+CRNET_EXTERN int crnet_comm_size(const crnet_comm *comm);
+
+/* Fails every rank fast: their pending and later calls return CRNET_EABORTED
+ * and crnet_comm_errmsg() gives `code`. The caller should then exit, with
+ * `code` as its status if it likes; crlaunch reports it. */
+CRNET_EXTERN int crnet_comm_abort(crnet_comm *comm, int code);
+
+/* The sticky error's explanation ("" when there is none). Valid until the
+ * next call on the communicator. */
+CRNET_EXTERN const char *crnet_comm_errmsg(const crnet_comm *comm);
+
+/* The code given to crnet_comm_abort() by whichever rank aborted, or 0. */
+CRNET_EXTERN int crnet_comm_abort_code(const crnet_comm *comm);
+
+CRNET_EXTERN const char *crnet_strerror(int err);
+CRNET_EXTERN const char *crnet_err_name(int err);
+
+/* Size in bytes of one element; 0 for an unknown datatype. */
+CRNET_EXTERN size_t crnet_datatype_size(crnet_datatype dt);
+CRNET_EXTERN const char *crnet_datatype_name(crnet_datatype dt);
+CRNET_EXTERN const char *crnet_op_name(crnet_op op);
+CRNET_EXTERN const char *crnet_collective_name(crnet_collective coll);
+
+/* User operators. `commutative` = 0 restricts the op to order-preserving
+ * schedules. Operators are process-wide and may be used on any comm. */
+CRNET_EXTERN CRNET_NODISCARD int crnet_op_create(crnet_op *op,
+                                                 crnet_user_fn *fn, void *ctx,
+                                                 int commutative);
+CRNET_EXTERN int crnet_op_free(crnet_op *op);
+
+/* recv = send_0 (+) send_1 (+) ... (+) send_{p-1}, element-wise, on every
+ * rank, bitwise identical everywhere. send may be CRNET_IN_PLACE. */
+CRNET_EXTERN int crnet_allreduce(crnet_comm *comm, const void *send,
+                                 void *recv, size_t count, crnet_datatype dt,
+                                 crnet_op op);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CRNET_H */

@@ -1,0 +1,94 @@
+/* The frame header: the fixed 32-byte prefix of every message after the
+ * handshake, on mesh links and on rendezvous connections alike.
+ *
+ * Byte order is little-endian, whatever the host. Layout:
+ *
+ *   offset size field
+ *        0    4 magic    "CRNF"
+ *        4    1 version  CRNET__FRAME_VERSION
+ *        5    1 kind     enum crnet__frame_kind
+ *        6    1 coll     crnet_collective of a DATA frame, else 0
+ *        7    1 flags    none defined yet; must be 0
+ *        8    8 seq      the communicator's collective sequence number
+ *       16    4 round    round of the schedule within the collective
+ *       20    4 sig      signature of the call (datatype, op, count, ...),
+ *                        so mismatched calls are detected, not corrupted
+ *       24    8 length   payload bytes that follow the header
+ *
+ * A receiver decodes with crnet__frame_decode(), which rejects anything that
+ * is not a well-formed header of a known kind: the caller then drops the
+ * connection (a stranger) or fails the collective (a peer speaking nonsense).
+ */
+#ifndef CRNET_FRAME_H
+#define CRNET_FRAME_H
+
+#include <stdint.h>
+
+#define CRNET__FRAME_HEADER_SIZE 32
+#define CRNET__FRAME_VERSION 1
+#define CRNET__FRAME_MAGIC "CRNF"
+
+enum crnet__frame_kind {
+  CRNET__FRAME_DATA = 1,  /* collective payload */
+  CRNET__FRAME_ABORT = 2, /* payload: i32 code, i32 origin rank, text */
+  CRNET__FRAME_BYE = 3,   /* orderly close: nothing follows on this link */
+  CRNET__FRAME_RDV_REGISTER = 16, /* rank -> rendezvous: its address */
+  CRNET__FRAME_RDV_TABLE = 17,    /* rendezvous -> rank: every address */
+  CRNET__FRAME_RDV_ERROR = 18,    /* rendezvous -> rank: text */
+};
+
+typedef struct crnet__frame_header {
+  uint8_t kind;
+  uint8_t coll;
+  uint8_t flags;
+  uint64_t seq;
+  uint32_t round;
+  uint32_t sig;
+  uint64_t length;
+} crnet__frame_header;
+
+/* Writes h into out, little-endian. Never fails. */
+void crnet__frame_encode(const crnet__frame_header *h,
+                         uint8_t out[CRNET__FRAME_HEADER_SIZE]);
+
+/* Reads a header. Returns 0, or CRNET_EIO when the bytes are not a header
+ * this version understands (bad magic or version, unknown kind, a DATA frame
+ * naming no collective, coll set on a non-DATA frame, unknown flags) or when
+ * length exceeds max_length. `*why` (may be NULL) then gets a static string
+ * naming the first problem found. */
+int crnet__frame_decode(const uint8_t in[CRNET__FRAME_HEADER_SIZE],
+                        uint64_t max_length, crnet__frame_header *h,
+                        const char **why);
+
+/* Little-endian helpers, shared by the handshake and the rendezvous. */
+static inline void crnet__put_le32(uint8_t *p, uint32_t v) {
+  p[0] = (uint8_t)v;
+  p[1] = (uint8_t)(v >> 8);
+  p[2] = (uint8_t)(v >> 16);
+  p[3] = (uint8_t)(v >> 24);
+}
+
+static inline uint32_t crnet__get_le32(const uint8_t *p) {
+  return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
+         ((uint32_t)p[3] << 24);
+}
+
+static inline void crnet__put_le64(uint8_t *p, uint64_t v) {
+  crnet__put_le32(p, (uint32_t)v);
+  crnet__put_le32(p + 4, (uint32_t)(v >> 32));
+}
+
+static inline uint64_t crnet__get_le64(const uint8_t *p) {
+  return (uint64_t)crnet__get_le32(p) | ((uint64_t)crnet__get_le32(p + 4) << 32);
+}
+
+static inline void crnet__put_le16(uint8_t *p, uint16_t v) {
+  p[0] = (uint8_t)v;
+  p[1] = (uint8_t)(v >> 8);
+}
+
+static inline uint16_t crnet__get_le16(const uint8_t *p) {
+  return (uint16_t)(p[0] | (p[1] << 8));
+}
+
+#endif

@@ -1,0 +1,75 @@
+/* The rendezvous: how p processes that know only (rank, size, one address and
+ * the job key) learn each other's listening addresses.
+ *
+ * Each rank connects to the server, runs the handshake (purpose RENDEZVOUS),
+ * sends one RDV_REGISTER frame with its mesh address, and waits. When all
+ * `size` ranks have registered, the server sends every rank one RDV_TABLE
+ * frame holding all addresses, and the ranks close. If the timeout passes
+ * first, the server sends RDV_ERROR naming the ranks that never appeared to
+ * those that did, and reports the same list to its owner.
+ *
+ * The server runs on a caller's libuv loop: in crlaunch, or inside rank 0 when
+ * a job starts without crlaunch. Connections that fail the handshake, send
+ * garbage, register a rank twice or a rank out of range are dropped with a
+ * log line; the rendezvous goes on.
+ *
+ * Payloads (little-endian):
+ *   entry (88 bytes): family u8 (4 or 6), reserved u8, port u16, addr 16
+ *                     (IPv4 in the first 4), pid u32, host 64 (NUL-padded)
+ *   RDV_REGISTER: rank u32, size u32, entry
+ *   RDV_TABLE:    size u32, then `size` entries in rank order
+ *   RDV_ERROR:    text (not NUL-terminated)
+ */
+#ifndef CRNET_RENDEZVOUS_H
+#define CRNET_RENDEZVOUS_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "handshake.h"
+
+#define CRNET__RDV_HOST_BYTES 64
+#define CRNET__RDV_ENTRY_SIZE 88
+#define CRNET__RDV_REGISTER_SIZE (8 + CRNET__RDV_ENTRY_SIZE)
+
+typedef struct crnet__rdv_entry {
+  uint8_t family; /* 4 or 6 */
+  uint16_t port;
+  uint8_t addr[16];
+  uint32_t pid;
+  char host[CRNET__RDV_HOST_BYTES]; /* NUL-terminated, for messages */
+} crnet__rdv_entry;
+
+void crnet__rdv_entry_encode(const crnet__rdv_entry *e, uint8_t *out);
+/* 0, or CRNET_EIO if the bytes are not an entry (bad family, ...). */
+int crnet__rdv_entry_decode(const uint8_t *in, crnet__rdv_entry *e);
+/* "host (1.2.3.4:5678)" into buf, for messages. */
+void crnet__rdv_entry_format(const crnet__rdv_entry *e, char *buf, size_t n);
+
+typedef struct crnet__rdv_server crnet__rdv_server;
+
+/* Called once, from the loop. status 0: every rank got the table.
+ * CRNET_ETIMEDOUT: missing[0..nmissing-1] never registered. The arrays are
+ * valid during the call only. The server may be closed inside the callback. */
+typedef void (*crnet__rdv_done_cb)(crnet__rdv_server *srv, int status,
+                                   const int *missing, int nmissing,
+                                   void *arg);
+
+/* Listens on bind_host (numeric IPv4/IPv6, or NULL for 127.0.0.1) at `port`
+ * (0: any) and serves a job of `size` ranks. timeout_s bounds the wait for
+ * registrations. 0 or a negative code (CRNET_EIO when it cannot listen,
+ * CRNET_EINVAL for bad arguments, CRNET_ENOMEM). */
+int crnet__rdv_server_start(crnet__rdv_server **out, uv_loop_t *loop,
+                            const uint8_t key[CRNET__KEY_BYTES], int size,
+                            const char *bind_host, int port, double timeout_s,
+                            crnet__rdv_done_cb cb, void *arg);
+
+/* The port the server listens on (useful after port 0). */
+int crnet__rdv_server_port(const crnet__rdv_server *srv);
+
+/* Stops serving, closes every connection, wipes the key and frees the server
+ * once libuv has closed its handles (so keep running the loop). Safe to call
+ * from the done callback. */
+void crnet__rdv_server_close(crnet__rdv_server *srv);
+
+#endif

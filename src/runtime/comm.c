@@ -1,0 +1,595 @@
+/* Communicator lifecycle, the sticky error, and the blocking wait that every
+ * call uses. See comm.h. */
+#include "comm.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frame.h"
+#include "log.h"
+
+#define DEFAULT_INIT_TIMEOUT_S 60.0
+/* How long destroy waits for every peer to say goodbye. A peer still
+ * computing is given this long to reach crnet_comm_destroy. */
+#define BYE_TIMEOUT_MS 60000
+#define LINGER_MS 1000
+/* How long an abort waits for its ABORT frames to leave. */
+#define ABORT_FLUSH_MS 1000
+
+static _Thread_local char init_errmsg[512];
+
+const char *crnet_init_errmsg(void) { return init_errmsg; }
+
+void crnet_config_init(crnet_config *cfg) {
+  if (cfg == NULL)
+    return;
+  memset(cfg, 0, sizeof *cfg);
+  cfg->rank = -1;
+  cfg->size = -1;
+  cfg->serve_rendezvous = -1;
+}
+
+/* --- settings ------------------------------------------------------------- */
+
+static int parse_int(const char *v, long lo, long hi, int *out) {
+  char *end;
+  long x;
+  errno = 0;
+  x = strtol(v, &end, 10);
+  if (errno != 0 || end == v || *end != '\0' || x < lo || x > hi)
+    return -1;
+  *out = (int)x;
+  return 0;
+}
+
+static int parse_host_port(const char *v, char *host, size_t hostlen,
+                           int *port) {
+  const char *colon;
+  size_t n;
+  if (v[0] == '[') {
+    const char *close = strchr(v, ']');
+    if (close == NULL || close[1] != ':')
+      return -1;
+    n = (size_t)(close - v - 1);
+    if (n == 0 || n >= hostlen)
+      return -1;
+    memcpy(host, v + 1, n);
+    host[n] = '\0';
+    return parse_int(close + 2, 1, 65535, port);
+  }
+  colon = strrchr(v, ':');
+  if (colon == NULL)
+    return -1;
+  n = (size_t)(colon - v);
+  if (n == 0 || n >= hostlen)
+    return -1;
+  memcpy(host, v, n);
+  host[n] = '\0';
+  return parse_int(colon + 1, 1, 65535, port);
+}
+
+#define SETTINGS_FAIL(...)                                                     \
+  do {                                                                         \
+    snprintf(init_errmsg, sizeof init_errmsg, __VA_ARGS__);                    \
+    return CRNET_EINVAL;                                                       \
+  } while (0)
+
+/* Merges cfg with the environment contract. The key goes to `key`. */
+static int load_settings(const crnet_config *cfg, crnet__settings *s,
+                         uint8_t key[CRNET__KEY_BYTES]) {
+  const char *v;
+  const char *rank_env = getenv("CRNET_RANK");
+  const char *size_env = getenv("CRNET_SIZE");
+  const char *key_hex, *key_file;
+  int rc;
+
+  memset(s, 0, sizeof *s);
+  s->rank = cfg->rank;
+  s->size = cfg->size;
+  if (s->rank < 0 && rank_env != NULL &&
+      parse_int(rank_env, 0, INT32_MAX, &s->rank) != 0)
+    SETTINGS_FAIL("CRNET_RANK='%s' is not a rank", rank_env);
+  if (s->size < 0 && size_env != NULL &&
+      parse_int(size_env, 1, 1 << 24, &s->size) != 0)
+    SETTINGS_FAIL("CRNET_SIZE='%s' is not a job size", size_env);
+  if (s->rank < 0 && s->size < 0) {
+    /* Started directly, with no launcher: a job of one. */
+    s->rank = 0;
+    s->size = 1;
+  }
+  if (s->rank < 0 || s->size < 1 || s->rank >= s->size)
+    SETTINGS_FAIL("rank %d and size %d do not make a job (set both CRNET_RANK "
+                  "and CRNET_SIZE, 0 <= rank < size)",
+                  s->rank, s->size);
+
+  v = cfg->init_timeout > 0 ? NULL : getenv("CRNET_INIT_TIMEOUT");
+  s->init_timeout = cfg->init_timeout > 0 ? cfg->init_timeout
+                                          : DEFAULT_INIT_TIMEOUT_S;
+  if (v != NULL) {
+    char *end;
+    double t = strtod(v, &end);
+    if (end == v || *end != '\0' || !(t > 0) || t > 1e6)
+      SETTINGS_FAIL("CRNET_INIT_TIMEOUT='%s' is not a number of seconds", v);
+    s->init_timeout = t;
+  }
+  if (s->size == 1)
+    return 0; /* nothing to connect */
+
+  v = cfg->rendezvous != NULL ? cfg->rendezvous : getenv("CRNET_RENDEZVOUS");
+  if (v == NULL)
+    SETTINGS_FAIL("no rendezvous address: set CRNET_RENDEZVOUS=host:port "
+                  "(crlaunch does this for you)");
+  if (parse_host_port(v, s->rdv_host, sizeof s->rdv_host, &s->rdv_port) != 0)
+    SETTINGS_FAIL("CRNET_RENDEZVOUS='%s' is not host:port", v);
+  if (cfg->serve_rendezvous >= 0)
+    s->serve_rendezvous = cfg->serve_rendezvous != 0 && s->rank == 0;
+  else
+    s->serve_rendezvous = s->rank == 0 && getenv("CRNET_LAUNCHER") == NULL;
+
+  v = cfg->port_range != NULL ? cfg->port_range : getenv("CRNET_PORT_RANGE");
+  if (v != NULL && v[0] != '\0') {
+    char lo[16], hi[16];
+    const char *dash = strchr(v, '-');
+    size_t n = dash != NULL ? (size_t)(dash - v) : 0;
+    if (dash == NULL || n == 0 || n >= sizeof lo || strlen(dash + 1) >= sizeof hi)
+      SETTINGS_FAIL("CRNET_PORT_RANGE='%s' is not lo-hi", v);
+    memcpy(lo, v, n);
+    lo[n] = '\0';
+    snprintf(hi, sizeof hi, "%s", dash + 1);
+    if (parse_int(lo, 1, 65535, &s->port_lo) != 0 ||
+        parse_int(hi, 1, 65535, &s->port_hi) != 0 || s->port_lo > s->port_hi)
+      SETTINGS_FAIL("CRNET_PORT_RANGE='%s' is not lo-hi with 1 <= lo <= hi <= "
+                    "65535",
+                    v);
+  }
+
+  key_hex = cfg->job_key_hex != NULL ? cfg->job_key_hex : getenv("CRNET_JOB_KEY");
+  key_file =
+      cfg->job_key_file != NULL ? cfg->job_key_file : getenv("CRNET_JOB_KEY_FILE");
+  if (key_hex != NULL) {
+    if (crnet__key_parse_hex(key_hex, key) != 0)
+      SETTINGS_FAIL("CRNET_JOB_KEY is not 64 hex digits");
+  } else if (key_file != NULL) {
+    rc = crnet__key_load_file(key_file, key);
+    if (rc != 0) {
+      snprintf(init_errmsg, sizeof init_errmsg,
+               "cannot read a job key from CRNET_JOB_KEY_FILE '%s': %s",
+               key_file,
+               rc == CRNET_EIO ? strerror(errno) : "not 64 hex digits");
+      return rc;
+    }
+  } else {
+    SETTINGS_FAIL("no job key: set CRNET_JOB_KEY or CRNET_JOB_KEY_FILE "
+                  "(crlaunch does this for you)");
+  }
+  return 0;
+}
+
+/* --- the sticky error and peer events ------------------------------------- */
+
+void crnet__describe_rank(const crnet_comm *c, int rank, char *buf, size_t n) {
+  char where[128];
+  if (c->table != NULL && rank >= 0 && rank < c->size &&
+      c->table[rank].family != 0) {
+    crnet__rdv_entry_format(&c->table[rank], where, sizeof where);
+    snprintf(buf, n, "rank %d on %s", rank, where);
+  } else {
+    snprintf(buf, n, "rank %d", rank);
+  }
+}
+
+/* " during allreduce #4 round 2", or "" outside collectives. */
+static void describe_call(const crnet_comm *c, char *buf, size_t n) {
+  if (c->cur_coll < 0) {
+    buf[0] = '\0';
+    return;
+  }
+  snprintf(buf, n, " during %s #%" PRIu64 " round %" PRIu32,
+           crnet_collective_name((crnet_collective)c->cur_coll), c->seq,
+           c->cur_round);
+}
+
+static void tell_peers(crnet_comm *c, int origin) {
+  size_t textlen = strlen(c->errmsg);
+  uint8_t *msg = malloc(12 + textlen);
+  for (int r = 0; r < c->size; r++) {
+    crnet__peer *p = c->peers != NULL ? c->peers[r] : NULL;
+    if (p == NULL || p->closed)
+      continue;
+    if (msg != NULL && !crnet__link_busy(&p->link) && !p->link.failed &&
+        p->link.state == CRNET__LINK_READY) {
+      crnet__put_le32(msg, (uint32_t)c->err);
+      crnet__put_le32(msg + 4, (uint32_t)c->abort_code);
+      crnet__put_le32(msg + 8, (uint32_t)origin);
+      memcpy(msg + 12, c->errmsg, textlen);
+      crnet__link_send_control(&p->link, CRNET__FRAME_ABORT, msg,
+                               12 + textlen);
+      crnet__link_close_gently(&p->link, LINGER_MS);
+    } else {
+      /* A write of the failed collective is in flight: it cannot be
+       * interrupted by a frame, and its buffer belongs to the caller, who is
+       * about to get control back. Closing cancels it. */
+      crnet__link_close(&p->link);
+    }
+  }
+  free(msg);
+}
+
+void crnet__comm_fail(crnet_comm *c, int err, int origin, const char *fmt,
+                      ...) {
+  va_list ap;
+  if (c->err != 0)
+    return;
+  c->err = err;
+  va_start(ap, fmt);
+  vsnprintf(c->errmsg, sizeof c->errmsg, fmt, ap);
+  va_end(ap);
+  crnet__debug("%s", c->errmsg);
+  tell_peers(c, origin);
+}
+
+static void on_peer_control(crnet__link *l, const crnet__frame_header *h,
+                            const uint8_t *payload) {
+  crnet__peer *p = (crnet__peer *)l;
+  crnet_comm *c = p->comm;
+  char who[160], call[96];
+  if (h->kind == CRNET__FRAME_BYE) {
+    p->got_bye = true;
+    return;
+  }
+  crnet__describe_rank(c, (int)l->peer, who, sizeof who);
+  if (h->kind == CRNET__FRAME_ABORT && h->length >= 12) {
+    int err = (int32_t)crnet__get_le32(payload);
+    int code = (int32_t)crnet__get_le32(payload + 4);
+    int origin = (int32_t)crnet__get_le32(payload + 8);
+    int textlen = h->length - 12 > 300 ? 300 : (int)(h->length - 12);
+    if (err >= 0 || err < CRNET_EIO)
+      err = CRNET_EPEER;
+    if (c->err == 0 && err == CRNET_EABORTED)
+      c->abort_code = code;
+    crnet__comm_fail(c, err, origin, "%s reports: %.*s", who, textlen,
+                     (const char *)payload + 12);
+    return;
+  }
+  describe_call(c, call, sizeof call);
+  crnet__comm_fail(c, CRNET_EIO, (int)l->peer,
+                   "%s sent an unexpected control frame (kind %u)%s", who,
+                   (unsigned)h->kind, call);
+}
+
+static void on_peer_error(crnet__link *l, int status, const char *why) {
+  crnet__peer *p = (crnet__peer *)l;
+  crnet_comm *c = p->comm;
+  char who[160], call[96];
+  if (p->got_bye && status == CRNET_EPEER) {
+    /* The peer said goodbye and closed: an orderly departure. If a later call
+     * needs this link, posting on it fails and names the departure. */
+    crnet__link_close(l);
+    return;
+  }
+  crnet__describe_rank(c, (int)l->peer, who, sizeof who);
+  describe_call(c, call, sizeof call);
+  if (status == CRNET_EMISMATCH)
+    crnet__comm_fail(c, status, (int)l->peer, "mismatched calls%s: %s", call,
+                     why);
+  else
+    crnet__comm_fail(c, status, (int)l->peer, "lost %s%s: %s", who, call, why);
+  crnet__link_close(l);
+}
+
+static void on_peer_ready(crnet__link *l, int status) {
+  /* Links switch to these callbacks only once ready. */
+  (void)l;
+  (void)status;
+}
+
+static void on_peer_closed(crnet__link *l) {
+  crnet__peer *p = (crnet__peer *)l;
+  crnet_comm *c = p->comm;
+  p->closed = true;
+  c->open_peers--;
+}
+
+const crnet__link_callbacks crnet__peer_callbacks = {
+    .on_ready = on_peer_ready,
+    .on_control = on_peer_control,
+    .on_error = on_peer_error,
+    .on_closed = on_peer_closed,
+};
+
+/* --- waiting ----------------------------------------------------------------- */
+
+static void on_deadline(uv_timer_t *t) {
+  crnet_comm *c = t->data;
+  c->deadline_passed = true;
+}
+
+int crnet__comm_run_until(crnet_comm *c, bool (*done)(void *), void *arg,
+                          uint64_t timeout_ms) {
+  int rc = 0;
+  c->deadline_passed = false;
+  if (timeout_ms > 0)
+    uv_timer_start(&c->deadline, on_deadline, timeout_ms, 0);
+  while (!done(arg)) {
+    if (c->deadline_passed) {
+      rc = CRNET_ETIMEDOUT;
+      break;
+    }
+    /* Sleeps in epoll until something happens. A loop with nothing left to
+     * wait for cannot make progress: that is a bug, not a reason to spin. */
+    if (uv_run(&c->loop, UV_RUN_ONCE) == 0 && !done(arg)) {
+      rc = CRNET_EIO;
+      break;
+    }
+  }
+  uv_timer_stop(&c->deadline);
+  return rc;
+}
+
+typedef struct pair_wait {
+  crnet_comm *c;
+  crnet__send_req *send;
+  crnet__recv_req *recv;
+  crnet__link *recv_link;
+} pair_wait;
+
+static bool pair_done(void *arg) {
+  pair_wait *w = arg;
+  if (w->c->err != 0 && w->recv != NULL && !w->recv->done)
+    crnet__link_cancel_recv(w->recv_link, w->recv);
+  return (w->send == NULL || w->send->done) &&
+         (w->recv == NULL || w->recv->done);
+}
+
+int crnet__sendrecv(crnet_comm *c, int to, const void *sbuf, uint64_t slen,
+                    int from, void *rbuf, uint64_t rlen, uint32_t round,
+                    uint32_t sig) {
+  crnet__send_req sreq;
+  crnet__recv_req rreq;
+  pair_wait w = {.c = c};
+  char who[160];
+  c->cur_round = round;
+  if (c->err != 0)
+    return c->err;
+  if (from >= 0) {
+    crnet__peer *p = c->peers[from];
+    memset(&rreq, 0, sizeof rreq);
+    rreq.buf = rbuf;
+    rreq.len = rlen;
+    rreq.coll = (uint8_t)c->cur_coll;
+    rreq.seq = c->seq;
+    rreq.round = round;
+    rreq.sig = sig;
+    if (p == NULL || p->closed || p->link.failed) {
+      crnet__describe_rank(c, from, who, sizeof who);
+      crnet__comm_fail(c, CRNET_EPEER, from, "%s has left the job (%s #%" PRIu64
+                       " round %" PRIu32 " needed it)",
+                       who, crnet_collective_name((crnet_collective)c->cur_coll),
+                       c->seq, round);
+      return c->err;
+    }
+    crnet__link_post_recv(&p->link, &rreq);
+    w.recv = &rreq;
+    w.recv_link = &p->link;
+  }
+  if (to >= 0) {
+    crnet__peer *p = c->peers[to];
+    crnet__frame_header h = {.kind = CRNET__FRAME_DATA,
+                             .coll = (uint8_t)c->cur_coll,
+                             .seq = c->seq,
+                             .round = round,
+                             .sig = sig,
+                             .length = slen};
+    if (p == NULL || p->closed || p->link.failed) {
+      crnet__describe_rank(c, to, who, sizeof who);
+      crnet__comm_fail(c, CRNET_EPEER, to, "%s has left the job", who);
+    } else {
+      crnet__link_send(&p->link, &sreq, &h, sbuf, slen);
+      w.send = &sreq;
+    }
+  }
+  /* Requests live in this frame: wait until libuv has let go of both, also
+   * when the comm fails meanwhile (closing a link completes its requests). */
+  crnet__comm_run_until(c, pair_done, &w, 0);
+  if (c->err == 0 && ((w.send != NULL && sreq.status != 0) ||
+                      (w.recv != NULL && rreq.status != 0)))
+    crnet__comm_fail(c, CRNET_EPEER, -1, "link failed in round %" PRIu32,
+                     round);
+  return c->err;
+}
+
+int crnet__coll_begin(crnet_comm *c, crnet_collective coll) {
+  if (c->err != 0)
+    return c->err;
+  c->seq++;
+  c->cur_coll = (int)coll;
+  c->cur_round = 0;
+  return 0;
+}
+
+void crnet__coll_end(crnet_comm *c) { c->cur_coll = -1; }
+
+/* --- lifecycle ------------------------------------------------------------------ */
+
+static void free_comm(crnet_comm *c) {
+  crnet__wipe(c->key, sizeof c->key);
+  free(c->peers);
+  free(c->table);
+  free(c);
+}
+
+static void on_walk_close(uv_handle_t *h, void *arg) {
+  (void)arg;
+  if (!uv_is_closing(h))
+    uv_close(h, NULL);
+}
+
+/* Runs the loop until every handle is closed, then closes it. Anything still
+ * open here (a lingering connection) is closed outright. */
+static void close_loop(crnet_comm *c) {
+  uv_timer_stop(&c->deadline);
+  if (!uv_is_closing((uv_handle_t *)&c->deadline))
+    uv_close((uv_handle_t *)&c->deadline, NULL);
+  while (uv_run(&c->loop, UV_RUN_DEFAULT) != 0)
+    ;
+  if (uv_loop_close(&c->loop) == UV_EBUSY) {
+    uv_walk(&c->loop, on_walk_close, NULL);
+    while (uv_run(&c->loop, UV_RUN_DEFAULT) != 0)
+      ;
+    uv_loop_close(&c->loop);
+  }
+}
+
+int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
+  crnet_config defaults;
+  crnet__settings s;
+  crnet_comm *c;
+  char prefix[48];
+  int rc;
+
+  init_errmsg[0] = '\0';
+  if (out == NULL) {
+    snprintf(init_errmsg, sizeof init_errmsg, "comm is NULL");
+    return CRNET_EINVAL;
+  }
+  *out = NULL;
+  if (cfg == NULL) {
+    crnet_config_init(&defaults);
+    cfg = &defaults;
+  }
+  c = calloc(1, sizeof *c);
+  if (c == NULL) {
+    snprintf(init_errmsg, sizeof init_errmsg, "out of memory");
+    return CRNET_ENOMEM;
+  }
+  rc = load_settings(cfg, &s, c->key);
+  if (rc != 0) {
+    free_comm(c);
+    return rc;
+  }
+  c->rank = s.rank;
+  c->size = s.size;
+  c->cur_coll = -1;
+  snprintf(prefix, sizeof prefix, "crnet[%d]: ", c->rank);
+  crnet__log_set_prefix(prefix);
+  c->peers = calloc((size_t)c->size, sizeof *c->peers);
+  c->table = calloc((size_t)c->size, sizeof *c->table);
+  if (c->peers == NULL || c->table == NULL) {
+    free_comm(c);
+    snprintf(init_errmsg, sizeof init_errmsg, "out of memory");
+    return CRNET_ENOMEM;
+  }
+  if (uv_loop_init(&c->loop) != 0) {
+    free_comm(c);
+    snprintf(init_errmsg, sizeof init_errmsg, "cannot create an event loop");
+    return CRNET_EIO;
+  }
+  uv_timer_init(&c->loop, &c->deadline);
+  c->deadline.data = c;
+  if (c->size > 1) {
+    rc = crnet__bootstrap(c, &s, init_errmsg, sizeof init_errmsg);
+    if (rc != 0) {
+      for (int r = 0; r < c->size; r++)
+        if (c->peers[r] != NULL)
+          crnet__link_close(&c->peers[r]->link);
+      close_loop(c);
+      for (int r = 0; r < c->size; r++)
+        free(c->peers[r]);
+      free_comm(c);
+      return rc;
+    }
+  }
+  *out = c;
+  return 0;
+}
+
+static bool goodbyes_done(void *arg) {
+  crnet_comm *c = arg;
+  if (c->err != 0)
+    return true;
+  for (int r = 0; r < c->size; r++) {
+    crnet__peer *p = c->peers[r];
+    if (p == NULL || p->closed || p->link.failed)
+      continue;
+    if (!p->got_bye || crnet__link_busy(&p->link))
+      return false;
+  }
+  return true;
+}
+
+static bool peers_closed(void *arg) {
+  crnet_comm *c = arg;
+  return c->open_peers == 0;
+}
+
+int crnet_comm_destroy(crnet_comm *c) {
+  int rc;
+  if (c == NULL)
+    return 0;
+  if (c->err == 0) {
+    /* Goodbye to everyone, then wait for everyone's goodbye: after it the
+     * peer sends nothing more, so closing cannot leave unread bytes that
+     * would turn our FIN into a reset. */
+    for (int r = 0; r < c->size; r++) {
+      crnet__peer *p = c->peers[r];
+      if (p != NULL && !p->closed && !p->link.failed)
+        crnet__link_send_control(&p->link, CRNET__FRAME_BYE, NULL, 0);
+    }
+    if (crnet__comm_run_until(c, goodbyes_done, c, BYE_TIMEOUT_MS) != 0)
+      crnet__comm_fail(c, CRNET_ETIMEDOUT, -1,
+                       "crnet_comm_destroy: peers did not leave within %d s",
+                       BYE_TIMEOUT_MS / 1000);
+  }
+  for (int r = 0; r < c->size; r++) {
+    crnet__peer *p = c->peers[r];
+    if (p != NULL && !p->closed)
+      crnet__link_close_gently(&p->link, LINGER_MS);
+  }
+  crnet__comm_run_until(c, peers_closed, c, 0);
+  for (int r = 0; r < c->size; r++)
+    free(c->peers[r]);
+  rc = c->err;
+  close_loop(c);
+  free_comm(c);
+  return rc;
+}
+
+int crnet_comm_rank(const crnet_comm *c) { return c != NULL ? c->rank : -1; }
+
+int crnet_comm_size(const crnet_comm *c) { return c != NULL ? c->size : -1; }
+
+const char *crnet_comm_errmsg(const crnet_comm *c) {
+  return c != NULL ? c->errmsg : "comm is NULL";
+}
+
+int crnet_comm_abort_code(const crnet_comm *c) {
+  return c != NULL ? c->abort_code : 0;
+}
+
+static bool aborts_sent(void *arg) {
+  crnet_comm *c = arg;
+  for (int r = 0; r < c->size; r++) {
+    crnet__peer *p = c->peers[r];
+    if (p != NULL && !p->closed && crnet__link_busy(&p->link))
+      return false;
+  }
+  return true;
+}
+
+int crnet_comm_abort(crnet_comm *c, int code) {
+  if (c == NULL)
+    return CRNET_EINVAL;
+  if (c->err == 0) {
+    c->abort_code = code;
+    crnet__comm_fail(c, CRNET_EABORTED, c->rank,
+                     "rank %d aborted the job with code %d", c->rank, code);
+    /* Give the ABORT frames a moment to leave, bounded, so a caller that
+     * exits right after this still warns everyone. */
+    crnet__comm_run_until(c, aborts_sent, c, ABORT_FLUSH_MS);
+  }
+  return 0;
+}

@@ -1,7 +1,7 @@
 /* The mutual handshake that opens every connection (mesh and rendezvous).
  *
  * This is a pure message state machine: it never does I/O, so it can be unit
- * tested and fuzzed byte by byte; conn.c drives it over libuv. It is the only
+ * tested and fuzzed byte by byte; link.c drives it over libuv. It is the only
  * code that uses libsodium.
  *
  * Three fixed-size messages, the initiator (the side that connected) first:
@@ -29,6 +29,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "crnet.h"
 
 #define CRNET__KEY_BYTES 32
 #define CRNET__NONCE_BYTES 32
@@ -79,9 +81,10 @@ void crnet__hs_write_hello(crnet__handshake *hs,
                            uint8_t out[CRNET__HS_HELLO_SIZE]);
 /* Verifies REPLY (magic, version, purpose, responder rank == expected, MAC)
  * and writes FINISH. 0 or CRNET_EAUTH. */
-int crnet__hs_read_reply(crnet__handshake *hs,
-                         const uint8_t in[CRNET__HS_REPLY_SIZE],
-                         uint8_t finish[CRNET__HS_FINISH_SIZE]);
+CRNET_NODISCARD int
+crnet__hs_read_reply(crnet__handshake *hs,
+                     const uint8_t in[CRNET__HS_REPLY_SIZE],
+                     uint8_t finish[CRNET__HS_FINISH_SIZE]);
 
 /* Responder side: accept, read HELLO, send REPLY, read FINISH. */
 void crnet__hs_init_responder(crnet__handshake *hs,
@@ -91,12 +94,14 @@ void crnet__hs_init_responder(crnet__handshake *hs,
  * size == ours, expected responder rank == self, initiator rank in
  * [0, size) and != self. On success hs->peer and hs->purpose hold the claimed
  * values (not yet authenticated!) and REPLY is written. 0 or CRNET_EAUTH. */
-int crnet__hs_read_hello(crnet__handshake *hs,
-                         const uint8_t in[CRNET__HS_HELLO_SIZE],
-                         uint8_t reply[CRNET__HS_REPLY_SIZE]);
+CRNET_NODISCARD int
+crnet__hs_read_hello(crnet__handshake *hs,
+                     const uint8_t in[CRNET__HS_HELLO_SIZE],
+                     uint8_t reply[CRNET__HS_REPLY_SIZE]);
 /* Verifies FINISH. After 0 the peer is authenticated as hs->peer. */
-int crnet__hs_read_finish(crnet__handshake *hs,
-                          const uint8_t in[CRNET__HS_FINISH_SIZE]);
+CRNET_NODISCARD int
+crnet__hs_read_finish(crnet__handshake *hs,
+                      const uint8_t in[CRNET__HS_FINISH_SIZE]);
 
 /* Wipes the key copy and transcript. Call on every handshake when done. */
 void crnet__hs_wipe(crnet__handshake *hs);
@@ -105,10 +110,12 @@ void crnet__hs_wipe(crnet__handshake *hs);
 
 /* 64 hex digits (upper or lower case, surrounding whitespace allowed) into
  * 32 bytes. 0 or CRNET_EINVAL (the key is then wiped). */
-int crnet__key_parse_hex(const char *hex, uint8_t key[CRNET__KEY_BYTES]);
+CRNET_NODISCARD int crnet__key_parse_hex(const char *hex,
+                                         uint8_t key[CRNET__KEY_BYTES]);
 /* Reads a key file holding the hex form. 0, CRNET_EIO (unreadable) or
  * CRNET_EINVAL (malformed). The read buffer is wiped. */
-int crnet__key_load_file(const char *path, uint8_t key[CRNET__KEY_BYTES]);
+CRNET_NODISCARD int crnet__key_load_file(const char *path,
+                                         uint8_t key[CRNET__KEY_BYTES]);
 /* A fresh random key, and its hex form (65 bytes with the NUL). */
 void crnet__key_generate(uint8_t key[CRNET__KEY_BYTES]);
 void crnet__key_to_hex(const uint8_t key[CRNET__KEY_BYTES],

@@ -1,0 +1,579 @@
+/* Links: the handshake driver and the frame reader/writer over libuv.
+ * See link.h for the contract. The whole file runs on the loop thread. */
+#include "link.h"
+
+#include <assert.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "crnet.h"
+
+/* The largest single read handed to libuv: read(2) moves at most about 2 GiB
+ * per call anyway, and libuv's buffer length must fit its ssize_t result. */
+#define READ_CHUNK_MAX ((uint64_t)1 << 30)
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf);
+
+void crnet__format_sockaddr(const struct sockaddr *sa, char *buf, size_t n) {
+  char ip[64] = "?";
+  int port = 0;
+  if (sa->sa_family == AF_INET) {
+    const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+    uv_ip4_name(in, ip, sizeof ip);
+    port = ntohs(in->sin_port);
+    snprintf(buf, n, "%s:%d", ip, port);
+  } else if (sa->sa_family == AF_INET6) {
+    const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+    uv_ip6_name(in6, ip, sizeof ip);
+    port = ntohs(in6->sin6_port);
+    snprintf(buf, n, "[%s]:%d", ip, port);
+  } else {
+    snprintf(buf, n, "?");
+  }
+}
+
+static void on_handle_closed(uv_handle_t *h) {
+  crnet__link *l = h->data;
+  if (--l->handles_open > 0)
+    return;
+  free(l->control);
+  l->control = NULL;
+  crnet__hs_wipe(&l->hs);
+  if (l->cb->on_closed != NULL)
+    l->cb->on_closed(l);
+}
+
+static void start_reading(crnet__link *l) {
+  if (l->reading || l->state == CRNET__LINK_CONNECTING)
+    return;
+  if (uv_read_start((uv_stream_t *)&l->tcp, on_alloc, on_read) == 0)
+    l->reading = true;
+}
+
+static void stop_reading(crnet__link *l) {
+  if (!l->reading)
+    return;
+  uv_read_stop((uv_stream_t *)&l->tcp);
+  l->reading = false;
+}
+
+/* Completes a posted receive, successfully or not. */
+static void finish_recv(crnet__link *l, int status) {
+  crnet__recv_req *r = l->recv;
+  if (r == NULL)
+    return;
+  l->recv = NULL;
+  r->status = status;
+  r->done = true;
+}
+
+/* The first failure of an established link: stop reading, fail the posted
+ * receive, tell the owner once. */
+static void link_fail(crnet__link *l, int status, const char *why) {
+  if (l->failed)
+    return;
+  l->failed = true;
+  snprintf(l->why, sizeof l->why, "%s", why);
+  stop_reading(l);
+  finish_recv(l, status);
+  if (l->cb->on_error != NULL)
+    l->cb->on_error(l, status, l->why);
+}
+
+/* --- the handshake ------------------------------------------------------ */
+
+static void hs_fail(crnet__link *l, int status, const char *why) {
+  if (l->failed)
+    return;
+  l->failed = true;
+  snprintf(l->why, sizeof l->why, "%s", why);
+  stop_reading(l);
+  uv_timer_stop(&l->timer);
+  crnet__hs_wipe(&l->hs);
+  l->cb->on_ready(l, status);
+}
+
+static void hs_succeed(crnet__link *l) {
+  l->peer = l->hs.peer;
+  l->purpose = l->hs.purpose;
+  crnet__hs_wipe(&l->hs);
+  uv_timer_stop(&l->timer);
+  l->state = CRNET__LINK_READY;
+  l->hdr_got = 0;
+  l->have_header = false;
+  l->cb->on_ready(l, 0);
+}
+
+static void on_hs_timeout(uv_timer_t *t) {
+  crnet__link *l = t->data;
+  hs_fail(l, CRNET_ETIMEDOUT, "handshake not completed in time");
+}
+
+static void on_hs_written(uv_write_t *w, int status) {
+  crnet__link *l = w->data;
+  if (status < 0 && status != UV_ECANCELED && l->state == CRNET__LINK_HANDSHAKE)
+    hs_fail(l, CRNET_EIO, uv_strerror(status));
+}
+
+static int hs_write(crnet__link *l, uv_write_t *w, uint8_t *buf, size_t len) {
+  uv_buf_t b = {.base = (char *)buf, .len = len};
+  w->data = l;
+  return uv_write(w, (uv_stream_t *)&l->tcp, &b, 1, on_hs_written);
+}
+
+/* A whole handshake message is in hs_in: take the next step. One linear
+ * sequence with one failure exit, as the protocol is one linear exchange. */
+static void hs_step(crnet__link *l) {
+  int rc;
+  if (l->initiator) {
+    rc = crnet__hs_read_reply(&l->hs, l->hs_in, l->hs_fin);
+    if (rc != 0)
+      goto fail;
+    if (hs_write(l, &l->hs_write_fin, l->hs_fin, sizeof l->hs_fin) != 0)
+      goto fail_io;
+    hs_succeed(l);
+    return;
+  }
+  if (l->hs_want == CRNET__HS_HELLO_SIZE) {
+    rc = crnet__hs_read_hello(&l->hs, l->hs_in, l->hs_out);
+    if (rc != 0)
+      goto fail;
+    if (hs_write(l, &l->hs_write, l->hs_out, CRNET__HS_REPLY_SIZE) != 0)
+      goto fail_io;
+    l->hs_want = CRNET__HS_FINISH_SIZE;
+    l->hs_got = 0;
+    return;
+  }
+  rc = crnet__hs_read_finish(&l->hs, l->hs_in);
+  if (rc != 0)
+    goto fail;
+  hs_succeed(l);
+  return;
+
+fail:
+  hs_fail(l, CRNET_EAUTH, l->hs.why != NULL ? l->hs.why : "bad handshake");
+  return;
+fail_io:
+  hs_fail(l, CRNET_EIO, "cannot write handshake");
+}
+
+static void on_connect(uv_connect_t *req, int status) {
+  crnet__link *l = req->data;
+  char why[128];
+  if (l->state == CRNET__LINK_CLOSING)
+    return;
+  if (status < 0) {
+    snprintf(why, sizeof why, "cannot connect: %s", uv_strerror(status));
+    hs_fail(l, CRNET_EIO, why);
+    return;
+  }
+  l->state = CRNET__LINK_HANDSHAKE;
+  uv_tcp_nodelay(&l->tcp, 1);
+  crnet__hs_write_hello(&l->hs, l->hs_out);
+  if (hs_write(l, &l->hs_write, l->hs_out, CRNET__HS_HELLO_SIZE) != 0) {
+    hs_fail(l, CRNET_EIO, "cannot write handshake");
+    return;
+  }
+  l->hs_want = CRNET__HS_REPLY_SIZE;
+  l->hs_got = 0;
+  start_reading(l);
+}
+
+/* Opens the link's two handles. libuv cannot fail either init on Unix (a
+ * plain AF_UNSPEC tcp handle allocates nothing), so from here on every path
+ * ends in on_closed. */
+static void link_init(crnet__link *l, uv_loop_t *loop,
+                      const crnet__link_callbacks *cb, void *owner) {
+  memset(l, 0, sizeof *l);
+  l->cb = cb;
+  l->owner = owner;
+  l->peer = -1;
+  if (uv_tcp_init(loop, &l->tcp) != 0 || uv_timer_init(loop, &l->timer) != 0)
+    abort();
+  l->tcp.data = l;
+  l->timer.data = l;
+  l->handles_open = 2;
+}
+
+int crnet__link_connect(crnet__link *l, uv_loop_t *loop,
+                        const struct sockaddr *addr,
+                        const crnet__link_callbacks *cb, void *owner,
+                        const uint8_t key[CRNET__KEY_BYTES], uint8_t purpose,
+                        int32_t self, int32_t expected_peer, int32_t size,
+                        uint64_t hs_timeout_ms) {
+  int rc;
+  link_init(l, loop, cb, owner);
+  l->initiator = true;
+  l->state = CRNET__LINK_CONNECTING;
+  crnet__format_sockaddr(addr, l->addr, sizeof l->addr);
+  crnet__hs_init_initiator(&l->hs, key, purpose, self, expected_peer, size);
+  l->connect.data = l;
+  rc = uv_tcp_connect(&l->connect, &l->tcp, addr, on_connect);
+  if (rc != 0) {
+    snprintf(l->why, sizeof l->why, "cannot connect: %s", uv_strerror(rc));
+    l->failed = true;
+    crnet__link_close(l);
+    return CRNET_EIO;
+  }
+  uv_timer_start(&l->timer, on_hs_timeout, hs_timeout_ms, 0);
+  return 0;
+}
+
+int crnet__link_accept(crnet__link *l, uv_loop_t *loop, uv_stream_t *server,
+                       const crnet__link_callbacks *cb, void *owner,
+                       const uint8_t key[CRNET__KEY_BYTES], int32_t self,
+                       int32_t size, uint64_t hs_timeout_ms) {
+  struct sockaddr_storage ss;
+  int sslen = sizeof ss;
+  link_init(l, loop, cb, owner);
+  l->initiator = false;
+  l->state = CRNET__LINK_HANDSHAKE;
+  if (uv_accept(server, (uv_stream_t *)&l->tcp) != 0) {
+    l->failed = true;
+    crnet__link_close(l);
+    return CRNET_EIO;
+  }
+  if (uv_tcp_getpeername(&l->tcp, (struct sockaddr *)&ss, &sslen) == 0)
+    crnet__format_sockaddr((struct sockaddr *)&ss, l->addr, sizeof l->addr);
+  else
+    snprintf(l->addr, sizeof l->addr, "?");
+  uv_tcp_nodelay(&l->tcp, 1);
+  crnet__hs_init_responder(&l->hs, key, self, size);
+  l->hs_want = CRNET__HS_HELLO_SIZE;
+  l->hs_got = 0;
+  uv_timer_start(&l->timer, on_hs_timeout, hs_timeout_ms, 0);
+  start_reading(l);
+  return 0;
+}
+
+/* --- reading frames ----------------------------------------------------- */
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+  /* Bytes read while draining a closing link are thrown away. */
+  static _Thread_local char sink[4096];
+  crnet__link *l = h->data;
+  uint64_t want;
+  (void)suggested;
+  if (l->draining) {
+    buf->base = sink;
+    buf->len = sizeof sink;
+    return;
+  }
+  if (l->state == CRNET__LINK_HANDSHAKE) {
+    buf->base = (char *)l->hs_in + l->hs_got;
+    buf->len = l->hs_want - l->hs_got;
+    return;
+  }
+  if (!l->have_header) {
+    buf->base = (char *)l->hdr_buf + l->hdr_got;
+    buf->len = sizeof l->hdr_buf - l->hdr_got;
+    return;
+  }
+  if (l->hdr.kind == CRNET__FRAME_DATA) {
+    /* Reading resumes only with a matching receive posted (see park). */
+    assert(l->recv != NULL);
+    want = l->recv->len - l->recv->got;
+    buf->base = (char *)l->recv->buf + l->recv->got;
+  } else {
+    want = l->hdr.length - l->control_got;
+    buf->base = (char *)l->control + l->control_got;
+  }
+  buf->len = (size_t)(want < READ_CHUNK_MAX ? want : READ_CHUNK_MAX);
+}
+
+static const char *coll_name(uint8_t coll) {
+  return crnet_collective_name((crnet_collective)coll);
+}
+
+/* Checks the DATA header against the posted receive. */
+static bool header_matches(crnet__link *l) {
+  const crnet__frame_header *h = &l->hdr;
+  const crnet__recv_req *r = l->recv;
+  char why[sizeof l->why];
+  if (h->coll == r->coll && h->seq == r->seq && h->round == r->round &&
+      h->sig == r->sig && h->length == r->len)
+    return true;
+  snprintf(why, sizeof why,
+           "rank %d sent %s #%" PRIu64 " round %" PRIu32 " (signature %08" PRIx32
+           ", %" PRIu64 " bytes) but this rank expected %s #%" PRIu64
+           " round %" PRIu32 " (signature %08" PRIx32 ", %" PRIu64 " bytes)",
+           (int)l->peer, coll_name(h->coll), h->seq, h->round, h->sig,
+           h->length, coll_name(r->coll), r->seq, r->round, r->sig, r->len);
+  link_fail(l, CRNET_EMISMATCH, why);
+  return false;
+}
+
+static void data_done(crnet__link *l) {
+  l->have_header = false;
+  finish_recv(l, 0);
+}
+
+static void control_done(crnet__link *l) {
+  uint8_t *payload = l->control;
+  crnet__frame_header h = l->hdr;
+  l->control = NULL;
+  l->have_header = false;
+  l->cb->on_control(l, &h, payload);
+  free(payload);
+}
+
+/* A header is complete in hdr_buf. */
+static void header_arrived(crnet__link *l) {
+  const char *why = NULL;
+  char msg[sizeof l->why];
+  l->hdr_got = 0;
+  if (crnet__frame_decode(l->hdr_buf, UINT64_MAX, &l->hdr, &why) != 0) {
+    snprintf(msg, sizeof msg, "rank %d sent a malformed frame (%s)",
+             (int)l->peer, why);
+    link_fail(l, CRNET_EIO, msg);
+    return;
+  }
+  l->have_header = true;
+  if (l->hdr.kind == CRNET__FRAME_DATA) {
+    if (l->recv == NULL) {
+      /* Park: the peer is ahead of us. Leaving its bytes in the socket lets
+       * TCP flow control pace it, and the receive, once posted, still gets
+       * the payload without a copy. */
+      stop_reading(l);
+      return;
+    }
+    if (header_matches(l) && l->hdr.length == 0)
+      data_done(l);
+    return;
+  }
+  if (l->hdr.length > CRNET__CONTROL_MAX) {
+    snprintf(msg, sizeof msg, "rank %d sent an oversized control frame",
+             (int)l->peer);
+    link_fail(l, CRNET_EIO, msg);
+    return;
+  }
+  l->control = malloc(l->hdr.length > 0 ? l->hdr.length : 1);
+  l->control_got = 0;
+  if (l->control == NULL) {
+    link_fail(l, CRNET_ENOMEM, "out of memory for a control frame");
+    return;
+  }
+  if (l->hdr.length == 0)
+    control_done(l);
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
+  crnet__link *l = s->data;
+  char why[128];
+  (void)buf;
+  if (n == 0)
+    return;
+  if (n < 0) {
+    if (l->draining) {
+      crnet__link_close(l);
+      return;
+    }
+    if (l->state == CRNET__LINK_HANDSHAKE) {
+      hs_fail(l, CRNET_EAUTH,
+              n == UV_EOF ? "closed during the handshake" : uv_strerror((int)n));
+      return;
+    }
+    if (n == UV_EOF)
+      snprintf(why, sizeof why, "rank %d closed its connection", (int)l->peer);
+    else
+      snprintf(why, sizeof why, "connection to rank %d failed: %s",
+               (int)l->peer, uv_strerror((int)n));
+    link_fail(l, CRNET_EPEER, why);
+    return;
+  }
+  if (l->draining)
+    return;
+  if (l->state == CRNET__LINK_HANDSHAKE) {
+    l->hs_got += (size_t)n;
+    if (l->hs_got == l->hs_want)
+      hs_step(l);
+    return;
+  }
+  if (!l->have_header) {
+    l->hdr_got += (size_t)n;
+    if (l->hdr_got == sizeof l->hdr_buf)
+      header_arrived(l);
+    return;
+  }
+  if (l->hdr.kind == CRNET__FRAME_DATA) {
+    l->recv->got += (uint64_t)n;
+    if (l->recv->got == l->recv->len)
+      data_done(l);
+  } else {
+    l->control_got += (uint64_t)n;
+    if (l->control_got == l->hdr.length)
+      control_done(l);
+  }
+}
+
+void crnet__link_post_recv(crnet__link *l, crnet__recv_req *r) {
+  assert(l->recv == NULL);
+  r->got = 0;
+  r->done = false;
+  r->status = 0;
+  if (l->failed || l->state != CRNET__LINK_READY) {
+    r->status = CRNET_EPEER;
+    r->done = true;
+    return;
+  }
+  l->recv = r;
+  if (l->have_header && l->hdr.kind == CRNET__FRAME_DATA) {
+    /* The parked header meets its receive. */
+    if (!header_matches(l))
+      return;
+    if (l->hdr.length == 0)
+      data_done(l);
+  }
+  start_reading(l);
+}
+
+void crnet__link_cancel_recv(crnet__link *l, crnet__recv_req *r) {
+  if (l->recv == r) {
+    l->recv = NULL;
+    /* A payload half read into r cannot be resumed into anything else. */
+    if (l->have_header && l->hdr.kind == CRNET__FRAME_DATA && r->got > 0)
+      link_fail(l, CRNET_EIO, "receive abandoned mid-frame");
+  }
+  if (!r->done) {
+    r->status = CRNET_EPEER;
+    r->done = true;
+  }
+}
+
+/* --- writing frames ----------------------------------------------------- */
+
+static void on_send_done(uv_write_t *w, int status) {
+  crnet__send_req *r = (crnet__send_req *)w;
+  crnet__link *l = w->data;
+  char why[128];
+  l->pending_writes--;
+  r->status = status == 0 ? 0 : CRNET_EPEER;
+  r->done = true;
+  if (status < 0 && status != UV_ECANCELED) {
+    snprintf(why, sizeof why, "sending to rank %d failed: %s", (int)l->peer,
+             uv_strerror(status));
+    link_fail(l, CRNET_EPEER, why);
+  }
+}
+
+void crnet__link_send(crnet__link *l, crnet__send_req *r,
+                      const crnet__frame_header *h, const void *buf,
+                      uint64_t len) {
+  uv_buf_t bufs[2];
+  int rc;
+  assert(h->length == len);
+  r->done = false;
+  r->status = 0;
+  if (l->failed || l->state != CRNET__LINK_READY) {
+    r->status = CRNET_EPEER;
+    r->done = true;
+    return;
+  }
+  crnet__frame_encode(h, r->header);
+  bufs[0].base = (char *)r->header;
+  bufs[0].len = sizeof r->header;
+  bufs[1].base = (char *)buf;
+  bufs[1].len = (size_t)len;
+  r->write.data = l;
+  rc = uv_write(&r->write, (uv_stream_t *)&l->tcp, bufs, len > 0 ? 2 : 1,
+                on_send_done);
+  if (rc != 0) {
+    r->status = CRNET_EPEER;
+    r->done = true;
+    link_fail(l, CRNET_EPEER, uv_strerror(rc));
+    return;
+  }
+  l->pending_writes++;
+}
+
+typedef struct control_write {
+  uv_write_t write;
+  uint8_t header[CRNET__FRAME_HEADER_SIZE];
+  uint8_t payload[];
+} control_write;
+
+static void on_control_sent(uv_write_t *w, int status) {
+  crnet__link *l = w->data;
+  char why[128];
+  l->pending_writes--;
+  free(w);
+  if (status < 0 && status != UV_ECANCELED) {
+    snprintf(why, sizeof why, "sending to %s failed: %s", l->addr,
+             uv_strerror(status));
+    link_fail(l, CRNET_EPEER, why);
+  }
+}
+
+int crnet__link_send_control(crnet__link *l, uint8_t kind, const void *payload,
+                             uint64_t len) {
+  crnet__frame_header h = {.kind = kind, .length = len};
+  control_write *cw;
+  uv_buf_t b;
+  if (l->failed || l->state != CRNET__LINK_READY)
+    return CRNET_EPEER;
+  cw = malloc(sizeof *cw + len);
+  if (cw == NULL)
+    return CRNET_ENOMEM;
+  crnet__frame_encode(&h, cw->header);
+  if (len > 0)
+    memcpy(cw->payload, payload, len);
+  b.base = (char *)cw->header;
+  b.len = sizeof cw->header + len;
+  cw->write.data = l;
+  if (uv_write(&cw->write, (uv_stream_t *)&l->tcp, &b, 1, on_control_sent) !=
+      0) {
+    free(cw);
+    return CRNET_EPEER;
+  }
+  l->pending_writes++;
+  return 0;
+}
+
+/* --- closing ------------------------------------------------------------ */
+
+void crnet__link_close(crnet__link *l) {
+  if (uv_is_closing((uv_handle_t *)&l->tcp))
+    return;
+  l->state = CRNET__LINK_CLOSING;
+  stop_reading(l);
+  finish_recv(l, CRNET_EPEER);
+  uv_close((uv_handle_t *)&l->tcp, on_handle_closed);
+  uv_close((uv_handle_t *)&l->timer, on_handle_closed);
+}
+
+static void on_linger_timeout(uv_timer_t *t) { crnet__link_close(t->data); }
+
+static void on_shutdown(uv_shutdown_t *req, int status) {
+  crnet__link *l = req->data;
+  /* Queued writes could not be flushed: nothing more to wait for. */
+  if (status < 0)
+    crnet__link_close(l);
+}
+
+void crnet__link_close_gently(crnet__link *l, uint64_t linger_ms) {
+  if (uv_is_closing((uv_handle_t *)&l->tcp) || l->draining)
+    return;
+  if (l->state != CRNET__LINK_READY) {
+    crnet__link_close(l);
+    return;
+  }
+  l->state = CRNET__LINK_CLOSING;
+  l->draining = true;
+  finish_recv(l, CRNET_EPEER);
+  l->shutdown.data = l;
+  if (uv_shutdown(&l->shutdown, (uv_stream_t *)&l->tcp, on_shutdown) != 0) {
+    crnet__link_close(l);
+    return;
+  }
+  /* Reading to EOF before closing is what keeps the kernel from answering
+   * late bytes with a reset, which could destroy data the peer has not read
+   * yet. */
+  stop_reading(l);
+  if (uv_read_start((uv_stream_t *)&l->tcp, on_alloc, on_read) == 0)
+    l->reading = true;
+  uv_timer_stop(&l->timer);
+  uv_timer_start(&l->timer, on_linger_timeout, linger_ms, 0);
+}

@@ -1,0 +1,353 @@
+/* The rendezvous server and the address-table encoding. See rendezvous.h.
+ *
+ * Expected workload: p connections, each sending one small frame, then one
+ * table of p entries going back to each: O(p^2) bytes in all, which is fine
+ * to p = 10^4 on one host. Every connection is a link (link.h), so the
+ * handshake and framing are exactly those of the mesh. */
+#include "rendezvous.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "crnet.h"
+#include "frame.h"
+#include "link.h"
+#include "log.h"
+
+/* Time a connection may take to authenticate. Generous for loaded machines,
+ * short enough that a silent stranger holds nothing for long. */
+#define HANDSHAKE_TIMEOUT_MS 10000
+#define LINGER_MS 2000
+
+typedef struct rdv_conn {
+  crnet__link link;
+  struct rdv_conn *next, *prev;
+  crnet__rdv_server *srv;
+  int rank; /* registered rank, or -1 */
+} rdv_conn;
+
+struct crnet__rdv_server {
+  uv_loop_t *loop;
+  uv_tcp_t listener;
+  uv_timer_t timer;
+  uint8_t key[CRNET__KEY_BYTES];
+  int size;
+  double timeout_s;
+  int nregistered;
+  crnet__rdv_entry *entries;
+  rdv_conn **by_rank;
+  rdv_conn *conns; /* every open connection */
+  crnet__rdv_done_cb cb;
+  void *arg;
+  bool finished; /* table or error sent, callback made */
+  bool closing;
+  int open_handles; /* listener + timer + connections */
+};
+
+void crnet__rdv_entry_encode(const crnet__rdv_entry *e, uint8_t *out) {
+  memset(out, 0, CRNET__RDV_ENTRY_SIZE);
+  out[0] = e->family;
+  crnet__put_le16(out + 2, e->port);
+  memcpy(out + 4, e->addr, 16);
+  crnet__put_le32(out + 20, e->pid);
+  memcpy(out + 24, e->host, strnlen(e->host, CRNET__RDV_HOST_BYTES - 1));
+}
+
+int crnet__rdv_entry_decode(const uint8_t *in, crnet__rdv_entry *e) {
+  memset(e, 0, sizeof *e);
+  e->family = in[0];
+  if ((e->family != 4 && e->family != 6) || in[1] != 0)
+    return CRNET_EIO;
+  e->port = crnet__get_le16(in + 2);
+  if (e->port == 0)
+    return CRNET_EIO;
+  memcpy(e->addr, in + 4, 16);
+  e->pid = crnet__get_le32(in + 20);
+  memcpy(e->host, in + 24, CRNET__RDV_HOST_BYTES - 1);
+  e->host[CRNET__RDV_HOST_BYTES - 1] = '\0';
+  return 0;
+}
+
+void crnet__rdv_entry_format(const crnet__rdv_entry *e, char *buf, size_t n) {
+  char ip[64] = "?";
+  if (e->family == 4)
+    uv_inet_ntop(AF_INET, e->addr, ip, sizeof ip);
+  else if (e->family == 6)
+    uv_inet_ntop(AF_INET6, e->addr, ip, sizeof ip);
+  snprintf(buf, n, e->family == 6 ? "%s ([%s]:%u)" : "%s (%s:%u)",
+           e->host[0] ? e->host : "?", ip, (unsigned)e->port);
+}
+
+/* --- lifetime ------------------------------------------------------------- */
+
+static void server_release(crnet__rdv_server *srv) {
+  if (--srv->open_handles > 0)
+    return;
+  crnet__wipe(srv->key, sizeof srv->key);
+  free(srv->entries);
+  free(srv->by_rank);
+  free(srv);
+}
+
+static void server_handle_closed(uv_handle_t *h) { server_release(h->data); }
+
+static void conn_closed(crnet__link *l) {
+  rdv_conn *c = (rdv_conn *)l;
+  crnet__rdv_server *srv = c->srv;
+  if (c->prev != NULL)
+    c->prev->next = c->next;
+  else
+    srv->conns = c->next;
+  if (c->next != NULL)
+    c->next->prev = c->prev;
+  if (c->rank >= 0 && srv->by_rank[c->rank] == c)
+    srv->by_rank[c->rank] = NULL;
+  free(c);
+  server_release(srv);
+}
+
+static void drop(rdv_conn *c, const char *why) {
+  crnet__log("rendezvous: dropped connection from %s: %s", c->link.addr, why);
+  if (c->rank >= 0 && c->srv->by_rank[c->rank] == c)
+    c->srv->by_rank[c->rank] = NULL;
+  crnet__link_close(&c->link);
+}
+
+/* --- the protocol ---------------------------------------------------------- */
+
+static void finish(crnet__rdv_server *srv, int status, const int *missing,
+                   int nmissing) {
+  srv->finished = true;
+  uv_timer_stop(&srv->timer);
+  srv->cb(srv, status, missing, nmissing, srv->arg);
+}
+
+static void send_table(crnet__rdv_server *srv) {
+  size_t len = 4 + (size_t)srv->size * CRNET__RDV_ENTRY_SIZE;
+  uint8_t *table = malloc(len);
+  int missing_none = 0;
+  if (table == NULL) {
+    finish(srv, CRNET_ENOMEM, &missing_none, 0);
+    return;
+  }
+  crnet__put_le32(table, (uint32_t)srv->size);
+  for (int r = 0; r < srv->size; r++)
+    crnet__rdv_entry_encode(&srv->entries[r],
+                            table + 4 + (size_t)r * CRNET__RDV_ENTRY_SIZE);
+  for (int r = 0; r < srv->size; r++) {
+    rdv_conn *c = srv->by_rank[r];
+    if (c == NULL)
+      continue;
+    crnet__link_send_control(&c->link, CRNET__FRAME_RDV_TABLE, table, len);
+    /* The rank closes once it has the table; closing gently on our side too
+     * flushes the table before FIN. */
+    crnet__link_close_gently(&c->link, LINGER_MS);
+  }
+  free(table);
+  finish(srv, 0, NULL, 0);
+}
+
+static void on_conn_control(crnet__link *l, const crnet__frame_header *h,
+                            const uint8_t *payload) {
+  rdv_conn *c = (rdv_conn *)l;
+  crnet__rdv_server *srv = c->srv;
+  crnet__rdv_entry e;
+  char why[128];
+  uint32_t rank, size;
+  if (h->kind != CRNET__FRAME_RDV_REGISTER ||
+      h->length != CRNET__RDV_REGISTER_SIZE) {
+    drop(c, "unexpected frame");
+    return;
+  }
+  rank = crnet__get_le32(payload);
+  size = crnet__get_le32(payload + 4);
+  if (crnet__rdv_entry_decode(payload + 8, &e) != 0) {
+    drop(c, "malformed registration");
+    return;
+  }
+  if (rank != (uint32_t)l->peer || size != (uint32_t)srv->size) {
+    drop(c, "registration disagrees with the handshake");
+    return;
+  }
+  if (srv->finished) {
+    drop(c, "registration after the rendezvous ended");
+    return;
+  }
+  if (srv->by_rank[rank] != NULL || c->rank >= 0) {
+    snprintf(why, sizeof why, "rank %u registered twice", (unsigned)rank);
+    drop(c, why);
+    return;
+  }
+  c->rank = (int)rank;
+  srv->by_rank[rank] = c;
+  srv->entries[rank] = e;
+  srv->nregistered++;
+  crnet__debug("rendezvous: rank %u registered from %s (%d of %d)",
+               (unsigned)rank, l->addr, srv->nregistered, srv->size);
+  if (srv->nregistered == srv->size)
+    send_table(srv);
+}
+
+static void on_conn_ready(crnet__link *l, int status) {
+  rdv_conn *c = (rdv_conn *)l;
+  if (status != 0) {
+    drop(c, l->why);
+    return;
+  }
+  if (l->purpose != CRNET__HS_RENDEZVOUS)
+    drop(c, "not a rendezvous connection");
+}
+
+static void on_conn_error(crnet__link *l, int status, const char *why) {
+  rdv_conn *c = (rdv_conn *)l;
+  (void)status;
+  /* A registered rank that goes away before the table is out has died or
+   * given up; it will not get the table, which its launcher reports. */
+  if (c->rank >= 0 && !c->srv->finished)
+    crnet__log("rendezvous: rank %d left before the rendezvous completed: %s",
+               c->rank, why);
+  if (c->rank >= 0 && c->srv->by_rank[c->rank] == c)
+    c->srv->by_rank[c->rank] = NULL;
+  crnet__link_close(l);
+}
+
+static const crnet__link_callbacks conn_callbacks = {
+    .on_ready = on_conn_ready,
+    .on_control = on_conn_control,
+    .on_error = on_conn_error,
+    .on_closed = conn_closed,
+};
+
+static void on_connection(uv_stream_t *server, int status) {
+  crnet__rdv_server *srv = server->data;
+  rdv_conn *c;
+  if (status < 0 || srv->closing)
+    return;
+  c = calloc(1, sizeof *c);
+  if (c == NULL)
+    return;
+  c->srv = srv;
+  c->rank = -1;
+  c->next = srv->conns;
+  if (srv->conns != NULL)
+    srv->conns->prev = c;
+  srv->conns = c;
+  srv->open_handles++;
+  /* On failure the link closes itself and conn_closed frees c. */
+  crnet__link_accept(&c->link, srv->loop, server, &conn_callbacks, srv,
+                     srv->key, CRNET__RANK_RENDEZVOUS, srv->size,
+                     HANDSHAKE_TIMEOUT_MS);
+}
+
+static void on_timeout(uv_timer_t *t) {
+  crnet__rdv_server *srv = t->data;
+  int *missing = malloc(sizeof(int) * (size_t)srv->size);
+  int nmissing = 0;
+  char msg[512];
+  size_t used;
+  if (srv->finished || missing == NULL) {
+    free(missing);
+    return;
+  }
+  for (int r = 0; r < srv->size; r++)
+    if (srv->entries[r].family == 0)
+      missing[nmissing++] = r;
+  used = (size_t)snprintf(msg, sizeof msg, "rank%s", nmissing > 1 ? "s" : "");
+  for (int i = 0; i < nmissing && used < sizeof msg - 32; i++)
+    used += (size_t)snprintf(msg + used, sizeof msg - used, "%s %d",
+                             i > 0 ? "," : "", missing[i]);
+  if (used >= sizeof msg - 32)
+    used += (size_t)snprintf(msg + used, sizeof msg - used, " ...");
+  snprintf(msg + used, sizeof msg - used,
+           " never reached the rendezvous within %g s", srv->timeout_s);
+  for (int r = 0; r < srv->size; r++) {
+    rdv_conn *c = srv->by_rank[r];
+    if (c == NULL)
+      continue;
+    crnet__link_send_control(&c->link, CRNET__FRAME_RDV_ERROR, msg,
+                             strlen(msg));
+    crnet__link_close_gently(&c->link, LINGER_MS);
+  }
+  finish(srv, CRNET_ETIMEDOUT, missing, nmissing);
+  free(missing);
+}
+
+static int parse_bind(const char *host, int port, struct sockaddr_storage *ss) {
+  if (host == NULL)
+    host = "127.0.0.1";
+  if (uv_ip4_addr(host, port, (struct sockaddr_in *)ss) == 0)
+    return 0;
+  if (uv_ip6_addr(host, port, (struct sockaddr_in6 *)ss) == 0)
+    return 0;
+  return CRNET_EINVAL;
+}
+
+int crnet__rdv_server_start(crnet__rdv_server **out, uv_loop_t *loop,
+                            const uint8_t key[CRNET__KEY_BYTES], int size,
+                            const char *bind_host, int port, double timeout_s,
+                            crnet__rdv_done_cb cb, void *arg) {
+  struct sockaddr_storage ss;
+  crnet__rdv_server *srv;
+  int rc;
+  *out = NULL;
+  if (size < 1 || port < 0 || port > 65535 || timeout_s <= 0 || cb == NULL ||
+      parse_bind(bind_host, port, &ss) != 0)
+    return CRNET_EINVAL;
+  srv = calloc(1, sizeof *srv);
+  if (srv == NULL)
+    return CRNET_ENOMEM;
+  srv->entries = calloc((size_t)size, sizeof *srv->entries);
+  srv->by_rank = calloc((size_t)size, sizeof *srv->by_rank);
+  if (srv->entries == NULL || srv->by_rank == NULL) {
+    free(srv->entries);
+    free(srv->by_rank);
+    free(srv);
+    return CRNET_ENOMEM;
+  }
+  srv->loop = loop;
+  memcpy(srv->key, key, CRNET__KEY_BYTES);
+  srv->size = size;
+  srv->timeout_s = timeout_s;
+  srv->cb = cb;
+  srv->arg = arg;
+  uv_tcp_init(loop, &srv->listener);
+  uv_timer_init(loop, &srv->timer);
+  srv->listener.data = srv;
+  srv->timer.data = srv;
+  srv->open_handles = 2;
+  rc = uv_tcp_bind(&srv->listener, (struct sockaddr *)&ss, 0);
+  if (rc == 0)
+    rc = uv_listen((uv_stream_t *)&srv->listener, 1024, on_connection);
+  if (rc != 0) {
+    crnet__log("rendezvous: cannot listen on %s:%d: %s",
+               bind_host ? bind_host : "127.0.0.1", port, uv_strerror(rc));
+    srv->closing = true;
+    uv_close((uv_handle_t *)&srv->listener, server_handle_closed);
+    uv_close((uv_handle_t *)&srv->timer, server_handle_closed);
+    return CRNET_EIO;
+  }
+  uv_timer_start(&srv->timer, on_timeout, (uint64_t)(timeout_s * 1000.0), 0);
+  *out = srv;
+  return 0;
+}
+
+int crnet__rdv_server_port(const crnet__rdv_server *srv) {
+  struct sockaddr_storage ss;
+  int len = sizeof ss;
+  if (uv_tcp_getsockname(&srv->listener, (struct sockaddr *)&ss, &len) != 0)
+    return -1;
+  if (ss.ss_family == AF_INET)
+    return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+  return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+}
+
+void crnet__rdv_server_close(crnet__rdv_server *srv) {
+  if (srv == NULL || srv->closing)
+    return;
+  srv->closing = true;
+  uv_close((uv_handle_t *)&srv->listener, server_handle_closed);
+  uv_close((uv_handle_t *)&srv->timer, server_handle_closed);
+  for (rdv_conn *c = srv->conns; c != NULL; c = c->next)
+    crnet__link_close_gently(&c->link, LINGER_MS);
+}

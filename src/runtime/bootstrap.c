@@ -1,0 +1,575 @@
+/* Bootstrap: from (rank, size, rendezvous address, job key) to a full mesh of
+ * authenticated links.
+ *
+ *   1. Rank 0 starts the rendezvous server if nobody else serves it (no
+ *      crlaunch: the torchrun/TCPStore pattern).
+ *   2. Connect to the rendezvous (retrying while it is not up yet) and
+ *      authenticate. The local address of that connection is the address on
+ *      which the rendezvous, and so presumably the peers, can reach us: the
+ *      mesh listener binds exactly there (not on every interface), on port 0
+ *      or a port of CRNET_PORT_RANGE.
+ *   3. Register that address; receive every rank's address (or an error
+ *      naming the ranks that never came).
+ *   4. Rank i connects to every rank j < i and accepts from every j > i, so
+ *      each pair has exactly one connection. Accepted connections must
+ *      authenticate as a higher rank we have no link to yet; anything else
+ *      (a stranger, garbage, a duplicate) is dropped with a log line and the
+ *      bootstrap goes on.
+ *   5. When all p−1 links are up, close the listener (no stranger can get in
+ *      afterwards) and return. The whole process is bounded by the init
+ *      timeout; on expiry the error names the ranks that never appeared.
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "comm.h"
+#include "frame.h"
+#include "log.h"
+
+#define RETRY_MIN_MS 20
+#define RETRY_MAX_MS 500
+#define LINGER_MS 2000
+
+typedef struct bootstrap bootstrap;
+
+typedef struct rdv_client {
+  crnet__link link;
+  bootstrap *b;
+} rdv_client;
+
+struct bootstrap {
+  crnet_comm *c;
+  const crnet__settings *s;
+  uint64_t deadline; /* uv_now() value */
+  struct sockaddr_storage rdv_addr;
+
+  crnet__rdv_server *server;
+  bool server_done;
+
+  rdv_client *rdv; /* current attempt, or NULL */
+  uv_timer_t retry;
+  bool retry_open;
+  uint64_t retry_ms;
+  bool rdv_failed; /* fatal, with reason in err */
+  bool have_table;
+
+  uv_tcp_t listener;
+  bool listener_open;
+  bool listening;
+
+  int connected;    /* mesh links up */
+  bool *retry_peer; /* lower ranks to connect to again */
+  int outstanding_handles;
+  int fatal; /* a negative code once the bootstrap cannot succeed */
+  char err[512];
+};
+
+static void set_fatal(bootstrap *b, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void set_fatal(bootstrap *b, int code, const char *fmt, ...) {
+  va_list ap;
+  if (b->fatal != 0)
+    return;
+  b->fatal = code;
+  va_start(ap, fmt);
+  vsnprintf(b->err, sizeof b->err, fmt, ap);
+  va_end(ap);
+}
+
+static void on_handle_closed(uv_handle_t *h) {
+  bootstrap *b = h->data;
+  b->outstanding_handles--;
+}
+
+/* --- the mesh -------------------------------------------------------------- */
+
+static void connect_peer(bootstrap *b, int j);
+static void on_retry_mesh(uv_timer_t *t);
+
+static void peer_closed(crnet__link *l) {
+  crnet__peer *p = (crnet__peer *)l;
+  crnet_comm *c = p->comm;
+  c->open_peers--;
+  if (l->peer >= 0 && l->peer < c->size && c->peers[l->peer] == p)
+    c->peers[l->peer] = NULL;
+  free(p);
+}
+
+/* Mesh links during bootstrap: once ready they switch to the comm's
+ * callbacks, which share on_closed with these. */
+static void on_mesh_ready(crnet__link *l, int status) {
+  crnet__peer *p = (crnet__peer *)l;
+  crnet_comm *c = p->comm;
+  bootstrap *b = l->owner;
+  char who[160];
+  if (status != 0) {
+    if (!l->initiator) {
+      crnet__log("dropped connection from %s: %s", l->addr, l->why);
+      crnet__link_close(l);
+      return;
+    }
+    /* An outgoing attempt failed. The peer listens before it registers, so a
+     * refusal means something is wrong with that address; only
+     * authentication failures and timeouts are final though, because a busy
+     * listener can refuse transiently. */
+    crnet__describe_rank(c, l->peer, who, sizeof who);
+    if (status == CRNET_EAUTH)
+      set_fatal(b, CRNET_EAUTH, "authentication with %s failed: %s", who,
+                l->why);
+    else
+      crnet__debug("connecting to %s: %s; retrying", who, l->why);
+    b->retry_peer[l->peer] = true;
+    if (!uv_is_active((uv_handle_t *)&b->retry))
+      uv_timer_start(&b->retry, on_retry_mesh, RETRY_MAX_MS / 5, 0);
+    crnet__link_close(l);
+    return;
+  }
+  if (l->purpose != CRNET__HS_MESH) {
+    crnet__log("dropped connection from %s: not a mesh connection", l->addr);
+    crnet__link_close(l);
+    return;
+  }
+  if (!l->initiator && (l->peer <= c->rank || c->peers[l->peer] != NULL)) {
+    crnet__log("dropped connection from %s: rank %d %s", l->addr, (int)l->peer,
+               l->peer <= c->rank ? "must be connected to, not from"
+                                  : "is connected already");
+    crnet__link_close(l);
+    return;
+  }
+  c->peers[l->peer] = p;
+  l->cb = &crnet__peer_callbacks;
+  l->owner = c;
+  b->connected++;
+  crnet__debug("link to rank %d up (%s)", (int)l->peer, l->addr);
+}
+
+static void on_retry_mesh(uv_timer_t *t) {
+  bootstrap *b = t->data;
+  for (int j = 0; j < b->c->rank && b->fatal == 0; j++) {
+    if (b->retry_peer[j]) {
+      b->retry_peer[j] = false;
+      connect_peer(b, j);
+    }
+  }
+}
+
+static void on_mesh_control(crnet__link *l, const crnet__frame_header *h,
+                            const uint8_t *payload) {
+  /* Before the link is ready nothing is read as frames. */
+  (void)l;
+  (void)h;
+  (void)payload;
+}
+
+static void on_mesh_error(crnet__link *l, int status, const char *why) {
+  (void)status;
+  (void)why;
+  crnet__link_close(l);
+}
+
+static const crnet__link_callbacks mesh_boot_callbacks = {
+    .on_ready = on_mesh_ready,
+    .on_control = on_mesh_control,
+    .on_error = on_mesh_error,
+    .on_closed = peer_closed,
+};
+
+static crnet__peer *new_peer(crnet_comm *c) {
+  crnet__peer *p = calloc(1, sizeof *p);
+  if (p == NULL)
+    return NULL;
+  p->comm = c;
+  c->open_peers++;
+  return p;
+}
+
+static int entry_to_sockaddr(const crnet__rdv_entry *e,
+                             struct sockaddr_storage *ss) {
+  memset(ss, 0, sizeof *ss);
+  if (e->family == 4) {
+    struct sockaddr_in *in = (struct sockaddr_in *)ss;
+    in->sin_family = AF_INET;
+    in->sin_port = htons(e->port);
+    memcpy(&in->sin_addr, e->addr, 4);
+    return 0;
+  }
+  if (e->family == 6) {
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+    in6->sin6_family = AF_INET6;
+    in6->sin6_port = htons(e->port);
+    memcpy(&in6->sin6_addr, e->addr, 16);
+    return 0;
+  }
+  return CRNET_EINVAL;
+}
+
+static void connect_peer(bootstrap *b, int j) {
+  crnet_comm *c = b->c;
+  struct sockaddr_storage ss;
+  crnet__peer *p;
+  uint64_t now = uv_now(&c->loop);
+  uint64_t left = b->deadline > now ? b->deadline - now : 1;
+  if (entry_to_sockaddr(&c->table[j], &ss) != 0) {
+    set_fatal(b, CRNET_EIO, "rank %d registered an unusable address", j);
+    return;
+  }
+  p = new_peer(c);
+  if (p == NULL) {
+    set_fatal(b, CRNET_ENOMEM, "out of memory");
+    return;
+  }
+  crnet__link_connect(&p->link, &c->loop, (struct sockaddr *)&ss,
+                      &mesh_boot_callbacks, b, c->key, CRNET__HS_MESH, c->rank,
+                      j, c->size, left);
+  /* The peer rank is known on this side before the handshake, for messages
+   * about failed attempts. */
+  p->link.peer = j;
+}
+
+static void on_mesh_connection(uv_stream_t *server, int status) {
+  bootstrap *b = server->data;
+  crnet_comm *c = b->c;
+  crnet__peer *p;
+  uint64_t now, left;
+  if (status < 0)
+    return;
+  p = new_peer(c);
+  if (p == NULL)
+    return;
+  now = uv_now(&c->loop);
+  left = b->deadline > now ? b->deadline - now : 1;
+  /* On failure the link closes itself and peer_closed frees p. */
+  crnet__link_accept(&p->link, &c->loop, server, &mesh_boot_callbacks, b,
+                     c->key, c->rank, c->size, left < 10000 ? left : 10000);
+}
+
+/* Binds the mesh listener to the local address `local` (its port ignored),
+ * on port 0 or the first free port of the range, starting at an offset that
+ * spreads ranks of one host over the range. */
+static int listen_mesh(bootstrap *b, const struct sockaddr_storage *local) {
+  crnet_comm *c = b->c;
+  const crnet__settings *s = b->s;
+  struct sockaddr_storage ss = *local;
+  int n = s->port_hi > 0 ? s->port_hi - s->port_lo + 1 : 1;
+  int start = s->port_hi > 0 ? (c->rank + (int)getpid()) % n : 0;
+  int rc = UV_EADDRINUSE;
+  uv_tcp_init(&c->loop, &b->listener);
+  b->listener.data = b;
+  b->listener_open = true;
+  b->outstanding_handles++;
+  for (int i = 0; i < n; i++) {
+    int port = s->port_hi > 0 ? s->port_lo + (start + i) % n : 0;
+    if (ss.ss_family == AF_INET)
+      ((struct sockaddr_in *)&ss)->sin_port = htons((uint16_t)port);
+    else
+      ((struct sockaddr_in6 *)&ss)->sin6_port = htons((uint16_t)port);
+    rc = uv_tcp_bind(&b->listener, (struct sockaddr *)&ss, 0);
+    if (rc == 0)
+      rc = uv_listen((uv_stream_t *)&b->listener, 1024, on_mesh_connection);
+    if (rc == 0) {
+      b->listening = true;
+      return 0;
+    }
+    if (rc != UV_EADDRINUSE)
+      break;
+  }
+  if (s->port_hi > 0)
+    set_fatal(b, CRNET_EIO, "no free port in CRNET_PORT_RANGE %d-%d: %s",
+              s->port_lo, s->port_hi, uv_strerror(rc));
+  else
+    set_fatal(b, CRNET_EIO, "cannot listen for peers: %s", uv_strerror(rc));
+  return CRNET_EIO;
+}
+
+/* --- the rendezvous client -------------------------------------------------- */
+
+static void start_rdv_attempt(bootstrap *b);
+
+static void on_retry(uv_timer_t *t) { start_rdv_attempt(t->data); }
+
+static void rdv_closed(crnet__link *l) {
+  rdv_client *rc = (rdv_client *)l;
+  bootstrap *b = rc->b;
+  if (b->rdv == rc)
+    b->rdv = NULL;
+  b->outstanding_handles--;
+  free(rc);
+}
+
+static void register_with(bootstrap *b, crnet__link *l) {
+  crnet_comm *c = b->c;
+  struct sockaddr_storage local, bound;
+  int len = sizeof local;
+  crnet__rdv_entry e;
+  uint8_t msg[CRNET__RDV_REGISTER_SIZE];
+  size_t hostlen = sizeof e.host;
+  memset(&e, 0, sizeof e);
+  if (uv_tcp_getsockname(&l->tcp, (struct sockaddr *)&local, &len) != 0 ||
+      listen_mesh(b, &local) != 0) {
+    if (b->fatal == 0)
+      set_fatal(b, CRNET_EIO, "cannot find the local address");
+    return;
+  }
+  len = sizeof bound;
+  uv_tcp_getsockname(&b->listener, (struct sockaddr *)&bound, &len);
+  if (bound.ss_family == AF_INET) {
+    e.family = 4;
+    e.port = ntohs(((struct sockaddr_in *)&bound)->sin_port);
+    memcpy(e.addr, &((struct sockaddr_in *)&bound)->sin_addr, 4);
+  } else {
+    e.family = 6;
+    e.port = ntohs(((struct sockaddr_in6 *)&bound)->sin6_port);
+    memcpy(e.addr, &((struct sockaddr_in6 *)&bound)->sin6_addr, 16);
+  }
+  e.pid = (uint32_t)getpid();
+  if (uv_os_gethostname(e.host, &hostlen) != 0)
+    snprintf(e.host, sizeof e.host, "?");
+  crnet__put_le32(msg, (uint32_t)c->rank);
+  crnet__put_le32(msg + 4, (uint32_t)c->size);
+  crnet__rdv_entry_encode(&e, msg + 8);
+  if (crnet__link_send_control(l, CRNET__FRAME_RDV_REGISTER, msg, sizeof msg) !=
+      0)
+    set_fatal(b, CRNET_EIO, "cannot register with the rendezvous");
+}
+
+static void on_rdv_ready(crnet__link *l, int status) {
+  rdv_client *rc = (rdv_client *)l;
+  bootstrap *b = rc->b;
+  if (status == 0) {
+    register_with(b, l);
+    return;
+  }
+  if (status == CRNET_EAUTH) {
+    /* The server drops a wrong key at its first look (another job id), so
+     * the usual symptom is a close during the handshake. */
+    set_fatal(b, CRNET_EAUTH,
+              "the rendezvous at %s refused this process (%s): is the job key "
+              "the same on every rank?",
+              l->addr, l->why);
+  }
+  crnet__link_close(l);
+  if (b->fatal == 0) {
+    /* Not up yet (rank 0 not started, say): try again with backoff. */
+    uv_timer_start(&b->retry, on_retry, b->retry_ms, 0);
+    b->retry_ms = b->retry_ms * 2 < RETRY_MAX_MS ? b->retry_ms * 2 : RETRY_MAX_MS;
+  }
+}
+
+static void on_rdv_control(crnet__link *l, const crnet__frame_header *h,
+                           const uint8_t *payload) {
+  rdv_client *rc = (rdv_client *)l;
+  bootstrap *b = rc->b;
+  crnet_comm *c = b->c;
+  if (h->kind == CRNET__FRAME_RDV_ERROR) {
+    int n = h->length < 400 ? (int)h->length : 400;
+    set_fatal(b, CRNET_ETIMEDOUT, "rendezvous: %.*s", n, (const char *)payload);
+  } else if (h->kind == CRNET__FRAME_RDV_TABLE &&
+             h->length == 4 + (uint64_t)c->size * CRNET__RDV_ENTRY_SIZE &&
+             crnet__get_le32(payload) == (uint32_t)c->size) {
+    for (int r = 0; r < c->size; r++) {
+      if (crnet__rdv_entry_decode(payload + 4 + (size_t)r * CRNET__RDV_ENTRY_SIZE,
+                                  &c->table[r]) != 0) {
+        set_fatal(b, CRNET_EIO, "the rendezvous sent a malformed table");
+        break;
+      }
+    }
+    b->have_table = b->fatal == 0;
+  } else {
+    set_fatal(b, CRNET_EIO, "the rendezvous sent an unexpected frame");
+  }
+  crnet__link_close_gently(l, LINGER_MS);
+}
+
+static void on_rdv_error(crnet__link *l, int status, const char *why) {
+  rdv_client *rc = (rdv_client *)l;
+  bootstrap *b = rc->b;
+  (void)status;
+  if (!b->have_table)
+    set_fatal(b, CRNET_EPEER, "lost the rendezvous at %s: %s", l->addr, why);
+  crnet__link_close(l);
+}
+
+static const crnet__link_callbacks rdv_client_callbacks = {
+    .on_ready = on_rdv_ready,
+    .on_control = on_rdv_control,
+    .on_error = on_rdv_error,
+    .on_closed = rdv_closed,
+};
+
+static void start_rdv_attempt(bootstrap *b) {
+  crnet_comm *c = b->c;
+  uint64_t now = uv_now(&c->loop);
+  rdv_client *rc;
+  if (b->fatal != 0 || now >= b->deadline)
+    return;
+  rc = calloc(1, sizeof *rc);
+  if (rc == NULL) {
+    set_fatal(b, CRNET_ENOMEM, "out of memory");
+    return;
+  }
+  rc->b = b;
+  b->rdv = rc;
+  b->outstanding_handles++;
+  crnet__link_connect(&rc->link, &c->loop, (struct sockaddr *)&b->rdv_addr,
+                      &rdv_client_callbacks, b, c->key, CRNET__HS_RENDEZVOUS,
+                      c->rank, CRNET__RANK_RENDEZVOUS, c->size,
+                      b->deadline - now);
+}
+
+/* --- the whole ----------------------------------------------------------------- */
+
+static void on_server_done(crnet__rdv_server *srv, int status,
+                           const int *missing, int nmissing, void *arg) {
+  bootstrap *b = arg;
+  (void)srv;
+  (void)missing;
+  (void)nmissing;
+  (void)status;
+  /* Ranks that registered learn the outcome from the server itself; rank 0
+   * is one of them. */
+  b->server_done = true;
+}
+
+static bool phase_rdv_done(void *arg) {
+  bootstrap *b = arg;
+  return b->fatal != 0 || b->have_table;
+}
+
+static bool phase_mesh_done(void *arg) {
+  bootstrap *b = arg;
+  return b->fatal != 0 || b->connected == b->c->size - 1;
+}
+
+static bool handles_closed(void *arg) {
+  bootstrap *b = arg;
+  return b->outstanding_handles == 0 && (b->server == NULL || b->server_done);
+}
+
+static void list_missing(bootstrap *b, char *buf, size_t n) {
+  crnet_comm *c = b->c;
+  size_t used = 0;
+  int count = 0;
+  buf[0] = '\0';
+  for (int r = 0; r < c->size && used + 24 < n; r++) {
+    if (r == c->rank || c->peers[r] != NULL)
+      continue;
+    used += (size_t)snprintf(buf + used, n - used, "%s%d", count ? ", " : "", r);
+    count++;
+  }
+}
+
+static int resolve_rendezvous(bootstrap *b) {
+  const crnet__settings *s = b->s;
+  uv_getaddrinfo_t req;
+  struct addrinfo hints;
+  char port[16];
+  int rc;
+  memset(&hints, 0, sizeof hints);
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  snprintf(port, sizeof port, "%d", s->rdv_port);
+  /* Without a callback libuv resolves synchronously: the name is resolved
+   * once, here. */
+  rc = uv_getaddrinfo(&b->c->loop, &req, NULL, s->rdv_host, port, &hints);
+  if (rc != 0) {
+    set_fatal(b, CRNET_EINVAL, "cannot resolve the rendezvous host '%s': %s",
+              s->rdv_host, uv_strerror(rc));
+    return CRNET_EINVAL;
+  }
+  memcpy(&b->rdv_addr, req.addrinfo->ai_addr, req.addrinfo->ai_addrlen);
+  uv_freeaddrinfo(req.addrinfo);
+  return 0;
+}
+
+int crnet__bootstrap(crnet_comm *c, const crnet__settings *s, char *err,
+                     size_t errlen) {
+  bootstrap b;
+  uint64_t timeout_ms = (uint64_t)(s->init_timeout * 1000.0);
+  char missing[256];
+  int rc;
+
+  memset(&b, 0, sizeof b);
+  b.c = c;
+  b.s = s;
+  b.retry_ms = RETRY_MIN_MS;
+  uv_update_time(&c->loop);
+  b.deadline = uv_now(&c->loop) + timeout_ms;
+  uv_timer_init(&c->loop, &b.retry);
+  b.retry.data = &b;
+  b.outstanding_handles = 1;
+
+  b.retry_peer = calloc((size_t)c->size, sizeof *b.retry_peer);
+  if (b.retry_peer == NULL) {
+    set_fatal(&b, CRNET_ENOMEM, "out of memory");
+    goto done;
+  }
+  if (resolve_rendezvous(&b) != 0)
+    goto done;
+  if (s->serve_rendezvous) {
+    char host[64] = "127.0.0.1";
+    if (b.rdv_addr.ss_family == AF_INET)
+      uv_ip4_name((struct sockaddr_in *)&b.rdv_addr, host, sizeof host);
+    else
+      uv_ip6_name((struct sockaddr_in6 *)&b.rdv_addr, host, sizeof host);
+    rc = crnet__rdv_server_start(&b.server, &c->loop, c->key, c->size, host,
+                                 s->rdv_port, s->init_timeout, on_server_done,
+                                 &b);
+    if (rc != 0) {
+      set_fatal(&b, rc, "rank 0 cannot serve the rendezvous on %s:%d",
+                s->rdv_host, s->rdv_port);
+      goto done;
+    }
+  }
+
+  start_rdv_attempt(&b);
+  if (crnet__comm_run_until(c, phase_rdv_done, &b, timeout_ms) != 0 &&
+      b.fatal == 0)
+    set_fatal(&b, CRNET_ETIMEDOUT,
+              "no answer from the rendezvous at %s:%d within %g s",
+              s->rdv_host, s->rdv_port, s->init_timeout);
+  if (b.fatal != 0)
+    goto done;
+
+  for (int j = 0; j < c->rank && b.fatal == 0; j++)
+    connect_peer(&b, j);
+  {
+    uint64_t now = uv_now(&c->loop);
+    uint64_t left = b.deadline > now ? b.deadline - now : 1;
+    if (crnet__comm_run_until(c, phase_mesh_done, &b, left) != 0 &&
+        b.fatal == 0) {
+      list_missing(&b, missing, sizeof missing);
+      set_fatal(&b, CRNET_ETIMEDOUT,
+                "rank %d has no link to rank(s) %s after %g s", c->rank,
+                missing, s->init_timeout);
+    }
+  }
+
+done:
+  /* Tear down what only the bootstrap needed, and wait until libuv lets go
+   * of it, since it lives in this stack frame. */
+  uv_close((uv_handle_t *)&b.retry, on_handle_closed);
+  if (b.listener_open)
+    uv_close((uv_handle_t *)&b.listener, on_handle_closed);
+  if (b.rdv != NULL)
+    crnet__link_close(&b.rdv->link);
+  if (b.server != NULL) {
+    if (!b.server_done && b.fatal == 0) {
+      /* Every rank has the table (they all connected to us), so the server
+       * has made its callback; this is defensive. */
+      b.server_done = true;
+    }
+    crnet__rdv_server_close(b.server);
+    b.server_done = true;
+  }
+  crnet__comm_run_until(c, handles_closed, &b, 0);
+  free(b.retry_peer);
+  if (b.fatal != 0) {
+    snprintf(err, errlen, "%s", b.err);
+    return b.fatal;
+  }
+  return 0;
+}

@@ -1,0 +1,104 @@
+/* The communicator: one process's membership in a job.
+ *
+ * A comm owns a private libuv loop (never the application's default loop),
+ * the p−1 mesh links, and the sticky error. Blocking calls drive the loop
+ * with UV_RUN_ONCE until their requests complete, so a waiting process
+ * sleeps in epoll instead of burning a core: oversubscribed machines stay
+ * usable.
+ *
+ * Failure (failure model of DESIGN.md): the first failure a rank notices
+ * (a peer's link closing, garbage, a mismatched frame, an ABORT frame, an
+ * abort by this rank) becomes the comm's sticky error. The rank then tells
+ * every peer it can reach with an ABORT frame and closes its links, so that
+ * ranks which were not talking to the failed one notice too, and every
+ * blocked call returns.
+ */
+#ifndef CRNET_COMM_H
+#define CRNET_COMM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "crnet.h"
+#include "handshake.h"
+#include "link.h"
+#include "rendezvous.h"
+
+/* A mesh link and what the comm knows about it. */
+typedef struct crnet__peer {
+  crnet__link link; /* first: callbacks cast back */
+  crnet_comm *comm;
+  bool got_bye;     /* the peer has called crnet_comm_destroy */
+  bool closed;      /* handles closed */
+} crnet__peer;
+
+/* Settings after merging crnet_config with the environment. */
+typedef struct crnet__settings {
+  int rank;
+  int size;
+  char rdv_host[256];
+  int rdv_port;
+  bool serve_rendezvous;
+  int port_lo, port_hi; /* 0, 0: any port */
+  double init_timeout;
+} crnet__settings;
+
+struct crnet_comm {
+  uv_loop_t loop;
+  uv_timer_t deadline; /* bounds the current wait */
+  bool deadline_passed;
+  int rank;
+  int size;
+  uint8_t key[CRNET__KEY_BYTES];
+  crnet__peer **peers;       /* peers[r], NULL for r == rank */
+  crnet__rdv_entry *table;   /* everyone's address, host and pid */
+  int open_peers;            /* peer links whose handles are not closed */
+
+  int err; /* sticky error, 0 if none */
+  char errmsg[512];
+  int abort_code;
+
+  /* The call in progress, for error messages. */
+  uint64_t seq; /* sequence number of the current (or last) collective */
+  int cur_coll; /* crnet_collective, or -1 outside collectives */
+  uint32_t cur_round;
+};
+
+/* Joins the job: rendezvous, mesh, handshakes. Fills c->peers and c->table.
+ * On failure returns a negative code with the reason in err. */
+int crnet__bootstrap(crnet_comm *c, const crnet__settings *s, char *err,
+                     size_t errlen);
+
+/* The callbacks every mesh link uses once established. */
+extern const crnet__link_callbacks crnet__peer_callbacks;
+
+/* Records the sticky error (the first one wins), tells reachable peers with
+ * an ABORT frame, and closes the links. origin is the rank at fault, or -1
+ * if unknown. */
+void crnet__comm_fail(crnet_comm *c, int err, int origin, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Runs the loop until done(arg) is true, or timeout_ms passes (0: no limit).
+ * Returns 0 or CRNET_ETIMEDOUT. It does not look at the sticky error; done()
+ * should. */
+int crnet__comm_run_until(crnet_comm *c, bool (*done)(void *), void *arg,
+                          uint64_t timeout_ms);
+
+/* Sends `slen` bytes to rank `to` while receiving `rlen` bytes from rank
+ * `from` (either may be -1 for none), both as part of round `round` of the
+ * current collective with call signature `sig`. Writes straight from sbuf and
+ * reads straight into rbuf. Returns when both are done: 0, or the comm's
+ * sticky error (set by this call if the failure happened here). */
+int crnet__sendrecv(crnet_comm *c, int to, const void *sbuf, uint64_t slen,
+                    int from, void *rbuf, uint64_t rlen, uint32_t round,
+                    uint32_t sig);
+
+/* Begins and ends a collective: checks the sticky error, numbers the call. */
+int crnet__coll_begin(crnet_comm *c, crnet_collective coll);
+void crnet__coll_end(crnet_comm *c);
+
+/* "rank 3 on host (1.2.3.4:5678)" for messages. */
+void crnet__describe_rank(const crnet_comm *c, int rank, char *buf, size_t n);
+
+#endif

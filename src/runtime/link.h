@@ -1,0 +1,180 @@
+/* A link: one authenticated, framed TCP connection on a libuv loop.
+ *
+ * Every connection crnet makes is a link: a rank's connection to the
+ * rendezvous, the rendezvous server's connection to each rank, and the mesh
+ * links between ranks. A link runs the handshake (handshake.h) first, reading
+ * exactly the handshake's bytes so that nothing that follows is consumed
+ * early, and then carries frames (frame.h).
+ *
+ * Reading. The link reads a frame header into its own 32 bytes, then:
+ *   - a DATA frame goes straight into the buffer of the receive request posted
+ *     on the link (crnet__link_post_recv): libuv's alloc callback hands out the
+ *     destination itself, so payload is never copied. If no receive is posted
+ *     yet (the peer is a round ahead), the link parks: it stops reading, and
+ *     TCP flow control holds the sender back until the receive is posted.
+ *     A header that does not match the posted receive (another collective,
+ *     sequence number, round, signature or length) fails the link with
+ *     CRNET_EMISMATCH and a message naming both sides.
+ *   - any other frame is read whole into a heap buffer (bounded size) and
+ *     handed to the owner's on_control callback.
+ *
+ * Writing. crnet__link_send writes the header and the payload with one
+ * uv_write straight from the caller's memory; the request must stay alive
+ * until its `done` flag is set (success or failure, always eventually set,
+ * also when the link is closed).
+ *
+ * States: CONNECTING -> HANDSHAKE -> READY -> CLOSING. The owner's on_error is
+ * called at most once, on the first failure (EOF, reset, garbage, mismatch);
+ * the owner decides whether to close. on_closed is called once the libuv
+ * handles are closed; the owner frees the link there (or later).
+ *
+ * Callbacks run on the loop thread, from inside uv_run; they must not block.
+ */
+#ifndef CRNET_LINK_H
+#define CRNET_LINK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "frame.h"
+#include "handshake.h"
+
+enum crnet__link_state {
+  CRNET__LINK_CONNECTING,
+  CRNET__LINK_HANDSHAKE,
+  CRNET__LINK_READY,
+  CRNET__LINK_CLOSING,
+};
+
+/* Largest control frame payload accepted (a RDV_TABLE of 2^20 ranks fits). */
+#define CRNET__CONTROL_MAX ((uint64_t)128 << 20)
+
+typedef struct crnet__link crnet__link;
+
+/* A receive of one DATA frame into buf[0..len). Matching fields as in the
+ * frame header. `done` becomes true when the payload has arrived (status 0)
+ * or the link failed (status < 0). */
+typedef struct crnet__recv_req {
+  void *buf;
+  uint64_t len;
+  uint64_t got;
+  uint8_t coll;
+  uint64_t seq;
+  uint32_t round;
+  uint32_t sig;
+  bool done;
+  int status;
+} crnet__recv_req;
+
+/* A send of one frame. `done` as for receives. */
+typedef struct crnet__send_req {
+  uv_write_t write;
+  uint8_t header[CRNET__FRAME_HEADER_SIZE];
+  bool done;
+  int status;
+} crnet__send_req;
+
+typedef struct crnet__link_callbacks {
+  /* Handshake over: 0 means authenticated as l->peer. */
+  void (*on_ready)(crnet__link *l, int status);
+  /* A complete non-DATA frame. payload (h->length bytes) lives until the
+   * callback returns. */
+  void (*on_control)(crnet__link *l, const crnet__frame_header *h,
+                     const uint8_t *payload);
+  /* The first failure: a negative code and a reason. */
+  void (*on_error)(crnet__link *l, int status, const char *why);
+  /* Handles closed; the link may be freed. */
+  void (*on_closed)(crnet__link *l);
+} crnet__link_callbacks;
+
+struct crnet__link {
+  uv_tcp_t tcp;
+  uv_timer_t timer; /* handshake deadline, then linger on close */
+  uv_connect_t connect;
+  enum crnet__link_state state;
+  const crnet__link_callbacks *cb;
+  void *owner;
+  int32_t peer;    /* authenticated peer rank (after on_ready 0) */
+  uint8_t purpose; /* handshake purpose (after on_ready 0) */
+  char addr[64];   /* peer's address as text, for messages */
+  char why[192];   /* reason of the first failure */
+
+  crnet__handshake hs;
+  bool initiator;
+  uint8_t hs_in[CRNET__HS_REPLY_SIZE]; /* larger of HELLO and REPLY */
+  uint8_t hs_out[CRNET__HS_REPLY_SIZE];
+  uint8_t hs_fin[CRNET__HS_FINISH_SIZE];
+  size_t hs_want, hs_got;
+  uv_write_t hs_write, hs_write_fin;
+  uv_shutdown_t shutdown;
+
+  /* Frame reading. */
+  uint8_t hdr_buf[CRNET__FRAME_HEADER_SIZE];
+  size_t hdr_got;
+  bool have_header; /* hdr is decoded; reading its payload, or parked */
+  crnet__frame_header hdr;
+  uint8_t *control; /* payload buffer of a control frame */
+  uint64_t control_got;
+  crnet__recv_req *recv; /* posted receive, or NULL */
+  bool reading;
+  bool draining; /* closing: read and discard until EOF */
+
+  int pending_writes;
+  bool failed;
+  int handles_open;
+};
+
+/* Starts a link that connects to addr and runs the handshake as initiator.
+ * l is storage that must outlive on_closed. hs_timeout_ms bounds connect and
+ * handshake; on_ready reports the outcome. A negative return means the link
+ * could not start: it is closing, and on_closed follows (on_ready does not). */
+int crnet__link_connect(crnet__link *l, uv_loop_t *loop,
+                        const struct sockaddr *addr,
+                        const crnet__link_callbacks *cb, void *owner,
+                        const uint8_t key[CRNET__KEY_BYTES], uint8_t purpose,
+                        int32_t self, int32_t expected_peer, int32_t size,
+                        uint64_t hs_timeout_ms);
+
+/* Accepts a pending connection on `server` into l and runs the handshake as
+ * responder. On a negative return, as for crnet__link_connect. */
+int crnet__link_accept(crnet__link *l, uv_loop_t *loop, uv_stream_t *server,
+                       const crnet__link_callbacks *cb, void *owner,
+                       const uint8_t key[CRNET__KEY_BYTES], int32_t self,
+                       int32_t size, uint64_t hs_timeout_ms);
+
+/* Posts the receive for the next DATA frame. At most one receive may be
+ * posted per link. */
+void crnet__link_post_recv(crnet__link *l, crnet__recv_req *r);
+
+/* Takes back a posted receive that is no longer wanted (the collective failed
+ * elsewhere). Safe if r is not posted. */
+void crnet__link_cancel_recv(crnet__link *l, crnet__recv_req *r);
+
+/* Sends a frame whose header is h (h->length must equal len) with payload
+ * [buf, buf+len), which must stay valid until r->done. */
+void crnet__link_send(crnet__link *l, crnet__send_req *r,
+                      const crnet__frame_header *h, const void *buf,
+                      uint64_t len);
+
+/* Sends a control frame; the payload is copied, nothing to keep alive. */
+int crnet__link_send_control(crnet__link *l, uint8_t kind, const void *payload,
+                             uint64_t len);
+
+/* Closes now: pending writes fail, on_closed follows. Idempotent. */
+void crnet__link_close(crnet__link *l);
+
+/* Closes politely: lets queued writes finish, sends FIN, then reads and
+ * discards until the peer closes too (so no reset destroys data in flight),
+ * for at most linger_ms. Idempotent. */
+void crnet__link_close_gently(crnet__link *l, uint64_t linger_ms);
+
+/* True while there are writes in flight. */
+static inline bool crnet__link_busy(const crnet__link *l) {
+  return l->pending_writes > 0;
+}
+
+/* "1.2.3.4:5678" of a sockaddr into buf. */
+void crnet__format_sockaddr(const struct sockaddr *sa, char *buf, size_t n);
+
+#endif

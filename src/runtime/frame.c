@@ -1,0 +1,119 @@
+/* The frame header codec (layout in frame.h).
+ *
+ * Every message after the handshake starts with this 32-byte header, so the
+ * decoder runs once per received frame and is also the first thing that sees
+ * bytes from a stranger. It is therefore strict: anything it does not fully
+ * understand is rejected with a static reason, and the decoded header is only
+ * written out when every check has passed.
+ */
+#include "frame.h"
+
+#include <assert.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "crnet.h"
+
+/* Field offsets, in the order of the table in frame.h. */
+enum {
+  OFF_MAGIC = 0,
+  OFF_VERSION = 4,
+  OFF_KIND = 5,
+  OFF_COLL = 6,
+  OFF_FLAGS = 7,
+  OFF_SEQ = 8,
+  OFF_ROUND = 16,
+  OFF_SIG = 20,
+  OFF_LENGTH = 24,
+  OFF_END = 32,
+};
+
+#define MAGIC_BYTES (sizeof CRNET__FRAME_MAGIC - 1)
+
+_Static_assert(MAGIC_BYTES == OFF_VERSION - OFF_MAGIC, "magic is 4 bytes");
+_Static_assert(OFF_SEQ + 8 == OFF_ROUND && OFF_ROUND + 4 == OFF_SIG &&
+                   OFF_SIG + 4 == OFF_LENGTH,
+               "fields are contiguous");
+_Static_assert(OFF_END == OFF_LENGTH + 8, "length is the last field");
+_Static_assert(OFF_END == CRNET__FRAME_HEADER_SIZE, "the header is 32 bytes");
+_Static_assert(CRNET__FRAME_VERSION >= 0 && CRNET__FRAME_VERSION <= 0xff,
+               "the version fits its byte");
+_Static_assert(CRNET_COLL_COUNT <= 0x100, "a collective fits the coll byte");
+
+static int known_kind(uint8_t kind) {
+  switch ((enum crnet__frame_kind)kind) {
+  case CRNET__FRAME_DATA:
+  case CRNET__FRAME_ABORT:
+  case CRNET__FRAME_BYE:
+  case CRNET__FRAME_RDV_REGISTER:
+  case CRNET__FRAME_RDV_TABLE:
+  case CRNET__FRAME_RDV_ERROR:
+    return 1;
+  }
+  return 0;
+}
+
+/* The checks on the decoded fields, shared by the decoder and by the
+ * encoder's assertion, so a sender can never emit a header its peers would
+ * refuse. NULL when the header is acceptable. */
+static const char *check_fields(const crnet__frame_header *h,
+                                uint64_t max_length) {
+  if (!known_kind(h->kind))
+    return "unknown frame kind";
+  if (h->kind == CRNET__FRAME_DATA && h->coll >= CRNET_COLL_COUNT)
+    return "DATA frame names no known collective";
+  if (h->kind != CRNET__FRAME_DATA && h->coll != 0)
+    return "collective set on a non-DATA frame";
+  if (h->flags != 0)
+    return "unknown flags";
+  if (h->length > max_length)
+    return "payload longer than allowed";
+  return NULL;
+}
+
+void crnet__frame_encode(const crnet__frame_header *h,
+                         uint8_t out[CRNET__FRAME_HEADER_SIZE]) {
+  assert(check_fields(h, UINT64_MAX) == NULL);
+  memcpy(out + OFF_MAGIC, CRNET__FRAME_MAGIC, MAGIC_BYTES);
+  out[OFF_VERSION] = CRNET__FRAME_VERSION;
+  out[OFF_KIND] = h->kind;
+  out[OFF_COLL] = h->coll;
+  out[OFF_FLAGS] = h->flags;
+  crnet__put_le64(out + OFF_SEQ, h->seq);
+  crnet__put_le32(out + OFF_ROUND, h->round);
+  crnet__put_le32(out + OFF_SIG, h->sig);
+  crnet__put_le64(out + OFF_LENGTH, h->length);
+}
+
+int crnet__frame_decode(const uint8_t in[CRNET__FRAME_HEADER_SIZE],
+                        uint64_t max_length, crnet__frame_header *h,
+                        const char **why) {
+  const char *problem = NULL;
+  crnet__frame_header d;
+
+  if (memcmp(in + OFF_MAGIC, CRNET__FRAME_MAGIC, MAGIC_BYTES) != 0) {
+    problem = "bad frame magic";
+    goto out;
+  }
+  if (in[OFF_VERSION] != CRNET__FRAME_VERSION) {
+    problem = "unsupported frame version";
+    goto out;
+  }
+  d.kind = in[OFF_KIND];
+  d.coll = in[OFF_COLL];
+  d.flags = in[OFF_FLAGS];
+  d.seq = crnet__get_le64(in + OFF_SEQ);
+  d.round = crnet__get_le32(in + OFF_ROUND);
+  d.sig = crnet__get_le32(in + OFF_SIG);
+  d.length = crnet__get_le64(in + OFF_LENGTH);
+  problem = check_fields(&d, max_length);
+  if (problem == NULL)
+    *h = d;
+
+out:
+  if (problem == NULL)
+    return 0;
+  if (why != NULL)
+    *why = problem;
+  return CRNET_EIO;
+}

@@ -24,6 +24,8 @@
 
 #include <stdint.h>
 
+#include "crnet.h"
+
 #define CRNET__FRAME_HEADER_SIZE 32
 #define CRNET__FRAME_VERSION 1
 #define CRNET__FRAME_MAGIC "CRNF"
@@ -56,9 +58,10 @@ void crnet__frame_encode(const crnet__frame_header *h,
  * naming no collective, coll set on a non-DATA frame, unknown flags) or when
  * length exceeds max_length. `*why` (may be NULL) then gets a static string
  * naming the first problem found. */
-int crnet__frame_decode(const uint8_t in[CRNET__FRAME_HEADER_SIZE],
-                        uint64_t max_length, crnet__frame_header *h,
-                        const char **why);
+CRNET_NODISCARD int
+crnet__frame_decode(const uint8_t in[CRNET__FRAME_HEADER_SIZE],
+                    uint64_t max_length, crnet__frame_header *h,
+                    const char **why);
 
 /* Little-endian helpers, shared by the handshake and the rendezvous. */
 static inline void crnet__put_le32(uint8_t *p, uint32_t v) {

@@ -1,0 +1,451 @@
+/* The connection handshake and job keys: the only file that uses libsodium.
+ *
+ * Protocol (messages and sizes in handshake.h; integers little-endian, ranks
+ * int32 two's complement):
+ *
+ *   initiator I                                  responder R
+ *   HELLO  "CRNH" v purpose 0 0 job_id i r size nonce_i  ->
+ *                                                R checks form, job id, ranks
+ *       <-  REPLY "CRNR" v purpose 0 0 r nonce_r mac_r
+ *   I checks form, r, mac_r
+ *   FINISH "CRNZ" mac_i                           ->
+ *                                                R checks mac_i
+ *
+ *   mac_r = HMAC-SHA-512-256(key, "crnet responder" | HELLO | REPLY[0..44))
+ *   mac_i = HMAC-SHA-512-256(key, "crnet initiator" | HELLO | REPLY)
+ *
+ * The labels are the 15 ASCII bytes without a terminating NUL; both have the
+ * same length, so label and transcript can never be confused. Each side's
+ * MAC covers the other side's fresh nonce, which is what defeats replay: a
+ * recorded FINISH does not match a new nonce_r, a recorded REPLY does not
+ * match a new nonce_i. The labels differ, so a REPLY's MAC can never be
+ * reflected back as a FINISH.
+ *
+ * job_id = BLAKE2b-128("crnet job id v1" | key), unkeyed. It is public: it
+ * lets a responder tell a process of another job from garbage, and names the
+ * job in log lines, without revealing anything usable about the key.
+ *
+ * The state machine (hs->state) admits only the calls in the order above;
+ * any other call returns CRNET_EAUTH with why = "out of order" and leaves the
+ * handshake dead. Every failure leaves it dead too, and later calls keep the
+ * first reason in why. A zeroed or wiped struct is in no valid state, so it
+ * refuses every call as out of order.
+ *
+ * Arguments of the init functions are the caller's (conn.c's) business:
+ * nonsense there (a self-connection, a rank outside the job) is a bug and is
+ * asserted, whereas everything that arrives in a message is checked.
+ */
+#include "handshake.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sodium.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "crnet.h"
+#include "frame.h"
+
+#define HELLO_MAGIC "CRNH"
+#define REPLY_MAGIC "CRNR"
+#define FINISH_MAGIC "CRNZ"
+#define MAGIC_BYTES 4
+#define MAC_LABEL_BYTES 15
+#define JOB_ID_LABEL "crnet job id v1"
+
+/* The bound on a key file: 64 hex digits and generous room for whitespace.
+ * Anything longer is not a key file. */
+#define KEY_FILE_MAX 256
+
+/* HELLO offsets. */
+enum {
+  H_MAGIC = 0,
+  H_VERSION = 4,
+  H_PURPOSE = 5,
+  H_RESERVED = 6,
+  H_JOB_ID = 8,
+  H_INITIATOR = 24,
+  H_RESPONDER = 28,
+  H_SIZE = 32,
+  H_NONCE = 36,
+  H_END = 68,
+};
+
+/* REPLY offsets. */
+enum {
+  R_MAGIC = 0,
+  R_VERSION = 4,
+  R_PURPOSE = 5,
+  R_RESERVED = 6,
+  R_RESPONDER = 8,
+  R_NONCE = 12,
+  R_MAC = 44,
+  R_END = 76,
+};
+
+/* FINISH offsets. */
+enum {
+  F_MAGIC = 0,
+  F_MAC = 4,
+  F_END = 36,
+};
+
+_Static_assert(sizeof HELLO_MAGIC - 1 == MAGIC_BYTES &&
+                   sizeof REPLY_MAGIC - 1 == MAGIC_BYTES &&
+                   sizeof FINISH_MAGIC - 1 == MAGIC_BYTES,
+               "magics are 4 bytes");
+_Static_assert(sizeof "crnet responder" - 1 == MAC_LABEL_BYTES &&
+                   sizeof "crnet initiator" - 1 == MAC_LABEL_BYTES,
+               "both MAC labels have the same length");
+_Static_assert(H_JOB_ID + CRNET__JOB_ID_BYTES == H_INITIATOR &&
+                   H_NONCE + CRNET__NONCE_BYTES == H_END &&
+                   H_END == CRNET__HS_HELLO_SIZE,
+               "HELLO layout");
+_Static_assert(R_NONCE + CRNET__NONCE_BYTES == R_MAC &&
+                   R_MAC + CRNET__MAC_BYTES == R_END &&
+                   R_END == CRNET__HS_REPLY_SIZE,
+               "REPLY layout");
+_Static_assert(F_MAC + CRNET__MAC_BYTES == F_END &&
+                   F_END == CRNET__HS_FINISH_SIZE,
+               "FINISH layout");
+_Static_assert(CRNET__KEY_BYTES == crypto_auth_hmacsha512256_KEYBYTES,
+               "the job key is an HMAC-SHA-512-256 key");
+_Static_assert(CRNET__MAC_BYTES == crypto_auth_hmacsha512256_BYTES &&
+                   CRNET__MAC_BYTES == crypto_verify_32_BYTES,
+               "MACs are 32 bytes and compared with crypto_verify_32");
+_Static_assert(CRNET__JOB_ID_BYTES >= crypto_generichash_BYTES_MIN &&
+                   CRNET__JOB_ID_BYTES <= crypto_generichash_BYTES_MAX,
+               "the job id is a valid BLAKE2b output size");
+_Static_assert(CRNET__HS_VERSION <= 0xff, "the version fits its byte");
+
+enum hs_state {
+  HS_NONE = 0, /* zeroed, wiped or failed: every call is refused */
+  HS_I_READY,  /* initiator: next is write_hello */
+  HS_I_SENT,   /* initiator: HELLO out, next is read_reply */
+  HS_I_DONE,   /* initiator: REPLY verified, FINISH written */
+  HS_R_READY,  /* responder: next is read_hello */
+  HS_R_SENT,   /* responder: REPLY out, next is read_finish */
+  HS_R_DONE,   /* responder: FINISH verified, peer authenticated */
+};
+
+static const char out_of_order[] = "out of order";
+
+/* sodium_init() is idempotent and thread-safe; calling it from every entry
+ * that needs randomness keeps this file free of a global init step. */
+static int sodium_ready(void) { return sodium_init() >= 0; }
+
+static void put_rank(uint8_t *p, int32_t rank) {
+  crnet__put_le32(p, (uint32_t)rank);
+}
+
+/* Two's complement decoding without relying on implementation-defined
+ * conversion of out-of-range unsigned values. */
+static int32_t get_rank(const uint8_t *p) {
+  uint32_t u = crnet__get_le32(p);
+  if (u <= (uint32_t)INT32_MAX)
+    return (int32_t)u;
+  return (int32_t)(u - 0x80000000u) - INT32_MAX - 1;
+}
+
+static int fail(crnet__handshake *hs, const char *why) {
+  hs->state = HS_NONE;
+  hs->why = why;
+  return CRNET_EAUTH;
+}
+
+static int refuse_out_of_order(crnet__handshake *hs) {
+  int failed_before = hs->state == HS_NONE && hs->why != NULL;
+  return fail(hs, failed_before ? hs->why : out_of_order);
+}
+
+static void transcript_mac(const crnet__handshake *hs, const char *label,
+                           size_t reply_len, uint8_t mac[CRNET__MAC_BYTES]) {
+  crypto_auth_hmacsha512256_state st;
+  crypto_auth_hmacsha512256_init(&st, hs->key, CRNET__KEY_BYTES);
+  crypto_auth_hmacsha512256_update(&st, (const unsigned char *)label,
+                                   MAC_LABEL_BYTES);
+  crypto_auth_hmacsha512256_update(&st, hs->hello, CRNET__HS_HELLO_SIZE);
+  crypto_auth_hmacsha512256_update(&st, hs->reply, reply_len);
+  crypto_auth_hmacsha512256_final(&st, mac);
+  sodium_memzero(&st, sizeof st);
+}
+
+void crnet__job_id(const uint8_t key[CRNET__KEY_BYTES],
+                   uint8_t id[CRNET__JOB_ID_BYTES]) {
+  crypto_generichash_state st;
+  crypto_generichash_init(&st, NULL, 0, CRNET__JOB_ID_BYTES);
+  crypto_generichash_update(&st, (const unsigned char *)JOB_ID_LABEL,
+                            sizeof JOB_ID_LABEL - 1);
+  crypto_generichash_update(&st, key, CRNET__KEY_BYTES);
+  crypto_generichash_final(&st, id, CRNET__JOB_ID_BYTES);
+  sodium_memzero(&st, sizeof st);
+}
+
+static void hs_init(crnet__handshake *hs, const uint8_t key[CRNET__KEY_BYTES],
+                    int32_t self, int32_t size, int state) {
+  sodium_memzero(hs, sizeof *hs);
+  memcpy(hs->key, key, CRNET__KEY_BYTES);
+  crnet__job_id(key, hs->job_id);
+  hs->self = self;
+  hs->size = size;
+  hs->state = state;
+  if (!sodium_ready())
+    fail(hs, "libsodium failed to initialise");
+}
+
+void crnet__hs_init_initiator(crnet__handshake *hs,
+                              const uint8_t key[CRNET__KEY_BYTES],
+                              uint8_t purpose, int32_t self,
+                              int32_t expected_peer, int32_t size) {
+  assert(size >= 1 && self >= 0 && self < size);
+  assert(purpose == CRNET__HS_RENDEZVOUS || purpose == CRNET__HS_MESH);
+  assert(purpose != CRNET__HS_RENDEZVOUS ||
+         expected_peer == CRNET__RANK_RENDEZVOUS);
+  assert(purpose != CRNET__HS_MESH ||
+         (expected_peer >= 0 && expected_peer < size && expected_peer != self));
+  hs_init(hs, key, self, size, HS_I_READY);
+  hs->purpose = purpose;
+  hs->peer = expected_peer;
+}
+
+void crnet__hs_init_responder(crnet__handshake *hs,
+                              const uint8_t key[CRNET__KEY_BYTES], int32_t self,
+                              int32_t size) {
+  assert(size >= 1);
+  assert(self == CRNET__RANK_RENDEZVOUS || (self >= 0 && self < size));
+  hs_init(hs, key, self, size, HS_R_READY);
+  hs->peer = -1;
+}
+
+void crnet__hs_write_hello(crnet__handshake *hs,
+                           uint8_t out[CRNET__HS_HELLO_SIZE]) {
+  /* This call cannot return an error, so misuse sends a HELLO of zeros,
+   * which every responder refuses, and kills the handshake so the following
+   * read_reply reports it. */
+  if (hs->state != HS_I_READY) {
+    memset(out, 0, CRNET__HS_HELLO_SIZE);
+    (void)refuse_out_of_order(hs);
+    return;
+  }
+  uint8_t *m = hs->hello;
+  memcpy(m + H_MAGIC, HELLO_MAGIC, MAGIC_BYTES);
+  m[H_VERSION] = CRNET__HS_VERSION;
+  m[H_PURPOSE] = hs->purpose;
+  m[H_RESERVED] = 0;
+  m[H_RESERVED + 1] = 0;
+  memcpy(m + H_JOB_ID, hs->job_id, CRNET__JOB_ID_BYTES);
+  put_rank(m + H_INITIATOR, hs->self);
+  put_rank(m + H_RESPONDER, hs->peer);
+  put_rank(m + H_SIZE, hs->size);
+  randombytes_buf(m + H_NONCE, CRNET__NONCE_BYTES);
+  memcpy(out, m, CRNET__HS_HELLO_SIZE);
+  hs->state = HS_I_SENT;
+}
+
+int crnet__hs_read_hello(crnet__handshake *hs,
+                         const uint8_t in[CRNET__HS_HELLO_SIZE],
+                         uint8_t reply[CRNET__HS_REPLY_SIZE]) {
+  if (hs->state != HS_R_READY)
+    return refuse_out_of_order(hs);
+  /* Work on our own copy: it is the transcript both MACs cover. */
+  memcpy(hs->hello, in, CRNET__HS_HELLO_SIZE);
+  const uint8_t *m = hs->hello;
+
+  if (memcmp(m + H_MAGIC, HELLO_MAGIC, MAGIC_BYTES) != 0)
+    return fail(hs, "bad magic");
+  if (m[H_VERSION] != CRNET__HS_VERSION)
+    return fail(hs, "unsupported version");
+  uint8_t purpose = m[H_PURPOSE];
+  if (purpose != CRNET__HS_RENDEZVOUS && purpose != CRNET__HS_MESH)
+    return fail(hs, "unknown purpose");
+  if (m[H_RESERVED] != 0 || m[H_RESERVED + 1] != 0)
+    return fail(hs, "reserved bytes set");
+  /* The job id is public, so an ordinary comparison is fine here. */
+  if (memcmp(m + H_JOB_ID, hs->job_id, CRNET__JOB_ID_BYTES) != 0)
+    return fail(hs, "another job");
+  if (get_rank(m + H_SIZE) != hs->size)
+    return fail(hs, "job size differs");
+  /* A rendezvous server takes only rendezvous connections and a rank only
+   * mesh connections: each listens on its own socket. */
+  int serving_rdv = hs->self == CRNET__RANK_RENDEZVOUS;
+  if ((purpose == CRNET__HS_RENDEZVOUS) != serving_rdv)
+    return fail(hs, "wrong purpose for this listener");
+  if (get_rank(m + H_RESPONDER) != hs->self)
+    return fail(hs, "meant for another rank");
+  int32_t initiator = get_rank(m + H_INITIATOR);
+  if (initiator < 0 || initiator >= hs->size)
+    return fail(hs, "initiator rank out of range");
+  if (initiator == hs->self)
+    return fail(hs, "self-connection");
+
+  hs->purpose = purpose;
+  hs->peer = initiator;
+
+  uint8_t *r = hs->reply;
+  memcpy(r + R_MAGIC, REPLY_MAGIC, MAGIC_BYTES);
+  r[R_VERSION] = CRNET__HS_VERSION;
+  r[R_PURPOSE] = purpose;
+  r[R_RESERVED] = 0;
+  r[R_RESERVED + 1] = 0;
+  put_rank(r + R_RESPONDER, hs->self);
+  randombytes_buf(r + R_NONCE, CRNET__NONCE_BYTES);
+  transcript_mac(hs, "crnet responder", R_MAC, r + R_MAC);
+  memcpy(reply, r, CRNET__HS_REPLY_SIZE);
+  hs->state = HS_R_SENT;
+  return 0;
+}
+
+int crnet__hs_read_reply(crnet__handshake *hs,
+                         const uint8_t in[CRNET__HS_REPLY_SIZE],
+                         uint8_t finish[CRNET__HS_FINISH_SIZE]) {
+  uint8_t mac[CRNET__MAC_BYTES];
+  int rc = 0;
+
+  if (hs->state != HS_I_SENT)
+    return refuse_out_of_order(hs);
+  memcpy(hs->reply, in, CRNET__HS_REPLY_SIZE);
+  const uint8_t *r = hs->reply;
+
+  if (memcmp(r + R_MAGIC, REPLY_MAGIC, MAGIC_BYTES) != 0)
+    return fail(hs, "bad magic");
+  if (r[R_VERSION] != CRNET__HS_VERSION)
+    return fail(hs, "unsupported version");
+  if (r[R_PURPOSE] != hs->purpose)
+    return fail(hs, "purpose differs");
+  if (r[R_RESERVED] != 0 || r[R_RESERVED + 1] != 0)
+    return fail(hs, "reserved bytes set");
+  if (get_rank(r + R_RESPONDER) != hs->peer)
+    return fail(hs, "responder is another rank");
+
+  transcript_mac(hs, "crnet responder", R_MAC, mac);
+  if (crypto_verify_32(mac, r + R_MAC) != 0) {
+    rc = fail(hs, "bad MAC");
+    goto out;
+  }
+  memcpy(finish + F_MAGIC, FINISH_MAGIC, MAGIC_BYTES);
+  transcript_mac(hs, "crnet initiator", CRNET__HS_REPLY_SIZE, finish + F_MAC);
+  hs->state = HS_I_DONE;
+
+out:
+  sodium_memzero(mac, sizeof mac);
+  return rc;
+}
+
+int crnet__hs_read_finish(crnet__handshake *hs,
+                          const uint8_t in[CRNET__HS_FINISH_SIZE]) {
+  uint8_t mac[CRNET__MAC_BYTES];
+  int rc = 0;
+
+  if (hs->state != HS_R_SENT)
+    return refuse_out_of_order(hs);
+  if (memcmp(in + F_MAGIC, FINISH_MAGIC, MAGIC_BYTES) != 0)
+    return fail(hs, "bad magic");
+
+  transcript_mac(hs, "crnet initiator", CRNET__HS_REPLY_SIZE, mac);
+  if (crypto_verify_32(mac, in + F_MAC) != 0) {
+    rc = fail(hs, "bad MAC");
+    goto out;
+  }
+  hs->state = HS_R_DONE;
+
+out:
+  sodium_memzero(mac, sizeof mac);
+  return rc;
+}
+
+void crnet__hs_wipe(crnet__handshake *hs) { sodium_memzero(hs, sizeof *hs); }
+
+/* Job keys. */
+
+static int is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' ||
+         c == '\f';
+}
+
+int crnet__key_parse_hex(const char *hex, uint8_t key[CRNET__KEY_BYTES]) {
+  size_t bin_len = 0;
+  const char *end = NULL;
+
+  if (hex == NULL)
+    goto bad;
+  while (is_space(*hex))
+    hex++;
+  size_t n = strlen(hex);
+  while (n > 0 && is_space(hex[n - 1]))
+    n--;
+  if (n != 2 * CRNET__KEY_BYTES)
+    goto bad;
+  /* With hex_end given, sodium_hex2bin stops at the first non-digit instead
+   * of failing, so the end pointer is what proves all 64 were digits. */
+  if (sodium_hex2bin(key, CRNET__KEY_BYTES, hex, n, NULL, &bin_len, &end) !=
+          0 ||
+      bin_len != CRNET__KEY_BYTES || end != hex + n)
+    goto bad;
+  return 0;
+
+bad:
+  sodium_memzero(key, CRNET__KEY_BYTES);
+  return CRNET_EINVAL;
+}
+
+int crnet__key_load_file(const char *path, uint8_t key[CRNET__KEY_BYTES]) {
+  /* One byte more than accepted, to tell "exactly at the bound" from
+   * "longer", and one for the terminating NUL. */
+  char buf[KEY_FILE_MAX + 2];
+  size_t len = 0;
+  int rc = 0;
+  int fd = -1;
+
+  if (path == NULL) {
+    rc = CRNET_EINVAL;
+    goto out;
+  }
+  fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
+    rc = CRNET_EIO;
+    goto out;
+  }
+  while (len < KEY_FILE_MAX + 1) {
+    ssize_t got = read(fd, buf + len, KEY_FILE_MAX + 1 - len);
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got < 0) {
+      rc = CRNET_EIO;
+      goto out;
+    }
+    if (got == 0)
+      break;
+    len += (size_t)got;
+  }
+  /* An embedded NUL would hide whatever follows it from the parser. */
+  if (len > KEY_FILE_MAX || memchr(buf, '\0', len) != NULL) {
+    rc = CRNET_EINVAL;
+    goto out;
+  }
+  buf[len] = '\0';
+  rc = crnet__key_parse_hex(buf, key);
+
+out:
+  if (rc != 0)
+    sodium_memzero(key, CRNET__KEY_BYTES);
+  if (fd >= 0)
+    close(fd);
+  sodium_memzero(buf, sizeof buf);
+  return rc;
+}
+
+void crnet__key_generate(uint8_t key[CRNET__KEY_BYTES]) {
+  /* randombytes_buf needs no successful sodium_init(): it sets up its own
+   * source and, as libsodium documents, aborts rather than return weak
+   * bytes when the system has no randomness. */
+  (void)sodium_ready();
+  randombytes_buf(key, CRNET__KEY_BYTES);
+}
+
+void crnet__key_to_hex(const uint8_t key[CRNET__KEY_BYTES],
+                       char hex[2 * CRNET__KEY_BYTES + 1]) {
+  sodium_bin2hex(hex, 2 * CRNET__KEY_BYTES + 1, key, CRNET__KEY_BYTES);
+}
+
+void crnet__wipe(void *p, size_t n) { sodium_memzero(p, n); }

@@ -33,6 +33,7 @@
 #define RETRY_MIN_MS 20
 #define RETRY_MAX_MS 500
 #define LINGER_MS 2000
+#define RDV_VERDICT_GRACE_MS 2000
 
 typedef struct bootstrap bootstrap;
 
@@ -404,7 +405,7 @@ static void start_rdv_attempt(bootstrap *b) {
   crnet_comm *c = b->c;
   uint64_t now = uv_now(&c->loop);
   rdv_client *rc;
-  if (b->fatal != 0 || now >= b->deadline)
+  if (b->fatal != 0 || now >= b->deadline + RDV_VERDICT_GRACE_MS)
     return;
   rc = calloc(1, sizeof *rc);
   if (rc == NULL) {
@@ -417,7 +418,7 @@ static void start_rdv_attempt(bootstrap *b) {
   crnet__link_connect(&rc->link, &c->loop, (struct sockaddr *)&b->rdv_addr,
                       &rdv_client_callbacks, b, c->key, CRNET__HS_RENDEZVOUS,
                       c->rank, CRNET__RANK_RENDEZVOUS, c->size,
-                      b->deadline - now);
+                      b->deadline + RDV_VERDICT_GRACE_MS - now);
 }
 
 /* --- the whole ----------------------------------------------------------------- */
@@ -526,7 +527,10 @@ int crnet__bootstrap(crnet_comm *c, const crnet__settings *s, char *err,
   }
 
   start_rdv_attempt(&b);
-  if (crnet__comm_run_until(c, phase_rdv_done, &b, timeout_ms) != 0 &&
+  /* The server's own timeout is the init timeout too; waiting a little longer
+   * lets its verdict, which names the missing ranks, arrive first. */
+  if (crnet__comm_run_until(c, phase_rdv_done, &b,
+                            timeout_ms + RDV_VERDICT_GRACE_MS) != 0 &&
       b.fatal == 0)
     set_fatal(&b, CRNET_ETIMEDOUT,
               "no answer from the rendezvous at %s:%d within %g s",

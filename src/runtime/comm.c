@@ -200,7 +200,9 @@ static void tell_peers(crnet_comm *c, int origin) {
     crnet__peer *p = c->peers != NULL ? c->peers[r] : NULL;
     if (p == NULL || p->closed)
       continue;
-    if (msg != NULL && !crnet__link_busy(&p->link) && !p->link.failed &&
+    /* A link that failed by protocol (a mismatched frame) still writes; one
+     * whose peer is gone just fails the write, harmlessly. */
+    if (msg != NULL && !crnet__link_busy(&p->link) &&
         p->link.state == CRNET__LINK_READY) {
       crnet__put_le32(msg, (uint32_t)c->err);
       crnet__put_le32(msg + 4, (uint32_t)c->abort_code);
@@ -273,12 +275,19 @@ static void on_peer_error(crnet__link *l, int status, const char *why) {
   }
   crnet__describe_rank(c, (int)l->peer, who, sizeof who);
   describe_call(c, call, sizeof call);
+  if (status == CRNET_EPEER) {
+    crnet__comm_fail(c, status, (int)l->peer, "lost %s%s: %s", who, call, why);
+    crnet__link_close(l);
+    return;
+  }
+  /* The peer is alive but said something wrong: comm_fail tells it why
+   * (ABORT) and closes the link gently, so the reason arrives. */
   if (status == CRNET_EMISMATCH)
     crnet__comm_fail(c, status, (int)l->peer, "mismatched calls%s: %s", call,
                      why);
   else
-    crnet__comm_fail(c, status, (int)l->peer, "lost %s%s: %s", who, call, why);
-  crnet__link_close(l);
+    crnet__comm_fail(c, status, (int)l->peer, "%s%s: %s", who, call, why);
+  crnet__link_close_gently(l, LINGER_MS);
 }
 
 static void on_peer_ready(crnet__link *l, int status) {

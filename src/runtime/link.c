@@ -512,7 +512,9 @@ int crnet__link_send_control(crnet__link *l, uint8_t kind, const void *payload,
   crnet__frame_header h = {.kind = kind, .length = len};
   control_write *cw;
   uv_buf_t b;
-  if (l->failed || l->state != CRNET__LINK_READY)
+  /* A link that failed on reading may still write: that is how a rank tells
+   * a peer that sent something wrong why it is being dropped. */
+  if (l->state != CRNET__LINK_READY)
     return CRNET_EPEER;
   cw = malloc(sizeof *cw + len);
   if (cw == NULL)

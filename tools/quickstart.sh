@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# crnet's set-up, used by the README's quick start and by CI.
+#
+#   tools/quickstart.sh demo   install what is missing, build, run a 4-rank job
+#   tools/quickstart.sh test   install what is missing, build, run every test
+#                              suite, then again under AddressSanitizer and
+#                              UndefinedBehaviorSanitizer
+#
+# Works on a fresh Debian 12 as root, or as a user with sudo.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+mode=${1:-demo}
+
+packages=(build-essential meson ninja-build pkg-config libuv1-dev libsodium-dev check python3)
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+install_missing() {
+  local missing=()
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "quickstart: installing ${missing[*]}"
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+}
+
+build() { # dir [meson options...]
+  local dir=$1
+  shift
+  if [ ! -f "$dir/build.ninja" ]; then
+    meson setup "$dir" "$@" >/dev/null
+  fi
+  ninja -C "$dir" >/dev/null
+}
+
+# Prints the plain closing line from meson's test log(s) and fails if any
+# test failed or none ran.
+summarise() {
+  python3 - "$@" <<'PY'
+import json, sys
+passed = failed = skipped = 0
+for path in sys.argv[1:]:
+    with open(path) as f:
+        for line in f:
+            r = json.loads(line)
+            res = r.get("result")
+            if res in ("OK", "EXPECTEDFAIL"):
+                passed += 1
+            elif res == "SKIP":
+                skipped += 1
+            else:
+                failed += 1
+                print(f"FAILED: {r.get('name')} ({res})")
+print(f"{passed} passed, {failed} failed, {skipped} skipped")
+sys.exit(0 if failed == 0 and passed > 0 else 1)
+PY
+}
+
+case "$mode" in
+demo)
+  install_missing
+  build build
+  ./build/src/crlaunch -n 4 ./build/examples/hello_allreduce
+  ;;
+test)
+  install_missing
+  build build
+  status=0
+  meson test -C build --print-errorlogs --num-processes 1 || status=1
+  build build-sanitize -Db_sanitize=address,undefined -Db_lundef=false
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    meson test -C build-sanitize --print-errorlogs --num-processes 1 --timeout-multiplier 3 || status=1
+  summarise build/meson-logs/testlog.json build-sanitize/meson-logs/testlog.json || status=1
+  exit $status
+  ;;
+*)
+  echo "usage: $0 demo|test" >&2
+  exit 2
+  ;;
+esac

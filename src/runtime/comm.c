@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -453,6 +454,18 @@ static void close_loop(crnet_comm *c) {
   }
 }
 
+/* libuv writes with write(2), which raises SIGPIPE when the peer is gone;
+ * the default action would kill the rank instead of letting the call return
+ * CRNET_EPEER. A program that installed its own SIGPIPE handling keeps it. */
+static void ignore_sigpipe(void) {
+  struct sigaction sa;
+  if (sigaction(SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL) {
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &sa, NULL);
+  }
+}
+
 int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
   crnet_config defaults;
   crnet__settings s;
@@ -483,6 +496,7 @@ int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
   c->rank = s.rank;
   c->size = s.size;
   c->cur_coll = -1;
+  ignore_sigpipe();
   snprintf(prefix, sizeof prefix, "crnet[%d]: ", c->rank);
   crnet__log_set_prefix(prefix);
   c->peers = calloc((size_t)c->size, sizeof *c->peers);

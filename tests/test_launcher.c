@@ -1,0 +1,922 @@
+/* crlaunch end to end.
+ *
+ * Every test runs the real crlaunch (path in $CRLAUNCH) as a child, with its
+ * stdout and stderr in files, TMPDIR and CRLT_DIR pointing at a private work
+ * directory, and the rank programs of tests/progs ($CRNET_TEST_PROGS). The
+ * ranks drop a pid.R.PID file there, so after every run we can check that no
+ * rank outlived crlaunch and that crlaunch removed its key directory, on
+ * every path out: success, failure, timeout, signals.
+ *
+ * Nothing may hang: every wait has a deadline after which the test kills
+ * crlaunch and its ranks and fails saying what it waited for, and each test
+ * case has a Check timeout on top.
+ */
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *crlaunch;
+static char rank_prog[4096];
+static char init_prog[4096];
+
+/* One crlaunch run. */
+struct run {
+  pid_t pid;
+  char dir[256];
+  double t0;     /* when crlaunch started */
+  double secs;   /* how long it ran */
+  int status;    /* from waitpid */
+  int out_pipe;  /* read end of crlaunch's stdout, if asked for */
+  char *out;
+  char *err;
+  sigset_t oldmask;
+};
+
+/* How to start it. */
+struct how {
+  const char *const *env; /* "VAR=VAL" to set, "VAR" to unset */
+  const char *input;      /* crlaunch's stdin; NULL: /dev/null */
+  int pipe_out;           /* stdout to a pipe the test reads */
+};
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void sleep_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+    ;
+}
+
+static char *read_file(const char *path) {
+  FILE *f = fopen(path, "rb");
+  ck_assert_msg(f != NULL, "cannot open %s: %s", path, strerror(errno));
+  size_t cap = 1 << 16, len = 0;
+  char *buf = malloc(cap + 1);
+  ck_assert(buf != NULL);
+  size_t n;
+  while ((n = fread(buf + len, 1, cap - len, f)) > 0) {
+    len += n;
+    if (len == cap) {
+      cap *= 2;
+      buf = realloc(buf, cap + 1);
+      ck_assert(buf != NULL);
+    }
+  }
+  fclose(f);
+  buf[len] = '\0';
+  return buf;
+}
+
+static void path_in(char *buf, size_t n, const struct run *r,
+                    const char *name) {
+  snprintf(buf, n, "%s/%s", r->dir, name);
+}
+
+/* Pids of the ranks, from their pid files. Returns how many. */
+static int rank_pids(const struct run *r, pid_t *pids, int max) {
+  DIR *d = opendir(r->dir);
+  int n = 0;
+  if (d == NULL)
+    return 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    int rank, pid;
+    if (sscanf(e->d_name, "pid.%d.%d", &rank, &pid) == 2 && n < max)
+      pids[n++] = pid;
+  }
+  closedir(d);
+  return n;
+}
+
+static int alive(pid_t pid) {
+  return kill(pid, 0) == 0 || errno != ESRCH;
+}
+
+static void kill_ranks(const struct run *r) {
+  pid_t pids[64];
+  int n = rank_pids(r, pids, 64);
+  for (int i = 0; i < n; i++)
+    kill(pids[i], SIGKILL);
+}
+
+static void make_workdir(char *dir, size_t n) {
+  const char *tmp = getenv("TMPDIR");
+  snprintf(dir, n, "%s/crlt-XXXXXX",
+           tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
+  ck_assert_msg(mkdtemp(dir) != NULL, "mkdtemp: %s", strerror(errno));
+}
+
+/* Starts crlaunch with the given arguments (NULL-terminated); "@RANK" and
+ * "@INIT" stand for the paths of the test programs. */
+static void start_argv(struct run *r, const struct how *how,
+                       const char *const *args) {
+  const char *argv[64];
+  int argc = 0;
+  argv[argc++] = crlaunch;
+  for (const char *const *a = args; *a != NULL; a++) {
+    ck_assert(argc < 63);
+    if (strcmp(*a, "@RANK") == 0)
+      argv[argc++] = rank_prog;
+    else if (strcmp(*a, "@INIT") == 0)
+      argv[argc++] = init_prog;
+    else
+      argv[argc++] = *a;
+  }
+  argv[argc] = NULL;
+
+  memset(r, 0, sizeof *r);
+  r->out_pipe = -1;
+  make_workdir(r->dir, sizeof r->dir);
+  char in[512], out[512], err[512];
+  path_in(in, sizeof in, r, "stdin");
+  path_in(out, sizeof out, r, "stdout");
+  path_in(err, sizeof err, r, "stderr");
+  if (how != NULL && how->input != NULL) {
+    FILE *f = fopen(in, "w");
+    ck_assert(f != NULL);
+    fputs(how->input, f);
+    fclose(f);
+  } else {
+    snprintf(in, sizeof in, "/dev/null");
+  }
+  int pfd[2] = {-1, -1};
+  if (how != NULL && how->pipe_out)
+    ck_assert(pipe(pfd) == 0);
+
+  /* SIGCHLD stays blocked so that the wait below can sleep on it without a
+   * race; the child gets the old mask back before exec. */
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &chld, &r->oldmask);
+  r->t0 = now_s();
+  r->pid = fork();
+  ck_assert(r->pid >= 0);
+  if (r->pid == 0) {
+    sigprocmask(SIG_SETMASK, &r->oldmask, NULL);
+    setenv("CRLT_DIR", r->dir, 1);
+    setenv("TMPDIR", r->dir, 1);
+    for (const char *const *e = how != NULL ? how->env : NULL; e && *e; e++) {
+      if (strchr(*e, '=') != NULL)
+        putenv(strdup(*e));
+      else
+        unsetenv(*e);
+    }
+    int fin = open(in, O_RDONLY);
+    int fout = pfd[1] >= 0 ? pfd[1] : open(out, O_WRONLY | O_CREAT, 0644);
+    int ferr = open(err, O_WRONLY | O_CREAT, 0644);
+    if (fin < 0 || fout < 0 || ferr < 0)
+      _exit(120);
+    dup2(fin, 0);
+    dup2(fout, 1);
+    dup2(ferr, 2);
+    if (pfd[0] >= 0)
+      close(pfd[0]);
+    execv(crlaunch, (char *const *)argv);
+    _exit(121);
+  }
+  if (pfd[0] >= 0) {
+    close(pfd[1]);
+    r->out_pipe = pfd[0];
+  }
+}
+
+static void start_v(struct run *r, const struct how *how, va_list ap) {
+  const char *args[64];
+  int n = 0;
+  const char *a;
+  while ((a = va_arg(ap, const char *)) != NULL) {
+    ck_assert(n < 63);
+    args[n++] = a;
+  }
+  args[n] = NULL;
+  start_argv(r, how, args);
+}
+
+static void start(struct run *r, const struct how *how, ...) {
+  va_list ap;
+  va_start(ap, how);
+  start_v(r, how, ap);
+  va_end(ap);
+}
+
+/* 1 once crlaunch has exited (status collected), 0 if still running. */
+static int try_reap(struct run *r) {
+  pid_t w = waitpid(r->pid, &r->status, WNOHANG);
+  if (w == r->pid) {
+    r->secs = now_s() - r->t0;
+    return 1;
+  }
+  return 0;
+}
+
+/* Waits at most `limit` seconds from now for crlaunch to exit; on time out
+ * kills everything and fails. Then collects the output and checks that no
+ * rank and no key directory outlived crlaunch. */
+static void finish(struct run *r, double limit) {
+  double deadline = now_s() + limit;
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  while (!try_reap(r)) {
+    double left = deadline - now_s();
+    if (left <= 0) {
+      kill(r->pid, SIGKILL);
+      waitpid(r->pid, &r->status, 0);
+      kill_ranks(r);
+      ck_abort_msg("crlaunch did not exit within %.1f s", limit);
+    }
+    struct timespec ts = {(time_t)left,
+                          (long)((left - (double)(time_t)left) * 1e9)};
+    sigtimedwait(&chld, NULL, &ts);
+  }
+  sigprocmask(SIG_SETMASK, &r->oldmask, NULL);
+  if (r->out_pipe >= 0)
+    close(r->out_pipe);
+
+  char path[512];
+  path_in(path, sizeof path, r, "stdout");
+  r->out = access(path, F_OK) == 0 ? read_file(path) : strdup("");
+  path_in(path, sizeof path, r, "stderr");
+  r->err = read_file(path);
+
+  pid_t pids[64];
+  int n = rank_pids(r, pids, 64);
+  for (int i = 0; i < n; i++) {
+    if (alive(pids[i])) {
+      kill_ranks(r);
+      ck_abort_msg("rank pid %d outlived crlaunch", (int)pids[i]);
+    }
+  }
+  DIR *d = opendir(r->dir);
+  ck_assert(d != NULL);
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL)
+    ck_assert_msg(strncmp(e->d_name, "crlaunch-", 9) != 0,
+                  "crlaunch left its key directory %s/%s behind", r->dir,
+                  e->d_name);
+  closedir(d);
+}
+
+static void cleanup(struct run *r) {
+  DIR *d = opendir(r->dir);
+  if (d != NULL) {
+    struct dirent *e;
+    char path[1024];
+    while ((e = readdir(d)) != NULL) {
+      if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+        continue;
+      snprintf(path, sizeof path, "%s/%s", r->dir, e->d_name);
+      unlink(path);
+    }
+    closedir(d);
+  }
+  rmdir(r->dir);
+  free(r->out);
+  free(r->err);
+}
+
+/* Runs crlaunch to completion (limit in seconds). */
+static void run(struct run *r, const struct how *how, double limit, ...) {
+  va_list ap;
+  va_start(ap, limit);
+  start_v(r, how, ap);
+  va_end(ap);
+  finish(r, limit);
+}
+
+static int exit_status(const struct run *r) {
+  ck_assert_msg(WIFEXITED(r->status),
+                "crlaunch did not exit normally (wait status %#x); stderr:\n%s",
+                r->status, r->err);
+  return WEXITSTATUS(r->status);
+}
+
+static void expect_exit(const struct run *r, int code) {
+  int got = exit_status(r);
+  ck_assert_msg(got == code,
+                "crlaunch exited %d, expected %d\nstdout:\n%.2000s\nstderr:\n"
+                "%.2000s",
+                got, code, r->out, r->err);
+}
+
+static int count(const char *hay, const char *needle) {
+  int n = 0;
+  for (const char *p = hay; (p = strstr(p, needle)) != NULL; p++)
+    n++;
+  return n;
+}
+
+static int count_lines(const char *s) {
+  return count(s, "\n");
+}
+
+static void expect_has(const char *what, const char *text,
+                       const char *needle) {
+  ck_assert_msg(strstr(text, needle) != NULL,
+                "%s lacks \"%s\"; it is:\n%.3000s", what, needle, text);
+}
+
+/* Waits up to limit seconds for n pid files. */
+static void wait_for_ranks(struct run *r, int n, double limit) {
+  pid_t pids[64];
+  double deadline = now_s() + limit;
+  while (rank_pids(r, pids, 64) < n) {
+    if (now_s() > deadline) {
+      kill(r->pid, SIGKILL);
+      kill_ranks(r);
+      ck_abort_msg("only %d of %d ranks started within %.1f s",
+                   rank_pids(r, pids, 64), n, limit);
+    }
+    sleep_ms(10);
+  }
+}
+
+/* ---- the ranks start, know who they are, and say so ------------------ */
+
+static const int hello_sizes[] = {1, 4, 7};
+
+START_TEST(test_hello) {
+  int n = hello_sizes[_i];
+  char ns[16];
+  snprintf(ns, sizeof ns, "%d", n);
+  struct run r;
+  run(&r, NULL, 10, "-n", ns, "@RANK", "hello", NULL);
+  expect_exit(&r, 0);
+  ck_assert_msg(r.err[0] == '\0', "unexpected stderr: %s", r.err);
+  ck_assert_int_eq(count_lines(r.out), n);
+  int seen[8] = {0};
+  for (char *line = strtok(r.out, "\n"); line; line = strtok(NULL, "\n")) {
+    int rank, size;
+    ck_assert_msg(sscanf(line, "hello from %d of %d", &rank, &size) == 2,
+                  "bad line: %s", line);
+    ck_assert_int_eq(size, n);
+    ck_assert_msg(rank >= 0 && rank < n, "rank %d out of range", rank);
+    seen[rank]++;
+  }
+  for (int i = 0; i < n; i++)
+    ck_assert_msg(seen[i] == 1, "rank %d printed %d times", i, seen[i]);
+  cleanup(&r);
+}
+END_TEST
+
+START_TEST(test_env_contract) {
+  /* crlaunch's own CRNET_JOB_KEY and CRNET_RANK must not leak through. */
+  static const char *const env[] = {
+      "CRNET_JOB_KEY="
+      "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff",
+      "CRNET_RANK=99", "CRNET_INIT_TIMEOUT=7.5", NULL};
+  struct how how = {.env = env};
+  struct run r;
+  run(&r, &how, 10, "-n", "2", "@RANK", "env", "CRNET_RANK", "CRNET_SIZE",
+      "CRNET_RENDEZVOUS", "CRNET_LAUNCHER", "CRNET_INIT_TIMEOUT",
+      "CRNET_JOB_KEY", "CRNET_JOB_KEY_FILE", NULL);
+  expect_exit(&r, 0);
+  for (int i = 0; i < 2; i++) {
+    char want[512];
+    snprintf(want, sizeof want, "%d CRNET_RANK=%d\n", i, i);
+    expect_has("stdout", r.out, want);
+    snprintf(want, sizeof want, "%d CRNET_SIZE=2\n", i);
+    expect_has("stdout", r.out, want);
+    snprintf(want, sizeof want, "%d CRNET_LAUNCHER=crlaunch\n", i);
+    expect_has("stdout", r.out, want);
+    snprintf(want, sizeof want, "%d CRNET_INIT_TIMEOUT=7.5\n", i);
+    expect_has("stdout", r.out, want);
+    snprintf(want, sizeof want, "%d CRNET_JOB_KEY unset\n", i);
+    expect_has("stdout", r.out, want);
+    snprintf(want, sizeof want, "%d CRNET_JOB_KEY_FILE=%s/crlaunch-", i,
+             r.dir);
+    expect_has("stdout", r.out, want);
+  }
+  const char *p = strstr(r.out, "CRNET_RENDEZVOUS=127.0.0.1:");
+  ck_assert_msg(p != NULL, "no rendezvous address in:\n%s", r.out);
+  int port = atoi(p + strlen("CRNET_RENDEZVOUS=127.0.0.1:"));
+  ck_assert_msg(port > 0 && port < 65536, "bad port %d", port);
+  char want[64];
+  snprintf(want, sizeof want, "CRNET_RENDEZVOUS=127.0.0.1:%d\n", port);
+  ck_assert_int_eq(count(r.out, want), 2);
+  cleanup(&r);
+
+  /* Without CRNET_INIT_TIMEOUT the ranks get the default. */
+  static const char *const env2[] = {"CRNET_INIT_TIMEOUT", NULL};
+  how.env = env2;
+  run(&r, &how, 10, "-n", "1", "@RANK", "env", "CRNET_INIT_TIMEOUT", NULL);
+  expect_exit(&r, 0);
+  expect_has("stdout", r.out, "0 CRNET_INIT_TIMEOUT=60\n");
+  cleanup(&r);
+}
+END_TEST
+
+START_TEST(test_tag_output) {
+  struct run r;
+  run(&r, NULL, 10, "-n", "4", "--tag-output", "@RANK", "hello", NULL);
+  expect_exit(&r, 0);
+  ck_assert_int_eq(count_lines(r.out), 4);
+  for (int i = 0; i < 4; i++) {
+    char want[64];
+    snprintf(want, sizeof want, "[%d] hello from %d of 4\n", i, i);
+    expect_has("stdout", r.out, want);
+  }
+  cleanup(&r);
+}
+END_TEST
+
+/* ---- output: complete, in order per rank, no torn lines --------------- */
+
+#define LONG_LINES 10000
+#define LONG_RANKS 4
+
+/* Checks one line of `lines` mode (without its newline) and advances the
+ * expected index of its rank and stream. */
+static void check_line(const char *line, int tagged, char stream,
+                       int next[LONG_RANKS], int last_seen[LONG_RANKS]) {
+  const char *p = line;
+  int tag = -1;
+  if (tagged) {
+    int used = 0;
+    ck_assert_msg(sscanf(p, "[%d] %n", &tag, &used) == 1 && used > 0,
+                  "untagged line: %.200s", line);
+    p += used;
+  }
+  int rank, i, len, used = 0;
+  char s;
+  if (sscanf(p, "%d o las%c", &rank, &s) == 2 && s == 't' && stream == 'o') {
+    ck_assert_msg(strcmp(strchr(p, 'l'), "last") == 0, "bad last line: %s",
+                  line);
+    ck_assert(rank >= 0 && rank < LONG_RANKS);
+    ck_assert_msg(!tagged || tag == rank, "line of rank %d tagged %d", rank,
+                  tag);
+    ck_assert_msg(next[rank] == LONG_LINES,
+                  "rank %d's last line came after %d lines", rank, next[rank]);
+    last_seen[rank]++;
+    return;
+  }
+  ck_assert_msg(sscanf(p, "%d %c %d %d %n", &rank, &s, &i, &len, &used) == 4,
+                "malformed line: %.200s", line);
+  ck_assert_msg(rank >= 0 && rank < LONG_RANKS && s == stream,
+                "line in the wrong place: %.200s", line);
+  ck_assert_msg(!tagged || tag == rank, "line of rank %d tagged %d", rank,
+                tag);
+  ck_assert_msg(i == next[rank], "rank %d stream %c: line %d where %d was due",
+                rank, s, i, next[rank]);
+  ck_assert_msg((int)strlen(p + used) == len,
+                "torn line (payload %zu, expected %d): %.200s",
+                strlen(p + used), len, line);
+  for (int j = 0; j < len; j++)
+    ck_assert_msg(p[used + j] == 'a' + (rank * 7 + i + j + (s == 'e')) % 26,
+                  "corrupt line: %.200s", line);
+  next[rank]++;
+}
+
+static void check_stream(char *text, int tagged, char stream) {
+  int next[LONG_RANKS] = {0}, last_seen[LONG_RANKS] = {0};
+  size_t n = strlen(text);
+  ck_assert_msg(n > 0 && text[n - 1] == '\n',
+                "stream %c does not end with a newline", stream);
+  for (char *line = text; *line != '\0';) {
+    char *nl = strchr(line, '\n');
+    *nl = '\0';
+    check_line(line, tagged, stream, next, last_seen);
+    line = nl + 1;
+  }
+  for (int r = 0; r < LONG_RANKS; r++) {
+    ck_assert_msg(next[r] == LONG_LINES, "rank %d stream %c: %d of %d lines",
+                  r, stream, next[r], LONG_LINES);
+    ck_assert_int_eq(last_seen[r], stream == 'o' ? 1 : 0);
+  }
+}
+
+START_TEST(test_long_output) {
+  int tagged = _i;
+  char count_s[16], n_s[16];
+  snprintf(count_s, sizeof count_s, "%d", LONG_LINES);
+  snprintf(n_s, sizeof n_s, "%d", LONG_RANKS);
+  struct run r;
+  run(&r, NULL, 30, "-n", n_s, tagged ? "--tag-output" : "--", "@RANK",
+      "lines", count_s, NULL);
+  expect_exit(&r, 0);
+  check_stream(r.out, tagged, 'o');
+  check_stream(r.err, tagged, 'e');
+  cleanup(&r);
+}
+END_TEST
+
+START_TEST(test_stdin_rank0_only) {
+  struct how how = {.input = "line one\nline two\n"};
+  struct run r;
+  run(&r, &how, 10, "-n", "3", "@RANK", "stdin", NULL);
+  expect_exit(&r, 0);
+  expect_has("stdout", r.out, "rank 0 read 18 bytes\n");
+  expect_has("stdout", r.out, "rank 1 read 0 bytes\n");
+  expect_has("stdout", r.out, "rank 2 read 0 bytes\n");
+  cleanup(&r);
+}
+END_TEST
+
+START_TEST(test_x_vars) {
+  static const char *const env[] = {"CRLT_B=from-crlaunch", "CRLT_UNSET",
+                                    NULL};
+  struct how how = {.env = env};
+  struct run r;
+  run(&r, &how, 10, "-x", "CRLT_A=hello", "-x", "CRLT_B", "-x", "CRLT_C=x=y",
+      "-x", "CRLT_UNSET", "-n", "2", "@RANK", "env", "CRLT_A", "CRLT_B",
+      "CRLT_C", "CRLT_UNSET", NULL);
+  expect_exit(&r, 0);
+  for (int i = 0; i < 2; i++) {
+    char want[64];
+    snprintf(want, sizeof want, "%d CRLT_A=hello\n", i);
+    expect_has("stdout", r.out, want);
+    snprintf(want, sizeof want, "%d CRLT_B=from-crlaunch\n", i);
+    expect_has("stdout", r.out, want);
+    snprintf(want, sizeof want, "%d CRLT_C=x=y\n", i);
+    expect_has("stdout", r.out, want);
+    snprintf(want, sizeof want, "%d CRLT_UNSET unset\n", i);
+    expect_has("stdout", r.out, want);
+  }
+  expect_has("stderr", r.err, "CRLT_UNSET");
+  cleanup(&r);
+}
+END_TEST
+
+/* ---- failures --------------------------------------------------------- */
+
+START_TEST(test_rank_exit_status) {
+  struct run r;
+  run(&r, NULL, 10, "-n", "4", "@RANK", "exit", "1", "3", NULL);
+  expect_exit(&r, 3);
+  ck_assert_msg(r.secs < 2.5, "took %.2f s to stop the job", r.secs);
+  expect_has("stderr", r.err, "crlaunch: rank 1 (pid ");
+  expect_has("stderr", r.err, "exited with status 3");
+  /* The three ranks stopped because of it are not announced as failures. */
+  ck_assert_msg(count(r.err, "crlaunch: rank ") == 1, "stderr:\n%s", r.err);
+  expect_has("stderr", r.err, "stopped 3 other ranks");
+  cleanup(&r);
+}
+END_TEST
+
+START_TEST(test_rank_killed) {
+  struct run r;
+  run(&r, NULL, 10, "-n", "3", "@RANK", "raise", "2", "9", NULL);
+  expect_exit(&r, 128 + SIGKILL);
+  ck_assert_msg(r.secs < 2.5, "took %.2f s to stop the job", r.secs);
+  expect_has("stderr", r.err, "crlaunch: rank 2 (pid ");
+  expect_has("stderr", r.err, "killed by signal 9");
+  ck_assert_msg(count(r.err, "crlaunch: rank ") == 1, "stderr:\n%s", r.err);
+  cleanup(&r);
+}
+END_TEST
+
+START_TEST(test_missing_program) {
+  struct run r;
+  run(&r, NULL, 10, "-n", "2", "/nonexistent/crlt-prog", NULL);
+  expect_exit(&r, 127);
+  expect_has("stderr", r.err, "/nonexistent/crlt-prog");
+  ck_assert_int_eq(count_lines(r.err), 1);
+  cleanup(&r);
+
+  /* A file that is there but not executable. */
+  char dir[256], path[512];
+  make_workdir(dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/not-executable", dir);
+  FILE *f = fopen(path, "w");
+  ck_assert(f != NULL);
+  fputs("#!/bin/sh\necho should not run\n", f);
+  fclose(f);
+  chmod(path, 0644);
+  struct run r2;
+  run(&r2, NULL, 10, "-n", "2", path, NULL);
+  expect_exit(&r2, 127);
+  expect_has("stderr", r2.err, path);
+  ck_assert_msg(strstr(r2.out, "should not run") == NULL, "it ran");
+  cleanup(&r2);
+  unlink(path);
+  rmdir(dir);
+}
+END_TEST
+
+START_TEST(test_timeout) {
+  struct run r;
+  run(&r, NULL, 10, "--timeout", "1", "-n", "3", "@RANK", "sleep", "30",
+      NULL);
+  expect_exit(&r, 124);
+  ck_assert_msg(r.secs >= 0.9 && r.secs < 4, "took %.2f s", r.secs);
+  expect_has("stderr", r.err, "crlaunch: job timed out after 1 s; stopping 3 "
+                              "ranks");
+  cleanup(&r);
+}
+END_TEST
+
+START_TEST(test_sigterm_stops_ranks) {
+  struct run r;
+  start(&r, NULL, "-n", "3", "@RANK", "sleep", "30", NULL);
+  wait_for_ranks(&r, 3, 5);
+  kill(r.pid, SIGTERM);
+  finish(&r, 3); /* also checks that the three ranks are gone */
+  expect_exit(&r, 128 + SIGTERM);
+  cleanup(&r);
+}
+END_TEST
+
+START_TEST(test_second_sigint_kills) {
+  struct run r;
+  start(&r, NULL, "-n", "2", "@RANK", "stubborn", NULL);
+  wait_for_ranks(&r, 2, 5);
+  kill(r.pid, SIGINT);
+  sleep_ms(300);
+  /* The ranks ignore SIGINT, so the job must still be there... */
+  ck_assert_msg(!try_reap(&r), "crlaunch exited after one SIGINT");
+  pid_t pids[4];
+  ck_assert_int_eq(rank_pids(&r, pids, 4), 2);
+  ck_assert(alive(pids[0]) && alive(pids[1]));
+  /* ...until the second one. */
+  kill(r.pid, SIGINT);
+  finish(&r, 2);
+  expect_exit(&r, 128 + SIGINT);
+  cleanup(&r);
+}
+END_TEST
+
+START_TEST(test_output_reader_gone) {
+  /* Like `crlaunch ... | head -1`: once nobody reads crlaunch's stdout, the
+   * ranks must get SIGPIPE rather than run forever. */
+  struct how how = {.pipe_out = 1};
+  struct run r;
+  start(&r, &how, "-n", "2", "@RANK", "yes", NULL);
+  char buf[256];
+  ck_assert(read(r.out_pipe, buf, sizeof buf) > 0);
+  close(r.out_pipe);
+  r.out_pipe = -1;
+  finish(&r, 5);
+  expect_exit(&r, 128 + SIGPIPE);
+  expect_has("stderr", r.err, "killed by signal 13");
+  cleanup(&r);
+}
+END_TEST
+
+/* ---- usage ------------------------------------------------------------ */
+
+static const char *const bad_usage[][8] = {
+    {NULL},
+    {"-n", NULL},
+    {"-n", "0", "@RANK", NULL},
+    {"-n", "-3", "@RANK", NULL},
+    {"-n", "abc", "@RANK", NULL},
+    {"-n", "2x", "@RANK", NULL},
+    {"-n", "4097", "@RANK", NULL},
+    {"-n", "2", NULL},
+    {"@RANK", NULL},
+    {"--bogus", "-n", "2", "@RANK", NULL},
+    {"-n", "2", "--timeout", "abc", "@RANK", NULL},
+    {"-n", "2", "--timeout", "0", "@RANK", NULL},
+    {"-n", "2", "--timeout", NULL},
+    {"-n", "2", "-x", "1BAD=2", "@RANK", NULL},
+    {"-n", "2", "-x", "=2", "@RANK", NULL},
+    {"-n", "2", "-x", "CRNET_RANK=1", "@RANK", NULL},
+};
+#define NBAD (int)(sizeof bad_usage / sizeof bad_usage[0])
+
+START_TEST(test_bad_usage) {
+  const char *const *a = bad_usage[_i];
+  struct run r;
+  start_argv(&r, NULL, a);
+  finish(&r, 10);
+  expect_exit(&r, 2);
+  ck_assert_msg(r.out[0] == '\0', "usage error wrote to stdout: %s", r.out);
+  ck_assert_msg(strncmp(r.err, "crlaunch: ", 10) == 0, "stderr: %s", r.err);
+  expect_has("stderr", r.err, "crlaunch --help");
+  ck_assert_msg(count_lines(r.err) == 2, "stderr:\n%s", r.err);
+  pid_t pids[4];
+  ck_assert_int_eq(rank_pids(&r, pids, 4), 0);
+  cleanup(&r);
+}
+END_TEST
+
+START_TEST(test_bad_init_timeout) {
+  static const char *const env[] = {"CRNET_INIT_TIMEOUT=soon", NULL};
+  struct how how = {.env = env};
+  struct run r;
+  run(&r, &how, 10, "-n", "2", "@RANK", "hello", NULL);
+  expect_exit(&r, 2);
+  expect_has("stderr", r.err, "CRNET_INIT_TIMEOUT");
+  cleanup(&r);
+}
+END_TEST
+
+START_TEST(test_help_version) {
+  struct run r;
+  run(&r, NULL, 10, "--help", NULL);
+  expect_exit(&r, 0);
+  ck_assert_msg(strncmp(r.out, "Usage: crlaunch -n N", 20) == 0, "help: %s",
+                r.out);
+  ck_assert_msg(r.err[0] == '\0', "stderr: %s", r.err);
+  cleanup(&r);
+  run(&r, NULL, 10, "--version", NULL);
+  expect_exit(&r, 0);
+  ck_assert_msg(strncmp(r.out, "crlaunch (crnet) ", 17) == 0 &&
+                    r.out[17] >= '0' && r.out[17] <= '9',
+                "version: %s", r.out);
+  cleanup(&r);
+}
+END_TEST
+
+/* ---- the job key ------------------------------------------------------ */
+
+START_TEST(test_job_key) {
+  struct run r;
+  run(&r, NULL, 10, "-n", "2", "@RANK", "key", NULL);
+  expect_exit(&r, 0);
+  char keys[2][128];
+  for (int i = 0; i < 2; i++) {
+    char want[128];
+    snprintf(want, sizeof want, "%d keyfile mode 600\n", i);
+    expect_has("stdout", r.out, want);
+    snprintf(want, sizeof want, "%d keydir mode 700\n", i);
+    expect_has("stdout", r.out, want);
+    snprintf(want, sizeof want, "%d CRNET_JOB_KEY unset\n", i);
+    expect_has("stdout", r.out, want);
+    snprintf(want, sizeof want, "%d key length 64\n", i);
+    expect_has("stdout", r.out, want);
+    snprintf(want, sizeof want, "%d key in own cmdline: 0\n", i);
+    expect_has("stdout", r.out, want);
+    snprintf(want, sizeof want, "%d key in own environ: 0\n", i);
+    expect_has("stdout", r.out, want);
+    snprintf(want, sizeof want, "%d key in parent cmdline: 0\n", i);
+    expect_has("stdout", r.out, want);
+
+    char path[512], name[16];
+    snprintf(name, sizeof name, "key.%d", i);
+    path_in(path, sizeof path, &r, name);
+    char *k = read_file(path);
+    ck_assert_msg(sscanf(k, "%127s", keys[i]) == 1, "empty key");
+    free(k);
+    ck_assert_int_eq(strlen(keys[i]), 64);
+  }
+  ck_assert_str_eq(keys[0], keys[1]);
+  ck_assert_msg(strstr(r.out, keys[0]) == NULL, "the key is in stdout");
+  ck_assert_msg(strstr(r.err, keys[0]) == NULL, "the key is in stderr");
+
+  /* The file and its directory are gone (finish() checked the directory
+   * too, by name). */
+  const char *p = strstr(r.out, "0 keyfile /");
+  ck_assert(p != NULL);
+  char keyfile[512];
+  ck_assert(sscanf(p, "0 keyfile %511s", keyfile) == 1);
+  struct stat st;
+  ck_assert_msg(stat(keyfile, &st) != 0 && errno == ENOENT,
+                "%s still exists", keyfile);
+  *strrchr(keyfile, '/') = '\0';
+  ck_assert_msg(stat(keyfile, &st) != 0 && errno == ENOENT,
+                "%s still exists", keyfile);
+  cleanup(&r);
+
+  /* A fresh key for every job. */
+  struct run r2;
+  run(&r2, NULL, 10, "-n", "1", "@RANK", "key", NULL);
+  expect_exit(&r2, 0);
+  char path[512];
+  path_in(path, sizeof path, &r2, "key.0");
+  char *k = read_file(path);
+  ck_assert_msg(strncmp(k, keys[0], 64) != 0, "the same key twice");
+  free(k);
+  cleanup(&r2);
+}
+END_TEST
+
+START_TEST(test_silent_without_crnet) {
+  /* Programs that never use crnet (crlaunch -n 4 hostname) leave the
+   * rendezvous unvisited; that is not worth a word. */
+  static const char *const env[] = {"CRNET_INIT_TIMEOUT=0.3", NULL};
+  struct how how = {.env = env};
+  struct run r;
+  run(&r, &how, 10, "-n", "3", "@RANK", "sleep", "1", NULL);
+  expect_exit(&r, 0);
+  ck_assert_msg(r.err[0] == '\0', "unexpected stderr: %s", r.err);
+  cleanup(&r);
+}
+END_TEST
+
+/* ---- with the crnet library ------------------------------------------- */
+
+static const int init_sizes[] = {1, 2, 4, 5};
+
+START_TEST(test_crnet_init) {
+  int n = init_sizes[_i];
+  char ns[16];
+  snprintf(ns, sizeof ns, "%d", n);
+  struct run r;
+  run(&r, NULL, 20, "-n", ns, "@INIT", "ok", NULL);
+  expect_exit(&r, 0);
+  for (int i = 0; i < n; i++) {
+    char want[64];
+    snprintf(want, sizeof want, "rank %d ok\n", i);
+    expect_has("stdout", r.out, want);
+  }
+  ck_assert_msg(r.err[0] == '\0', "unexpected stderr: %s", r.err);
+  cleanup(&r);
+}
+END_TEST
+
+START_TEST(test_crnet_rank_never_comes) {
+  static const char *const env[] = {"CRNET_INIT_TIMEOUT=1", NULL};
+  struct how how = {.env = env};
+  struct run r;
+  run(&r, &how, 10, "-n", "4", "@INIT", "skip", "2", NULL);
+  ck_assert_msg(exit_status(&r) != 0, "exit 0 with a rank missing");
+  ck_assert_msg(r.secs < 4.5, "took %.2f s", r.secs);
+  expect_has("stderr", r.err,
+             "crlaunch: rank 2 never reached the rendezvous within 1 s");
+  cleanup(&r);
+}
+END_TEST
+
+START_TEST(test_crnet_rank_dies) {
+  struct run r;
+  run(&r, NULL, 10, "-n", "4", "@INIT", "die", "2", "5", NULL);
+  expect_exit(&r, 5);
+  ck_assert_msg(r.secs < 3, "took %.2f s", r.secs);
+  expect_has("stderr", r.err, "crlaunch: rank 2 (pid ");
+  expect_has("stderr", r.err, "exited with status 5");
+  ck_assert_msg(count(r.err, "crlaunch: rank ") == 1, "stderr:\n%s", r.err);
+  cleanup(&r);
+}
+END_TEST
+
+static Suite *launcher_suite(void) {
+  Suite *s = suite_create("launcher");
+  TCase *tc = tcase_create("run");
+  tcase_set_timeout(tc, 30);
+  tcase_add_loop_test(tc, test_hello, 0,
+                      (int)(sizeof hello_sizes / sizeof hello_sizes[0]));
+  tcase_add_test(tc, test_env_contract);
+  tcase_add_test(tc, test_tag_output);
+  tcase_add_loop_test(tc, test_long_output, 0, 2);
+  tcase_add_test(tc, test_stdin_rank0_only);
+  tcase_add_test(tc, test_x_vars);
+  tcase_add_test(tc, test_job_key);
+  tcase_add_test(tc, test_silent_without_crnet);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("stop");
+  tcase_set_timeout(tc, 30);
+  tcase_add_test(tc, test_rank_exit_status);
+  tcase_add_test(tc, test_rank_killed);
+  tcase_add_test(tc, test_missing_program);
+  tcase_add_test(tc, test_timeout);
+  tcase_add_test(tc, test_sigterm_stops_ranks);
+  tcase_add_test(tc, test_second_sigint_kills);
+  tcase_add_test(tc, test_output_reader_gone);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("usage");
+  tcase_set_timeout(tc, 30);
+  tcase_add_loop_test(tc, test_bad_usage, 0, NBAD);
+  tcase_add_test(tc, test_bad_init_timeout);
+  tcase_add_test(tc, test_help_version);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("crnet");
+  tcase_set_timeout(tc, 60);
+  tcase_add_loop_test(tc, test_crnet_init, 0,
+                      (int)(sizeof init_sizes / sizeof init_sizes[0]));
+  tcase_add_test(tc, test_crnet_rank_never_comes);
+  tcase_add_test(tc, test_crnet_rank_dies);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) {
+  crlaunch = getenv("CRLAUNCH");
+  const char *progs = getenv("CRNET_TEST_PROGS");
+  if (crlaunch == NULL || progs == NULL) {
+    fprintf(stderr, "test_launcher: set CRLAUNCH and CRNET_TEST_PROGS "
+                    "(meson test does)\n");
+    return 1;
+  }
+  snprintf(rank_prog, sizeof rank_prog, "%s/launcher_rank", progs);
+  snprintf(init_prog, sizeof init_prog, "%s/launcher_init", progs);
+  if (access(crlaunch, X_OK) != 0 || access(rank_prog, X_OK) != 0 ||
+      access(init_prog, X_OK) != 0) {
+    fprintf(stderr, "test_launcher: %s, %s or %s is missing\n", crlaunch,
+            rank_prog, init_prog);
+    return 1;
+  }
+  SRunner *sr = srunner_create(launcher_suite());
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed == 0 ? 0 : 1;
+}

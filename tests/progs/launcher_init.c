@@ -1,0 +1,72 @@
+/* launcher_init: a rank that really uses crnet, for the crlaunch tests.
+ *
+ *   launcher_init ok            init, one allreduce, destroy; "rank R ok"
+ *   launcher_init skip R        rank R never calls init (sleeps 30 s)
+ *   launcher_init die R CODE    after init rank R exits CODE at once; the
+ *                               others' allreduce must fail, and they exit 1
+ *
+ * With CRLT_DIR set, every rank first creates CRLT_DIR/pid.R.PID.
+ */
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "crnet.h"
+
+int main(int argc, char **argv) {
+  const char *mode = argc > 1 ? argv[1] : "ok";
+  int target = argc > 2 ? atoi(argv[2]) : -1;
+  const char *r = getenv("CRNET_RANK");
+  int rank = r != NULL ? atoi(r) : -1;
+
+  const char *dir = getenv("CRLT_DIR");
+  if (dir != NULL) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/pid.%d.%d", dir, rank, (int)getpid());
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0)
+      close(fd);
+  }
+
+  if (strcmp(mode, "skip") == 0 && rank == target) {
+    unsigned left = 30;
+    while (left > 0)
+      left = sleep(left);
+    return 0;
+  }
+
+  crnet_comm *comm;
+  int rc = crnet_comm_init(&comm, NULL);
+  if (rc != 0) {
+    fprintf(stderr, "rank %d: crnet_comm_init: %s: %s\n", rank,
+            crnet_strerror(rc), crnet_init_errmsg());
+    return 1;
+  }
+  if (strcmp(mode, "die") == 0 && rank == target)
+    _exit(argc > 3 ? atoi(argv[3]) : 5);
+
+  int64_t mine = crnet_comm_rank(comm) + 1, total = 0;
+  int64_t size = crnet_comm_size(comm);
+  rc = crnet_allreduce(comm, &mine, &total, 1, CRNET_INT64, CRNET_SUM);
+  if (rc != 0) {
+    fprintf(stderr, "rank %d: allreduce: %s: %s\n", rank, crnet_strerror(rc),
+            crnet_comm_errmsg(comm));
+    crnet_comm_destroy(comm);
+    return 1;
+  }
+  if (total != size * (size + 1) / 2) {
+    fprintf(stderr, "rank %d: allreduce gave %lld\n", rank, (long long)total);
+    crnet_comm_destroy(comm);
+    return 1;
+  }
+  rc = crnet_comm_destroy(comm);
+  if (rc != 0) {
+    fprintf(stderr, "rank %d: destroy: %s\n", rank, crnet_strerror(rc));
+    return 1;
+  }
+  printf("rank %d ok\n", rank);
+  return 0;
+}

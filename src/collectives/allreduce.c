@@ -54,6 +54,22 @@ static void block_range(size_t count, int p, int b, size_t *off, size_t *n) {
   *off = ub * base + (ub < extra ? ub : extra);
 }
 
+/* With one rank nothing is combined, but the logical ops still promise 0 or
+ * 1: x LAND x and x LOR x are exactly that. */
+static int normalise_logical(crnet_op op, crnet_datatype dt, uint8_t *buf,
+                             size_t count, size_t esize) {
+  uint8_t *copy;
+  if (op != CRNET_LAND && op != CRNET_LOR)
+    return 0;
+  copy = malloc(count * esize);
+  if (copy == NULL)
+    return CRNET_ENOMEM;
+  memcpy(copy, buf, count * esize);
+  crnet__reduce(op, dt, copy, buf, count);
+  free(copy);
+  return 0;
+}
+
 int crnet_allreduce(crnet_comm *c, const void *send, void *recv, size_t count,
                     crnet_datatype dt, crnet_op op) {
   size_t esize, max_block, off;
@@ -76,11 +92,15 @@ int crnet_allreduce(crnet_comm *c, const void *send, void *recv, size_t count,
   r = c->rank;
   if (send != CRNET_IN_PLACE && count > 0)
     memmove(res, send, count * esize);
-  if (p == 1 || count == 0) {
-    /* Zero elements still synchronise nothing: like MPI, a zero-count
-     * allreduce returns at once. */
+  if (count == 0) {
+    /* Like MPI, a zero-count allreduce returns at once. */
     crnet__coll_end(c);
     return 0;
+  }
+  if (p == 1) {
+    rc = normalise_logical(op, dt, res, count, esize);
+    crnet__coll_end(c);
+    return rc;
   }
   next = (r + 1) % p;
   prev = (r + p - 1) % p;

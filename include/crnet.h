@@ -180,7 +180,10 @@ CRNET_EXTERN const char *crnet_op_name(crnet_op op);
 CRNET_EXTERN const char *crnet_collective_name(crnet_collective coll);
 
 /* User operators. `commutative` = 0 restricts the op to order-preserving
- * schedules. Operators are process-wide and may be used on any comm. */
+ * schedules. Operators are process-wide and may be used on any comm. Every
+ * rank must create (and free) its operators in the same order, so that the
+ * same handle means the same operator everywhere: calls are checked across
+ * ranks by handle. */
 CRNET_EXTERN CRNET_NODISCARD int crnet_op_create(crnet_op *op,
                                                  crnet_user_fn *fn, void *ctx,
                                                  int commutative);

@@ -14,12 +14,13 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "crnet.h"
 
 /* True if `op` may be applied to `dt`: a built-in op on a reducible type
  * (bitwise ops on integer types only; nothing on CRNET_BYTE), or a live user
- * op on any type but CRNET_BYTE. */
+ * op on any type, CRNET_BYTE included (users may combine opaque bytes). */
 bool crnet__op_valid(crnet_op op, crnet_datatype dt);
 
 /* True for built-in ops and for user ops created commutative. */

@@ -620,6 +620,64 @@ START_TEST(destroy_is_orderly) {
 }
 END_TEST
 
+/* Every rank's mesh port must lie in the range given. */
+static int rank_port_range(int rank, int size, void *arg) {
+  const int *range = arg;
+  crnet_comm *c;
+  int rc = crnet_comm_init(&c, NULL);
+  (void)size;
+  if (rc != 0) {
+    fprintf(stderr, "rank %d: init: %s\n", rank, crnet_init_errmsg());
+    return err_exit(rc);
+  }
+  for (int r = 0; r < c->size; r++)
+    if (c->table[r].port < range[0] || c->table[r].port > range[1])
+      rc = CRNET_EIO;
+  crnet_comm_destroy(c);
+  return err_exit(rc);
+}
+
+START_TEST(port_range_is_honoured) {
+  int range[2];
+  char v[32];
+  job j;
+  job_init(&j, 3, 20);
+  /* A range just above the rendezvous port, which is known to be free. */
+  range[0] = j.port + 1;
+  range[1] = j.port + 40;
+  snprintf(v, sizeof v, "%d-%d", range[0], range[1]);
+  setenv("CRNET_PORT_RANGE", v, 1);
+  run_job(&j, rank_port_range, range, 30);
+  unsetenv("CRNET_PORT_RANGE");
+  for (int r = 0; r < 3; r++)
+    ck_assert_msg(exit_code(&j, r) == EXIT_OK, "rank %d exited %d", r,
+                  exit_code(&j, r));
+}
+END_TEST
+
+START_TEST(busy_port_range_fails_clearly) {
+  struct sockaddr_in a = {.sin_family = AF_INET,
+                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  int fd = socket(AF_INET, SOCK_STREAM, 0), port;
+  socklen_t len = sizeof a;
+  char v[32];
+  job j;
+  /* Hold the only port of the range. */
+  ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+  ck_assert_int_eq(listen(fd, 1), 0);
+  ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+  port = ntohs(a.sin_port);
+  snprintf(v, sizeof v, "%d-%d", port, port);
+  setenv("CRNET_PORT_RANGE", v, 1);
+  job_init(&j, 2, 3);
+  run_job(&j, rank_init_fails, "no free port in CRNET_PORT_RANGE", 20);
+  unsetenv("CRNET_PORT_RANGE");
+  close(fd);
+  ck_assert_int_eq(exit_code(&j, 0), err_exit(CRNET_EIO));
+  ck_assert_int_eq(exit_code(&j, 1), err_exit(CRNET_EIO));
+}
+END_TEST
+
 static Suite *net_suite(void) {
   Suite *s = suite_create("net");
   TCase *t = tcase_create("net");
@@ -628,6 +686,8 @@ static Suite *net_suite(void) {
   tcase_add_test(t, bad_settings_fail_at_once);
   tcase_add_test(t, job_without_launcher);
   tcase_add_test(t, destroy_is_orderly);
+  tcase_add_test(t, port_range_is_honoured);
+  tcase_add_test(t, busy_port_range_fails_clearly);
   tcase_add_test(t, wrong_key_fails_fast);
   tcase_add_test(t, missing_rank_is_named);
   tcase_add_test(t, strangers_do_not_stop_the_job);

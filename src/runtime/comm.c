@@ -195,7 +195,7 @@ static void describe_call(const crnet_comm *c, char *buf, size_t n) {
 }
 
 static void tell_peers(crnet_comm *c, int origin) {
-  size_t textlen = strlen(c->errmsg);
+  size_t textlen = c->errmsg_reason_len;
   uint8_t *msg = malloc(12 + textlen);
   for (int r = 0; r < c->size; r++) {
     crnet__peer *p = c->peers != NULL ? c->peers[r] : NULL;
@@ -231,6 +231,25 @@ void crnet__comm_fail(crnet_comm *c, int err, int origin, const char *fmt,
   va_start(ap, fmt);
   vsnprintf(c->errmsg, sizeof c->errmsg, fmt, ap);
   va_end(ap);
+  c->errmsg_reason_len = strlen(c->errmsg);
+  crnet__debug("%s", c->errmsg);
+  tell_peers(c, origin);
+}
+
+/* An ABORT frame's reason becomes this rank's error as it is, so that a
+ * failure relayed through several ranks still reads as the original reason;
+ * the relaying rank is named once, after it. */
+static void fail_relayed(crnet_comm *c, int err, int origin, int via,
+                         const char *reason, int reason_len) {
+  if (c->err != 0)
+    return;
+  c->err = err;
+  snprintf(c->errmsg, sizeof c->errmsg, "%.*s", reason_len, reason);
+  c->errmsg_reason_len = strlen(c->errmsg);
+  if (via != origin)
+    snprintf(c->errmsg + c->errmsg_reason_len,
+             sizeof c->errmsg - c->errmsg_reason_len, " (relayed by rank %d)",
+             via);
   crnet__debug("%s", c->errmsg);
   tell_peers(c, origin);
 }
@@ -254,8 +273,8 @@ static void on_peer_control(crnet__link *l, const crnet__frame_header *h,
       err = CRNET_EPEER;
     if (c->err == 0 && err == CRNET_EABORTED)
       c->abort_code = code;
-    crnet__comm_fail(c, err, origin, "%s reports: %.*s", who, textlen,
-                     (const char *)payload + 12);
+    fail_relayed(c, err, origin, (int)l->peer, (const char *)payload + 12,
+                 textlen);
     return;
   }
   describe_call(c, call, sizeof call);

@@ -57,6 +57,7 @@ struct crnet_comm {
 
   int err; /* sticky error, 0 if none */
   char errmsg[512];
+  size_t errmsg_reason_len; /* the part of errmsg that is relayed to peers */
   int abort_code;
 
   /* The call in progress, for error messages. */

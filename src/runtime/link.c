@@ -206,6 +206,7 @@ int crnet__link_connect(crnet__link *l, uv_loop_t *loop,
                         uint64_t hs_timeout_ms) {
   int rc;
   link_init(l, loop, cb, owner);
+  l->self = self;
   l->initiator = true;
   l->state = CRNET__LINK_CONNECTING;
   crnet__format_sockaddr(addr, l->addr, sizeof l->addr);
@@ -229,6 +230,7 @@ int crnet__link_accept(crnet__link *l, uv_loop_t *loop, uv_stream_t *server,
   struct sockaddr_storage ss;
   int sslen = sizeof ss;
   link_init(l, loop, cb, owner);
+  l->self = self;
   l->initiator = false;
   l->state = CRNET__LINK_HANDSHAKE;
   if (uv_accept(server, (uv_stream_t *)&l->tcp) != 0) {
@@ -298,10 +300,11 @@ static bool header_matches(crnet__link *l) {
     return true;
   snprintf(why, sizeof why,
            "rank %d sent %s #%" PRIu64 " round %" PRIu32 " (signature %08" PRIx32
-           ", %" PRIu64 " bytes) but this rank expected %s #%" PRIu64
+           ", %" PRIu64 " bytes) but rank %d expected %s #%" PRIu64
            " round %" PRIu32 " (signature %08" PRIx32 ", %" PRIu64 " bytes)",
            (int)l->peer, coll_name(h->coll), h->seq, h->round, h->sig,
-           h->length, coll_name(r->coll), r->seq, r->round, r->sig, r->len);
+           h->length, (int)l->self, coll_name(r->coll), r->seq, r->round,
+           r->sig, r->len);
   link_fail(l, CRNET_EMISMATCH, why);
   return false;
 }

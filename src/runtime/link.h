@@ -95,6 +95,7 @@ struct crnet__link {
   enum crnet__link_state state;
   const crnet__link_callbacks *cb;
   void *owner;
+  int32_t self;    /* our own rank, for messages */
   int32_t peer;    /* authenticated peer rank (after on_ready 0) */
   uint8_t purpose; /* handshake purpose (after on_ready 0) */
   char addr[64];   /* peer's address as text, for messages */

@@ -82,6 +82,7 @@
 #define KILL_GRACE_MS 2000    /* between SIGTERM and SIGKILL */
 #define SIGNAL_GRACE_MS 10000 /* between a passed-on signal and SIGKILL */
 #define DRAIN_MS 1000         /* after the last exit, for pipes to reach EOF */
+#define SETTLE_MS 100         /* for the reaping of simultaneous failures */
 
 #define EXIT_USAGE 2
 #define EXIT_TIMEOUT 124
@@ -115,7 +116,11 @@ struct rank {
   struct job *job;
   int index;
   int pid;
-  int live; /* spawned and not yet reaped */
+  int live;     /* spawned and not yet reaped */
+  int failed;   /* reaped with a non-zero status or by a signal */
+  int gone_seq; /* when it was first seen going (see judge_failures) */
+  int64_t status;
+  int term_signal;
   uv_process_t proc;
   crnet__fwd_stream out;
   crnet__fwd_stream err;
@@ -135,11 +140,14 @@ struct job {
   struct rank *ranks; /* opt->nranks of them */
   int nlive;          /* ranks spawned and not yet reaped */
   int nstreams;       /* forwarding streams not yet closed */
+  int ngone;          /* the last gone_seq given */
   crnet__rdv_server *rdv;
   uv_signal_t signals[NSIGNALS];
   uv_timer_t timeout_timer;
   uv_timer_t stop_timer; /* grace, then SIGTERM, then SIGKILL */
   uv_timer_t drain_timer;
+  uv_timer_t judge_timer; /* settling before naming the first failure */
+  int judging;            /* a failure is reaped, the verdict is pending */
   enum stop_reason stop;
   int exit_code;
   int nsignals;  /* signals received */
@@ -583,6 +591,8 @@ static void job_stop(struct job *job, enum stop_reason reason, int exit_code) {
   }
 }
 
+static void judge_failures(struct job *job);
+
 static void on_handle_closed(uv_handle_t *h) {
   (void)h;
 }
@@ -592,6 +602,8 @@ static void on_handle_closed(uv_handle_t *h) {
 static void maybe_finish(struct job *job) {
   if (job->finishing || job->nlive > 0 || job->nstreams > 0)
     return;
+  /* Nothing is left to arrive that could change the verdict. */
+  judge_failures(job);
   job->finishing = 1;
   /* From here on a signal would find no watcher and kill us before the key
    * file is gone; blocked, it stays pending and is dropped at exit. */
@@ -611,6 +623,7 @@ static void maybe_finish(struct job *job) {
   uv_close((uv_handle_t *)&job->timeout_timer, on_handle_closed);
   uv_close((uv_handle_t *)&job->stop_timer, on_handle_closed);
   uv_close((uv_handle_t *)&job->drain_timer, on_handle_closed);
+  uv_close((uv_handle_t *)&job->judge_timer, on_handle_closed);
 }
 
 /* ---- callbacks ------------------------------------------------------- */
@@ -679,28 +692,80 @@ static void on_drain_time(uv_timer_t *t) {
   }
 }
 
+/* ---- who failed first ------------------------------------------------ */
+
+/* The first rank to fail is the cause: crlaunch names it and exits with its
+ * status. The others usually fail because of it, and crnet makes them fail
+ * within a millisecond, so the order matters and is easy to get wrong. libuv
+ * reaps every child that has exited in one pass over its process list and
+ * reports them in list order, whatever order they died in. So a rank's
+ * gone_seq is taken at the first sign of its going, EOF on its stdout or
+ * stderr (epoll reports readiness in the order it happened), else its
+ * reaping; once a failure is reaped, the verdict waits SETTLE_MS for the
+ * other failures of the moment to be reaped as well, then names the failed
+ * rank that went first.
+ *
+ * This is the best an observer can do, and not always right: a dying
+ * process releases its sockets and pipes in an order of the kernel's
+ * choosing (recent kernels: the highest descriptor first, so its crnet
+ * sockets before its stdout), and a peer woken by the socket may fail and
+ * exit before the dying process gets the CPU back. Then the peer is named.
+ * Exact blame needs the ranks to tell crlaunch whom they lost. */
+
+static void mark_gone(struct rank *r) {
+  if (r->gone_seq == 0)
+    r->gone_seq = ++r->job->ngone;
+}
+
+/* Names the first failure and stops the job, if a verdict is pending. Called
+ * when the settling time is over, and early when something else is about
+ * to decide the job's fate (a signal, the timeout, the end). */
+static void judge_failures(struct job *job) {
+  if (!job->judging)
+    return;
+  job->judging = 0;
+  uv_timer_stop(&job->judge_timer);
+  struct rank *first = NULL;
+  for (int i = 0; i < job->opt->nranks; i++) {
+    struct rank *r = &job->ranks[i];
+    if (r->failed && (first == NULL || r->gone_seq < first->gone_seq))
+      first = r;
+  }
+  assert(first != NULL && job->stop == RUNNING);
+  if (first->term_signal != 0)
+    crnet__log("rank %d (pid %d) was killed by signal %d (%s)", first->index,
+               first->pid, first->term_signal, strsignal(first->term_signal));
+  else
+    crnet__log("rank %d (pid %d) exited with status %d", first->index,
+               first->pid, (int)first->status);
+  job_stop(job, STOP_FAILURE,
+           first->term_signal != 0 ? 128 + first->term_signal
+                                   : (int)first->status);
+}
+
+static void on_settled(uv_timer_t *t) {
+  judge_failures(t->data);
+}
+
 static void on_rank_exit(uv_process_t *proc, int64_t status, int term_signal) {
   struct rank *r = proc->data;
   struct job *job = r->job;
   r->live = 0;
+  r->status = status;
+  r->term_signal = term_signal;
+  mark_gone(r);
   job->nlive--;
   uv_close((uv_handle_t *)proc, on_handle_closed);
   if (status != 0 || term_signal != 0) {
-    if (job->stop == RUNNING) {
-      if (term_signal != 0)
-        crnet__log("rank %d (pid %d) was killed by signal %d (%s)", r->index,
-                   r->pid, term_signal, strsignal(term_signal));
-      else
-        crnet__log("rank %d (pid %d) exited with status %d", r->index, r->pid,
-                   (int)status);
-      job_stop(job, STOP_FAILURE,
-               term_signal != 0 ? 128 + term_signal : (int)status);
-    } else {
-      /* Most likely a consequence of the first failure or of our stopping
-       * the job; the ranks say why themselves. */
-      crnet__debug("rank %d (pid %d) ended with status %d, signal %d",
-                   r->index, r->pid, (int)status, term_signal);
+    r->failed = 1;
+    if (job->stop == RUNNING && !job->judging) {
+      job->judging = 1;
+      uv_timer_start(&job->judge_timer, on_settled, SETTLE_MS, 0);
     }
+    /* Failures after the verdict are most likely its consequences, or our
+     * stopping the job; the ranks say why themselves. */
+    crnet__debug("rank %d (pid %d) ended with status %d, signal %d",
+                 r->index, r->pid, (int)status, term_signal);
   }
   if (job->nlive > 0)
     return;
@@ -714,8 +779,13 @@ static void on_rank_exit(uv_process_t *proc, int64_t status, int term_signal) {
   maybe_finish(job);
 }
 
+static void on_stream_eof(crnet__fwd_stream *s, void *arg) {
+  (void)s;
+  mark_gone(arg);
+}
+
 static void on_stream_closed(crnet__fwd_stream *s, void *arg) {
-  struct job *job = arg;
+  struct job *job = ((struct rank *)arg)->job;
   (void)s;
   job->nstreams--;
   if (job->nstreams == 0)
@@ -725,6 +795,8 @@ static void on_stream_closed(crnet__fwd_stream *s, void *arg) {
 
 static void on_timeout(uv_timer_t *t) {
   struct job *job = t->data;
+  /* A failure that came first decides. */
+  judge_failures(job);
   if (job->stop != RUNNING || job->nlive == 0)
     return;
   crnet__log("job timed out after %g s; stopping %d rank%s",
@@ -734,6 +806,8 @@ static void on_timeout(uv_timer_t *t) {
 
 static void on_signal(uv_signal_t *h, int signum) {
   struct job *job = h->data;
+  /* A failure that came first decides the exit status. */
+  judge_failures(job);
   job->nsignals++;
   if (job->nsignals > 1) {
     /* The user insists. */
@@ -799,11 +873,11 @@ static int spawn_rank(struct job *job, struct rank *r) {
     snprintf(prefix, sizeof prefix, "[%d] ", r->index);
   job->nstreams += 2;
   int e = crnet__fwd_start(&r->out, &job->loop, out[0], &job->out, prefix,
-                           on_stream_closed, job);
+                           on_stream_eof, on_stream_closed, r);
   out[0] = -1;
   if (e == 0) {
     e = crnet__fwd_start(&r->err, &job->loop, err[0], &job->err, prefix,
-                         on_stream_closed, job);
+                         on_stream_eof, on_stream_closed, r);
     err[0] = -1;
   } else {
     job->nstreams--; /* the stderr stream was never started */
@@ -883,8 +957,9 @@ static int job_run(const struct options *opt) {
   uv_timer_init(&job->loop, &job->timeout_timer);
   uv_timer_init(&job->loop, &job->stop_timer);
   uv_timer_init(&job->loop, &job->drain_timer);
+  uv_timer_init(&job->loop, &job->judge_timer);
   job->timeout_timer.data = job->stop_timer.data = job;
-  job->drain_timer.data = job;
+  job->drain_timer.data = job->judge_timer.data = job;
   for (size_t i = 0; i < NSIGNALS; i++) {
     uv_signal_init(&job->loop, &job->signals[i]);
     job->signals[i].data = job;

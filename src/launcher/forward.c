@@ -144,6 +144,8 @@ static void on_read(uv_stream_t *h, ssize_t nread, const uv_buf_t *buf) {
       crnet__log("lost output of a rank: %s", uv_strerror((int)nread));
     forward(s, 1);
     stream_close(s);
+    if (s->eof_cb != NULL)
+      s->eof_cb(s, s->arg);
     return;
   }
   if (s->sink->broken)
@@ -152,9 +154,11 @@ static void on_read(uv_stream_t *h, ssize_t nread, const uv_buf_t *buf) {
 
 int crnet__fwd_start(crnet__fwd_stream *s, uv_loop_t *loop, int fd,
                      crnet__fwd_sink *sink, const char *prefix,
-                     crnet__fwd_closed_cb closed_cb, void *arg) {
+                     crnet__fwd_eof_cb eof_cb, crnet__fwd_closed_cb closed_cb,
+                     void *arg) {
   memset(s, 0, sizeof *s);
   s->sink = sink;
+  s->eof_cb = eof_cb;
   s->closed_cb = closed_cb;
   s->arg = arg;
   snprintf(s->prefix, sizeof s->prefix, "%s", prefix);

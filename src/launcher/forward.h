@@ -36,6 +36,11 @@ typedef struct crnet__fwd_sink {
 
 typedef struct crnet__fwd_stream crnet__fwd_stream;
 
+/* Called from the loop at most once, when the pipe reports EOF (or a read
+ * error): the writer has closed its end, usually because it exited. The
+ * stream is about to close. */
+typedef void (*crnet__fwd_eof_cb)(crnet__fwd_stream *s, void *arg);
+
 /* Called from the loop once the stream's pipe handle is closed, after its
  * last line was written; the caller may then free the stream. */
 typedef void (*crnet__fwd_closed_cb)(crnet__fwd_stream *s, void *arg);
@@ -52,6 +57,7 @@ struct crnet__fwd_stream {
   size_t cap;
   int mid_line; /* the sink got the start of a line whose end is still due */
   int closing;
+  crnet__fwd_eof_cb eof_cb;
   crnet__fwd_closed_cb closed_cb;
   void *arg;
 };
@@ -61,10 +67,11 @@ void crnet__fwd_sink_init(crnet__fwd_sink *sink, int fd);
 /* Starts forwarding from `fd`, the reading end of a pipe, to `sink`, each
  * line prefixed with `prefix` ("" or "[3] "). The stream owns fd from now on,
  * also when this fails. 0 or a libuv error code; either way closed_cb runs
- * once, from the loop, when the stream is done. */
+ * once, from the loop, when the stream is done. eof_cb may be NULL. */
 int crnet__fwd_start(crnet__fwd_stream *s, uv_loop_t *loop, int fd,
                      crnet__fwd_sink *sink, const char *prefix,
-                     crnet__fwd_closed_cb closed_cb, void *arg);
+                     crnet__fwd_eof_cb eof_cb, crnet__fwd_closed_cb closed_cb,
+                     void *arg);
 
 /* Forwards what the pipe holds right now without waiting for EOF, then
  * closes the stream. For a pipe still held open by a process that a rank

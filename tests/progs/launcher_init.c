@@ -2,8 +2,10 @@
  *
  *   launcher_init ok            init, one allreduce, destroy; "rank R ok"
  *   launcher_init skip R        rank R never calls init (sleeps 30 s)
- *   launcher_init die R CODE    after init rank R exits CODE at once; the
- *                               others' allreduce must fail, and they exit 1
+ *   launcher_init die R CODE [MS]
+ *                               after init rank R exits CODE at once; the
+ *                               others wait MS milliseconds (default 0), then
+ *                               their allreduce must fail, and they exit 1
  *
  * With CRLT_DIR set, every rank first creates CRLT_DIR/pid.R.PID.
  */
@@ -12,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "crnet.h"
@@ -47,6 +50,11 @@ int main(int argc, char **argv) {
   }
   if (strcmp(mode, "die") == 0 && rank == target)
     _exit(argc > 3 ? atoi(argv[3]) : 5);
+  if (strcmp(mode, "die") == 0 && argc > 4) {
+    long ms = atol(argv[4]);
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+  }
 
   int64_t mine = crnet_comm_rank(comm) + 1, total = 0;
   int64_t size = crnet_comm_size(comm);

@@ -25,11 +25,14 @@
  *      environment, plus the -x settings. Rank 0 shares our stdin; the others
  *      read /dev/null. stdout and stderr come back through pipes and are
  *      forwarded line by line (forward.c).
- *   5. The job then stops in one of four ways; the first one decides:
+ *   5. The job then ends in one of these ways; the first one decides:
  *        - every rank exits 0;
  *        - a rank fails (non-zero status or a signal): it is named in one
- *          line, the others get 1 s to notice and print their own error,
- *          then SIGTERM, then SIGKILL 2 s later;
+ *          line (of failures at the same moment, the one that went first;
+ *          see judge_failures), the others get 1 s to notice and print
+ *          their own error, then SIGTERM, then SIGKILL 2 s later;
+ *        - the program cannot be started for some rank: the ranks already
+ *          started get SIGTERM at once, then SIGKILL 2 s later;
  *        - --timeout expires: SIGTERM to every rank, SIGKILL 2 s later;
  *        - we get SIGINT, SIGTERM or SIGHUP: it is passed on to every rank;
  *          a second one, or 10 s without the ranks gone, sends SIGKILL.
@@ -464,7 +467,7 @@ static int build_env(struct job *job, int port) {
     if (!skip_inherited(opt, environ[i]))
       job->env[k++] = environ[i];
   job->env_owned = k;
-  job->rank_slot = k; /* grows as entries are added, for build_env_free */
+  job->rank_slot = k; /* grows as entries are added, for free_env */
   char *add[5];
   add[0] = str_printf("CRNET_SIZE=%d", opt->nranks);
   add[1] = str_printf("CRNET_RENDEZVOUS=127.0.0.1:%d", port);
@@ -593,10 +596,6 @@ static void job_stop(struct job *job, enum stop_reason reason, int exit_code) {
 
 static void judge_failures(struct job *job);
 
-static void on_handle_closed(uv_handle_t *h) {
-  (void)h;
-}
-
 /* Once every rank is reaped and every stream closed: close the remaining
  * handles so that uv_run returns. */
 static void maybe_finish(struct job *job) {
@@ -619,11 +618,11 @@ static void maybe_finish(struct job *job) {
     crnet__log("stopped %d other rank%s", job->nstopped,
                plural(job->nstopped));
   for (size_t i = 0; i < NSIGNALS; i++)
-    uv_close((uv_handle_t *)&job->signals[i], on_handle_closed);
-  uv_close((uv_handle_t *)&job->timeout_timer, on_handle_closed);
-  uv_close((uv_handle_t *)&job->stop_timer, on_handle_closed);
-  uv_close((uv_handle_t *)&job->drain_timer, on_handle_closed);
-  uv_close((uv_handle_t *)&job->judge_timer, on_handle_closed);
+    uv_close((uv_handle_t *)&job->signals[i], NULL);
+  uv_close((uv_handle_t *)&job->timeout_timer, NULL);
+  uv_close((uv_handle_t *)&job->stop_timer, NULL);
+  uv_close((uv_handle_t *)&job->drain_timer, NULL);
+  uv_close((uv_handle_t *)&job->judge_timer, NULL);
 }
 
 /* ---- callbacks ------------------------------------------------------- */
@@ -755,7 +754,7 @@ static void on_rank_exit(uv_process_t *proc, int64_t status, int term_signal) {
   r->term_signal = term_signal;
   mark_gone(r);
   job->nlive--;
-  uv_close((uv_handle_t *)proc, on_handle_closed);
+  uv_close((uv_handle_t *)proc, NULL);
   if (status != 0 || term_signal != 0) {
     r->failed = 1;
     if (job->stop == RUNNING && !job->judging) {
@@ -861,7 +860,7 @@ static int spawn_rank(struct job *job, struct rank *r) {
   job->env[job->rank_slot] = NULL;
   if (rc != 0) {
     /* The handle is registered with the loop even when spawning fails. */
-    uv_close((uv_handle_t *)&r->proc, on_handle_closed);
+    uv_close((uv_handle_t *)&r->proc, NULL);
     goto out;
   }
   r->pid = r->proc.pid;

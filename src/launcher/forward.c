@@ -179,7 +179,7 @@ int crnet__fwd_start(crnet__fwd_stream *s, uv_loop_t *loop, int fd,
 }
 
 void crnet__fwd_drain(crnet__fwd_stream *s) {
-  if (s->closing)
+  if (s->sink == NULL || s->closing)
     return;
   uv_read_stop((uv_stream_t *)&s->pipe);
   uv_os_fd_t fd;

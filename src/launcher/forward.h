@@ -76,7 +76,8 @@ int crnet__fwd_start(crnet__fwd_stream *s, uv_loop_t *loop, int fd,
 /* Forwards what the pipe holds right now without waiting for EOF, then
  * closes the stream. For a pipe still held open by a process that a rank
  * left behind: once the rank itself has exited, everything it wrote is
- * already in the pipe. Does nothing if the stream is already closing. */
+ * already in the pipe. Does nothing if the stream is already closing, or
+ * was never started (then it must be zeroed). */
 void crnet__fwd_drain(crnet__fwd_stream *s);
 
 #endif

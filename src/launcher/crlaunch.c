@@ -923,7 +923,11 @@ static void job_start(struct job *job) {
   for (int i = 0; i < opt->nranks && job->stop == RUNNING; i++) {
     rc = spawn_rank(job, &job->ranks[i]);
     if (rc != 0) {
-      crnet__log("cannot start %s: %s", opt->argv[0], uv_strerror(rc));
+      if (i == 0)
+        crnet__log("cannot start %s: %s", opt->argv[0], uv_strerror(rc));
+      else
+        crnet__log("cannot start %s as rank %d: %s", opt->argv[0], i,
+                   uv_strerror(rc));
       job_stop(job, STOP_ERROR, EXIT_NOT_STARTED);
     }
   }

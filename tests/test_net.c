@@ -670,11 +670,15 @@ START_TEST(busy_port_range_fails_clearly) {
   snprintf(v, sizeof v, "%d-%d", port, port);
   setenv("CRNET_PORT_RANGE", v, 1);
   job_init(&j, 2, 3);
-  run_job(&j, rank_init_fails, "no free port in CRNET_PORT_RANGE", 20);
+  /* Rank 0 certainly meets the busy range itself. Rank 1 may meet it too, or
+   * may first lose the rendezvous that rank 0 served: either way it fails. */
+  start_rank(&j, 0, rank_init_fails, "no free port in CRNET_PORT_RANGE", NULL);
+  start_rank(&j, 1, rank_init_fails, NULL, NULL);
+  wait_job(&j, 20);
   unsetenv("CRNET_PORT_RANGE");
   close(fd);
   ck_assert_int_eq(exit_code(&j, 0), err_exit(CRNET_EIO));
-  ck_assert_int_eq(exit_code(&j, 1), err_exit(CRNET_EIO));
+  ck_assert_int_ge(exit_code(&j, 1), EXIT_ERR_BASE);
 }
 END_TEST
 

@@ -374,9 +374,16 @@ static bool pair_done(void *arg) {
          (w->recv == NULL || w->recv->done);
 }
 
-int crnet__sendrecv(crnet_comm *c, int to, const void *sbuf, uint64_t slen,
-                    int from, void *rbuf, uint64_t rlen, uint32_t round,
-                    uint32_t sig) {
+static uint64_t iov_total(const crnet__iov *iov, uint32_t n) {
+  uint64_t t = 0;
+  for (uint32_t i = 0; i < n; i++)
+    t += iov[i].len;
+  return t;
+}
+
+int crnet__sendrecv_v(crnet_comm *c, int to, const crnet__iov *siov,
+                      uint32_t sn, int from, const crnet__iov *riov,
+                      uint32_t rn, uint32_t round, uint32_t sig) {
   crnet__send_req sreq;
   crnet__recv_req rreq;
   pair_wait w = {.c = c};
@@ -387,8 +394,9 @@ int crnet__sendrecv(crnet_comm *c, int to, const void *sbuf, uint64_t slen,
   if (from >= 0) {
     crnet__peer *p = c->peers[from];
     memset(&rreq, 0, sizeof rreq);
-    rreq.buf = rbuf;
-    rreq.len = rlen;
+    rreq.iov = riov;
+    rreq.niov = rn;
+    rreq.len = iov_total(riov, rn);
     rreq.coll = (uint8_t)c->cur_coll;
     rreq.seq = c->seq;
     rreq.round = round;
@@ -412,12 +420,12 @@ int crnet__sendrecv(crnet_comm *c, int to, const void *sbuf, uint64_t slen,
                              .seq = c->seq,
                              .round = round,
                              .sig = sig,
-                             .length = slen};
+                             .length = iov_total(siov, sn)};
     if (p == NULL || p->closed || p->link.failed) {
       crnet__describe_rank(c, to, who, sizeof who);
       crnet__comm_fail(c, CRNET_EPEER, to, "%s has left the job", who);
     } else {
-      crnet__link_send(&p->link, &sreq, &h, sbuf, slen);
+      crnet__link_send(&p->link, &sreq, &h, siov, sn);
       w.send = &sreq;
     }
   }
@@ -429,6 +437,13 @@ int crnet__sendrecv(crnet_comm *c, int to, const void *sbuf, uint64_t slen,
     crnet__comm_fail(c, CRNET_EPEER, -1, "link failed in round %" PRIu32,
                      round);
   return c->err;
+}
+
+int crnet__sendrecv(crnet_comm *c, int to, const void *sbuf, uint64_t slen,
+                    int from, void *rbuf, uint64_t rlen, uint32_t round,
+                    uint32_t sig) {
+  crnet__iov s = {(void *)sbuf, slen}, r = {rbuf, rlen};
+  return crnet__sendrecv_v(c, to, &s, 1, from, &r, 1, round, sig);
 }
 
 int crnet__coll_begin(crnet_comm *c, crnet_collective coll) {

@@ -95,6 +95,12 @@ int crnet__sendrecv(crnet_comm *c, int to, const void *sbuf, uint64_t slen,
                     int from, void *rbuf, uint64_t rlen, uint32_t round,
                     uint32_t sig);
 
+/* The same with gather and scatter lists: iov arrays as in link.h; the
+ * lengths of a send to `to` and a receive from `from` are their sums. */
+int crnet__sendrecv_v(crnet_comm *c, int to, const crnet__iov *siov,
+                      uint32_t sn, int from, const crnet__iov *riov,
+                      uint32_t rn, uint32_t round, uint32_t sig);
+
 /* Begins and ends a collective: checks the sticky error, numbers the call. */
 int crnet__coll_begin(crnet_comm *c, crnet_collective coll);
 void crnet__coll_end(crnet_comm *c);

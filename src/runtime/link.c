@@ -276,9 +276,14 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   }
   if (l->hdr.kind == CRNET__FRAME_DATA) {
     /* Reading resumes only with a matching receive posted (see park). */
-    assert(l->recv != NULL);
-    want = l->recv->len - l->recv->got;
-    buf->base = (char *)l->recv->buf + l->recv->got;
+    crnet__recv_req *r = l->recv;
+    assert(r != NULL && r->got < r->len);
+    while (r->iov[r->cur].len == r->cur_got) {
+      r->cur++;
+      r->cur_got = 0;
+    }
+    want = r->iov[r->cur].len - r->cur_got;
+    buf->base = (char *)r->iov[r->cur].base + r->cur_got;
   } else {
     want = l->hdr.length - l->control_got;
     buf->base = (char *)l->control + l->control_got;
@@ -403,6 +408,7 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
   }
   if (l->hdr.kind == CRNET__FRAME_DATA) {
     l->recv->got += (uint64_t)n;
+    l->recv->cur_got += (uint64_t)n;
     if (l->recv->got == l->recv->len)
       data_done(l);
   } else {
@@ -415,6 +421,8 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
 void crnet__link_post_recv(crnet__link *l, crnet__recv_req *r) {
   assert(l->recv == NULL);
   r->got = 0;
+  r->cur = 0;
+  r->cur_got = 0;
   r->done = false;
   r->status = 0;
   if (l->failed || l->state != CRNET__LINK_READY) {
@@ -463,11 +471,11 @@ static void on_send_done(uv_write_t *w, int status) {
 }
 
 void crnet__link_send(crnet__link *l, crnet__send_req *r,
-                      const crnet__frame_header *h, const void *buf,
-                      uint64_t len) {
-  uv_buf_t bufs[2];
+                      const crnet__frame_header *h, const crnet__iov *iov,
+                      uint32_t niov) {
+  uv_buf_t small[8], *bufs = small;
+  unsigned nbufs = 1;
   int rc;
-  assert(h->length == len);
   r->done = false;
   r->status = 0;
   if (l->failed || l->state != CRNET__LINK_READY) {
@@ -475,14 +483,30 @@ void crnet__link_send(crnet__link *l, crnet__send_req *r,
     r->done = true;
     return;
   }
+  if (niov + 1 > sizeof small / sizeof small[0]) {
+    bufs = malloc(sizeof *bufs * (niov + 1));
+    if (bufs == NULL) {
+      r->status = CRNET_ENOMEM;
+      r->done = true;
+      link_fail(l, CRNET_ENOMEM, "out of memory for a send");
+      return;
+    }
+  }
   crnet__frame_encode(h, r->header);
   bufs[0].base = (char *)r->header;
   bufs[0].len = sizeof r->header;
-  bufs[1].base = (char *)buf;
-  bufs[1].len = (size_t)len;
+  for (uint32_t i = 0; i < niov; i++) {
+    if (iov[i].len == 0)
+      continue;
+    bufs[nbufs].base = (char *)iov[i].base;
+    bufs[nbufs].len = (size_t)iov[i].len;
+    nbufs++;
+  }
   r->write.data = l;
-  rc = uv_write(&r->write, (uv_stream_t *)&l->tcp, bufs, len > 0 ? 2 : 1,
-                on_send_done);
+  /* libuv copies the buffer list; the memory it points to stays ours. */
+  rc = uv_write(&r->write, (uv_stream_t *)&l->tcp, bufs, nbufs, on_send_done);
+  if (bufs != small)
+    free(bufs);
   if (rc != 0) {
     r->status = CRNET_EPEER;
     r->done = true;

@@ -52,13 +52,23 @@ enum crnet__link_state {
 
 typedef struct crnet__link crnet__link;
 
-/* A receive of one DATA frame into buf[0..len). Matching fields as in the
- * frame header. `done` becomes true when the payload has arrived (status 0)
- * or the link failed (status < 0). */
-typedef struct crnet__recv_req {
-  void *buf;
+/* One region of memory in a gather or scatter list. */
+typedef struct crnet__iov {
+  void *base;
   uint64_t len;
-  uint64_t got;
+} crnet__iov;
+
+/* A receive of one DATA frame, scattered over iov[0..niov) (the frame's
+ * length must equal the sum, `len`). Matching fields as in the frame header.
+ * `done` becomes true when the payload has arrived (status 0) or the link
+ * failed (status < 0). The iov array must live until then. */
+typedef struct crnet__recv_req {
+  const crnet__iov *iov;
+  uint32_t niov;
+  uint64_t len;
+  uint64_t got;     /* bytes arrived in all */
+  uint32_t cur;     /* iov being filled */
+  uint64_t cur_got; /* bytes arrived in iov[cur] */
   uint8_t coll;
   uint64_t seq;
   uint32_t round;
@@ -152,11 +162,12 @@ void crnet__link_post_recv(crnet__link *l, crnet__recv_req *r);
  * elsewhere). Safe if r is not posted. */
 void crnet__link_cancel_recv(crnet__link *l, crnet__recv_req *r);
 
-/* Sends a frame whose header is h (h->length must equal len) with payload
- * [buf, buf+len), which must stay valid until r->done. */
+/* Sends a frame whose header is h, gathering the payload from
+ * iov[0..niov) (h->length must equal the sum). The memory must stay valid
+ * until r->done; the iov array itself may go once this returns. */
 void crnet__link_send(crnet__link *l, crnet__send_req *r,
-                      const crnet__frame_header *h, const void *buf,
-                      uint64_t len);
+                      const crnet__frame_header *h, const crnet__iov *iov,
+                      uint32_t niov);
 
 /* Sends a control frame; the payload is copied, nothing to keep alive. */
 int crnet__link_send_control(crnet__link *l, uint8_t kind, const void *payload,

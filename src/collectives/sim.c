@@ -1,0 +1,379 @@
+/* The schedule simulator.
+ *
+ * Purpose: prove schedules before they touch a socket. All p schedules of one
+ * collective run in lock step, round k of every rank together:
+ *
+ *   1. matching: every send of round k must meet a receive of round k at its
+ *      peer, naming the sender, with the same total element count (and vice
+ *      versa); a rank's receive must not overlap its own send of the round;
+ *   2. every send's segments are gathered (in bounds, every element written;
+ *      SEND is always written) into an in-flight message, for all ranks,
+ *      before any receive writes: a round's transfers are simultaneous;
+ *   3. messages are scattered into the receivers' segments (in bounds, never
+ *      SEND), marking the elements written;
+ *   4. each rank's steps run in order: REDUCE needs src and dst written
+ *      (reducing into an unwritten element is an error: the schedule would
+ *      combine garbage), COPY needs src written; dst never SEND, src and dst
+ *      never overlapping.
+ *
+ * Every element of RECV and TEMP has a written bit. The workload is tests
+ * (thousands of runs of small to medium p), so the structures are plain
+ * arrays and the checks are exhaustive rather than clever.
+ */
+#include "sim.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "crnet.h"
+
+typedef struct rstate {
+  uint64_t *buf[CRNET__BUF_COUNT];
+  uint8_t *wr[CRNET__BUF_COUNT]; /* written bits (bytes); NULL for SEND */
+  uint64_t len[CRNET__BUF_COUNT];
+  uint64_t *temp;
+  uint8_t *temp_wr, *recv_wr;
+  uint64_t *msg; /* in-flight message of this round's send */
+  uint64_t msg_len;
+  uint64_t *known; /* causal: bitset of ranks heard from */
+} rstate;
+
+static const char *buf_name[] = {"SEND", "RECV", "TEMP"};
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) {
+  if (err != NULL && errlen > 0) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+  }
+  return CRNET_EIO;
+}
+
+static bool in_bounds(const rstate *st, const crnet__seg *g) {
+  return g->buf < CRNET__BUF_COUNT && g->off <= st->len[g->buf] &&
+         g->count <= st->len[g->buf] - g->off;
+}
+
+/* The buffer a segment really names (SEND is RECV in place). */
+static int real_buf(int b, bool in_place) {
+  return b == CRNET__BUF_SEND && in_place ? CRNET__BUF_RECV : b;
+}
+
+static bool overlap(const crnet__seg *a, const crnet__seg *b, bool in_place) {
+  if (real_buf(a->buf, in_place) != real_buf(b->buf, in_place))
+    return false;
+  return a->off < b->off + b->count && b->off < a->off + a->count;
+}
+
+/* First unwritten element of g, or UINT64_MAX. */
+static uint64_t unwritten(const rstate *st, const crnet__seg *g) {
+  const uint8_t *w = st->wr[g->buf];
+  if (w == NULL)
+    return UINT64_MAX;
+  for (uint64_t i = 0; i < g->count; i++)
+    if (!w[g->off + i])
+      return g->off + i;
+  return UINT64_MAX;
+}
+
+static void mark(rstate *st, const crnet__seg *g) {
+  memset(st->wr[g->buf] + g->off, 1, g->count);
+}
+
+#define SEGF "%s[%" PRIu64 "..+%" PRIu64 ")"
+#define SEGA(g) buf_name[(g).buf], (g).off, (g).count
+
+static void free_states(rstate *st, int32_t p) {
+  if (st == NULL)
+    return;
+  for (int32_t r = 0; r < p; r++) {
+    free(st[r].temp);
+    free(st[r].temp_wr);
+    free(st[r].recv_wr);
+    free(st[r].msg);
+    free(st[r].known);
+  }
+  free(st);
+}
+
+int crnet__sim_run(crnet__sim_rank *ranks, int32_t p, bool in_place,
+                   bool causal, crnet__sim_combine combine, char *err,
+                   size_t errlen) {
+  int rc = 0;
+  size_t kw = ((size_t)p + 63) / 64;
+  rstate *st = calloc((size_t)p, sizeof(*st));
+  if (st == NULL)
+    return CRNET_ENOMEM;
+  uint32_t maxr = 0;
+  for (int32_t r = 0; r < p; r++) {
+    crnet__sim_rank *k = &ranks[r];
+    rstate *s = &st[r];
+    memset(&k->stats, 0, sizeof(k->stats));
+    if (k->sched->p != p || k->sched->rank != r) {
+      rc = fail(err, errlen, "rank %d: schedule built for p=%d rank=%d", r,
+                k->sched->p, k->sched->rank);
+      goto out;
+    }
+    uint64_t tc = k->sched->temp_count;
+    s->temp = malloc((tc ? tc : 1) * sizeof(uint64_t));
+    s->temp_wr = calloc(tc ? tc : 1, 1);
+    s->recv_wr = calloc(k->recv_count ? k->recv_count : 1, 1);
+    if (causal)
+      s->known = calloc(kw, sizeof(uint64_t));
+    if (s->temp == NULL || s->temp_wr == NULL || s->recv_wr == NULL ||
+        (causal && s->known == NULL)) {
+      rc = CRNET_ENOMEM;
+      goto out;
+    }
+    if (causal)
+      s->known[r / 64] |= UINT64_C(1) << (r % 64);
+    if (k->init_off > k->recv_count ||
+        k->init_count > k->recv_count - k->init_off) {
+      rc = fail(err, errlen, "rank %d: initial RECV range out of bounds", r);
+      goto out;
+    }
+    memset(s->recv_wr + k->init_off, 1, k->init_count);
+    s->buf[CRNET__BUF_RECV] = k->recv;
+    s->wr[CRNET__BUF_RECV] = s->recv_wr;
+    s->len[CRNET__BUF_RECV] = k->recv_count;
+    s->buf[CRNET__BUF_TEMP] = s->temp;
+    s->wr[CRNET__BUF_TEMP] = s->temp_wr;
+    s->len[CRNET__BUF_TEMP] = tc;
+    if (in_place) {
+      s->buf[CRNET__BUF_SEND] = k->recv;
+      s->wr[CRNET__BUF_SEND] = s->recv_wr;
+      s->len[CRNET__BUF_SEND] = k->recv_count;
+    } else {
+      s->buf[CRNET__BUF_SEND] = (uint64_t *)k->send;
+      s->wr[CRNET__BUF_SEND] = NULL;
+      s->len[CRNET__BUF_SEND] = k->send_count;
+    }
+    if (k->sched->nrounds > maxr)
+      maxr = k->sched->nrounds;
+  }
+
+  for (uint32_t rd = 0; rd < maxr; rd++) {
+    /* 1 + 2: match and gather */
+    for (int32_t r = 0; r < p; r++) {
+      const crnet__schedule *sc = ranks[r].sched;
+      rstate *s = &st[r];
+      s->msg_len = 0;
+      if (rd >= sc->nrounds)
+        continue;
+      const crnet__round *ro = &sc->rounds[rd];
+      if (ro->send.peer >= 0 || ro->recv.peer >= 0)
+        ranks[r].stats.comm_rounds++;
+      for (int dir = 0; dir < 2; dir++) {
+        const crnet__xfer *x = dir == 0 ? &ro->send : &ro->recv;
+        if (x->peer < 0)
+          continue;
+        if (x->peer >= p || x->peer == r) {
+          rc = fail(err, errlen, "round %u: rank %d %s peer %d", rd, r,
+                    dir == 0 ? "sends to" : "receives from", x->peer);
+          goto out;
+        }
+        const crnet__schedule *ps = ranks[x->peer].sched;
+        const crnet__xfer *y = NULL;
+        if (rd < ps->nrounds)
+          y = dir == 0 ? &ps->rounds[rd].recv : &ps->rounds[rd].send;
+        if (y == NULL || y->peer != r) {
+          rc = fail(err, errlen,
+                    "round %u: rank %d %s rank %d, which %s rank %d", rd, r,
+                    dir == 0 ? "sends to" : "receives from", x->peer,
+                    dir == 0 ? "receives from" : "sends to",
+                    y == NULL ? -1 : y->peer);
+          goto out;
+        }
+        uint64_t a = crnet__xfer_count(sc, x), b = crnet__xfer_count(ps, y);
+        if (a != b) {
+          rc = fail(err, errlen,
+                    "round %u: rank %d %s %" PRIu64 " elements, rank %d %s "
+                    "%" PRIu64,
+                    rd, r, dir == 0 ? "sends" : "receives", a, x->peer,
+                    dir == 0 ? "receives" : "sends", b);
+          goto out;
+        }
+      }
+      for (uint32_t i = 0; i < ro->recv.nsegs; i++)
+        for (uint32_t j = 0; j < ro->send.nsegs; j++)
+          if (overlap(&sc->segs[ro->recv.first_seg + i],
+                      &sc->segs[ro->send.first_seg + j], in_place)) {
+            rc = fail(err, errlen,
+                      "round %u: rank %d receives into " SEGF
+                      " while sending from it",
+                      rd, r, SEGA(sc->segs[ro->recv.first_seg + i]));
+            goto out;
+          }
+      if (ro->send.peer < 0)
+        continue;
+      uint64_t n = crnet__xfer_count(sc, &ro->send);
+      ranks[r].stats.msgs_sent++;
+      ranks[r].stats.elems_sent += n;
+      free(s->msg);
+      s->msg = malloc((n ? n : 1) * sizeof(uint64_t));
+      if (s->msg == NULL) {
+        rc = CRNET_ENOMEM;
+        goto out;
+      }
+      for (uint32_t i = 0; i < ro->send.nsegs; i++) {
+        const crnet__seg *g = &sc->segs[ro->send.first_seg + i];
+        if (!in_bounds(s, g)) {
+          rc = fail(err, errlen, "round %u: rank %d sends out of bounds " SEGF,
+                    rd, r, SEGA(*g));
+          goto out;
+        }
+        uint64_t u = unwritten(s, g);
+        if (u != UINT64_MAX) {
+          rc = fail(err, errlen,
+                    "round %u: rank %d sends unwritten %s[%" PRIu64 "]", rd, r,
+                    buf_name[g->buf], u);
+          goto out;
+        }
+        memcpy(s->msg + s->msg_len, s->buf[g->buf] + g->off,
+               g->count * sizeof(uint64_t));
+        s->msg_len += g->count;
+      }
+    }
+    /* 3: deliver */
+    for (int32_t r = 0; r < p; r++) {
+      const crnet__schedule *sc = ranks[r].sched;
+      rstate *s = &st[r];
+      if (rd >= sc->nrounds || sc->rounds[rd].recv.peer < 0)
+        continue;
+      const crnet__xfer *x = &sc->rounds[rd].recv;
+      const rstate *from = &st[x->peer];
+      uint64_t pos = 0;
+      ranks[r].stats.msgs_recv++;
+      ranks[r].stats.elems_recv += from->msg_len;
+      for (uint32_t i = 0; i < x->nsegs; i++) {
+        const crnet__seg *g = &sc->segs[x->first_seg + i];
+        if (!in_bounds(s, g) || g->buf == CRNET__BUF_SEND) {
+          rc = fail(err, errlen,
+                    "round %u: rank %d receives into %s " SEGF, rd, r,
+                    g->buf == CRNET__BUF_SEND ? "read-only" : "out-of-bounds",
+                    SEGA(*g));
+          goto out;
+        }
+        memcpy(s->buf[g->buf] + g->off, from->msg + pos,
+               g->count * sizeof(uint64_t));
+        mark(s, g);
+        pos += g->count;
+      }
+    }
+    if (causal) {
+      /* knowledge travels with the messages, as of the round's start */
+      uint64_t *snap = calloc((size_t)p * kw, sizeof(uint64_t));
+      if (snap == NULL) {
+        rc = CRNET_ENOMEM;
+        goto out;
+      }
+      for (int32_t r = 0; r < p; r++)
+        memcpy(snap + (size_t)r * kw, st[r].known, kw * sizeof(uint64_t));
+      for (int32_t r = 0; r < p; r++) {
+        const crnet__schedule *sc = ranks[r].sched;
+        if (rd >= sc->nrounds || sc->rounds[rd].recv.peer < 0)
+          continue;
+        const uint64_t *o = snap + (size_t)sc->rounds[rd].recv.peer * kw;
+        for (size_t w = 0; w < kw; w++)
+          st[r].known[w] |= o[w];
+      }
+      free(snap);
+    }
+    /* 4: steps */
+    for (int32_t r = 0; r < p; r++) {
+      const crnet__schedule *sc = ranks[r].sched;
+      rstate *s = &st[r];
+      if (rd >= sc->nrounds)
+        continue;
+      const crnet__round *ro = &sc->rounds[rd];
+      for (uint32_t i = 0; i < ro->nsteps; i++) {
+        const crnet__step *stp = &sc->steps[ro->first_step + i];
+        const crnet__seg *src = &stp->src, *dst = &stp->dst;
+        if (src->count != dst->count || !in_bounds(s, src) ||
+            !in_bounds(s, dst) || dst->buf == CRNET__BUF_SEND ||
+            overlap(src, dst, in_place) ||
+            (stp->kind != CRNET__STEP_REDUCE &&
+             stp->kind != CRNET__STEP_COPY)) {
+          rc = fail(err, errlen,
+                    "round %u: rank %d step %u (kind %d) " SEGF " -> " SEGF
+                    " is malformed (bounds, overlap, or writes SEND)",
+                    rd, r, i, stp->kind, SEGA(*src), SEGA(*dst));
+          goto out;
+        }
+        uint64_t u = unwritten(s, src);
+        if (u == UINT64_MAX && stp->kind == CRNET__STEP_REDUCE)
+          u = unwritten(s, dst);
+        if (u != UINT64_MAX) {
+          rc = fail(err, errlen,
+                    "round %u: rank %d step %u reads unwritten element %" PRIu64
+                    " (" SEGF " -> " SEGF ")",
+                    rd, r, i, u, SEGA(*src), SEGA(*dst));
+          goto out;
+        }
+        const uint64_t *a = s->buf[src->buf] + src->off;
+        uint64_t *d = s->buf[dst->buf] + dst->off;
+        if (stp->kind == CRNET__STEP_COPY) {
+          memcpy(d, a, src->count * sizeof(uint64_t));
+          ranks[r].stats.elems_copied += src->count;
+        } else {
+          if (stp->order == CRNET__SRC_LEFT)
+            for (uint64_t e = 0; e < src->count; e++)
+              d[e] = combine(a[e], d[e]);
+          else
+            for (uint64_t e = 0; e < src->count; e++)
+              d[e] = combine(d[e], a[e]);
+          ranks[r].stats.elems_reduced += src->count;
+        }
+        mark(s, dst);
+      }
+    }
+  }
+  if (causal)
+    for (int32_t r = 0; r < p; r++)
+      for (int32_t q = 0; q < p; q++)
+        if (!(st[r].known[q / 64] >> (q % 64) & 1)) {
+          rc = fail(err, errlen, "rank %d finishes without hearing from %d",
+                    r, q);
+          goto out;
+        }
+out:
+  free_states(st, p);
+  return rc;
+}
+
+static void dump_xfer(const crnet__schedule *s, const crnet__xfer *x,
+                      const char *what, FILE *out) {
+  if (x->peer < 0)
+    return;
+  fprintf(out, "  %s %d:", what, x->peer);
+  for (uint32_t i = 0; i < x->nsegs; i++) {
+    const crnet__seg *g = &s->segs[x->first_seg + i];
+    fprintf(out, " %s[%" PRIu64 "+%" PRIu64 "]", buf_name[g->buf], g->off,
+            g->count);
+  }
+  fputc('\n', out);
+}
+
+void crnet__sched_dump(const crnet__schedule *s, FILE *out) {
+  fprintf(out, "rank %d of %d: %u rounds, temp %" PRIu64 "\n", s->rank, s->p,
+          s->nrounds, s->temp_count);
+  for (uint32_t k = 0; k < s->nrounds; k++) {
+    const crnet__round *ro = &s->rounds[k];
+    fprintf(out, " round %u\n", k);
+    dump_xfer(s, &ro->send, "send", out);
+    dump_xfer(s, &ro->recv, "recv", out);
+    for (uint32_t i = 0; i < ro->nsteps; i++) {
+      const crnet__step *st = &s->steps[ro->first_step + i];
+      fprintf(out, "  %s %s[%" PRIu64 "+%" PRIu64 "] -> %s[%" PRIu64 "]%s\n",
+              st->kind == CRNET__STEP_REDUCE ? "reduce" : "copy",
+              buf_name[st->src.buf], st->src.off, st->src.count,
+              buf_name[st->dst.buf], st->dst.off,
+              st->kind != CRNET__STEP_REDUCE          ? ""
+              : st->order == CRNET__SRC_LEFT ? " src-left"
+                                             : " dst-left");
+    }
+  }
+}

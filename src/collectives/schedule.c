@@ -79,6 +79,15 @@ static void add_seg(crnet__schedule *s, crnet__xfer *x, int32_t peer,
   if (x->nsegs == 0)
     x->first_seg = s->nsegs;
   assert(x->first_seg + x->nsegs == s->nsegs && "segments interleaved");
+  /* A segment that continues the previous one extends it: the same bytes
+   * in the same order, one gather/scatter entry fewer for the executor. */
+  if (x->nsegs > 0) {
+    crnet__seg *last = &s->segs[s->nsegs - 1];
+    if (last->buf == buf && last->off + last->count == off) {
+      last->count += count;
+      return;
+    }
+  }
   if (!grow(s, (void **)&s->segs, &s->cap_segs, s->nsegs + 1,
             sizeof(*s->segs)))
     return;
@@ -124,6 +133,18 @@ static void add_step(crnet__schedule *s, uint8_t kind, uint8_t order,
   assert(src.count == dst.count);
   if (r == NULL || src.count == 0)
     return;
+  /* Likewise a step that continues the previous step of the round element
+   * for element (same kind and order, both regions contiguous) extends it. */
+  if (r->nsteps > 0) {
+    crnet__step *p = &s->steps[s->nsteps - 1];
+    if (p->kind == kind && p->order == order && p->src.buf == src.buf &&
+        p->dst.buf == dst.buf && p->src.off + p->src.count == src.off &&
+        p->dst.off + p->dst.count == dst.off) {
+      p->src.count += src.count;
+      p->dst.count += dst.count;
+      return;
+    }
+  }
   if (!grow(s, (void **)&s->steps, &s->cap_steps, s->nsteps + 1,
             sizeof(*s->steps)))
     return;

@@ -163,8 +163,9 @@ CRNET_EXTERN int crnet_comm_size(const crnet_comm *comm);
  * `code` as its status if it likes; crlaunch reports it. */
 CRNET_EXTERN int crnet_comm_abort(crnet_comm *comm, int code);
 
-/* The sticky error's explanation ("" when there is none). Valid until the
- * next call on the communicator. */
+/* The sticky error's explanation; without one, the reason the last call
+ * on this comm returned CRNET_EINVAL or CRNET_EUNSUPPORTED, if it gave one
+ * ("" otherwise). Valid until the next call on the communicator. */
 CRNET_EXTERN const char *crnet_comm_errmsg(const crnet_comm *comm);
 
 /* The code given to crnet_comm_abort() by whichever rank aborted, or 0. */
@@ -194,6 +195,51 @@ CRNET_EXTERN int crnet_op_free(crnet_op *op);
 CRNET_EXTERN int crnet_allreduce(crnet_comm *comm, const void *send,
                                  void *recv, size_t count, crnet_datatype dt,
                                  crnet_op op);
+
+/* W[r] = the reduction over all ranks of their block r: rank r gets
+ * recvcount elements. send holds p·recvcount elements in rank-block order;
+ * with CRNET_IN_PLACE the input is in recv (p·recvcount elements) and the
+ * result lands at its start. */
+CRNET_EXTERN int crnet_reduce_scatter_block(crnet_comm *comm, const void *send,
+                                            void *recv, size_t recvcount,
+                                            crnet_datatype dt, crnet_op op);
+
+/* The same with blocks of different sizes: rank r gets recvcounts[r]
+ * elements; every rank passes the same recvcounts. */
+CRNET_EXTERN int crnet_reduce_scatter(crnet_comm *comm, const void *send,
+                                      void *recv, const size_t recvcounts[],
+                                      crnet_datatype dt, crnet_op op);
+
+/* recv = the count elements of rank 0, then of rank 1, ...; with
+ * CRNET_IN_PLACE each rank's contribution is already at its place in recv. */
+CRNET_EXTERN int crnet_allgather(crnet_comm *comm, const void *send,
+                                 void *recv, size_t count, crnet_datatype dt);
+
+/* buf of every rank = buf of root. */
+CRNET_EXTERN int crnet_bcast(crnet_comm *comm, void *buf, size_t count,
+                             crnet_datatype dt, int root);
+
+/* recv of root = the reduction of everyone's send (recv is ignored
+ * elsewhere). CRNET_IN_PLACE only at the root: its input is in recv. */
+CRNET_EXTERN int crnet_reduce(crnet_comm *comm, const void *send, void *recv,
+                              size_t count, crnet_datatype dt, crnet_op op,
+                              int root);
+
+/* Returns once every rank has entered it. */
+CRNET_EXTERN int crnet_barrier(crnet_comm *comm);
+
+/* Chooses the schedule for one collective on this comm: "auto" (the
+ * default), "circulant", "circulant-doubling", "circulant-linear",
+ * "circulant-sqrt", "ring", ... Every rank must choose alike. The environment
+ * variable CRNET_<COLLECTIVE>_SCHEDULE (e.g. CRNET_ALLREDUCE_SCHEDULE) sets
+ * the initial choice. CRNET_EINVAL for an unknown name, CRNET_EUNSUPPORTED
+ * for a schedule that cannot do that collective (crnet_comm_errmsg says
+ * why). A schedule that cannot serve a particular call (a non-commutative
+ * operator on a schedule that reorders operands) makes that call return
+ * CRNET_EUNSUPPORTED. */
+CRNET_EXTERN int crnet_comm_set_schedule(crnet_comm *comm,
+                                         crnet_collective coll,
+                                         const char *name);
 
 #ifdef __cplusplus
 }

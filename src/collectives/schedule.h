@@ -31,7 +31,9 @@
  *   CRNET__STEP_COPY    dst = src
  *
  * The send and the receive of a round happen together (the executor posts the
- * receive first); steps run after both are complete. Round k of a sender
+ * receive first), so a round never receives into memory it is sending from;
+ * steps run after both are complete. Frames carry the round index, rounds
+ * without messages included. Round k of a sender
  * matches round k of its receiver: the executor tags frames with the round
  * number, and the simulator checks that the lengths agree. A round may have
  * neither send nor receive (local steps only), and ranks may have different

@@ -117,6 +117,20 @@ static int load_settings(const crnet_config *cfg, crnet__settings *s,
       SETTINGS_FAIL("CRNET_INIT_TIMEOUT='%s' is not a number of seconds", v);
     s->init_timeout = t;
   }
+  for (int k = 0; k < CRNET_COLL_COUNT; k++) {
+    static const char *const env[CRNET_COLL_COUNT] = {
+        "CRNET_ALLREDUCE_SCHEDULE", "CRNET_REDUCE_SCATTER_SCHEDULE",
+        "CRNET_SCAN_SCHEDULE",      "CRNET_ALLTOALL_SCHEDULE",
+        "CRNET_ALLGATHER_SCHEDULE", "CRNET_BCAST_SCHEDULE",
+        "CRNET_REDUCE_SCHEDULE",    "CRNET_BARRIER_SCHEDULE"};
+    /* Stored as given; the collectives layer checks names when it uses
+     * them, and crnet_comm_set_schedule when they are set. */
+    v = getenv(env[k]);
+    if (v != NULL && strlen(v) >= sizeof s->schedule[k])
+      SETTINGS_FAIL("%s='%s' is not a schedule", env[k], v);
+    snprintf(s->schedule[k], sizeof s->schedule[k], "%s",
+             v != NULL && v[0] != '\0' ? v : "auto");
+  }
   if (s->size == 1)
     return 0; /* nothing to connect */
 
@@ -530,6 +544,8 @@ int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
   c->rank = s.rank;
   c->size = s.size;
   c->cur_coll = -1;
+  for (int k = 0; k < CRNET_COLL_COUNT; k++)
+    snprintf(c->schedule[k], sizeof c->schedule[k], "%s", s.schedule[k]);
   ignore_sigpipe();
   snprintf(prefix, sizeof prefix, "crnet[%d]: ", c->rank);
   crnet__log_set_prefix(prefix);
@@ -620,7 +636,9 @@ int crnet_comm_rank(const crnet_comm *c) { return c != NULL ? c->rank : -1; }
 int crnet_comm_size(const crnet_comm *c) { return c != NULL ? c->size : -1; }
 
 const char *crnet_comm_errmsg(const crnet_comm *c) {
-  return c != NULL ? c->errmsg : "comm is NULL";
+  if (c == NULL)
+    return "comm is NULL";
+  return c->err != 0 ? c->errmsg : c->callmsg;
 }
 
 int crnet_comm_abort_code(const crnet_comm *c) {

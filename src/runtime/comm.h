@@ -42,6 +42,7 @@ typedef struct crnet__settings {
   bool serve_rendezvous;
   int port_lo, port_hi; /* 0, 0: any port */
   double init_timeout;
+  char schedule[CRNET_COLL_COUNT][32];
 } crnet__settings;
 
 struct crnet_comm {
@@ -59,6 +60,12 @@ struct crnet_comm {
   char errmsg[512];
   size_t errmsg_reason_len; /* the part of errmsg that is relayed to peers */
   int abort_code;
+
+  /* Why the last call failed without failing the job (EINVAL,
+   * EUNSUPPORTED). */
+  char callmsg[256];
+  /* Chosen schedule per collective ("auto" unless set). */
+  char schedule[CRNET_COLL_COUNT][32];
 
   /* The call in progress, for error messages. */
   uint64_t seq; /* sequence number of the current (or last) collective */

@@ -1,0 +1,298 @@
+/* The public collective calls: validate, select, build, execute.
+ *
+ * Every call goes the same way. Arguments are checked first, so misuse
+ * returns CRNET_EINVAL having changed nothing and sent nothing. Then the
+ * comm's choice for the collective ("auto" or a name) is resolved by the
+ * selection table, the schedule is built (pure), and the executor runs it.
+ * The call signature that travels in every frame covers everything all
+ * ranks must agree on (collective, counts, datatype, operator, schedule,
+ * root), so mismatched calls fail with CRNET_EMISMATCH instead of mixing
+ * data.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "exec.h"
+#include "ops.h"
+#include "select.h"
+
+/* --- call signatures ------------------------------------------------------ */
+
+typedef struct sig_state {
+  uint64_t h;
+} sig_state;
+
+static void sig_add(sig_state *s, uint64_t v) {
+  for (int b = 0; b < 8; b++) { /* FNV-1a over the 8 bytes */
+    s->h ^= (v >> (8 * b)) & 0xff;
+    s->h *= 1099511628211ull;
+  }
+}
+
+static uint32_t sig_of(const crnet__call *call, crnet_datatype dt, crnet_op op,
+                       uint32_t schedule_id) {
+  sig_state s = {1469598103934665603ull};
+  sig_add(&s, (uint64_t)call->coll);
+  sig_add(&s, call->count);
+  if (call->counts != NULL)
+    for (int32_t r = 0; r < call->p; r++)
+      sig_add(&s, call->counts[r]);
+  sig_add(&s, (uint64_t)dt);
+  sig_add(&s, (uint64_t)(uint32_t)op);
+  sig_add(&s, schedule_id);
+  sig_add(&s, (uint64_t)(uint32_t)call->root);
+  return (uint32_t)(s.h ^ (s.h >> 32));
+}
+
+/* --- argument checks -------------------------------------------------------- */
+
+static int call_error(crnet_comm *c, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int call_error(crnet_comm *c, int rc, const char *fmt, ...) {
+  va_list ap;
+  if (c == NULL)
+    return rc;
+  va_start(ap, fmt);
+  vsnprintf(c->callmsg, sizeof c->callmsg, fmt, ap);
+  va_end(ap);
+  return rc;
+}
+
+/* Checks comm, datatype and (for reductions) operator; op < 0: no op. */
+static int check_common(crnet_comm *c, const char *what, crnet_datatype dt,
+                        crnet_op op, bool reduces) {
+  if (c == NULL)
+    return CRNET_EINVAL;
+  c->callmsg[0] = '\0';
+  if ((unsigned)dt >= CRNET_DATATYPE_COUNT)
+    return call_error(c, CRNET_EINVAL, "%s: datatype %d does not exist", what,
+                      (int)dt);
+  if (reduces && !crnet__op_valid(op, dt))
+    return call_error(c, CRNET_EINVAL, "%s: operator %s cannot reduce %s",
+                      what, crnet_op_name(op), crnet_datatype_name(dt));
+  return 0;
+}
+
+static bool fits(uint64_t count, size_t esize) {
+  return count <= SIZE_MAX / esize;
+}
+
+/* --- running a call ---------------------------------------------------------- */
+
+/* With one rank nothing is combined, but the logical operators still promise
+ * 0 or 1: x LAND x and x LOR x are exactly that. */
+static int normalise_logical(crnet_op op, crnet_datatype dt, void *buf,
+                             uint64_t count) {
+  size_t esize = crnet_datatype_size(dt);
+  void *copy;
+  if ((op != CRNET_LAND && op != CRNET_LOR) || count == 0)
+    return 0;
+  copy = malloc(count * esize);
+  if (copy == NULL)
+    return CRNET_ENOMEM;
+  memcpy(copy, buf, count * esize);
+  crnet__reduce(op, dt, copy, buf, count);
+  free(copy);
+  return 0;
+}
+
+static int run(crnet_comm *c, crnet__call *call, const void *send, void *recv,
+               crnet_datatype dt, crnet_op op) {
+  crnet__schedule sched;
+  const char *name;
+  uint32_t id;
+  int rc;
+
+  call->p = c->size;
+  call->rank = c->rank;
+  rc = crnet__select(c->schedule[call->coll], call, &name, &id, c->callmsg,
+                     sizeof c->callmsg);
+  if (rc != 0)
+    return rc;
+  rc = crnet__coll_begin(c, call->coll);
+  if (rc != 0)
+    return rc;
+  rc = crnet__build(name, call, &sched);
+  if (rc == 0) {
+    rc = crnet__exec(c, &sched, send, recv, call->in_place, dt, op,
+                     sig_of(call, dt, op, id));
+    crnet__sched_free(&sched);
+  }
+  crnet__coll_end(c);
+  return rc;
+}
+
+int crnet_comm_set_schedule(crnet_comm *c, crnet_collective coll,
+                            const char *name) {
+  if (c == NULL)
+    return CRNET_EINVAL;
+  c->callmsg[0] = '\0';
+  if ((unsigned)coll >= CRNET_COLL_COUNT || name == NULL ||
+      strlen(name) >= sizeof c->schedule[0])
+    return call_error(c, CRNET_EINVAL, "crnet_comm_set_schedule: bad argument");
+  if (!crnet__schedule_known(name, coll)) {
+    crnet__call probe = {.coll = coll, .p = c->size, .commutative = true};
+    const char *chosen;
+    uint32_t id;
+    return crnet__select(name, &probe, &chosen, &id, c->callmsg,
+                         sizeof c->callmsg);
+  }
+  snprintf(c->schedule[coll], sizeof c->schedule[coll], "%s", name);
+  return 0;
+}
+
+int crnet_allreduce(crnet_comm *c, const void *send, void *recv, size_t count,
+                    crnet_datatype dt, crnet_op op) {
+  crnet__call call = {.coll = CRNET_COLL_ALLREDUCE, .count = count};
+  int rc = check_common(c, "allreduce", dt, op, true);
+  if (rc != 0)
+    return rc;
+  if (count > 0 && (recv == NULL || send == NULL))
+    return call_error(c, CRNET_EINVAL, "allreduce: NULL buffer");
+  if (!fits(count, crnet_datatype_size(dt)))
+    return call_error(c, CRNET_EINVAL, "allreduce: count too large");
+  call.in_place = send == CRNET_IN_PLACE;
+  call.commutative = crnet__op_commutative(op);
+  rc = run(c, &call, send, recv, dt, op);
+  if (rc == 0 && c->size == 1)
+    rc = normalise_logical(op, dt, recv, count);
+  return rc;
+}
+
+static int reduce_scatter(crnet_comm *c, const char *what, const void *send,
+                          void *recv, const uint64_t *counts,
+                          crnet_datatype dt, crnet_op op) {
+  crnet__call call = {.coll = CRNET_COLL_REDUCE_SCATTER, .counts = counts};
+  uint64_t total = 0, mine = counts[c->rank];
+  int rc;
+  for (int r = 0; r < c->size; r++) {
+    if (counts[r] > UINT64_MAX - total)
+      return call_error(c, CRNET_EINVAL, "%s: counts overflow", what);
+    total += counts[r];
+  }
+  if (!fits(total, crnet_datatype_size(dt)))
+    return call_error(c, CRNET_EINVAL, "%s: counts too large", what);
+  if ((total > 0 && send == NULL) || (mine > 0 && recv == NULL) ||
+      (send == CRNET_IN_PLACE && total > 0 && recv == NULL))
+    return call_error(c, CRNET_EINVAL, "%s: NULL buffer", what);
+  call.count = total;
+  call.in_place = send == CRNET_IN_PLACE;
+  call.commutative = crnet__op_commutative(op);
+  rc = run(c, &call, send, recv, dt, op);
+  if (rc == 0 && c->size == 1)
+    rc = normalise_logical(op, dt, recv, mine);
+  return rc;
+}
+
+int crnet_reduce_scatter_block(crnet_comm *c, const void *send, void *recv,
+                               size_t recvcount, crnet_datatype dt,
+                               crnet_op op) {
+  uint64_t *counts;
+  int rc = check_common(c, "reduce_scatter_block", dt, op, true);
+  if (rc != 0)
+    return rc;
+  if (recvcount > UINT64_MAX / (uint64_t)c->size)
+    return call_error(c, CRNET_EINVAL, "reduce_scatter_block: count too large");
+  counts = malloc(sizeof *counts * (size_t)c->size);
+  if (counts == NULL)
+    return CRNET_ENOMEM;
+  for (int r = 0; r < c->size; r++)
+    counts[r] = recvcount;
+  rc = reduce_scatter(c, "reduce_scatter_block", send, recv, counts, dt, op);
+  free(counts);
+  return rc;
+}
+
+int crnet_reduce_scatter(crnet_comm *c, const void *send, void *recv,
+                         const size_t recvcounts[], crnet_datatype dt,
+                         crnet_op op) {
+  uint64_t *counts;
+  int rc = check_common(c, "reduce_scatter", dt, op, true);
+  if (rc != 0)
+    return rc;
+  if (recvcounts == NULL)
+    return call_error(c, CRNET_EINVAL, "reduce_scatter: recvcounts is NULL");
+  counts = malloc(sizeof *counts * (size_t)c->size);
+  if (counts == NULL)
+    return CRNET_ENOMEM;
+  for (int r = 0; r < c->size; r++)
+    counts[r] = recvcounts[r];
+  rc = reduce_scatter(c, "reduce_scatter", send, recv, counts, dt, op);
+  free(counts);
+  return rc;
+}
+
+int crnet_allgather(crnet_comm *c, const void *send, void *recv, size_t count,
+                    crnet_datatype dt) {
+  crnet__call call = {.coll = CRNET_COLL_ALLGATHER, .count = count,
+                      .commutative = true};
+  uint64_t *counts;
+  int rc = check_common(c, "allgather", dt, 0, false);
+  if (rc != 0)
+    return rc;
+  if (count > 0 && (recv == NULL || send == NULL))
+    return call_error(c, CRNET_EINVAL, "allgather: NULL buffer");
+  if (count > UINT64_MAX / (uint64_t)c->size ||
+      !fits(count * (uint64_t)c->size, crnet_datatype_size(dt)))
+    return call_error(c, CRNET_EINVAL, "allgather: count too large");
+  counts = malloc(sizeof *counts * (size_t)c->size);
+  if (counts == NULL)
+    return CRNET_ENOMEM;
+  for (int r = 0; r < c->size; r++)
+    counts[r] = count;
+  call.counts = counts;
+  call.in_place = send == CRNET_IN_PLACE;
+  rc = run(c, &call, send, recv, dt, 0);
+  free(counts);
+  return rc;
+}
+
+int crnet_bcast(crnet_comm *c, void *buf, size_t count, crnet_datatype dt,
+                int root) {
+  crnet__call call = {.coll = CRNET_COLL_BCAST, .count = count,
+                      .root = root, .in_place = true, .commutative = true};
+  int rc = check_common(c, "bcast", dt, 0, false);
+  if (rc != 0)
+    return rc;
+  if (root < 0 || root >= c->size)
+    return call_error(c, CRNET_EINVAL, "bcast: root %d out of range", root);
+  if (count > 0 && buf == NULL)
+    return call_error(c, CRNET_EINVAL, "bcast: NULL buffer");
+  if (!fits(count, crnet_datatype_size(dt)))
+    return call_error(c, CRNET_EINVAL, "bcast: count too large");
+  return run(c, &call, NULL, buf, dt, 0);
+}
+
+int crnet_reduce(crnet_comm *c, const void *send, void *recv, size_t count,
+                 crnet_datatype dt, crnet_op op, int root) {
+  crnet__call call = {.coll = CRNET_COLL_REDUCE, .count = count, .root = root};
+  int rc = check_common(c, "reduce", dt, op, true);
+  if (rc != 0)
+    return rc;
+  if (root < 0 || root >= c->size)
+    return call_error(c, CRNET_EINVAL, "reduce: root %d out of range", root);
+  if (send == CRNET_IN_PLACE && c->rank != root)
+    return call_error(c, CRNET_EINVAL,
+                      "reduce: CRNET_IN_PLACE is for the root only");
+  if (count > 0 && (send == NULL || (c->rank == root && recv == NULL)))
+    return call_error(c, CRNET_EINVAL, "reduce: NULL buffer");
+  if (!fits(count, crnet_datatype_size(dt)))
+    return call_error(c, CRNET_EINVAL, "reduce: count too large");
+  call.in_place = send == CRNET_IN_PLACE;
+  call.commutative = crnet__op_commutative(op);
+  rc = run(c, &call, send, recv, dt, op);
+  if (rc == 0 && c->size == 1)
+    rc = normalise_logical(op, dt, recv, count);
+  return rc;
+}
+
+int crnet_barrier(crnet_comm *c) {
+  crnet__call call = {.coll = CRNET_COLL_BARRIER, .commutative = true};
+  int rc = check_common(c, "barrier", CRNET_BYTE, 0, false);
+  if (rc != 0)
+    return rc;
+  return run(c, &call, NULL, NULL, CRNET_BYTE, 0);
+}

@@ -1,0 +1,218 @@
+#!/bin/sh
+# crsched, the schedule viewer and cost model, end to end: the paper's
+# p = 22 example (text and JSON), round counts per collective, the cost
+# model against Träff's formulas, and usage errors.
+#
+#   tests/test_crsched.sh path/to/crsched
+#
+# Every check prints "ok" or "FAIL" with what it saw; the script exits 1 if
+# any check failed.
+set -u
+
+CRSCHED=${1:?usage: test_crsched.sh path/to/crsched}
+fails=0
+checks=0
+
+ok() { checks=$((checks + 1)); echo "ok $checks - $1"; }
+fail() {
+  checks=$((checks + 1))
+  fails=$((fails + 1))
+  echo "FAIL $checks - $1"
+}
+# expect NAME GOT WANT
+expect() {
+  if [ "$2" = "$3" ]; then ok "$1"; else fail "$1: got '$2', want '$3'"; fi
+}
+
+# --- the paper's example: p = 22, rank 21 ------------------------------
+
+out=$("$CRSCHED" --coll reduce_scatter --schedule circulant -p 22 --rank 21)
+expect "p=22 exit status" "$?" 0
+expect "p=22 text: skips" \
+  "$(printf '%s\n' "$out" | sed -n 's/^round [0-9]*  s.=[0-9]* s=\([0-9]*\).*/\1/p' | tr '\n' ' ')" \
+  "11 6 3 2 1 "
+expect "p=22 text: receives from" \
+  "$(printf '%s\n' "$out" | awk '$1 == "recv" && $2 == "from" {printf "%s ", $3}')" \
+  "10 15 18 19 20 "
+expect "p=22 text: sends to" \
+  "$(printf '%s\n' "$out" | awk '$1 == "send" && $2 == "to" {printf "%s ", $3}')" \
+  "10 5 2 1 0 "
+expect "p=22 text: round 0 sends blocks 10-20" \
+  "$(printf '%s\n' "$out" | grep -c 'R\[11\.\.21\] = blocks 10-20')" 1
+
+# JSON: the same facts, parsed.
+json=$("$CRSCHED" --coll reduce_scatter --schedule circulant -p 22 --rank 21 \
+  --json)
+expect "p=22 json exit status" "$?" 0
+got=$(printf '%s\n' "$json" | python3 -c '
+import json, sys
+rounds = [json.loads(line) for line in sys.stdin]
+print(" ".join(str(r["skip"]) for r in rounds), "|",
+      " ".join(str(r["recv_from"]) for r in rounds), "|",
+      " ".join(str(r["round"]) for r in rounds), "|",
+      rounds[0]["send_block_ids"] == list(range(10, 21)), "|",
+      sum(r["bytes"]["sent"] for r in rounds),
+      sum(r["bytes"]["recv"] for r in rounds),
+      sum(r["bytes"]["reduced"] for r in rounds))
+')
+expect "p=22 json: skips | from | rounds | blocks | bytes" "$got" \
+  "11 6 3 2 1 | 10 15 18 19 20 | 0 1 2 3 4 | True | 84 84 84"
+
+# --- JSON shape and round counts ----------------------------------------
+
+# check_json COLL SCHEDULE P WANT_ROUNDS [more crsched args]
+check_json() {
+  coll=$1 sched=$2 p=$3 want=$4
+  shift 4
+  got=$("$CRSCHED" --coll "$coll" --schedule "$sched" -p "$p" \
+    --rank $((p - 1)) --json "$@" | python3 -c '
+import json, sys
+need = ("round", "send_to", "recv_from", "send_blocks", "recv_blocks",
+        "bytes", "steps")
+n = 0
+for line in sys.stdin:
+    r = json.loads(line)
+    missing = [k for k in need if k not in r]
+    if missing:
+        print("line", n, "lacks", missing)
+        sys.exit(0)
+    if r["round"] != n:
+        print("line", n, "is round", r["round"])
+        sys.exit(0)
+    n += 1
+print(n)
+')
+  expect "$coll $sched p=$p $*: json lines = rounds" "$got" "$want"
+}
+
+# ceil(log2 p) for reduce-scatter (Träff, Theorem 1), twice that for
+# allreduce (Theorem 2).
+check_json reduce_scatter circulant 5 3
+check_json reduce_scatter circulant 8 3
+check_json reduce_scatter circulant 22 5
+check_json reduce_scatter circulant 100 7
+check_json reduce_scatter circulant 100 7 --in-place
+check_json reduce_scatter circulant 7 3 --counts 0,5,1,0,9,2,3
+check_json allreduce circulant 22 10
+check_json allreduce circulant-linear 22 42
+check_json allgather circulant 22 5
+check_json barrier circulant 22 5
+# ring: one local copy, then 2(p-1) rounds.
+check_json allreduce ring 22 43
+
+expect "allreduce p=22 text shows 10 rounds" \
+  "$("$CRSCHED" --coll allreduce --schedule circulant -p 22 | head -1)" \
+  "allreduce, schedule circulant, p = 22, rank 0: 10 rounds"
+
+# --- the cost model ------------------------------------------------------
+
+# cost COLL SCHEDULE P M ALPHA BETA GAMMA: prints "time rank_sum rounds".
+cost() {
+  "$CRSCHED" --cost --coll "$1" --schedule "$2" -p "$3" -m "$4" \
+    --alpha "$5" --beta "$6" --gamma "$7" --json | python3 -c '
+import json, sys
+rows = [json.loads(l) for l in sys.stdin]
+assert len(rows) == 1, rows
+r = rows[0]
+print("%g %g %d" % (r["time"], r["rank_sum"], r["rounds"]))
+'
+}
+
+# Reduce-scatter, p = 22, m = 22·4 bytes: ceil(log2 22)·α +
+# (p-1)/p·m·(β+γ) = 5α + 84(β+γ).
+expect "cost rs p=22 alpha=1" "$(cost reduce_scatter circulant 22 88 1 0 0)" \
+  "5 5 5"
+expect "cost rs p=22 beta=1" "$(cost reduce_scatter circulant 22 88 0 1 0)" \
+  "84 84 5"
+expect "cost rs p=22 gamma=0.5" \
+  "$(cost reduce_scatter circulant 22 88 0 0 0.5)" "42 42 5"
+expect "cost rs p=22 all" "$(cost reduce_scatter circulant 22 88 1 1 1)" \
+  "173 173 5"
+# Allreduce: 2·ceil(log2 p)·α + 2(p-1)/p·m·β + (p-1)/p·m·γ.
+expect "cost allreduce p=22" "$(cost allreduce circulant 22 88 1 1 1)" \
+  "262 262 10"
+expect "cost allreduce p=22 in seconds" \
+  "$(cost allreduce circulant 22 88 1e-6 1e-9 0)" "1.0168e-05 1.0168e-05 10"
+# Uneven blocks (m = 100 elements over p = 22: 12 blocks of 5, 10 of 4):
+# every rank sends all blocks but its own, so the busiest sends
+# (100-4)·4 = 384 bytes; no round moves more than its s'-s blocks of 5:
+# at most 21·5·4 = 420.
+got=$(cost reduce_scatter circulant 22 400 0 1 0 | cut -d' ' -f1)
+if [ "$got" -ge 384 ] 2>/dev/null && [ "$got" -le 420 ]; then
+  ok "cost rs uneven blocks within bounds ($got)"
+else
+  fail "cost rs uneven blocks: got '$got', want 384..420"
+fi
+expect "cost rs uneven blocks, bytes sent by the busiest rank" \
+  "$("$CRSCHED" --cost --coll reduce_scatter --schedule circulant -p 22 \
+    -m 400 --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["bytes_sent"])')" \
+  384
+# Ring allreduce: 2(p-1)·α + 2(p-1)/p·m·β + (p-1)/p·m·γ, at p = 8, m = 8·4.
+expect "cost ring p=8" "$(cost allreduce ring 8 32 1 1 1)" "98 98 14"
+# Allreduce at p = 100: 2·ceil(log2 100) = 14 rounds.
+expect "cost allreduce circulant p=100 rounds" \
+  "$(cost allreduce circulant 100 400 1 0 0)" "14 14 14"
+
+# Every applicable schedule appears: 5 for allreduce, 4 for each other.
+rows=$("$CRSCHED" --cost -p 22 -m 88 --alpha 1 --json)
+expect "cost: rows per collective" \
+  "$(printf '%s\n' "$rows" | python3 -c '
+import json, sys, collections
+c = collections.Counter(json.loads(l)["coll"] for l in sys.stdin)
+print(" ".join("%s=%d" % kv for kv in sorted(c.items())))
+')" "allgather=4 allreduce=5 barrier=4 bcast=4 reduce=4 reduce_scatter=4"
+expect "cost: allreduce schedules" \
+  "$(printf '%s\n' "$rows" | python3 -c '
+import json, sys
+print(" ".join(sorted(r["schedule"] for r in map(json.loads, sys.stdin)
+                      if r["coll"] == "allreduce")))
+')" "circulant circulant-doubling circulant-linear circulant-sqrt ring"
+text=$("$CRSCHED" --cost -p 22 -m 88 --alpha 1 --coll reduce_scatter)
+expect "cost text: circulant row" \
+  "$(printf '%s\n' "$text" | awk '$1 == "reduce_scatter" && $2 == "circulant" {print $3, $7}')" \
+  "5 5"
+expect "cost text: sorted by time" \
+  "$(printf '%s\n' "$text" | awk '$1 == "reduce_scatter" {print $2}' | tr '\n' ' ')" \
+  "circulant circulant-doubling circulant-sqrt circulant-linear "
+# Sampling symmetric ranks must agree with building every rank.
+expect "cost: --all agrees with sampling" \
+  "$(cost allreduce circulant 13 52 1 1 1)" \
+  "$("$CRSCHED" --cost --coll allreduce --schedule circulant -p 13 -m 52 \
+    --alpha 1 --beta 1 --gamma 1 --all --json |
+    python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); print("%g %g %d" % (r["time"], r["rank_sum"], r["rounds"]))')"
+
+# p = 1: nothing to communicate, every time 0 (and no sampled rank 1).
+expect "cost p=1" "$(cost allreduce circulant 1 4 1 1 1)" "0 0 0"
+
+# --- usage -------------------------------------------------------------
+
+"$CRSCHED" --help >/dev/null
+expect "--help exits 0" "$?" 0
+# usage_error NAME ARGS...: exit 2 and something on stderr.
+usage_error() {
+  name=$1
+  shift
+  err=$("$CRSCHED" "$@" 2>&1 >/dev/null)
+  rc=$?
+  if [ "$rc" -eq 2 ] && [ -n "$err" ]; then
+    ok "$name exits 2"
+  else
+    fail "$name: exit $rc, stderr '$err'"
+  fi
+}
+usage_error "no arguments"
+usage_error "unknown option" --frobnicate
+usage_error "bad p" --coll allreduce -p 0
+usage_error "rank out of range" --coll allreduce -p 4 --rank 4
+usage_error "unknown collective" --coll alltoallw -p 4
+usage_error "unknown schedule" --coll allreduce --schedule hypercube -p 4
+usage_error "schedule cannot do it" --coll reduce_scatter --schedule ring -p 4
+usage_error "counts of the wrong length" --coll reduce_scatter -p 4 --counts 1,2
+usage_error "cost without -m" --cost -p 4
+usage_error "negative alpha" --cost -p 4 -m 16 --alpha -1
+expect "schedule message is crnet__select's" \
+  "$("$CRSCHED" --coll reduce_scatter --schedule ring -p 4 2>&1)" \
+  "crsched: schedule 'ring' cannot do reduce_scatter"
+
+echo "$checks checks, $fails failed"
+[ "$fails" -eq 0 ]

@@ -1,0 +1,1091 @@
+/* crsched: the schedule viewer and cost model.
+ *
+ * What it is for: to see what one rank of a collective does, round by round
+ * (peers, skips, the segments sent and received, the local reduce and copy
+ * steps), and to compare schedules under the α-β-γ model before measuring
+ * anything. It calls the same pure builders as the library, through
+ * crnet__select and crnet__build, so what it prints is what the executor
+ * runs. It does no networking and never touches payload.
+ *
+ *   crsched --coll reduce_scatter --schedule circulant -p 22 --rank 21
+ *   crsched --cost --alpha 1e-6 --beta 1e-9 --gamma 2e-10 -m 4096 -p 22
+ *
+ * See docs/crsched.md for the output formats and the cost model.
+ *
+ * Cost model (per collective and schedule): rank r's time in round k is
+ *   c(r,k) = α·[round k communicates] + β·max(bytes sent, bytes received)
+ *            + γ·bytes reduced by the round's steps
+ * (copies are free). "time" is the synchronous-round model, Σ_k max_r
+ * c(r,k): a round ends when its slowest rank ends. "rank-sum" is
+ * max_r Σ_k c(r,k), the busiest rank alone; it is never larger. Every rank's
+ * schedule is built (and freed) in turn, except where rotation symmetry
+ * makes all ranks alike (see rotation_symmetric) and a row whose builder
+ * would run for minutes (skipped and marked; --all forces both).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "circulant.h"
+#include "crnet.h"
+#include "schedule.h"
+#include "select.h"
+
+enum { EXIT_USAGE = 2 };
+
+/* The schedule names of select.h, in its order. select.h offers no way to
+ * list them, so this list must follow it; crnet__schedule_known filters it
+ * per collective. */
+static const char *const schedule_names[] = {
+    "circulant", "circulant-doubling", "circulant-linear", "circulant-sqrt",
+    "ring"};
+#define NSCHEDULE_NAMES (sizeof schedule_names / sizeof schedule_names[0])
+
+/* The collectives crsched knows, in the order the cost table lists them. */
+static const crnet_collective known_colls[] = {
+    CRNET_COLL_ALLREDUCE, CRNET_COLL_REDUCE_SCATTER, CRNET_COLL_ALLGATHER,
+    CRNET_COLL_BCAST,     CRNET_COLL_REDUCE,         CRNET_COLL_BARRIER};
+#define NKNOWN_COLLS (sizeof known_colls / sizeof known_colls[0])
+
+static const char *const buf_names[CRNET__BUF_COUNT] = {"SEND", "RECV",
+                                                        "TEMP"};
+
+/* ---- options --------------------------------------------------------- */
+
+typedef struct options {
+  bool cost, json, in_place, all, have_coll, have_count, have_m;
+  crnet_collective coll;
+  const char *schedule; /* NULL: "auto" when viewing, all when costing */
+  int32_t p, rank, root;
+  uint64_t count, dtype_size, m;
+  const char *counts_arg; /* --counts, parsed once p is known */
+  double alpha, beta, gamma;
+} options;
+
+static int bad_usage(const char *fmt, ...) {
+  va_list ap;
+  fputs("crsched: ", stderr);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputs("\nTry 'crsched --help'.\n", stderr);
+  return EXIT_USAGE;
+}
+
+static void usage(FILE *out) {
+  fputs(
+      "usage: crsched --coll C [--schedule S] -p P [--rank R] [--count N |\n"
+      "               --counts a,b,...] [--dtype-size B] [--root R]\n"
+      "               [--in-place] [--json]\n"
+      "       crsched --cost -p P -m BYTES [--alpha A] [--beta B] [--gamma G]\n"
+      "               [--coll C] [--schedule S] [--dtype-size B] [--root R]\n"
+      "               [--in-place] [--json]\n"
+      "\n"
+      "Shows one rank's schedule round by round, or (--cost) the modelled\n"
+      "time of every schedule that can do the collective(s).\n"
+      "\n"
+      "  --coll C         allreduce, reduce_scatter, allgather, bcast, reduce,\n"
+      "                   barrier (--cost: default all)\n"
+      "  --schedule S     auto (default), circulant, circulant-doubling,\n"
+      "                   circulant-linear, circulant-sqrt, ring\n"
+      "  -p P             number of ranks\n"
+      "  --rank R         the rank to show (default 0)\n"
+      "  --count N        vector length in elements, cut into p blocks\n"
+      "                   (default p: one element per block)\n"
+      "  --counts a,b,..  p block lengths (reduce_scatter, allgather)\n"
+      "  --dtype-size B   bytes per element (default 4)\n"
+      "  --root R         root of bcast and reduce (default 0)\n"
+      "  --in-place       the in-place variant\n"
+      "  --json           one JSON object per line (per round; per schedule\n"
+      "                   with --cost)\n"
+      "  --cost           the cost table; -m BYTES is the vector size\n"
+      "  --alpha A        seconds per message round (default 0)\n"
+      "  --beta B         seconds per byte sent or received (default 0)\n"
+      "  --gamma G        seconds per byte reduced (default 0)\n"
+      "  --all            --cost: build every rank's schedule, even when the\n"
+      "                   ranks are symmetric or it takes minutes\n"
+      "  -h, --help       this text\n",
+      out);
+}
+
+static bool parse_u64(const char *s, uint64_t *v) {
+  char *end;
+  unsigned long long x;
+  if (*s < '0' || *s > '9')
+    return false;
+  errno = 0;
+  x = strtoull(s, &end, 10);
+  if (errno != 0 || *end != '\0')
+    return false;
+  *v = x;
+  return true;
+}
+
+static bool parse_i32(const char *s, int32_t *v) {
+  uint64_t x;
+  if (!parse_u64(s, &x) || x > INT32_MAX)
+    return false;
+  *v = (int32_t)x;
+  return true;
+}
+
+/* A time: non-negative and finite, in any strtod form (1e-6, 0.5, 3). */
+static bool parse_time(const char *s, double *v) {
+  char *end;
+  double x;
+  errno = 0;
+  x = strtod(s, &end);
+  if (errno != 0 || end == s || *end != '\0' || !isfinite(x) || x < 0)
+    return false;
+  *v = x;
+  return true;
+}
+
+static bool parse_coll(const char *s, crnet_collective *coll) {
+  for (size_t i = 0; i < NKNOWN_COLLS; i++)
+    if (strcmp(s, crnet_collective_name(known_colls[i])) == 0) {
+      *coll = known_colls[i];
+      return true;
+    }
+  return false;
+}
+
+enum {
+  OPT_COLL = 256,
+  OPT_SCHEDULE,
+  OPT_RANK,
+  OPT_COUNT,
+  OPT_COUNTS,
+  OPT_DTYPE_SIZE,
+  OPT_ROOT,
+  OPT_IN_PLACE,
+  OPT_JSON,
+  OPT_COST,
+  OPT_ALPHA,
+  OPT_BETA,
+  OPT_GAMMA,
+  OPT_ALL
+};
+
+/* One option into o. 0, or EXIT_USAGE after saying why. */
+static int apply_option(options *o, int c, const char *arg) {
+  switch (c) {
+  case OPT_COLL:
+    o->have_coll = true;
+    if (!parse_coll(arg, &o->coll))
+      return bad_usage("unknown collective '%s'", arg);
+    return 0;
+  case OPT_SCHEDULE:
+    o->schedule = arg;
+    return 0;
+  case 'p':
+    if (!parse_i32(arg, &o->p) || o->p < 1)
+      return bad_usage("-p needs a positive integer, not '%s'", arg);
+    return 0;
+  case OPT_RANK:
+    return parse_i32(arg, &o->rank) ? 0
+                                     : bad_usage("bad --rank '%s'", arg);
+  case OPT_ROOT:
+    return parse_i32(arg, &o->root) ? 0 : bad_usage("bad --root '%s'", arg);
+  case OPT_COUNT:
+    o->have_count = true;
+    return parse_u64(arg, &o->count) ? 0
+                                     : bad_usage("bad --count '%s'", arg);
+  case OPT_COUNTS:
+    o->counts_arg = arg;
+    return 0;
+  case OPT_DTYPE_SIZE:
+    if (!parse_u64(arg, &o->dtype_size) || o->dtype_size < 1)
+      return bad_usage("--dtype-size needs a positive integer, not '%s'", arg);
+    return 0;
+  case 'm':
+    o->have_m = true;
+    return parse_u64(arg, &o->m) ? 0 : bad_usage("bad -m '%s'", arg);
+  case OPT_IN_PLACE:
+    o->in_place = true;
+    return 0;
+  case OPT_JSON:
+    o->json = true;
+    return 0;
+  case OPT_COST:
+    o->cost = true;
+    return 0;
+  case OPT_ALL:
+    o->all = true;
+    return 0;
+  case OPT_ALPHA:
+    return parse_time(arg, &o->alpha) ? 0 : bad_usage("bad --alpha '%s'", arg);
+  case OPT_BETA:
+    return parse_time(arg, &o->beta) ? 0 : bad_usage("bad --beta '%s'", arg);
+  case OPT_GAMMA:
+    return parse_time(arg, &o->gamma) ? 0 : bad_usage("bad --gamma '%s'", arg);
+  default:
+    return bad_usage("unknown option");
+  }
+}
+
+/* Option combinations that only make sense together. */
+static int check_options(const options *o) {
+  if (o->p < 1)
+    return bad_usage("-p is required");
+  if (!o->cost && !o->have_coll)
+    return bad_usage("--coll is required (or --cost)");
+  if (o->cost && !o->have_m)
+    return bad_usage("--cost needs -m BYTES");
+  if (o->cost && o->m % o->dtype_size != 0)
+    return bad_usage("-m %" PRIu64 " is not a multiple of --dtype-size %" PRIu64,
+                     o->m, o->dtype_size);
+  if (o->cost && (o->have_count || o->counts_arg != NULL))
+    return bad_usage("--cost takes -m, not --count or --counts");
+  if (!o->cost && o->have_m)
+    return bad_usage("-m is for --cost; use --count to view a schedule");
+  if (o->rank < 0 || o->rank >= o->p)
+    return bad_usage("--rank %d is not in 0..%d", o->rank, o->p - 1);
+  if (o->root < 0 || o->root >= o->p)
+    return bad_usage("--root %d is not in 0..%d", o->root, o->p - 1);
+  if (o->counts_arg != NULL && o->have_count)
+    return bad_usage("give --count or --counts, not both");
+  if (o->counts_arg != NULL && o->coll != CRNET_COLL_REDUCE_SCATTER &&
+      o->coll != CRNET_COLL_ALLGATHER)
+    return bad_usage("--counts is for reduce_scatter and allgather");
+  return 0;
+}
+
+/* 0, 1 (help printed: exit 0) or EXIT_USAGE. */
+static int parse_options(int argc, char **argv, options *o) {
+  static const struct option longopts[] = {
+      {"coll", required_argument, NULL, OPT_COLL},
+      {"schedule", required_argument, NULL, OPT_SCHEDULE},
+      {"rank", required_argument, NULL, OPT_RANK},
+      {"count", required_argument, NULL, OPT_COUNT},
+      {"counts", required_argument, NULL, OPT_COUNTS},
+      {"dtype-size", required_argument, NULL, OPT_DTYPE_SIZE},
+      {"root", required_argument, NULL, OPT_ROOT},
+      {"in-place", no_argument, NULL, OPT_IN_PLACE},
+      {"json", no_argument, NULL, OPT_JSON},
+      {"cost", no_argument, NULL, OPT_COST},
+      {"alpha", required_argument, NULL, OPT_ALPHA},
+      {"beta", required_argument, NULL, OPT_BETA},
+      {"gamma", required_argument, NULL, OPT_GAMMA},
+      {"all", no_argument, NULL, OPT_ALL},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
+  int c, rc;
+
+  memset(o, 0, sizeof *o);
+  o->dtype_size = 4;
+  opterr = 0; /* bad_usage says it, in one line */
+  while ((c = getopt_long(argc, argv, ":hp:m:", longopts, NULL)) != -1) {
+    if (c == 'h') {
+      usage(stdout);
+      return 1;
+    }
+    if (c == '?')
+      return bad_usage("unknown option '%s'", argv[optind - 1]);
+    if (c == ':')
+      return bad_usage("option '%s' needs a value", argv[optind - 1]);
+    rc = apply_option(o, c, optarg);
+    if (rc != 0)
+      return rc;
+  }
+  if (optind < argc)
+    return bad_usage("unexpected argument '%s'", argv[optind]);
+  return check_options(o);
+}
+
+/* ---- the vector's blocks ------------------------------------------------ */
+
+/* Block lengths (elements) and their prefix sums: block b is vector
+ * elements [prefix[b], prefix[b+1]). */
+typedef struct blocks {
+  int32_t p;
+  uint64_t *counts; /* p */
+  uint64_t *prefix; /* p + 1 */
+} blocks;
+
+static void blocks_free(blocks *b) {
+  free(b->counts);
+  free(b->prefix);
+}
+
+/* From --counts (p comma-separated lengths) or an even cut of `count`.
+ * 0, or EXIT_USAGE after saying why (or 1 on out of memory). */
+static int blocks_make(blocks *b, int32_t p, uint64_t count,
+                       const char *counts_arg) {
+  b->p = p;
+  b->counts = malloc(sizeof *b->counts * (size_t)p);
+  b->prefix = malloc(sizeof *b->prefix * ((size_t)p + 1));
+  if (b->counts == NULL || b->prefix == NULL) {
+    blocks_free(b);
+    fputs("crsched: out of memory\n", stderr);
+    return 1;
+  }
+  for (int32_t i = 0; i < p; i++) {
+    uint64_t off;
+    crnet__block_range(count, p, i, &off, &b->counts[i]);
+  }
+  if (counts_arg != NULL) {
+    const char *s = counts_arg;
+    int32_t i = 0;
+    for (; *s != '\0' && i < p; i++) {
+      char num[32];
+      size_t len = strcspn(s, ",");
+      if (len == 0 || len >= sizeof num)
+        break;
+      memcpy(num, s, len);
+      num[len] = '\0';
+      if (!parse_u64(num, &b->counts[i]))
+        break;
+      s += len;
+      if (*s == ',' && s[1] != '\0')
+        s++;
+    }
+    if (i != p || *s != '\0') {
+      blocks_free(b);
+      return bad_usage("--counts needs %d comma-separated lengths", p);
+    }
+  }
+  b->prefix[0] = 0;
+  for (int32_t i = 0; i < p; i++)
+    b->prefix[i + 1] = b->prefix[i] + b->counts[i];
+  return 0;
+}
+
+/* Where element 0 of each buffer sits in the vector, or -1 when the buffer
+ * is not a window on it (TEMP, always: builders keep it in R order). */
+typedef struct layout {
+  int64_t base[CRNET__BUF_COUNT];
+} layout;
+
+static layout layout_of(const crnet__call *call, const blocks *b) {
+  layout l = {{0, 0, -1}};
+  int64_t own = (int64_t)b->prefix[call->rank];
+  if (call->coll == CRNET_COLL_REDUCE_SCATTER && !call->in_place)
+    l.base[CRNET__BUF_RECV] = own;
+  if (call->coll == CRNET_COLL_ALLGATHER)
+    l.base[CRNET__BUF_SEND] = own;
+  if (call->coll == CRNET_COLL_BARRIER)
+    l.base[CRNET__BUF_SEND] = l.base[CRNET__BUF_RECV] = -1;
+  return l;
+}
+
+/* Index of the last prefix entry <= x. */
+static int32_t last_at_most(const blocks *b, uint64_t x) {
+  int32_t lo = 0, hi = b->p; /* prefix[lo] <= x always (prefix[0] = 0) */
+  while (lo < hi) {
+    int32_t mid = lo + (hi - lo + 1) / 2;
+    if (b->prefix[mid] <= x)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
+/* The blocks a segment covers exactly, as [*first, *last]; false when it
+ * is not a whole number of blocks of the vector. */
+static bool seg_blocks(const blocks *b, const layout *l, const crnet__seg *g,
+                       int32_t *first, int32_t *last) {
+  uint64_t lo, hi;
+  int32_t end;
+  if (g->buf >= CRNET__BUF_COUNT || l->base[g->buf] < 0 || g->count == 0)
+    return false;
+  lo = (uint64_t)l->base[g->buf] + g->off;
+  hi = lo + g->count;
+  if (hi > b->prefix[b->p])
+    return false;
+  *first = last_at_most(b, lo); /* skips zero-length blocks starting at lo */
+  end = last_at_most(b, hi - 1) + 1;
+  if (b->prefix[*first] != lo || b->prefix[end] != hi)
+    return false;
+  *last = end - 1;
+  return *first <= *last;
+}
+
+/* ---- skips ------------------------------------------------------------ */
+
+/* The circulant skip sequence of the schedule (n == 0 for other families). */
+typedef struct skips {
+  int32_t *s;
+  int n;
+} skips;
+
+static int skips_make(skips *k, const char *name, int32_t p) {
+  k->n = 0;
+  k->s = malloc(sizeof *k->s * (size_t)p);
+  if (k->s == NULL)
+    return CRNET_ENOMEM;
+  k->n = crnet__circ_skips(name, p, k->s);
+  if (k->n < 0)
+    k->n = 0; /* not a circulant schedule */
+  return 0;
+}
+
+/* The circulant phases of round `r` of a schedule with `nrounds` rounds:
+ * (s', s) and the direction (+1: to rank+s, from rank-s, the reduce-scatter
+ * rounds; -1: the reverse, the allgather rounds). False when the schedule's
+ * rounds are not exactly the phases (another family, p = 1, ...). */
+static bool round_skip(const skips *k, crnet_collective coll, uint32_t nrounds,
+                       uint32_t r, int32_t *sp, int32_t *s, int *dir) {
+  uint32_t rs = k->n > 0 ? (uint32_t)k->n - 1 : 0, ag_first = rs;
+  uint32_t expect = 2 * rs;
+  if (coll == CRNET_COLL_REDUCE_SCATTER || coll == CRNET_COLL_BARRIER)
+    expect = ag_first = rs;
+  if (coll == CRNET_COLL_ALLGATHER) {
+    expect = rs;
+    ag_first = 0;
+  }
+  if (rs == 0 || nrounds != expect || r >= nrounds)
+    return false;
+  if (r < ag_first) {
+    *sp = k->s[r];
+    *s = k->s[r + 1];
+    *dir = 1;
+  } else {
+    uint32_t j = r - ag_first;
+    *sp = k->s[k->n - 2 - (int)j];
+    *s = k->s[k->n - 1 - (int)j];
+    *dir = -1;
+  }
+  return true;
+}
+
+static int32_t mod_p(int64_t x, int32_t p) {
+  int64_t m = x % p;
+  return (int32_t)(m < 0 ? m + p : m);
+}
+
+/* ---- per-round totals --------------------------------------------------- */
+
+typedef struct round_totals {
+  bool comm;
+  uint64_t sent, recv, reduced, copied; /* elements */
+} round_totals;
+
+static round_totals round_sum(const crnet__schedule *s, uint32_t k) {
+  const crnet__round *ro = &s->rounds[k];
+  round_totals t = {ro->send.peer >= 0 || ro->recv.peer >= 0, 0, 0, 0, 0};
+  if (ro->send.peer >= 0)
+    t.sent = crnet__xfer_count(s, &ro->send);
+  if (ro->recv.peer >= 0)
+    t.recv = crnet__xfer_count(s, &ro->recv);
+  for (uint32_t i = 0; i < ro->nsteps; i++) {
+    const crnet__step *st = &s->steps[ro->first_step + i];
+    if (st->kind == CRNET__STEP_REDUCE)
+      t.reduced += st->src.count;
+    else
+      t.copied += st->src.count;
+  }
+  return t;
+}
+
+/* ---- viewing ------------------------------------------------------------ */
+
+/* Everything the printers need about the one schedule shown. */
+typedef struct view {
+  const options *o;
+  const char *name;
+  const crnet__call *call;
+  const crnet__schedule *s;
+  const blocks *b;
+  layout l;
+  skips k;
+} view;
+
+static void text_segs(const view *v, const crnet__xfer *x) {
+  for (uint32_t i = 0; i < x->nsegs; i++) {
+    const crnet__seg *g = &v->s->segs[x->first_seg + i];
+    int32_t b0, b1;
+    printf(" %s[%" PRIu64 "+%" PRIu64 "]", buf_names[g->buf], g->off,
+           g->count);
+    if (seg_blocks(v->b, &v->l, g, &b0, &b1)) {
+      if (b0 == b1)
+        printf(" (block %d)", b0);
+      else
+        printf(" (blocks %d-%d)", b0, b1);
+    }
+  }
+}
+
+/* The blocks the paper's algorithm moves in round r, as R indices
+ * [*i0, *i0 + *len) (block (rank + i) mod p for R index i): in the
+ * reduce-scatter phase R[s..s'-1] is sent and T[0..s'-s-1] received, in the
+ * allgather phase R[0..s'-s-1] is sent and R[s..s'-1] received. False when
+ * the round is not a circulant phase round, or when the schedule moves a
+ * different number of elements (the pruned rounds of bcast and reduce). */
+static bool paper_blocks(const view *v, uint32_t r, bool send, uint64_t elems,
+                         int32_t *i0, int32_t *len) {
+  int32_t sp, s, p = v->s->p;
+  int dir;
+  uint64_t sum = 0;
+  if (!round_skip(&v->k, v->call->coll, v->s->nrounds, r, &sp, &s, &dir) ||
+      v->call->coll == CRNET_COLL_BARRIER)
+    return false;
+  *len = sp - s;
+  *i0 = (send == (dir > 0)) ? s : 0;
+  for (int32_t i = *i0; i < *i0 + *len; i++)
+    sum += v->b->counts[mod_p((int64_t)v->s->rank + i, p)];
+  return sum == elems;
+}
+
+/* "blocks 21,0-9": the blocks of R[i0 .. i0+len), in order. */
+static void text_block_ids(const view *v, int32_t i0, int32_t len) {
+  int32_t p = v->s->p, a = mod_p((int64_t)v->s->rank + i0, p);
+  int32_t b = mod_p((int64_t)a + len - 1, p);
+  printf("R[%d..%d] = block%s ", i0, i0 + len - 1, len > 1 ? "s" : "");
+  if (len == 1)
+    printf("%d", a);
+  else if (a <= b)
+    printf("%d-%d", a, b);
+  else {
+    if (a == p - 1)
+      printf("%d,", a);
+    else
+      printf("%d-%d,", a, p - 1);
+    if (b == 0)
+      printf("0");
+    else
+      printf("0-%d", b);
+  }
+}
+
+static void text_xfer(const view *v, uint32_t r, bool send, uint64_t elems) {
+  const crnet__round *ro = &v->s->rounds[r];
+  const crnet__xfer *x = send ? &ro->send : &ro->recv;
+  int32_t i0, len;
+  if (x->peer < 0)
+    return;
+  printf("  %-9s %-5d", send ? "send to" : "recv from", x->peer);
+  text_segs(v, x);
+  if (x->nsegs == 0)
+    printf(" (empty message)");
+  printf("  %" PRIu64 " bytes\n", elems * v->o->dtype_size);
+  if (paper_blocks(v, r, send, elems, &i0, &len)) {
+    printf("            ");
+    text_block_ids(v, i0, len);
+    putchar('\n');
+  }
+}
+
+static void text_steps(const view *v, const crnet__round *ro) {
+  for (uint32_t i = 0; i < ro->nsteps; i++) {
+    const crnet__step *st = &v->s->steps[ro->first_step + i];
+    bool red = st->kind == CRNET__STEP_REDUCE;
+    printf("  %-6s %s[%" PRIu64 "+%" PRIu64 "] -> %s[%" PRIu64 "]%s\n",
+           red ? "reduce" : "copy", buf_names[st->src.buf], st->src.off,
+           st->src.count, buf_names[st->dst.buf], st->dst.off,
+           !red                         ? ""
+           : st->order == CRNET__SRC_LEFT ? " (src on the left)"
+                                          : " (dst on the left)");
+  }
+}
+
+/* "s'=22 s=11", plus a warning if a peer contradicts the skip. */
+static void text_skip(const view *v, uint32_t r) {
+  const crnet__round *ro = &v->s->rounds[r];
+  int32_t sp, s, p = v->s->p, me = v->s->rank;
+  int dir;
+  if (!round_skip(&v->k, v->call->coll, v->s->nrounds, r, &sp, &s, &dir))
+    return;
+  printf("  s'=%d s=%d %s", sp, s,
+         dir > 0 ? "(reduce-scatter phase)" : "(allgather phase)");
+  if ((ro->send.peer >= 0 && ro->send.peer != mod_p(me + (int64_t)dir * s, p)) ||
+      (ro->recv.peer >= 0 && ro->recv.peer != mod_p(me - (int64_t)dir * s, p)))
+    printf("  WARNING: peers do not match the skip");
+}
+
+static void text_header(const view *v) {
+  const crnet__call *c = v->call;
+  printf("%s, schedule %s, p = %d, rank %d", crnet_collective_name(c->coll),
+         v->name, c->p, c->rank);
+  if (c->coll == CRNET_COLL_BCAST || c->coll == CRNET_COLL_REDUCE)
+    printf(", root %d", c->root);
+  printf("%s: %u rounds\n", c->in_place ? ", in place" : "", v->s->nrounds);
+  if (c->coll != CRNET_COLL_BARRIER)
+    printf("vector: %" PRIu64 " elements of %" PRIu64
+           " bytes in %d blocks; TEMP: %" PRIu64 " elements\n",
+           v->b->prefix[c->p], v->o->dtype_size, c->p, v->s->temp_count);
+  if (v->k.n > 1) {
+    printf("skips s:");
+    for (int i = 0; i < v->k.n; i++)
+      printf(" %d", v->k.s[i]);
+    putchar('\n');
+  }
+}
+
+static void print_text(const view *v) {
+  text_header(v);
+  for (uint32_t r = 0; r < v->s->nrounds; r++) {
+    const crnet__round *ro = &v->s->rounds[r];
+    round_totals t = round_sum(v->s, r);
+    printf("round %u", r);
+    text_skip(v, r);
+    if (!t.comm)
+      printf("  (local steps only)");
+    putchar('\n');
+    text_xfer(v, r, true, t.sent);
+    text_xfer(v, r, false, t.recv);
+    text_steps(v, ro);
+  }
+}
+
+static void json_seg(const crnet__seg *g) {
+  printf("[\"%s\",%" PRIu64 ",%" PRIu64 "]", buf_names[g->buf], g->off,
+         g->count);
+}
+
+/* "send_blocks":[[buf,off,count],...],"send_block_ranges":[[b0,b1]|null..] */
+static void json_xfer(const view *v, const crnet__xfer *x, const char *key) {
+  printf(",\"%s_blocks\":[", key);
+  for (uint32_t i = 0; i < x->nsegs; i++) {
+    if (i > 0)
+      putchar(',');
+    json_seg(&v->s->segs[x->first_seg + i]);
+  }
+  printf("],\"%s_block_ranges\":[", key);
+  for (uint32_t i = 0; i < x->nsegs; i++) {
+    int32_t b0, b1;
+    if (i > 0)
+      putchar(',');
+    if (seg_blocks(v->b, &v->l, &v->s->segs[x->first_seg + i], &b0, &b1))
+      printf("[%d,%d]", b0, b1);
+    else
+      printf("null");
+  }
+  putchar(']');
+}
+
+/* ,"send_block_ids":[...] or null: see paper_blocks. */
+static void json_block_ids(const view *v, uint32_t r, bool send,
+                           uint64_t elems) {
+  int32_t i0, len;
+  printf(",\"%s_block_ids\":", send ? "send" : "recv");
+  if (!paper_blocks(v, r, send, elems, &i0, &len)) {
+    printf("null");
+    return;
+  }
+  putchar('[');
+  for (int32_t i = 0; i < len; i++)
+    printf("%s%d", i > 0 ? "," : "",
+           mod_p((int64_t)v->s->rank + i0 + i, v->s->p));
+  putchar(']');
+}
+
+static void json_steps(const view *v, const crnet__round *ro) {
+  printf(",\"steps\":[");
+  for (uint32_t i = 0; i < ro->nsteps; i++) {
+    const crnet__step *st = &v->s->steps[ro->first_step + i];
+    bool red = st->kind == CRNET__STEP_REDUCE;
+    printf("%s{\"op\":\"%s\",\"src\":", i > 0 ? "," : "",
+           red ? "reduce" : "copy");
+    json_seg(&st->src);
+    printf(",\"dst\":");
+    json_seg(&st->dst);
+    if (red)
+      printf(",\"order\":\"%s\"",
+             st->order == CRNET__SRC_LEFT ? "src-left" : "dst-left");
+    putchar('}');
+  }
+  putchar(']');
+}
+
+static void print_json_round(const view *v, uint32_t r) {
+  const crnet__round *ro = &v->s->rounds[r];
+  round_totals t = round_sum(v->s, r);
+  uint64_t b = v->o->dtype_size;
+  int32_t sp, s;
+  int dir;
+  printf("{\"round\":%u,\"send_to\":%d,\"recv_from\":%d", r, ro->send.peer,
+         ro->recv.peer);
+  if (round_skip(&v->k, v->call->coll, v->s->nrounds, r, &sp, &s, &dir))
+    printf(",\"s_prev\":%d,\"skip\":%d,\"phase\":\"%s\"", sp, s,
+           dir > 0 ? "reduce-scatter" : "allgather");
+  else
+    printf(",\"s_prev\":null,\"skip\":null,\"phase\":null");
+  json_xfer(v, &ro->send, "send");
+  json_xfer(v, &ro->recv, "recv");
+  json_block_ids(v, r, true, t.sent);
+  json_block_ids(v, r, false, t.recv);
+  printf(",\"bytes\":{\"sent\":%" PRIu64 ",\"recv\":%" PRIu64
+         ",\"reduced\":%" PRIu64 ",\"copied\":%" PRIu64 "}",
+         t.sent * b, t.recv * b, t.reduced * b, t.copied * b);
+  json_steps(v, ro);
+  puts("}");
+}
+
+/* Resolves the schedule for the call; on failure prints crnet__select's
+ * reason and returns EXIT_USAGE. */
+static int resolve(const char *requested, const crnet__call *call,
+                   const char **name) {
+  char why[256] = "";
+  uint32_t id;
+  int rc = crnet__select(requested, call, name, &id, why, sizeof why);
+  if (rc == 0)
+    return 0;
+  fprintf(stderr, "crsched: %s\n", why[0] != '\0' ? why : crnet_strerror(rc));
+  return rc == CRNET_ENOMEM ? 1 : EXIT_USAGE;
+}
+
+static crnet__call call_for(const options *o, crnet_collective coll,
+                            int32_t rank, const blocks *b) {
+  crnet__call c;
+  memset(&c, 0, sizeof c);
+  c.coll = coll;
+  c.p = o->p;
+  c.rank = rank;
+  c.count = b->prefix[o->p];
+  c.counts = b->counts;
+  c.root = o->root;
+  c.in_place = o->in_place;
+  c.commutative = true;
+  return c;
+}
+
+static int build_or_complain(const char *name, const crnet__call *call,
+                             crnet__schedule *s) {
+  int rc = crnet__build(name, call, s);
+  if (rc != 0)
+    fprintf(stderr, "crsched: building %s for %s at p = %d, rank %d: %s\n",
+            name, crnet_collective_name(call->coll), call->p, call->rank,
+            crnet_strerror(rc));
+  return rc;
+}
+
+static int view_main(const options *o) {
+  blocks b;
+  crnet__call call;
+  crnet__schedule s;
+  view v;
+  int rc = blocks_make(&b, o->p, o->have_count ? o->count : (uint64_t)o->p,
+                       o->counts_arg);
+  if (rc != 0)
+    return rc;
+  call = call_for(o, o->coll, o->rank, &b);
+  memset(&v, 0, sizeof v);
+  rc = resolve(o->schedule != NULL ? o->schedule : "auto", &call, &v.name);
+  if (rc != 0)
+    goto out_blocks;
+  rc = build_or_complain(v.name, &call, &s) != 0 ? 1 : 0;
+  if (rc != 0)
+    goto out_blocks;
+  if (skips_make(&v.k, v.name, o->p) != 0) {
+    fputs("crsched: out of memory\n", stderr);
+    rc = 1;
+    goto out_sched;
+  }
+  v.o = o;
+  v.call = &call;
+  v.s = &s;
+  v.b = &b;
+  v.l = layout_of(&call, &b);
+  if (o->json)
+    for (uint32_t r = 0; r < s.nrounds; r++)
+      print_json_round(&v, r);
+  else
+    print_text(&v);
+  free(v.k.s);
+out_sched:
+  crnet__sched_free(&s);
+out_blocks:
+  blocks_free(&b);
+  return rc;
+}
+
+/* ---- the cost model --------------------------------------------------- */
+
+/* A row whose builder would take longer than this (estimated from rank
+ * 0's build time times p) is skipped unless --all is given. */
+#define SLOW_ROW_SECONDS 60.0
+
+typedef struct cost_row {
+  crnet_collective coll;
+  const char *name;
+  uint32_t rounds;              /* communicating rounds, max over ranks */
+  uint64_t sent, recv, reduced; /* bytes, max over ranks */
+  double time, rank_sum;        /* see the top of the file */
+  bool sampled;                 /* ranks symmetric: one rank computed */
+  bool skipped;                 /* too slow to build, see SLOW_ROW_SECONDS */
+} cost_row;
+
+/* One rank's schedule reduced to what the model needs, per round. */
+typedef struct profile {
+  round_totals *t;
+  uint32_t n;
+} profile;
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Builds rank's schedule, keeps its per-round totals, frees it. 0 or 1. */
+static int profile_rank(const options *o, const cost_row *row, int32_t rank,
+                        const blocks *b, profile *pr) {
+  crnet__call call = call_for(o, row->coll, rank, b);
+  crnet__schedule s;
+  if (build_or_complain(row->name, &call, &s) != 0)
+    return 1;
+  pr->n = s.nrounds;
+  pr->t = malloc(sizeof *pr->t * (s.nrounds ? s.nrounds : 1));
+  if (pr->t != NULL)
+    for (uint32_t k = 0; k < s.nrounds; k++)
+      pr->t[k] = round_sum(&s, k);
+  crnet__sched_free(&s);
+  if (pr->t == NULL) {
+    fputs("crsched: out of memory\n", stderr);
+    return 1;
+  }
+  return 0;
+}
+
+static bool profile_equal(const profile *a, const profile *b) {
+  if (a->n != b->n)
+    return false;
+  for (uint32_t k = 0; k < a->n; k++)
+    if (a->t[k].comm != b->t[k].comm || a->t[k].sent != b->t[k].sent ||
+        a->t[k].recv != b->t[k].recv || a->t[k].reduced != b->t[k].reduced)
+      return false;
+  return true;
+}
+
+static double round_cost(const options *o, const round_totals *t) {
+  uint64_t B = o->dtype_size, moved = t->sent > t->recv ? t->sent : t->recv;
+  return (t->comm ? o->alpha : 0) + o->beta * (double)(moved * B) +
+         o->gamma * (double)(t->reduced * B);
+}
+
+/* Adds one rank to the row; per_round[k] keeps the max over ranks of the
+ * round's cost (per_round has room for *nmax rounds, grown as needed). */
+static bool add_rank(const options *o, const profile *pr, cost_row *row,
+                     double **per_round, uint32_t *nmax) {
+  uint64_t B = o->dtype_size, sent = 0, recv = 0, reduced = 0;
+  uint32_t comm = 0;
+  double sum = 0;
+  if (pr->n > *nmax) {
+    double *t = realloc(*per_round, sizeof *t * pr->n);
+    if (t == NULL)
+      return false;
+    for (uint32_t k = *nmax; k < pr->n; k++)
+      t[k] = 0;
+    *per_round = t;
+    *nmax = pr->n;
+  }
+  for (uint32_t k = 0; k < pr->n; k++) {
+    double c = round_cost(o, &pr->t[k]);
+    if (c > (*per_round)[k])
+      (*per_round)[k] = c;
+    sum += c;
+    comm += pr->t[k].comm;
+    sent += pr->t[k].sent * B;
+    recv += pr->t[k].recv * B;
+    reduced += pr->t[k].reduced * B;
+  }
+  row->rounds = comm > row->rounds ? comm : row->rounds;
+  row->sent = sent > row->sent ? sent : row->sent;
+  row->recv = recv > row->recv ? recv : row->recv;
+  row->reduced = reduced > row->reduced ? reduced : row->reduced;
+  row->rank_sum = sum > row->rank_sum ? sum : row->rank_sum;
+  return true;
+}
+
+/* Rotation symmetry. The circulant builders work on R[i] = V[(r+i) mod p]
+ * with peers r +- s, and the ring on blocks (r-k) mod p with peers r +- 1,
+ * so for the rootless collectives, with every block the same size, renaming
+ * rank r to r+1 turns rank r's schedule into rank r+1's, and every rank has
+ * the same per-round totals. bcast and reduce have a root, and unequal
+ * blocks break it, so those always loop. The claim is also checked on a few
+ * ranks (see cost_one), and any difference falls back to the full loop. */
+static bool rotation_symmetric(const options *o, const cost_row *row,
+                               const blocks *b) {
+  if (o->all || row->coll == CRNET_COLL_BCAST ||
+      row->coll == CRNET_COLL_REDUCE)
+    return false;
+  for (int32_t i = 1; i < b->p; i++)
+    if (b->counts[i] != b->counts[0])
+      return false;
+  return true;
+}
+
+/* True if ranks 1, p/2 and p-1 have rank 0's totals (r0). 0 or 1 in *rc. */
+static bool samples_agree(const options *o, const cost_row *row,
+                          const blocks *b, const profile *r0, int *rc) {
+  const int32_t sample[] = {1, o->p / 2, o->p - 1};
+  bool same = true;
+  for (size_t i = 0; i < sizeof sample / sizeof sample[0] && same; i++) {
+    profile pr;
+    if (sample[i] < 1 || sample[i] >= o->p)
+      continue;
+    *rc = profile_rank(o, row, sample[i], b, &pr);
+    if (*rc != 0)
+      return false;
+    same = profile_equal(r0, &pr);
+    free(pr.t);
+  }
+  return same;
+}
+
+/* Fills the row from every rank (or rank 0 alone, when the ranks are
+ * symmetric). 0 or 1. */
+static int cost_one(const options *o, const blocks *b, cost_row *row) {
+  double *per_round = NULL, t0 = now();
+  uint32_t nmax = 0;
+  profile pr;
+  int rc = profile_rank(o, row, 0, b, &pr);
+  if (rc != 0)
+    return rc;
+  if (rotation_symmetric(o, row, b) && samples_agree(o, row, b, &pr, &rc))
+    row->sampled = true;
+  else if (rc == 0 && !o->all && (now() - t0) * o->p > SLOW_ROW_SECONDS)
+    row->skipped = true;
+  if (rc == 0 && !row->skipped && !add_rank(o, &pr, row, &per_round, &nmax))
+    rc = 1;
+  free(pr.t);
+  for (int32_t r = 1; r < o->p && rc == 0 && !row->sampled && !row->skipped;
+       r++) {
+    rc = profile_rank(o, row, r, b, &pr);
+    if (rc != 0)
+      break;
+    if (!add_rank(o, &pr, row, &per_round, &nmax))
+      rc = 1;
+    free(pr.t);
+  }
+  if (rc != 0)
+    fprintf(stderr, "crsched: %s %s: giving up\n",
+            crnet_collective_name(row->coll), row->name);
+  for (uint32_t k = 0; k < nmax; k++)
+    row->time += per_round[k];
+  free(per_round);
+  return rc;
+}
+
+static int by_time(const void *a, const void *b) {
+  const cost_row *x = a, *y = b;
+  if (x->coll != y->coll)
+    return x->coll < y->coll ? -1 : 1;
+  if (x->skipped != y->skipped)
+    return x->skipped ? 1 : -1;
+  if (x->time != y->time)
+    return x->time < y->time ? -1 : 1;
+  return strcmp(x->name, y->name);
+}
+
+static void print_cost_json(const cost_row *r) {
+  printf("{\"coll\":\"%s\",\"schedule\":\"%s\"",
+         crnet_collective_name(r->coll), r->name);
+  if (r->skipped) {
+    puts(",\"skipped\":true}");
+    return;
+  }
+  printf(",\"rounds\":%u,\"bytes_sent\":%" PRIu64 ",\"bytes_recv\":%" PRIu64
+         ",\"bytes_reduced\":%" PRIu64 ",\"time\":%.17g,\"rank_sum\":%.17g,"
+         "\"sampled\":%s}\n",
+         r->rounds, r->sent, r->recv, r->reduced, r->time, r->rank_sum,
+         r->sampled ? "true" : "false");
+}
+
+static void print_cost_text(const cost_row *r) {
+  printf("%-15s %-19s ", crnet_collective_name(r->coll), r->name);
+  if (r->skipped) {
+    printf("skipped: building every rank would take over %.0f s "
+           "(--all)\n",
+           SLOW_ROW_SECONDS);
+    return;
+  }
+  printf("%7u %12" PRIu64 " %12" PRIu64 " %12" PRIu64 " %13.6g %13.6g%s\n",
+         r->rounds, r->sent, r->recv, r->reduced, r->time, r->rank_sum,
+         r->sampled ? " *" : "");
+}
+
+static void print_cost(const options *o, const cost_row *rows, size_t n) {
+  bool sampled = false;
+  if (!o->json) {
+    printf("p = %d, m = %" PRIu64 " bytes (%" PRIu64
+           " elements of %" PRIu64 "), alpha = %g s, beta = %g s/B, "
+           "gamma = %g s/B\n"
+           "time: synchronous rounds, sum over rounds of the slowest rank; "
+           "rank-sum: the busiest rank alone\n",
+           o->p, o->m, o->m / o->dtype_size, o->dtype_size, o->alpha,
+           o->beta, o->gamma);
+    printf("%-15s %-19s %7s %12s %12s %12s %13s %13s\n", "collective",
+           "schedule", "rounds", "sent B/rank", "recv B/rank", "reduced B",
+           "time", "rank-sum");
+  }
+  for (size_t i = 0; i < n; i++) {
+    sampled |= rows[i].sampled;
+    if (o->json)
+      print_cost_json(&rows[i]);
+    else
+      print_cost_text(&rows[i]);
+  }
+  if (!o->json && sampled)
+    puts("* all ranks symmetric (checked on ranks 0, 1, p/2, p-1): one rank "
+         "computed; --all computes every rank");
+}
+
+/* The rows to compute: every (collective, schedule) asked for that the
+ * selection table allows. 0, or EXIT_USAGE when --schedule cannot do it. */
+static int cost_rows(const options *o, const blocks *b, cost_row *rows,
+                     size_t *n) {
+  *n = 0;
+  for (size_t c = 0; c < NKNOWN_COLLS; c++) {
+    crnet_collective coll = known_colls[c];
+    if (o->have_coll && coll != o->coll)
+      continue;
+    if (o->schedule != NULL) {
+      crnet__call call = call_for(o, coll, 0, b);
+      const char *name;
+      char why[256];
+      uint32_t id;
+      if (crnet__select(o->schedule, &call, &name, &id, why, sizeof why) != 0) {
+        if (o->have_coll)
+          return resolve(o->schedule, &call, &name);
+        continue; /* all collectives: show those it can do */
+      }
+      rows[(*n)++] = (cost_row){.coll = coll, .name = name};
+      continue;
+    }
+    for (size_t s = 0; s < NSCHEDULE_NAMES; s++)
+      if (crnet__schedule_known(schedule_names[s], coll))
+        rows[(*n)++] = (cost_row){.coll = coll, .name = schedule_names[s]};
+  }
+  if (*n == 0 && o->schedule != NULL) {
+    crnet__call call = call_for(o, CRNET_COLL_ALLREDUCE, 0, b);
+    const char *name;
+    return resolve(o->schedule, &call, &name);
+  }
+  return 0;
+}
+
+static int cost_main(const options *o) {
+  cost_row rows[NKNOWN_COLLS * NSCHEDULE_NAMES];
+  size_t n;
+  blocks b;
+  int rc = blocks_make(&b, o->p, o->m / o->dtype_size, NULL);
+  if (rc != 0)
+    return rc;
+  rc = cost_rows(o, &b, rows, &n);
+  for (size_t i = 0; i < n && rc == 0; i++)
+    rc = cost_one(o, &b, &rows[i]);
+  if (rc == 0) {
+    qsort(rows, n, sizeof rows[0], by_time);
+    print_cost(o, rows, n);
+  }
+  blocks_free(&b);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  options o;
+  int rc = parse_options(argc, argv, &o);
+  if (rc != 0)
+    return rc == 1 ? 0 : rc;
+  return o.cost ? cost_main(&o) : view_main(&o);
+}

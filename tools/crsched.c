@@ -40,13 +40,6 @@
 
 enum { EXIT_USAGE = 2 };
 
-/* The schedule names of select.h, in its order. select.h offers no way to
- * list them, so this list must follow it; crnet__schedule_known filters it
- * per collective. */
-static const char *const schedule_names[] = {
-    "circulant", "circulant-doubling", "circulant-linear", "circulant-sqrt",
-    "ring"};
-#define NSCHEDULE_NAMES (sizeof schedule_names / sizeof schedule_names[0])
 
 /* The collectives crsched knows, in the order the cost table lists them. */
 static const crnet_collective known_colls[] = {
@@ -1052,9 +1045,10 @@ static int cost_rows(const options *o, const blocks *b, cost_row *rows,
       rows[(*n)++] = (cost_row){.coll = coll, .name = name};
       continue;
     }
-    for (size_t s = 0; s < NSCHEDULE_NAMES; s++)
-      if (crnet__schedule_known(schedule_names[s], coll))
-        rows[(*n)++] = (cost_row){.coll = coll, .name = schedule_names[s]};
+    for (size_t s = 0; crnet__schedule_name(s) != NULL; s++)
+      if (crnet__schedule_known(crnet__schedule_name(s), coll))
+        rows[(*n)++] =
+            (cost_row){.coll = coll, .name = crnet__schedule_name(s)};
   }
   if (*n == 0 && o->schedule != NULL) {
     crnet__call call = call_for(o, CRNET_COLL_ALLREDUCE, 0, b);
@@ -1065,12 +1059,20 @@ static int cost_rows(const options *o, const blocks *b, cost_row *rows,
 }
 
 static int cost_main(const options *o) {
-  cost_row rows[NKNOWN_COLLS * NSCHEDULE_NAMES];
-  size_t n;
+  size_t nnames = 0, n;
+  cost_row *rows;
   blocks b;
-  int rc = blocks_make(&b, o->p, o->m / o->dtype_size, NULL);
-  if (rc != 0)
+  int rc;
+  while (crnet__schedule_name(nnames) != NULL)
+    nnames++;
+  rows = calloc(NKNOWN_COLLS * nnames, sizeof *rows);
+  if (rows == NULL)
+    return CRNET_ENOMEM;
+  rc = blocks_make(&b, o->p, o->m / o->dtype_size, NULL);
+  if (rc != 0) {
+    free(rows);
     return rc;
+  }
   rc = cost_rows(o, &b, rows, &n);
   for (size_t i = 0; i < n && rc == 0; i++)
     rc = cost_one(o, &b, &rows[i]);
@@ -1079,6 +1081,7 @@ static int cost_main(const options *o) {
     print_cost(o, rows, n);
   }
   blocks_free(&b);
+  free(rows);
   return rc;
 }
 

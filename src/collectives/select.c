@@ -50,6 +50,10 @@ static const schedule_desc *find(const char *name) {
   return NULL;
 }
 
+const char *crnet__schedule_name(size_t i) {
+  return i < NSCHEDULES ? schedules[i].name : NULL;
+}
+
 const char *crnet__schedule_env_name(crnet_collective coll) {
   static const char *const names[CRNET_COLL_COUNT] = {
       "CRNET_ALLREDUCE_SCHEDULE", "CRNET_REDUCE_SCATTER_SCHEDULE",

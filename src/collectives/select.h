@@ -37,6 +37,10 @@ int crnet__build(const char *name, const crnet__call *call,
 /* True if `name` is a schedule that can do `coll` at all. */
 bool crnet__schedule_known(const char *name, crnet_collective coll);
 
+/* The i-th schedule's name (i from 0), or NULL past the last: for tools
+ * that list every schedule. */
+const char *crnet__schedule_name(size_t i);
+
 /* "CRNET_ALLREDUCE_SCHEDULE", ... */
 const char *crnet__schedule_env_name(crnet_collective coll);
 

@@ -125,6 +125,20 @@ static int run(crnet_comm *c, crnet__call *call, const void *send, void *recv,
   return rc;
 }
 
+/* The common end of the reducing calls. result_count: elements of this
+ * rank's result. */
+static int run_reduction(crnet_comm *c, crnet__call *call, const void *send,
+                         void *recv, crnet_datatype dt, crnet_op op,
+                         uint64_t result_count) {
+  int rc;
+  call->in_place = send == CRNET_IN_PLACE;
+  call->commutative = crnet__op_commutative(op);
+  rc = run(c, call, send, recv, dt, op);
+  if (rc == 0 && c->size == 1)
+    rc = normalise_logical(op, dt, recv, result_count);
+  return rc;
+}
+
 int crnet_comm_set_schedule(crnet_comm *c, crnet_collective coll,
                             const char *name) {
   if (c == NULL)
@@ -154,12 +168,7 @@ int crnet_allreduce(crnet_comm *c, const void *send, void *recv, size_t count,
     return call_error(c, CRNET_EINVAL, "allreduce: NULL buffer");
   if (!fits(count, crnet_datatype_size(dt)))
     return call_error(c, CRNET_EINVAL, "allreduce: count too large");
-  call.in_place = send == CRNET_IN_PLACE;
-  call.commutative = crnet__op_commutative(op);
-  rc = run(c, &call, send, recv, dt, op);
-  if (rc == 0 && c->size == 1)
-    rc = normalise_logical(op, dt, recv, count);
-  return rc;
+  return run_reduction(c, &call, send, recv, dt, op, count);
 }
 
 static int reduce_scatter(crnet_comm *c, const char *what, const void *send,
@@ -167,7 +176,6 @@ static int reduce_scatter(crnet_comm *c, const char *what, const void *send,
                           crnet_datatype dt, crnet_op op) {
   crnet__call call = {.coll = CRNET_COLL_REDUCE_SCATTER, .counts = counts};
   uint64_t total = 0, mine = counts[c->rank];
-  int rc;
   for (int r = 0; r < c->size; r++) {
     if (counts[r] > UINT64_MAX - total)
       return call_error(c, CRNET_EINVAL, "%s: counts overflow", what);
@@ -179,12 +187,7 @@ static int reduce_scatter(crnet_comm *c, const char *what, const void *send,
       (send == CRNET_IN_PLACE && total > 0 && recv == NULL))
     return call_error(c, CRNET_EINVAL, "%s: NULL buffer", what);
   call.count = total;
-  call.in_place = send == CRNET_IN_PLACE;
-  call.commutative = crnet__op_commutative(op);
-  rc = run(c, &call, send, recv, dt, op);
-  if (rc == 0 && c->size == 1)
-    rc = normalise_logical(op, dt, recv, mine);
-  return rc;
+  return run_reduction(c, &call, send, recv, dt, op, mine);
 }
 
 int crnet_reduce_scatter_block(crnet_comm *c, const void *send, void *recv,
@@ -281,12 +284,7 @@ int crnet_reduce(crnet_comm *c, const void *send, void *recv, size_t count,
     return call_error(c, CRNET_EINVAL, "reduce: NULL buffer");
   if (!fits(count, crnet_datatype_size(dt)))
     return call_error(c, CRNET_EINVAL, "reduce: count too large");
-  call.in_place = send == CRNET_IN_PLACE;
-  call.commutative = crnet__op_commutative(op);
-  rc = run(c, &call, send, recv, dt, op);
-  if (rc == 0 && c->size == 1)
-    rc = normalise_logical(op, dt, recv, count);
-  return rc;
+  return run_reduction(c, &call, send, recv, dt, op, count);
 }
 
 int crnet_barrier(crnet_comm *c) {

@@ -26,6 +26,8 @@
  */
 #include "ring.h"
 
+#include <stdlib.h>
+
 #include "crnet.h"
 
 int crnet__ring_allreduce(crnet__schedule *out, int32_t p, int32_t rank,
@@ -66,5 +68,279 @@ int crnet__ring_allreduce(crnet__schedule *out, int32_t p, int32_t rank,
     crnet__sched_recv_peer(out, prev);
     crnet__sched_recv(out, prev, CRNET__BUF_RECV, off, n);
   }
+  return crnet__sched_finish(out);
+}
+
+/* ------------------------------------------------------------------------
+ * REDUCE-SCATTER, ALLGATHER, BCAST, REDUCE (any block sizes; Grama ch. 4,
+ * restated in ../shared/papers/README.md §3). Buffers as in circulant.h.
+ *
+ * REDUCE-SCATTER with blocks counts[0..p) (block b is rank b's output,
+ * m = sum of the counts), rounds k = 0 .. p-2:
+ *   send the partial of block (r-k-1) mod p to r+1 || receive the partial of
+ *   block (r-k-2) mod p from r-1 and reduce it with the own input block.
+ *   At k = 0 the partial sent is the raw input; at k = p-2 the block
+ *   received is r itself, whose sum is then complete.
+ *   Rounds p-1 (every round has a message, zero-length ones included, so
+ *   the count never depends on the sizes). Per rank: m - counts[r]
+ *   elements sent (every block but its own), m - counts[r-1] received and
+ *   reduced (every block but r-1's, whose raw input it sends first);
+ *   (p-1)/p·m each way for equal blocks.
+ *   Cost: (p-1)·α + (p-1)/p·m·(β+γ) for equal blocks; for irregular blocks
+ *   the rounds run at the pace of the largest block: up to (p-1)·(α +
+ *   max_b counts[b]·(β+γ)).
+ *   Memory: not in place, the partials travel through TEMP, double buffered
+ *   (2·max block: a round sends the one partial while receiving the next);
+ *   in place, they are reduced at their position in RECV and received into
+ *   one block of TEMP, and rank r's sum goes to RECV[0..counts[r]) by one
+ *   final copy unless block r starts at 0.
+ *
+ * ALLGATHER with per-rank counts, rounds j = 0 .. p-2: send block (r-j) to
+ * r+1 || receive block (r-j-1) from r-1 straight into its place in RECV.
+ * The first send reads SEND (not in place), and the own block is copied to
+ * its place after the last round. p-1 rounds; m - counts[r] received per
+ * rank; (p-1)·α + (p-1)/p·m·β for equal blocks. No TEMP.
+ *
+ * BCAST from any root: a pipelined chain root, root+1, ..., root+p-1 over
+ * the nb = min(count, p) non-empty blocks of crnet__block_range: relative
+ * rank i = r-root sends block b in round b+i and receives it in round
+ * b+i-1. Chosen over "scatter + ring allgather" because with p blocks the
+ * two move exactly the same data in the same rounds (the scatter pipelined
+ * along the ring leaves block x at ranks root..root+x, and the allgather
+ * pruned to what is missing carries it on to root+p-1: a chain), and the
+ * chain is the simpler schedule to state and check. Rounds nb+p-2
+ * (2(p-1) for count >= p, none for count = 0); every non-root rank
+ * receives m once, every rank but root-1 sends m: (2p-2)·(α + m/p·β)
+ * ~ 2m·β for large m. No TEMP.
+ *
+ * REDUCE to any root: the ring reduce-scatter with p blocks of
+ * crnet__block_range (each rank ends with the sum of its block), then a
+ * pipelined ring gather to the root: in round j = 0 .. p-2 relative rank
+ * i >= 1 sends block (r-j) to r+1 if i-j >= 1 (its own first, then what it
+ * received the round before), and the root receives block root-1-j from
+ * root-1 straight into place. Chosen over a chain reduce because it reduces
+ * each element once in total ((p-1)/p·m per rank, not m). Rounds 2(p-1);
+ * the root receives 2(p-1)/p·m (p-1 blocks to reduce, every block but
+ * root-1's; p-1 to gather, every block but its own);
+ * rank root+i sends (p-1)/p·m + i/p·m. Cost: 2(p-1)·α + 2(p-1)/p·m·β
+ * (the root's link) + (p-1)/p·m·γ. Memory: root as the reduce-scatter
+ * (in place: its input is RECV); other ranks 3 blocks of TEMP (the
+ * reduce-scatter's two partials, then two gather slots, plus their sum).
+ *
+ * Worked example, p = 5, reduce-scatter, rank 0 (blocks b0..b4):
+ *   round 0  send b4 (raw) -> 1   recv b3 <- 4, reduce
+ *   round 1  send b3        -> 1   recv b2 <- 4, reduce
+ *   round 2  send b2        -> 1   recv b1 <- 4, reduce
+ *   round 3  send b1        -> 1   recv b0 <- 4, reduce: b0 complete
+ * 4 = p-1 blocks each way. Bcast, root 0, count >= 5: rank 2 receives
+ * b0..b4 in rounds 1..5 and sends them in rounds 2..6 (8 rounds in all).
+ * Reduce to root 0: after the reduce-scatter rank i holds its block i;
+ * gather rounds 4..7: rank 4 sends b4, b3, b2, b1 to 0, rank 3 sends
+ * b3, b2, b1 to 4 in rounds 4..6, and so on.
+ */
+
+static int32_t ring_mod(int64_t x, int32_t p) {
+  return (int32_t)(((x % p) + p) % p);
+}
+
+/* Prefix offsets of counts[0..p) into P[0..p]; NULL on allocation failure. */
+static uint64_t *prefix(const uint64_t *counts, int32_t p, uint64_t *max) {
+  uint64_t *P = malloc(((size_t)p + 1) * sizeof(*P));
+  if (P == NULL)
+    return NULL;
+  P[0] = 0;
+  *max = 0;
+  for (int32_t b = 0; b < p; b++) {
+    P[b + 1] = P[b] + counts[b];
+    if (counts[b] > *max)
+      *max = counts[b];
+  }
+  return P;
+}
+
+/* The reduce-scatter rounds (p >= 2): block b of the input is at
+ * in_buf[P[b]..P[b+1]); rank r's sum ends in `fin`. With `at_input` the
+ * partials are reduced at their input position (in_buf must then be RECV)
+ * and TEMP[tb..tb+B) receives; otherwise the partials live in
+ * TEMP[tb..tb+2B), double buffered, and `fin` must lie outside that. */
+static void rs_rounds(crnet__schedule *s, int32_t p, int32_t r,
+                      const uint64_t *P, uint64_t B, uint8_t in_buf,
+                      bool at_input, crnet__seg fin, uint64_t tb) {
+  int32_t next = ring_mod(r + 1, p), prev = ring_mod(r - 1, p);
+  for (int32_t k = 0; k < p - 1; k++) {
+    int32_t sb = ring_mod((int64_t)r - k - 1, p);
+    int32_t rb = ring_mod((int64_t)r - k - 2, p);
+    uint64_t sn = P[sb + 1] - P[sb], rn = P[rb + 1] - P[rb];
+    bool last = k == p - 2;
+    crnet__seg in_rb = crnet__seg_make(in_buf, P[rb], rn);
+    crnet__sched_round(s);
+    crnet__sched_send_peer(s, next);
+    if (k == 0 || at_input)
+      crnet__sched_send(s, next, in_buf, P[sb], sn);
+    else
+      crnet__sched_send(s, next, CRNET__BUF_TEMP,
+                        tb + (uint64_t)((k - 1) % 2) * B, sn);
+    crnet__sched_recv_peer(s, prev);
+    if (at_input) {
+      crnet__seg t = crnet__seg_make(CRNET__BUF_TEMP, tb, rn);
+      crnet__sched_recv(s, prev, CRNET__BUF_TEMP, tb, rn);
+      if (!last || (fin.buf == in_buf && fin.off == P[rb])) {
+        crnet__sched_reduce(s, t, in_rb, CRNET__SRC_LEFT);
+      } else {
+        /* fin overlaps other input blocks: sum in TEMP, then move. */
+        crnet__sched_reduce(s, in_rb, t, CRNET__DST_LEFT);
+        crnet__sched_copy(s, t, fin);
+      }
+    } else {
+      crnet__seg d =
+          last ? fin
+               : crnet__seg_make(CRNET__BUF_TEMP,
+                                 tb + (uint64_t)(k % 2) * B, rn);
+      crnet__sched_recv(s, prev, d.buf, d.off, rn);
+      crnet__sched_reduce(s, in_rb, d, CRNET__DST_LEFT);
+    }
+  }
+}
+
+int crnet__ring_reduce_scatter(crnet__schedule *out, int32_t p, int32_t rank,
+                               const uint64_t *counts, bool in_place) {
+  uint64_t B;
+  if (p < 1 || rank < 0 || rank >= p || counts == NULL)
+    return CRNET_EINVAL;
+  uint64_t *P = prefix(counts, p, &B);
+  if (P == NULL)
+    return CRNET_ENOMEM;
+  crnet__sched_init(out, p, rank);
+  crnet__seg fin = crnet__seg_make(CRNET__BUF_RECV, 0, counts[rank]);
+  if (p == 1) {
+    if (!in_place) {
+      crnet__sched_round(out);
+      crnet__sched_copy(out, crnet__seg_make(CRNET__BUF_SEND, 0, counts[0]),
+                        fin);
+    }
+  } else {
+    crnet__sched_need_temp(out, in_place ? B : 2 * B);
+    rs_rounds(out, p, rank, P, B,
+              in_place ? CRNET__BUF_RECV : CRNET__BUF_SEND, in_place, fin, 0);
+  }
+  free(P);
+  return crnet__sched_finish(out);
+}
+
+int crnet__ring_allgather(crnet__schedule *out, int32_t p, int32_t rank,
+                          const uint64_t *counts, bool in_place) {
+  uint64_t B;
+  if (p < 1 || rank < 0 || rank >= p || counts == NULL)
+    return CRNET_EINVAL;
+  uint64_t *P = prefix(counts, p, &B);
+  if (P == NULL)
+    return CRNET_ENOMEM;
+  int32_t next = ring_mod(rank + 1, p), prev = ring_mod(rank - 1, p);
+  crnet__seg own = crnet__seg_make(CRNET__BUF_SEND, 0, counts[rank]);
+  crnet__seg place = crnet__seg_make(CRNET__BUF_RECV, P[rank], counts[rank]);
+  crnet__sched_init(out, p, rank);
+  if (p == 1)
+    crnet__sched_round(out);
+  for (int32_t j = 0; j < p - 1; j++) {
+    int32_t sb = ring_mod((int64_t)rank - j, p);
+    int32_t rb = ring_mod((int64_t)rank - j - 1, p);
+    crnet__sched_round(out);
+    crnet__sched_send_peer(out, next);
+    if (j == 0 && !in_place)
+      crnet__sched_send(out, next, own.buf, own.off, own.count);
+    else
+      crnet__sched_send(out, next, CRNET__BUF_RECV, P[sb], P[sb + 1] - P[sb]);
+    crnet__sched_recv_peer(out, prev);
+    crnet__sched_recv(out, prev, CRNET__BUF_RECV, P[rb], P[rb + 1] - P[rb]);
+  }
+  /* After the last round, so the copy never delays a message. */
+  if (!in_place)
+    crnet__sched_copy(out, own, place);
+  free(P);
+  return crnet__sched_finish(out);
+}
+
+int crnet__ring_bcast(crnet__schedule *out, int32_t p, int32_t rank,
+                      uint64_t count, int32_t root) {
+  if (p < 1 || rank < 0 || rank >= p || root < 0 || root >= p)
+    return CRNET_EINVAL;
+  int32_t i = ring_mod((int64_t)rank - root, p);
+  int32_t next = ring_mod(rank + 1, p), prev = ring_mod(rank - 1, p);
+  int64_t nb = count < (uint64_t)p ? (int64_t)count : p;
+  crnet__sched_init(out, p, rank);
+  for (int64_t t = 0; p > 1 && nb > 0 && t < nb + p - 2; t++) {
+    uint64_t off, n;
+    crnet__sched_round(out);
+    if (i < p - 1 && t - i >= 0 && t - i < nb) {
+      crnet__block_range(count, p, (int32_t)(t - i), &off, &n);
+      crnet__sched_send_peer(out, next);
+      crnet__sched_send(out, next, CRNET__BUF_RECV, off, n);
+    }
+    if (i >= 1 && t - i + 1 >= 0 && t - i + 1 < nb) {
+      crnet__block_range(count, p, (int32_t)(t - i + 1), &off, &n);
+      crnet__sched_recv_peer(out, prev);
+      crnet__sched_recv(out, prev, CRNET__BUF_RECV, off, n);
+    }
+  }
+  return crnet__sched_finish(out);
+}
+
+int crnet__ring_reduce(crnet__schedule *out, int32_t p, int32_t rank,
+                       uint64_t count, int32_t root, bool in_place) {
+  if (p < 1 || rank < 0 || rank >= p || root < 0 || root >= p)
+    return CRNET_EINVAL;
+  uint64_t *P = malloc(((size_t)p + 1) * sizeof(*P)), B, n;
+  if (P == NULL)
+    return CRNET_ENOMEM;
+  for (int32_t b = 0; b < p; b++)
+    crnet__block_range(count, p, b, &P[b], &n);
+  P[p] = count;
+  crnet__block_range(count, p, 0, &n, &B);
+  crnet__sched_init(out, p, rank);
+  int32_t i = ring_mod((int64_t)rank - root, p);
+  int32_t next = ring_mod(rank + 1, p), prev = ring_mod(rank - 1, p);
+  if (p == 1) {
+    if (!in_place) {
+      crnet__sched_round(out);
+      crnet__sched_copy(out, crnet__seg_make(CRNET__BUF_SEND, 0, count),
+                        crnet__seg_make(CRNET__BUF_RECV, 0, count));
+    }
+  } else if (i == 0) {
+    crnet__seg fin =
+        crnet__seg_make(CRNET__BUF_RECV, P[rank], P[rank + 1] - P[rank]);
+    crnet__sched_need_temp(out, in_place ? B : 2 * B);
+    rs_rounds(out, p, rank, P, B,
+              in_place ? CRNET__BUF_RECV : CRNET__BUF_SEND, in_place, fin, 0);
+    for (int32_t j = 0; j < p - 1; j++) {
+      int32_t rb = ring_mod((int64_t)rank - 1 - j, p);
+      crnet__sched_round(out);
+      crnet__sched_recv_peer(out, prev);
+      crnet__sched_recv(out, prev, CRNET__BUF_RECV, P[rb], P[rb + 1] - P[rb]);
+    }
+  } else {
+    crnet__seg fin = crnet__seg_make(CRNET__BUF_TEMP, 2 * B,
+                                     P[rank + 1] - P[rank]);
+    crnet__sched_need_temp(out, 3 * B);
+    rs_rounds(out, p, rank, P, B, CRNET__BUF_SEND, false, fin, 0);
+    for (int32_t j = 0; j < p - 1; j++) {
+      int32_t sb = ring_mod((int64_t)rank - j, p);
+      int32_t rb = ring_mod((int64_t)rank - 1 - j, p);
+      crnet__sched_round(out);
+      if (i - j >= 1) {
+        crnet__sched_send_peer(out, next);
+        if (j == 0)
+          crnet__sched_send(out, next, fin.buf, fin.off, fin.count);
+        else
+          crnet__sched_send(out, next, CRNET__BUF_TEMP,
+                            (uint64_t)((j - 1) % 2) * B, P[sb + 1] - P[sb]);
+      }
+      if (i - 1 - j >= 1) {
+        crnet__sched_recv_peer(out, prev);
+        crnet__sched_recv(out, prev, CRNET__BUF_TEMP,
+                          (uint64_t)(j % 2) * B, P[rb + 1] - P[rb]);
+      }
+    }
+  }
+  free(P);
   return crnet__sched_finish(out);
 }

@@ -1,4 +1,5 @@
-/* Ring schedules (Grama et al., ch. 4; Patarasuk & Yuan). See ring.c.
+/* Ring schedules (Grama et al., ch. 4; Patarasuk & Yuan): allreduce,
+ * reduce-scatter, allgather, bcast and reduce. See ring.c.
  *
  * Builders follow the conventions of circulant.h: pure, fill a caller-owned
  * schedule, return 0, CRNET_EINVAL or CRNET_ENOMEM; on error nothing to free.
@@ -14,5 +15,21 @@
 /* Allreduce of `count` elements: SEND and RECV as in circulant.h. */
 int crnet__ring_allreduce(crnet__schedule *out, int32_t p, int32_t rank,
                           uint64_t count, bool in_place);
+
+/* The builders below follow circulant.h exactly (buffers, in place, return
+ * values, ownership); see ring.c for the algorithms and their costs. The
+ * reductions combine in ring order, not rank order: commutative operators
+ * only. */
+
+/* counts[0..p): elements of block b (the output of rank b). */
+int crnet__ring_reduce_scatter(crnet__schedule *out, int32_t p, int32_t rank,
+                               const uint64_t *counts, bool in_place);
+/* counts[0..p): elements contributed by rank b. */
+int crnet__ring_allgather(crnet__schedule *out, int32_t p, int32_t rank,
+                          const uint64_t *counts, bool in_place);
+int crnet__ring_bcast(crnet__schedule *out, int32_t p, int32_t rank,
+                      uint64_t count, int32_t root);
+int crnet__ring_reduce(crnet__schedule *out, int32_t p, int32_t rank,
+                       uint64_t count, int32_t root, bool in_place);
 
 #endif

@@ -72,11 +72,12 @@ static const int32_t ps[] = {
     100, 127, 128, 129, 255, 256};
 #define NPS (sizeof(ps) / sizeof(ps[0]))
 
-enum coll { RS, AG, AR, RED, BC, PW, A2R, BRK };
+enum coll { RS, AG, AR, RED, BC, PW, A2R, BRK, HC };
 static const char *coll_name[] = {"ring-reduce-scatter", "ring-allgather",
                                   "ring-allreduce",      "ring-reduce",
                                   "ring-bcast",          "alltoall-pairwise",
-                                  "alltoall-ring",       "alltoall-bruck"};
+                                  "alltoall-ring",       "alltoall-bruck",
+                                  "alltoall-hypercube"};
 
 typedef struct kase {
   enum coll coll;
@@ -87,7 +88,7 @@ typedef struct kase {
   int32_t root;
 } kase;
 
-static bool is_a2a(enum coll c) { return c == PW || c == A2R || c == BRK; }
+static bool is_a2a(enum coll c) { return c >= PW; }
 
 static void run(const kase *k) {
   int32_t p = k->p;
@@ -141,6 +142,9 @@ static void run(const kase *k) {
     case BRK:
       rc = crnet__alltoall_bruck(&sc[r], p, r, k->count, k->in_place);
       break;
+    case HC:
+      rc = crnet__alltoall_hypercube(&sc[r], p, r, k->count, k->in_place);
+      break;
     }
     EXPECT(rc == 0, "%s: build rank %d: %d", what, r, rc);
   }
@@ -170,6 +174,7 @@ static void run(const kase *k) {
     case PW:
     case A2R:
     case BRK:
+    case HC:
       sn = rn = m;
       break;
     }
@@ -249,6 +254,7 @@ static void run(const kase *k) {
     case PW:
     case A2R:
     case BRK:
+    case HC:
       for (int32_t b = 0; b < p; b++)
         for (uint64_t e = 0; e < k->count; e++) {
           uint64_t v = o[(uint64_t)b * k->count + e];
@@ -289,9 +295,23 @@ static void run(const kase *k) {
              STATS);
       if (equal)
         EXPECT(s->elems_sent == pm1 * (m / (uint64_t)p), STATS);
+      /* one final copy, only in place and only if block r is not at 0 */
+      EXPECT(s->elems_copied == (k->in_place ? (P[r] ? cnt[r] : 0)
+                                 : p == 1    ? cnt[r]
+                                             : 0),
+             STATS);
+      if (p > 1) {
+        uint64_t B = 0;
+        for (int32_t b = 0; b < p; b++)
+          B = cnt[b] > B ? cnt[b] : B;
+        EXPECT(h->temp_count == (k->in_place ? B : 2 * B), STATS);
+      }
       break;
     case AG:
-      EXPECT(s->comm_rounds == pm1 && s->elems_recv == m - cnt[r], STATS);
+      EXPECT(s->comm_rounds == pm1 && s->elems_recv == m - cnt[r] &&
+                 s->elems_copied == (k->in_place ? 0 : cnt[r]) &&
+                 h->temp_count == 0,
+             STATS);
       break;
     case AR:
       EXPECT(s->comm_rounds == 2 * pm1 && s->elems_reduced == m - cnt[r] &&
@@ -314,6 +334,7 @@ static void run(const kase *k) {
       EXPECT(s->elems_sent == (r == (k->root + p - 1) % p ? 0 : m), STATS);
       break;
     case PW:
+      EXPECT(h->temp_count == (k->in_place && p > 1 ? k->count : 0), STATS);
       EXPECT(s->comm_rounds == pm1 && s->elems_sent == pm1 * k->count &&
                  s->elems_recv == pm1 * k->count,
              STATS);
@@ -324,16 +345,25 @@ static void run(const kase *k) {
              STATS);
       break;
     case A2R:
+      EXPECT(h->temp_count == (p > 1 ? 2 * pm1 * k->count : 0), STATS);
       EXPECT(s->comm_rounds == pm1 &&
                  s->elems_sent == k->count * (uint64_t)p * pm1 / 2 &&
                  s->elems_recv == s->elems_sent,
              STATS);
       break;
     case BRK:
+    case HC:
+      EXPECT(h->temp_count ==
+                 (p > 1 ? (k->in_place ? 3 : 2) * (uint64_t)p * k->count : 0),
+             STATS);
       EXPECT(s->comm_rounds == (uint64_t)ceil_log2(p) &&
                  s->elems_sent == bruck_blocks * k->count &&
                  s->elems_recv == s->elems_sent,
              STATS);
+      if (k->coll == HC)
+        EXPECT(s->elems_sent == (uint64_t)ceil_log2(p) * (uint64_t)p / 2 *
+                                    k->count,
+               STATS);
       break;
     }
   }
@@ -413,6 +443,8 @@ static void matrix_a2a(enum coll c) {
     uint64_t counts[] = {0, 1, 2, (uint64_t)p - 1, (uint64_t)p,
                          (uint64_t)p + 1, 37};
     int n = p <= 16 ? 7 : p <= 64 ? 3 : 2;
+    if (c == HC && (p & (p - 1)) != 0)
+      continue;
     for (int ci = 0; ci < n; ci++)
       for (int ip = 0; ip < 2; ip++) {
         kase k = {c, p, NULL, counts[ci], ip == 1, 0};
@@ -437,6 +469,33 @@ START_TEST(test_a2a_ring) { matrix_a2a(A2R); }
 END_TEST
 START_TEST(test_bruck) { matrix_a2a(BRK); }
 END_TEST
+START_TEST(test_hypercube) { matrix_a2a(HC); }
+END_TEST
+
+/* Misuse: CRNET_EINVAL, and nothing to free. */
+START_TEST(test_einval) {
+  crnet__schedule s;
+  uint64_t counts[3] = {1, 2, 3};
+  ck_assert_int_eq(crnet__ring_reduce_scatter(&s, 0, 0, counts, false),
+                   CRNET_EINVAL);
+  ck_assert_int_eq(crnet__ring_reduce_scatter(&s, 3, 3, counts, false),
+                   CRNET_EINVAL);
+  ck_assert_int_eq(crnet__ring_allgather(&s, 3, -1, counts, true),
+                   CRNET_EINVAL);
+  ck_assert_int_eq(crnet__ring_allgather(&s, 3, 0, NULL, true), CRNET_EINVAL);
+  ck_assert_int_eq(crnet__ring_bcast(&s, 3, 0, 5, 3), CRNET_EINVAL);
+  ck_assert_int_eq(crnet__ring_reduce(&s, 3, 0, 5, -1, false), CRNET_EINVAL);
+  ck_assert_int_eq(crnet__alltoall_pairwise(&s, 3, 5, 1, false),
+                   CRNET_EINVAL);
+  ck_assert_int_eq(crnet__alltoall_ring(&s, 0, 0, 1, false), CRNET_EINVAL);
+  ck_assert_int_eq(crnet__alltoall_bruck(&s, 4, 0, UINT64_MAX / 2, false),
+                   CRNET_EINVAL);
+  ck_assert_int_eq(crnet__alltoall_hypercube(&s, 6, 0, 1, false),
+                   CRNET_EINVAL);
+  ck_assert_int_eq(crnet__alltoall_hypercube(&s, 8, 0, 1, false), 0);
+  crnet__sched_free(&s);
+}
+END_TEST
 
 int main(void) {
   Suite *s = suite_create("sim-ring");
@@ -450,6 +509,8 @@ int main(void) {
   tcase_add_test(tc, test_pairwise);
   tcase_add_test(tc, test_a2a_ring);
   tcase_add_test(tc, test_bruck);
+  tcase_add_test(tc, test_hypercube);
+  tcase_add_test(tc, test_einval);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_set_fork_status(sr, CK_NOFORK);

@@ -57,9 +57,14 @@
  *   because final receives overwrite RECV blocks whose input has not left
  *   yet: TEMP of 3p·m.
  *
- * Not done: the hypercube store-and-forward variant (Grama's log p
- * algorithm, (α + β·m·p/2)·log2 p for p a power of two): for those p Bruck
- * has the same rounds and volume.
+ * HYPERCUBE (Grama, store-and-forward on a hypercube; p a power of two
+ * only, CRNET_EINVAL otherwise): the same index algorithm with XOR for +
+ * and -: R[i] = block r^i, round k = 0 .. log2 p - 1 exchanges the R[i]
+ * with bit k set with partner r XOR 2^k, and R[i] ends as RECV block r^i
+ * (a block from s to s^i crosses the dimensions of the set bits of i).
+ * log2 p rounds, m·p/2 elements each way per round: (α + β·m·p/2)·log2 p.
+ * Memory as Bruck. Over Bruck it only buys symmetric pairs (each link
+ * carries one exchange per round, as on a real hypercube).
  *
  * Worked example, p = 5, rank 0 (blocks by destination):
  *   pairwise (not a power of two): round j sends block j to j, receives
@@ -73,6 +78,8 @@
  *     from 3) R[2], R[3]; round 2 (to 4, from 1) R[4]. R[1] and R[2] and
  *     R[4] land in RECV blocks 4, 3, 1 at once; R[3] waits in TEMP after
  *     round 0 and lands in RECV block 2 in round 1. 5 blocks sent.
+ *   hypercube: needs a power of two; p = 4, rank 1 (R[i] = block 1^i):
+ *     round 0 with rank 0: R[1], R[3]; round 1 with rank 3: R[2], R[3].
  */
 #include "alltoall.h"
 
@@ -212,8 +219,11 @@ static int popcount32(uint32_t x) {
   return n;
 }
 
-int crnet__alltoall_bruck(crnet__schedule *out, int32_t p, int32_t rank,
-                          uint64_t count, bool in_place) {
+/* Bruck (hyper = false: partners r +- 2^k, R[i] = block r+i, result from
+ * r-i) or the hypercube (hyper = true, p a power of two: partner r XOR 2^k,
+ * R[i] = block r^i, result from r^i); see the top of the file. */
+static int index_alg(crnet__schedule *out, int32_t p, int32_t rank,
+                     uint64_t count, bool in_place, bool hyper) {
   int rc = start(out, p, rank, count, in_place);
   if (rc != 1)
     return rc;
@@ -229,7 +239,8 @@ int crnet__alltoall_bruck(crnet__schedule *out, int32_t p, int32_t rank,
   }
   for (int32_t k = 0; (INT64_C(1) << k) < p; k++) {
     int32_t bit = INT32_C(1) << k;
-    int32_t to = amod((int64_t)rank + bit, p), from = amod((int64_t)rank - bit, p);
+    int32_t to = hyper ? rank ^ bit : amod((int64_t)rank + bit, p);
+    int32_t from = hyper ? rank ^ bit : amod((int64_t)rank - bit, p);
     crnet__sched_round(out);
     crnet__sched_send_peer(out, to);
     crnet__sched_recv_peer(out, from);
@@ -243,7 +254,9 @@ int crnet__alltoall_bruck(crnet__schedule *out, int32_t p, int32_t rank,
                                                                   so far */
         if (pass == 0 && t == 0)
           crnet__sched_send(out, to, in,
-                            (uint64_t)amod((int64_t)rank + i, p) * count,
+                            (uint64_t)(hyper ? rank ^ i
+                                             : amod((int64_t)rank + i, p)) *
+                                count,
                             count);
         else if (pass == 0)
           crnet__sched_send(out, to, CRNET__BUF_TEMP,
@@ -252,7 +265,9 @@ int crnet__alltoall_bruck(crnet__schedule *out, int32_t p, int32_t rank,
                             count);
         else if ((i >> (k + 1)) == 0) /* the highest bit: the last receive */
           crnet__sched_recv(out, from, CRNET__BUF_RECV,
-                            (uint64_t)amod((int64_t)rank - i, p) * count,
+                            (uint64_t)(hyper ? rank ^ i
+                                             : amod((int64_t)rank - i, p)) *
+                                count,
                             count);
         else
           crnet__sched_recv(out, from, CRNET__BUF_TEMP,
@@ -264,4 +279,16 @@ int crnet__alltoall_bruck(crnet__schedule *out, int32_t p, int32_t rank,
   if (!in_place)
     copy_own(out, rank, count);
   return crnet__sched_finish(out);
+}
+
+int crnet__alltoall_bruck(crnet__schedule *out, int32_t p, int32_t rank,
+                          uint64_t count, bool in_place) {
+  return index_alg(out, p, rank, count, in_place, false);
+}
+
+int crnet__alltoall_hypercube(crnet__schedule *out, int32_t p, int32_t rank,
+                              uint64_t count, bool in_place) {
+  if (p < 1 || (p & (p - 1)) != 0)
+    return CRNET_EINVAL;
+  return index_alg(out, p, rank, count, in_place, true);
 }

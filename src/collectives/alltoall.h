@@ -1,5 +1,6 @@
 /* All-to-all (personalized, MPI_Alltoall semantics) schedules: pairwise
- * exchange, ring store-and-forward and Bruck's log-round algorithm. See
+ * exchange, ring store-and-forward, Bruck's log-round algorithm and the
+ * hypercube store-and-forward variant. See
  * alltoall.c for the algorithms, their costs and memory.
  *
  * Conventions as circulant.h: every builder is pure, fills a caller-owned
@@ -27,5 +28,8 @@ int crnet__alltoall_ring(crnet__schedule *out, int32_t p, int32_t rank,
                          uint64_t count, bool in_place);
 int crnet__alltoall_bruck(crnet__schedule *out, int32_t p, int32_t rank,
                           uint64_t count, bool in_place);
+/* p must be a power of two (else CRNET_EINVAL). */
+int crnet__alltoall_hypercube(crnet__schedule *out, int32_t p, int32_t rank,
+                              uint64_t count, bool in_place);
 
 #endif

@@ -1,7 +1,9 @@
-/* Ring allreduce (Grama et al., Introduction to Parallel Computing, ch. 4;
- * Patarasuk & Yuan, bandwidth-optimal allreduce).
+/* Ring collectives (Grama et al., Introduction to Parallel Computing, ch. 4;
+ * Patarasuk & Yuan, bandwidth-optimal allreduce), restated in
+ * ../shared/papers/README.md §3. ALLREDUCE first, then the others.
  *
- * The vector of `count` elements is cut into p blocks by crnet__block_range.
+ * ALLREDUCE. The vector of `count` elements is cut into p blocks by
+ * crnet__block_range.
  * Rank r works in RECV (after copying SEND there) and receives into TEMP.
  *
  *   reduce-scatter, rounds k = 0 .. p-2:
@@ -23,55 +25,7 @@
  * copied: all ranks end with bitwise identical results. The reduction order
  * along the ring is not rank order, so the operator must be commutative.
  * Extra memory: one block (ceil(count/p) elements).
- */
-#include "ring.h"
-
-#include <stdlib.h>
-
-#include "crnet.h"
-
-int crnet__ring_allreduce(crnet__schedule *out, int32_t p, int32_t rank,
-                          uint64_t count, bool in_place) {
-  int32_t next = (rank + 1) % p, prev = (rank + p - 1) % p;
-  uint64_t off, n, max_block;
-  if (p < 1 || rank < 0 || rank >= p)
-    return CRNET_EINVAL;
-  crnet__sched_init(out, p, rank);
-  crnet__block_range(count, p, 0, &off, &max_block);
-  if (!in_place) {
-    crnet__sched_round(out);
-    crnet__sched_copy(out, crnet__seg_make(CRNET__BUF_SEND, 0, count),
-                      crnet__seg_make(CRNET__BUF_RECV, 0, count));
-  }
-  if (p > 1)
-    crnet__sched_need_temp(out, max_block);
-  for (int32_t k = 0; k < p - 1; k++) {
-    int32_t sb = (rank - k + p) % p, rb = (rank - k - 1 + 2 * p) % p;
-    crnet__sched_round(out);
-    crnet__block_range(count, p, sb, &off, &n);
-    crnet__sched_send_peer(out, next);
-    crnet__sched_send(out, next, CRNET__BUF_RECV, off, n);
-    crnet__block_range(count, p, rb, &off, &n);
-    crnet__sched_recv_peer(out, prev);
-    crnet__sched_recv(out, prev, CRNET__BUF_TEMP, 0, n);
-    crnet__sched_reduce(out, crnet__seg_make(CRNET__BUF_TEMP, 0, n),
-                        crnet__seg_make(CRNET__BUF_RECV, off, n),
-                        CRNET__SRC_LEFT);
-  }
-  for (int32_t j = 0; j < p - 1; j++) {
-    int32_t sb = (rank + 1 - j + p) % p, rb = (rank - j + p) % p;
-    crnet__sched_round(out);
-    crnet__block_range(count, p, sb, &off, &n);
-    crnet__sched_send_peer(out, next);
-    crnet__sched_send(out, next, CRNET__BUF_RECV, off, n);
-    crnet__block_range(count, p, rb, &off, &n);
-    crnet__sched_recv_peer(out, prev);
-    crnet__sched_recv(out, prev, CRNET__BUF_RECV, off, n);
-  }
-  return crnet__sched_finish(out);
-}
-
-/* ------------------------------------------------------------------------
+ *
  * REDUCE-SCATTER, ALLGATHER, BCAST, REDUCE (any block sizes; Grama ch. 4,
  * restated in ../shared/papers/README.md §3). Buffers as in circulant.h.
  *
@@ -138,6 +92,52 @@ int crnet__ring_allreduce(crnet__schedule *out, int32_t p, int32_t rank,
  * gather rounds 4..7: rank 4 sends b4, b3, b2, b1 to 0, rank 3 sends
  * b3, b2, b1 to 4 in rounds 4..6, and so on.
  */
+#include "ring.h"
+
+#include <stdlib.h>
+
+#include "crnet.h"
+
+int crnet__ring_allreduce(crnet__schedule *out, int32_t p, int32_t rank,
+                          uint64_t count, bool in_place) {
+  int32_t next = (rank + 1) % p, prev = (rank + p - 1) % p;
+  uint64_t off, n, max_block;
+  if (p < 1 || rank < 0 || rank >= p)
+    return CRNET_EINVAL;
+  crnet__sched_init(out, p, rank);
+  crnet__block_range(count, p, 0, &off, &max_block);
+  if (!in_place) {
+    crnet__sched_round(out);
+    crnet__sched_copy(out, crnet__seg_make(CRNET__BUF_SEND, 0, count),
+                      crnet__seg_make(CRNET__BUF_RECV, 0, count));
+  }
+  if (p > 1)
+    crnet__sched_need_temp(out, max_block);
+  for (int32_t k = 0; k < p - 1; k++) {
+    int32_t sb = (rank - k + p) % p, rb = (rank - k - 1 + 2 * p) % p;
+    crnet__sched_round(out);
+    crnet__block_range(count, p, sb, &off, &n);
+    crnet__sched_send_peer(out, next);
+    crnet__sched_send(out, next, CRNET__BUF_RECV, off, n);
+    crnet__block_range(count, p, rb, &off, &n);
+    crnet__sched_recv_peer(out, prev);
+    crnet__sched_recv(out, prev, CRNET__BUF_TEMP, 0, n);
+    crnet__sched_reduce(out, crnet__seg_make(CRNET__BUF_TEMP, 0, n),
+                        crnet__seg_make(CRNET__BUF_RECV, off, n),
+                        CRNET__SRC_LEFT);
+  }
+  for (int32_t j = 0; j < p - 1; j++) {
+    int32_t sb = (rank + 1 - j + p) % p, rb = (rank - j + p) % p;
+    crnet__sched_round(out);
+    crnet__block_range(count, p, sb, &off, &n);
+    crnet__sched_send_peer(out, next);
+    crnet__sched_send(out, next, CRNET__BUF_RECV, off, n);
+    crnet__block_range(count, p, rb, &off, &n);
+    crnet__sched_recv_peer(out, prev);
+    crnet__sched_recv(out, prev, CRNET__BUF_RECV, off, n);
+  }
+  return crnet__sched_finish(out);
+}
 
 static int32_t ring_mod(int64_t x, int32_t p) {
   return (int32_t)(((x % p) + p) % p);

@@ -440,9 +440,11 @@ static void matrix_count(enum coll c) {
 static void matrix_a2a(enum coll c) {
   for (size_t pi = 0; pi < NPS; pi++) {
     int32_t p = ps[pi];
-    uint64_t counts[] = {0, 1, 2, (uint64_t)p - 1, (uint64_t)p,
-                         (uint64_t)p + 1, 37};
-    int n = p <= 16 ? 7 : p <= 64 ? 3 : 2;
+    uint64_t small[] = {0, 1, 2, (uint64_t)p - 1, (uint64_t)p,
+                        (uint64_t)p + 1, 37};
+    uint64_t large[] = {0, 1, 3};
+    const uint64_t *counts = p <= 64 ? small : large;
+    int n = p <= 64 ? 7 : 3;
     if (c == HC && (p & (p - 1)) != 0)
       continue;
     for (int ci = 0; ci < n; ci++)

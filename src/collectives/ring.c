@@ -28,6 +28,9 @@
  *
  * REDUCE-SCATTER, ALLGATHER, BCAST, REDUCE (any block sizes; Grama ch. 4,
  * restated in ../shared/papers/README.md §3). Buffers as in circulant.h.
+ * Operators: the reductions combine partials in ring order, which is not
+ * rank order, so (as for the allreduce) the operator must be commutative;
+ * selection must not give these builders a non-commutative one.
  *
  * REDUCE-SCATTER with blocks counts[0..p) (block b is rank b's output,
  * m = sum of the counts), rounds k = 0 .. p-2:
@@ -78,15 +81,18 @@
  * root-1's; p-1 to gather, every block but its own);
  * rank root+i sends (p-1)/p·m + i/p·m. Cost: 2(p-1)·α + 2(p-1)/p·m·β
  * (the root's link) + (p-1)/p·m·γ. Memory: root as the reduce-scatter
- * (in place: its input is RECV); other ranks 3 blocks of TEMP (the
- * reduce-scatter's two partials, then two gather slots, plus their sum).
+ * (in place: its input is RECV; other ranks still read SEND, as in
+ * circulant.h); other ranks 3 blocks of TEMP: two slots used first for the
+ * reduce-scatter's partials, then for the blocks the gather forwards, and
+ * one for the rank's own sum.
  *
  * Worked example, p = 5, reduce-scatter, rank 0 (blocks b0..b4):
  *   round 0  send b4 (raw) -> 1   recv b3 <- 4, reduce
  *   round 1  send b3        -> 1   recv b2 <- 4, reduce
  *   round 2  send b2        -> 1   recv b1 <- 4, reduce
  *   round 3  send b1        -> 1   recv b0 <- 4, reduce: b0 complete
- * 4 = p-1 blocks each way. Bcast, root 0, count >= 5: rank 2 receives
+ * 4 = p-1 blocks each way. Allgather, rank 0: sends b0, b4, b3, b2 to 1
+ * and receives b4, b3, b2, b1 from 4 in rounds 0..3. Bcast, root 0, count >= 5: rank 2 receives
  * b0..b4 in rounds 1..5 and sends them in rounds 2..6 (8 rounds in all).
  * Reduce to root 0: after the reduce-scatter rank i holds its block i;
  * gather rounds 4..7: rank 4 sends b4, b3, b2, b1 to 0, rank 3 sends

@@ -322,8 +322,15 @@ static result run(const kase *k) {
              (unsigned long long)s->elems_recv,
              (unsigned long long)s->elems_reduced);
     }
-  /* reduce-scatter: every rank receives m - m/p' ... at least the
-   * reduction of its own block: it reduces exactly what it receives */
+  /* the fold: the dropped rank 1 reduces its half, m - floor(m/2)
+   * elements, with the balanced fold, and nothing with the naive one */
+  if (!pow2 && (k->coll == HC_AR || k->coll == RAB_AR || k->coll == RAB_RS))
+    EXPECT(rk[1].stats.elems_reduced ==
+               (k->fold == CRNET__HC_FOLD_BALANCED ? m - m / 2 : 0),
+           "%s: dropped rank 1 reduced %llu", what,
+           (unsigned long long)rk[1].stats.elems_reduced);
+  /* reduce-scatter, p a power of two: each rank sends every block but its
+   * own once and reduces exactly what it receives */
   if (k->coll == RAB_RS && pow2)
     for (int32_t r = 0; r < p; r++)
       EXPECT(rk[r].stats.elems_reduced == rk[r].stats.elems_recv &&

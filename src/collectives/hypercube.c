@@ -29,8 +29,10 @@
  *   is about: with Rabenseifner's (p'-1)/p'·m after it, the slowest rank
  *   reduces ~1.5m instead of ~2m; the test prints both).
  *   Rounds: +2 (balanced) or +1 (naive) at the start, +1 at the end when the
- *   dropped ranks need output. So with the balanced fold allreduce and
- *   reduce-scatter take d+3 / 2d+3 rounds, reduce 2d+2, allgather d+2.
+ *   dropped ranks need output. So with the balanced fold: recursive
+ *   doubling allreduce d+3 rounds, Rabenseifner reduce-scatter d+3,
+ *   allreduce 2d+3, reduce 2d+2 (one less each with the naive fold); the
+ *   allgather, which reduces nothing, folds in one round: d+2.
  *
  * RECURSIVE DOUBLING ALLREDUCE (hc_allreduce). For i = 0..d-1: exchange the
  *   whole vector with new rank j XOR 2^i; V = lower (+) higher. Before round

@@ -210,6 +210,22 @@ CRNET_EXTERN int crnet_reduce_scatter(crnet_comm *comm, const void *send,
                                       void *recv, const size_t recvcounts[],
                                       crnet_datatype dt, crnet_op op);
 
+/* Prefix sums in rank order: recv of rank r = send_0 (+) ... (+) send_r
+ * (scan, inclusive) or send_0 (+) ... (+) send_{r-1} (exscan; rank 0's recv
+ * is left untouched). send may be CRNET_IN_PLACE. Non-commutative operators
+ * are fine: every schedule that does prefix sums keeps rank order. Both
+ * calls use the schedule chosen for CRNET_COLL_SCAN. */
+CRNET_EXTERN int crnet_scan(crnet_comm *comm, const void *send, void *recv,
+                            size_t count, crnet_datatype dt, crnet_op op);
+CRNET_EXTERN int crnet_exscan(crnet_comm *comm, const void *send, void *recv,
+                              size_t count, crnet_datatype dt, crnet_op op);
+
+/* Personalized all-to-all: block j of send (count elements, at j·count)
+ * goes to rank j, and block j of recv comes from rank j. With
+ * CRNET_IN_PLACE the blocks to send are in recv and are replaced. */
+CRNET_EXTERN int crnet_alltoall(crnet_comm *comm, const void *send, void *recv,
+                                size_t count, crnet_datatype dt);
+
 /* recv = the count elements of rank 0, then of rank 1, ...; with
  * CRNET_IN_PLACE each rank's contribution is already at its place in recv. */
 CRNET_EXTERN int crnet_allgather(crnet_comm *comm, const void *send,

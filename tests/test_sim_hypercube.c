@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "circulant.h"
 #include "crnet.h"
 #include "hypercube.h"
 #include "schedule.h"
@@ -63,11 +64,20 @@ static uint64_t rnd(uint64_t n) {
       ck_abort_msg(__VA_ARGS__);                                               \
   } while (0)
 
-enum coll { HC_AR, HC_AG, RAB_RS, RAB_AR, RAB_RED, SCAN, EXSCAN };
+/* CSCAN, CEXSCAN: the circulant (dissemination) prefix sums of
+ * circulant.c, tested here beside the hypercube's with the same reference. */
+enum coll { HC_AR, HC_AG, RAB_RS, RAB_AR, RAB_RED, SCAN, EXSCAN, CSCAN,
+            CEXSCAN };
 static const char *coll_name[] = {"hc-allreduce",  "hc-allgather",
                                   "rab-reduce-scatter", "rab-allreduce",
                                   "rab-reduce",    "scan",
-                                  "exscan"};
+                                  "exscan",        "circulant-scan",
+                                  "circulant-exscan"};
+
+static bool is_scan(enum coll c) {
+  return c == SCAN || c == EXSCAN || c == CSCAN || c == CEXSCAN;
+}
+static bool is_exscan(enum coll c) { return c == EXSCAN || c == CEXSCAN; }
 
 typedef struct kase {
   enum coll coll;
@@ -141,6 +151,10 @@ static int build(const kase *k, crnet__schedule *s, int32_t r, uint64_t m,
     return crnet__hc_scan(s, k->p, r, m, k->in_place);
   case EXSCAN:
     return crnet__hc_exscan(s, k->p, r, m, k->in_place);
+  case CSCAN:
+    return crnet__circ_scan(s, k->p, r, m, k->in_place);
+  case CEXSCAN:
+    return crnet__circ_exscan(s, k->p, r, m, k->in_place);
   }
   return -1;
 }
@@ -218,13 +232,13 @@ static result run(const kase *k) {
   /* reference: ref[e] = V_0 (+) ... (+) V_p-1; for scans, kept per rank */
   uint64_t *acc = malloc((m ? m : 1) * sizeof(uint64_t));
   EXPECT(acc, "out of memory");
-  if (k->coll == SCAN || k->coll == EXSCAN) {
+  if (is_scan(k->coll)) {
     for (int32_t r = 0; r < p; r++) {
       const uint64_t *o = rk[r].recv;
       for (uint64_t e = 0; e < m; e++) {
         uint64_t v = value(r, e, affine);
-        uint64_t want = k->coll == SCAN ? (r ? op(acc[e], v) : v) : acc[e];
-        if (k->coll == EXSCAN && r == 0)
+        uint64_t want = !is_exscan(k->coll) ? (r ? op(acc[e], v) : v) : acc[e];
+        if (is_exscan(k->coll) && r == 0)
           want = k->in_place ? v : SENTINEL; /* never written */
         EXPECT(o[e] == want, "%s: rank %d element %llu", what, r,
                (unsigned long long)e);
@@ -321,6 +335,21 @@ static result run(const kase *k) {
              (unsigned long long)s->elems_sent,
              (unsigned long long)s->elems_recv,
              (unsigned long long)s->elems_reduced);
+    }
+  /* dissemination: rank r receives the whole vector in every round k
+   * with 2^k <= r, and sends it in every round with r + 2^k < p */
+  if (k->coll == CSCAN || k->coll == CEXSCAN)
+    for (int32_t r = 0; r < p; r++) {
+      uint64_t nr = 0, ns = 0;
+      for (int64_t d = 1; d < p; d *= 2) {
+        nr += d <= r;
+        ns += r + d < p;
+      }
+      EXPECT(rk[r].stats.elems_recv == nr * m &&
+                 rk[r].stats.elems_sent == ns * m,
+             "%s: rank %d sent %llu received %llu", what, r,
+             (unsigned long long)rk[r].stats.elems_sent,
+             (unsigned long long)rk[r].stats.elems_recv);
     }
   /* the fold: the dropped rank 1 reduces its half, m - floor(m/2)
    * elements, with the balanced fold, and nothing with the naive one */
@@ -458,6 +487,14 @@ END_TEST
 START_TEST(scan) { matrix(SCAN, CRNET__HC_FOLD_BALANCED, false); }
 END_TEST
 
+START_TEST(circulant_scan) { matrix(CSCAN, CRNET__HC_FOLD_BALANCED, false); }
+END_TEST
+
+START_TEST(circulant_exscan) {
+  matrix(CEXSCAN, CRNET__HC_FOLD_BALANCED, false);
+}
+END_TEST
+
 START_TEST(exscan) { matrix(EXSCAN, CRNET__HC_FOLD_BALANCED, false); }
 END_TEST
 
@@ -539,6 +576,8 @@ int main(void) {
   tcase_add_test(tc, rab_reduce);
   tcase_add_test(tc, scan);
   tcase_add_test(tc, exscan);
+  tcase_add_test(tc, circulant_scan);
+  tcase_add_test(tc, circulant_exscan);
   tcase_add_test(tc, naive_fold);
   tcase_add_test(tc, fold_balance);
   suite_add_tcase(s, tc);

@@ -41,11 +41,32 @@
 enum { EXIT_USAGE = 2 };
 
 
-/* The collectives crsched knows, in the order the cost table lists them. */
-static const crnet_collective known_colls[] = {
-    CRNET_COLL_ALLREDUCE, CRNET_COLL_REDUCE_SCATTER, CRNET_COLL_ALLGATHER,
-    CRNET_COLL_BCAST,     CRNET_COLL_REDUCE,         CRNET_COLL_BARRIER};
+/* The collectives crsched knows, in the order the cost table lists them:
+ * the library's collectives, with scan split into scan and exscan. */
+typedef struct coll_kind {
+  const char *name;
+  crnet_collective coll;
+  bool exclusive;
+} coll_kind;
+
+static const coll_kind known_colls[] = {
+    {"allreduce", CRNET_COLL_ALLREDUCE, false},
+    {"reduce_scatter", CRNET_COLL_REDUCE_SCATTER, false},
+    {"allgather", CRNET_COLL_ALLGATHER, false},
+    {"bcast", CRNET_COLL_BCAST, false},
+    {"reduce", CRNET_COLL_REDUCE, false},
+    {"barrier", CRNET_COLL_BARRIER, false},
+    {"scan", CRNET_COLL_SCAN, false},
+    {"exscan", CRNET_COLL_SCAN, true},
+    {"alltoall", CRNET_COLL_ALLTOALL, false}};
 #define NKNOWN_COLLS (sizeof known_colls / sizeof known_colls[0])
+
+static const char *coll_label(crnet_collective coll, bool exclusive) {
+  for (size_t i = 0; i < NKNOWN_COLLS; i++)
+    if (known_colls[i].coll == coll && known_colls[i].exclusive == exclusive)
+      return known_colls[i].name;
+  return crnet_collective_name(coll);
+}
 
 static const char *const buf_names[CRNET__BUF_COUNT] = {"SEND", "RECV",
                                                         "TEMP"};
@@ -55,6 +76,7 @@ static const char *const buf_names[CRNET__BUF_COUNT] = {"SEND", "RECV",
 typedef struct options {
   bool cost, json, in_place, all, have_coll, have_count, have_m;
   crnet_collective coll;
+  bool exclusive;       /* --coll exscan */
   const char *schedule; /* NULL: "auto" when viewing, all when costing */
   int32_t p, rank, root;
   uint64_t count, dtype_size, m;
@@ -85,13 +107,16 @@ static void usage(FILE *out) {
       "time of every schedule that can do the collective(s).\n"
       "\n"
       "  --coll C         allreduce, reduce_scatter, allgather, bcast, reduce,\n"
-      "                   barrier (--cost: default all)\n"
+      "                   barrier, scan, exscan, alltoall (--cost: default\n"
+      "                   all)\n"
       "  --schedule S     auto (default), circulant, circulant-doubling,\n"
-      "                   circulant-linear, circulant-sqrt, ring\n"
+      "                   circulant-linear, circulant-sqrt, ring, hypercube,\n"
+      "                   rabenseifner, star, pairwise, bruck\n"
       "  -p P             number of ranks\n"
       "  --rank R         the rank to show (default 0)\n"
       "  --count N        vector length in elements, cut into p blocks\n"
-      "                   (default p: one element per block)\n"
+      "                   (default p: one element per block); alltoall:\n"
+      "                   elements per peer (default 1)\n"
       "  --counts a,b,..  p block lengths (reduce_scatter, allgather)\n"
       "  --dtype-size B   bytes per element (default 4)\n"
       "  --root R         root of bcast and reduce (default 0)\n"
@@ -99,6 +124,7 @@ static void usage(FILE *out) {
       "  --json           one JSON object per line (per round; per schedule\n"
       "                   with --cost)\n"
       "  --cost           the cost table; -m BYTES is the vector size\n"
+      "                   (alltoall: the send buffer, p blocks)\n"
       "  --alpha A        seconds per message round (default 0)\n"
       "  --beta B         seconds per byte sent or received (default 0)\n"
       "  --gamma G        seconds per byte reduced (default 0)\n"
@@ -141,10 +167,12 @@ static bool parse_time(const char *s, double *v) {
   return true;
 }
 
-static bool parse_coll(const char *s, crnet_collective *coll) {
+static bool parse_coll(const char *s, crnet_collective *coll,
+                       bool *exclusive) {
   for (size_t i = 0; i < NKNOWN_COLLS; i++)
-    if (strcmp(s, crnet_collective_name(known_colls[i])) == 0) {
-      *coll = known_colls[i];
+    if (strcmp(s, known_colls[i].name) == 0) {
+      *coll = known_colls[i].coll;
+      *exclusive = known_colls[i].exclusive;
       return true;
     }
   return false;
@@ -172,7 +200,7 @@ static int apply_option(options *o, int c, const char *arg) {
   switch (c) {
   case OPT_COLL:
     o->have_coll = true;
-    if (!parse_coll(arg, &o->coll))
+    if (!parse_coll(arg, &o->coll, &o->exclusive))
       return bad_usage("unknown collective '%s'", arg);
     return 0;
   case OPT_SCHEDULE:
@@ -364,8 +392,8 @@ static layout layout_of(const crnet__call *call, const blocks *b) {
     l.base[CRNET__BUF_RECV] = own;
   if (call->coll == CRNET_COLL_ALLGATHER)
     l.base[CRNET__BUF_SEND] = own;
-  if (call->coll == CRNET_COLL_BARRIER)
-    l.base[CRNET__BUF_SEND] = l.base[CRNET__BUF_RECV] = -1;
+  if (call->coll == CRNET_COLL_BARRIER || call->coll == CRNET_COLL_SCAN)
+    l.base[CRNET__BUF_SEND] = l.base[CRNET__BUF_RECV] = -1; /* not blocks */
   return l;
 }
 
@@ -596,7 +624,7 @@ static void text_skip(const view *v, uint32_t r) {
 
 static void text_header(const view *v) {
   const crnet__call *c = v->call;
-  printf("%s, schedule %s, p = %d, rank %d", crnet_collective_name(c->coll),
+  printf("%s, schedule %s, p = %d, rank %d", coll_label(c->coll, c->exclusive),
          v->name, c->p, c->rank);
   if (c->coll == CRNET_COLL_BCAST || c->coll == CRNET_COLL_REDUCE)
     printf(", root %d", c->root);
@@ -727,13 +755,16 @@ static int resolve(const char *requested, const crnet__call *call,
 }
 
 static crnet__call call_for(const options *o, crnet_collective coll,
-                            int32_t rank, const blocks *b) {
+                            bool exclusive, int32_t rank, const blocks *b) {
   crnet__call c;
   memset(&c, 0, sizeof c);
   c.coll = coll;
+  c.exclusive = exclusive;
+  c.esize = (uint32_t)o->dtype_size;
   c.p = o->p;
   c.rank = rank;
-  c.count = b->prefix[o->p];
+  /* alltoall: the blocks are the p blocks of count per peer */
+  c.count = coll == CRNET_COLL_ALLTOALL ? b->counts[0] : b->prefix[o->p];
   c.counts = b->counts;
   c.root = o->root;
   c.in_place = o->in_place;
@@ -746,7 +777,7 @@ static int build_or_complain(const char *name, const crnet__call *call,
   int rc = crnet__build(name, call, s);
   if (rc != 0)
     fprintf(stderr, "crsched: building %s for %s at p = %d, rank %d: %s\n",
-            name, crnet_collective_name(call->coll), call->p, call->rank,
+            name, coll_label(call->coll, call->exclusive), call->p, call->rank,
             crnet_strerror(rc));
   return rc;
 }
@@ -756,11 +787,19 @@ static int view_main(const options *o) {
   crnet__call call;
   crnet__schedule s;
   view v;
-  int rc = blocks_make(&b, o->p, o->have_count ? o->count : (uint64_t)o->p,
-                       o->counts_arg);
+  uint64_t count = o->have_count ? o->count : (uint64_t)o->p;
+  int rc;
+  if (o->coll == CRNET_COLL_ALLTOALL) {
+    if (!o->have_count)
+      count = 1;
+    if (count > UINT64_MAX / (uint64_t)o->p)
+      return bad_usage("--count %" PRIu64 " is too large", count);
+    count *= (uint64_t)o->p;
+  }
+  rc = blocks_make(&b, o->p, count, o->counts_arg);
   if (rc != 0)
     return rc;
-  call = call_for(o, o->coll, o->rank, &b);
+  call = call_for(o, o->coll, o->exclusive, o->rank, &b);
   memset(&v, 0, sizeof v);
   rc = resolve(o->schedule != NULL ? o->schedule : "auto", &call, &v.name);
   if (rc != 0)
@@ -773,6 +812,8 @@ static int view_main(const options *o) {
     rc = 1;
     goto out_sched;
   }
+  if (call.coll == CRNET_COLL_SCAN)
+    v.k.n = 0; /* dissemination: no circulant skip phases to annotate */
   v.o = o;
   v.call = &call;
   v.s = &s;
@@ -799,6 +840,7 @@ out_blocks:
 
 typedef struct cost_row {
   crnet_collective coll;
+  bool exclusive;
   const char *name;
   uint32_t rounds;              /* communicating rounds, max over ranks */
   uint64_t sent, recv, reduced; /* bytes, max over ranks */
@@ -822,7 +864,7 @@ static double now(void) {
 /* Builds rank's schedule, keeps its per-round totals, frees it. 0 or 1. */
 static int profile_rank(const options *o, const cost_row *row, int32_t rank,
                         const blocks *b, profile *pr) {
-  crnet__call call = call_for(o, row->coll, rank, b);
+  crnet__call call = call_for(o, row->coll, row->exclusive, rank, b);
   crnet__schedule s;
   if (build_or_complain(row->name, &call, &s) != 0)
     return 1;
@@ -898,8 +940,12 @@ static bool add_rank(const options *o, const profile *pr, cost_row *row,
  * ranks (see cost_one), and any difference falls back to the full loop. */
 static bool rotation_symmetric(const options *o, const cost_row *row,
                                const blocks *b) {
-  if (o->all || row->coll == CRNET_COLL_BCAST ||
-      row->coll == CRNET_COLL_REDUCE)
+  bool rotating = strncmp(row->name, "circulant", 9) == 0 ||
+                  strcmp(row->name, "ring") == 0 ||
+                  strcmp(row->name, "bruck") == 0 ||
+                  strcmp(row->name, "pairwise") == 0;
+  if (o->all || !rotating || row->coll == CRNET_COLL_BCAST ||
+      row->coll == CRNET_COLL_REDUCE || row->coll == CRNET_COLL_SCAN)
     return false;
   for (int32_t i = 1; i < b->p; i++)
     if (b->counts[i] != b->counts[0])
@@ -952,7 +998,7 @@ static int cost_one(const options *o, const blocks *b, cost_row *row) {
   }
   if (rc != 0)
     fprintf(stderr, "crsched: %s %s: giving up\n",
-            crnet_collective_name(row->coll), row->name);
+            coll_label(row->coll, row->exclusive), row->name);
   for (uint32_t k = 0; k < nmax; k++)
     row->time += per_round[k];
   free(per_round);
@@ -963,6 +1009,8 @@ static int by_time(const void *a, const void *b) {
   const cost_row *x = a, *y = b;
   if (x->coll != y->coll)
     return x->coll < y->coll ? -1 : 1;
+  if (x->exclusive != y->exclusive)
+    return x->exclusive ? 1 : -1;
   if (x->skipped != y->skipped)
     return x->skipped ? 1 : -1;
   if (x->time != y->time)
@@ -972,7 +1020,7 @@ static int by_time(const void *a, const void *b) {
 
 static void print_cost_json(const cost_row *r) {
   printf("{\"coll\":\"%s\",\"schedule\":\"%s\"",
-         crnet_collective_name(r->coll), r->name);
+         coll_label(r->coll, r->exclusive), r->name);
   if (r->skipped) {
     puts(",\"skipped\":true}");
     return;
@@ -985,7 +1033,7 @@ static void print_cost_json(const cost_row *r) {
 }
 
 static void print_cost_text(const cost_row *r) {
-  printf("%-15s %-19s ", crnet_collective_name(r->coll), r->name);
+  printf("%-15s %-19s ", coll_label(r->coll, r->exclusive), r->name);
   if (r->skipped) {
     printf("skipped: building every rank would take over %.0f s "
            "(--all)\n",
@@ -1025,15 +1073,18 @@ static void print_cost(const options *o, const cost_row *rows, size_t n) {
 
 /* The rows to compute: every (collective, schedule) asked for that the
  * selection table allows. 0, or EXIT_USAGE when --schedule cannot do it. */
-static int cost_rows(const options *o, const blocks *b, cost_row *rows,
-                     size_t *n) {
+static int cost_rows(const options *o, const blocks *vec, const blocks *a2a,
+                     cost_row *rows, size_t *n) {
+  const blocks *b;
   *n = 0;
   for (size_t c = 0; c < NKNOWN_COLLS; c++) {
-    crnet_collective coll = known_colls[c];
-    if (o->have_coll && coll != o->coll)
+    crnet_collective coll = known_colls[c].coll;
+    bool excl = known_colls[c].exclusive;
+    if (o->have_coll && (coll != o->coll || excl != o->exclusive))
       continue;
+    b = coll == CRNET_COLL_ALLTOALL ? a2a : vec;
     if (o->schedule != NULL) {
-      crnet__call call = call_for(o, coll, 0, b);
+      crnet__call call = call_for(o, coll, excl, 0, b);
       const char *name;
       char why[256];
       uint32_t id;
@@ -1042,16 +1093,23 @@ static int cost_rows(const options *o, const blocks *b, cost_row *rows,
           return resolve(o->schedule, &call, &name);
         continue; /* all collectives: show those it can do */
       }
-      rows[(*n)++] = (cost_row){.coll = coll, .name = name};
+      rows[(*n)++] = (cost_row){.coll = coll, .exclusive = excl, .name = name};
       continue;
     }
-    for (size_t s = 0; crnet__schedule_name(s) != NULL; s++)
-      if (crnet__schedule_known(crnet__schedule_name(s), coll))
-        rows[(*n)++] =
-            (cost_row){.coll = coll, .name = crnet__schedule_name(s)};
+    for (size_t s = 0; crnet__schedule_name(s) != NULL; s++) {
+      crnet__call call = call_for(o, coll, excl, 0, b);
+      const char *name;
+      char why[256];
+      uint32_t id;
+      /* every schedule that can do the call at this p */
+      if (crnet__select(crnet__schedule_name(s), &call, &name, &id, why,
+                        sizeof why) == 0)
+        rows[(*n)++] = (cost_row){.coll = coll, .exclusive = excl,
+                                  .name = name};
+    }
   }
   if (*n == 0 && o->schedule != NULL) {
-    crnet__call call = call_for(o, CRNET_COLL_ALLREDUCE, 0, b);
+    crnet__call call = call_for(o, CRNET_COLL_ALLREDUCE, false, 0, vec);
     const char *name;
     return resolve(o->schedule, &call, &name);
   }
@@ -1061,25 +1119,33 @@ static int cost_rows(const options *o, const blocks *b, cost_row *rows,
 static int cost_main(const options *o) {
   size_t nnames = 0, n;
   cost_row *rows;
-  blocks b;
+  blocks b, a2a; /* the vector; alltoall's p equal blocks of -m */
+  uint64_t elems = o->m / o->dtype_size;
   int rc;
   while (crnet__schedule_name(nnames) != NULL)
     nnames++;
   rows = calloc(NKNOWN_COLLS * nnames, sizeof *rows);
   if (rows == NULL)
     return CRNET_ENOMEM;
-  rc = blocks_make(&b, o->p, o->m / o->dtype_size, NULL);
+  rc = blocks_make(&b, o->p, elems, NULL);
   if (rc != 0) {
     free(rows);
     return rc;
   }
-  rc = cost_rows(o, &b, rows, &n);
+  rc = blocks_make(&a2a, o->p, elems / (uint64_t)o->p * (uint64_t)o->p, NULL);
+  if (rc != 0) {
+    blocks_free(&b);
+    free(rows);
+    return rc;
+  }
+  rc = cost_rows(o, &b, &a2a, rows, &n);
   for (size_t i = 0; i < n && rc == 0; i++)
-    rc = cost_one(o, &b, &rows[i]);
+    rc = cost_one(o, rows[i].coll == CRNET_COLL_ALLTOALL ? &a2a : &b, &rows[i]);
   if (rc == 0) {
     qsort(rows, n, sizeof rows[0], by_time);
     print_cost(o, rows, n);
   }
+  blocks_free(&a2a);
   blocks_free(&b);
   free(rows);
   return rc;

@@ -743,3 +743,112 @@ int crnet__circ_barrier(crnet__schedule *out, const int32_t *skips,
   }
   return ctx_done(&c);
 }
+
+/* ------------------------------------------------------------------------
+ * Prefix sums by dissemination (the circulant graph with skips 2^k, not
+ * wrapped around)
+ *
+ * SCAN. Rank r keeps acc, the sum of a window of ranks ending at r. Round
+ * k = 0, 1, ..., ceil(log2 p)-1 with distance d = 2^k: send acc to r+d (if
+ * r+d < p) || receive x from r-d (if r-d >= 0); acc = x (+) acc.
+ *
+ *   Claim: after round k, acc_r = V_max(0, r-2^(k+1)+1) (+) ... (+) V_r.
+ *   Proof by induction. Before round 0 acc_r = V_r (window of 1 = 2^0).
+ *   In round k the sender r-d sends its acc from before the round, the
+ *   window [max(0, r-2d+1), r-d]; the receiver's own window is
+ *   [max(0, r-d+1), r]; they are adjacent, so x (+) acc is the window
+ *   [max(0, r-2d+1), r], with the lower ranks' operand on the left. A rank
+ *   with r-d < 0 receives nothing and its window already starts at 0. The
+ *   send reads acc before the round's reduction (steps run after the
+ *   transfers), so it is the old window. After ceil(log2 p) rounds
+ *   2^(k+1) >= p > r, so every window starts at rank 0: the prefix.
+ *
+ *   Order: every combination is (lower window) (+) (higher window), so any
+ *   associative operator works, commutative or not.
+ *
+ * EXSCAN additionally keeps res, the window [max(0, r-2^(k+1)+1), r-1]: the
+ * received x is exactly the part of acc that lies below r, so
+ * res = x (+) res (res = x the first time). Rank 0 receives nothing and its
+ * RECV is never written (MPI's rule).
+ *
+ * Cost per rank: ceil(log2 p) rounds, in each at most one send and one
+ * receive of the whole vector: ceil(log2 p)·(α + mβ + mγ), twice the
+ * reductions for exscan ranks that still forward. Rounds are the same as
+ * the hypercube scan's (Alg. 4.9) for p a power of two, and for any other p
+ * no round is wasted on partners that do not exist.
+ *
+ * Buffers (elements): SEND, RECV: count; in place: RECV only. TEMP: count
+ * for the message x; exscan keeps acc in TEMP too (2·count) unless the rank
+ * never forwards after its first receive.
+ */
+
+static void scan_step(crnet__schedule *out, uint8_t kind, uint8_t order,
+                      crnet__seg src, crnet__seg dst) {
+  if (kind == CRNET__STEP_REDUCE)
+    crnet__sched_reduce(out, src, dst, order);
+  else
+    crnet__sched_copy(out, src, dst);
+}
+
+static int circ_prefix(crnet__schedule *out, int32_t p, int32_t rank,
+                       uint64_t count, bool in_place, bool exclusive) {
+  uint8_t in = in_place ? CRNET__BUF_RECV : CRNET__BUF_SEND;
+  crnet__seg own = crnet__seg_make(in, 0, count);
+  crnet__seg res = crnet__seg_make(CRNET__BUF_RECV, 0, count);
+  crnet__seg x = crnet__seg_make(CRNET__BUF_TEMP, 0, count);
+  crnet__seg acc_t = crnet__seg_make(CRNET__BUF_TEMP, count, count);
+  crnet__seg acc = own; /* where acc lives now */
+  bool have_res = false;
+  if (p < 1 || rank < 0 || rank >= p)
+    return CRNET_EINVAL;
+  crnet__sched_init(out, p, rank);
+  for (int64_t d = 1; d < p; d *= 2) {
+    bool forwards_later = rank + 2 * d < p; /* acc is sent again */
+    crnet__sched_round(out);
+    if (rank + d < p)
+      crnet__sched_send(out, (int32_t)(rank + d), acc.buf, acc.off, count);
+    if (rank - d < 0)
+      continue;
+    crnet__sched_recv(out, (int32_t)(rank - d), x.buf, x.off, count);
+    crnet__sched_need_temp(out, count);
+    if (!exclusive) {
+      /* acc lives in RECV from the first receive on */
+      if (acc.buf != CRNET__BUF_RECV) {
+        scan_step(out, CRNET__STEP_COPY, 0, acc, res);
+        acc = res;
+      }
+      scan_step(out, CRNET__STEP_REDUCE, CRNET__SRC_LEFT, x, acc);
+      continue;
+    }
+    if (forwards_later && acc.buf != CRNET__BUF_TEMP) {
+      /* move acc out of the input before RECV (maybe the input) gets res */
+      crnet__sched_need_temp(out, 2 * count);
+      scan_step(out, CRNET__STEP_COPY, 0, acc, acc_t);
+      acc = acc_t;
+    }
+    if (forwards_later)
+      scan_step(out, CRNET__STEP_REDUCE, CRNET__SRC_LEFT, x, acc);
+    if (have_res)
+      scan_step(out, CRNET__STEP_REDUCE, CRNET__SRC_LEFT, x, res);
+    else
+      scan_step(out, CRNET__STEP_COPY, 0, x, res);
+    have_res = true;
+  }
+  if (!exclusive && acc.buf != CRNET__BUF_RECV) {
+    /* rank 0: the result is the input, copied after its last send */
+    if (out->nrounds == 0)
+      crnet__sched_round(out);
+    scan_step(out, CRNET__STEP_COPY, 0, acc, res);
+  }
+  return crnet__sched_finish(out);
+}
+
+int crnet__circ_scan(crnet__schedule *out, int32_t p, int32_t rank,
+                     uint64_t count, bool in_place) {
+  return circ_prefix(out, p, rank, count, in_place, false);
+}
+
+int crnet__circ_exscan(crnet__schedule *out, int32_t p, int32_t rank,
+                       uint64_t count, bool in_place) {
+  return circ_prefix(out, p, rank, count, in_place, true);
+}

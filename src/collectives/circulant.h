@@ -1,6 +1,7 @@
 /* Circulant schedules (Träff): reduce-scatter, allreduce, allgather, reduce,
- * bcast and barrier built from one skip sequence. See circulant.c for the
- * algorithms, their costs and the proofs.
+ * bcast and barrier built from one skip sequence; prefix sums by
+ * dissemination. See circulant.c for the algorithms, their costs and the
+ * proofs.
  *
  * Every builder is pure: called by the collective entry points (and the
  * simulator's tests) on one rank, it fills a caller-owned crnet__schedule
@@ -22,6 +23,7 @@
  *                   ranks still read SEND).
  *   bcast           RECV only: the root's input, everyone's output.
  *   barrier         no buffers.
+ *   scan, exscan    SEND, RECV: count elements; in place: RECV only.
  */
 #ifndef CRNET_CIRCULANT_H
 #define CRNET_CIRCULANT_H
@@ -70,5 +72,15 @@ int crnet__circ_bcast(crnet__schedule *out, const int32_t *skips,
                       int32_t root);
 int crnet__circ_barrier(crnet__schedule *out, const int32_t *skips,
                         int32_t nskips, int32_t p, int32_t rank);
+
+/* Prefix sums by dissemination (skips 1, 2, 4, ... not wrapped around; no
+ * skip sequence argument): rank r gets V_0 (+) ... (+) V_r (scan) or
+ * V_0 (+) ... (+) V_r-1 (exscan, rank 0's RECV never written), in
+ * ceil(log2 p) rounds for any p, in rank order (non-commutative operators
+ * are fine). SEND, RECV: count elements; in place: RECV only. */
+int crnet__circ_scan(crnet__schedule *out, int32_t p, int32_t rank,
+                     uint64_t count, bool in_place);
+int crnet__circ_exscan(crnet__schedule *out, int32_t p, int32_t rank,
+                       uint64_t count, bool in_place);
 
 #endif

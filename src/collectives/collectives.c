@@ -44,6 +44,7 @@ static uint32_t sig_of(const crnet__call *call, crnet_datatype dt, crnet_op op,
   sig_add(&s, (uint64_t)(uint32_t)op);
   sig_add(&s, schedule_id);
   sig_add(&s, (uint64_t)(uint32_t)call->root);
+  sig_add(&s, call->exclusive);
   return (uint32_t)(s.h ^ (s.h >> 32));
 }
 
@@ -108,6 +109,7 @@ static int run(crnet_comm *c, crnet__call *call, const void *send, void *recv,
 
   call->p = c->size;
   call->rank = c->rank;
+  call->esize = (uint32_t)crnet_datatype_size(dt);
   rc = crnet__select(c->schedule[call->coll], call, &name, &id, c->callmsg,
                      sizeof c->callmsg);
   if (rc != 0)
@@ -226,6 +228,55 @@ int crnet_reduce_scatter(crnet_comm *c, const void *send, void *recv,
   rc = reduce_scatter(c, "reduce_scatter", send, recv, counts, dt, op);
   free(counts);
   return rc;
+}
+
+/* recv of rank r = the prefix of ranks 0..r (or 0..r-1). With a single
+ * operand the logical operators still promise 0 or 1 (see
+ * normalise_logical): rank 0's scan and rank 1's exscan normalise. */
+static int prefix(crnet_comm *c, const char *what, bool exclusive,
+                  const void *send, void *recv, size_t count,
+                  crnet_datatype dt, crnet_op op) {
+  crnet__call call = {.coll = CRNET_COLL_SCAN, .count = count,
+                      .exclusive = exclusive};
+  int rc = check_common(c, what, dt, op, true);
+  if (rc != 0)
+    return rc;
+  if (count > 0 && (recv == NULL || send == NULL))
+    return call_error(c, CRNET_EINVAL, "%s: NULL buffer", what);
+  if (!fits(count, crnet_datatype_size(dt)))
+    return call_error(c, CRNET_EINVAL, "%s: count too large", what);
+  call.in_place = send == CRNET_IN_PLACE;
+  call.commutative = crnet__op_commutative(op);
+  rc = run(c, &call, send, recv, dt, op);
+  if (rc == 0 && c->rank == (exclusive ? 1 : 0))
+    rc = normalise_logical(op, dt, recv, count);
+  return rc;
+}
+
+int crnet_scan(crnet_comm *c, const void *send, void *recv, size_t count,
+               crnet_datatype dt, crnet_op op) {
+  return prefix(c, "scan", false, send, recv, count, dt, op);
+}
+
+int crnet_exscan(crnet_comm *c, const void *send, void *recv, size_t count,
+                 crnet_datatype dt, crnet_op op) {
+  return prefix(c, "exscan", true, send, recv, count, dt, op);
+}
+
+int crnet_alltoall(crnet_comm *c, const void *send, void *recv, size_t count,
+                   crnet_datatype dt) {
+  crnet__call call = {.coll = CRNET_COLL_ALLTOALL, .count = count,
+                      .commutative = true};
+  int rc = check_common(c, "alltoall", dt, 0, false);
+  if (rc != 0)
+    return rc;
+  if (count > 0 && (recv == NULL || send == NULL))
+    return call_error(c, CRNET_EINVAL, "alltoall: NULL buffer");
+  if (count > UINT64_MAX / (uint64_t)c->size ||
+      !fits(count * (uint64_t)c->size, crnet_datatype_size(dt)))
+    return call_error(c, CRNET_EINVAL, "alltoall: count too large");
+  call.in_place = send == CRNET_IN_PLACE;
+  return run(c, &call, send, recv, dt, 0);
 }
 
 int crnet_allgather(crnet_comm *c, const void *send, void *recv, size_t count,

@@ -1,9 +1,21 @@
 /* The schedule table and `auto`. See select.h.
  *
- * auto, for now: the circulant schedule with halving skips (ceil(log2 p)
- * rounds for reduce-scatter, optimal volume) for everything, except that a
- * non-commutative operator goes to circulant-linear, whose reductions follow
- * rank order. Cost-based choice per message size comes with the benchmarks.
+ * Every schedule of every family is one row: its name, its family, the
+ * collectives it can do and whether its reductions keep rank order. The
+ * builders never fall back on their own; an explicitly chosen schedule
+ * that cannot do the call fails with CRNET_EUNSUPPORTED and says why.
+ *
+ * auto, for now (cost-based choice per message size comes with the
+ * benchmarks):
+ *   allreduce, reduce-scatter, reduce: circulant (ceil(log2 p) rounds per
+ *     phase, optimal volume); a non-commutative operator goes to
+ *     rabenseifner, which keeps rank order in about as many rounds
+ *     (circulant-linear keeps it too, but needs p-1 rounds);
+ *   scan, exscan: circulant (dissemination, ceil(log2 p) rounds, any p,
+ *     rank order);
+ *   all-to-all: bruck (ceil(log2 p) rounds, ~log2(p)/2 times the volume)
+ *     while a block is at most ALLTOALL_SMALL_BYTES, pairwise beyond;
+ *   allgather, bcast, barrier: circulant.
  */
 #include "select.h"
 
@@ -11,8 +23,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alltoall.h"
 #include "circulant.h"
+#include "hypercube.h"
 #include "ring.h"
+
+/* Bruck's extra volume stops paying for its saved rounds somewhere around
+ * here on TCP (α of tens of µs, β of a GB/s); issue 5's cost model will
+ * replace the constant. */
+#define ALLTOALL_SMALL_BYTES 256
 
 #define BIT(coll) (1u << (coll))
 #define CIRCULANT_COLLS                                                        \
@@ -23,22 +42,51 @@
   (BIT(CRNET_COLL_ALLREDUCE) | BIT(CRNET_COLL_REDUCE_SCATTER) |                \
    BIT(CRNET_COLL_REDUCE) | BIT(CRNET_COLL_SCAN))
 
-enum family { FAMILY_CIRCULANT, FAMILY_RING };
+enum family {
+  FAMILY_CIRCULANT,    /* Träff's circulant graphs, one skip sequence */
+  FAMILY_RING,         /* ring.c, alltoall.c's ring */
+  FAMILY_HYPERCUBE,    /* recursive doubling, Alg. 4.9, hypercube a2a */
+  FAMILY_RABENSEIFNER, /* recursive halving */
+  FAMILY_STAR,         /* star graph S_n */
+  FAMILY_PAIRWISE,     /* all-to-all pairwise exchange */
+  FAMILY_BRUCK         /* all-to-all, circulant with concatenation */
+};
+
+/* Whether the schedule's reductions keep rank order. */
+enum order { ORDER_NEVER, ORDER_ALWAYS, ORDER_BY_SKIPS };
 
 typedef struct schedule_desc {
   const char *name;
   enum family family;
   unsigned colls; /* bit per crnet_collective it can do */
+  enum order order;
 } schedule_desc;
 
 /* Ids are the table index + 1 and travel in call signatures, so ranks that
- * picked different schedules for one call fail instead of mixing them. */
+ * picked different schedules for one call fail instead of mixing them:
+ * append, never reorder. */
 static const schedule_desc schedules[] = {
-    {"circulant", FAMILY_CIRCULANT, CIRCULANT_COLLS},
-    {"circulant-doubling", FAMILY_CIRCULANT, CIRCULANT_COLLS},
-    {"circulant-linear", FAMILY_CIRCULANT, CIRCULANT_COLLS},
-    {"circulant-sqrt", FAMILY_CIRCULANT, CIRCULANT_COLLS},
-    {"ring", FAMILY_RING, BIT(CRNET_COLL_ALLREDUCE)},
+    {"circulant", FAMILY_CIRCULANT, CIRCULANT_COLLS | BIT(CRNET_COLL_SCAN),
+     ORDER_BY_SKIPS},
+    {"circulant-doubling", FAMILY_CIRCULANT, CIRCULANT_COLLS, ORDER_BY_SKIPS},
+    {"circulant-linear", FAMILY_CIRCULANT, CIRCULANT_COLLS, ORDER_BY_SKIPS},
+    {"circulant-sqrt", FAMILY_CIRCULANT, CIRCULANT_COLLS, ORDER_BY_SKIPS},
+    {"ring", FAMILY_RING,
+     BIT(CRNET_COLL_ALLREDUCE) | BIT(CRNET_COLL_REDUCE_SCATTER) |
+         BIT(CRNET_COLL_ALLGATHER) | BIT(CRNET_COLL_BCAST) |
+         BIT(CRNET_COLL_REDUCE) | BIT(CRNET_COLL_ALLTOALL),
+     ORDER_NEVER},
+    {"hypercube", FAMILY_HYPERCUBE,
+     BIT(CRNET_COLL_ALLREDUCE) | BIT(CRNET_COLL_ALLGATHER) |
+         BIT(CRNET_COLL_SCAN) | BIT(CRNET_COLL_ALLTOALL),
+     ORDER_ALWAYS},
+    {"rabenseifner", FAMILY_RABENSEIFNER,
+     BIT(CRNET_COLL_ALLREDUCE) | BIT(CRNET_COLL_REDUCE_SCATTER) |
+         BIT(CRNET_COLL_REDUCE),
+     ORDER_ALWAYS},
+    /* STAR ROW */
+    {"pairwise", FAMILY_PAIRWISE, BIT(CRNET_COLL_ALLTOALL), ORDER_NEVER},
+    {"bruck", FAMILY_BRUCK, BIT(CRNET_COLL_ALLTOALL), ORDER_NEVER},
 };
 
 #define NSCHEDULES (sizeof schedules / sizeof schedules[0])
@@ -71,21 +119,37 @@ bool crnet__schedule_known(const char *name, crnet_collective coll) {
   return d != NULL && (d->colls & BIT(coll)) != 0;
 }
 
-/* Whether the schedule keeps rank order in its reductions, for this p. */
-static int order_preserving(const schedule_desc *d, int32_t p, bool *ordered) {
+/* Whether the schedule keeps rank order in its reductions for this call. */
+static int order_preserving(const schedule_desc *d, const crnet__call *call,
+                            bool *ordered) {
   int32_t *skips;
   int n;
-  *ordered = false;
-  if (d->family != FAMILY_CIRCULANT)
+  *ordered = d->order == ORDER_ALWAYS;
+  if (d->order != ORDER_BY_SKIPS)
     return 0;
-  skips = malloc(sizeof *skips * (size_t)p);
+  if (call->coll == CRNET_COLL_SCAN) { /* dissemination: always in order */
+    *ordered = true;
+    return 0;
+  }
+  skips = malloc(sizeof *skips * (size_t)call->p);
   if (skips == NULL)
     return CRNET_ENOMEM;
-  n = crnet__circ_skips(d->name, p, skips);
+  n = crnet__circ_skips(d->name, call->p, skips);
   if (n > 0)
     *ordered = crnet__circ_skips_ordered(skips, n);
   free(skips);
   return n > 0 ? 0 : n;
+}
+
+static const char *auto_choice(const crnet__call *call) {
+  bool reduces = (REDUCING_COLLS & BIT(call->coll)) != 0;
+  if (call->coll == CRNET_COLL_ALLTOALL) {
+    uint64_t esize = call->esize > 0 ? call->esize : 1;
+    return call->count <= ALLTOALL_SMALL_BYTES / esize ? "bruck" : "pairwise";
+  }
+  if (reduces && !call->commutative && call->coll != CRNET_COLL_SCAN)
+    return "rabenseifner";
+  return "circulant";
 }
 
 int crnet__select(const char *requested, const crnet__call *call,
@@ -97,7 +161,7 @@ int crnet__select(const char *requested, const crnet__call *call,
   int rc;
 
   if (strcmp(requested, "auto") == 0)
-    requested = reduces && !call->commutative ? "circulant-linear" : "circulant";
+    requested = auto_choice(call);
   d = find(requested);
   if (d == NULL) {
     snprintf(why, whylen, "no schedule is called '%s'", requested);
@@ -107,14 +171,23 @@ int crnet__select(const char *requested, const crnet__call *call,
     snprintf(why, whylen, "schedule '%s' cannot do %s", d->name, coll);
     return CRNET_EUNSUPPORTED;
   }
+  if (d->family == FAMILY_HYPERCUBE && call->coll == CRNET_COLL_ALLTOALL &&
+      (call->p & (call->p - 1)) != 0) {
+    snprintf(why, whylen,
+             "schedule 'hypercube' does %s only when the number of ranks is "
+             "a power of two, not %d (use 'bruck' or 'pairwise')",
+             coll, (int)call->p);
+    return CRNET_EUNSUPPORTED;
+  }
   if (reduces && !call->commutative) {
-    rc = order_preserving(d, call->p, &ordered);
+    rc = order_preserving(d, call, &ordered);
     if (rc != 0)
       return rc;
     if (!ordered) {
       snprintf(why, whylen,
                "schedule '%s' combines operands out of rank order, so %s with "
-               "a non-commutative operator needs 'circulant-linear' (or "
+               "a non-commutative operator needs an order-preserving "
+               "schedule ('rabenseifner', 'hypercube', 'circulant-linear' or "
                "'auto')",
                d->name, coll);
       return CRNET_EUNSUPPORTED;
@@ -125,16 +198,16 @@ int crnet__select(const char *requested, const crnet__call *call,
   return 0;
 }
 
-int crnet__build(const char *name, const crnet__call *call,
-                 crnet__schedule *out) {
-  const schedule_desc *d = find(name);
+static int build_circulant(const schedule_desc *d, const crnet__call *call,
+                           crnet__schedule *out) {
   int32_t *skips;
   int n, rc;
-  if (d == NULL)
-    return CRNET_EINVAL;
-  if (d->family == FAMILY_RING)
-    return crnet__ring_allreduce(out, call->p, call->rank, call->count,
-                                 call->in_place);
+  if (call->coll == CRNET_COLL_SCAN)
+    return call->exclusive
+               ? crnet__circ_exscan(out, call->p, call->rank, call->count,
+                                    call->in_place)
+               : crnet__circ_scan(out, call->p, call->rank, call->count,
+                                  call->in_place);
   skips = malloc(sizeof *skips * (size_t)call->p);
   if (skips == NULL)
     return CRNET_ENOMEM;
@@ -173,4 +246,86 @@ int crnet__build(const char *name, const crnet__call *call,
   }
   free(skips);
   return rc;
+}
+
+static int build_ring(const crnet__call *c, crnet__schedule *out) {
+  switch (c->coll) {
+  case CRNET_COLL_ALLREDUCE:
+    return crnet__ring_allreduce(out, c->p, c->rank, c->count, c->in_place);
+  case CRNET_COLL_REDUCE_SCATTER:
+    return crnet__ring_reduce_scatter(out, c->p, c->rank, c->counts,
+                                      c->in_place);
+  case CRNET_COLL_ALLGATHER:
+    return crnet__ring_allgather(out, c->p, c->rank, c->counts, c->in_place);
+  case CRNET_COLL_BCAST:
+    return crnet__ring_bcast(out, c->p, c->rank, c->count, c->root);
+  case CRNET_COLL_REDUCE:
+    return crnet__ring_reduce(out, c->p, c->rank, c->count, c->root,
+                              c->in_place);
+  case CRNET_COLL_ALLTOALL:
+    return crnet__alltoall_ring(out, c->p, c->rank, c->count, c->in_place);
+  default:
+    return CRNET_EINVAL;
+  }
+}
+
+static int build_hypercube(const crnet__call *c, crnet__schedule *out) {
+  switch (c->coll) {
+  case CRNET_COLL_ALLREDUCE:
+    return crnet__hc_allreduce(out, c->p, c->rank, c->count, c->in_place);
+  case CRNET_COLL_ALLGATHER:
+    return crnet__hc_allgather(out, c->p, c->rank, c->counts, c->in_place);
+  case CRNET_COLL_SCAN:
+    return c->exclusive
+               ? crnet__hc_exscan(out, c->p, c->rank, c->count, c->in_place)
+               : crnet__hc_scan(out, c->p, c->rank, c->count, c->in_place);
+  case CRNET_COLL_ALLTOALL:
+    return crnet__alltoall_hypercube(out, c->p, c->rank, c->count,
+                                     c->in_place);
+  default:
+    return CRNET_EINVAL;
+  }
+}
+
+static int build_rabenseifner(const crnet__call *c, crnet__schedule *out) {
+  switch (c->coll) {
+  case CRNET_COLL_ALLREDUCE:
+    return crnet__rab_allreduce(out, c->p, c->rank, c->count, c->in_place);
+  case CRNET_COLL_REDUCE_SCATTER:
+    return crnet__rab_reduce_scatter(out, c->p, c->rank, c->counts,
+                                     c->in_place);
+  case CRNET_COLL_REDUCE:
+    return crnet__rab_reduce(out, c->p, c->rank, c->count, c->root,
+                             c->in_place);
+  default:
+    return CRNET_EINVAL;
+  }
+}
+
+/* BUILD_STAR */
+
+int crnet__build(const char *name, const crnet__call *call,
+                 crnet__schedule *out) {
+  const schedule_desc *d = find(name);
+  if (d == NULL || (d->colls & BIT(call->coll)) == 0)
+    return CRNET_EINVAL;
+  switch (d->family) {
+  case FAMILY_CIRCULANT:
+    return build_circulant(d, call, out);
+  case FAMILY_RING:
+    return build_ring(call, out);
+  case FAMILY_HYPERCUBE:
+    return build_hypercube(call, out);
+  case FAMILY_RABENSEIFNER:
+    return build_rabenseifner(call, out);
+  case FAMILY_PAIRWISE:
+    return crnet__alltoall_pairwise(out, call->p, call->rank, call->count,
+                                    call->in_place);
+  case FAMILY_BRUCK:
+    return crnet__alltoall_bruck(out, call->p, call->rank, call->count,
+                                 call->in_place);
+  case FAMILY_STAR: /* STAR CASE */
+    break;
+  }
+  return CRNET_EINVAL;
 }

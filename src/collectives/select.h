@@ -16,11 +16,14 @@
 typedef struct crnet__call {
   crnet_collective coll;
   int32_t p, rank;
-  uint64_t count;         /* allreduce, reduce, bcast: vector length */
+  uint64_t count; /* allreduce, reduce, bcast, scan: vector length;
+                     all-to-all: elements per peer */
   const uint64_t *counts; /* reduce-scatter, allgather: p block lengths */
   int32_t root;
   bool in_place;
   bool commutative; /* of the operator; true where nothing is reduced */
+  bool exclusive;   /* scan: exscan */
+  uint32_t esize;   /* bytes per element (0: unknown), for auto */
 } crnet__call;
 
 /* Resolves `requested` ("auto" or a schedule name) for the call into a

@@ -153,27 +153,57 @@ expect "cost ring p=8" "$(cost allreduce ring 8 32 1 1 1)" "98 98 14"
 expect "cost allreduce circulant p=100 rounds" \
   "$(cost allreduce circulant 100 400 1 0 0)" "14 14 14"
 
-# Every applicable schedule appears: 5 for allreduce, 4 for each other.
+# Recursive doubling allreduce, p = 8: log2 p·(α + mβ + mγ), m = 32 bytes.
+expect "cost hypercube allreduce p=8" \
+  "$(cost allreduce hypercube 8 32 1 1 1)" "195 195 3"
+# Rabenseifner allreduce, p = 8: 2·log2 p·α + 2(p-1)/p·m·β + (p-1)/p·m·γ.
+expect "cost rabenseifner allreduce p=8" \
+  "$(cost allreduce rabenseifner 8 32 1 1 1)" "90 90 6"
+# Prefix sums: ceil(log2 p) rounds for any p, both families.
+expect "cost circulant scan p=22" "$(cost scan circulant 22 88 1 0 0)" "5 5 5"
+expect "cost hypercube exscan p=22" "$(cost exscan hypercube 22 88 1 0 0)" \
+  "5 5 5"
+# All-to-all, p = 8, 8 bytes per peer (-m is the whole send buffer):
+# bruck ceil(log2 p) rounds of p/2 blocks; pairwise p-1 rounds of one
+# block; ring (α + β·m·p/2)(p-1).
+expect "cost bruck alltoall p=8" "$(cost alltoall bruck 8 64 1 1 0)" \
+  "99 99 3"
+expect "cost pairwise alltoall p=8" "$(cost alltoall pairwise 8 64 1 1 0)" \
+  "63 63 7"
+expect "cost ring alltoall p=8" "$(cost alltoall ring 8 64 1 1 0)" \
+  "231 231 7"
+
+# Star, p = 4! = 24: n(n-1)/2 = 6 rounds, the whole vector each round
+# (the paper's Table 2); p = 3! = 6: 3 rounds; allgather p = 6: the
+# blocks others own, (p-1)/p·m.
+expect "cost star allreduce p=24" "$(cost allreduce star 24 96 1 1 1)" \
+  "1158 1158 6"
+expect "cost star allreduce p=6" "$(cost allreduce star 6 24 1 0 0)" "3 3 3"
+expect "cost star allgather p=6" "$(cost allgather star 6 24 0 1 0)" \
+  "20 20 3"
+
+# Every schedule that can do the call at p = 22 appears (hypercube
+# all-to-all needs a power of two).
 rows=$("$CRSCHED" --cost -p 22 -m 88 --alpha 1 --json)
 expect "cost: rows per collective" \
   "$(printf '%s\n' "$rows" | python3 -c '
 import json, sys, collections
 c = collections.Counter(json.loads(l)["coll"] for l in sys.stdin)
 print(" ".join("%s=%d" % kv for kv in sorted(c.items())))
-')" "allgather=4 allreduce=5 barrier=4 bcast=4 reduce=4 reduce_scatter=4"
+')" "allgather=7 allreduce=8 alltoall=3 barrier=4 bcast=5 exscan=2 reduce=6 reduce_scatter=6 scan=2"
 expect "cost: allreduce schedules" \
   "$(printf '%s\n' "$rows" | python3 -c '
 import json, sys
 print(" ".join(sorted(r["schedule"] for r in map(json.loads, sys.stdin)
                       if r["coll"] == "allreduce")))
-')" "circulant circulant-doubling circulant-linear circulant-sqrt ring"
+')" "circulant circulant-doubling circulant-linear circulant-sqrt hypercube rabenseifner ring star"
 text=$("$CRSCHED" --cost -p 22 -m 88 --alpha 1 --coll reduce_scatter)
 expect "cost text: circulant row" \
   "$(printf '%s\n' "$text" | awk '$1 == "reduce_scatter" && $2 == "circulant" {print $3, $7}')" \
   "5 5"
 expect "cost text: sorted by time" \
   "$(printf '%s\n' "$text" | awk '$1 == "reduce_scatter" {print $2}' | tr '\n' ' ')" \
-  "circulant circulant-doubling circulant-sqrt circulant-linear "
+  "circulant circulant-doubling circulant-sqrt rabenseifner circulant-linear ring "
 # Sampling symmetric ranks must agree with building every rank.
 expect "cost: --all agrees with sampling" \
   "$(cost allreduce circulant 13 52 1 1 1)" \
@@ -205,14 +235,16 @@ usage_error "unknown option" --frobnicate
 usage_error "bad p" --coll allreduce -p 0
 usage_error "rank out of range" --coll allreduce -p 4 --rank 4
 usage_error "unknown collective" --coll alltoallw -p 4
-usage_error "unknown schedule" --coll allreduce --schedule hypercube -p 4
-usage_error "schedule cannot do it" --coll reduce_scatter --schedule ring -p 4
+usage_error "unknown schedule" --coll allreduce --schedule hypercube2 -p 4
+usage_error "schedule cannot do it" --coll reduce_scatter --schedule pairwise -p 4
+usage_error "hypercube all-to-all needs a power of two" --coll alltoall \
+  --schedule hypercube -p 6
 usage_error "counts of the wrong length" --coll reduce_scatter -p 4 --counts 1,2
 usage_error "cost without -m" --cost -p 4
 usage_error "negative alpha" --cost -p 4 -m 16 --alpha -1
 expect "schedule message is crnet__select's" \
-  "$("$CRSCHED" --coll reduce_scatter --schedule ring -p 4 2>&1)" \
-  "crsched: schedule 'ring' cannot do reduce_scatter"
+  "$("$CRSCHED" --coll reduce_scatter --schedule pairwise -p 4 2>&1)" \
+  "crsched: schedule 'pairwise' cannot do reduce_scatter"
 
 echo "$checks checks, $fails failed"
 [ "$fails" -eq 0 ]

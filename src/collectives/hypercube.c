@@ -495,19 +495,10 @@ static void send_blocks(hc *h, int32_t peer, const uint64_t *P, int32_t a,
 int crnet__hc_allgather(crnet__schedule *out, int32_t p, int32_t rank,
                         const uint64_t *counts, bool in_place) {
   hc h;
-  if (counts == NULL || p < 1)
-    return CRNET_EINVAL;
-  uint64_t *P = malloc(((size_t)p + 1) * sizeof(*P));
+  int brc;
+  uint64_t *P = crnet__block_offsets(counts, p, &brc);
   if (P == NULL)
-    return CRNET_ENOMEM;
-  P[0] = 0;
-  for (int32_t b = 0; b < p; b++) {
-    if (P[b] + counts[b] < P[b]) {
-      free(P);
-      return CRNET_EINVAL;
-    }
-    P[b + 1] = P[b] + counts[b];
-  }
+    return brc;
   int rc = hc_init(&h, out, p, rank, P[p], CRNET__HC_FOLD_BALANCED);
   if (rc != 0) {
     free(P);
@@ -605,19 +596,10 @@ int crnet__rab_reduce_scatter_fold(crnet__schedule *out, int32_t p,
                                    int32_t rank, const uint64_t *counts,
                                    bool in_place, int fold) {
   hc h;
-  if (counts == NULL || p < 1)
-    return CRNET_EINVAL;
-  uint64_t *P = malloc(((size_t)p + 1) * sizeof(*P));
+  int brc;
+  uint64_t *P = crnet__block_offsets(counts, p, &brc);
   if (P == NULL)
-    return CRNET_ENOMEM;
-  P[0] = 0;
-  for (int32_t b = 0; b < p; b++) {
-    if (P[b] + counts[b] < P[b]) {
-      free(P);
-      return CRNET_EINVAL;
-    }
-    P[b + 1] = P[b] + counts[b];
-  }
+    return brc;
   int rc = hc_init(&h, out, p, rank, P[p], fold);
   if (rc != 0) {
     free(P);

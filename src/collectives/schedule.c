@@ -206,3 +206,27 @@ void crnet__block_range(uint64_t count, int32_t p, int32_t b, uint64_t *off,
   *n = q + (ub < rem ? 1 : 0);
   *off = q * ub + (ub < rem ? ub : rem);
 }
+
+uint64_t *crnet__block_offsets(const uint64_t *counts, int32_t p, int *rc) {
+  uint64_t *P;
+  if (counts == NULL || p < 1) {
+    *rc = CRNET_EINVAL;
+    return NULL;
+  }
+  P = malloc(((size_t)p + 1) * sizeof *P);
+  if (P == NULL) {
+    *rc = CRNET_ENOMEM;
+    return NULL;
+  }
+  P[0] = 0;
+  for (int32_t b = 0; b < p; b++) {
+    if (P[b] + counts[b] < P[b]) {
+      free(P);
+      *rc = CRNET_EINVAL;
+      return NULL;
+    }
+    P[b + 1] = P[b] + counts[b];
+  }
+  *rc = 0;
+  return P;
+}

@@ -142,4 +142,10 @@ uint64_t crnet__xfer_count(const crnet__schedule *s, const crnet__xfer *x);
 void crnet__block_range(uint64_t count, int32_t p, int32_t b, uint64_t *off,
                         uint64_t *n);
 
+/* Offsets of irregular blocks: a new array P of p+1 elements, P[b] the
+ * offset of block b and P[p] the total, for the caller to free. NULL with
+ * *rc = CRNET_EINVAL (counts NULL, p < 1, a total beyond 2^64) or
+ * CRNET_ENOMEM. */
+uint64_t *crnet__block_offsets(const uint64_t *counts, int32_t p, int *rc);
+
 #endif

@@ -27,6 +27,7 @@
 #include "circulant.h"
 #include "hypercube.h"
 #include "ring.h"
+#include "star.h"
 
 /* Bruck's extra volume stops paying for its saved rounds somewhere around
  * here on TCP (α of tens of µs, β of a GB/s); issue 5's cost model will
@@ -84,7 +85,8 @@ static const schedule_desc schedules[] = {
      BIT(CRNET_COLL_ALLREDUCE) | BIT(CRNET_COLL_REDUCE_SCATTER) |
          BIT(CRNET_COLL_REDUCE),
      ORDER_ALWAYS},
-    /* STAR ROW */
+    {"star", FAMILY_STAR,
+     BIT(CRNET_COLL_ALLREDUCE) | BIT(CRNET_COLL_ALLGATHER), ORDER_ALWAYS},
     {"pairwise", FAMILY_PAIRWISE, BIT(CRNET_COLL_ALLTOALL), ORDER_NEVER},
     {"bruck", FAMILY_BRUCK, BIT(CRNET_COLL_ALLTOALL), ORDER_NEVER},
 };
@@ -187,8 +189,8 @@ int crnet__select(const char *requested, const crnet__call *call,
       snprintf(why, whylen,
                "schedule '%s' combines operands out of rank order, so %s with "
                "a non-commutative operator needs an order-preserving "
-               "schedule ('rabenseifner', 'hypercube', 'circulant-linear' or "
-               "'auto')",
+               "schedule ('rabenseifner', 'hypercube', 'star', "
+               "'circulant-linear' or 'auto')",
                d->name, coll);
       return CRNET_EUNSUPPORTED;
     }
@@ -302,7 +304,16 @@ static int build_rabenseifner(const crnet__call *c, crnet__schedule *out) {
   }
 }
 
-/* BUILD_STAR */
+static int build_star(const crnet__call *c, crnet__schedule *out) {
+  switch (c->coll) {
+  case CRNET_COLL_ALLREDUCE:
+    return crnet__star_allreduce(out, c->p, c->rank, c->count, c->in_place);
+  case CRNET_COLL_ALLGATHER:
+    return crnet__star_allgather(out, c->p, c->rank, c->counts, c->in_place);
+  default:
+    return CRNET_EINVAL;
+  }
+}
 
 int crnet__build(const char *name, const crnet__call *call,
                  crnet__schedule *out) {
@@ -324,8 +335,8 @@ int crnet__build(const char *name, const crnet__call *call,
   case FAMILY_BRUCK:
     return crnet__alltoall_bruck(out, call->p, call->rank, call->count,
                                  call->in_place);
-  case FAMILY_STAR: /* STAR CASE */
-    break;
+  case FAMILY_STAR:
+    return build_star(call, out);
   }
   return CRNET_EINVAL;
 }

@@ -5,10 +5,32 @@
  *
  * Every rank runs the same sequence of calls and checks every result against
  * a reference computed here from the public header only: this program knows
- * nothing of the schedules, the executor or the kernels.
+ * nothing of the schedules, the executor or the kernels. Which schedule can
+ * do which collective, and which keep rank order, is this program's own
+ * table (`schedules`), written from the documentation and never asked of the
+ * library, so that a library refusing (or accepting) everything fails:
  *
- * For each schedule in `schedules` (set with crnet_comm_set_schedule for
- * reduce-scatter, allgather, bcast, reduce and barrier, every rank alike):
+ *   schedule            collectives                         non-commutative
+ *   auto                all                                 rank order
+ *   circulant           allreduce, reduce-scatter,          rank order in
+ *                       allgather, bcast, reduce, barrier,  scan/exscan only
+ *                       scan/exscan (dissemination)
+ *   circulant-doubling  as circulant, without scan          reorders
+ *   circulant-linear    as circulant, without scan          rank order
+ *   circulant-sqrt      as circulant, without scan          reorders
+ *   ring                allreduce, reduce-scatter,          reorders
+ *                       allgather, bcast, reduce, alltoall
+ *   hypercube           allreduce, allgather, scan/exscan,  rank order
+ *                       alltoall (p a power of two only)
+ *   rabenseifner        allreduce, reduce-scatter, reduce   rank order
+ *   star                allreduce, allgather                rank order
+ *   pairwise, bruck     alltoall                            -
+ *
+ * For each schedule, every rank alike: choose it (crnet_comm_set_schedule
+ * must return 0) for every collective it can do, the others staying on
+ * "auto", and run the sections of those collectives only. Allreduce is
+ * chosen too, then put back on "auto": this program's own bookkeeping uses
+ * it, and allreduce_check tests it under every schedule.
  *
  *   reduce_scatter_block  every variant (datatype × op, below) × counts
  *                         {0, 1, p-1, p, p+1, 1001} × in place or not
@@ -21,9 +43,25 @@
  *   reduce                every variant × counts × roots × in place (at the
  *                         root) or not; non-roots pass a guarded receive
  *                         buffer that must stay untouched, or NULL
+ *   scan, exscan          every variant × counts × in place or not: rank r
+ *                         gets the fold of ranks 0..r (0..r-1); rank 0's
+ *                         exscan receive buffer must stay exactly as it was
+ *                         (its input when in place)
+ *   alltoall              every datatype × counts {0, 1, p-1, p, 1001} × in
+ *                         place or not; rank s sends rank d bytes hashed
+ *                         from (s, d, index), and every block j is checked
+ *                         exactly against what rank j sent. Under hypercube
+ *                         at a p that is not a power of two every call must
+ *                         return CRNET_EUNSUPPORTED with a reason, leaving
+ *                         both buffers as they were
  *   barrier               causality with staggered arrivals, and a loop
- *   non-commutative       reduce_scatter_block, reduce_scatter and reduce
- *                         with a user op (affine maps composed in rank order)
+ *   non-commutative       reduce_scatter_block, reduce_scatter, reduce,
+ *                         scan and exscan with a user op (affine maps
+ *                         composed in rank order), counts p+1 and 1001
+ *
+ * The full matrix runs under every schedule: it costs about 1.3 times the
+ * five-schedule program it replaced, within the budget, so nothing is
+ * reduced per schedule.
  *
  * Roots are every rank for p <= 9, else {0, 1, p/2, p-1}. Variants: int32,
  * uint8 and int64 with sum, max and bxor; float and double with sum and max.
@@ -32,42 +70,50 @@
  * result is a small integer or a bit pattern every type holds exactly: sum
  * values -2..2 (0..3 unsigned), max values -5..5 (0..10 unsigned), bxor
  * single bits or zero. The reference folds all ranks' inputs in 64-bit
- * integers once per (op, signedness, width) at the start; every call then
+ * integers once per (op, signedness, width) at the start, with this rank's
+ * inclusive and exclusive prefixes for scan and exscan; every call then
  * takes a window of it at a different offset, so that consecutive calls see
- * different data. Allgather and bcast move random bytes (NaN patterns
- * included for the floating types: moving data must not touch it).
+ * different data. Allgather, bcast and alltoall move random bytes (NaN
+ * patterns included for the floating types: moving data must not touch it).
  *
  * Each call also checks that the send buffer is unchanged, that 8 guard
  * elements on either side of every receive range are untouched, and that
  * every element of the result was written (a receive buffer starts as the
  * complement of the expected result). Results every rank holds alike
  * (allgather, bcast) go into a hash that must agree across ranks; the
- * rank-specific results of reduce-scatter and reduce are checked exactly
- * against the reference instead.
+ * rank-specific results of reduce-scatter, reduce, scan, exscan and alltoall
+ * are checked exactly against the reference instead.
  *
- * The non-commutative user op must give the rank-order composition under
- * "auto" and "circulant-linear". The other schedules combine operands out of
- * rank order for p >= 4 and must then refuse with CRNET_EUNSUPPORTED and a
- * reason; for p <= 3 their rounds happen to follow rank order, so either a
- * refusal with a reason or the exact rank-order result passes.
+ * With the non-commutative user op, a schedule marked "rank order" must give
+ * the rank-order composition. One that reorders must refuse with
+ * CRNET_EUNSUPPORTED and a reason for p >= 4; for p <= 3 the circulant
+ * rounds happen to follow rank order (and ring's may), so either
+ * a refusal with a reason or the exact rank-order result passes.
  *
- * Then: invalid arguments return CRNET_EINVAL with a reason, without touching
- * the receive buffer or the communicator (each misuse is detected on every
- * rank before anything is sent, so no rank is left waiting); unknown
- * schedule names return CRNET_EINVAL and "ring" for anything but allreduce
- * CRNET_EUNSUPPORTED; every collective still works afterwards; and
- * crnet_comm_destroy returns 0.
+ * Then: a different schedule is chosen for each collective (the
+ * `final_choice` list); invalid arguments to every call return CRNET_EINVAL
+ * with a reason, without touching the receive buffer or the communicator
+ * (each misuse is detected on every rank before anything is sent, so no
+ * rank is left waiting); unknown schedule names return CRNET_EINVAL, and
+ * every (schedule, collective) pair the table says cannot be returns
+ * CRNET_EUNSUPPORTED with a reason; every collective still works afterwards
+ * on the schedule chosen before (a non-commutative reduce-scatter must still
+ * be refused by ring at p >= 4); and crnet_comm_destroy returns 0.
  *
  * Failures go to stderr with rank, schedule, collective, datatype, op, count,
  * root, index, expected and got. After MAX_REPORTS of them, or on any
  * communicator error, the rank aborts the job (so the others stop fast) and
- * exits 1. COLL_CHECK_CORRUPT=<rank> (pass it with crlaunch -x) makes that
- * rank expect one wrong element in one reduce_scatter_block case, to see the
- * failure path work.
+ * exits 1. A schedule that cannot be chosen is reported and skipped, the
+ * job going on. COLL_CHECK_CORRUPT=<rank> (pass it with crlaunch -x) makes
+ * that rank expect one wrong element in one reduce_scatter_block case, to
+ * see the failure path work. COLL_CHECK_SCHEDULES=a,b,... runs only the
+ * named schedules' sections (the misuse and still-usable checks always run),
+ * for runs at a larger p aimed at one family.
  *
- * Runtime on a 2-core machine: about 6 s at p = 16 (5,834 cases, 16
- * processes) and 4 s at p = 9 (10,484 cases, every rank a root), well under
- * the 25 s budget, so nothing is trimmed for large p beyond the root list.
+ * Runtime on a 2-core machine: about 7 s at p = 16 (about 9,300 cases) and
+ * 5 s at p = 9 (about 15,700 cases, every rank a root), under the 25 s
+ * budget; p = 1..9, 13 and 16 take about 31 s together (24 s before scan,
+ * exscan, alltoall and the schedules after circulant-sqrt).
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -90,18 +136,93 @@
 #define MAX_COUNTS 6
 #define MAX_ROOTS_ALL 9 /* every rank is a root up to this p */
 
-static const char *const schedules[] = {
-    "auto", "circulant", "circulant-doubling", "circulant-linear",
-    "circulant-sqrt",
+#define BIT(coll) (1u << (coll))
+#define ALL_COLLS ((1u << CRNET_COLL_COUNT) - 1)
+#define CIRCULANT_COLLS                                                        \
+  (BIT(CRNET_COLL_ALLREDUCE) | BIT(CRNET_COLL_REDUCE_SCATTER) |                \
+   BIT(CRNET_COLL_ALLGATHER) | BIT(CRNET_COLL_BCAST) |                         \
+   BIT(CRNET_COLL_REDUCE) | BIT(CRNET_COLL_BARRIER))
+
+/* What a schedule does with a non-commutative operator. */
+enum order {
+  KEEPS_ORDER,   /* rank order always: the exact result */
+  KEEPS_IN_SCAN, /* rank order in scan and exscan only */
+  REORDERS,      /* refusal at p >= 4; refusal or the exact result below */
+};
+
+/* Our own expectation of every schedule, written from the documentation and
+ * never asked of the library: a library that refused everything, or
+ * accepted everything, must fail here. */
+struct schedule {
+  const char *name;
+  unsigned colls; /* bit per crnet_collective it can do */
+  enum order order;
+  bool a2a_pow2; /* all-to-all only when p is a power of two */
+};
+
+static const struct schedule schedules[] = {
+    {"auto", ALL_COLLS, KEEPS_ORDER, false},
+    {"circulant", CIRCULANT_COLLS | BIT(CRNET_COLL_SCAN), KEEPS_IN_SCAN, false},
+    {"circulant-doubling", CIRCULANT_COLLS, REORDERS, false},
+    {"circulant-linear", CIRCULANT_COLLS, KEEPS_ORDER, false},
+    {"circulant-sqrt", CIRCULANT_COLLS, REORDERS, false},
+    {"ring",
+     BIT(CRNET_COLL_ALLREDUCE) | BIT(CRNET_COLL_REDUCE_SCATTER) |
+         BIT(CRNET_COLL_ALLGATHER) | BIT(CRNET_COLL_BCAST) |
+         BIT(CRNET_COLL_REDUCE) | BIT(CRNET_COLL_ALLTOALL),
+     REORDERS, false},
+    {"hypercube",
+     BIT(CRNET_COLL_ALLREDUCE) | BIT(CRNET_COLL_ALLGATHER) |
+         BIT(CRNET_COLL_SCAN) | BIT(CRNET_COLL_ALLTOALL),
+     KEEPS_ORDER, true},
+    {"rabenseifner",
+     BIT(CRNET_COLL_ALLREDUCE) | BIT(CRNET_COLL_REDUCE_SCATTER) |
+         BIT(CRNET_COLL_REDUCE),
+     KEEPS_ORDER, false},
+    {"star", BIT(CRNET_COLL_ALLREDUCE) | BIT(CRNET_COLL_ALLGATHER),
+     KEEPS_ORDER, false},
+    {"pairwise", BIT(CRNET_COLL_ALLTOALL), REORDERS, false},
+    {"bruck", BIT(CRNET_COLL_ALLTOALL), REORDERS, false},
 };
 #define NSCHEDULES (sizeof schedules / sizeof schedules[0])
 
-/* The collectives whose schedule this program chooses. */
-static const crnet_collective chosen_colls[] = {
-    CRNET_COLL_REDUCE_SCATTER, CRNET_COLL_ALLGATHER, CRNET_COLL_BCAST,
-    CRNET_COLL_REDUCE,         CRNET_COLL_BARRIER,
-};
-#define NCHOSEN (sizeof chosen_colls / sizeof chosen_colls[0])
+/* COLL_CHECK_SCHEDULES: a comma-separated list, or all when unset. */
+static bool schedule_wanted(const char *name) {
+  const char *list = getenv("COLL_CHECK_SCHEDULES");
+  size_t len = strlen(name);
+  if (list == NULL || list[0] == '\0')
+    return true;
+  for (const char *q = list; *q != '\0';) {
+    size_t n = strcspn(q, ",");
+    if (n == len && strncmp(q, name, len) == 0)
+      return true;
+    q += n;
+    if (*q == ',')
+      q++;
+  }
+  return false;
+}
+
+/* Every name in COLL_CHECK_SCHEDULES must be a schedule of the table, so
+ * that a typo cannot make a run that checks nothing. */
+static bool schedule_list_valid(void) {
+  const char *list = getenv("COLL_CHECK_SCHEDULES");
+  size_t found = 0;
+  if (list == NULL || list[0] == '\0')
+    return true;
+  for (size_t k = 0; k < NSCHEDULES; k++)
+    found += schedule_wanted(schedules[k].name);
+  for (const char *q = list; *q != '\0'; found--) {
+    q += strcspn(q, ",");
+    if (*q == ',')
+      q++;
+  }
+  return found == 0;
+}
+
+static bool can(const struct schedule *s, crnet_collective coll) {
+  return (s->colls & BIT(coll)) != 0;
+}
 
 static const crnet_datatype datatypes[] = {
     CRNET_INT32, CRNET_UINT8, CRNET_FLOAT, CRNET_DOUBLE, CRNET_INT64,
@@ -165,21 +286,25 @@ static size_t esize(crnet_datatype dt) {
 struct state {
   crnet_comm *comm;
   int rank, p;
-  const char *sched;      /* the schedule being tested */
-  unsigned long cases;    /* checks passed */
-  unsigned long failures; /* checks failed */
-  unsigned long calls;    /* collective calls made: picks data windows */
-  bool broken;            /* the communicator failed: stop at once */
-  bool same_clock;        /* all ranks share CLOCK_MONOTONIC (one boot) */
-  uint64_t hash;          /* of every replicated result, in call order */
-  int corrupt_rank;       /* COLL_CHECK_CORRUPT, or -1 */
+  const char *sched;        /* the schedule being tested, for labels */
+  const struct schedule *s; /* its expectations */
+  unsigned long cases;      /* checks passed */
+  unsigned long failures;   /* checks failed */
+  unsigned long calls;      /* collective calls made: picks data windows */
+  bool broken;              /* the communicator failed: stop at once */
+  bool same_clock;          /* all ranks share CLOCK_MONOTONIC (one boot) */
+  uint64_t hash;            /* of every replicated result, in call order */
+  int corrupt_rank;         /* COLL_CHECK_CORRUPT, or -1 */
   size_t counts[MAX_COUNTS];
   size_t ncounts;
   int roots[MAX_ROOTS_ALL];
   int nroots;
-  size_t refn;                  /* elements in every reference array */
-  uint64_t *mine[NKEYS];        /* this rank's logical inputs */
-  uint64_t *want[NKEYS];        /* the logical results */
+  size_t refn;           /* elements in every reference array */
+  uint64_t *mine[NKEYS]; /* this rank's logical inputs */
+  uint64_t *want[NKEYS]; /* the logical results */
+  size_t prefn;          /* elements in the prefix arrays */
+  uint64_t *incl[NKEYS]; /* ranks 0..rank folded (scan) */
+  uint64_t *excl[NKEYS]; /* ranks 0..rank-1 folded (exscan) */
 };
 
 static bool stopped(const struct state *st) {
@@ -304,12 +429,29 @@ static void build_reference(struct state *st) {
     st->mine[k] = mine;
     st->want[k] = want;
   }
+  st->prefn = LARGE_COUNT + OFFSET_SPAN;
+  for (int k = 0; k < NKEYS; k++) {
+    uint64_t *incl = xmalloc(st->prefn * 8), *excl = xmalloc(st->prefn * 8);
+    for (size_t i = 0; i < st->prefn; i++) {
+      uint64_t acc = gen((enum key)k, 0, i);
+      excl[i] = 0; /* rank 0 has no exclusive prefix */
+      for (int r = 1; r <= st->rank; r++) {
+        excl[i] = acc;
+        acc = fold((enum key)k, acc, gen((enum key)k, r, i));
+      }
+      incl[i] = acc;
+    }
+    st->incl[k] = incl;
+    st->excl[k] = excl;
+  }
 }
 
 static void free_reference(struct state *st) {
   for (int k = 0; k < NKEYS; k++) {
     free(st->mine[k]);
     free(st->want[k]);
+    free(st->incl[k]);
+    free(st->excl[k]);
   }
 }
 
@@ -755,6 +897,195 @@ static void run_reduce(struct state *st) {
                       ((k + (size_t)ri + (size_t)ip) & 1) != 0);
 }
 
+/* --- scan and exscan --- */
+
+/* Rank 0's exscan result is undefined and its receive buffer must stay as
+ * it was: its input when in place, else UNTOUCHED_BYTE. */
+static void scan_case(struct state *st, const struct variant *v, size_t count,
+                      bool exclusive, bool in_place) {
+  size_t es = esize(v->dt), n = count * es;
+  size_t o = next_salt(st) % OFFSET_SPAN;
+  bool untouched = exclusive && st->rank == 0;
+  struct desc d = {exclusive ? "exscan" : "scan", v->dt, v->op, count, count,
+                   -1, in_place, NULL};
+  unsigned char *in = xmalloc(n), *want = xmalloc(n), *send = NULL;
+  struct gbuf recv;
+  char label[256];
+  int rc;
+
+  encode(v->dt, st->mine[v->key] + o, in, count);
+  if (untouched && in_place)
+    memcpy(want, in, n);
+  else if (untouched)
+    memset(want, UNTOUCHED_BYTE, n);
+  else
+    encode(v->dt, (exclusive ? st->excl : st->incl)[v->key] + o, want, count);
+  label_of(label, sizeof label, st, &d);
+  if (untouched)
+    strncat(label, " (rank 0: the receive buffer must stay untouched)",
+            sizeof label - strlen(label) - 1);
+  gbuf_init(&recv, n, es);
+  if (in_place) {
+    memcpy(recv.p, in, n);
+  } else {
+    if (untouched)
+      memcpy(recv.p, want, n);
+    else
+      complement(recv.p, want, n);
+    send = xmalloc(n);
+    memcpy(send, in, n);
+  }
+  if (exclusive)
+    rc = crnet_exscan(st->comm, in_place ? CRNET_IN_PLACE : send, recv.p, count,
+                      v->dt, v->op);
+  else
+    rc = crnet_scan(st->comm, in_place ? CRNET_IN_PLACE : send, recv.p, count,
+                    v->dt, v->op);
+  finish(st, label, rc, &d, want, recv.p, &recv, send, in, n);
+  free(recv.base);
+  free(send);
+  free(want);
+  free(in);
+}
+
+static void run_scan(struct state *st) {
+  for (int ex = 0; ex < 2; ex++)
+    for (size_t vi = 0; vi < NVARIANTS; vi++)
+      for (size_t k = 0; k < st->ncounts; k++)
+        for (int ip = 0; ip < 2 && !stopped(st); ip++)
+          scan_case(st, &variants[vi], st->counts[k], ex, ip);
+}
+
+/* --- alltoall --- */
+
+static bool is_pow2(int p) { return (p & (p - 1)) == 0; }
+
+/* The n bytes that rank src sends to rank dst. */
+static void a2a_bytes(unsigned char *out, size_t n, int src, int dst,
+                      uint32_t salt) {
+  for (size_t b = 0; b < n; b++)
+    out[b] = (unsigned char)hash_ri(src, b, salt * 0x10001U + (uint32_t)dst);
+}
+
+/* Checks block j of got (from rank j) exactly; reports the first wrong
+ * block with its source and index. */
+static bool a2a_check(struct state *st, const char *label, crnet_datatype dt,
+                      const unsigned char *want, const unsigned char *got,
+                      size_t count) {
+  size_t es = esize(dt), n = count * es, badblocks = 0;
+  int first = -1;
+  char e[64], g[64];
+  for (int j = 0; j < st->p; j++)
+    if (memcmp(want + (size_t)j * n, got + (size_t)j * n, n) != 0) {
+      if (first < 0)
+        first = j;
+      badblocks++;
+    }
+  if (first < 0)
+    return true;
+  for (size_t i = 0; i < count; i++) {
+    size_t at = (size_t)first * count + i;
+    if (memcmp(want + at * es, got + at * es, es) != 0) {
+      format_elem(e, sizeof e, dt, want, at);
+      format_elem(g, sizeof g, dt, got, at);
+      report(st, "%s: block from rank %d index %zu: expected %s, got %s (%zu "
+                 "of %d blocks wrong)",
+             label, first, i, e, g, badblocks, st->p);
+      break;
+    }
+  }
+  return false;
+}
+
+static void alltoall_case(struct state *st, crnet_datatype dt, size_t count,
+                          bool in_place) {
+  size_t es = esize(dt), n = count * es, all = n * (size_t)st->p;
+  uint32_t salt = next_salt(st);
+  bool refuse = st->s->a2a_pow2 && !is_pow2(st->p);
+  struct desc d = {"alltoall", dt, -1, count, count * (size_t)st->p, -1,
+                   in_place, NULL};
+  unsigned char *out = xmalloc(all), *want = xmalloc(all), *before = NULL;
+  unsigned char *send = NULL;
+  struct gbuf recv;
+  char label[256];
+  bool ok = true;
+  int rc;
+
+  for (int j = 0; j < st->p; j++) {
+    a2a_bytes(out + (size_t)j * n, n, st->rank, j, salt);
+    a2a_bytes(want + (size_t)j * n, n, j, st->rank, salt);
+  }
+  label_of(label, sizeof label, st, &d);
+  gbuf_init(&recv, all, es);
+  if (in_place) {
+    memcpy(recv.p, out, all);
+  } else {
+    complement(recv.p, want, all);
+    send = xmalloc(all);
+    memcpy(send, out, all);
+  }
+  if (refuse) {
+    before = xmalloc(all);
+    memcpy(before, recv.p, all);
+  }
+  rc = crnet_alltoall(st->comm, in_place ? CRNET_IN_PLACE : send, recv.p, count,
+                      dt);
+  if (refuse) {
+    /* Refused at call time: nothing written, the comm still usable. */
+    if (rc != CRNET_EUNSUPPORTED) {
+      report(st, "%s: returned %s, expected EUNSUPPORTED (p = %d is not a "
+                 "power of two)",
+             label, crnet_err_name(rc), st->p);
+      if (rc != 0 && rc != CRNET_EINVAL)
+        st->broken = true;
+      ok = false;
+    } else if (crnet_comm_errmsg(st->comm)[0] == '\0') {
+      report(st, "%s: EUNSUPPORTED without a reason in crnet_comm_errmsg",
+             label);
+      ok = false;
+    } else if (memcmp(recv.p, before, all) != 0) {
+      report(st, "%s: returned EUNSUPPORTED but wrote the receive buffer",
+             label);
+      ok = false;
+    } else if (!gbuf_guards_ok(st, &recv, label)) {
+      ok = false;
+    } else if (send != NULL && memcmp(send, out, all) != 0) {
+      report(st, "%s: the send buffer changed", label);
+      ok = false;
+    }
+  } else if (rc != 0) {
+    report_rc(st, label, rc);
+    ok = false;
+  } else {
+    ok = a2a_check(st, label, dt, want, recv.p, count);
+    if (!gbuf_guards_ok(st, &recv, label))
+      ok = false;
+    if (send != NULL && memcmp(send, out, all) != 0) {
+      report(st, "%s: the send buffer changed", label);
+      ok = false;
+    }
+  }
+  if (ok)
+    st->cases++;
+  free(before);
+  free(recv.base);
+  free(send);
+  free(want);
+  free(out);
+}
+
+static void run_alltoall(struct state *st) {
+  size_t cand[] = {0, 1, (size_t)st->p - 1, (size_t)st->p, LARGE_COUNT};
+  for (size_t di = 0; di < NDATATYPES; di++)
+    for (size_t k = 0; k < sizeof cand / sizeof cand[0]; k++) {
+      bool dup = false;
+      for (size_t j = 0; j < k; j++)
+        dup = dup || cand[j] == cand[k];
+      for (int ip = 0; ip < 2 && !dup && !stopped(st); ip++)
+        alltoall_case(st, datatypes[di], cand[k], ip);
+    }
+}
+
 /* --- barrier --- */
 
 static uint64_t now_ns(void) {
@@ -865,26 +1196,27 @@ static uint64_t affine_input(int r, size_t i, uint32_t salt) {
   return a << 32 | b;
 }
 
-static bool keeps_order(const struct state *st) {
-  return strcmp(st->sched, "auto") == 0 ||
-         strcmp(st->sched, "circulant-linear") == 0;
+/* Whether the schedule must give the rank-order result for coll. */
+static bool keeps_order(const struct state *st, crnet_collective coll) {
+  return st->s->order == KEEPS_ORDER ||
+         (st->s->order == KEEPS_IN_SCAN && coll == CRNET_COLL_SCAN);
 }
 
 /* Whether rc is right for a non-commutative call; true if it succeeded and
  * the result must be checked. */
-static bool noncomm_rc_ok(struct state *st, const char *label, int rc,
-                          bool *passed) {
+static bool noncomm_rc_ok(struct state *st, crnet_collective coll,
+                          const char *label, int rc, bool *passed) {
   *passed = false;
   if (rc == 0) {
-    if (!keeps_order(st) && st->p >= 4) {
+    if (!keeps_order(st, coll) && st->p >= 4) {
       report(st, "%s: succeeded, but '%s' reorders operands at p = %d and "
                  "must return EUNSUPPORTED",
-             label, st->sched, st->p);
+             label, st->s->name, st->p);
       return false;
     }
     return true;
   }
-  if (rc == CRNET_EUNSUPPORTED && !keeps_order(st)) {
+  if (rc == CRNET_EUNSUPPORTED && !keeps_order(st, coll)) {
     if (crnet_comm_errmsg(st->comm)[0] == '\0')
       report(st, "%s: EUNSUPPORTED without a reason in crnet_comm_errmsg",
              label);
@@ -940,7 +1272,7 @@ static void noncomm_rs(struct state *st, crnet_op op, const size_t *rcounts,
   else
     rc = crnet_reduce_scatter(st->comm, in_place ? CRNET_IN_PLACE : send,
                               recv.p, rcounts, CRNET_UINT64, op);
-  if (noncomm_rc_ok(st, label, rc, &passed))
+  if (noncomm_rc_ok(st, CRNET_COLL_REDUCE_SCATTER, label, rc, &passed))
     finish(st, label, rc, &d, (unsigned char *)want, recv.p, &recv,
            (unsigned char *)send, (unsigned char *)in, total * 8);
   else if (passed)
@@ -982,7 +1314,7 @@ static void noncomm_reduce(struct state *st, crnet_op op, size_t count,
     memset(recv.p, UNTOUCHED_BYTE, count * 8);
   rc = crnet_reduce(st->comm, am_root && in_place ? CRNET_IN_PLACE : send,
                     recv.p, count, CRNET_UINT64, op, root);
-  if (noncomm_rc_ok(st, label, rc, &passed)) {
+  if (noncomm_rc_ok(st, CRNET_COLL_REDUCE, label, rc, &passed)) {
     if (am_root) {
       finish(st, label, rc, &d, (unsigned char *)want, recv.p, &recv,
              (unsigned char *)send, (unsigned char *)in, count * 8);
@@ -1009,25 +1341,91 @@ static void noncomm_reduce(struct state *st, crnet_op op, size_t count,
   free(in);
 }
 
+/* Rank r gets the composition of ranks 0..r (0..r-1 for exscan; rank 0's
+ * exscan buffer stays untouched). */
+static void noncomm_scan(struct state *st, crnet_op op, size_t count,
+                         bool exclusive, bool in_place) {
+  uint32_t salt = next_salt(st);
+  bool untouched = exclusive && st->rank == 0;
+  int upto = exclusive ? st->rank - 1 : st->rank;
+  struct desc d = {exclusive ? "exscan" : "scan", CRNET_UINT64, op, count,
+                   count, -1, in_place, NULL};
+  uint64_t *in = xmalloc(count * 8), *want = xmalloc(count * 8), *send = NULL;
+  struct gbuf recv;
+  char label[256];
+  bool passed;
+  int rc;
+
+  for (size_t i = 0; i < count; i++) {
+    in[i] = affine_input(st->rank, i, salt);
+    want[i] = affine_input(0, i, salt);
+    for (int r = 1; r <= upto; r++)
+      want[i] = affine_then(want[i], affine_input(r, i, salt));
+  }
+  if (untouched && in_place)
+    memcpy(want, in, count * 8);
+  else if (untouched)
+    memset(want, UNTOUCHED_BYTE, count * 8);
+  label_of(label, sizeof label, st, &d);
+  strncat(label, " (non-commutative)", sizeof label - strlen(label) - 1);
+  if (untouched)
+    strncat(label, " (rank 0: the receive buffer must stay untouched)",
+            sizeof label - strlen(label) - 1);
+  gbuf_init(&recv, count * 8, 8);
+  if (in_place) {
+    memcpy(recv.p, in, count * 8);
+  } else {
+    if (untouched)
+      memcpy(recv.p, want, count * 8);
+    else
+      complement(recv.p, (unsigned char *)want, count * 8);
+    send = xmalloc(count * 8);
+    memcpy(send, in, count * 8);
+  }
+  if (exclusive)
+    rc = crnet_exscan(st->comm, in_place ? CRNET_IN_PLACE : send, recv.p, count,
+                      CRNET_UINT64, op);
+  else
+    rc = crnet_scan(st->comm, in_place ? CRNET_IN_PLACE : send, recv.p, count,
+                    CRNET_UINT64, op);
+  if (noncomm_rc_ok(st, CRNET_COLL_SCAN, label, rc, &passed))
+    finish(st, label, rc, &d, (unsigned char *)want, recv.p, &recv,
+           (unsigned char *)send, (unsigned char *)in, count * 8);
+  else if (passed)
+    st->cases++;
+  free(recv.base);
+  free(send);
+  free(want);
+  free(in);
+}
+
+/* The non-commutative cases of the collectives the schedule can do. */
 static void run_noncommutative(struct state *st, crnet_op op) {
   size_t *rc = xmalloc(sizeof(size_t) * (size_t)st->p);
-  size_t block_counts[2] = {(size_t)st->p + 1, LARGE_COUNT};
+  size_t counts[2] = {(size_t)st->p + 1, LARGE_COUNT};
   int roots[2] = {0, st->p - 1};
 
-  for (int k = 0; k < 2; k++)
-    for (int ip = 0; ip < 2 && !stopped(st); ip++) {
-      for (int r = 0; r < st->p; r++)
-        rc[r] = block_counts[k];
-      noncomm_rs(st, op, rc, true, ip, NULL);
-    }
-  for (int r = 0; r < st->p; r++)
-    rc[r] = hash_ri(r, 0, 7004) % 50;
-  for (int ip = 0; ip < 2 && !stopped(st); ip++)
-    noncomm_rs(st, op, rc, false, ip, "random 0..49");
-  for (int k = 0; k < 2; k++)
+  if (can(st->s, CRNET_COLL_REDUCE_SCATTER)) {
+    for (int k = 0; k < 2; k++)
+      for (int ip = 0; ip < 2 && !stopped(st); ip++) {
+        for (int r = 0; r < st->p; r++)
+          rc[r] = counts[k];
+        noncomm_rs(st, op, rc, true, ip, NULL);
+      }
+    for (int r = 0; r < st->p; r++)
+      rc[r] = hash_ri(r, 0, 7004) % 50;
     for (int ip = 0; ip < 2 && !stopped(st); ip++)
-      noncomm_reduce(st, op, k == 0 ? (size_t)st->p + 1 : LARGE_COUNT,
-                     roots[k], ip);
+      noncomm_rs(st, op, rc, false, ip, "random 0..49");
+  }
+  if (can(st->s, CRNET_COLL_REDUCE))
+    for (int k = 0; k < 2; k++)
+      for (int ip = 0; ip < 2 && !stopped(st); ip++)
+        noncomm_reduce(st, op, counts[k], roots[k], ip);
+  if (can(st->s, CRNET_COLL_SCAN))
+    for (int ex = 0; ex < 2; ex++)
+      for (int k = 0; k < 2; k++)
+        for (int ip = 0; ip < 2 && !stopped(st); ip++)
+          noncomm_scan(st, op, counts[k], ex, ip);
   if (user_fn_misuse)
     report(st, "schedule %s: the user op was called with the wrong datatype "
                "or context",
@@ -1037,27 +1435,79 @@ static void run_noncommutative(struct state *st, crnet_op op) {
 
 /* --- one schedule --- */
 
-static void run_schedule(struct state *st, const char *name, crnet_op nc) {
-  st->sched = name;
-  for (size_t c = 0; c < NCHOSEN; c++) {
-    int rc = crnet_comm_set_schedule(st->comm, chosen_colls[c], name);
+/* Every collective back to "auto"; false (reported) if that fails. */
+static bool choose_auto(struct state *st) {
+  bool ok = true;
+  for (int c = 0; c < CRNET_COLL_COUNT; c++) {
+    int rc = crnet_comm_set_schedule(st->comm, (crnet_collective)c, "auto");
+    if (rc != 0) {
+      char what[128];
+      snprintf(what, sizeof what, "crnet_comm_set_schedule(%s, \"auto\")",
+               crnet_collective_name((crnet_collective)c));
+      report_rc(st, what, rc);
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+/* Chooses the schedule for every collective it can do (the others stay on
+ * auto, and this program never calls them while the schedule is under
+ * test) and runs those collectives. Allreduce is chosen too, to see the
+ * choice accepted, then put back on auto: this program's own bookkeeping
+ * (hash agreement, barrier entry times) uses it, and allreduce_check tests
+ * it under every schedule. A choice that fails is reported on every rank
+ * alike (it is a local decision), and the schedule is skipped. */
+static void run_schedule(struct state *st, const struct schedule *s,
+                         crnet_op nc) {
+  bool ok;
+  st->s = s;
+  st->sched = s->name;
+  if (!choose_auto(st)) {
+    st->broken = true;
+    return;
+  }
+  ok = true;
+  for (int c = 0; c < CRNET_COLL_COUNT; c++) {
+    int rc;
+    if (!can(s, (crnet_collective)c))
+      continue;
+    rc = crnet_comm_set_schedule(st->comm, (crnet_collective)c, s->name);
     if (rc != 0) {
       char what[128];
       snprintf(what, sizeof what, "crnet_comm_set_schedule(%s, \"%s\")",
-               crnet_collective_name(chosen_colls[c]), name);
+               crnet_collective_name((crnet_collective)c), s->name);
       report_rc(st, what, rc);
-      st->broken = true; /* the ranks no longer choose alike */
-      return;
+      ok = false;
     }
   }
-  run_reduce_scatter(st);
-  if (!stopped(st))
+  if (ok) {
+    int rc = crnet_comm_set_schedule(st->comm, CRNET_COLL_ALLREDUCE, "auto");
+    if (rc != 0) {
+      report_rc(st, "crnet_comm_set_schedule(allreduce, \"auto\")", rc);
+      ok = false;
+    }
+  }
+  if (!ok) {
+    if (!choose_auto(st))
+      st->broken = true;
+    else if (st->rank == 0)
+      fprintf(stderr, "coll_check: schedule %s skipped\n", s->name);
+    return;
+  }
+  if (can(s, CRNET_COLL_REDUCE_SCATTER))
+    run_reduce_scatter(st);
+  if (can(s, CRNET_COLL_ALLGATHER) && !stopped(st))
     run_allgather(st);
-  if (!stopped(st))
+  if (can(s, CRNET_COLL_BCAST) && !stopped(st))
     run_bcast(st);
-  if (!stopped(st))
+  if (can(s, CRNET_COLL_REDUCE) && !stopped(st))
     run_reduce(st);
-  if (!stopped(st))
+  if (can(s, CRNET_COLL_SCAN) && !stopped(st))
+    run_scan(st);
+  if (can(s, CRNET_COLL_ALLTOALL) && !stopped(st))
+    run_alltoall(st);
+  if (can(s, CRNET_COLL_BARRIER) && !stopped(st))
     run_barrier(st);
   if (!stopped(st))
     run_noncommutative(st, nc);
@@ -1248,24 +1698,95 @@ static void check_misuse(struct state *st) {
   rc = crnet_barrier(NULL);
   expect_einval(st, what, rc, false, NULL, NULL, 0);
 
-  /* schedules */
-  for (size_t k = 0; k < NCHOSEN; k++) {
-    crnet_collective coll = chosen_colls[k];
+  /* scan and exscan */
+  for (int ex = 0; ex < 2; ex++) {
+    const char *name = ex ? "exscan" : "scan";
+    int (*fn)(crnet_comm *, const void *, void *, size_t, crnet_datatype,
+              crnet_op) = ex ? crnet_exscan : crnet_scan;
+    snprintf(what, sizeof what, "%s: NULL send", name);
+    rc = fn(c, NULL, recv, 3, CRNET_INT32, CRNET_SUM);
+    RECV_OK(nb);
+    snprintf(what, sizeof what, "%s: NULL recv", name);
+    rc = fn(c, send, NULL, 3, CRNET_INT32, CRNET_SUM);
+    RECV_OK(0);
+    snprintf(what, sizeof what, "%s: NULL recv, in place", name);
+    rc = fn(c, CRNET_IN_PLACE, NULL, 3, CRNET_INT32, CRNET_SUM);
+    RECV_OK(0);
+    snprintf(what, sizeof what, "%s: count overflows", name);
+    rc = fn(c, send, recv, SIZE_MAX / 4, CRNET_INT64, CRNET_SUM);
+    RECV_OK(nb);
+    for (size_t k = 0; k < 2; k++) {
+      snprintf(what, sizeof what, "%s: datatype %d", name, (int)bad_dts[k]);
+      rc = fn(c, send, recv, 3, bad_dts[k], CRNET_SUM);
+      RECV_OK(nb);
+    }
+    snprintf(what, sizeof what, "%s: op -1", name);
+    rc = fn(c, send, recv, 3, CRNET_INT32, -1);
+    RECV_OK(nb);
+    snprintf(what, sizeof what, "%s: op never created", name);
+    rc = fn(c, send, recv, 3, CRNET_INT32, CRNET_OP_BUILTIN_COUNT + 1000);
+    RECV_OK(nb);
+    snprintf(what, sizeof what, "%s: BXOR on FLOAT", name);
+    rc = fn(c, send, recv, 3, CRNET_FLOAT, CRNET_BXOR);
+    RECV_OK(nb);
+    snprintf(what, sizeof what, "%s: SUM on BYTE", name);
+    rc = fn(c, send, recv, 3, CRNET_BYTE, CRNET_SUM);
+    RECV_OK(nb);
+    snprintf(what, sizeof what, "%s: NULL comm", name);
+    rc = fn(NULL, send, recv, 3, CRNET_INT32, CRNET_SUM);
+    expect_einval(st, what, rc, false, recv, before, nb);
+  }
+
+  /* alltoall */
+  snprintf(what, sizeof what, "alltoall: NULL send");
+  rc = crnet_alltoall(c, NULL, recv, 3, CRNET_INT32);
+  RECV_OK(nb);
+  snprintf(what, sizeof what, "alltoall: NULL recv");
+  rc = crnet_alltoall(c, send, NULL, 3, CRNET_INT32);
+  RECV_OK(0);
+  snprintf(what, sizeof what, "alltoall: NULL recv, in place");
+  rc = crnet_alltoall(c, CRNET_IN_PLACE, NULL, 3, CRNET_INT32);
+  RECV_OK(0);
+  snprintf(what, sizeof what, "alltoall: count overflows");
+  rc = crnet_alltoall(c, send, recv, SIZE_MAX / 2, CRNET_INT32);
+  RECV_OK(nb);
+  /* count · 8 fits, count · p · 8 does not (for p > 1). */
+  snprintf(what, sizeof what, "alltoall: count times p overflows");
+  rc = crnet_alltoall(c, send, recv, SIZE_MAX / 8 / (size_t)p + 1, CRNET_INT64);
+  RECV_OK(nb);
+  for (size_t k = 0; k < 2; k++) {
+    snprintf(what, sizeof what, "alltoall: datatype %d", (int)bad_dts[k]);
+    rc = crnet_alltoall(c, send, recv, 3, bad_dts[k]);
+    RECV_OK(nb);
+  }
+  snprintf(what, sizeof what, "alltoall: NULL comm");
+  rc = crnet_alltoall(NULL, send, recv, 3, CRNET_INT32);
+  expect_einval(st, what, rc, false, recv, before, nb);
+
+  /* schedules: unknown names, and every (schedule, collective) pair our
+   * table says cannot be */
+  for (int k = 0; k < CRNET_COLL_COUNT; k++) {
+    crnet_collective coll = (crnet_collective)k;
     snprintf(what, sizeof what, "set_schedule(%s, \"no-such-schedule\")",
              crnet_collective_name(coll));
     rc = crnet_comm_set_schedule(c, coll, "no-such-schedule");
     expect_einval(st, what, rc, true, NULL, NULL, 0);
-    rc = crnet_comm_set_schedule(c, coll, "ring");
-    if (rc != CRNET_EUNSUPPORTED)
-      report(st, "misuse: set_schedule(%s, \"ring\"): returned %s, expected "
-                 "EUNSUPPORTED",
-             crnet_collective_name(coll), crnet_err_name(rc));
-    else if (crnet_comm_errmsg(c)[0] == '\0')
-      report(st, "misuse: set_schedule(%s, \"ring\"): EUNSUPPORTED without a "
-                 "reason",
-             crnet_collective_name(coll));
-    else
-      st->cases++;
+    for (size_t si = 0; si < NSCHEDULES; si++) {
+      if (can(&schedules[si], coll))
+        continue;
+      rc = crnet_comm_set_schedule(c, coll, schedules[si].name);
+      if (rc != CRNET_EUNSUPPORTED)
+        report(st, "misuse: set_schedule(%s, \"%s\"): returned %s, expected "
+                   "EUNSUPPORTED",
+               crnet_collective_name(coll), schedules[si].name,
+               crnet_err_name(rc));
+      else if (crnet_comm_errmsg(c)[0] == '\0')
+        report(st, "misuse: set_schedule(%s, \"%s\"): EUNSUPPORTED without "
+                   "a reason",
+               crnet_collective_name(coll), schedules[si].name);
+      else
+        st->cases++;
+    }
   }
   snprintf(what, sizeof what, "set_schedule(NULL name)");
   rc = crnet_comm_set_schedule(c, CRNET_COLL_ALLGATHER, NULL);
@@ -1284,28 +1805,97 @@ static void check_misuse(struct state *st) {
   free(recv);
 }
 
+/* The choices made before the misuse checks, one schedule per collective,
+ * which the refused choices there must leave in place. */
+static const struct {
+  crnet_collective coll;
+  const char *name;
+} final_choice[] = {
+    {CRNET_COLL_REDUCE_SCATTER, "ring"},
+    {CRNET_COLL_ALLGATHER, "hypercube"},
+    {CRNET_COLL_BCAST, "circulant-sqrt"},
+    {CRNET_COLL_REDUCE, "rabenseifner"},
+    {CRNET_COLL_SCAN, "hypercube"},
+    {CRNET_COLL_ALLTOALL, "pairwise"},
+    {CRNET_COLL_BARRIER, "circulant-doubling"},
+};
+#define NFINAL (sizeof final_choice / sizeof final_choice[0])
+
+static const struct schedule *schedule_named(const char *name) {
+  for (size_t s = 0; s < NSCHEDULES; s++)
+    if (strcmp(schedules[s].name, name) == 0)
+      return &schedules[s];
+  abort();
+}
+
+static void choose_final(struct state *st) {
+  for (size_t k = 0; k < NFINAL; k++) {
+    int rc = crnet_comm_set_schedule(st->comm, final_choice[k].coll,
+                                     final_choice[k].name);
+    if (rc != 0) {
+      char what[128];
+      snprintf(what, sizeof what, "crnet_comm_set_schedule(%s, \"%s\")",
+               crnet_collective_name(final_choice[k].coll),
+               final_choice[k].name);
+      report_rc(st, what, rc);
+      st->broken = true; /* the checks below would expect other schedules */
+    }
+  }
+}
+
+/* Makes the label name the schedule chosen before misuse for coll. */
+static void after_misuse(struct state *st, crnet_collective coll, char *buf,
+                         size_t cap) {
+  for (size_t k = 0; k < NFINAL; k++)
+    if (final_choice[k].coll == coll) {
+      st->s = schedule_named(final_choice[k].name);
+      snprintf(buf, cap, "%s (after misuse)", final_choice[k].name);
+      st->sched = buf;
+      return;
+    }
+  abort();
+}
+
 /* After misuse every collective must still work, on the schedule chosen
- * last (rejected choices change nothing). */
-static void check_still_usable(struct state *st) {
+ * before it (refused choices change nothing). The non-commutative
+ * reduce-scatter shows that "ring" is still the choice there: at p >= 4 it
+ * must be refused, where auto would succeed. */
+static void check_still_usable(struct state *st, crnet_op nc) {
   size_t count = (size_t)st->p + 1;
   size_t *zero = xmalloc(sizeof(size_t) * (size_t)st->p);
   size_t *block = xmalloc(sizeof(size_t) * (size_t)st->p);
+  char name[64];
   for (int r = 0; r < st->p; r++) {
     zero[r] = 0;
     block[r] = count;
   }
-  st->sched = "circulant-sqrt (after misuse)";
+  after_misuse(st, CRNET_COLL_REDUCE_SCATTER, name, sizeof name);
   rs_case(st, &variants[0], zero, false, false, "all zero");
   if (!stopped(st))
     rs_case(st, &variants[10], block, true, false, NULL);
+  if (!stopped(st))
+    noncomm_rs(st, nc, block, true, false, NULL);
   free(block);
   free(zero);
+  after_misuse(st, CRNET_COLL_ALLGATHER, name, sizeof name);
   if (!stopped(st))
     allgather_case(st, CRNET_INT64, count, false);
+  after_misuse(st, CRNET_COLL_BCAST, name, sizeof name);
   if (!stopped(st))
     bcast_case(st, CRNET_DOUBLE, count, st->p - 1);
+  after_misuse(st, CRNET_COLL_REDUCE, name, sizeof name);
   if (!stopped(st))
     reduce_case(st, &variants[1], count, 0, false, false);
+  after_misuse(st, CRNET_COLL_SCAN, name, sizeof name);
+  if (!stopped(st))
+    scan_case(st, &variants[2], count, false, false);
+  if (!stopped(st))
+    scan_case(st, &variants[8], count, true, true);
+  if (!stopped(st))
+    noncomm_scan(st, nc, count, true, false);
+  after_misuse(st, CRNET_COLL_ALLTOALL, name, sizeof name);
+  if (!stopped(st))
+    alltoall_case(st, CRNET_INT32, count, false);
   if (!stopped(st)) {
     int rc = crnet_barrier(st->comm);
     if (rc != 0)
@@ -1316,6 +1906,7 @@ static void check_still_usable(struct state *st) {
     else
       st->cases++;
   }
+  st->sched = "-";
 }
 
 /* Every rank's hash must be the same: compare the MAX and the MIN over
@@ -1403,6 +1994,11 @@ int main(void) {
       report(&st, "crnet_datatype_size(%s) = %zu, expected %zu",
              crnet_datatype_name(datatypes[k]),
              crnet_datatype_size(datatypes[k]), esize(datatypes[k]));
+  if (!schedule_list_valid()) {
+    report(&st, "COLL_CHECK_SCHEDULES='%s' names a schedule not in the table",
+           getenv("COLL_CHECK_SCHEDULES"));
+    st.broken = true;
+  }
   setup_lists(&st);
   build_reference(&st);
   probe_clock(&st);
@@ -1413,14 +2009,17 @@ int main(void) {
     st.broken = true;
   }
   for (size_t s = 0; s < NSCHEDULES && !stopped(&st); s++)
-    run_schedule(&st, schedules[s], nc);
-  if (!st.broken && (rc = crnet_op_free(&nc)) != 0)
-    report(&st, "crnet_op_free: %s", crnet_err_name(rc));
+    if (schedule_wanted(schedules[s].name))
+      run_schedule(&st, &schedules[s], nc);
   st.sched = "-";
+  if (!stopped(&st))
+    choose_final(&st);
   if (!stopped(&st))
     check_misuse(&st);
   if (!stopped(&st))
-    check_still_usable(&st);
+    check_still_usable(&st, nc);
+  if (!st.broken && (rc = crnet_op_free(&nc)) != 0)
+    report(&st, "crnet_op_free: %s", crnet_err_name(rc));
   if (!stopped(&st))
     check_hash_agreement(&st);
   free_reference(&st);

@@ -630,6 +630,43 @@ START_TEST(test_sim_rejects) {
   crnet__sched_send(&b, 0, CRNET__BUF_SEND, 0, 2);
   crnet__sched_recv(&b, 0, CRNET__BUF_RECV, 0, 2);
   ck_assert_int_eq(sim2(&a, &b, err), CRNET_EIO);
+  /* receiving into a region being sent, in a round of many segments
+   * (the sorted sweep rather than the pairwise check) */
+  for (int bad = 0; bad < 3; bad++) {
+    uint64_t r0[100], r1[100];
+    crnet__sim_rank big[2] = {{&a, NULL, 0, r0, 100, 0, 100, {0}},
+                              {&b, NULL, 0, r1, 100, 0, 100, {0}}};
+    for (int e = 0; e < 100; e++)
+      r0[e] = r1[e] = (uint64_t)e;
+    crnet__sched_init(&a, 2, 0);
+    crnet__sched_init(&b, 2, 1);
+    crnet__sched_round(&a);
+    crnet__sched_round(&b);
+    /* send the even elements, receive into the odd ones; bad 1: one
+     * receive lands on a sent element; bad 2: a long receive that a later
+     * send starts inside */
+    for (int i = 0; i < 20; i++)
+      crnet__sched_send(&a, 1, CRNET__BUF_SEND, 2 * (uint64_t)i, 1);
+    if (bad == 2)
+      crnet__sched_send(&a, 1, CRNET__BUF_SEND, 55, 1);
+    for (int i = 0; i < 20; i++)
+      crnet__sched_recv(&a, 1, CRNET__BUF_RECV,
+                        bad == 1 && i == 7 ? 10 : 2 * (uint64_t)i + 1, 1);
+    if (bad == 2)
+      crnet__sched_recv(&a, 1, CRNET__BUF_RECV, 50, 10);
+    crnet__sched_send(&b, 0, CRNET__BUF_SEND, 0, bad == 2 ? 30 : 20);
+    crnet__sched_recv(&b, 0, CRNET__BUF_RECV, 50, bad == 2 ? 21 : 20);
+    int rc = crnet__sim_run(big, 2, true, false, op_sum, err, sizeof err);
+    crnet__sched_free(&a);
+    crnet__sched_free(&b);
+    if (bad == 0) {
+      ck_assert_msg(rc == 0, "many segments, no overlap: %s", err);
+    } else {
+      ck_assert_int_eq(rc, CRNET_EIO);
+      ck_assert_ptr_nonnull(strstr(err, "while sending"));
+      ck_assert_ptr_nonnull(strstr(err, bad == 1 ? "RECV[10.." : "RECV[50.."));
+    }
+  }
   /* a barrier that skips a rank fails the causal check */
   crnet__schedule sc[3];
   crnet__sim_rank rk[3];

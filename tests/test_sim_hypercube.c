@@ -1,7 +1,7 @@
 /* Simulator tests for the hypercube family (src/collectives/hypercube.c):
  * recursive doubling allreduce and allgather, Rabenseifner reduce-scatter,
  * allreduce and reduce, scan and exscan, x p = 1..64, 100, 127, 128, 129,
- * 255, 256 x counts 0, 1, p-1, p, p+1, a large odd one (scaled down with p)
+ * 255, 256, 720, 1000 x counts 0, 1, p-1, p, p+1, a large odd one (scaled down with p)
  * and irregular block shapes x in place or not, compared exactly with a
  * serial rank-order reference. Every builder promises rank order, so the
  * reducing collectives run with the non-commutative affine maps (and with
@@ -384,8 +384,8 @@ static result run(const kase *k) {
  * The matrix
  */
 
-static const int32_t big_ps[] = {100, 127, 128, 129, 255, 256};
-#define NPS (64 + 6)
+static const int32_t big_ps[] = {100, 127, 128, 129, 255, 256, 720, 1000};
+#define NPS (64 + 8)
 static int32_t ps_at(int i) { return i < 64 ? i + 1 : big_ps[i - 64]; }
 
 static int counts_for(int32_t p, uint64_t out[6]) {

@@ -68,6 +68,82 @@ static bool overlap(const crnet__seg *a, const crnet__seg *b, bool in_place) {
   return a->off < b->off + b->count && b->off < a->off + a->count;
 }
 
+/* An interval of a round's send or receive, for the overlap sweep. */
+typedef struct span {
+  uint8_t buf; /* real_buf */
+  bool recv;
+  uint64_t off, end;
+  const crnet__seg *seg;
+} span;
+
+static int span_cmp(const void *a, const void *b) {
+  const span *x = a, *y = b;
+  if (x->buf != y->buf)
+    return x->buf < y->buf ? -1 : 1;
+  if (x->off != y->off)
+    return x->off < y->off ? -1 : 1;
+  return 0;
+}
+
+/* The first receive segment of the round that overlaps one of its send
+ * segments, or NULL (*oom set when scratch memory ran out). Small rounds
+ * compare every pair; large ones (all-to-all messages of ~p/2 segments)
+ * sort the segments and sweep: an interval overlaps an earlier-starting one
+ * of the other kind iff it starts before the largest end seen of that
+ * kind. */
+static const crnet__seg *round_overlap(const crnet__schedule *sc,
+                                       const crnet__round *ro, bool in_place,
+                                       bool *oom) {
+  const crnet__seg *rs = &sc->segs[ro->recv.first_seg];
+  const crnet__seg *ss = &sc->segs[ro->send.first_seg];
+  uint32_t nr = ro->recv.nsegs, ns = ro->send.nsegs;
+  const crnet__seg *bad = NULL;
+  *oom = false;
+  if ((uint64_t)nr * ns <= 256) {
+    for (uint32_t i = 0; i < nr; i++)
+      for (uint32_t j = 0; j < ns; j++)
+        if (overlap(&rs[i], &ss[j], in_place))
+          return &rs[i];
+    return NULL;
+  }
+  span *v = malloc(sizeof *v * ((size_t)nr + ns));
+  if (v == NULL) {
+    *oom = true;
+    return NULL;
+  }
+  for (uint32_t i = 0; i < nr + ns; i++) {
+    const crnet__seg *g = i < nr ? &rs[i] : &ss[i - nr];
+    v[i] = (span){real_buf(g->buf, in_place), i < nr, g->off,
+                  g->off + g->count, g};
+  }
+  qsort(v, (size_t)nr + ns, sizeof *v, span_cmp);
+  uint64_t end_recv = 0, end_send = 0;
+  const crnet__seg *last_recv = NULL;
+  for (uint32_t i = 0; i < nr + ns && bad == NULL; i++) {
+    if (i == 0 || v[i].buf != v[i - 1].buf) {
+      end_recv = end_send = 0;
+      last_recv = NULL;
+    }
+    if (v[i].off == v[i].end)
+      continue; /* empty: overlaps nothing */
+    if (v[i].recv) {
+      if (v[i].off < end_send)
+        bad = v[i].seg;
+      if (v[i].end > end_recv) {
+        end_recv = v[i].end;
+        last_recv = v[i].seg;
+      }
+    } else {
+      if (v[i].off < end_recv)
+        bad = last_recv;
+      if (v[i].end > end_send)
+        end_send = v[i].end;
+    }
+  }
+  free(v);
+  return bad;
+}
+
 /* First unwritten element of g, or UINT64_MAX. */
 static uint64_t unwritten(const rstate *st, const crnet__seg *g) {
   const uint8_t *w = st->wr[g->buf];
@@ -197,16 +273,19 @@ int crnet__sim_run(crnet__sim_rank *ranks, int32_t p, bool in_place,
           goto out;
         }
       }
-      for (uint32_t i = 0; i < ro->recv.nsegs; i++)
-        for (uint32_t j = 0; j < ro->send.nsegs; j++)
-          if (overlap(&sc->segs[ro->recv.first_seg + i],
-                      &sc->segs[ro->send.first_seg + j], in_place)) {
-            rc = fail(err, errlen,
-                      "round %u: rank %d receives into " SEGF
-                      " while sending from it",
-                      rd, r, SEGA(sc->segs[ro->recv.first_seg + i]));
-            goto out;
-          }
+      bool oom;
+      const crnet__seg *bad = round_overlap(sc, ro, in_place, &oom);
+      if (oom) {
+        rc = CRNET_ENOMEM;
+        goto out;
+      }
+      if (bad != NULL) {
+        rc = fail(err, errlen,
+                  "round %u: rank %d receives into " SEGF
+                  " while sending from it",
+                  rd, r, SEGA(*bad));
+        goto out;
+      }
       if (ro->send.peer < 0)
         continue;
       uint64_t n = crnet__xfer_count(sc, &ro->send);

@@ -182,6 +182,11 @@ expect "cost star allreduce p=6" "$(cost allreduce star 6 24 1 0 0)" "3 3 3"
 expect "cost star allgather p=6" "$(cost allgather star 6 24 0 1 0)" \
   "20 20 3"
 
+# Allreduce by allgather, p = 22, 22 bytes each: ceil(log2 p) rounds, every
+# other rank's vector received and reduced: 5α + 21·22(β+γ).
+expect "cost allgather-reduce p=22" \
+  "$(cost allreduce allgather-reduce 22 88 1 1 1)" "3701 3701 5"
+
 # Every schedule that can do the call at p = 22 appears (hypercube
 # all-to-all needs a power of two).
 rows=$("$CRSCHED" --cost -p 22 -m 88 --alpha 1 --json)
@@ -190,13 +195,13 @@ expect "cost: rows per collective" \
 import json, sys, collections
 c = collections.Counter(json.loads(l)["coll"] for l in sys.stdin)
 print(" ".join("%s=%d" % kv for kv in sorted(c.items())))
-')" "allgather=7 allreduce=8 alltoall=3 barrier=4 bcast=5 exscan=2 reduce=6 reduce_scatter=6 scan=2"
+')" "allgather=7 allreduce=9 alltoall=3 barrier=4 bcast=5 exscan=2 reduce=6 reduce_scatter=6 scan=2"
 expect "cost: allreduce schedules" \
   "$(printf '%s\n' "$rows" | python3 -c '
 import json, sys
 print(" ".join(sorted(r["schedule"] for r in map(json.loads, sys.stdin)
                       if r["coll"] == "allreduce")))
-')" "circulant circulant-doubling circulant-linear circulant-sqrt hypercube rabenseifner ring star"
+')" "allgather-reduce circulant circulant-doubling circulant-linear circulant-sqrt hypercube rabenseifner ring star"
 text=$("$CRSCHED" --cost -p 22 -m 88 --alpha 1 --coll reduce_scatter)
 expect "cost text: circulant row" \
   "$(printf '%s\n' "$text" | awk '$1 == "reduce_scatter" && $2 == "circulant" {print $3, $7}')" \

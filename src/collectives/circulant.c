@@ -852,3 +852,67 @@ int crnet__circ_exscan(crnet__schedule *out, int32_t p, int32_t rank,
                        uint64_t count, bool in_place) {
   return circ_prefix(out, p, rank, count, in_place, true);
 }
+
+/* ------------------------------------------------------------------------
+ * Allreduce by allgather (small vectors)
+ *
+ * CIRCULANT-ALLGATHER. The circulant allgather of the whole vectors (every
+ * rank contributes its m elements as one block), into TEMP, then a local
+ * left fold in rank order: RECV = ((V_0 (+) V_1) (+) V_2) ... (+) V_p-1.
+ *   Rounds: the allgather's, n-1 = ceil(log2 p) with halving skips: half of
+ *   the circulant allreduce's 2·ceil(log2 p), for any p.
+ *   Cost: ceil(log2 p)·α + (p-1)·m·β + (p-1)·m·γ: every rank reduces
+ *   everything, so it pays for small m only (where α dominates).
+ *   Order and identity: every rank folds the same p vectors in the same
+ *   order, so the result is the rank-order reduction (non-commutative
+ *   operators are fine) and bitwise identical on all ranks.
+ *   Memory: TEMP of p·m elements, the gathered vectors.
+ * Built as the allgather schedule with its RECV renamed to TEMP (and its
+ * SEND to RECV in place: the allgather only reads it), then the fold as
+ * local steps after the last round.
+ */
+
+static void rename_seg(crnet__seg *g, uint8_t send_to) {
+  if (g->buf == CRNET__BUF_RECV)
+    g->buf = CRNET__BUF_TEMP;
+  else if (g->buf == CRNET__BUF_SEND)
+    g->buf = send_to;
+}
+
+int crnet__circ_allreduce_gather(crnet__schedule *out, const int32_t *skips,
+                                 int32_t nskips, int32_t p, int32_t rank,
+                                 uint64_t count, bool in_place) {
+  uint64_t *counts;
+  uint8_t in = in_place ? CRNET__BUF_RECV : CRNET__BUF_SEND;
+  int rc;
+  if (p < 1 || rank < 0 || rank >= p)
+    return CRNET_EINVAL;
+  if (count > 0 && (uint64_t)p > UINT64_MAX / count)
+    return CRNET_EINVAL;
+  counts = malloc(sizeof *counts * (size_t)p);
+  if (counts == NULL)
+    return CRNET_ENOMEM;
+  for (int32_t b = 0; b < p; b++)
+    counts[b] = count;
+  rc = crnet__circ_allgather(out, skips, nskips, p, rank, counts, false);
+  free(counts);
+  if (rc != 0)
+    return rc;
+  /* the allgather has no TEMP of its own: TEMP becomes the gathered area */
+  for (uint32_t i = 0; i < out->nsegs; i++)
+    rename_seg(&out->segs[i], in);
+  for (uint32_t i = 0; i < out->nsteps; i++) {
+    rename_seg(&out->steps[i].src, in);
+    rename_seg(&out->steps[i].dst, in);
+  }
+  crnet__sched_need_temp(out, (uint64_t)p * count);
+  if (out->nrounds == 0)
+    crnet__sched_round(out);
+  crnet__sched_copy(out, crnet__seg_make(CRNET__BUF_TEMP, 0, count),
+                    crnet__seg_make(CRNET__BUF_RECV, 0, count));
+  for (int32_t b = 1; b < p; b++)
+    crnet__sched_reduce(
+        out, crnet__seg_make(CRNET__BUF_TEMP, (uint64_t)b * count, count),
+        crnet__seg_make(CRNET__BUF_RECV, 0, count), CRNET__DST_LEFT);
+  return crnet__sched_finish(out);
+}

@@ -73,6 +73,14 @@ int crnet__circ_bcast(crnet__schedule *out, const int32_t *skips,
 int crnet__circ_barrier(crnet__schedule *out, const int32_t *skips,
                         int32_t nskips, int32_t p, int32_t rank);
 
+/* Allreduce of small vectors: the allgather of whole vectors into TEMP
+ * (p·count elements), then a local fold in rank order. Rounds as the
+ * allgather (ceil(log2 p) with halving skips); buffers as allreduce; any
+ * associative operator; bitwise identical results everywhere. */
+int crnet__circ_allreduce_gather(crnet__schedule *out, const int32_t *skips,
+                                 int32_t nskips, int32_t p, int32_t rank,
+                                 uint64_t count, bool in_place);
+
 /* Prefix sums by dissemination (skips 1, 2, 4, ... not wrapped around; no
  * skip sequence argument): rank r gets V_0 (+) ... (+) V_r (scan) or
  * V_0 (+) ... (+) V_r-1 (exscan, rank 0's RECV never written), in

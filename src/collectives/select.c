@@ -5,12 +5,15 @@
  * builders never fall back on their own; an explicitly chosen schedule
  * that cannot do the call fails with CRNET_EUNSUPPORTED and says why.
  *
- * auto, for now (cost-based choice per message size comes with the
- * benchmarks):
- *   allreduce, reduce-scatter, reduce: circulant (ceil(log2 p) rounds per
- *     phase, optimal volume); a non-commutative operator goes to
- *     rabenseifner, which keeps rank order in about as many rounds
- *     (circulant-linear keeps it too, but needs p-1 rounds);
+ * auto, for now (calibrated constants come with the benchmarks):
+ *   allreduce: the cheapest of circulant, allgather-reduce (while p·m is at
+ *     most 1 MiB), hypercube and rabenseifner under the α-β-γ model with
+ *     built-in TCP loopback constants (auto_allreduce); a non-commutative
+ *     operator only considers the order-preserving ones;
+ *   reduce-scatter, reduce: circulant (ceil(log2 p) rounds per phase,
+ *     optimal volume); a non-commutative operator goes to rabenseifner,
+ *     which keeps rank order in about as many rounds (circulant-linear
+ *     keeps it too, but needs p-1 rounds);
  *   scan, exscan: circulant (dissemination, ceil(log2 p) rounds, any p,
  *     rank order);
  *   all-to-all: bruck (ceil(log2 p) rounds, ~log2(p)/2 times the volume)
@@ -50,7 +53,8 @@ enum family {
   FAMILY_RABENSEIFNER, /* recursive halving */
   FAMILY_STAR,         /* star graph S_n */
   FAMILY_PAIRWISE,     /* all-to-all pairwise exchange */
-  FAMILY_BRUCK         /* all-to-all, circulant with concatenation */
+  FAMILY_BRUCK,        /* all-to-all, circulant with concatenation */
+  FAMILY_GATHER_REDUCE /* allreduce: circulant allgather + local fold */
 };
 
 /* Whether the schedule's reductions keep rank order. */
@@ -89,6 +93,8 @@ static const schedule_desc schedules[] = {
      BIT(CRNET_COLL_ALLREDUCE) | BIT(CRNET_COLL_ALLGATHER), ORDER_ALWAYS},
     {"pairwise", FAMILY_PAIRWISE, BIT(CRNET_COLL_ALLTOALL), ORDER_NEVER},
     {"bruck", FAMILY_BRUCK, BIT(CRNET_COLL_ALLTOALL), ORDER_NEVER},
+    {"allgather-reduce", FAMILY_GATHER_REDUCE, BIT(CRNET_COLL_ALLREDUCE),
+     ORDER_ALWAYS},
 };
 
 #define NSCHEDULES (sizeof schedules / sizeof schedules[0])
@@ -143,8 +149,63 @@ static int order_preserving(const schedule_desc *d, const crnet__call *call,
   return n > 0 ? 0 : n;
 }
 
+static int ceil_log2(int32_t p) {
+  int k = 0;
+  while ((INT64_C(1) << k) < p)
+    k++;
+  return k;
+}
+
+/* The allreduce candidates under the α-β-γ model (seconds; m bytes per
+ * rank), with the formulas of the README's schedule table. The constants
+ * are this machine class's TCP loopback: a message round costs about as
+ * much as waking a blocked receiver (tens of µs), a byte about 1 ns each
+ * way, a reduced byte a sixth of that. */
+#define MODEL_ALPHA 40e-6
+#define MODEL_BETA 1e-9
+#define MODEL_GAMMA 1.5e-10
+
+static const char *auto_allreduce(const crnet__call *call) {
+  double p = call->p, m = (double)call->count * (call->esize ? call->esize : 1);
+  double L = ceil_log2(call->p), a = MODEL_ALPHA, b = MODEL_BETA,
+         g = MODEL_GAMMA;
+  int d = 0;
+  while ((INT64_C(2) << d) <= call->p)
+    d++;
+  double fold = (call->p & (call->p - 1)) != 0 ? 3 : 0;
+  struct {
+    const char *name;
+    double t;
+    bool ordered;
+  } c[] = {
+      {"circulant", 2 * L * a + 2 * (p - 1) / p * m * b + (p - 1) / p * m * g,
+       false},
+      {"allgather-reduce", L * a + (p - 1) * m * (b + g), true},
+      {"hypercube", (d + fold) * (a + m * b) + (d + fold / 2) * m * g, true},
+      {"rabenseifner",
+       (2 * d + fold) * a + (2 + fold / 2) * m * b + (1 + fold / 4) * m * g,
+       true},
+  };
+  const char *best = NULL;
+  double best_t = 0;
+  for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+    if (!call->commutative && !c[i].ordered)
+      continue;
+    /* allgather-reduce keeps p vectors: only where that stays small */
+    if (strcmp(c[i].name, "allgather-reduce") == 0 && p * m > (1 << 20))
+      continue;
+    if (best == NULL || c[i].t < best_t) {
+      best = c[i].name;
+      best_t = c[i].t;
+    }
+  }
+  return best;
+}
+
 static const char *auto_choice(const crnet__call *call) {
   bool reduces = (REDUCING_COLLS & BIT(call->coll)) != 0;
+  if (call->coll == CRNET_COLL_ALLREDUCE && call->p > 1)
+    return auto_allreduce(call);
   if (call->coll == CRNET_COLL_ALLTOALL) {
     uint64_t esize = call->esize > 0 ? call->esize : 1;
     return call->count <= ALLTOALL_SMALL_BYTES / esize ? "bruck" : "pairwise";
@@ -315,6 +376,19 @@ static int build_star(const crnet__call *c, crnet__schedule *out) {
   }
 }
 
+static int build_gather_reduce(const crnet__call *c, crnet__schedule *out) {
+  int32_t *skips = malloc(sizeof *skips * (size_t)c->p);
+  int n, rc;
+  if (skips == NULL)
+    return CRNET_ENOMEM;
+  n = crnet__circ_skips("circulant", c->p, skips);
+  rc = n < 0 ? n
+             : crnet__circ_allreduce_gather(out, skips, n, c->p, c->rank,
+                                            c->count, c->in_place);
+  free(skips);
+  return rc;
+}
+
 int crnet__build(const char *name, const crnet__call *call,
                  crnet__schedule *out) {
   const schedule_desc *d = find(name);
@@ -337,6 +411,8 @@ int crnet__build(const char *name, const crnet__call *call,
                                  call->in_place);
   case FAMILY_STAR:
     return build_star(call, out);
+  case FAMILY_GATHER_REDUCE:
+    return build_gather_reduce(call, out);
   }
   return CRNET_EINVAL;
 }

@@ -862,7 +862,8 @@ static bool schedule_reorders(void) {
   const char *s = getenv("CRNET_ALLREDUCE_SCHEDULE");
   return s != NULL && s[0] != '\0' && strcmp(s, "auto") != 0 &&
          strcmp(s, "circulant-linear") != 0 && strcmp(s, "hypercube") != 0 &&
-         strcmp(s, "rabenseifner") != 0;
+         strcmp(s, "rabenseifner") != 0 && strcmp(s, "star") != 0 &&
+         strcmp(s, "allgather-reduce") != 0;
 }
 
 static void check_noncommutative(struct state *st, crnet_op op) {

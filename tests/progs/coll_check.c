@@ -25,6 +25,7 @@
  *   rabenseifner        allreduce, reduce-scatter, reduce   rank order
  *   star                allreduce, allgather                rank order
  *   pairwise, bruck     alltoall                            -
+ *   allgather-reduce    allreduce                           rank order
  *
  * For each schedule, every rank alike: choose it (crnet_comm_set_schedule
  * must return 0) for every collective it can do, the others staying on
@@ -183,6 +184,7 @@ static const struct schedule schedules[] = {
      KEEPS_ORDER, false},
     {"pairwise", BIT(CRNET_COLL_ALLTOALL), REORDERS, false},
     {"bruck", BIT(CRNET_COLL_ALLTOALL), REORDERS, false},
+    {"allgather-reduce", BIT(CRNET_COLL_ALLREDUCE), KEEPS_ORDER, false},
 };
 #define NSCHEDULES (sizeof schedules / sizeof schedules[0])
 

@@ -1,0 +1,219 @@
+#!/bin/sh
+# crbench, the collective benchmark, end to end through crlaunch: every
+# collective under every schedule that can do it, at p = 3 and 4, with
+# --check over sizes 8..64K; the rows, sizes, counts, roots and bandwidth
+# arithmetic in its JSON (parsed by python3); a wrong element seen as one;
+# the text table; and usage errors.
+#
+#   tests/test_crbench.sh path/to/crlaunch path/to/crbench
+#
+# Which schedule does which collective is this script's own table, written
+# from README.md's schedules table, never asked of the library, so that a
+# library (or a crbench) that drops or invents a schedule fails here.
+#
+# Every check prints "ok" or "FAIL" with what it saw; the script exits 1 if
+# any check failed. Runtime on a 2-core machine: about 5 s, 7 s under
+# ASan+UBSan (see docs/PERFORMANCE.md).
+set -u
+
+CRLAUNCH=${1:?usage: test_crbench.sh path/to/crlaunch path/to/crbench}
+CRBENCH=${2:?usage: test_crbench.sh path/to/crlaunch path/to/crbench}
+fails=0
+checks=0
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+
+ok() { checks=$((checks + 1)); echo "ok $checks - $1"; }
+fail() {
+  checks=$((checks + 1))
+  fails=$((fails + 1))
+  echo "FAIL $checks - $1"
+}
+# expect NAME GOT WANT
+expect() {
+  if [ "$2" = "$3" ]; then ok "$1"; else fail "$1: got '$2', want '$3'"; fi
+}
+
+# bench P ARGS...: runs crbench on P ranks; stdout in $tmp/out, stderr in
+# $tmp/err, exit status in $rc. Each job is bounded by crlaunch's timeout.
+bench() {
+  p=$1
+  shift
+  "$CRLAUNCH" -n "$p" --timeout 60 "$CRBENCH" "$@" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+}
+
+# verify COLL P TYPE SIZES...: checks the JSON rows in $tmp/out (see the
+# python below); prints "ok" or what is wrong.
+verify() {
+  python3 "$tmp/verify.py" "$@" <"$tmp/out"
+}
+cat >"$tmp/verify.py" <<'EOF'
+import json, sys
+
+coll, p, dtype = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+sizes = [int(s) for s in sys.argv[4:]]
+tsize = {"int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "float16": 2,
+         "bfloat16": 2, "int32": 4, "uint32": 4, "float": 4, "int64": 8,
+         "uint64": 8, "double": 8}[dtype]
+circ = ["auto", "circulant", "circulant-doubling", "circulant-linear",
+        "circulant-sqrt"]
+pow2 = p & (p - 1) == 0
+want_scheds = {
+    "allreduce": circ + ["ring", "hypercube", "rabenseifner", "star",
+                         "allgather-reduce"],
+    "reduce_scatter": circ + ["ring", "rabenseifner"],
+    "allgather": circ + ["ring", "hypercube", "star"],
+    "alltoall": ["auto", "ring"] + (["hypercube"] if pow2 else [])
+                + ["pairwise", "bruck"],
+    "bcast": circ + ["ring"],
+    "reduce": circ + ["ring", "rabenseifner"],
+    "scan": ["auto", "circulant", "hypercube"],
+    "exscan": ["auto", "circulant", "hypercube"],
+    "barrier": circ,
+}[coll]
+# (size, count) per requested size, as nccl-tests count them.
+def shape(s):
+    if coll == "barrier":
+        return (0, 0)
+    if coll in ("reduce_scatter", "allgather", "alltoall"):
+        c = s // tsize // p
+        return (c * p * tsize, c)
+    return (s // tsize * tsize, s // tsize)
+want_shapes = [(0, 0)] if coll == "barrier" else [shape(s) for s in sizes]
+factor = {"allreduce": 2 * (p - 1) / p, "reduce_scatter": (p - 1) / p,
+          "allgather": (p - 1) / p, "alltoall": (p - 1) / p}.get(coll, 1.0)
+rooted = coll in ("bcast", "reduce")
+
+rows = [json.loads(line) for line in sys.stdin if line.strip()]
+problems = []
+keys = {"coll", "size", "count", "type", "op", "schedule", "root", "p",
+        "time_us", "algbw_gbps", "busbw_gbps", "wrong", "iters"}
+for r in rows:
+    if set(r) != keys:
+        problems.append("keys %s" % sorted(set(r) ^ keys))
+        break
+    if r["wrong"] != 0:
+        problems.append("%s %s B: %s wrong" % (r["schedule"], r["size"],
+                                                r["wrong"]))
+    if r["coll"] != coll or r["p"] != p or r["iters"] != 2:
+        problems.append("row %s" % r)
+    if r["root"] != (p - 1 if rooted else -1):
+        problems.append("%s root %s" % (r["schedule"], r["root"]))
+    if not r["time_us"] > 0:
+        problems.append("%s %s B: time %s" % (r["schedule"], r["size"],
+                                              r["time_us"]))
+    # algbw = size / time (GB/s = bytes per us / 1e3), busbw = algbw x
+    # factor, both within the 9 significant digits printed.
+    algbw = r["size"] / r["time_us"] / 1e3
+    if abs(r["algbw_gbps"] - algbw) > 1e-7 * algbw + 1e-15:
+        problems.append("algbw %s, want %s" % (r["algbw_gbps"], algbw))
+    busbw = r["algbw_gbps"] * factor
+    if abs(r["busbw_gbps"] - busbw) > 1e-7 * busbw + 1e-15:
+        problems.append("%s %s B: busbw %s != algbw %s x %s" % (
+            r["schedule"], r["size"], r["busbw_gbps"], r["algbw_gbps"],
+            factor))
+got_scheds = []
+for r in rows:
+    if r["schedule"] not in got_scheds:
+        got_scheds.append(r["schedule"])
+if got_scheds != want_scheds:
+    problems.append("schedules %s, want %s" % (got_scheds, want_scheds))
+for s in want_scheds:
+    got = [(r["size"], r["count"]) for r in rows if r["schedule"] == s]
+    if got != want_shapes:
+        problems.append("%s: (size, count) %s, want %s" % (s, got,
+                                                           want_shapes))
+print("ok" if not problems else "; ".join(problems[:5]))
+EOF
+
+SIZES="8 32 128 512 2048 8192 32768" # -b 8 -e 64K -f 4
+
+# --- every collective x every schedule, checked ---------------------------
+
+for p in 3 4; do
+  for coll in allreduce reduce_scatter allgather alltoall bcast reduce scan \
+    exscan barrier; do
+    bench "$p" -c "$coll" -s all -b 8 -e 64K -f 4 -r $((p - 1)) -n 2 -w 1 \
+      --check --json
+    expect "p=$p $coll exit status" "$rc" 0
+    expect "p=$p $coll rows" "$(verify "$coll" "$p" float $SIZES)" ok
+    if [ "$coll" = alltoall ] && [ "$p" = 3 ]; then
+      expect "p=3 alltoall: a note for hypercube" \
+        "$(grep -c 'skipping hypercube for alltoall' "$tmp/err")" 1
+    elif [ -s "$tmp/err" ]; then
+      fail "p=$p $coll: stderr: $(head -3 "$tmp/err")"
+    fi
+  done
+done
+
+# Other datatypes and operators (the check pattern per type and op).
+for case in "allreduce bfloat16 max" "reduce_scatter int8 bxor" \
+  "scan uint16 prod" "exscan float16 land" "reduce int64 band" \
+  "allreduce double lor" "alltoall int16 sum"; do
+  set -- $case
+  bench 3 -c "$1" -s all -b 8 -e 64K -f 4 -d "$2" -o "$3" -r 2 -n 2 -w 1 \
+    --check --json
+  expect "p=3 $1 $2 $3 exit status" "$rc" 0
+  expect "p=3 $1 $2 $3 rows" "$(verify "$1" 3 "$2" $SIZES)" ok
+done
+
+# --- a wrong element counts, and fails the run ----------------------------
+
+bench 3 -c allreduce -s circulant -b 64 -e 64 --check --json
+expect "clean run exits 0" "$rc" 0
+"$CRLAUNCH" -n 3 --timeout 60 -x CRBENCH_CORRUPT=1 "$CRBENCH" -c allreduce \
+  -s circulant -b 64 -e 64 --check --json >"$tmp/out" 2>"$tmp/err"
+rc=$?
+expect "one flipped byte on rank 1: exit status" "$rc" 1
+expect "one flipped byte on rank 1: #wrong" \
+  "$(python3 -c 'import json,sys; print([json.loads(l)["wrong"] for l in sys.stdin])' <"$tmp/out")" \
+  "[1]"
+
+# --- the text table and unchecked rows ------------------------------------
+
+bench 2 -c reduce -s ring,circulant -b 8 -e 32 -f 2 -n 3 -w 0 -d double
+expect "text exit status" "$rc" 0
+expect "text header" \
+  "$(grep -c '^#  *size  *count  *type  *redop  *schedule  *root  *time  *algbw  *busbw  *#wrong$' "$tmp/out")" 1
+expect "text rows: size count type op schedule root #wrong" \
+  "$(grep -v '^#' "$tmp/out" | awk '{printf "%s %s %s %s %s %s %s|", $1, $2, $3, $4, $5, $6, $10}')" \
+  "8 1 double sum ring 0 N/A|8 1 double sum circulant 0 N/A|16 2 double sum ring 0 N/A|16 2 double sum circulant 0 N/A|32 4 double sum ring 0 N/A|32 4 double sum circulant 0 N/A|"
+bench 2 -c bcast -b 8 -e 8 -n 1 -w 0 --json
+expect "unchecked JSON: wrong is null, op none" \
+  "$(python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["wrong"], r["op"], r["schedule"])' <"$tmp/out")" \
+  "None none auto"
+
+# --- usage ------------------------------------------------------------------
+
+"$CRBENCH" -h >"$tmp/out" 2>&1
+expect "-h exits 0" "$?" 0
+expect "-h prints the synopsis" "$(grep -c '^SYNOPSIS' "$tmp/out")" 1
+# usage_error NAME P ARGS...: exit 2 and one line on stderr (from rank 0
+# only) on every rank.
+usage_error() {
+  name=$1
+  shift
+  bench "$@"
+  if [ "$rc" -eq 2 ] && [ "$(grep -c '^crbench: ' "$tmp/err")" -eq 1 ]; then
+    ok "$name exits 2 with a message"
+  else
+    fail "$name: exit $rc, stderr '$(cat "$tmp/err")'"
+  fi
+}
+usage_error "unknown collective" 2 -c alltoallw
+usage_error "unknown option" 2 --frobnicate
+usage_error "bad size" 2 -b 12Q
+usage_error "-e below -b" 2 -b 1M -e 1K
+usage_error "factor 1" 2 -f 1
+usage_error "-f and -i" 2 -f 2 -i 8
+usage_error "unknown datatype" 2 -d float128
+usage_error "band on float" 2 -d float -o band
+usage_error "zero iterations" 2 -n 0
+usage_error "stray argument" 2 -c bcast 7
+usage_error "root out of range (after init)" 2 -c bcast -r 2
+usage_error "unknown schedule (after init)" 2 -s hypercube2
+usage_error "schedule cannot do it (after init)" 2 -c scan -s ring
+
+echo "$checks checks, $fails failed"
+[ "$fails" -eq 0 ]

@@ -72,11 +72,173 @@ static int run_steps(const crnet__schedule *s, const crnet__round *r,
   return 0;
 }
 
+/* --- reducing while the message arrives -----------------------------------
+ *
+ * A large receive is reduced piece by piece as it lands, instead of after
+ * the whole message: on a real network the reduction of one piece overlaps
+ * the arrival of the next, and everywhere each piece is reduced while the
+ * kernel's copy of it is still in cache. Only rounds where this cannot
+ * change the result qualify ("streamable"): every step reads a region that
+ * lies inside one segment of the round's receive, and writes a region that
+ * no other step writes or reads and that the round neither sends nor
+ * receives. The steps are then independent element by element, so any
+ * order of pieces gives the same bits as running them after the receive.
+ * Rounds whose steps chain (a fold of several vectors into one, a copy
+ * before a reduce) run their steps after the receive, as before. */
+
+/* A piece (c->stream_piece bytes, CRNET_STREAM_PIECE) is reduced once at
+ * least that much more has arrived. Receives of fewer than this many
+ * pieces are reduced whole: a piece costs a pass through the loop, which
+ * only pays off for large messages. */
+#define STREAM_MIN_PIECES 4
+
+typedef struct step_stream {
+  uint64_t start; /* byte offset of the step's input in the receive */
+  uint64_t done;  /* elements reduced so far */
+} step_stream;
+
+static bool overlaps(const crnet__seg *a, const crnet__seg *b) {
+  return a->buf == b->buf && a->count > 0 && b->count > 0 &&
+         a->off < b->off + b->count && b->off < a->off + a->count;
+}
+
+static bool overlaps_xfer(const crnet__schedule *s, const crnet__xfer *x,
+                          const crnet__seg *g) {
+  for (uint32_t i = 0; i < x->nsegs; i++)
+    if (overlaps(&s->segs[x->first_seg + i], g))
+      return true;
+  return false;
+}
+
+/* Fills ss[i].start for every step of r and returns true if r is
+ * streamable (see above). */
+static bool streamable(const crnet__schedule *s, const crnet__round *r,
+                       size_t esize, step_stream *ss) {
+  if (r->recv.peer < 0 || r->nsteps == 0)
+    return false;
+  for (uint32_t i = 0; i < r->nsteps; i++) {
+    const crnet__step *st = &s->steps[r->first_step + i];
+    uint64_t at = 0;
+    bool inside = false;
+    for (uint32_t k = 0; k < r->recv.nsegs && !inside; k++) {
+      const crnet__seg *g = &s->segs[r->recv.first_seg + k];
+      if (st->src.buf == g->buf && st->src.off >= g->off &&
+          st->src.off + st->src.count <= g->off + g->count) {
+        ss[i].start = (at + (st->src.off - g->off)) * esize;
+        inside = true;
+      }
+      at += g->count;
+    }
+    if (!inside || overlaps_xfer(s, &r->send, &st->dst) ||
+        overlaps_xfer(s, &r->recv, &st->dst))
+      return false;
+    for (uint32_t j = 0; j < r->nsteps; j++) {
+      const crnet__step *o = &s->steps[r->first_step + j];
+      if (overlaps(&st->dst, &o->src) || (j != i && overlaps(&st->dst, &o->dst)))
+        return false;
+    }
+    ss[i].done = 0;
+  }
+  return true;
+}
+
+/* Runs the part of every step whose input has arrived (`got` bytes of the
+ * receive). */
+static int run_arrived(const crnet__schedule *s, const crnet__round *r,
+                       const exec_bufs *b, crnet_datatype dt, crnet_op op,
+                       step_stream *ss, uint64_t got) {
+  bool commutative = crnet__op_commutative(op);
+  for (uint32_t i = 0; i < r->nsteps; i++) {
+    const crnet__step *st = &s->steps[r->first_step + i];
+    uint64_t ready, n;
+    uint8_t *src, *dst;
+    if (got <= ss[i].start)
+      continue;
+    ready = (got - ss[i].start) / b->esize;
+    if (ready > st->src.count)
+      ready = st->src.count;
+    if (ready <= ss[i].done)
+      continue;
+    n = ready - ss[i].done;
+    src = (uint8_t *)seg_ptr(b, &st->src) + ss[i].done * b->esize;
+    dst = (uint8_t *)seg_ptr(b, &st->dst) + ss[i].done * b->esize;
+    if (st->kind == CRNET__STEP_COPY) {
+      memcpy(dst, src, n * b->esize);
+    } else if (st->order == CRNET__SRC_LEFT || commutative) {
+      crnet__reduce(op, dt, src, dst, n);
+    } else {
+      int rc = reduce_dst_left(op, dt, src, dst, n, b->esize);
+      if (rc != 0)
+        return rc;
+    }
+    ss[i].done = ready;
+  }
+  return 0;
+}
+
+/* One round's exchange, reducing as the receive arrives when the round
+ * allows it; then whatever steps are left. */
+static int run_round(crnet_comm *c, const crnet__schedule *s, uint32_t k,
+                     const exec_bufs *b, crnet_datatype dt, crnet_op op,
+                     uint32_t sig) {
+  const crnet__round *r = &s->rounds[k];
+  crnet__iov ssmall[IOV_SMALL], rsmall[IOV_SMALL], *siov, *riov;
+  step_stream sssmall[IOV_SMALL], *ss = sssmall;
+  crnet__xchg x;
+  uint64_t total;
+  bool stream;
+  int rc;
+
+  if (r->send.peer < 0 && r->recv.peer < 0)
+    return run_steps(s, r, b, dt, op);
+  siov = make_iov(s, &r->send, b, ssmall);
+  riov = make_iov(s, &r->recv, b, rsmall);
+  total = crnet__xfer_count(s, &r->recv) * b->esize;
+  stream = c->stream_piece > 0 && total >= STREAM_MIN_PIECES * c->stream_piece;
+  if (stream && r->nsteps > IOV_SMALL) {
+    ss = malloc(sizeof *ss * r->nsteps);
+    stream = ss != NULL;
+  }
+  if (siov == NULL || riov == NULL) {
+    rc = CRNET_ENOMEM;
+    goto out;
+  }
+  stream = stream && streamable(s, r, b->esize, ss);
+  rc = crnet__xchg_start(c, &x, r->send.peer, siov, r->send.nsegs,
+                         r->recv.peer, riov, r->recv.nsegs, k, sig);
+  if (stream) {
+    uint64_t reduced = 0;
+    while (rc == 0 && reduced < total) {
+      uint64_t want = reduced + c->stream_piece;
+      rc = crnet__xchg_wait(&x, want < total ? want : total);
+      reduced = crnet__xchg_received(&x);
+      if (rc == 0)
+        rc = run_arrived(s, r, b, dt, op, ss, reduced);
+    }
+  }
+  {
+    /* Always: wait until libuv has let go of both requests. */
+    int wrc = crnet__xchg_wait(&x, 0);
+    if (rc == 0)
+      rc = wrc;
+  }
+  if (rc == 0)
+    rc = stream ? run_arrived(s, r, b, dt, op, ss, total)
+                : run_steps(s, r, b, dt, op);
+out:
+  if (siov != NULL && siov != ssmall)
+    free(siov);
+  if (riov != NULL && riov != rsmall)
+    free(riov);
+  if (ss != sssmall)
+    free(ss);
+  return rc;
+}
+
 int crnet__exec(crnet_comm *c, const crnet__schedule *s, const void *send,
                 void *recv, bool in_place, crnet_datatype dt, crnet_op op,
                 uint32_t sig) {
   exec_bufs b;
-  crnet__iov ssmall[IOV_SMALL], rsmall[IOV_SMALL];
   int rc = 0;
 
   b.esize = crnet_datatype_size(dt);
@@ -88,24 +250,8 @@ int crnet__exec(crnet_comm *c, const crnet__schedule *s, const void *send,
     if (b.base[CRNET__BUF_TEMP] == NULL)
       return CRNET_ENOMEM;
   }
-  for (uint32_t k = 0; k < s->nrounds && rc == 0; k++) {
-    const crnet__round *r = &s->rounds[k];
-    if (r->send.peer >= 0 || r->recv.peer >= 0) {
-      crnet__iov *siov = make_iov(s, &r->send, &b, ssmall);
-      crnet__iov *riov = make_iov(s, &r->recv, &b, rsmall);
-      if (siov == NULL || riov == NULL)
-        rc = CRNET_ENOMEM;
-      else
-        rc = crnet__sendrecv_v(c, r->send.peer, siov, r->send.nsegs,
-                               r->recv.peer, riov, r->recv.nsegs, k, sig);
-      if (siov != ssmall)
-        free(siov);
-      if (riov != rsmall)
-        free(riov);
-    }
-    if (rc == 0)
-      rc = run_steps(s, r, &b, dt, op);
-  }
+  for (uint32_t k = 0; k < s->nrounds && rc == 0; k++)
+    rc = run_round(c, s, k, &b, dt, op, sig);
   free(b.base[CRNET__BUF_TEMP]);
   return rc;
 }

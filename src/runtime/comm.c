@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -14,6 +15,16 @@
 #include "log.h"
 
 #define DEFAULT_INIT_TIMEOUT_S 60.0
+/* The poll before sleeping, when every rank of the host has a core: long
+ * enough to catch a reply that is a few message latencies away, short
+ * enough that a rank waiting for a slow peer sleeps almost at once (see
+ * docs/PERFORMANCE.md for how it was chosen). */
+#define DEFAULT_SPIN_US 50
+/* With more ranks than cores: 0, sleep at once (see docs/PERFORMANCE.md). */
+#define DEFAULT_SPIN_SHARED_US 0
+/* See exec.c: large receives are reduced in pieces of this many bytes. */
+#define DEFAULT_STREAM_PIECE ((uint64_t)64 << 10)
+#define MAX_SPIN_US 1000000
 /* How long destroy waits for every peer to say goodbye. A peer still
  * computing is given this long to reach crnet_comm_destroy. */
 #define BYE_TIMEOUT_MS 60000
@@ -117,6 +128,32 @@ static int load_settings(const crnet_config *cfg, crnet__settings *s,
       SETTINGS_FAIL("CRNET_INIT_TIMEOUT='%s' is not a number of seconds", v);
     s->init_timeout = t;
   }
+  s->spin_us = -1;
+  v = getenv("CRNET_SPIN_US");
+  if (v != NULL && v[0] != '\0') {
+    int us;
+    if (parse_int(v, 0, MAX_SPIN_US, &us) != 0)
+      SETTINGS_FAIL("CRNET_SPIN_US='%s' is not a number of microseconds "
+                    "(0 to %d)",
+                    v, MAX_SPIN_US);
+    s->spin_us = us;
+  }
+  s->stream_piece = DEFAULT_STREAM_PIECE;
+  v = getenv("CRNET_STREAM_PIECE");
+  if (v != NULL && v[0] != '\0') {
+    int bytes;
+    if (parse_int(v, 0, 1 << 30, &bytes) != 0)
+      SETTINGS_FAIL("CRNET_STREAM_PIECE='%s' is not a number of bytes (0 to "
+                    "2^30)",
+                    v);
+    s->stream_piece = (uint64_t)bytes;
+  }
+  v = getenv("CRNET_SOCKET_BUFFER");
+  if (v != NULL && v[0] != '\0' &&
+      parse_int(v, 0, 1 << 30, &s->socket_buffer) != 0)
+    SETTINGS_FAIL("CRNET_SOCKET_BUFFER='%s' is not a number of bytes (0 to "
+                  "2^30)",
+                  v);
   for (int k = 0; k < CRNET_COLL_COUNT; k++) {
     static const char *const env[CRNET_COLL_COUNT] = {
         "CRNET_ALLREDUCE_SCHEDULE", "CRNET_REDUCE_SCATTER_SCHEDULE",
@@ -351,6 +388,46 @@ static void on_deadline(uv_timer_t *t) {
   c->deadline_passed = true;
 }
 
+/* Polls the loop without sleeping for at most c->spin_ns; true if done(arg)
+ * came true meanwhile.
+ *
+ * The spin adapts, because what decides whether it pays is not only the
+ * ranks of this job: other processes may want the cores too, and then a
+ * spinning rank delays the very peer it waits for. Each spin that catches
+ * its event raises spin_score, each that runs out lowers it twice as much;
+ * while the score is not positive the wait sleeps at once, and only every
+ * SPIN_PROBE_EVERY-th wait spins again to see whether things changed. */
+#define SPIN_SCORE_MAX 8
+#define SPIN_PROBE_EVERY 64
+
+static bool spin_worth_it(crnet_comm *c) {
+  if (c->spin_score > 0)
+    return true;
+  if (++c->spin_skipped < SPIN_PROBE_EVERY)
+    return false;
+  c->spin_skipped = 0;
+  return true;
+}
+
+static bool spin(crnet_comm *c, bool (*done)(void *), void *arg) {
+  uint64_t start = uv_hrtime();
+  do {
+    uv_run(&c->loop, UV_RUN_NOWAIT);
+    /* With more ranks than cores, the peer this rank waits for may need
+     * this very core: let it have it. */
+    if (c->spin_yield)
+      sched_yield();
+    if (done(arg)) {
+      if (c->spin_score < SPIN_SCORE_MAX)
+        c->spin_score++;
+      return true;
+    }
+  } while (!c->deadline_passed && uv_hrtime() - start < c->spin_ns);
+  if (c->spin_score > -SPIN_SCORE_MAX)
+    c->spin_score -= 2;
+  return false;
+}
+
 int crnet__comm_run_until(crnet_comm *c, bool (*done)(void *), void *arg,
                           uint64_t timeout_ms) {
   int rc = 0;
@@ -362,6 +439,9 @@ int crnet__comm_run_until(crnet_comm *c, bool (*done)(void *), void *arg,
       rc = CRNET_ETIMEDOUT;
       break;
     }
+    /* Bounded: after spin_ns without progress the process sleeps. */
+    if (c->spin_ns > 0 && spin_worth_it(c) && spin(c, done, arg))
+      break;
     /* Sleeps in epoll until something happens. A loop with nothing left to
      * wait for cannot make progress: that is a bug, not a reason to spin. */
     if (uv_run(&c->loop, UV_RUN_ONCE) == 0 && !done(arg)) {
@@ -373,19 +453,23 @@ int crnet__comm_run_until(crnet_comm *c, bool (*done)(void *), void *arg,
   return rc;
 }
 
-typedef struct pair_wait {
-  crnet_comm *c;
-  crnet__send_req *send;
-  crnet__recv_req *recv;
-  crnet__link *recv_link;
-} pair_wait;
+/* The wait of an exchange: done when both requests are, or (min_got > 0)
+ * as soon as min_got bytes of the receive have arrived. Once the comm has
+ * failed, the receive is taken back, so the wait ends. */
+typedef struct xchg_wait {
+  crnet__xchg *x;
+  uint64_t min_got;
+} xchg_wait;
 
-static bool pair_done(void *arg) {
-  pair_wait *w = arg;
-  if (w->c->err != 0 && w->recv != NULL && !w->recv->done)
-    crnet__link_cancel_recv(w->recv_link, w->recv);
-  return (w->send == NULL || w->send->done) &&
-         (w->recv == NULL || w->recv->done);
+static bool xchg_done(void *arg) {
+  xchg_wait *w = arg;
+  crnet__xchg *x = w->x;
+  if (x->c->err != 0 && x->recv_link != NULL && !x->recv.done)
+    crnet__link_cancel_recv(x->recv_link, &x->recv);
+  if ((!x->sending || x->send.done) && (x->recv_link == NULL || x->recv.done))
+    return true;
+  return w->min_got > 0 && x->c->err == 0 && x->recv_link != NULL &&
+         x->recv.got >= w->min_got;
 }
 
 static uint64_t iov_total(const crnet__iov *iov, uint32_t n) {
@@ -395,26 +479,26 @@ static uint64_t iov_total(const crnet__iov *iov, uint32_t n) {
   return t;
 }
 
-int crnet__sendrecv_v(crnet_comm *c, int to, const crnet__iov *siov,
-                      uint32_t sn, int from, const crnet__iov *riov,
-                      uint32_t rn, uint32_t round, uint32_t sig) {
-  crnet__send_req sreq;
-  crnet__recv_req rreq;
-  pair_wait w = {.c = c};
+int crnet__xchg_start(crnet_comm *c, crnet__xchg *x, int to,
+                      const crnet__iov *siov, uint32_t sn, int from,
+                      const crnet__iov *riov, uint32_t rn, uint32_t round,
+                      uint32_t sig) {
   char who[160];
+  memset(x, 0, sizeof *x);
+  x->c = c;
+  x->round = round;
   c->cur_round = round;
   if (c->err != 0)
     return c->err;
   if (from >= 0) {
     crnet__peer *p = c->peers[from];
-    memset(&rreq, 0, sizeof rreq);
-    rreq.iov = riov;
-    rreq.niov = rn;
-    rreq.len = iov_total(riov, rn);
-    rreq.coll = (uint8_t)c->cur_coll;
-    rreq.seq = c->seq;
-    rreq.round = round;
-    rreq.sig = sig;
+    x->recv.iov = riov;
+    x->recv.niov = rn;
+    x->recv.len = iov_total(riov, rn);
+    x->recv.coll = (uint8_t)c->cur_coll;
+    x->recv.seq = c->seq;
+    x->recv.round = round;
+    x->recv.sig = sig;
     if (p == NULL || p->closed || p->link.failed) {
       crnet__describe_rank(c, from, who, sizeof who);
       crnet__comm_fail(c, CRNET_EPEER, from, "%s has left the job (%s #%" PRIu64
@@ -423,9 +507,8 @@ int crnet__sendrecv_v(crnet_comm *c, int to, const crnet__iov *siov,
                        c->seq, round);
       return c->err;
     }
-    crnet__link_post_recv(&p->link, &rreq);
-    w.recv = &rreq;
-    w.recv_link = &p->link;
+    crnet__link_post_recv(&p->link, &x->recv);
+    x->recv_link = &p->link;
   }
   if (to >= 0) {
     crnet__peer *p = c->peers[to];
@@ -439,18 +522,45 @@ int crnet__sendrecv_v(crnet_comm *c, int to, const crnet__iov *siov,
       crnet__describe_rank(c, to, who, sizeof who);
       crnet__comm_fail(c, CRNET_EPEER, to, "%s has left the job", who);
     } else {
-      crnet__link_send(&p->link, &sreq, &h, siov, sn);
-      w.send = &sreq;
+      crnet__link_send(&p->link, &x->send, &h, siov, sn);
+      x->sending = true;
     }
   }
-  /* Requests live in this frame: wait until libuv has let go of both, also
-   * when the comm fails meanwhile (closing a link completes its requests). */
-  crnet__comm_run_until(c, pair_done, &w, 0);
-  if (c->err == 0 && ((w.send != NULL && sreq.status != 0) ||
-                      (w.recv != NULL && rreq.status != 0)))
+  return 0;
+}
+
+uint64_t crnet__xchg_received(const crnet__xchg *x) {
+  if (x->recv_link == NULL)
+    return 0;
+  return x->recv.done && x->recv.status == 0 ? x->recv.len : x->recv.got;
+}
+
+bool crnet__xchg_complete(const crnet__xchg *x) {
+  return (!x->sending || x->send.done) && (x->recv_link == NULL || x->recv.done);
+}
+
+int crnet__xchg_wait(crnet__xchg *x, uint64_t min_got) {
+  crnet_comm *c = x->c;
+  xchg_wait w = {x, min_got};
+  crnet__comm_run_until(c, xchg_done, &w, 0);
+  if (!crnet__xchg_complete(x))
+    return c->err; /* partial progress, or a failure being wound up */
+  if (c->err == 0 && ((x->sending && x->send.status != 0) ||
+                      (x->recv_link != NULL && x->recv.status != 0)))
     crnet__comm_fail(c, CRNET_EPEER, -1, "link failed in round %" PRIu32,
-                     round);
+                     x->round);
   return c->err;
+}
+
+int crnet__sendrecv_v(crnet_comm *c, int to, const crnet__iov *siov,
+                      uint32_t sn, int from, const crnet__iov *riov,
+                      uint32_t rn, uint32_t round, uint32_t sig) {
+  crnet__xchg x;
+  int rc = crnet__xchg_start(c, &x, to, siov, sn, from, riov, rn, round, sig);
+  /* Requests live in x: wait until libuv has let go of both, also when the
+   * comm failed meanwhile (closing a link completes its requests). */
+  int wrc = crnet__xchg_wait(&x, 0);
+  return rc != 0 ? rc : wrc;
 }
 
 int crnet__sendrecv(crnet_comm *c, int to, const void *sbuf, uint64_t slen,
@@ -514,6 +624,55 @@ static void ignore_sigpipe(void) {
   }
 }
 
+/* Cores this process may run on. */
+static int usable_cores(void) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+    return CPU_COUNT(&set);
+  return 1;
+}
+
+/* Decides the wait strategy once the table is known: ranks that share this
+ * host (by host name, which network namespaces and several addresses of one
+ * machine share too) compete for its cores. Polling before sleeping only
+ * helps while each of them has a core; beyond that a polling rank steals
+ * the core its peer needs to answer. */
+static void wait_plan(crnet_comm *c, const crnet__settings *s) {
+  const char *me = c->table != NULL ? c->table[c->rank].host : "";
+  c->local_ranks = 1;
+  for (int r = 0; r < c->size && c->table != NULL; r++)
+    if (r != c->rank && strcmp(c->table[r].host, me) == 0)
+      c->local_ranks++;
+  bool own_cores = c->local_ranks <= usable_cores();
+  c->spin_yield = !own_cores;
+  if (s->spin_us >= 0)
+    c->spin_ns = (uint64_t)s->spin_us * 1000;
+  else if (c->size > 1)
+    c->spin_ns = (uint64_t)(own_cores ? DEFAULT_SPIN_US
+                                      : DEFAULT_SPIN_SHARED_US) * 1000;
+  else
+    c->spin_ns = 0;
+  c->spin_score = SPIN_SCORE_MAX / 2;
+}
+
+/* Socket buffers of the mesh links: by default the kernel sizes them as
+ * the connection goes (autotuning, which a fixed size would turn off). A
+ * size the kernel refuses (above net.core.[rw]mem_max without privilege)
+ * is capped by it, silently: the links work either way. */
+static void size_socket_buffers(crnet_comm *c, const crnet__settings *s) {
+  if (s->socket_buffer <= 0)
+    return;
+  for (int r = 0; r < c->size; r++) {
+    crnet__peer *p = c->peers[r];
+    int v = s->socket_buffer;
+    if (p == NULL || p->closed)
+      continue;
+    uv_send_buffer_size((uv_handle_t *)&p->link.tcp, &v);
+    v = s->socket_buffer;
+    uv_recv_buffer_size((uv_handle_t *)&p->link.tcp, &v);
+  }
+}
+
 int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
   crnet_config defaults;
   crnet__settings s;
@@ -544,6 +703,7 @@ int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
   c->rank = s.rank;
   c->size = s.size;
   c->cur_coll = -1;
+  c->stream_piece = s.stream_piece;
   for (int k = 0; k < CRNET_COLL_COUNT; k++)
     snprintf(c->schedule[k], sizeof c->schedule[k], "%s", s.schedule[k]);
   ignore_sigpipe();
@@ -576,6 +736,8 @@ int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
       return rc;
     }
   }
+  wait_plan(c, &s);
+  size_socket_buffers(c, &s);
   *out = c;
   return 0;
 }

@@ -42,6 +42,9 @@ typedef struct crnet__settings {
   bool serve_rendezvous;
   int port_lo, port_hi; /* 0, 0: any port */
   double init_timeout;
+  long spin_us; /* -1: decide from the ranks per host (see wait_plan) */
+  uint64_t stream_piece; /* CRNET_STREAM_PIECE */
+  int socket_buffer;     /* CRNET_SOCKET_BUFFER bytes; 0: the kernel's */
   char schedule[CRNET_COLL_COUNT][32];
 } crnet__settings;
 
@@ -49,6 +52,18 @@ struct crnet_comm {
   uv_loop_t loop;
   uv_timer_t deadline; /* bounds the current wait */
   bool deadline_passed;
+  /* How long a wait polls the loop without sleeping before it sleeps in
+   * epoll (0: never polls). Waking a sleeping process costs tens of µs on a
+   * VM, so a short poll pays off when every rank of this host has a core of
+   * its own, and only then (crnet_comm_init decides). */
+  uint64_t spin_ns;
+  int spin_score;        /* recent spins: caught (+1) or in vain (-2) */
+  bool spin_yield;       /* more ranks than cores: yield while spinning */
+  uint32_t spin_skipped; /* waits that slept at once since the last spin */
+  int local_ranks; /* ranks on this host, this one included */
+  /* The executor reduces a receive of at least 4 pieces piece by piece as
+   * it arrives (exec.c); 0 turns that off. */
+  uint64_t stream_piece;
   int rank;
   int size;
   uint8_t key[CRNET__KEY_BYTES];
@@ -66,6 +81,7 @@ struct crnet_comm {
   char callmsg[256];
   /* Chosen schedule per collective ("auto" unless set). */
   char schedule[CRNET_COLL_COUNT][32];
+  /* The cost model's constants for auto: rank 0's, on every rank. */
 
   /* The call in progress, for error messages. */
   uint64_t seq; /* sequence number of the current (or last) collective */
@@ -107,6 +123,36 @@ int crnet__sendrecv(crnet_comm *c, int to, const void *sbuf, uint64_t slen,
 int crnet__sendrecv_v(crnet_comm *c, int to, const crnet__iov *siov,
                       uint32_t sn, int from, const crnet__iov *riov,
                       uint32_t rn, uint32_t round, uint32_t sig);
+
+/* The same exchange in two halves, so that the caller can work on the part
+ * of the receive that has arrived while the rest is still coming (the
+ * executor reduces large messages this way).
+ *
+ * crnet__xchg_start posts the receive and the send and returns at once: 0,
+ * or the sticky error (then the exchange may still hold a posted request:
+ * crnet__xchg_wait(x, 0) must follow in every case). The iov arrays and
+ * the memory they name must live until the exchange is complete.
+ * crnet__xchg_wait(x, n) runs the loop until the exchange is complete, or,
+ * with n > 0, until at least n bytes of the receive have arrived (in iov
+ * order); it returns 0 or the sticky error, and with n == 0 it returns only
+ * once libuv has let go of both requests. crnet__xchg_received() is the
+ * number of bytes of the receive that have arrived. */
+typedef struct crnet__xchg {
+  crnet_comm *c;
+  crnet__send_req send;
+  crnet__recv_req recv;
+  crnet__link *recv_link; /* NULL: no receive posted */
+  bool sending;
+  uint32_t round;
+} crnet__xchg;
+
+int crnet__xchg_start(crnet_comm *c, crnet__xchg *x, int to,
+                      const crnet__iov *siov, uint32_t sn, int from,
+                      const crnet__iov *riov, uint32_t rn, uint32_t round,
+                      uint32_t sig);
+int crnet__xchg_wait(crnet__xchg *x, uint64_t min_got);
+uint64_t crnet__xchg_received(const crnet__xchg *x);
+bool crnet__xchg_complete(const crnet__xchg *x);
 
 /* Begins and ends a collective: checks the sticky error, numbers the call. */
 int crnet__coll_begin(crnet_comm *c, crnet_collective coll);

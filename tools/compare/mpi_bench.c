@@ -1,0 +1,644 @@
+/* mpi_bench: a standard-MPI collective benchmark with the methodology and the
+ * JSON rows of crbench (tools/crbench.c), so that crnet can be compared with
+ * any MPI library on the same terms. MPI only; nothing of crnet.
+ *
+ *   mpirun -n P mpi_bench -c allreduce -b 8 -e 64M -f 4 -l openmpi --json
+ *
+ * Per (size) row: WARMUP untimed calls, then ITERS repetitions of
+ * (MPI_Barrier; one call timed with CLOCK_MONOTONIC); MPI_Allreduce(MAX)
+ * over the array of repetition times gives each repetition's slowest rank;
+ * the row shows the median. Sizes, counts and busbw factors are those of
+ * nccl-tests and crbench. Datatype float, operator sum.
+ *
+ * --budget SEC bounds a row: after the warm-up, ITERS is cut so that the
+ * repetitions should take about SEC seconds (at least MIN_ITERS, or ITERS if
+ * smaller); the "iters" key says how many ran. All ranks take the same
+ * decision, from the slowest rank's warm-up time.
+ *
+ * --check runs one more call per row on an exact integer pattern, with the
+ * receive buffer preset to -1 (never a right value), and counts wrong
+ * elements over all ranks. MPI_BENCH_CORRUPT=R makes rank R spoil one
+ * checked element, to test the check itself. */
+#define _POSIX_C_SOURCE 200809L
+#include <mpi.h>
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define PROG "mpi_bench"
+#define EXIT_WRONG 1
+#define EXIT_USAGE 2
+#define BUF_ALIGN 64
+#define MIN_ITERS 3
+#define PRESET (-1.0f)
+
+enum coll_id {
+  C_ALLREDUCE,
+  C_REDUCE_SCATTER,
+  C_ALLGATHER,
+  C_ALLTOALL,
+  C_BCAST,
+  C_REDUCE,
+  C_SCAN,
+};
+
+enum bus { BUS_ALLREDUCE, BUS_SPREAD, BUS_ONE };
+
+struct coll_desc {
+  const char *name;
+  enum coll_id id;
+  enum bus factor;
+  bool reduces, rooted;
+};
+
+static const struct coll_desc colls[] = {
+    {"allreduce", C_ALLREDUCE, BUS_ALLREDUCE, true, false},
+    {"reduce_scatter", C_REDUCE_SCATTER, BUS_SPREAD, true, false},
+    {"allgather", C_ALLGATHER, BUS_SPREAD, false, false},
+    {"alltoall", C_ALLTOALL, BUS_SPREAD, false, false},
+    {"bcast", C_BCAST, BUS_ONE, false, true},
+    {"reduce", C_REDUCE, BUS_ONE, true, true},
+    {"scan", C_SCAN, BUS_ONE, true, false},
+};
+
+struct options {
+  const struct coll_desc *coll;
+  size_t min_bytes, max_bytes, factor, step;
+  int iters, warmup, root;
+  double budget;
+  const char *lib;
+  bool check, json, help;
+};
+
+struct layout {
+  size_t count;      /* the count argument of the call */
+  size_t send_elems; /* elements of the send buffer */
+  size_t recv_elems; /* elements of the receive buffer */
+  size_t bytes;      /* the size column */
+};
+
+struct bench {
+  const struct options *o;
+  int rank, p;
+  float *send, *recv;
+  double *times;
+  int corrupt; /* MPI_BENCH_CORRUPT: this rank spoils a checked result */
+};
+
+static const char usage_text[] =
+    "Usage: mpirun -n P " PROG " [options]\n"
+    "\n"
+    "Times MPI collectives in the conventions of nccl-tests and crbench\n"
+    "(float, sum). Rank 0 prints one row per size.\n"
+    "\n"
+    "Options:\n"
+    "  -c, --coll COLL      allreduce (default), reduce_scatter, allgather,\n"
+    "                       alltoall, bcast, reduce, scan\n"
+    "  -b, --minbytes N     smallest size (default 32M); K, M, G suffixes\n"
+    "                       are powers of 1024\n"
+    "  -e, --maxbytes N     largest size (default: MIN)\n"
+    "  -f, --stepfactor F   multiply the size by F (>= 2) each step (2)\n"
+    "  -i, --stepbytes N    add N bytes each step instead\n"
+    "  -n, --iters N        timed repetitions per size (default 20)\n"
+    "  -w, --warmup_iters N untimed calls per size first (default 5)\n"
+    "  -r, --root R         root of bcast and reduce (default 0)\n"
+    "  -l, --lib NAME       the name for the schedule and lib columns\n"
+    "                       (default mpi)\n"
+    "  -t, --budget SEC     cut the repetitions of a size to about SEC\n"
+    "                       seconds, judged from the warm-up (at least 3)\n"
+    "      --check          check every size's result (one more call)\n"
+    "      --json           one JSON object per row, as crbench --json,\n"
+    "                       plus \"lib\"\n"
+    "  -h, --help           print this text and exit\n"
+    "\n"
+    "Exit status: 0 right (or unchecked), 1 a wrong result or a failed\n"
+    "call, 2 bad usage.\n";
+
+/* ------------------------------------------------------------------------
+ * Options
+ */
+
+static bool parse_size(const char *s, size_t *out) {
+  char *end;
+  unsigned long long v;
+  unsigned long long mul = 1;
+  if (s[0] == '\0' || s[0] == '-')
+    return false;
+  errno = 0;
+  v = strtoull(s, &end, 10);
+  if (errno != 0 || end == s)
+    return false;
+  switch (*end) {
+  case 'K': case 'k': mul = 1ULL << 10; end++; break;
+  case 'M': case 'm': mul = 1ULL << 20; end++; break;
+  case 'G': case 'g': mul = 1ULL << 30; end++; break;
+  default: break;
+  }
+  if (*end == 'B' || *end == 'b')
+    end++;
+  if (*end != '\0' || v > SIZE_MAX / mul)
+    return false;
+  *out = (size_t)(v * mul);
+  return true;
+}
+
+static bool parse_int(const char *s, int lo, int *out) {
+  char *end;
+  long v;
+  errno = 0;
+  v = strtol(s, &end, 10);
+  if (errno != 0 || end == s || *end != '\0' || v < lo || v > 1000000000L)
+    return false;
+  *out = (int)v;
+  return true;
+}
+
+/* Returns 0, or EXIT_USAGE after a message (rank 0 only speaks). */
+static int parse_options(int argc, char **argv, struct options *o, bool speak) {
+  static const struct option longopts[] = {
+      {"coll", required_argument, NULL, 'c'},
+      {"minbytes", required_argument, NULL, 'b'},
+      {"maxbytes", required_argument, NULL, 'e'},
+      {"stepfactor", required_argument, NULL, 'f'},
+      {"stepbytes", required_argument, NULL, 'i'},
+      {"iters", required_argument, NULL, 'n'},
+      {"warmup_iters", required_argument, NULL, 'w'},
+      {"root", required_argument, NULL, 'r'},
+      {"lib", required_argument, NULL, 'l'},
+      {"budget", required_argument, NULL, 't'},
+      {"check", no_argument, NULL, 'C'},
+      {"json", no_argument, NULL, 'J'},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0},
+  };
+  bool have_max = false;
+  int c;
+  o->coll = &colls[0];
+  o->min_bytes = 32u << 20;
+  o->max_bytes = 0;
+  o->factor = 2;
+  o->step = 0;
+  o->iters = 20;
+  o->warmup = 5;
+  o->root = 0;
+  o->budget = 0;
+  o->lib = "mpi";
+  o->check = o->json = o->help = false;
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, ":c:b:e:f:i:n:w:r:l:t:h", longopts,
+                          NULL)) != -1) {
+    const char *bad = NULL;
+    switch (c) {
+    case 'c': {
+      size_t k;
+      for (k = 0; k < sizeof colls / sizeof colls[0]; k++)
+        if (strcmp(optarg, colls[k].name) == 0)
+          break;
+      if (k == sizeof colls / sizeof colls[0])
+        bad = "unknown collective";
+      else
+        o->coll = &colls[k];
+      break;
+    }
+    case 'b':
+      if (!parse_size(optarg, &o->min_bytes))
+        bad = "bad size";
+      break;
+    case 'e':
+      if (!parse_size(optarg, &o->max_bytes))
+        bad = "bad size";
+      have_max = true;
+      break;
+    case 'f': {
+      int f;
+      if (!parse_int(optarg, 2, &f))
+        bad = "bad factor (an integer >= 2)";
+      else {
+        o->factor = (size_t)f;
+        o->step = 0;
+      }
+      break;
+    }
+    case 'i':
+      if (!parse_size(optarg, &o->step) || o->step == 0)
+        bad = "bad step";
+      else
+        o->factor = 0;
+      break;
+    case 'n':
+      if (!parse_int(optarg, 1, &o->iters))
+        bad = "bad repetition count";
+      break;
+    case 'w':
+      if (!parse_int(optarg, 0, &o->warmup))
+        bad = "bad warm-up count";
+      break;
+    case 'r':
+      if (!parse_int(optarg, 0, &o->root))
+        bad = "bad root";
+      break;
+    case 'l':
+      o->lib = optarg;
+      break;
+    case 't': {
+      char *end;
+      errno = 0;
+      o->budget = strtod(optarg, &end);
+      if (errno != 0 || end == optarg || *end != '\0' || !(o->budget > 0))
+        bad = "bad budget (seconds > 0)";
+      break;
+    }
+    case 'C':
+      o->check = true;
+      break;
+    case 'J':
+      o->json = true;
+      break;
+    case 'h':
+      o->help = true;
+      break;
+    case ':':
+      bad = "missing argument";
+      break;
+    default:
+      bad = "unknown option";
+      break;
+    }
+    if (bad != NULL) {
+      if (speak)
+        fprintf(stderr, PROG ": %s: %s (" PROG " -h for help)\n",
+                optind > 1 ? argv[optind - 1] : "", bad);
+      return EXIT_USAGE;
+    }
+  }
+  if (optind < argc) {
+    if (speak)
+      fprintf(stderr, PROG ": unexpected argument '%s'\n", argv[optind]);
+    return EXIT_USAGE;
+  }
+  if (!have_max)
+    o->max_bytes = o->min_bytes;
+  if (o->max_bytes < o->min_bytes) {
+    if (speak)
+      fprintf(stderr, PROG ": -e is smaller than -b\n");
+    return EXIT_USAGE;
+  }
+  return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Sizes and patterns
+ */
+
+static struct layout layout_of(const struct bench *b, size_t size) {
+  struct layout l = {0, 0, 0, 0};
+  size_t ts = sizeof(float), p = (size_t)b->p;
+  switch (b->o->coll->id) {
+  case C_ALLREDUCE:
+  case C_BCAST:
+  case C_REDUCE:
+  case C_SCAN:
+    l.count = size / ts;
+    l.send_elems = l.recv_elems = l.count;
+    l.bytes = l.count * ts;
+    break;
+  case C_REDUCE_SCATTER:
+    l.count = size / ts / p;
+    l.send_elems = l.count * p;
+    l.recv_elems = l.count;
+    l.bytes = l.send_elems * ts;
+    break;
+  case C_ALLGATHER:
+    l.count = size / ts / p;
+    l.send_elems = l.count;
+    l.recv_elems = l.count * p;
+    l.bytes = l.recv_elems * ts;
+    break;
+  case C_ALLTOALL:
+    l.count = size / ts / p;
+    l.send_elems = l.recv_elems = l.count * p;
+    l.bytes = l.send_elems * ts;
+    break;
+  }
+  return l;
+}
+
+static double bus_factor(const struct bench *b) {
+  double p = b->p;
+  switch (b->o->coll->factor) {
+  case BUS_ALLREDUCE:
+    return 2.0 * (p - 1) / p;
+  case BUS_SPREAD:
+    return (p - 1) / p;
+  case BUS_ONE:
+    break;
+  }
+  return 1.0;
+}
+
+/* Reduction input of rank r at index i: 0..3, so that any sum over up to
+ * 4 million ranks is exact in float. */
+static float red_in(int r, size_t i) {
+  return (float)((i * 7u + (size_t)r * 13u) % 4u);
+}
+
+/* Moved data of rank r at index i: positive and exact in float. */
+static float mov_in(int r, size_t i) {
+  return (float)(((size_t)r * 4099u + i) % 8388593u + 1u);
+}
+
+static void fill_inputs(const struct bench *b, const struct layout *l) {
+  for (size_t i = 0; i < l->send_elems; i++)
+    b->send[i] = b->o->coll->reduces ? red_in(b->rank, i) : mov_in(b->rank, i);
+  if (b->o->coll->id == C_BCAST)
+    for (size_t i = 0; i < l->recv_elems; i++)
+      b->recv[i] = b->rank == b->o->root ? mov_in(b->rank, i) : PRESET;
+  else
+    for (size_t i = 0; i < l->recv_elems; i++)
+      b->recv[i] = PRESET;
+}
+
+/* The sum over ranks lo..hi-1 of red_in(r, i). */
+static float red_sum(int lo, int hi, size_t i) {
+  float s = 0;
+  for (int r = lo; r < hi; r++)
+    s += red_in(r, i);
+  return s;
+}
+
+static uint64_t count_wrong(const struct bench *b, const struct layout *l) {
+  const struct options *o = b->o;
+  uint64_t wrong = 0;
+  size_t n = l->count, p = (size_t)b->p;
+  switch (o->coll->id) {
+  case C_ALLREDUCE:
+    for (size_t i = 0; i < n; i++)
+      wrong += b->recv[i] != red_sum(0, b->p, i);
+    break;
+  case C_REDUCE:
+    for (size_t i = 0; i < n; i++)
+      wrong += b->recv[i] != (b->rank == o->root ? red_sum(0, b->p, i) : PRESET);
+    break;
+  case C_SCAN:
+    for (size_t i = 0; i < n; i++)
+      wrong += b->recv[i] != red_sum(0, b->rank + 1, i);
+    break;
+  case C_REDUCE_SCATTER:
+    for (size_t i = 0; i < n; i++)
+      wrong += b->recv[i] != red_sum(0, b->p, (size_t)b->rank * n + i);
+    break;
+  case C_ALLGATHER:
+    for (size_t j = 0; j < p; j++)
+      for (size_t i = 0; i < n; i++)
+        wrong += b->recv[j * n + i] != mov_in((int)j, i);
+    break;
+  case C_ALLTOALL:
+    for (size_t j = 0; j < p; j++)
+      for (size_t i = 0; i < n; i++)
+        wrong += b->recv[j * n + i] != mov_in((int)j, (size_t)b->rank * n + i);
+    break;
+  case C_BCAST:
+    for (size_t i = 0; i < n; i++)
+      wrong += b->recv[i] != mov_in(o->root, i);
+    break;
+  }
+  return wrong;
+}
+
+/* ------------------------------------------------------------------------
+ * Timing
+ */
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static int call(const struct bench *b, const struct layout *l) {
+  int n = (int)l->count;
+  switch (b->o->coll->id) {
+  case C_ALLREDUCE:
+    return MPI_Allreduce(b->send, b->recv, n, MPI_FLOAT, MPI_SUM,
+                         MPI_COMM_WORLD);
+  case C_REDUCE_SCATTER:
+    return MPI_Reduce_scatter_block(b->send, b->recv, n, MPI_FLOAT, MPI_SUM,
+                                    MPI_COMM_WORLD);
+  case C_ALLGATHER:
+    return MPI_Allgather(b->send, n, MPI_FLOAT, b->recv, n, MPI_FLOAT,
+                         MPI_COMM_WORLD);
+  case C_ALLTOALL:
+    return MPI_Alltoall(b->send, n, MPI_FLOAT, b->recv, n, MPI_FLOAT,
+                        MPI_COMM_WORLD);
+  case C_BCAST:
+    return MPI_Bcast(b->recv, n, MPI_FLOAT, b->o->root, MPI_COMM_WORLD);
+  case C_REDUCE:
+    return MPI_Reduce(b->send, b->recv, n, MPI_FLOAT, MPI_SUM, b->o->root,
+                      MPI_COMM_WORLD);
+  case C_SCAN:
+    return MPI_Scan(b->send, b->recv, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  }
+  return MPI_ERR_OTHER;
+}
+
+static void fail(const struct bench *b, const char *what, int rc) {
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS)
+    snprintf(msg, sizeof msg, "error %d", rc);
+  fprintf(stderr, PROG ": rank %d: %s: %s\n", b->rank, what, msg);
+  MPI_Abort(MPI_COMM_WORLD, EXIT_WRONG);
+}
+
+/* Times one size; returns the number of wrong elements over all ranks. */
+static uint64_t run_row(struct bench *b, const struct layout *l, double *time_s,
+                        int *iters_run) {
+  const struct options *o = b->o;
+  int rc, iters = o->iters;
+  uint64_t wrong = 0;
+  double t0, warm;
+
+  MPI_Barrier(MPI_COMM_WORLD);
+  t0 = now_s();
+  for (int k = 0; k < o->warmup; k++)
+    if ((rc = call(b, l)) != MPI_SUCCESS)
+      fail(b, "warm-up call", rc);
+  warm = now_s() - t0;
+  if (o->budget > 0 && o->warmup > 0) {
+    MPI_Allreduce(MPI_IN_PLACE, &warm, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    double per_call = warm / o->warmup;
+    if (per_call * iters > o->budget) {
+      int cut = (int)(o->budget / per_call);
+      int floor_iters = iters < MIN_ITERS ? iters : MIN_ITERS;
+      iters = cut < floor_iters ? floor_iters : cut;
+    }
+  }
+  for (int k = 0; k < iters; k++) {
+    if ((rc = MPI_Barrier(MPI_COMM_WORLD)) != MPI_SUCCESS)
+      fail(b, "timing barrier", rc);
+    t0 = now_s();
+    rc = call(b, l);
+    b->times[k] = now_s() - t0;
+    if (rc != MPI_SUCCESS)
+      fail(b, "timed call", rc);
+  }
+  if (o->check) {
+    fill_inputs(b, l);
+    if ((rc = call(b, l)) != MPI_SUCCESS)
+      fail(b, "checked call", rc);
+    if (b->corrupt == b->rank && l->recv_elems > 0)
+      b->recv[l->recv_elems - 1] += 0.5f; /* self-test of the check */
+    wrong = count_wrong(b, l);
+    MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_UINT64_T, MPI_SUM,
+                  MPI_COMM_WORLD);
+  }
+  MPI_Allreduce(MPI_IN_PLACE, b->times, iters, MPI_DOUBLE, MPI_MAX,
+                MPI_COMM_WORLD);
+  qsort(b->times, (size_t)iters, sizeof *b->times, cmp_double);
+  *time_s = iters % 2 ? b->times[iters / 2]
+                      : (b->times[iters / 2 - 1] + b->times[iters / 2]) / 2;
+  *iters_run = iters;
+  return wrong;
+}
+
+static void print_row(const struct bench *b, const struct layout *l,
+                      double time_s, uint64_t wrong, int iters) {
+  const struct options *o = b->o;
+  double us = time_s * 1e6;
+  double algbw = time_s > 0 ? (double)l->bytes / time_s / 1e9 : 0;
+  double busbw = algbw * bus_factor(b);
+  const char *op = o->coll->reduces ? "sum" : "none";
+  int root = o->coll->rooted ? o->root : -1;
+  if (o->json) {
+    printf("{\"coll\": \"%s\", \"size\": %zu, \"count\": %zu, \"type\": "
+           "\"float\", \"op\": \"%s\", \"schedule\": \"%s\", \"root\": %d, "
+           "\"p\": %d, \"time_us\": %.9g, \"algbw_gbps\": %.9g, "
+           "\"busbw_gbps\": %.9g, ",
+           o->coll->name, l->bytes, l->count, op, o->lib, root, b->p, us, algbw,
+           busbw);
+    if (o->check)
+      printf("\"wrong\": %" PRIu64, wrong);
+    else
+      printf("\"wrong\": null");
+    printf(", \"iters\": %d, \"lib\": \"%s\"}\n", iters, o->lib);
+  } else {
+    char w[32];
+    if (o->check)
+      snprintf(w, sizeof w, "%" PRIu64, wrong);
+    else
+      snprintf(w, sizeof w, "N/A");
+    printf("  %10zu  %12zu  %6s  %5s  %12s  %4d  %10.2f  %8.3f  %8.3f  %6s"
+           "  %5d\n",
+           l->bytes, l->count, "float", op, o->lib, root, us, algbw, busbw, w,
+           iters);
+  }
+  fflush(stdout);
+}
+
+static void *alloc_buffer(size_t elems) {
+  size_t bytes = elems * sizeof(float);
+  size_t n = (bytes + BUF_ALIGN - 1) / BUF_ALIGN * BUF_ALIGN;
+  return aligned_alloc(BUF_ALIGN, n == 0 ? BUF_ALIGN : n);
+}
+
+int main(int argc, char **argv) {
+  struct options o;
+  struct bench b;
+  int status, any_wrong = 0, version, subversion;
+  char libname[MPI_MAX_LIBRARY_VERSION_STRING];
+  int liblen;
+
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &b.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &b.p);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  b.o = &o;
+  b.corrupt = getenv("MPI_BENCH_CORRUPT") ? atoi(getenv("MPI_BENCH_CORRUPT")) : -1;
+  status = parse_options(argc, argv, &o, b.rank == 0);
+  if (status != 0 || o.help) {
+    if (o.help && b.rank == 0)
+      fputs(usage_text, stdout);
+    MPI_Finalize();
+    return status;
+  }
+  if (o.coll->rooted && o.root >= b.p) {
+    if (b.rank == 0)
+      fprintf(stderr, PROG ": root %d is not a rank (p = %d)\n", o.root, b.p);
+    MPI_Finalize();
+    return EXIT_USAGE;
+  }
+
+  /* The largest row decides the buffers; counts must fit an int. */
+  {
+    struct layout big = layout_of(&b, o.max_bytes);
+    int bad = big.count > (size_t)INT32_MAX;
+    b.send = alloc_buffer(big.send_elems);
+    b.recv = alloc_buffer(big.recv_elems);
+    b.times = malloc((size_t)o.iters * sizeof *b.times);
+    int failed = bad || b.send == NULL || b.recv == NULL || b.times == NULL;
+    MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (failed) {
+      if (b.rank == 0)
+        fprintf(stderr, PROG ": cannot allocate the buffers for %zu B\n",
+                o.max_bytes);
+      MPI_Finalize();
+      return EXIT_WRONG;
+    }
+  }
+
+  if (b.rank == 0 && !o.json) {
+    MPI_Get_version(&version, &subversion);
+    MPI_Get_library_version(libname, &liblen);
+    libname[strcspn(libname, "\n")] = '\0';
+    printf("# " PROG ": %s, p = %d, float sum, iters %d, warmup %d, check %s\n"
+           "# %s (MPI %d.%d)\n#\n",
+           o.coll->name, b.p, o.iters, o.warmup, o.check ? "yes" : "no",
+           libname, version, subversion);
+    printf("# %10s  %12s  %6s  %5s  %12s  %4s  %10s  %8s  %8s  %6s  %5s\n",
+           "size(B)", "count", "type", "redop", "lib", "root", "time(us)",
+           "algbw", "busbw", "#wrong", "iters");
+    fflush(stdout);
+  }
+
+  for (size_t s = o.min_bytes;;) {
+    struct layout l = layout_of(&b, s);
+    double t;
+    int iters;
+    uint64_t wrong;
+    fill_inputs(&b, &l);
+    wrong = run_row(&b, &l, &t, &iters);
+    if (wrong != 0)
+      any_wrong = 1;
+    if (b.rank == 0)
+      print_row(&b, &l, t, wrong, iters);
+    if (o.factor != 0) {
+      if (s > o.max_bytes / o.factor)
+        break;
+      s *= o.factor;
+    } else {
+      if (s > o.max_bytes - o.step)
+        break;
+      s += o.step;
+    }
+    if (s == 0)
+      break;
+  }
+
+  free(b.send);
+  free(b.recv);
+  free(b.times);
+  MPI_Finalize();
+  return any_wrong ? EXIT_WRONG : 0;
+}

@@ -102,7 +102,7 @@ static void hs_succeed(crnet__link *l) {
   crnet__hs_wipe(&l->hs);
   uv_timer_stop(&l->timer);
   l->state = CRNET__LINK_READY;
-  l->hdr_got = 0;
+  l->stage_off = l->stage_len = 0;
   l->have_header = false;
   l->cb->on_ready(l, 0);
 }
@@ -251,7 +251,26 @@ int crnet__link_accept(crnet__link *l, uv_loop_t *loop, uv_stream_t *server,
   return 0;
 }
 
-/* --- reading frames ----------------------------------------------------- */
+/* --- reading frames -----------------------------------------------------
+ *
+ * After the handshake, bytes arrive in one of three places: the staging
+ * buffer (between frames, and for the start of every frame), the posted
+ * receive's own memory (the rest of a DATA payload), or the control buffer
+ * (the rest of a control frame). process_stage() parses what the staging
+ * buffer holds. */
+
+static void process_stage(crnet__link *l);
+
+/* Whether reading, or parsing what is staged, may go on: a callback may
+ * have failed or closed the link. */
+static bool link_usable(const crnet__link *l) {
+  return !l->failed && !l->draining && l->state == CRNET__LINK_READY;
+}
+
+static bool data_payload_pending(const crnet__link *l) {
+  return l->have_header && l->hdr.kind == CRNET__FRAME_DATA && l->recv != NULL &&
+         l->recv->got < l->recv->len;
+}
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   /* Bytes read while draining a closing link are thrown away. */
@@ -269,24 +288,29 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
     buf->len = l->hs_want - l->hs_got;
     return;
   }
-  if (!l->have_header) {
-    buf->base = (char *)l->hdr_buf + l->hdr_got;
-    buf->len = sizeof l->hdr_buf - l->hdr_got;
-    return;
-  }
-  if (l->hdr.kind == CRNET__FRAME_DATA) {
-    /* Reading resumes only with a matching receive posted (see park). */
+  if (data_payload_pending(l)) {
     crnet__recv_req *r = l->recv;
-    assert(r != NULL && r->got < r->len);
     while (r->iov[r->cur].len == r->cur_got) {
       r->cur++;
       r->cur_got = 0;
     }
     want = r->iov[r->cur].len - r->cur_got;
     buf->base = (char *)r->iov[r->cur].base + r->cur_got;
-  } else {
+  } else if (l->have_header && l->hdr.kind != CRNET__FRAME_DATA) {
     want = l->hdr.length - l->control_got;
     buf->base = (char *)l->control + l->control_got;
+  } else {
+    /* Between frames (reading is stopped while a DATA frame is parked, so
+     * no header is pending here): fill the staging buffer, after moving
+     * what is left of it to the front. */
+    uint32_t left = l->stage_len - l->stage_off;
+    assert(!l->have_header && left < CRNET__FRAME_HEADER_SIZE);
+    memmove(l->stage, l->stage + l->stage_off, left);
+    l->stage_off = 0;
+    l->stage_len = left;
+    buf->base = (char *)l->stage + left;
+    buf->len = sizeof l->stage - left;
+    return;
   }
   buf->len = (size_t)(want < READ_CHUNK_MAX ? want : READ_CHUNK_MAX);
 }
@@ -328,50 +352,104 @@ static void control_done(crnet__link *l) {
   free(payload);
 }
 
-/* A header is complete in hdr_buf. */
-static void header_arrived(crnet__link *l) {
+/* The next header is at the front of the staging buffer: decode it and
+ * prepare for its payload. False if the link failed, or a DATA frame must
+ * wait for its receive (parked: reading stops). */
+static bool header_arrived(crnet__link *l) {
   const char *why = NULL;
   char msg[sizeof l->why];
-  l->hdr_got = 0;
-  if (crnet__frame_decode(l->hdr_buf, UINT64_MAX, &l->hdr, &why) != 0) {
+  int rc = crnet__frame_decode(l->stage + l->stage_off, UINT64_MAX, &l->hdr,
+                               &why);
+  l->stage_off += CRNET__FRAME_HEADER_SIZE;
+  if (rc != 0) {
     snprintf(msg, sizeof msg, "rank %d sent a malformed frame (%s)",
              (int)l->peer, why);
     link_fail(l, CRNET_EIO, msg);
-    return;
+    return false;
   }
   l->have_header = true;
   if (l->hdr.kind == CRNET__FRAME_DATA) {
     if (l->recv == NULL) {
       /* Park: the peer is ahead of us. Leaving its bytes in the socket lets
        * TCP flow control pace it, and the receive, once posted, still gets
-       * the payload without a copy. */
+       * the payload without a copy (but for what is staged already). */
       stop_reading(l);
-      return;
+      return false;
     }
-    if (header_matches(l) && l->hdr.length == 0)
-      data_done(l);
-    return;
+    return header_matches(l);
   }
   if (l->hdr.length > CRNET__CONTROL_MAX) {
     snprintf(msg, sizeof msg, "rank %d sent an oversized control frame",
              (int)l->peer);
     link_fail(l, CRNET_EIO, msg);
-    return;
+    return false;
   }
   l->control = malloc(l->hdr.length > 0 ? l->hdr.length : 1);
   l->control_got = 0;
   if (l->control == NULL) {
     link_fail(l, CRNET_ENOMEM, "out of memory for a control frame");
-    return;
+    return false;
   }
-  if (l->hdr.length == 0)
-    control_done(l);
+  return true;
+}
+
+/* Moves staged payload bytes into the posted receive's scatter list. */
+static void stage_to_recv(crnet__link *l) {
+  crnet__recv_req *r = l->recv;
+  while (r->got < r->len && l->stage_off < l->stage_len) {
+    uint64_t room, n;
+    while (r->iov[r->cur].len == r->cur_got) {
+      r->cur++;
+      r->cur_got = 0;
+    }
+    room = r->iov[r->cur].len - r->cur_got;
+    n = l->stage_len - l->stage_off;
+    if (n > room)
+      n = room;
+    memcpy((uint8_t *)r->iov[r->cur].base + r->cur_got,
+           l->stage + l->stage_off, n);
+    l->stage_off += (uint32_t)n;
+    r->cur_got += n;
+    r->got += n;
+  }
+}
+
+/* Parses frames from the staging buffer while it holds them whole or in
+ * part, as far as the posted receive allows. */
+static void process_stage(crnet__link *l) {
+  while (link_usable(l)) {
+    if (!l->have_header) {
+      if (l->stage_len - l->stage_off < CRNET__FRAME_HEADER_SIZE)
+        break;
+      if (!header_arrived(l))
+        break;
+    }
+    if (l->hdr.kind == CRNET__FRAME_DATA) {
+      if (l->recv == NULL)
+        break; /* parked */
+      stage_to_recv(l);
+      if (l->recv->got < l->recv->len)
+        break; /* the rest is read straight into place */
+      data_done(l);
+    } else {
+      uint64_t n = l->stage_len - l->stage_off;
+      if (n > l->hdr.length - l->control_got)
+        n = l->hdr.length - l->control_got;
+      memcpy(l->control + l->control_got, l->stage + l->stage_off, n);
+      l->stage_off += (uint32_t)n;
+      l->control_got += n;
+      if (l->control_got < l->hdr.length)
+        break;
+      control_done(l);
+    }
+  }
+  if (l->stage_off == l->stage_len)
+    l->stage_off = l->stage_len = 0;
 }
 
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
   crnet__link *l = s->data;
   char why[128];
-  (void)buf;
   if (n == 0)
     return;
   if (n < 0) {
@@ -400,13 +478,10 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
       hs_step(l);
     return;
   }
-  if (!l->have_header) {
-    l->hdr_got += (size_t)n;
-    if (l->hdr_got == sizeof l->hdr_buf)
-      header_arrived(l);
-    return;
-  }
-  if (l->hdr.kind == CRNET__FRAME_DATA) {
+  if (buf->base == (char *)l->stage + l->stage_len) {
+    l->stage_len += (uint32_t)n;
+    process_stage(l);
+  } else if (l->hdr.kind == CRNET__FRAME_DATA) {
     l->recv->got += (uint64_t)n;
     l->recv->cur_got += (uint64_t)n;
     if (l->recv->got == l->recv->len)
@@ -432,13 +507,17 @@ void crnet__link_post_recv(crnet__link *l, crnet__recv_req *r) {
   }
   l->recv = r;
   if (l->have_header && l->hdr.kind == CRNET__FRAME_DATA) {
-    /* The parked header meets its receive. */
+    /* The parked header meets its receive. Whatever of its payload was
+     * staged is copied now, and the frames staged behind it are parsed
+     * (the next DATA frame parks again; a control frame's callback runs
+     * here, as it would have from the read). */
     if (!header_matches(l))
       return;
-    if (l->hdr.length == 0)
-      data_done(l);
+    process_stage(l);
   }
-  start_reading(l);
+  if (link_usable(l) &&
+      !(l->have_header && l->hdr.kind == CRNET__FRAME_DATA && l->recv == NULL))
+    start_reading(l);
 }
 
 void crnet__link_cancel_recv(crnet__link *l, crnet__recv_req *r) {

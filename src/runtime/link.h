@@ -6,12 +6,19 @@
  * exactly the handshake's bytes so that nothing that follows is consumed
  * early, and then carries frames (frame.h).
  *
- * Reading. The link reads a frame header into its own 32 bytes, then:
- *   - a DATA frame goes straight into the buffer of the receive request posted
- *     on the link (crnet__link_post_recv): libuv's alloc callback hands out the
- *     destination itself, so payload is never copied. If no receive is posted
- *     yet (the peer is a round ahead), the link parks: it stops reading, and
- *     TCP flow control holds the sender back until the receive is posted.
+ * Reading. Once the handshake is over, the link reads into a small staging
+ * buffer of its own (CRNET__LINK_STAGE bytes), so that one read(2) brings a
+ * frame header together with a small payload, and often the next frames too:
+ * small messages cost one system call instead of three. Frames are parsed
+ * from there in order:
+ *   - a DATA frame goes into the buffer of the receive request posted on the
+ *     link (crnet__link_post_recv): what the staging read brought along is
+ *     copied (at most CRNET__LINK_STAGE bytes), and the rest of the payload
+ *     is read straight into the destination (libuv's alloc callback hands out
+ *     the destination itself), so large payloads are never copied. If no
+ *     receive is posted yet (the peer is a round ahead), the link parks: it
+ *     stops reading, and TCP flow control holds the sender back until the
+ *     receive is posted.
  *     A header that does not match the posted receive (another collective,
  *     sequence number, round, signature or length) fails the link with
  *     CRNET_EMISMATCH and a message naming both sides.
@@ -46,6 +53,9 @@ enum crnet__link_state {
   CRNET__LINK_READY,
   CRNET__LINK_CLOSING,
 };
+
+/* The staging buffer of a link's reader (see above). */
+#define CRNET__LINK_STAGE 4096
 
 /* Largest control frame payload accepted (a RDV_TABLE of 2^20 ranks fits). */
 #define CRNET__CONTROL_MAX ((uint64_t)128 << 20)
@@ -120,9 +130,9 @@ struct crnet__link {
   uv_write_t hs_write, hs_write_fin;
   uv_shutdown_t shutdown;
 
-  /* Frame reading. */
-  uint8_t hdr_buf[CRNET__FRAME_HEADER_SIZE];
-  size_t hdr_got;
+  /* Frame reading: stage[stage_off .. stage_len) is read but not parsed. */
+  uint8_t stage[CRNET__LINK_STAGE];
+  uint32_t stage_off, stage_len;
   bool have_header; /* hdr is decoded; reading its payload, or parked */
   crnet__frame_header hdr;
   uint8_t *control; /* payload buffer of a control frame */

@@ -267,6 +267,11 @@ static bool link_usable(const crnet__link *l) {
   return !l->failed && !l->draining && l->state == CRNET__LINK_READY;
 }
 
+/* A DATA frame's header has come, its receive is not posted yet. */
+static bool parked(const crnet__link *l) {
+  return l->have_header && l->hdr.kind == CRNET__FRAME_DATA && l->recv == NULL;
+}
+
 static bool data_payload_pending(const crnet__link *l) {
   return l->have_header && l->hdr.kind == CRNET__FRAME_DATA && l->recv != NULL &&
          l->recv->got < l->recv->len;
@@ -300,11 +305,11 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
     want = l->hdr.length - l->control_got;
     buf->base = (char *)l->control + l->control_got;
   } else {
-    /* Between frames (reading is stopped while a DATA frame is parked, so
-     * no header is pending here): fill the staging buffer, after moving
-     * what is left of it to the front. */
+    /* Between frames, or while a DATA frame is parked: fill the staging
+     * buffer, after moving what is left of it to the front (reading stops
+     * once it is full, see process_stage). */
     uint32_t left = l->stage_len - l->stage_off;
-    assert(!l->have_header && left < CRNET__FRAME_HEADER_SIZE);
+    assert(left < sizeof l->stage);
     memmove(l->stage, l->stage + l->stage_off, left);
     l->stage_off = 0;
     l->stage_len = left;
@@ -369,13 +374,8 @@ static bool header_arrived(crnet__link *l) {
   }
   l->have_header = true;
   if (l->hdr.kind == CRNET__FRAME_DATA) {
-    if (l->recv == NULL) {
-      /* Park: the peer is ahead of us. Leaving its bytes in the socket lets
-       * TCP flow control pace it, and the receive, once posted, still gets
-       * the payload without a copy (but for what is staged already). */
-      stop_reading(l);
-      return false;
-    }
+    if (l->recv == NULL)
+      return false; /* parked: see process_stage */
     return header_matches(l);
   }
   if (l->hdr.length > CRNET__CONTROL_MAX) {
@@ -445,6 +445,13 @@ static void process_stage(crnet__link *l) {
   }
   if (l->stage_off == l->stage_len)
     l->stage_off = l->stage_len = 0;
+  /* Parked: the peer is a round ahead. The staging buffer takes what comes
+   * until it is full (so small early frames cost no stop and restart of
+   * reading); then the bytes stay in the socket, TCP flow control paces the
+   * peer, and the receive, once posted, still gets the rest of a large
+   * payload without a copy. */
+  if (parked(l) && l->stage_len - l->stage_off == sizeof l->stage)
+    stop_reading(l);
 }
 
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
@@ -515,8 +522,8 @@ void crnet__link_post_recv(crnet__link *l, crnet__recv_req *r) {
       return;
     process_stage(l);
   }
-  if (link_usable(l) &&
-      !(l->have_header && l->hdr.kind == CRNET__FRAME_DATA && l->recv == NULL))
+  if (link_usable(l) && !(parked(l) && l->stage_len - l->stage_off ==
+                                          sizeof l->stage))
     start_reading(l);
 }
 

@@ -16,8 +16,9 @@
  *     copied (at most CRNET__LINK_STAGE bytes), and the rest of the payload
  *     is read straight into the destination (libuv's alloc callback hands out
  *     the destination itself), so large payloads are never copied. If no
- *     receive is posted yet (the peer is a round ahead), the link parks: it
- *     stops reading, and TCP flow control holds the sender back until the
+ *     receive is posted yet (the peer is a round ahead), the link parks:
+ *     the staging buffer takes what comes until it is full, then the link
+ *     stops reading and TCP flow control holds the sender back until the
  *     receive is posted.
  *     A header that does not match the posted receive (another collective,
  *     sequence number, round, signature or length) fails the link with

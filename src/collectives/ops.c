@@ -51,6 +51,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ------------------------------------------------------------------------
@@ -346,8 +347,101 @@ KERNEL(lor_f64, double, EXPR_FLOR)
   KERNEL16(land_##sfx, TO_F, FROM_F, EXPR_FLAND)                               \
   KERNEL16(lor_##sfx, TO_F, FROM_F, EXPR_FLOR)
 
-KERNELS16(f16, half_to_float, float_to_half)
+/* float16: the portable kernels; sum and prod get a faster path below, and
+ * both pin which NaN survives when both operands are NaN (`in`'s), which
+ * plain float arithmetic leaves to the compiler's operand order. */
+static inline float pin_nan(float x, float r) {
+  /* Two selects ORed, not one chained select: gcc 12 vectorises this form
+   * (see min_float). */
+  return f32_from_bits((isunordered(x, x) ? f32_bits(x) : 0u) |
+                       (isunordered(x, x) ? 0u : f32_bits(r)));
+}
+#define EXPR_FSUM_PIN(x, y) pin_nan((x), (x) + (y))
+#define EXPR_FPROD_PIN(x, y) pin_nan((x), (x) * (y))
+KERNEL16(sum_f16p, half_to_float, float_to_half, EXPR_FSUM_PIN)
+KERNEL16(prod_f16p, half_to_float, float_to_half, EXPR_FPROD_PIN)
+KERNEL16(min_f16p, half_to_float, float_to_half, EXPR_FMIN32)
+KERNEL16(max_f16p, half_to_float, float_to_half, EXPR_FMAX32)
+KERNEL16(land_f16p, half_to_float, float_to_half, EXPR_FLAND)
+KERNEL16(lor_f16p, half_to_float, float_to_half, EXPR_FLOR)
+#define min_f16 min_f16p
+#define max_f16 max_f16p
+#define land_f16 land_f16p
+#define lor_f16 lor_f16p
 KERNELS16(bf16, bfloat16_to_float, float_to_bfloat16)
+
+/* ------------------------------------------------------------------------
+ * float16 sum and prod with the x86 F16C conversions, chosen at run time
+ * when the CPU has them (every x86-64 CPU since 2012-13). The portable
+ * kernels above spend nearly all their time in the bit-twiddling
+ * conversions (about 0.9 GB/s against 7 GB/s for float on this project's
+ * VM); vcvtph2ps and vcvtps2ph do eight at a time in hardware, with the
+ * same results: exact widening (a signalling NaN comes back quiet), float
+ * arithmetic, and rounding back to nearest even. The one freedom IEEE
+ * leaves, which NaN survives when both operands are NaN, is pinned to the
+ * portable kernels' choice (the one from `in`, quieted) by a blend, so the
+ * two paths agree bit for bit and a job mixing CPUs still gets identical
+ * bits everywhere. Elements past the last multiple of eight go through the
+ * portable kernel.
+ */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define F16C_TARGET __attribute__((target("avx,f16c")))
+
+#define F16C_KERNEL(name, VOP, portable)                                      \
+  F16C_TARGET static void name##_f16c(const void *in_, void *inout_,          \
+                                      size_t count) {                          \
+    const uint16_t *in = in_;                                                  \
+    uint16_t *inout = inout_;                                                  \
+    size_t i = 0;                                                              \
+    for (; i + 8 <= count; i += 8) {                                           \
+      __m256 x = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(in + i)));  \
+      __m256 y =                                                               \
+          _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(inout + i)));      \
+      __m256 r = VOP(x, y);                                                    \
+      r = _mm256_blendv_ps(r, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));           \
+      _mm_storeu_si128((__m128i *)(inout + i),                                 \
+                       _mm256_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT));         \
+    }                                                                          \
+    portable(in + i, inout + i, count - i);                                    \
+  }
+
+F16C_KERNEL(sum_f16, _mm256_add_ps, sum_f16p)
+F16C_KERNEL(prod_f16, _mm256_mul_ps, prod_f16p)
+
+static bool cpu_has_f16c(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+}
+#else
+#define sum_f16_f16c sum_f16p
+#define prod_f16_f16c prod_f16p
+static bool cpu_has_f16c(void) { return false; }
+#endif
+
+/* The float16 sum and prod of the table below: F16C when the CPU has it
+ * (CRNET_NO_F16C in the environment keeps the portable kernels, for
+ * comparison). */
+static kernel_fn *f16_sum_kernel = sum_f16p, *f16_prod_kernel = prod_f16p;
+static pthread_once_t f16_once = PTHREAD_ONCE_INIT;
+
+static void choose_f16_kernels(void) {
+  if (cpu_has_f16c() && getenv("CRNET_NO_F16C") == NULL) {
+    f16_sum_kernel = sum_f16_f16c;
+    f16_prod_kernel = prod_f16_f16c;
+  }
+}
+
+static void sum_f16(const void *in, void *inout, size_t count) {
+  pthread_once(&f16_once, choose_f16_kernels);
+  f16_sum_kernel(in, inout, count);
+}
+
+static void prod_f16(const void *in, void *inout, size_t count) {
+  pthread_once(&f16_once, choose_f16_kernels);
+  f16_prod_kernel(in, inout, count);
+}
 
 /* The built-in operator table. A NULL entry is an invalid pair, so validity
  * and the kernels come from the same place and cannot drift apart. */

@@ -1090,28 +1090,43 @@ START_TEST(test_user_op_threads) {
 }
 END_TEST
 
-/* float16 sum and prod, bit for bit, over every `in` pattern against a set
- * of `inout` patterns that covers zeros, subnormals, normals, the largest
- * values, infinities and quiet and signalling NaNs of both signs. The
- * expected element is the per-element definition: widen both (exactly),
- * combine in float, round back to nearest even; when an operand is NaN the
- * result is `in`'s NaN if it has one, else `inout`'s, quieted. The kernel
- * under test is whichever ops.c chose for this CPU (F16C or portable); the
- * meson test runs this binary twice, once with CRNET_NO_F16C=1, so both
- * paths must meet the same definition and so agree with each other. */
-static uint16_t f16_quiet(uint16_t h) { return (uint16_t)(h | 0x0200); }
+/* float16 and bfloat16 sum and prod, bit for bit, over every `in` pattern
+ * against a set of `inout` patterns that covers zeros, subnormals, normals,
+ * the largest values, infinities and quiet and signalling NaNs of both
+ * signs. The expected element is the per-element definition: widen both
+ * (exactly), combine in float, round back to nearest even; when an operand
+ * is NaN the result is `in`'s NaN if it has one, else `inout`'s, quieted.
+ * The kernel under test is whichever ops.c chose for this CPU (F16C, AVX2
+ * or portable); the meson test runs this binary twice, once with
+ * CRNET_NO_F16C=1, so every path must meet the same definition and so agree
+ * with the others. */
+typedef struct f16_format {
+  crnet_datatype dt;
+  uint16_t exp_mask, quiet;
+  float (*widen)(uint16_t);
+  uint16_t (*narrow)(float);
+} f16_format;
 
-static bool f16_is_nan(uint16_t h) {
-  return (h & 0x7c00) == 0x7c00 && (h & 0x03ff) != 0;
+static const f16_format f16_formats[] = {
+    {CRNET_FLOAT16, 0x7c00, 0x0200, crnet__half_to_float,
+     crnet__float_to_half},
+    {CRNET_BFLOAT16, 0x7f80, 0x0040, crnet__bfloat16_to_float,
+     crnet__float_to_bfloat16},
+};
+
+static bool f16_is_nan(const f16_format *f, uint16_t h) {
+  return (h & f->exp_mask) == f->exp_mask && (h & (0x7fff & ~f->exp_mask)) != 0;
 }
 
 START_TEST(test_f16_sum_prod_bit_exact) {
   static const uint16_t others[] = {
       0x0000, 0x8000, 0x0001, 0x8001, 0x03ff, 0x0400, 0x3c00, 0xbc00,
       0x3555, 0x4248, 0x7bff, 0xfbff, 0x7c00, 0xfc00, 0x7e00, 0xfe00,
-      0x7c01, 0xfd2d, 0x7dff, 0x7fff, 0x1234, 0x9876, 0x6000, 0xe000};
+      0x7c01, 0xfd2d, 0x7dff, 0x7fff, 0x1234, 0x9876, 0x6000, 0xe000,
+      0x7f80, 0xff80, 0x7f81, 0xffc1, 0x7f7f, 0x0080, 0x007f, 0x3f80};
   enum { NOTHERS = sizeof others / sizeof others[0], N = 65536 };
-  crnet_op op = _i == 0 ? CRNET_SUM : CRNET_PROD;
+  const f16_format *f = &f16_formats[_i / 2];
+  crnet_op op = _i % 2 == 0 ? CRNET_SUM : CRNET_PROD;
   uint16_t *in = malloc(N * sizeof *in), *inout = malloc(N * sizeof *inout);
   ck_assert(in != NULL && inout != NULL);
   for (size_t k = 0; k < NOTHERS; k++) {
@@ -1119,21 +1134,21 @@ START_TEST(test_f16_sum_prod_bit_exact) {
       in[i] = (uint16_t)i;
       inout[i] = others[(k + i) % NOTHERS];
     }
-    crnet__reduce(op, CRNET_FLOAT16, in, inout, N);
+    crnet__reduce(op, f->dt, in, inout, N);
     for (uint32_t i = 0; i < N; i++) {
       uint16_t x = (uint16_t)i, y = others[(k + i) % NOTHERS], want;
-      if (f16_is_nan(x))
-        want = f16_quiet(x);
-      else if (f16_is_nan(y))
-        want = f16_quiet(y);
+      if (f16_is_nan(f, x))
+        want = (uint16_t)(x | f->quiet);
+      else if (f16_is_nan(f, y))
+        want = (uint16_t)(y | f->quiet);
       else {
-        float fx = crnet__half_to_float(x), fy = crnet__half_to_float(y);
-        want = crnet__float_to_half(op == CRNET_SUM ? fx + fy : fx * fy);
+        float fx = f->widen(x), fy = f->widen(y);
+        want = f->narrow(op == CRNET_SUM ? fx + fy : fx * fy);
       }
       ck_assert_msg(inout[i] == want,
-                    "float16 %s: in 0x%04x inout 0x%04x -> 0x%04x, want "
-                    "0x%04x",
-                    crnet_op_name(op), x, y, inout[i], want);
+                    "%s %s: in 0x%04x inout 0x%04x -> 0x%04x, want 0x%04x",
+                    crnet_datatype_name(f->dt), crnet_op_name(op), x, y,
+                    inout[i], want);
     }
   }
   free(in);
@@ -1152,7 +1167,7 @@ static Suite *ops_suite(void) {
   tcase_add_test(k, test_int_wraparound);
   tcase_add_test(k, test_int_minmax_logical);
   tcase_add_test(k, test_float_special_cases);
-  tcase_add_loop_test(k, test_f16_sum_prod_bit_exact, 0, 2);
+  tcase_add_loop_test(k, test_f16_sum_prod_bit_exact, 0, 4);
   suite_add_tcase(s, k);
 
   TCase *c = tcase_create("conversions");

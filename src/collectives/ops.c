@@ -31,7 +31,9 @@
  *     same bits.
  *   - sum and prod on floating types follow IEEE arithmetic in the current
  *     rounding mode (round to nearest even unless the program changed it);
- *     which NaN payload survives is the hardware's choice.
+ *     which NaN payload survives is the hardware's choice for float and
+ *     double, and `in`'s for float16 and bfloat16 (whose kernels have
+ *     several paths that must agree bit for bit, see below).
  *   - float16 and bfloat16 are widened to float, combined, and rounded back to
  *     nearest even, per element. For sum and prod this is correctly rounded:
  *     float carries at least 2p+2 bits of a 16-bit format's p-bit significand

@@ -1,7 +1,8 @@
 #!/bin/sh
 # crsched, the schedule viewer and cost model, end to end: the paper's
 # p = 22 example (text and JSON), round counts per collective, the cost
-# model against Träff's formulas, and usage errors.
+# model against Träff's formulas, auto's pick and crossover points under
+# given constants (--auto, --crossover), and usage errors.
 #
 #   tests/test_crsched.sh path/to/crsched
 #
@@ -219,6 +220,76 @@ expect "cost: --all agrees with sampling" \
 # p = 1: nothing to communicate, every time 0 (and no sampled rank 1).
 expect "cost p=1" "$(cost allreduce circulant 1 4 1 1 1)" "0 0 0"
 
+# --- auto's pick and its crossover points ---------------------------------
+
+# No tuning file from whoever runs the tests: constants on the command
+# line, or an empty CRNET_TUNING_FILE (the built-in defaults).
+export CRNET_TUNING_FILE=
+
+# --auto: every collective; the pick is the cheapest candidate.
+got=$("$CRSCHED" --auto -p 8 -m 1048576 --json | python3 -c '
+import json, sys
+rows = [json.loads(l) for l in sys.stdin]
+bad = [r["coll"] for r in rows
+       if r["auto"] not in r["candidates"]
+       or r["time"] != min(r["candidates"].values())
+       or r["candidates"][r["auto"]] != r["time"]]
+print(len(rows), bad)')
+expect "--auto p=8: 9 collectives, each pick the cheapest" "$got" "9 []"
+# Rounds dear: the fewest rounds; bytes dear: the least volume.
+pick() { # pick P M COLL ARGS...
+  p=$1 m=$2 coll=$3
+  shift 3
+  "$CRSCHED" --auto -p "$p" -m "$m" --coll "$coll" --json "$@" |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["auto"])'
+}
+expect "--auto rounds dear: allreduce p=8" \
+  "$(pick 8 65536 allreduce --alpha 1e-3 --beta 1e-12 --gamma 0)" hypercube
+expect "--auto bytes dear: allreduce p=8" \
+  "$(pick 8 65536 allreduce --alpha 1e-9 --beta 1e-6 --gamma 1e-7)" circulant
+expect "--auto rounds dear: alltoall p=16" \
+  "$(pick 16 1048576 alltoall --alpha 1e-3 --beta 1e-12 --gamma 0)" bruck
+expect "--auto bytes dear: alltoall p=16" \
+  "$(pick 16 1048576 alltoall --alpha 1e-9 --beta 1e-6 --gamma 0)" pairwise
+expect "--auto non-commutative reduce_scatter p=5" \
+  "$(pick 5 4096 reduce_scatter --non-commutative)" circulant-linear
+expect "--auto non-commutative reduce_scatter p=8" \
+  "$(pick 8 4096 reduce_scatter --non-commutative)" rabenseifner
+# The constants come from a tuning file as well.
+tun=$(mktemp) || exit 1
+printf 'alpha = 1e-3\nbeta = 1e-12\ngamma = 0\n' >"$tun"
+expect "--auto --tuning FILE" "$(pick 8 65536 allreduce --tuning "$tun")" \
+  hypercube
+expect "--auto, CRNET_TUNING_FILE" \
+  "$(CRNET_TUNING_FILE=$tun pick 8 65536 allreduce)" hypercube
+expect "--auto: --beta replaces the file's" \
+  "$(pick 8 65536 allreduce --tuning "$tun" --beta 1e-6)" circulant
+printf 'alpha = 1e-3\nbeta = slow\n' >"$tun"
+err=$("$CRSCHED" --auto -p 8 -m 64 --tuning "$tun" 2>&1 >/dev/null)
+expect "--auto: a malformed file: exit status" "$?" 1
+expect "--auto: a malformed file: why" "$err" \
+  "crsched: tuning file '$tun' line 2: beta = 'slow' is not a number"
+rm -f "$tun"
+
+# --crossover: at p = 8, hypercube costs 3(α + mβ + mγ), circulant 6α +
+# 1.75mβ + 0.875mγ: with α = 4e-5, β = 1e-9, γ = 1.5e-10 they are equal at
+# m = 76494.4 bytes, so circulant from 76496 (whole 4-byte elements). Bruck
+# against pairwise at p = 16: 4α + 2mβ = 15α + (15/16)mβ at m = 414117.6,
+# so pairwise from 414144 (whole elements per peer: multiples of 64).
+got=$("$CRSCHED" --crossover -p 8 --alpha 4e-5 --beta 1e-9 --gamma 1.5e-10 \
+  --coll allreduce --json | python3 -c '
+import json, sys; print(json.load(sys.stdin)["ranges"])')
+expect "--crossover allreduce p=8" "$got" \
+  "[[0, 'hypercube'], [76496, 'circulant']]"
+got=$("$CRSCHED" --crossover -p 16 --alpha 4e-5 --beta 1e-9 --gamma 1.5e-10 \
+  --coll alltoall --json | python3 -c '
+import json, sys; print(json.load(sys.stdin)["ranges"])')
+expect "--crossover alltoall p=16" "$got" "[[0, 'bruck'], [414144, 'pairwise']]"
+expect "--crossover text" \
+  "$("$CRSCHED" --crossover -p 8 --alpha 4e-5 --beta 1e-9 --gamma 1.5e-10 |
+    grep '^allreduce')" \
+  "allreduce       hypercube from 0 B, circulant from 76496 B"
+
 # --- usage -------------------------------------------------------------
 
 "$CRSCHED" --help >/dev/null
@@ -247,6 +318,11 @@ usage_error "hypercube all-to-all needs a power of two" --coll alltoall \
 usage_error "counts of the wrong length" --coll reduce_scatter -p 4 --counts 1,2
 usage_error "cost without -m" --cost -p 4
 usage_error "negative alpha" --cost -p 4 -m 16 --alpha -1
+usage_error "--auto without -m" --auto -p 4
+usage_error "--auto and --cost" --auto --cost -p 4 -m 16
+usage_error "--auto with --schedule" --auto -p 4 -m 16 --schedule ring
+usage_error "--tuning without --auto" --cost -p 4 -m 16 --tuning /dev/null
+usage_error "--crossover -m not whole elements" --crossover -p 4 -m 17
 expect "schedule message is crnet__select's" \
   "$("$CRSCHED" --coll reduce_scatter --schedule pairwise -p 4 2>&1)" \
   "crsched: schedule 'pairwise' cannot do reduce_scatter"

@@ -9,6 +9,8 @@
  *
  *   crsched --coll reduce_scatter --schedule circulant -p 22 --rank 21
  *   crsched --cost --alpha 1e-6 --beta 1e-9 --gamma 2e-10 -m 4096 -p 22
+ *   crsched --auto -p 8 -m 1048576 [--tuning FILE] [--non-commutative]
+ *   crsched --crossover -p 8 [--tuning FILE] [--non-commutative]
  *
  * See docs/crsched.md for the output formats and the cost model.
  *
@@ -21,6 +23,14 @@
  * schedule is built (and freed) in turn, except where rotation symmetry
  * makes all ranks alike (see rotation_symmetric) and a row whose builder
  * would run for minutes (skipped and marked; --all forces both).
+ *
+ * --auto and --crossover show what `auto` picks (crnet__auto_choose, the
+ * library's own choice, with its closed-form model, model.h) under the
+ * tuning constants a job started here would use (tuning.h: the file of
+ * CRNET_TUNING_FILE or the default place), or --tuning FILE, or --alpha,
+ * --beta, --gamma, which replace the file's constants: --auto every
+ * candidate's price and the pick for one m; --crossover the byte sizes at
+ * which the pick changes, for m from 0 to -m (default 1 GiB).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -37,6 +47,7 @@
 #include "crnet.h"
 #include "schedule.h"
 #include "select.h"
+#include "tuning.h"
 
 enum { EXIT_USAGE = 2 };
 
@@ -75,6 +86,9 @@ static const char *const buf_names[CRNET__BUF_COUNT] = {"SEND", "RECV",
 
 typedef struct options {
   bool cost, json, in_place, all, have_coll, have_count, have_m;
+  bool autosel, crossover, non_commutative;
+  bool have_alpha, have_beta, have_gamma;
+  const char *tuning_file; /* --tuning, or NULL: where a job would look */
   crnet_collective coll;
   bool exclusive;       /* --coll exscan */
   const char *schedule; /* NULL: "auto" when viewing, all when costing */
@@ -102,9 +116,17 @@ static void usage(FILE *out) {
       "       crsched --cost -p P -m BYTES [--alpha A] [--beta B] [--gamma G]\n"
       "               [--coll C] [--schedule S] [--dtype-size B] [--root R]\n"
       "               [--in-place] [--json]\n"
+      "       crsched --auto -p P -m BYTES [--coll C] [--tuning FILE]\n"
+      "               [--alpha A] [--beta B] [--gamma G] [--dtype-size B]\n"
+      "               [--non-commutative] [--json]\n"
+      "       crsched --crossover -p P [-m MAXBYTES] [--coll C]\n"
+      "               [--tuning FILE] [--alpha A] [--beta B] [--gamma G]\n"
+      "               [--dtype-size B] [--non-commutative] [--json]\n"
       "\n"
       "Shows one rank's schedule round by round, or (--cost) the modelled\n"
-      "time of every schedule that can do the collective(s).\n"
+      "time of every schedule that can do the collective(s), or (--auto)\n"
+      "what the auto schedule picks and why, or (--crossover) the sizes at\n"
+      "which auto's pick changes.\n"
       "\n"
       "  --coll C         allreduce, reduce_scatter, allgather, bcast, reduce,\n"
       "                   barrier, scan, exscan, alltoall (--cost: default\n"
@@ -128,6 +150,17 @@ static void usage(FILE *out) {
       "  --alpha A        seconds per message round (default 0)\n"
       "  --beta B         seconds per byte sent or received (default 0)\n"
       "  --gamma G        seconds per byte reduced (default 0)\n"
+      "  --auto           auto's pick for -m BYTES and every candidate's\n"
+      "                   model time, per collective\n"
+      "  --crossover      the sizes (bytes, from 0 to -m, default 1 GiB) at\n"
+      "                   which auto's pick changes, per collective\n"
+      "  --tuning FILE    --auto, --crossover: the tuning file to use\n"
+      "                   (default: CRNET_TUNING_FILE, else\n"
+      "                   $XDG_CONFIG_HOME/crnet/tuning or\n"
+      "                   ~/.config/crnet/tuning, as a job would); --alpha,\n"
+      "                   --beta, --gamma replace its constants\n"
+      "  --non-commutative  --auto, --crossover: the operator is not\n"
+      "                   commutative (only order-keeping schedules)\n"
       "  --all            --cost: build every rank's schedule, even when the\n"
       "                   ranks are symmetric or it takes minutes\n"
       "  -h, --help       this text\n",
@@ -192,7 +225,11 @@ enum {
   OPT_ALPHA,
   OPT_BETA,
   OPT_GAMMA,
-  OPT_ALL
+  OPT_ALL,
+  OPT_AUTO,
+  OPT_CROSSOVER,
+  OPT_TUNING,
+  OPT_NON_COMMUTATIVE
 };
 
 /* One option into o. 0, or EXIT_USAGE after saying why. */
@@ -242,11 +279,26 @@ static int apply_option(options *o, int c, const char *arg) {
     o->all = true;
     return 0;
   case OPT_ALPHA:
+    o->have_alpha = true;
     return parse_time(arg, &o->alpha) ? 0 : bad_usage("bad --alpha '%s'", arg);
   case OPT_BETA:
+    o->have_beta = true;
     return parse_time(arg, &o->beta) ? 0 : bad_usage("bad --beta '%s'", arg);
   case OPT_GAMMA:
+    o->have_gamma = true;
     return parse_time(arg, &o->gamma) ? 0 : bad_usage("bad --gamma '%s'", arg);
+  case OPT_AUTO:
+    o->autosel = true;
+    return 0;
+  case OPT_CROSSOVER:
+    o->crossover = true;
+    return 0;
+  case OPT_TUNING:
+    o->tuning_file = arg;
+    return 0;
+  case OPT_NON_COMMUTATIVE:
+    o->non_commutative = true;
+    return 0;
   default:
     return bad_usage("unknown option");
   }
@@ -256,6 +308,25 @@ static int apply_option(options *o, int c, const char *arg) {
 static int check_options(const options *o) {
   if (o->p < 1)
     return bad_usage("-p is required");
+  if (o->cost + o->autosel + o->crossover > 1)
+    return bad_usage("--cost, --auto and --crossover exclude each other");
+  if (o->autosel || o->crossover) {
+    if (o->autosel && !o->have_m)
+      return bad_usage("--auto needs -m BYTES");
+    if (o->have_m && o->m % o->dtype_size != 0)
+      return bad_usage("-m %" PRIu64 " is not a multiple of --dtype-size "
+                       "%" PRIu64,
+                       o->m, o->dtype_size);
+    if (o->have_count || o->counts_arg != NULL || o->schedule != NULL ||
+        o->in_place || o->all || o->rank != 0 || o->root != 0)
+      return bad_usage("--auto and --crossover take -p, -m, --coll, "
+                       "--dtype-size, --tuning, --alpha, --beta, --gamma, "
+                       "--non-commutative and --json only");
+    return 0;
+  }
+  if (o->tuning_file != NULL || o->non_commutative)
+    return bad_usage("--tuning and --non-commutative are for --auto and "
+                     "--crossover");
   if (!o->cost && !o->have_coll)
     return bad_usage("--coll is required (or --cost)");
   if (o->cost && !o->have_m)
@@ -296,6 +367,10 @@ static int parse_options(int argc, char **argv, options *o) {
       {"beta", required_argument, NULL, OPT_BETA},
       {"gamma", required_argument, NULL, OPT_GAMMA},
       {"all", no_argument, NULL, OPT_ALL},
+      {"auto", no_argument, NULL, OPT_AUTO},
+      {"crossover", no_argument, NULL, OPT_CROSSOVER},
+      {"tuning", required_argument, NULL, OPT_TUNING},
+      {"non-commutative", no_argument, NULL, OPT_NON_COMMUTATIVE},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   int c, rc;
@@ -1151,10 +1226,226 @@ static int cost_main(const options *o) {
   return rc;
 }
 
+/* ---- auto's choice ---------------------------------------------------- */
+
+/* The tuning a job started here would use (rank 0 reads it), or --tuning,
+ * with --alpha, --beta, --gamma in place of the file's constants. 0, or 1
+ * after saying why. */
+static int load_tuning(const options *o, crnet__tuning *t) {
+  char path[1024], err[600];
+  int where, rc = 0;
+  if (o->tuning_file != NULL) {
+    rc = crnet__tuning_load_file(t, o->tuning_file, true, err, sizeof err);
+  } else if ((where = crnet__tuning_path(path, sizeof path)) >= 0) {
+    rc = crnet__tuning_load_file(t, path, where == 1, err, sizeof err);
+  } else {
+    crnet__tuning_defaults(t);
+  }
+  if (rc != 0) {
+    fprintf(stderr, "crsched: %s\n", err);
+    return 1;
+  }
+  const struct {
+    bool given;
+    double v;
+  } over[CRNET__TUNING_NPARAMS] = {{o->have_alpha, o->alpha},
+                                   {o->have_beta, o->beta},
+                                   {o->have_gamma, o->gamma}};
+  for (int k = 0; k < CRNET__TUNING_NPARAMS; k++) {
+    if (!over[k].given)
+      continue;
+    t->base[k] = over[k].v;
+    t->npoints[k] = 0;
+    snprintf(t->source + strlen(t->source),
+             sizeof t->source - strlen(t->source), ", --%s",
+             crnet__tuning_param_name((crnet__tuning_param)k));
+  }
+  return 0;
+}
+
+/* The call auto sees for `elems` elements of the vector (alltoall: of the
+ * send buffer; per peer rounded down, as in --cost). The blocks are freed
+ * by the caller. 0, or 1 when out of memory. */
+static int auto_call(const options *o, const crnet__tuning *t,
+                     const coll_kind *k, uint64_t elems, blocks *b,
+                     crnet__call *call) {
+  uint64_t n = k->coll == CRNET_COLL_ALLTOALL
+                   ? elems / (uint64_t)o->p * (uint64_t)o->p
+                   : elems;
+  if (blocks_make(b, o->p, n, NULL) != 0)
+    return 1;
+  *call = call_for(o, k->coll, k->exclusive, 0, b);
+  call->commutative = !o->non_commutative;
+  call->tuning = t;
+  return 0;
+}
+
+/* auto's pick for `elems` elements. 0, or 1 after saying why. */
+static int pick(const options *o, const crnet__tuning *t, const coll_kind *k,
+                uint64_t elems, const char **name, double *seconds) {
+  blocks b;
+  crnet__call call;
+  int rc;
+  if (auto_call(o, t, k, elems, &b, &call) != 0)
+    return 1;
+  rc = crnet__auto_choose(&call, name, seconds);
+  blocks_free(&b);
+  if (rc != 0) {
+    fprintf(stderr, "crsched: %s\n", crnet_strerror(rc));
+    return 1;
+  }
+  return 0;
+}
+
+static bool wanted(const options *o, const coll_kind *k) {
+  return !o->have_coll ||
+         (k->coll == o->coll && k->exclusive == o->exclusive);
+}
+
+static void print_tuning(const options *o, const crnet__tuning *t) {
+  char desc[400];
+  crnet__tuning_describe(t, o->p, desc, sizeof desc);
+  printf("p = %d, %s operator; tuning: %s\n", o->p,
+         o->non_commutative ? "non-commutative" : "commutative", desc);
+}
+
+static int auto_main(const options *o) {
+  crnet__tuning t;
+  if (load_tuning(o, &t) != 0)
+    return 1;
+  if (!o->json) {
+    print_tuning(o, &t);
+    printf("m = %" PRIu64 " bytes\n%-15s %-17s %12s  %s\n", o->m,
+           "collective", "auto", "model time", "candidates (model time)");
+  }
+  for (size_t i = 0; i < NKNOWN_COLLS; i++) {
+    const coll_kind *k = &known_colls[i];
+    const char *name;
+    double best;
+    blocks b;
+    crnet__call call;
+    if (!wanted(o, k))
+      continue;
+    if (pick(o, &t, k, o->m / o->dtype_size, &name, &best) != 0 ||
+        auto_call(o, &t, k, o->m / o->dtype_size, &b, &call) != 0)
+      return 1;
+    if (o->json)
+      printf("{\"coll\":\"%s\",\"p\":%d,\"m\":%" PRIu64
+             ",\"commutative\":%s,\"auto\":\"%s\",\"time\":%.17g,"
+             "\"candidates\":{",
+             k->name, o->p, o->m, o->non_commutative ? "false" : "true", name,
+             best);
+    else
+      printf("%-15s %-17s %12.4g ", k->name, name, best);
+    for (size_t c = 0, shown = 0; crnet__auto_candidate(k->coll, c) != NULL;
+         c++) {
+      const char *cand = crnet__auto_candidate(k->coll, c);
+      double secs;
+      if (crnet__auto_price(cand, &call, &secs) != 0)
+        continue;
+      if (o->json)
+        printf("%s\"%s\":%.17g", shown ? "," : "", cand, secs);
+      else
+        printf(" %s %.4g", cand, secs);
+      shown++;
+    }
+    puts(o->json ? "}}" : "");
+    blocks_free(&b);
+  }
+  return 0;
+}
+
+/* The smallest element count in (lo, hi], a multiple of step, whose pick
+ * differs from lo's, given that hi's does. */
+static int first_change(const options *o, const crnet__tuning *t,
+                        const coll_kind *k, uint64_t step, uint64_t lo,
+                        uint64_t hi, uint64_t *at) {
+  const char *at_lo, *name;
+  double secs;
+  if (pick(o, t, k, lo, &at_lo, &secs) != 0)
+    return 1;
+  while (hi - lo > step) {
+    uint64_t mid = lo + (hi - lo) / step / 2 * step;
+    if (pick(o, t, k, mid, &name, &secs) != 0)
+      return 1;
+    if (strcmp(name, at_lo) == 0)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  *at = hi;
+  return 0;
+}
+
+static int crossover_main(const options *o) {
+  crnet__tuning t;
+  uint64_t max_elems = (o->have_m ? o->m : (uint64_t)1 << 30) / o->dtype_size;
+  if (load_tuning(o, &t) != 0)
+    return 1;
+  if (!o->json) {
+    print_tuning(o, &t);
+    printf("bytes from 0 to %" PRIu64 " (elements of %" PRIu64
+           " bytes); each schedule from the size shown\n",
+           max_elems * o->dtype_size, o->dtype_size);
+  }
+  for (size_t i = 0; i < NKNOWN_COLLS; i++) {
+    const coll_kind *k = &known_colls[i];
+    /* alltoall's pick only changes at whole elements per peer */
+    uint64_t step = k->coll == CRNET_COLL_ALLTOALL ? (uint64_t)o->p : 1;
+    uint64_t prev = 0, next;
+    const char *cur, *name;
+    double secs;
+    if (!wanted(o, k))
+      continue;
+    if (pick(o, &t, k, 0, &cur, &secs) != 0)
+      return 1;
+    if (o->json)
+      printf("{\"coll\":\"%s\",\"p\":%d,\"commutative\":%s,"
+             "\"ranges\":[[0,\"%s\"]",
+             k->name, o->p, o->non_commutative ? "false" : "true", cur);
+    else
+      printf("%-15s %s from 0 B", k->name, cur);
+    /* A geometric grid (16 points per doubling), then bisection between
+     * the grid points where the pick changed. Each price is a straight
+     * line in m, so a candidate wins on one interval at most and a grid
+     * this fine misses no change at the sizes that matter. */
+    for (double g = (double)step; prev < max_elems; g *= 1.044273782) {
+      uint64_t at;
+      next = (uint64_t)g / step * step;
+      if (next <= prev)
+        next = prev + step;
+      if (next > max_elems)
+        next = max_elems;
+      if (pick(o, &t, k, next, &name, &secs) != 0)
+        return 1;
+      if (strcmp(name, cur) != 0) {
+        if (first_change(o, &t, k, step, prev, next, &at) != 0)
+          return 1;
+        if (pick(o, &t, k, at, &name, &secs) != 0)
+          return 1;
+        if (o->json)
+          printf(",[%" PRIu64 ",\"%s\"]", at * o->dtype_size, name);
+        else
+          printf(", %s from %" PRIu64 " B", name, at * o->dtype_size);
+        cur = name;
+        /* look again from the change, in case of another one before next */
+        next = at;
+      }
+      prev = next;
+    }
+    puts(o->json ? "]}" : "");
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   options o;
   int rc = parse_options(argc, argv, &o);
   if (rc != 0)
     return rc == 1 ? 0 : rc;
+  if (o.autosel)
+    return auto_main(&o);
+  if (o.crossover)
+    return crossover_main(&o);
   return o.cost ? cost_main(&o) : view_main(&o);
 }

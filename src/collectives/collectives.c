@@ -110,6 +110,7 @@ static int run(crnet_comm *c, crnet__call *call, const void *send, void *recv,
   call->p = c->size;
   call->rank = c->rank;
   call->esize = (uint32_t)crnet_datatype_size(dt);
+  call->tuning = &c->tuning;
   rc = crnet__select(c->schedule[call->coll], call, &name, &id, c->callmsg,
                      sizeof c->callmsg);
   if (rc != 0)
@@ -150,7 +151,8 @@ int crnet_comm_set_schedule(crnet_comm *c, crnet_collective coll,
       strlen(name) >= sizeof c->schedule[0])
     return call_error(c, CRNET_EINVAL, "crnet_comm_set_schedule: bad argument");
   if (!crnet__schedule_known(name, coll)) {
-    crnet__call probe = {.coll = coll, .p = c->size, .commutative = true};
+    crnet__call probe = {.coll = coll, .p = c->size, .commutative = true,
+                         .tuning = &c->tuning};
     const char *chosen;
     uint32_t id;
     return crnet__select(name, &probe, &chosen, &id, c->callmsg,

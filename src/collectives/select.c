@@ -5,23 +5,20 @@
  * builders never fall back on their own; an explicitly chosen schedule
  * that cannot do the call fails with CRNET_EUNSUPPORTED and says why.
  *
- * auto, for now (calibrated constants come with the benchmarks):
- *   allreduce: the cheapest of circulant, allgather-reduce (while p·m is at
- *     most 1 MiB), hypercube and rabenseifner under the α-β-γ model with
- *     built-in TCP loopback constants (auto_allreduce); a non-commutative
- *     operator only considers the order-preserving ones;
- *   reduce-scatter, reduce: circulant (ceil(log2 p) rounds per phase,
- *     optimal volume); a non-commutative operator goes to rabenseifner,
- *     which keeps rank order in about as many rounds (circulant-linear
- *     keeps it too, but needs p-1 rounds);
- *   scan, exscan: circulant (dissemination, ceil(log2 p) rounds, any p,
- *     rank order);
- *   all-to-all: bruck (ceil(log2 p) rounds, ~log2(p)/2 times the volume)
- *     while a block is at most ALLTOALL_SMALL_BYTES, pairwise beyond;
- *   allgather, bcast, barrier: circulant.
+ * auto: per collective, a list of candidates (auto_candidates), each priced
+ * by the α-β-γ model (model.c) with the job's tuning constants (tuning.h:
+ * rank 0's, on every rank); the cheapest wins, and of equal prices the one
+ * listed first, so the choice depends on (collective, p, bytes,
+ * commutativity, tuning) only, never on the rank. A non-commutative
+ * operator only considers the candidates that keep rank order for this p
+ * (rabenseifner, hypercube, star, allgather-reduce, circulant-linear, and
+ * circulant where its skips happen to keep it). allgather-reduce keeps p
+ * whole vectors, so it is a candidate only while p·m is at most
+ * GATHER_REDUCE_MAX_BYTES. docs/TUNING.md shows where the choices change.
  */
 #include "select.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,13 +26,13 @@
 #include "alltoall.h"
 #include "circulant.h"
 #include "hypercube.h"
+#include "model.h"
 #include "ring.h"
 #include "star.h"
 
-/* Bruck's extra volume stops paying for its saved rounds somewhere around
- * here on TCP (α of tens of µs, β of a GB/s); issue 5's cost model will
- * replace the constant. */
-#define ALLTOALL_SMALL_BYTES 256
+/* allgather-reduce holds p vectors of m bytes in TEMP: a memory bound, not
+ * a cost, so it is a limit rather than part of the model. */
+#define GATHER_REDUCE_MAX_BYTES ((double)(1 << 20))
 
 #define BIT(coll) (1u << (coll))
 #define CIRCULANT_COLLS                                                        \
@@ -149,70 +146,112 @@ static int order_preserving(const schedule_desc *d, const crnet__call *call,
   return n > 0 ? 0 : n;
 }
 
-static int ceil_log2(int32_t p) {
-  int k = 0;
-  while ((INT64_C(1) << k) < p)
-    k++;
-  return k;
+/* auto's candidates per collective, in order of preference on equal
+ * prices: the first listed is the default of the family that does the
+ * collective in the fewest rounds at optimal volume. Schedules that the
+ * model can never prefer (circulant-doubling and circulant-sqrt: the
+ * circulant's volume in as many rounds or more) are left out. */
+static const char *const *auto_candidates(crnet_collective coll) {
+  static const char *const allreduce[] = {
+      "circulant", "hypercube", "rabenseifner",     "star",
+      "allgather-reduce", "ring", "circulant-linear", NULL};
+  static const char *const reduce_scatter[] = {
+      "circulant", "rabenseifner", "ring", "circulant-linear", NULL};
+  static const char *const allgather[] = {
+      "circulant", "hypercube", "star", "ring", "circulant-linear", NULL};
+  static const char *const bcast[] = {"circulant", "ring", "circulant-linear",
+                                      NULL};
+  static const char *const reduce[] = {"circulant", "rabenseifner", "ring",
+                                       "circulant-linear", NULL};
+  static const char *const alltoall[] = {"bruck", "pairwise", "hypercube",
+                                         "ring", NULL};
+  static const char *const scan[] = {"circulant", "hypercube", NULL};
+  static const char *const barrier[] = {"circulant", "circulant-linear", NULL};
+  switch (coll) {
+  case CRNET_COLL_ALLREDUCE:
+    return allreduce;
+  case CRNET_COLL_REDUCE_SCATTER:
+    return reduce_scatter;
+  case CRNET_COLL_ALLGATHER:
+    return allgather;
+  case CRNET_COLL_BCAST:
+    return bcast;
+  case CRNET_COLL_REDUCE:
+    return reduce;
+  case CRNET_COLL_ALLTOALL:
+    return alltoall;
+  case CRNET_COLL_SCAN:
+    return scan;
+  case CRNET_COLL_BARRIER:
+    return barrier;
+  default:
+    return NULL;
+  }
 }
 
-/* The allreduce candidates under the α-β-γ model (seconds; m bytes per
- * rank), with the formulas of the README's schedule table. The constants
- * are this machine class's TCP loopback: a message round costs about as
- * much as waking a blocked receiver (tens of µs), a byte about 1 ns each
- * way, a reduced byte a sixth of that. */
-#define MODEL_ALPHA 40e-6
-#define MODEL_BETA 1e-9
-#define MODEL_GAMMA 1.5e-10
+const char *crnet__auto_candidate(crnet_collective coll, size_t i) {
+  const char *const *list = auto_candidates(coll);
+  for (size_t k = 0; list != NULL && list[k] != NULL; k++)
+    if (k == i)
+      return list[k];
+  return NULL;
+}
 
-static const char *auto_allreduce(const crnet__call *call) {
-  double p = call->p, m = (double)call->count * (call->esize ? call->esize : 1);
-  double L = ceil_log2(call->p), a = MODEL_ALPHA, b = MODEL_BETA,
-         g = MODEL_GAMMA;
-  int d = 0;
-  while ((INT64_C(2) << d) <= call->p)
-    d++;
-  double fold = (call->p & (call->p - 1)) != 0 ? 3 : 0;
-  struct {
-    const char *name;
-    double t;
-    bool ordered;
-  } c[] = {
-      {"circulant", 2 * L * a + 2 * (p - 1) / p * m * b + (p - 1) / p * m * g,
-       false},
-      {"allgather-reduce", L * a + (p - 1) * m * (b + g), true},
-      {"hypercube", (d + fold) * (a + m * b) + (d + fold / 2) * m * g, true},
-      {"rabenseifner",
-       (2 * d + fold) * a + (2 + fold / 2) * m * b + (1 + fold / 4) * m * g,
-       true},
-  };
+int crnet__auto_price(const char *name, const crnet__call *call,
+                      double *seconds) {
+  const schedule_desc *d = find(name);
+  crnet__model_terms terms;
+  crnet__tuning defaults;
+  const crnet__tuning *t = call->tuning;
+  bool ordered;
+  int rc;
+  if (d == NULL || (d->colls & BIT(call->coll)) == 0 ||
+      !crnet__model_terms_of(name, call, &terms))
+    return 1;
+  if (strcmp(name, "allgather-reduce") == 0 &&
+      (double)call->p * crnet__model_bytes(call) > GATHER_REDUCE_MAX_BYTES)
+    return 1;
+  if ((REDUCING_COLLS & BIT(call->coll)) != 0 && !call->commutative) {
+    rc = order_preserving(d, call, &ordered);
+    if (rc != 0)
+      return rc;
+    if (!ordered)
+      return 1;
+  }
+  if (t == NULL) {
+    crnet__tuning_defaults(&defaults);
+    t = &defaults;
+  }
+  *seconds = crnet__model_seconds(&terms, t, call->p);
+  return 0;
+}
+
+/* Prices within this factor of each other are equal: the first listed
+ * wins, also where two formulas agree but round differently. */
+#define SAME_PRICE (1 + 1e-9)
+
+int crnet__auto_choose(const crnet__call *call, const char **name,
+                       double *seconds) {
+  const char *const *list = auto_candidates(call->coll);
   const char *best = NULL;
-  double best_t = 0;
-  for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
-    if (!call->commutative && !c[i].ordered)
-      continue;
-    /* allgather-reduce keeps p vectors: only where that stays small */
-    if (strcmp(c[i].name, "allgather-reduce") == 0 && p * m > (1 << 20))
-      continue;
-    if (best == NULL || c[i].t < best_t) {
-      best = c[i].name;
-      best_t = c[i].t;
+  double best_t = 0, t;
+  int rc;
+  for (size_t i = 0; list != NULL && list[i] != NULL; i++) {
+    rc = crnet__auto_price(list[i], call, &t);
+    if (rc < 0)
+      return rc;
+    if (rc == 0 && (best == NULL || t * SAME_PRICE < best_t)) {
+      best = list[i];
+      best_t = t;
     }
   }
-  return best;
-}
-
-static const char *auto_choice(const crnet__call *call) {
-  bool reduces = (REDUCING_COLLS & BIT(call->coll)) != 0;
-  if (call->coll == CRNET_COLL_ALLREDUCE && call->p > 1)
-    return auto_allreduce(call);
-  if (call->coll == CRNET_COLL_ALLTOALL) {
-    uint64_t esize = call->esize > 0 ? call->esize : 1;
-    return call->count <= ALLTOALL_SMALL_BYTES / esize ? "bruck" : "pairwise";
-  }
-  if (reduces && !call->commutative && call->coll != CRNET_COLL_SCAN)
-    return "rabenseifner";
-  return "circulant";
+  /* Every list has an order-preserving candidate that the model covers at
+   * every p (circulant, rabenseifner or bruck first), so this holds. */
+  assert(best != NULL);
+  *name = best;
+  if (seconds != NULL)
+    *seconds = best_t;
+  return 0;
 }
 
 int crnet__select(const char *requested, const crnet__call *call,
@@ -223,8 +262,11 @@ int crnet__select(const char *requested, const crnet__call *call,
   bool ordered;
   int rc;
 
-  if (strcmp(requested, "auto") == 0)
-    requested = auto_choice(call);
+  if (strcmp(requested, "auto") == 0) {
+    rc = crnet__auto_choose(call, &requested, NULL);
+    if (rc != 0)
+      return rc;
+  }
   d = find(requested);
   if (d == NULL) {
     snprintf(why, whylen, "no schedule is called '%s'", requested);

@@ -11,6 +11,7 @@
 
 #include "crnet.h"
 #include "schedule.h"
+#include "tuning.h"
 
 /* What a builder needs to know about the call. */
 typedef struct crnet__call {
@@ -24,6 +25,8 @@ typedef struct crnet__call {
   bool commutative; /* of the operator; true where nothing is reduced */
   bool exclusive;   /* scan: exscan */
   uint32_t esize;   /* bytes per element (0: unknown), for auto */
+  /* auto's cost model constants (borrowed; NULL: the built-in defaults) */
+  const crnet__tuning *tuning;
 } crnet__call;
 
 /* Resolves `requested` ("auto" or a schedule name) for the call into a
@@ -32,6 +35,26 @@ typedef struct crnet__call {
  * this call), with the reason written to why. */
 int crnet__select(const char *requested, const crnet__call *call,
                   const char **name, uint32_t *id, char *why, size_t whylen);
+
+/* What "auto" picks for the call: the candidate of the call's collective
+ * with the lowest model price (model.h) under call->tuning, among those
+ * that keep rank order when the operator is not commutative. Depends only
+ * on (collective, p, bytes, commutativity, exclusive, tuning), never on the
+ * rank, so every rank picks alike. 0 with the name (a static string) and,
+ * if seconds is not NULL, its price; or CRNET_ENOMEM. */
+int crnet__auto_choose(const crnet__call *call, const char **name,
+                       double *seconds);
+
+/* The model price of one candidate for the call: 0 with *seconds; 1 when
+ * auto would not consider it (not a candidate for the collective, not
+ * covered by the model at this p, out of rank order for a non-commutative
+ * operator, allgather-reduce over its memory bound); or CRNET_ENOMEM. */
+int crnet__auto_price(const char *name, const crnet__call *call,
+                      double *seconds);
+
+/* The i-th candidate of auto for the collective (i from 0), in order of
+ * preference on equal prices, or NULL past the last. */
+const char *crnet__auto_candidate(crnet_collective coll, size_t i);
 
 /* Builds the chosen schedule for the call. 0, CRNET_EINVAL, CRNET_ENOMEM. */
 int crnet__build(const char *name, const crnet__call *call,

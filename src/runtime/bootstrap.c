@@ -8,8 +8,10 @@
  *      which the rendezvous, and so presumably the peers, can reach us: the
  *      mesh listener binds exactly there (not on every interface), on port 0
  *      or a port of CRNET_PORT_RANGE.
- *   3. Register that address; receive every rank's address (or an error
- *      naming the ranks that never came).
+ *   3. Register that address (and this rank's tuning constants); receive
+ *      every rank's address and rank 0's tuning, which replaces this rank's
+ *      own, so that `auto` picks alike everywhere (tuning.h); or an error
+ *      naming the ranks that never came.
  *   4. Rank i connects to every rank j < i and accepts from every j > i, so
  *      each pair has exactly one connection. Accepted connections must
  *      authenticate as a higher rank we have no link to yet; anything else
@@ -332,6 +334,7 @@ static void register_with(bootstrap *b, crnet__link *l) {
   crnet__put_le32(msg, (uint32_t)c->rank);
   crnet__put_le32(msg + 4, (uint32_t)c->size);
   crnet__rdv_entry_encode(&e, msg + 8);
+  crnet__tuning_encode(&c->tuning, msg + 8 + CRNET__RDV_ENTRY_SIZE);
   if (crnet__link_send_control(l, CRNET__FRAME_RDV_REGISTER, msg, sizeof msg) !=
       0)
     set_fatal(b, CRNET_EIO, "cannot register with the rendezvous");
@@ -369,14 +372,28 @@ static void on_rdv_control(crnet__link *l, const crnet__frame_header *h,
     int n = h->length < 400 ? (int)h->length : 400;
     set_fatal(b, CRNET_ETIMEDOUT, "rendezvous: %.*s", n, (const char *)payload);
   } else if (h->kind == CRNET__FRAME_RDV_TABLE &&
-             h->length == 4 + (uint64_t)c->size * CRNET__RDV_ENTRY_SIZE &&
+             h->length == CRNET__RDV_TABLE_HEAD +
+                              (uint64_t)c->size * CRNET__RDV_ENTRY_SIZE &&
              crnet__get_le32(payload) == (uint32_t)c->size) {
     for (int r = 0; r < c->size; r++) {
-      if (crnet__rdv_entry_decode(payload + 4 + (size_t)r * CRNET__RDV_ENTRY_SIZE,
+      if (crnet__rdv_entry_decode(payload + CRNET__RDV_TABLE_HEAD +
+                                      (size_t)r * CRNET__RDV_ENTRY_SIZE,
                                   &c->table[r]) != 0) {
         set_fatal(b, CRNET_EIO, "the rendezvous sent a malformed table");
         break;
       }
+    }
+    /* Rank 0 keeps naming its own file; the others name rank 0. */
+    if (b->fatal == 0 &&
+        crnet__tuning_decode(payload + 4,
+                             c->rank == 0 ? c->tuning.source : "rank 0",
+                             &c->tuning) != 0)
+      set_fatal(b, CRNET_EIO,
+                "the rendezvous sent malformed tuning constants");
+    if (b->fatal == 0) {
+      char desc[400];
+      crnet__tuning_describe(&c->tuning, c->size, desc, sizeof desc);
+      crnet__debug("tuning: %s", desc);
     }
     b->have_table = b->fatal == 0;
   } else {

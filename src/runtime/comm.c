@@ -696,6 +696,9 @@ int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
     return CRNET_ENOMEM;
   }
   rc = load_settings(cfg, &s, c->key);
+  if (rc == 0)
+    rc = crnet__tuning_init(&c->tuning, s.rank, init_errmsg,
+                            sizeof init_errmsg);
   if (rc != 0) {
     free_comm(c);
     return rc;

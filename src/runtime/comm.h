@@ -24,6 +24,7 @@
 #include "handshake.h"
 #include "link.h"
 #include "rendezvous.h"
+#include "tuning.h"
 
 /* A mesh link and what the comm knows about it. */
 typedef struct crnet__peer {
@@ -82,6 +83,7 @@ struct crnet_comm {
   /* Chosen schedule per collective ("auto" unless set). */
   char schedule[CRNET_COLL_COUNT][32];
   /* The cost model's constants for auto: rank 0's, on every rank. */
+  crnet__tuning tuning;
 
   /* The call in progress, for error messages. */
   uint64_t seq; /* sequence number of the current (or last) collective */

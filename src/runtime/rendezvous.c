@@ -36,6 +36,7 @@ struct crnet__rdv_server {
   double timeout_s;
   int nregistered;
   crnet__rdv_entry *entries;
+  crnet__tuning tuning; /* rank 0's, once it has registered */
   rdv_conn **by_rank;
   rdv_conn *conns; /* every open connection */
   crnet__rdv_done_cb cb;
@@ -124,7 +125,7 @@ static void finish(crnet__rdv_server *srv, int status, const int *missing,
 }
 
 static void send_table(crnet__rdv_server *srv) {
-  size_t len = 4 + (size_t)srv->size * CRNET__RDV_ENTRY_SIZE;
+  size_t len = CRNET__RDV_TABLE_HEAD + (size_t)srv->size * CRNET__RDV_ENTRY_SIZE;
   uint8_t *table = malloc(len);
   int missing_none = 0;
   if (table == NULL) {
@@ -132,9 +133,11 @@ static void send_table(crnet__rdv_server *srv) {
     return;
   }
   crnet__put_le32(table, (uint32_t)srv->size);
+  crnet__tuning_encode(&srv->tuning, table + 4);
   for (int r = 0; r < srv->size; r++)
     crnet__rdv_entry_encode(&srv->entries[r],
-                            table + 4 + (size_t)r * CRNET__RDV_ENTRY_SIZE);
+                            table + CRNET__RDV_TABLE_HEAD +
+                                (size_t)r * CRNET__RDV_ENTRY_SIZE);
   for (int r = 0; r < srv->size; r++) {
     rdv_conn *c = srv->by_rank[r];
     if (c == NULL)
@@ -153,16 +156,26 @@ static void on_conn_control(crnet__link *l, const crnet__frame_header *h,
   rdv_conn *c = (rdv_conn *)l;
   crnet__rdv_server *srv = c->srv;
   crnet__rdv_entry e;
+  crnet__tuning tuning;
   char why[128];
   uint32_t rank, size;
-  if (h->kind != CRNET__FRAME_RDV_REGISTER ||
-      h->length != CRNET__RDV_REGISTER_SIZE) {
+  if (h->kind != CRNET__FRAME_RDV_REGISTER) {
     drop(c, "unexpected frame");
+    return;
+  }
+  if (h->length != CRNET__RDV_REGISTER_SIZE) {
+    /* Most likely a rank built from another version of crnet. */
+    snprintf(why, sizeof why,
+             "a registration of %llu bytes, not %d (another crnet version?)",
+             (unsigned long long)h->length, CRNET__RDV_REGISTER_SIZE);
+    drop(c, why);
     return;
   }
   rank = crnet__get_le32(payload);
   size = crnet__get_le32(payload + 4);
-  if (crnet__rdv_entry_decode(payload + 8, &e) != 0) {
+  if (crnet__rdv_entry_decode(payload + 8, &e) != 0 ||
+      crnet__tuning_decode(payload + 8 + CRNET__RDV_ENTRY_SIZE, "rank 0",
+                           &tuning) != 0) {
     drop(c, "malformed registration");
     return;
   }
@@ -182,6 +195,8 @@ static void on_conn_control(crnet__link *l, const crnet__frame_header *h,
   c->rank = (int)rank;
   srv->by_rank[rank] = c;
   srv->entries[rank] = e;
+  if (rank == 0)
+    srv->tuning = tuning;
   srv->nregistered++;
   crnet__debug("rendezvous: rank %u registered from %s (%d of %d)",
                (unsigned)rank, l->addr, srv->nregistered, srv->size);

@@ -16,9 +16,17 @@
  * Payloads (little-endian):
  *   entry (88 bytes): family u8 (4 or 6), reserved u8, port u16, addr 16
  *                     (IPv4 in the first 4), pid u32, host 64 (NUL-padded)
- *   RDV_REGISTER: rank u32, size u32, entry
- *   RDV_TABLE:    size u32, then `size` entries in rank order
+ *   tuning (CRNET__TUNING_WIRE_SIZE bytes, tuning.h): the cost model's
+ *                     constants
+ *   RDV_REGISTER: rank u32, size u32, entry, tuning
+ *   RDV_TABLE:    size u32, rank 0's tuning, then `size` entries in rank
+ *                 order
  *   RDV_ERROR:    text (not NUL-terminated)
+ *
+ * Every rank registers a tuning, so that registrations have one size and
+ * one validation, but only rank 0's travels on in the table: it is what
+ * makes every rank's `auto` pick the same schedules (tuning.h). The server
+ * drops a registration whose tuning does not decode.
  */
 #ifndef CRNET_RENDEZVOUS_H
 #define CRNET_RENDEZVOUS_H
@@ -27,10 +35,14 @@
 #include <uv.h>
 
 #include "handshake.h"
+#include "tuning.h"
 
 #define CRNET__RDV_HOST_BYTES 64
 #define CRNET__RDV_ENTRY_SIZE 88
-#define CRNET__RDV_REGISTER_SIZE (8 + CRNET__RDV_ENTRY_SIZE)
+#define CRNET__RDV_REGISTER_SIZE                                               \
+  (8 + CRNET__RDV_ENTRY_SIZE + CRNET__TUNING_WIRE_SIZE)
+/* The table's bytes before the first entry. */
+#define CRNET__RDV_TABLE_HEAD (4 + CRNET__TUNING_WIRE_SIZE)
 
 typedef struct crnet__rdv_entry {
   uint8_t family; /* 4 or 6 */

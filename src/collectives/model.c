@@ -1,0 +1,308 @@
+/* The cost model's terms per schedule and collective. See model.h.
+ *
+ * Notation: p ranks, m bytes, q = (p-1)/p, L = ceil(log2 p), d =
+ * floor(log2 p), p' = 2^d, q' = (p'-1)/p', f = 1 when p is not a power of
+ * two (the fold of hypercube and rabenseifner), else 0.
+ *
+ *   collective      schedule           R              B/m            G/m
+ *   allreduce       circulant          2L             2q             q (*)
+ *                   ring               2(p-1)         2q             q
+ *                   circulant-linear   2(p-1)         2q             1
+ *                   hypercube          d + 3f         d + 2f         d + f/2
+ *                   rabenseifner       2d + 3f        2q' + 2f       q' + f/2
+ *                   allgather-reduce   L              p-1            p-1
+ *                   star (p = n!)      n(n-1)/2       n(n-1)/2       n(n-1)/2
+ *   reduce-scatter  circulant          L              q              q (*)
+ *                   ring               p-1            q              q
+ *                   circulant-linear   p-1            q              1
+ *                   rabenseifner       d + 3f         q or 2         q or q'+1/2
+ *   allgather       circulant          L              q              -
+ *                   ring, c.-linear    p-1            q              -
+ *                   hypercube          d + 2f         q + f          -
+ *                   star (p = n!)      n(n-1)/2       q              -
+ *   bcast           circulant          2L             2q             -
+ *                   ring, c.-linear    2(p-1)         2q             -
+ *   reduce          circulant          2L             2q             q (*)
+ *                   ring               2(p-1)         2q             q
+ *                   circulant-linear   2(p-1)         2q             1
+ *                   rabenseifner       2d + 2f        2q' + f        q' + f/2
+ *   scan            circulant          L              L              L
+ *                   hypercube          L              L              2L - 1 (+)
+ *   exscan          circulant          L              L              2L - 2 (#)
+ *                   hypercube          L              L              2L - 1 (+)
+ *   all-to-all      bruck              L              sum_k c_k / p  -
+ *                   pairwise           p-1            q              -
+ *                   hypercube (p')     d              d/2            -
+ *                   ring               p-1            (p-1)/2        -
+ *   barrier         circulant          L              -              -
+ *                   circulant-linear   p-1            -              -
+ *
+ * (c_k: how many of 1..p-1 have bit k set, the blocks Bruck's round k
+ * forwards. (*): 1 at p = 3, see circulant_reduced. (+): 2L - 2 at p =
+ * 2^d + 1 > 2. (#): 2L - 3 while p <= 3/4 2^L.) At p = 2
+ * circulant-linear reduces q, like the others. These
+ * are the simulator's synchronous-round counts for equal blocks: exact for
+ * every row at powers of two and for every row but two at any p; where
+ * the fold moves unequal blocks (rabenseifner reduce-scatter, hypercube
+ * allgather, p not a power of two) within 25% of B and G, which only
+ * matters to schedules that lose by more than that anyway
+ * (tests/test_tuning.c checks both claims up to p = 64).
+ */
+#include "model.h"
+
+#include <string.h>
+
+static int ceil_log2(int32_t p) {
+  int k = 0;
+  while ((INT64_C(1) << k) < p)
+    k++;
+  return k;
+}
+
+static int floor_log2(int32_t p) {
+  int k = 0;
+  while ((INT64_C(2) << k) <= p)
+    k++;
+  return k;
+}
+
+/* n when p = n! (n >= 2), else 0. */
+static int factorial_of(int32_t p) {
+  int64_t f = 1;
+  for (int n = 2; f <= p; n++) {
+    f *= n;
+    if (f == p)
+      return n;
+  }
+  return 0;
+}
+
+/* G/m of the circulant reduce-scatter phase: q, except at p = 3, where
+ * rank 2 keeps rank order by doing both of its reductions after the last
+ * round, so the critical path reduces three blocks, not two. */
+static double circulant_reduced(int32_t p) {
+  return p == 3 ? 1 : (double)(p - 1) / p;
+}
+
+/* Σ_k c_k / p for Bruck's all-to-all: round k forwards the blocks j in
+ * 1..p-1 with bit k set. */
+static double bruck_volume(int32_t p) {
+  int64_t total = 0;
+  for (int k = 0; (INT64_C(1) << k) < p; k++) {
+    int64_t period = INT64_C(2) << k, half = INT64_C(1) << k;
+    /* j in [0, p) with bit k set: full periods, then the partial one */
+    int64_t full = (int64_t)p / period, rest = (int64_t)p % period;
+    total += full * half + (rest > half ? rest - half : 0);
+  }
+  return (double)total / p;
+}
+
+double crnet__model_bytes(const crnet__call *call) {
+  double esize = call->esize > 0 ? call->esize : 1;
+  double sum = 0;
+  switch (call->coll) {
+  case CRNET_COLL_REDUCE_SCATTER:
+  case CRNET_COLL_ALLGATHER:
+    if (call->counts == NULL)
+      return (double)call->count * esize *
+             (call->coll == CRNET_COLL_ALLGATHER ? call->p : 1);
+    for (int32_t r = 0; r < call->p; r++)
+      sum += (double)call->counts[r];
+    return sum * esize;
+  case CRNET_COLL_ALLTOALL:
+    return (double)call->count * call->p * esize;
+  case CRNET_COLL_BARRIER:
+    return 0;
+  default:
+    return (double)call->count * esize;
+  }
+}
+
+/* The terms as multiples: rounds, B/m, G/m. */
+typedef struct coef {
+  double r, b, g;
+} coef;
+
+static bool terms_allreduce(const char *s, int32_t p, coef *c) {
+  int L = ceil_log2(p), d = floor_log2(p), n;
+  double q = (double)(p - 1) / p, pp = (double)(INT64_C(1) << d),
+         qq = (pp - 1) / pp, f = (1 << d) != p;
+  if (strcmp(s, "circulant") == 0)
+    *c = (coef){2.0 * L, 2 * q, circulant_reduced(p)};
+  else if (strcmp(s, "ring") == 0)
+    *c = (coef){2.0 * (p - 1), 2 * q, q};
+  else if (strcmp(s, "circulant-linear") == 0)
+    *c = (coef){2.0 * (p - 1), 2 * q, p > 2 ? 1 : q};
+  else if (strcmp(s, "hypercube") == 0)
+    *c = (coef){d + 3 * f, d + 2 * f, d + f / 2};
+  else if (strcmp(s, "rabenseifner") == 0)
+    *c = (coef){2 * d + 3 * f, 2 * qq + 2 * f, qq + f / 2};
+  else if (strcmp(s, "allgather-reduce") == 0)
+    *c = (coef){L, p - 1.0, p - 1.0};
+  else if (strcmp(s, "star") == 0 && (n = factorial_of(p)) > 0)
+    *c = (coef){n * (n - 1) / 2.0, n * (n - 1) / 2.0, n * (n - 1) / 2.0};
+  else
+    return false;
+  return true;
+}
+
+static bool terms_reduce_scatter(const char *s, int32_t p, coef *c) {
+  int L = ceil_log2(p), d = floor_log2(p);
+  double q = (double)(p - 1) / p, pp = (double)(INT64_C(1) << d),
+         qq = (pp - 1) / pp;
+  bool f = (1 << d) != p;
+  if (strcmp(s, "circulant") == 0)
+    *c = (coef){L, q, circulant_reduced(p)};
+  else if (strcmp(s, "ring") == 0)
+    *c = (coef){p - 1.0, q, q};
+  else if (strcmp(s, "circulant-linear") == 0)
+    *c = (coef){p - 1.0, q, p > 2 ? 1 : q};
+  else if (strcmp(s, "rabenseifner") == 0)
+    *c = f ? (coef){d + 3.0, 2, qq + 0.5} : (coef){d, q, q};
+  else
+    return false;
+  return true;
+}
+
+static bool terms_allgather(const char *s, int32_t p, coef *c) {
+  int L = ceil_log2(p), d = floor_log2(p), n;
+  double q = (double)(p - 1) / p, f = (1 << d) != p;
+  if (strcmp(s, "circulant") == 0)
+    *c = (coef){L, q, 0};
+  else if (strcmp(s, "ring") == 0 || strcmp(s, "circulant-linear") == 0)
+    *c = (coef){p - 1.0, q, 0};
+  else if (strcmp(s, "hypercube") == 0)
+    *c = (coef){d + 2 * f, q + f, 0};
+  else if (strcmp(s, "star") == 0 && (n = factorial_of(p)) > 0)
+    *c = (coef){n * (n - 1) / 2.0, q, 0};
+  else
+    return false;
+  return true;
+}
+
+static bool terms_bcast(const char *s, int32_t p, coef *c) {
+  double q = (double)(p - 1) / p;
+  if (strcmp(s, "circulant") == 0)
+    *c = (coef){2.0 * ceil_log2(p), 2 * q, 0};
+  else if (strcmp(s, "ring") == 0 || strcmp(s, "circulant-linear") == 0)
+    *c = (coef){2.0 * (p - 1), 2 * q, 0};
+  else
+    return false;
+  return true;
+}
+
+static bool terms_reduce(const char *s, int32_t p, coef *c) {
+  int d = floor_log2(p);
+  double q = (double)(p - 1) / p, pp = (double)(INT64_C(1) << d),
+         qq = (pp - 1) / pp, f = (1 << d) != p;
+  if (strcmp(s, "circulant") == 0)
+    *c = (coef){2.0 * ceil_log2(p), 2 * q, circulant_reduced(p)};
+  else if (strcmp(s, "ring") == 0)
+    *c = (coef){2.0 * (p - 1), 2 * q, q};
+  else if (strcmp(s, "circulant-linear") == 0)
+    *c = (coef){2.0 * (p - 1), 2 * q, p > 2 ? 1 : q};
+  else if (strcmp(s, "rabenseifner") == 0)
+    *c = (coef){2 * d + 2 * f, 2 * qq + f, qq + f / 2};
+  else
+    return false;
+  return true;
+}
+
+static bool terms_scan(const char *s, int32_t p, bool exclusive, coef *c) {
+  int L = ceil_log2(p), d = floor_log2(p);
+  double g;
+  if (strcmp(s, "circulant") == 0) {
+    /* exscan: one more fold per round, but for the first, and for the
+     * second as well while p is at most 3/4 of 2^L */
+    g = !exclusive ? L : 4 * (int64_t)p <= 3 * (INT64_C(1) << L) ? 2 * L - 3
+                                                                   : 2 * L - 2;
+    *c = (coef){L, L, g};
+  } else if (strcmp(s, "hypercube") == 0) {
+    /* Alg. 4.9 reduces twice per round but the first; p = 2^d + 1 saves
+     * one more */
+    g = p == (1 << d) + 1 && p > 2 ? 2 * L - 2 : 2 * L - 1;
+    *c = (coef){L, L, g};
+  } else {
+    return false;
+  }
+  return true;
+}
+
+static bool terms_alltoall(const char *s, int32_t p, coef *c) {
+  int d = floor_log2(p);
+  if (strcmp(s, "bruck") == 0)
+    *c = (coef){ceil_log2(p), bruck_volume(p), 0};
+  else if (strcmp(s, "pairwise") == 0)
+    *c = (coef){p - 1.0, (double)(p - 1) / p, 0};
+  else if (strcmp(s, "hypercube") == 0 && (1 << d) == p)
+    *c = (coef){d, d / 2.0, 0};
+  else if (strcmp(s, "ring") == 0)
+    *c = (coef){p - 1.0, (p - 1) / 2.0, 0};
+  else
+    return false;
+  return true;
+}
+
+static bool terms_barrier(const char *s, int32_t p, coef *c) {
+  if (strcmp(s, "circulant") == 0)
+    *c = (coef){ceil_log2(p), 0, 0};
+  else if (strcmp(s, "circulant-linear") == 0)
+    *c = (coef){p - 1.0, 0, 0};
+  else
+    return false;
+  return true;
+}
+
+bool crnet__model_terms_of(const char *name, const crnet__call *call,
+                           crnet__model_terms *out) {
+  int32_t p = call->p;
+  double m = crnet__model_bytes(call);
+  coef c = {0, 0, 0};
+  bool ok;
+  if (p < 1)
+    return false;
+  if (p == 1) {
+    /* Nothing travels: every schedule is a local copy at most. */
+    *out = (crnet__model_terms){0, 0, 0};
+    return crnet__schedule_known(name, call->coll);
+  }
+  switch (call->coll) {
+  case CRNET_COLL_ALLREDUCE:
+    ok = terms_allreduce(name, p, &c);
+    break;
+  case CRNET_COLL_REDUCE_SCATTER:
+    ok = terms_reduce_scatter(name, p, &c);
+    break;
+  case CRNET_COLL_ALLGATHER:
+    ok = terms_allgather(name, p, &c);
+    break;
+  case CRNET_COLL_BCAST:
+    ok = terms_bcast(name, p, &c);
+    break;
+  case CRNET_COLL_REDUCE:
+    ok = terms_reduce(name, p, &c);
+    break;
+  case CRNET_COLL_SCAN:
+    ok = terms_scan(name, p, call->exclusive, &c);
+    break;
+  case CRNET_COLL_ALLTOALL:
+    ok = terms_alltoall(name, p, &c);
+    break;
+  case CRNET_COLL_BARRIER:
+    ok = terms_barrier(name, p, &c);
+    break;
+  default:
+    ok = false;
+    break;
+  }
+  if (ok)
+    *out = (crnet__model_terms){c.r, c.b * m, c.g * m};
+  return ok;
+}
+
+double crnet__model_seconds(const crnet__model_terms *t,
+                            const crnet__tuning *tuning, int32_t p) {
+  return t->rounds * crnet__tuning_get(tuning, CRNET__TUNING_ALPHA, p) +
+         t->moved * crnet__tuning_get(tuning, CRNET__TUNING_BETA, p) +
+         t->reduced * crnet__tuning_get(tuning, CRNET__TUNING_GAMMA, p);
+}

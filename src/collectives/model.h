@@ -1,0 +1,44 @@
+/* The α-β-γ cost model of the schedules `auto` chooses among.
+ *
+ * A schedule doing a call costs R·α + B·β + G·γ seconds, with R the message
+ * rounds, B the bytes moved (per round the larger of sent and received) and
+ * G the bytes reduced, each the synchronous-round figure of crsched --cost
+ * (per round, the busiest rank's). The terms are closed formulas in p and m
+ * (model.c), so choosing costs a few flops per call at any p; tests/
+ * test_tuning.c holds them against the simulator's exact counts.
+ *
+ * m is the bytes of the collective's vector: allreduce, bcast, reduce,
+ * scan: count elements; reduce-scatter: the whole input (the sum of the
+ * blocks); allgather: the whole output; all-to-all: the whole send buffer.
+ * A barrier has m = 0.
+ */
+#ifndef CRNET_MODEL_H
+#define CRNET_MODEL_H
+
+#include <stdbool.h>
+
+#include "select.h"
+#include "tuning.h"
+
+typedef struct crnet__model_terms {
+  double rounds;  /* R */
+  double moved;   /* B, bytes */
+  double reduced; /* G, bytes */
+} crnet__model_terms;
+
+/* m of the call, in bytes (see above). */
+double crnet__model_bytes(const crnet__call *call);
+
+/* The terms of schedule `name` doing `call`. False when the model does not
+ * cover that pair (auto never considers it): a schedule that cannot do the
+ * collective, hypercube all-to-all at a p that is not a power of two, the
+ * star at a p that is not a factorial, the circulant variants other than
+ * circulant and circulant-linear. */
+bool crnet__model_terms_of(const char *name, const crnet__call *call,
+                           crnet__model_terms *out);
+
+/* R·α + B·β + G·γ with the constants for call->p ranks. */
+double crnet__model_seconds(const crnet__model_terms *t,
+                            const crnet__tuning *tuning, int32_t p);
+
+#endif

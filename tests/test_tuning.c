@@ -1,0 +1,852 @@
+/* Tuning and auto: the tuning file's parser and wire encoding
+ * (src/runtime/tuning.c), the cost model's terms (src/collectives/model.c)
+ * against the schedules themselves, and the choices of auto
+ * (src/collectives/select.c) under given constants.
+ *
+ * The model check builds every rank's schedule for every candidate of auto
+ * at p = 2..24 and a few larger p, and counts rounds, bytes moved and bytes
+ * reduced per round exactly as crsched --cost does (per round, the busiest
+ * rank); the closed formulas must give the rounds exactly and the bytes
+ * within the tolerance model.c states, and auto's pick, priced by those
+ * exact counts, must be within a few percent of the best candidate's.
+ */
+#include <check.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "model.h"
+#include "schedule.h"
+#include "select.h"
+#include "tuning.h"
+
+/* ------------------------------------------------------------------------
+ * Helpers
+ */
+
+static char err[1024];
+
+static int parse(crnet__tuning *t, const char *text) {
+  err[0] = '\0';
+  return crnet__tuning_parse(t, text, strlen(text), "T", err, sizeof err);
+}
+
+/* Parsing `text` fails with a message that contains `want`. */
+static void expect_bad(const char *text, const char *want) {
+  crnet__tuning t;
+  int rc = parse(&t, text);
+  ck_assert_msg(rc == CRNET_EINVAL, "accepted:\n%s", text);
+  ck_assert_msg(strstr(err, want) != NULL, "for:\n%s\nmessage '%s' lacks '%s'",
+                text, err, want);
+  /* a failed parse leaves the defaults, never half a file */
+  ck_assert(t.base[CRNET__TUNING_ALPHA] == CRNET__TUNING_DEFAULT_ALPHA);
+  ck_assert_uint_eq(t.npoints[CRNET__TUNING_ALPHA], 0);
+}
+
+static char tmpdir[] = "/tmp/crnet-tuning-XXXXXX";
+
+static void write_file(const char *path, const char *text, size_t len) {
+  FILE *f = fopen(path, "w");
+  ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
+  ck_assert_uint_eq(fwrite(text, 1, len, f), len);
+  ck_assert_int_eq(fclose(f), 0);
+}
+
+static crnet__tuning constants(double a, double b, double g) {
+  crnet__tuning t;
+  crnet__tuning_defaults(&t);
+  t.base[CRNET__TUNING_ALPHA] = a;
+  t.base[CRNET__TUNING_BETA] = b;
+  t.base[CRNET__TUNING_GAMMA] = g;
+  return t;
+}
+
+/* A call of `coll` at p with an m-byte vector (see model.h) of 4-byte
+ * elements, as the library makes it. counts: room for p entries. */
+static crnet__call make_call(crnet_collective coll, bool exclusive, int32_t p,
+                             uint64_t m, bool commutative,
+                             const crnet__tuning *t, uint64_t *counts) {
+  crnet__call c;
+  uint64_t elems = m / 4;
+  memset(&c, 0, sizeof c);
+  c.coll = coll;
+  c.exclusive = exclusive;
+  c.p = p;
+  c.esize = 4;
+  c.commutative = commutative;
+  c.tuning = t;
+  c.count = elems;
+  if (coll == CRNET_COLL_ALLTOALL)
+    c.count = elems / (uint64_t)p;
+  if (coll == CRNET_COLL_REDUCE_SCATTER || coll == CRNET_COLL_ALLGATHER) {
+    for (int32_t r = 0; r < p; r++) {
+      uint64_t off;
+      crnet__block_range(elems, p, r, &off, &counts[r]);
+    }
+    c.counts = counts;
+    if (coll == CRNET_COLL_ALLGATHER)
+      c.count = elems / (uint64_t)p;
+  }
+  return c;
+}
+
+static const char *auto_pick(crnet_collective coll, bool exclusive, int32_t p,
+                             uint64_t m, bool commutative,
+                             const crnet__tuning *t) {
+  uint64_t counts[64];
+  crnet__call c;
+  const char *name = NULL;
+  ck_assert_int_le(p, 64);
+  c = make_call(coll, exclusive, p, m, commutative, t, counts);
+  ck_assert_int_eq(crnet__auto_choose(&c, &name, NULL), 0);
+  ck_assert_ptr_nonnull(name);
+  return name;
+}
+
+/* ------------------------------------------------------------------------
+ * The file format
+ */
+
+START_TEST(test_parse_good) {
+  crnet__tuning t;
+  const char *text = "# crnet tuning\n"
+                     "\n"
+                     "alpha = 5e-05   # per round\n"
+                     "  beta=2e-9\r\n"
+                     "\tgamma = 0\n"
+                     "alpha.16 = 2.0e-4\n"
+                     "alpha.4 = 1e-4\n"
+                     "beta.8 = 3e-9\n"
+                     "   # only a comment\n"
+                     "gamma.1000 = 1.5e-10"; /* no newline at the end */
+  ck_assert_msg(parse(&t, text) == 0, "%s", err);
+  ck_assert(t.base[CRNET__TUNING_ALPHA] == 5e-5);
+  ck_assert(t.base[CRNET__TUNING_BETA] == 2e-9);
+  ck_assert(t.base[CRNET__TUNING_GAMMA] == 0);
+  ck_assert_uint_eq(t.npoints[CRNET__TUNING_ALPHA], 2);
+  /* kept in increasing p whatever the file's order */
+  ck_assert_int_eq(t.points[CRNET__TUNING_ALPHA][0].p, 4);
+  ck_assert_int_eq(t.points[CRNET__TUNING_ALPHA][1].p, 16);
+  ck_assert_uint_eq(t.npoints[CRNET__TUNING_BETA], 1);
+  ck_assert_uint_eq(t.npoints[CRNET__TUNING_GAMMA], 1);
+  ck_assert_str_eq(t.source, "T");
+
+  /* an empty file and one of comments only: the defaults */
+  ck_assert_int_eq(parse(&t, ""), 0);
+  ck_assert(t.base[CRNET__TUNING_BETA] == CRNET__TUNING_DEFAULT_BETA);
+  ck_assert_int_eq(parse(&t, "# nothing\n\n   \n"), 0);
+  ck_assert(t.base[CRNET__TUNING_GAMMA] == CRNET__TUNING_DEFAULT_GAMMA);
+  /* a key the file leaves out keeps its default */
+  ck_assert_int_eq(parse(&t, "beta = 3e-9\n"), 0);
+  ck_assert(t.base[CRNET__TUNING_ALPHA] == CRNET__TUNING_DEFAULT_ALPHA);
+  ck_assert(t.base[CRNET__TUNING_BETA] == 3e-9);
+}
+END_TEST
+
+START_TEST(test_parse_every_kind_of_bad_line) {
+  expect_bad("alpha = 1e-5\nalpah = 1e-5\n",
+             "tuning file 'T' line 2: unknown key 'alpah'");
+  expect_bad("ALPHA = 1e-5\n", "line 1: unknown key 'ALPHA'");
+  expect_bad("alpha.x = 1e-5\n", "line 1: 'alpha.x': P must be a number");
+  expect_bad("alpha. = 1e-5\n", "line 1: 'alpha.': P must be a number");
+  expect_bad("alpha.08 = 1e-5\n", "P must be a number of ranks");
+  expect_bad("alpha.-4 = 1e-5\n", "P must be a number of ranks");
+  expect_bad("alpha.1 = 1e-5\n", "line 1: 'alpha.1': P must be 2..16777216");
+  expect_bad("alpha.16777217 = 1e-5\n", "P must be 2..16777216");
+  expect_bad("alpha.99999999999999999999 = 1e-5\n", "P must be 2..");
+  expect_bad("# ok\nalpha 1e-5\n", "line 2: expected 'key = value'");
+  expect_bad("= 1e-5\n", "line 1: a value without a key");
+  expect_bad("beta =\n", "line 1: beta has no value");
+  expect_bad("beta = # later\n", "line 1: beta has no value");
+  expect_bad("beta = fast\n", "line 1: beta = 'fast' is not a number");
+  expect_bad("beta = 1e-9 2e-9\n", "is not a number");
+  expect_bad("beta = 1e-9s\n", "is not a number");
+  expect_bad("beta = 1,5e-9\n", "is not a number");
+  expect_bad("beta = nan\n", "line 1: beta = nan is out of range");
+  expect_bad("beta = inf\n", "out of range");
+  expect_bad("beta = 1e-999\n", "out of range");
+  expect_bad("alpha = 0\n", "alpha = 0 is out of range: alpha must be above 0");
+  expect_bad("beta = -1e-9\n", "out of range");
+  expect_bad("beta = 1\n", "at most 0.001");
+  expect_bad("alpha = 2\n", "at most 1 (seconds per round)");
+  expect_bad("gamma = -1e-12\n", "gamma must be at least 0");
+  expect_bad("alpha = 1e-5\n\n# x\nalpha = 2e-5\n",
+             "line 4: alpha is set twice (first on line 1)");
+  expect_bad("alpha.4 = 1e-5\nalpha.8 = 1e-5\nalpha.4 = 2e-5\n",
+             "line 3: alpha.4 is set twice (first on line 1)");
+  {
+    char many[2048] = "";
+    size_t used = 0;
+    for (int p = 2; p < 2 + CRNET__TUNING_MAX_POINTS + 1; p++)
+      used += (size_t)snprintf(many + used, sizeof many - used,
+                               "gamma.%d = 1e-10\n", p);
+    expect_bad(many, "line 17: more than 16 per-p figures for gamma");
+  }
+  {
+    char longkey[200];
+    memset(longkey, 'a', sizeof longkey);
+    memcpy(longkey + 150, " = 1\n", 6);
+    expect_bad(longkey, "line 1: unknown key");
+  }
+}
+END_TEST
+
+/* NUL bytes need the length, not strlen. */
+START_TEST(test_parse_nul_byte) {
+  crnet__tuning t;
+  const char text[] = "alpha = 1e-5\n\0beta = 1e-9\n";
+  ck_assert_int_eq(crnet__tuning_parse(&t, text, sizeof text - 1, "N", err,
+                                       sizeof err),
+                   CRNET_EINVAL);
+  ck_assert_msg(strstr(err, "tuning file 'N' line 2: a NUL byte") != NULL,
+                "%s", err);
+}
+END_TEST
+
+START_TEST(test_value_for_p) {
+  crnet__tuning t;
+  ck_assert_msg(parse(&t, "alpha = 9e-5\nalpha.4 = 1e-4\nalpha.8 = 3e-4\n"
+                          "alpha.16 = 4e-4\nbeta = 2e-9\n") == 0,
+                "%s", err);
+  /* exact, between (a straight line), beyond the ends (the nearest) */
+  ck_assert(crnet__tuning_get(&t, CRNET__TUNING_ALPHA, 8) == 3e-4);
+  ck_assert(fabs(crnet__tuning_get(&t, CRNET__TUNING_ALPHA, 6) - 2e-4) < 1e-15);
+  ck_assert(fabs(crnet__tuning_get(&t, CRNET__TUNING_ALPHA, 12) - 3.5e-4) <
+            1e-15);
+  ck_assert(crnet__tuning_get(&t, CRNET__TUNING_ALPHA, 2) == 1e-4);
+  ck_assert(crnet__tuning_get(&t, CRNET__TUNING_ALPHA, 1000) == 4e-4);
+  /* no per-p figure: the plain key, at every p */
+  ck_assert(crnet__tuning_get(&t, CRNET__TUNING_BETA, 2) == 2e-9);
+  ck_assert(crnet__tuning_get(&t, CRNET__TUNING_BETA, 77) == 2e-9);
+  ck_assert(crnet__tuning_get(&t, CRNET__TUNING_GAMMA, 5) ==
+            CRNET__TUNING_DEFAULT_GAMMA);
+}
+END_TEST
+
+START_TEST(test_load_file) {
+  crnet__tuning t;
+  char path[256], missing[256];
+  char *big;
+  snprintf(path, sizeof path, "%s/good", tmpdir);
+  snprintf(missing, sizeof missing, "%s/none", tmpdir);
+  write_file(path, "alpha = 7e-5\n", 13);
+  ck_assert_msg(crnet__tuning_load_file(&t, path, true, err, sizeof err) == 0,
+                "%s", err);
+  ck_assert(t.base[CRNET__TUNING_ALPHA] == 7e-5);
+  ck_assert_str_eq(t.source, path);
+
+  /* missing at the default place: the defaults; named by
+   * CRNET_TUNING_FILE: an error naming it */
+  ck_assert_int_eq(crnet__tuning_load_file(&t, missing, false, err, sizeof err),
+                   0);
+  ck_assert(t.base[CRNET__TUNING_ALPHA] == CRNET__TUNING_DEFAULT_ALPHA);
+  ck_assert_str_eq(t.source, "built-in defaults");
+  ck_assert_int_eq(crnet__tuning_load_file(&t, missing, true, err, sizeof err),
+                   CRNET_EINVAL);
+  ck_assert_msg(strstr(err, missing) != NULL &&
+                    strstr(err, "CRNET_TUNING_FILE") != NULL &&
+                    strstr(err, "No such file") != NULL,
+                "%s", err);
+
+  /* a malformed file names itself and the line */
+  write_file(path, "alpha = 7e-5\nbeta = 7e-5 # ok\ngamma = much\n", 43);
+  ck_assert_int_eq(crnet__tuning_load_file(&t, path, false, err, sizeof err),
+                   CRNET_EINVAL);
+  ck_assert_msg(strstr(err, "line 3: gamma = 'much' is not a number") != NULL &&
+                    strstr(err, path) != NULL,
+                "%s", err);
+
+  /* a directory cannot be read */
+  ck_assert_int_eq(crnet__tuning_load_file(&t, tmpdir, false, err, sizeof err),
+                   CRNET_EIO);
+  ck_assert_msg(strstr(err, tmpdir) != NULL, "%s", err);
+
+  /* too large to be a tuning file */
+  big = malloc(CRNET__TUNING_MAX_FILE_BYTES + 10);
+  ck_assert_ptr_nonnull(big);
+  memset(big, '#', CRNET__TUNING_MAX_FILE_BYTES + 10);
+  write_file(path, big, CRNET__TUNING_MAX_FILE_BYTES + 10);
+  free(big);
+  ck_assert_int_eq(crnet__tuning_load_file(&t, path, false, err, sizeof err),
+                   CRNET_EINVAL);
+  ck_assert_msg(strstr(err, "larger than") != NULL, "%s", err);
+  unlink(path);
+}
+END_TEST
+
+START_TEST(test_path_and_init) {
+  crnet__tuning t;
+  char path[512], file[256];
+  snprintf(file, sizeof file, "%s/mine", tmpdir);
+  write_file(file, "beta = 4e-9\n", 12);
+
+  setenv("CRNET_TUNING_FILE", file, 1);
+  ck_assert_int_eq(crnet__tuning_path(path, sizeof path), 1);
+  ck_assert_str_eq(path, file);
+  ck_assert_int_eq(crnet__tuning_init(&t, 0, err, sizeof err), 0);
+  ck_assert(t.base[CRNET__TUNING_BETA] == 4e-9);
+  /* other ranks never read it: they get rank 0's in the rendezvous */
+  ck_assert_int_eq(crnet__tuning_init(&t, 3, err, sizeof err), 0);
+  ck_assert(t.base[CRNET__TUNING_BETA] == CRNET__TUNING_DEFAULT_BETA);
+
+  setenv("CRNET_TUNING_FILE", "", 1); /* set but empty: no file */
+  ck_assert_int_eq(crnet__tuning_path(path, sizeof path), -1);
+  ck_assert_int_eq(crnet__tuning_init(&t, 0, err, sizeof err), 0);
+  ck_assert_str_eq(t.source, "built-in defaults");
+
+  unsetenv("CRNET_TUNING_FILE");
+  setenv("XDG_CONFIG_HOME", "/xdg", 1);
+  setenv("HOME", "/home/h", 1);
+  ck_assert_int_eq(crnet__tuning_path(path, sizeof path), 0);
+  ck_assert_str_eq(path, "/xdg/crnet/tuning");
+  setenv("XDG_CONFIG_HOME", "relative", 1); /* not absolute: ignored */
+  ck_assert_int_eq(crnet__tuning_path(path, sizeof path), 0);
+  ck_assert_str_eq(path, "/home/h/.config/crnet/tuning");
+  unsetenv("XDG_CONFIG_HOME");
+  ck_assert_int_eq(crnet__tuning_path(path, sizeof path), 0);
+  ck_assert_str_eq(path, "/home/h/.config/crnet/tuning");
+  /* nothing there: the defaults, no error */
+  ck_assert_int_eq(crnet__tuning_init(&t, 0, err, sizeof err), 0);
+  unsetenv("HOME");
+  ck_assert_int_eq(crnet__tuning_path(path, sizeof path), -1);
+
+  setenv("CRNET_TUNING_FILE", tmpdir, 1); /* named, but a directory */
+  ck_assert_int_ne(crnet__tuning_init(&t, 0, err, sizeof err), 0);
+  ck_assert_int_eq(crnet__tuning_init(&t, 1, err, sizeof err), 0);
+  unsetenv("CRNET_TUNING_FILE");
+  unlink(file);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------
+ * The wire encoding
+ */
+
+START_TEST(test_wire_round_trip) {
+  crnet__tuning t, u;
+  uint8_t w[CRNET__TUNING_WIRE_SIZE], w2[CRNET__TUNING_WIRE_SIZE];
+  ck_assert_msg(parse(&t, "alpha = 3e-5\nalpha.2 = 1e-5\nalpha.16 = 9e-4\n"
+                          "beta = 1.25e-9\ngamma = 0\ngamma.3 = 2e-10\n") == 0,
+                "%s", err);
+  crnet__tuning_encode(&t, w);
+  ck_assert_int_eq(crnet__tuning_decode(w, "rank 0", &u), 0);
+  ck_assert_str_eq(u.source, "rank 0");
+  for (int k = 0; k < CRNET__TUNING_NPARAMS; k++) {
+    ck_assert(u.base[k] == t.base[k]);
+    ck_assert_uint_eq(u.npoints[k], t.npoints[k]);
+    for (uint32_t i = 0; i < t.npoints[k]; i++) {
+      ck_assert_int_eq(u.points[k][i].p, t.points[k][i].p);
+      ck_assert(u.points[k][i].value == t.points[k][i].value);
+    }
+  }
+  crnet__tuning_encode(&u, w2);
+  ck_assert_mem_eq(w, w2, sizeof w);
+  crnet__tuning_defaults(&t);
+  crnet__tuning_encode(&t, w);
+  ck_assert_int_eq(crnet__tuning_decode(w, "x", &u), 0);
+}
+END_TEST
+
+static void put_f64(uint8_t *p, double v) {
+  uint64_t b;
+  memcpy(&b, &v, 8);
+  for (int i = 0; i < 8; i++)
+    p[i] = (uint8_t)(b >> (8 * i));
+}
+
+START_TEST(test_wire_rejects) {
+  crnet__tuning t, keep;
+  uint8_t good[CRNET__TUNING_WIRE_SIZE], w[CRNET__TUNING_WIRE_SIZE];
+  const size_t P = CRNET__TUNING_WIRE_PARAM;
+  ck_assert_msg(parse(&t, "alpha.2 = 1e-5\nalpha.4 = 2e-5\n") == 0, "%s", err);
+  crnet__tuning_encode(&t, good);
+  keep = constants(1, 1e-3, 1e-3);
+  struct {
+    size_t off;
+    double v;
+    const char *what;
+  } bad_values[] = {
+      {0, 0, "alpha 0"},
+      {0, NAN, "alpha NaN"},
+      {P, -1e-9, "beta < 0"},
+      {P, INFINITY, "beta inf"},
+      {2 * P, -1e-12, "gamma < 0"},
+      {16, 0, "alpha.2 = 0"},
+      {28, 5, "alpha.4 = 5"},
+  };
+  for (size_t i = 0; i < sizeof bad_values / sizeof bad_values[0]; i++) {
+    memcpy(w, good, sizeof w);
+    put_f64(w + bad_values[i].off, bad_values[i].v);
+    t = keep;
+    ck_assert_msg(crnet__tuning_decode(w, "x", &t) == CRNET_EIO, "%s accepted",
+                  bad_values[i].what);
+    ck_assert_msg(t.base[CRNET__TUNING_ALPHA] == 1, "%s: t changed",
+                  bad_values[i].what);
+  }
+  /* too many points; points out of order, repeated, out of range; a
+   * non-zero unused slot */
+  memcpy(w, good, sizeof w);
+  w[8] = CRNET__TUNING_MAX_POINTS + 1;
+  ck_assert_int_eq(crnet__tuning_decode(w, "x", &t), CRNET_EIO);
+  memcpy(w, good, sizeof w);
+  w[24] = 1; /* alpha.4 becomes alpha.1 */
+  ck_assert_int_eq(crnet__tuning_decode(w, "x", &t), CRNET_EIO);
+  memcpy(w, good, sizeof w);
+  w[24] = 2; /* alpha.2 twice */
+  ck_assert_int_eq(crnet__tuning_decode(w, "x", &t), CRNET_EIO);
+  memcpy(w, good, sizeof w);
+  w[24] = 0; /* alpha.0 */
+  ck_assert_int_eq(crnet__tuning_decode(w, "x", &t), CRNET_EIO);
+  memcpy(w, good, sizeof w);
+  w[12 + 12 * 2] = 8; /* slot 2 of alpha is unused */
+  ck_assert_int_eq(crnet__tuning_decode(w, "x", &t), CRNET_EIO);
+  memcpy(w, good, sizeof w);
+  w[P + 12 + 12 * 15 + 11] = 1; /* the last byte of beta's last slot */
+  ck_assert_int_eq(crnet__tuning_decode(w, "x", &t), CRNET_EIO);
+}
+END_TEST
+
+/* Whatever the bytes, decode either refuses them or yields constants the
+ * parser would accept (and encode gives the bytes back). */
+START_TEST(test_wire_fuzz) {
+  uint8_t good[CRNET__TUNING_WIRE_SIZE], w[CRNET__TUNING_WIRE_SIZE],
+      again[CRNET__TUNING_WIRE_SIZE];
+  crnet__tuning t;
+  uint64_t x = 0x243F6A8885A308D3u;
+  int accepted = 0;
+  ck_assert_msg(parse(&t, "alpha.2 = 1e-5\nbeta.8 = 2e-9\n") == 0, "%s", err);
+  crnet__tuning_encode(&t, good);
+  for (int round = 0; round < 20000; round++) {
+    memcpy(w, good, sizeof w);
+    for (int flips = 0; flips < 1 + round % 3; flips++) {
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      w[x % sizeof w] ^= (uint8_t)(1u << ((x >> 32) % 8));
+    }
+    if (crnet__tuning_decode(w, "f", &t) != 0)
+      continue;
+    accepted++;
+    for (int k = 0; k < CRNET__TUNING_NPARAMS; k++) {
+      ck_assert(isfinite(t.base[k]) && t.base[k] >= 0);
+      ck_assert_uint_le(t.npoints[k], CRNET__TUNING_MAX_POINTS);
+    }
+    crnet__tuning_encode(&t, again);
+    ck_assert_mem_eq(w, again, sizeof w);
+  }
+  /* flips of a mantissa bit keep a valid value: some must pass */
+  ck_assert_int_gt(accepted, 0);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------
+ * auto's choices under given constants
+ */
+
+START_TEST(test_auto_latency_bound) {
+  /* α dominates: the fewest rounds win */
+  crnet__tuning t = constants(1e-3, 1e-12, 1e-13);
+  ck_assert_str_eq(auto_pick(CRNET_COLL_ALLREDUCE, false, 8, 4096, true, &t),
+                   "hypercube"); /* 3 rounds against 6 */
+  ck_assert_str_eq(auto_pick(CRNET_COLL_ALLREDUCE, false, 6, 4096, true, &t),
+                   "star"); /* 3! = 6: 3 rounds, allgather-reduce too */
+  ck_assert_str_eq(auto_pick(CRNET_COLL_ALLREDUCE, false, 5, 4096, true, &t),
+                   "allgather-reduce"); /* ceil(log2 5) = 3 rounds */
+  ck_assert_str_eq(auto_pick(CRNET_COLL_ALLTOALL, false, 16, 1 << 20, true, &t),
+                   "bruck");
+  ck_assert_str_eq(auto_pick(CRNET_COLL_ALLGATHER, false, 7, 4096, true, &t),
+                   "circulant");
+  ck_assert_str_eq(auto_pick(CRNET_COLL_BARRIER, false, 13, 0, true, &t),
+                   "circulant");
+}
+END_TEST
+
+START_TEST(test_auto_bandwidth_bound) {
+  /* β dominates: optimal volume wins, in the fewest rounds among those */
+  crnet__tuning t = constants(1e-9, 1e-6, 1e-7);
+  ck_assert_str_eq(auto_pick(CRNET_COLL_ALLREDUCE, false, 8, 1 << 20, true, &t),
+                   "circulant");
+  ck_assert_str_eq(auto_pick(CRNET_COLL_ALLREDUCE, false, 7, 1 << 20, true, &t),
+                   "circulant");
+  ck_assert_str_eq(auto_pick(CRNET_COLL_ALLTOALL, false, 16, 1 << 20, true, &t),
+                   "pairwise");
+  ck_assert_str_eq(auto_pick(CRNET_COLL_ALLTOALL, false, 5, 1 << 20, true, &t),
+                   "pairwise");
+  ck_assert_str_eq(
+      auto_pick(CRNET_COLL_REDUCE_SCATTER, false, 12, 1 << 20, true, &t),
+      "circulant");
+  ck_assert_str_eq(auto_pick(CRNET_COLL_BCAST, false, 9, 1 << 20, true, &t),
+                   "circulant");
+  ck_assert_str_eq(auto_pick(CRNET_COLL_SCAN, false, 9, 1 << 20, true, &t),
+                   "circulant");
+  ck_assert_str_eq(auto_pick(CRNET_COLL_SCAN, true, 9, 1 << 20, true, &t),
+                   "circulant");
+}
+END_TEST
+
+START_TEST(test_auto_crossover_where_the_model_says) {
+  /* At p = 8, hypercube costs 3(α + mβ + mγ), circulant 6α + 1.75mβ +
+   * 0.875mγ: equal at m* = 3α / (1.25β + 2.125γ). */
+  crnet__tuning t = constants(4e-5, 1e-9, 1.5e-10);
+  double mstar = 3 * 4e-5 / (1.25e-9 + 2.125 * 1.5e-10);
+  uint64_t below = (uint64_t)(mstar / 4) * 4 - 4, above = below + 12;
+  ck_assert_str_eq(auto_pick(CRNET_COLL_ALLREDUCE, false, 8, below, true, &t),
+                   "hypercube");
+  ck_assert_str_eq(auto_pick(CRNET_COLL_ALLREDUCE, false, 8, above, true, &t),
+                   "circulant");
+  /* all-to-all at p = 16: bruck 4α + 2mβ, pairwise 15α + (15/16)mβ */
+  mstar = 11 * 4e-5 / ((2 - 15.0 / 16) * 1e-9);
+  below = (uint64_t)(mstar / 64) * 64 - 64;
+  ck_assert_str_eq(auto_pick(CRNET_COLL_ALLTOALL, false, 16, below, true, &t),
+                   "bruck");
+  ck_assert_str_eq(
+      auto_pick(CRNET_COLL_ALLTOALL, false, 16, below + 128, true, &t),
+      "pairwise");
+}
+END_TEST
+
+START_TEST(test_auto_non_commutative) {
+  crnet__tuning lat = constants(1e-3, 1e-12, 1e-13),
+                bw = constants(1e-9, 1e-6, 1e-7);
+  static const char *const ordered[] = {"rabenseifner", "hypercube", "star",
+                                        "allgather-reduce",
+                                        "circulant-linear"};
+  /* Every pick for a non-commutative operator keeps rank order: one of the
+   * order-keeping families, or circulant where crnet__select accepts it
+   * (its skips keep order at this p). */
+  for (int32_t p = 1; p <= 40; p++) {
+    static const crnet_collective colls[] = {CRNET_COLL_ALLREDUCE,
+                                             CRNET_COLL_REDUCE_SCATTER,
+                                             CRNET_COLL_REDUCE};
+    for (size_t c = 0; c < 3; c++) {
+      for (int k = 0; k < 2; k++) {
+        uint64_t counts[64];
+        crnet__call call = make_call(colls[c], false, p, 4 << 10, false,
+                                     k ? &bw : &lat, counts);
+        const char *name, *chosen;
+        uint32_t id;
+        bool ok = false;
+        ck_assert_int_eq(crnet__auto_choose(&call, &name, NULL), 0);
+        for (size_t i = 0; i < sizeof ordered / sizeof ordered[0]; i++)
+          ok |= strcmp(name, ordered[i]) == 0;
+        if (strcmp(name, "circulant") == 0)
+          ok = crnet__select("circulant", &call, &chosen, &id, err,
+                             sizeof err) == 0;
+        ck_assert_msg(ok, "p = %d coll %d: %s does not keep rank order", p,
+                      (int)colls[c], name);
+        /* and "auto" resolves to it through crnet__select */
+        ck_assert_int_eq(
+            crnet__select("auto", &call, &chosen, &id, err, sizeof err), 0);
+        ck_assert_str_eq(chosen, name);
+      }
+    }
+  }
+  /* p = 5, small: circulant reorders, so reduce-scatter goes to the
+   * linear circulant (4 rounds) rather than rabenseifner (5 with the
+   * fold); at p = 8 rabenseifner needs 3. */
+  ck_assert_str_eq(
+      auto_pick(CRNET_COLL_REDUCE_SCATTER, false, 5, 4096, false, &lat),
+      "circulant-linear");
+  ck_assert_str_eq(
+      auto_pick(CRNET_COLL_REDUCE_SCATTER, false, 8, 4096, false, &lat),
+      "rabenseifner");
+  ck_assert_str_eq(
+      auto_pick(CRNET_COLL_REDUCE_SCATTER, false, 8, 4096, true, &lat),
+      "circulant");
+  ck_assert_str_eq(auto_pick(CRNET_COLL_ALLREDUCE, false, 8, 1 << 20, false, &bw),
+                   "rabenseifner");
+  ck_assert_str_eq(auto_pick(CRNET_COLL_ALLREDUCE, false, 5, 1 << 20, false, &bw),
+                   "circulant-linear");
+}
+END_TEST
+
+START_TEST(test_auto_same_on_every_rank) {
+  crnet__tuning t = constants(4e-5, 1e-9, 1.5e-10);
+  static const crnet_collective colls[] = {
+      CRNET_COLL_ALLREDUCE, CRNET_COLL_REDUCE_SCATTER, CRNET_COLL_ALLGATHER,
+      CRNET_COLL_BCAST,     CRNET_COLL_REDUCE,         CRNET_COLL_SCAN,
+      CRNET_COLL_ALLTOALL,  CRNET_COLL_BARRIER};
+  for (int32_t p = 1; p <= 17; p++)
+    for (size_t c = 0; c < sizeof colls / sizeof colls[0]; c++)
+      for (uint64_t m = 0; m <= (1u << 22); m = m ? m * 4 : 4) {
+        uint64_t counts[64];
+        crnet__call call =
+            make_call(colls[c], false, p, m, c % 2 == 0, &t, counts);
+        const char *first = NULL, *name;
+        for (int32_t r = 0; r < p; r++) {
+          call.rank = r;
+          call.root = (r * 7) % p;
+          call.in_place = r % 2;
+          ck_assert_int_eq(crnet__auto_choose(&call, &name, NULL), 0);
+          if (first == NULL)
+            first = name;
+          ck_assert_msg(strcmp(first, name) == 0,
+                        "p = %d coll %d m = %llu: rank %d picks %s, rank 0 %s",
+                        p, (int)colls[c], (unsigned long long)m, r, name,
+                        first);
+        }
+      }
+}
+END_TEST
+
+START_TEST(test_auto_per_p_alpha) {
+  /* α that grows with p (more ranks than cores): the same message goes to
+   * the fewest rounds at p = 16 but to optimal volume at p = 2. */
+  crnet__tuning t;
+  ck_assert_msg(parse(&t, "beta = 1e-9\ngamma = 1.5e-10\nalpha.2 = 1e-6\n"
+                          "alpha.16 = 1e-2\n") == 0,
+                "%s", err);
+  ck_assert_str_eq(auto_pick(CRNET_COLL_ALLREDUCE, false, 2, 1 << 20, true, &t),
+                   "circulant");
+  ck_assert_str_eq(
+      auto_pick(CRNET_COLL_ALLREDUCE, false, 16, 1 << 20, true, &t),
+      "hypercube");
+  ck_assert_str_eq(auto_pick(CRNET_COLL_ALLTOALL, false, 2, 1 << 20, true, &t),
+                   "bruck");
+  ck_assert_str_eq(auto_pick(CRNET_COLL_ALLTOALL, false, 16, 1 << 20, true, &t),
+                   "bruck");
+  /* NULL tuning: the built-in defaults, as a comm without a file */
+  uint64_t counts[64];
+  crnet__call call =
+      make_call(CRNET_COLL_ALLREDUCE, false, 8, 4096, true, NULL, counts);
+  const char *name;
+  ck_assert_int_eq(crnet__auto_choose(&call, &name, NULL), 0);
+  ck_assert_str_eq(name, "hypercube");
+}
+END_TEST
+
+/* ------------------------------------------------------------------------
+ * The model against the schedules
+ */
+
+/* Per round, the busiest rank's rounds, bytes moved and bytes reduced,
+ * summed over rounds: crsched --cost's synchronous-round figures with α,
+ * β, γ taken one at a time. Also the exact price under one tuning (the
+ * busiest rank per round of the combined cost). */
+typedef struct exact {
+  double rounds, moved, reduced;
+  double *round_cost[3]; /* per tuning set, per round: max over ranks */
+  uint32_t nrounds;
+} exact;
+
+static const crnet__tuning *price_sets[3];
+
+static void exact_of(const char *name, const crnet__call *proto, exact *e) {
+  uint32_t cap = 0;
+  double *rmax[3] = {NULL, NULL, NULL};
+  memset(e, 0, sizeof *e);
+  for (int32_t r = 0; r < proto->p; r++) {
+    crnet__call call = *proto;
+    crnet__schedule s;
+    call.rank = r;
+    ck_assert_int_eq(crnet__build(name, &call, &s), 0);
+    if (s.nrounds > cap) {
+      for (int k = 0; k < 3; k++) {
+        rmax[k] = realloc(rmax[k], sizeof(double) * s.nrounds * 4);
+        ck_assert_ptr_nonnull(rmax[k]);
+        for (uint32_t i = cap * 4; i < s.nrounds * 4; i++)
+          rmax[k][i] = 0;
+      }
+      cap = s.nrounds;
+    }
+    for (uint32_t k = 0; k < s.nrounds; k++) {
+      const crnet__round *ro = &s.rounds[k];
+      double comm = ro->send.peer >= 0 || ro->recv.peer >= 0;
+      double sent = ro->send.peer >= 0
+                        ? (double)crnet__xfer_count(&s, &ro->send) * call.esize
+                        : 0;
+      double recv = ro->recv.peer >= 0
+                        ? (double)crnet__xfer_count(&s, &ro->recv) * call.esize
+                        : 0;
+      double red = 0, moved = sent > recv ? sent : recv;
+      for (uint32_t i = 0; i < ro->nsteps; i++)
+        if (s.steps[ro->first_step + i].kind == CRNET__STEP_REDUCE)
+          red += (double)s.steps[ro->first_step + i].src.count * call.esize;
+      /* slots 0..2: the terms alone; slot 3: unused */
+      double terms[3] = {comm, moved, red};
+      for (int t = 0; t < 3; t++) {
+        double a = crnet__tuning_get(price_sets[t], CRNET__TUNING_ALPHA, call.p),
+               b = crnet__tuning_get(price_sets[t], CRNET__TUNING_BETA, call.p),
+               g = crnet__tuning_get(price_sets[t], CRNET__TUNING_GAMMA, call.p);
+        double c = a * comm + b * moved + g * red;
+        if (c > rmax[t][4 * k + 3])
+          rmax[t][4 * k + 3] = c;
+      }
+      for (int j = 0; j < 3; j++)
+        if (terms[j] > rmax[0][4 * k + j])
+          rmax[0][4 * k + j] = terms[j];
+    }
+    crnet__sched_free(&s);
+  }
+  for (uint32_t k = 0; k < cap; k++) {
+    e->rounds += rmax[0][4 * k];
+    e->moved += rmax[0][4 * k + 1];
+    e->reduced += rmax[0][4 * k + 2];
+  }
+  for (int t = 0; t < 3; t++) {
+    e->round_cost[t] = malloc(sizeof(double) * (cap ? cap : 1));
+    ck_assert_ptr_nonnull(e->round_cost[t]);
+    for (uint32_t k = 0; k < cap; k++)
+      e->round_cost[t][k] = rmax[t][4 * k + 3];
+    free(rmax[t]);
+  }
+  e->nrounds = cap;
+}
+
+static double exact_price(const exact *e, int t) {
+  double sum = 0;
+  for (uint32_t k = 0; k < e->nrounds; k++)
+    sum += e->round_cost[t][k];
+  return sum;
+}
+
+static void exact_free(exact *e) {
+  for (int t = 0; t < 3; t++)
+    free(e->round_cost[t]);
+}
+
+/* |model - exact| within `rel` of exact (or both tiny). */
+static bool close_to(double model, double exact_v, double rel) {
+  return fabs(model - exact_v) <= rel * exact_v + 1e-9;
+}
+
+static const struct {
+  crnet_collective coll;
+  bool exclusive;
+} model_colls[] = {
+    {CRNET_COLL_ALLREDUCE, false}, {CRNET_COLL_REDUCE_SCATTER, false},
+    {CRNET_COLL_ALLGATHER, false}, {CRNET_COLL_BCAST, false},
+    {CRNET_COLL_REDUCE, false},    {CRNET_COLL_SCAN, false},
+    {CRNET_COLL_SCAN, true},       {CRNET_COLL_ALLTOALL, false},
+    {CRNET_COLL_BARRIER, false},
+};
+
+/* The model's rows that model.c states only approximately, and by how
+ * much at most; every other row within 1% (block rounding). */
+static double tolerance(crnet_collective coll, const char *name, int32_t p) {
+  bool pow2 = (p & (p - 1)) == 0;
+  if (pow2)
+    return 0.01;
+  if ((coll == CRNET_COLL_REDUCE_SCATTER && strcmp(name, "rabenseifner") == 0) ||
+      (coll == CRNET_COLL_ALLGATHER && strcmp(name, "hypercube") == 0))
+    return 0.25;
+  return 0.01;
+}
+
+static void check_model_at(int32_t p) {
+  crnet__tuning lat = constants(1e-4, 1e-10, 1e-11),
+                mid = constants(4e-5, 1e-9, 1.5e-10),
+                bw = constants(1e-7, 1e-9, 5e-10);
+  price_sets[0] = &lat;
+  price_sets[1] = &mid;
+  price_sets[2] = &bw;
+  for (size_t c = 0; c < sizeof model_colls / sizeof model_colls[0]; c++) {
+    crnet_collective coll = model_colls[c].coll;
+    bool excl = model_colls[c].exclusive;
+    /* a vector of 960·p bytes: whole blocks of 4-byte elements */
+    uint64_t m = coll == CRNET_COLL_BARRIER ? 0 : (uint64_t)p * 960;
+    uint64_t counts[64];
+    double best_exact[3] = {0, 0, 0};
+    const char *pick[3];
+    double pick_exact[3] = {0, 0, 0};
+    for (int t = 0; t < 3; t++) {
+      crnet__call call = make_call(coll, excl, p, m, true, price_sets[t], counts);
+      ck_assert_int_eq(crnet__auto_choose(&call, &pick[t], NULL), 0);
+    }
+    for (size_t i = 0; crnet__auto_candidate(coll, i) != NULL; i++) {
+      const char *name = crnet__auto_candidate(coll, i);
+      crnet__call call = make_call(coll, excl, p, m, true, &mid, counts);
+      crnet__model_terms mt;
+      exact e;
+      if (!crnet__model_terms_of(name, &call, &mt))
+        continue;
+      if (strcmp(name, "allgather-reduce") == 0 && p > 16)
+        continue; /* p·m beyond its memory bound: never priced */
+      exact_of(name, &call, &e);
+      ck_assert_msg(mt.rounds == e.rounds,
+                    "p = %d coll %d%s %s: model %g rounds, schedules %g", p,
+                    (int)coll, excl ? " (ex)" : "", name, mt.rounds, e.rounds);
+      ck_assert_msg(close_to(mt.moved, e.moved,
+                             tolerance(coll, name, p)),
+                    "p = %d coll %d%s %s: model moves %g B, schedules %g B", p,
+                    (int)coll, excl ? " (ex)" : "", name, mt.moved, e.moved);
+      ck_assert_msg(close_to(mt.reduced, e.reduced,
+                             tolerance(coll, name, p)),
+                    "p = %d coll %d%s %s: model reduces %g B, schedules %g B",
+                    p, (int)coll, excl ? " (ex)" : "", name, mt.reduced,
+                    e.reduced);
+      for (int t = 0; t < 3; t++) {
+        double x = exact_price(&e, t);
+        if (best_exact[t] == 0 || x < best_exact[t])
+          best_exact[t] = x;
+        if (strcmp(name, pick[t]) == 0)
+          pick_exact[t] = x;
+      }
+      exact_free(&e);
+    }
+    /* auto's pick, priced by the schedules themselves, is (nearly) the
+     * best there is */
+    for (int t = 0; t < 3; t++)
+      ck_assert_msg(pick_exact[t] <= best_exact[t] * 1.10 + 1e-12,
+                    "p = %d coll %d%s, tuning %d: auto picks %s at %g s, the "
+                    "best candidate costs %g s",
+                    p, (int)coll, excl ? " (ex)" : "", t, pick[t],
+                    pick_exact[t], best_exact[t]);
+  }
+}
+
+START_TEST(test_model_matches_schedules) {
+  check_model_at((int32_t)_i);
+}
+END_TEST
+
+static Suite *tuning_suite(void) {
+  Suite *s = suite_create("tuning");
+  TCase *tc = tcase_create("file");
+  tcase_add_test(tc, test_parse_good);
+  tcase_add_test(tc, test_parse_every_kind_of_bad_line);
+  tcase_add_test(tc, test_parse_nul_byte);
+  tcase_add_test(tc, test_value_for_p);
+  tcase_add_test(tc, test_load_file);
+  tcase_add_test(tc, test_path_and_init);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("wire");
+  tcase_add_test(tc, test_wire_round_trip);
+  tcase_add_test(tc, test_wire_rejects);
+  tcase_add_test(tc, test_wire_fuzz);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("auto");
+  tcase_add_test(tc, test_auto_latency_bound);
+  tcase_add_test(tc, test_auto_bandwidth_bound);
+  tcase_add_test(tc, test_auto_crossover_where_the_model_says);
+  tcase_add_test(tc, test_auto_non_commutative);
+  tcase_add_test(tc, test_auto_same_on_every_rank);
+  tcase_add_test(tc, test_auto_per_p_alpha);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("model");
+  tcase_set_timeout(tc, 120);
+  tcase_add_loop_test(tc, test_model_matches_schedules, 2, 25);
+  tcase_add_loop_test(tc, test_model_matches_schedules, 31, 34);
+  tcase_add_loop_test(tc, test_model_matches_schedules, 48, 49);
+  tcase_add_loop_test(tc, test_model_matches_schedules, 64, 65);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) {
+  SRunner *sr;
+  int failed;
+  if (mkdtemp(tmpdir) == NULL) {
+    perror("mkdtemp");
+    return EXIT_FAILURE;
+  }
+  sr = srunner_create(tuning_suite());
+  srunner_run_all(sr, CK_NORMAL);
+  failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  rmdir(tmpdir);
+  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

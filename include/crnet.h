@@ -25,6 +25,11 @@
  *   CRNET_PORT_RANGE                 lo-hi: ports this process may listen on
  *   CRNET_INIT_TIMEOUT               seconds init may take (default 60)
  *   CRNET_DEBUG                      1: log connection events to stderr
+ *   CRNET_TUNING_FILE                the cost-model constants the auto
+ *                                    schedule uses (read by rank 0 only;
+ *                                    default $XDG_CONFIG_HOME/crnet/tuning
+ *                                    or ~/.config/crnet/tuning; empty: none;
+ *                                    docs/TUNING.md)
  */
 #ifndef CRNET_H
 #define CRNET_H

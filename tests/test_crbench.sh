@@ -3,7 +3,8 @@
 # collective under every schedule that can do it, at p = 3 and 4, with
 # --check over sizes 8..64K; the rows, sizes, counts, roots and bandwidth
 # arithmetic in its JSON (parsed by python3); a wrong element seen as one;
-# the text table; and usage errors.
+# the text table; the link-limit probe at p = 2 and 3 and the efficiency
+# beside rows of 1 MiB; and usage errors.
 #
 #   tests/test_crbench.sh path/to/crlaunch path/to/crbench
 #
@@ -12,7 +13,7 @@
 # library (or a crbench) that drops or invents a schedule fails here.
 #
 # Every check prints "ok" or "FAIL" with what it saw; the script exits 1 if
-# any check failed. Runtime on a 2-core machine: about 5 s, 7 s under
+# any check failed. Runtime on a 2-core machine: about 15 s, 25 s under
 # ASan+UBSan (see docs/PERFORMANCE.md).
 set -u
 
@@ -88,7 +89,8 @@ rooted = coll in ("bcast", "reduce")
 rows = [json.loads(line) for line in sys.stdin if line.strip()]
 problems = []
 keys = {"coll", "size", "count", "type", "op", "schedule", "root", "p",
-        "time_us", "algbw_gbps", "busbw_gbps", "wrong", "iters"}
+        "time_us", "algbw_gbps", "busbw_gbps", "wrong", "iters", "link_gbps",
+        "efficiency"}
 for r in rows:
     if set(r) != keys:
         problems.append("keys %s" % sorted(set(r) ^ keys))
@@ -98,6 +100,10 @@ for r in rows:
                                                 r["wrong"]))
     if r["coll"] != coll or r["p"] != p or r["iters"] != 2:
         problems.append("row %s" % r)
+    # below 1 MiB there is no probe and no efficiency
+    if r["link_gbps"] is not None or r["efficiency"] is not None:
+        problems.append("%s %s B: link %s, efficiency %s" % (
+            r["schedule"], r["size"], r["link_gbps"], r["efficiency"]))
     if r["root"] != (p - 1 if rooted else -1):
         problems.append("%s root %s" % (r["schedule"], r["root"]))
     if not r["time_us"] > 0:
@@ -184,6 +190,54 @@ expect "unchecked JSON: wrong is null, op none" \
   "$(python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["wrong"], r["op"], r["schedule"])' <"$tmp/out")" \
   "None none auto"
 
+# --- the link limit and efficiency ------------------------------------------
+
+for p in 2 3; do
+  bench "$p" --link-limit --json
+  expect "p=$p --link-limit: exit status" "$rc" 0
+  expect "p=$p --link-limit: positive figures" "$(python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+p = int(sys.argv[1])
+good = (r["probe"] == "link-limit" and r["p"] == p and r["reps"] == 3
+        and r["bytes_per_rank"] == 64 << 20 and r["aggregate_gbps"] > 0
+        and abs(r["per_rank_gbps"] * p - r["aggregate_gbps"])
+            <= 1e-6 * r["aggregate_gbps"]
+        and r["rtt_idle_us"] > 0 and r["rtt_loaded_us"] > 0
+        and r["rtt_loaded_max_us"] >= r["rtt_loaded_us"])
+print("ok" if good else r)' "$p" <"$tmp/out")" ok
+done
+bench 2 --link-limit
+expect "--link-limit text: exit status" "$rc" 0
+if grep -q '^#   aggregate [0-9.]* GB/s, per rank [0-9.]* GB/s' "$tmp/out"; then
+  ok "--link-limit text: the limit line"
+else
+  fail "--link-limit text: the limit line: $(cat "$tmp/out" "$tmp/err")"
+fi
+# A sweep that reaches 1 MiB probes first; rows of 1 MiB and more get an
+# efficiency = busbw / link_gbps, smaller rows null.
+bench 2 -c allreduce -s circulant -b 512K -e 1M -n 2 -w 1 --json
+expect "efficiency: exit status" "$rc" 0
+expect "efficiency: null below 1 MiB, busbw / link at 1 MiB" "$(python3 -c '
+import json, sys
+rows = [json.loads(l) for l in sys.stdin if l.strip()]
+small, big = rows
+good = (small["efficiency"] is None and small["link_gbps"] is None
+        and big["link_gbps"] > 0 and big["efficiency"] > 0
+        and abs(big["efficiency"] - big["busbw_gbps"] / big["link_gbps"])
+            <= 1e-6 * big["efficiency"])
+print("ok" if good else rows)' <"$tmp/out")" ok
+bench 2 -c allreduce -s circulant -b 512K -e 1M -n 2 -w 1
+expect "efficiency text: the header has the limit and an eff column" \
+  "$(grep -c '^# link limit: p = 2\|^#  *size .*#wrong  *eff$' "$tmp/out")" 2
+expect "efficiency text: rows end in - (512 KiB) and a number (1 MiB)" \
+  "$(grep -v '^#' "$tmp/out" | awk '{print NF, ($11 == "-" || $11 + 0 > 0)}' | tr '\n' ' ')" \
+  "11 1 11 1 "
+bench 2 -c allreduce -b 1M -n 1 -w 0 --no-link-limit --json
+expect "--no-link-limit: no efficiency" \
+  "$(python3 -c 'import json,sys; print(json.load(sys.stdin)["efficiency"])' <"$tmp/out")" \
+  None
+
 # --- usage ------------------------------------------------------------------
 
 "$CRBENCH" -h >"$tmp/out" 2>&1
@@ -214,6 +268,10 @@ usage_error "stray argument" 2 -c bcast 7
 usage_error "root out of range (after init)" 2 -c bcast -r 2
 usage_error "unknown schedule (after init)" 2 -s hypercube2
 usage_error "schedule cannot do it (after init)" 2 -c scan -s ring
+usage_error "--link-limit on one rank" 1 --link-limit
+usage_error "--calibrate on one rank" 1 --calibrate
+usage_error "--calibrate and --link-limit" 2 --calibrate --link-limit
+usage_error "--tuning-out without --calibrate" 2 --tuning-out x
 
 echo "$checks checks, $fails failed"
 [ "$fails" -eq 0 ]

@@ -64,6 +64,15 @@
  * crlaunch -x) makes that rank flip one byte of each checked result, to show
  * the failure path works.
  *
+ * Efficiency: when the sweep reaches EFFICIENCY_MIN_BYTES (and p >= 2),
+ * crbench first runs the link-limit probe (crbench_link.c: every rank
+ * streaming to its successor over plain TCP at once) and prints, beside
+ * every row of at least that size, efficiency = busbw / (aggregate / p):
+ * how much of what this machine's TCP can do in that pattern the
+ * collective gets. --no-link-limit skips the probe; --link-limit runs it
+ * alone. --calibrate (crbench_calibrate.c) measures the cost model's
+ * constants for `auto` and writes the tuning file.
+ *
  * Errors: bad arguments give one line on stderr (from rank 0) and exit status
  * 2 on every rank; the arguments are parsed before crnet_comm_init, and the
  * checks that need p (the root, the schedule names) right after it, alike on
@@ -88,9 +97,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "crbench.h"
 #include "crnet.h"
 
-#define PROG "crbench"
 #define BUF_ALIGN 64
 #define DEFAULT_ITERS 20
 #define DEFAULT_WARMUP 5
@@ -104,6 +113,17 @@
 #define SUM_MAX_INPUT 3
 /* Untouched receive buffers are filled from this pseudo source rank. */
 #define UNTOUCHED_SOURCE 0x7fffffffu
+/* Rows of at least this size get an efficiency, against the link limit. */
+#define EFFICIENCY_MIN_BYTES ((size_t)1 << 20)
+/* The link-limit probe: bytes each rank streams per repetition, and
+ * repetitions. */
+#define LINK_BYTES ((uint64_t)64 << 20)
+#define LINK_REPS 3
+/* --calibrate's largest message unless -e says otherwise: where auto's
+ * choices are made (crossovers lie between a few KiB and a few hundred);
+ * beyond about 1 MiB TCP loopback's cost per byte grows on the machines
+ * measured so far (docs/TUNING.md), which no linear model fits. */
+#define CALIBRATE_MAX_BYTES ((size_t)1 << 20)
 
 enum {
   EXIT_RIGHT = 0,
@@ -119,7 +139,12 @@ static const char USAGE[] =
     "    crlaunch -n P crbench [-c COLL] [-s SCHEDULE] [-b MIN] [-e MAX]\n"
     "                          [-f FACTOR | -i INCREMENT] [-d TYPE] [-o OP]\n"
     "                          [-n ITERS] [-w WARMUP] [-r ROOT]\n"
-    "                          [--check] [--json] [-v] [-h]\n"
+    "                          [--check] [--json] [--no-link-limit] [-v]\n"
+    "                          [-h]\n"
+    "    crlaunch -n P crbench --link-limit [--json]\n"
+    "    crlaunch -n P crbench --calibrate [--tuning-out FILE] [-e MAX]\n"
+    "                          [-n ITERS] [-w WARMUP] [-d TYPE] [-o OP]\n"
+    "                          [--json]\n"
     "\n"
     "DESCRIPTION\n"
     "    For each size from MIN to MAX and each schedule, runs WARMUP calls\n"
@@ -137,6 +162,9 @@ static const char USAGE[] =
     "      busbw      algbw x 2(p-1)/p (allreduce), x (p-1)/p\n"
     "                 (reduce_scatter, allgather, alltoall), x 1 (others)\n"
     "      #wrong     wrong elements summed over ranks (--check), else N/A\n"
+    "      eff        busbw / (link limit / p), for sizes of 1 MiB and\n"
+    "                 more (see LINK LIMIT); the column is there only when\n"
+    "                 the sweep reaches 1 MiB\n"
     "\n"
     "OPTIONS\n"
     "    -c, --coll COLL      allreduce (default), reduce_scatter, allgather,\n"
@@ -166,7 +194,15 @@ static const char USAGE[] =
     "        --json           one JSON object per row instead of the table:\n"
     "                         coll size count type op schedule root p time_us\n"
     "                         algbw_gbps busbw_gbps wrong (null unchecked)\n"
-    "                         iters\n"
+    "                         iters link_gbps efficiency (null below 1 MiB\n"
+    "                         or without the probe)\n"
+    "        --no-link-limit  no link-limit probe, no efficiency\n"
+    "        --link-limit     only the link-limit probe: print it and exit\n"
+    "        --calibrate      measure the cost model's alpha, beta, gamma\n"
+    "                         for auto and write the tuning file (see\n"
+    "                         CALIBRATION)\n"
+    "        --tuning-out F   --calibrate writes F instead of the file the\n"
+    "                         library reads\n"
     "    -v, --verbose        progress after every size, and a note for each\n"
     "                         schedule -s all leaves out\n"
     "    -h, --help           print this text and exit\n"
@@ -189,6 +225,28 @@ static const char USAGE[] =
     "    root) must come back unchanged. Moved data (allgather, alltoall,\n"
     "    bcast) is checked against its source rank and index.\n"
     "\n"
+    "LINK LIMIT\n"
+    "    Before a sweep that reaches 1 MiB (p >= 2), every rank opens a\n"
+    "    plain TCP connection to the next rank (r to r+1 mod p) on the\n"
+    "    address that reaches the job, and all stream 64 MiB at once while\n"
+    "    timing 8-byte ping-pongs on a second connection; median of 3. The\n"
+    "    aggregate is p x 64 MiB / the slowest rank's time; aggregate / p\n"
+    "    is what one rank can push while all do, the ceiling for busbw:\n"
+    "    eff = busbw / (aggregate / p). The header shows the limit and the\n"
+    "    round trip idle and under that load.\n"
+    "\n"
+    "CALIBRATION\n"
+    "    --calibrate times barrier and 4-byte allreduce (circulant, ring),\n"
+    "    allgather and reduce_scatter (circulant, ring) of MAX/16, MAX/4\n"
+    "    and MAX bytes (-e, default 1M), fits time = rounds x alpha +\n"
+    "    bytes moved x beta + bytes reduced x gamma by least squares in\n"
+    "    relative error, prints the fit, and rank 0 writes alpha, beta,\n"
+    "    gamma and alpha.P, beta.P, gamma.P for this P into --tuning-out\n"
+    "    or the file the library reads (CRNET_TUNING_FILE, else\n"
+    "    $XDG_CONFIG_HOME/crnet/tuning or ~/.config/crnet/tuning),\n"
+    "    keeping the figures of other P. The next job's auto uses them\n"
+    "    (docs/TUNING.md).\n"
+    "\n"
     "EXIT STATUS\n"
     "    0 every result right (or unchecked); 1 a wrong result or a failed\n"
     "    call (crnet_comm_errmsg on stderr); 2 bad usage.\n"
@@ -196,7 +254,9 @@ static const char USAGE[] =
     "EXAMPLES\n"
     "    crlaunch -n 8 crbench -c allreduce -s all -b 8 -e 64M -f 4 --check\n"
     "    crlaunch -n 4 crbench -c alltoall -s bruck,pairwise -b 1K -e 1M "
-    "--json\n";
+    "--json\n"
+    "    crlaunch -n 4 crbench --calibrate\n"
+    "    crlaunch -n 4 crbench --link-limit\n";
 
 /* ------------------------------------------------------------------------
  * What crbench knows of the collectives and the library's names.
@@ -319,6 +379,10 @@ struct options {
   const struct op_desc *op;
   int iters, warmup, root;
   bool check, json, verbose, help;
+  bool calibrate;     /* --calibrate */
+  bool link_only;     /* --link-limit */
+  bool no_link;       /* --no-link-limit */
+  const char *tuning_out;
 };
 
 /* Only rank 0 talks about usage. Before init the rank comes from the
@@ -386,7 +450,14 @@ static bool parse_int(const char *s, int min, int *out) {
   return true;
 }
 
-enum { OPT_CHECK = 256, OPT_JSON };
+enum {
+  OPT_CHECK = 256,
+  OPT_JSON,
+  OPT_CALIBRATE,
+  OPT_TUNING_OUT,
+  OPT_LINK_LIMIT,
+  OPT_NO_LINK_LIMIT
+};
 
 /* Parses argv into *o. Returns 0, or EXIT_USAGE after one line on stderr
  * (from rank 0 only). */
@@ -405,6 +476,10 @@ static int parse_args(int argc, char **argv, struct options *o) {
       {"root", required_argument, NULL, 'r'},
       {"check", no_argument, NULL, OPT_CHECK},
       {"json", no_argument, NULL, OPT_JSON},
+      {"calibrate", no_argument, NULL, OPT_CALIBRATE},
+      {"tuning-out", required_argument, NULL, OPT_TUNING_OUT},
+      {"link-limit", no_argument, NULL, OPT_LINK_LIMIT},
+      {"no-link-limit", no_argument, NULL, OPT_NO_LINK_LIMIT},
       {"verbose", no_argument, NULL, 'v'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
@@ -522,6 +597,22 @@ static int parse_args(int argc, char **argv, struct options *o) {
     case OPT_JSON:
       o->json = true;
       break;
+    case OPT_CALIBRATE:
+      o->calibrate = true;
+      break;
+    case OPT_TUNING_OUT:
+      if (optarg[0] == '\0') {
+        usage_error(speak, "--tuning-out needs a file name");
+        return EXIT_USAGE;
+      }
+      o->tuning_out = optarg;
+      break;
+    case OPT_LINK_LIMIT:
+      o->link_only = true;
+      break;
+    case OPT_NO_LINK_LIMIT:
+      o->no_link = true;
+      break;
     case 'v':
       o->verbose = true;
       break;
@@ -549,6 +640,20 @@ static int parse_args(int argc, char **argv, struct options *o) {
     usage_error(speak, "-f and -i exclude each other");
     return EXIT_USAGE;
   }
+  if (o->calibrate + o->link_only + o->no_link > 1) {
+    usage_error(speak,
+                "--calibrate, --link-limit and --no-link-limit exclude each "
+                "other");
+    return EXIT_USAGE;
+  }
+  if (o->tuning_out != NULL && !o->calibrate) {
+    usage_error(speak, "--tuning-out is for --calibrate");
+    return EXIT_USAGE;
+  }
+  if (o->calibrate && (!have_max || o->max_bytes == 0))
+    o->max_bytes = CALIBRATE_MAX_BYTES;
+  if (o->calibrate || o->link_only)
+    return 0; /* the sweep's options do not apply */
   if (have_increment)
     o->factor = 0;
   if (!have_max)
@@ -624,6 +729,8 @@ struct bench {
   size_t nsched;
   char *sched_list; /* a copy of -s, split into sched[] */
   bool any_wrong;
+  struct crbench_link link; /* the probe's result, if it ran */
+  bool have_link;
 };
 
 /* One row's shape, from the requested size (see the file comment). */
@@ -998,7 +1105,7 @@ static uint64_t count_wrong(const struct bench *b, const struct layout *l) {
  * Running rows.
  */
 
-static double now_s(void) {
+double crbench_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
@@ -1007,6 +1114,13 @@ static double now_s(void) {
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
+}
+
+double crbench_median(double *v, size_t n) {
+  if (n == 0)
+    return 0;
+  qsort(v, n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 static int call(const struct bench *b, const struct layout *l) {
@@ -1072,12 +1186,21 @@ static int root_column(const struct bench *b) {
 static void print_header(const struct bench *b) {
   const struct options *o = b->o;
   printf("# crbench: %s, p = %d, type %s, op %s, iters %d, warmup %d, "
-         "check %s\n#\n",
+         "check %s\n",
          o->coll->name, b->p, type_column(b), op_column(b), o->iters, o->warmup,
          o->check ? "on" : "off");
-  printf("# %10s  %12s  %8s  %6s  %18s  %4s  %9s  %8s  %8s  %6s\n", "size",
-         "count", "type", "redop", "schedule", "root", "time", "algbw", "busbw",
-         "#wrong");
+  if (b->have_link)
+    crbench_link_print(&b->link, b->p, false);
+  printf("#\n");
+  if (b->have_link) {
+    printf("# %10s  %12s  %8s  %6s  %18s  %4s  %9s  %8s  %8s  %6s  %5s\n",
+           "size", "count", "type", "redop", "schedule", "root", "time",
+           "algbw", "busbw", "#wrong", "eff");
+  } else {
+    printf("# %10s  %12s  %8s  %6s  %18s  %4s  %9s  %8s  %8s  %6s\n", "size",
+           "count", "type", "redop", "schedule", "root", "time", "algbw",
+           "busbw", "#wrong");
+  }
   printf("# %10s  %12s  %8s  %6s  %18s  %4s  %9s  %8s  %8s\n", "(B)",
          "(elements)", "", "", "", "", "(us)", "(GB/s)", "(GB/s)");
 }
@@ -1086,6 +1209,10 @@ static void print_row(const struct bench *b, const struct row *r) {
   double us = r->time_s * 1e6;
   double algbw = r->time_s > 0 ? (double)r->l.bytes / r->time_s / 1e9 : 0;
   double busbw = algbw * bus_factor(b);
+  /* efficiency against the link limit, for large rows when probed */
+  bool has_eff = b->have_link && r->l.bytes >= EFFICIENCY_MIN_BYTES &&
+                 b->link.share_bps > 0;
+  double eff = has_eff ? busbw * 1e9 / b->link.share_bps : 0;
   if (b->o->json) {
     printf("{\"coll\": \"%s\", \"size\": %zu, \"count\": %zu, \"type\": "
            "\"%s\", \"op\": \"%s\", \"schedule\": \"%s\", \"root\": %d, "
@@ -1097,7 +1224,12 @@ static void print_row(const struct bench *b, const struct row *r) {
       printf("\"wrong\": %" PRIu64, r->wrong);
     else
       printf("\"wrong\": null");
-    printf(", \"iters\": %d}\n", b->o->iters);
+    printf(", \"iters\": %d", b->o->iters);
+    if (has_eff)
+      printf(", \"link_gbps\": %.9g, \"efficiency\": %.9g}\n",
+             b->link.share_bps / 1e9, eff);
+    else
+      printf(", \"link_gbps\": null, \"efficiency\": null}\n");
   } else {
     char time[32], wrong[32];
     /* nccl-tests' precision: fewer decimals as the time grows. */
@@ -1110,9 +1242,13 @@ static void print_row(const struct bench *b, const struct row *r) {
       snprintf(wrong, sizeof wrong, "%" PRIu64, r->wrong);
     else
       snprintf(wrong, sizeof wrong, "N/A");
-    printf("  %10zu  %12zu  %8s  %6s  %18s  %4d  %9s  %8.3f  %8.3f  %6s\n",
+    printf("  %10zu  %12zu  %8s  %6s  %18s  %4d  %9s  %8.3f  %8.3f  %6s",
            r->l.bytes, r->l.count, type_column(b), op_column(b), r->schedule,
            root_column(b), time, algbw, busbw, wrong);
+    if (has_eff)
+      printf("  %5.2f\n", eff);
+    else
+      printf(b->have_link ? "  %5s\n" : "%s\n", b->have_link ? "-" : "");
   }
   fflush(stdout);
 }
@@ -1149,11 +1285,11 @@ static enum row_outcome run_row(struct bench *b, size_t sched_index,
         fail(b, "timing barrier", sched, l->bytes, rc);
         return ROW_FAILED;
       }
-      t0 = now_s();
+      t0 = crbench_now();
     }
     rc = call(b, l);
     if (timed)
-      b->times[k - o->warmup] = now_s() - t0;
+      b->times[k - o->warmup] = crbench_now() - t0;
     if (rc == CRNET_EUNSUPPORTED) {
       /* Every rank refuses alike, before sending anything. */
       if (b->rank == 0 && !b->noted[sched_index])
@@ -1266,6 +1402,44 @@ static int choose_schedules(struct bench *b) {
 }
 
 /* ------------------------------------------------------------------------
+ * The other modes: the link limit alone, and calibration.
+ */
+
+static int link_main(struct bench *b) {
+  if (b->p < 2) {
+    usage_error(b->rank == 0, "--link-limit needs at least 2 ranks");
+    return EXIT_USAGE;
+  }
+  if (crbench_link_limit(b->comm, LINK_BYTES, LINK_REPS, &b->link) != 0) {
+    crnet_comm_abort(b->comm, EXIT_WRONG);
+    return EXIT_WRONG;
+  }
+  if (b->rank == 0)
+    crbench_link_print(&b->link, b->p, b->o->json);
+  return EXIT_RIGHT;
+}
+
+static int calibrate_main(struct bench *b) {
+  const struct options *o = b->o;
+  struct crbench_calibration c = {.max_bytes = o->max_bytes,
+                                  .iters = o->iters,
+                                  .warmup = o->warmup,
+                                  .dt = o->type->dt,
+                                  .op = o->op->op,
+                                  .out_path = o->tuning_out,
+                                  .json = o->json};
+  if (b->p < 2) {
+    usage_error(b->rank == 0, "--calibrate needs at least 2 ranks");
+    return EXIT_USAGE;
+  }
+  if (crbench_calibrate(b->comm, &c) != 0) {
+    crnet_comm_abort(b->comm, EXIT_WRONG);
+    return EXIT_WRONG;
+  }
+  return EXIT_RIGHT;
+}
+
+/* ------------------------------------------------------------------------
  * main
  */
 
@@ -1299,11 +1473,21 @@ static int run(struct bench *b) {
     crnet_comm_abort(b->comm, EXIT_WRONG);
     return EXIT_WRONG;
   }
+  /* The yardstick for efficiency, once, before anything is timed. */
+  if (o->max_bytes >= EFFICIENCY_MIN_BYTES && b->p > 1 &&
+      o->coll->id != C_BARRIER && !o->no_link) {
+    if (crbench_link_limit(b->comm, LINK_BYTES, LINK_REPS, &b->link) != 0) {
+      crnet_comm_abort(b->comm, EXIT_WRONG);
+      free(sizes);
+      return EXIT_WRONG;
+    }
+    b->have_link = true;
+  }
   if (b->rank == 0 && !o->json)
     print_header(b);
   for (size_t s = 0; s < nsizes; s++) {
     struct layout l = layout_of(b, sizes[s]);
-    double t0 = now_s();
+    double t0 = crbench_now();
     fill_inputs(b, &l);
     for (size_t k = 0; k < b->nsched; k++) {
       struct row r;
@@ -1319,7 +1503,7 @@ static int run(struct bench *b) {
           r.time_s > 0 ? (double)l.bytes / r.time_s / 1e9 * bus_factor(b) : 0;
       busbw_rows[k]++;
     }
-    if (b->rank == 0 && (o->verbose || now_s() - t0 > PROGRESS_SECONDS))
+    if (b->rank == 0 && (o->verbose || crbench_now() - t0 > PROGRESS_SECONDS))
       fprintf(stderr, PROG ": %zu B done (%zu/%zu)\n", sizes[s], s + 1, nsizes);
   }
   free(sizes);
@@ -1387,6 +1571,17 @@ int main(int argc, char **argv) {
             crnet_comm_errmsg(b.comm));
     crnet_comm_destroy(b.comm);
     return EXIT_WRONG;
+  }
+
+  if (o.link_only || o.calibrate) {
+    status = o.link_only ? link_main(&b) : calibrate_main(&b);
+    rc = crnet_comm_destroy(b.comm);
+    if (rc != 0 && status == EXIT_RIGHT) {
+      fprintf(stderr, PROG ": rank %d: crnet_comm_destroy: %s\n", b.rank,
+              crnet_strerror(rc));
+      status = EXIT_WRONG;
+    }
+    return status;
   }
 
   /* The largest buffer of any size is at most max_bytes (a barrier needs

@@ -1,0 +1,200 @@
+#!/bin/sh
+# Tuning end to end: crbench --calibrate writes a tuning file that the
+# library's strict parser accepts and the next job reads; calibrating at
+# another p merges into it; every rank of a job uses rank 0's constants,
+# even when the other ranks' files say otherwise, so all pick the same
+# schedules and the calls succeed; a malformed or missing named file fails
+# crnet_comm_init with a message naming the file (and the line).
+#
+#   tests/test_tuning.sh crlaunch crbench crsched allreduce_time
+#
+# No assertion here is about speed: the calibrated numbers only have to be
+# positive and parse. Every check prints "ok" or "FAIL" with what it saw;
+# the script exits 1 if any check failed. Every job is bounded by
+# crlaunch's --timeout. About 10 s on a 2-core machine.
+set -u
+
+CRLAUNCH=${1:?usage: test_tuning.sh crlaunch crbench crsched allreduce_time}
+CRBENCH=${2:?usage: test_tuning.sh crlaunch crbench crsched allreduce_time}
+CRSCHED=${3:?usage: test_tuning.sh crlaunch crbench crsched allreduce_time}
+ALLREDUCE_TIME=${4:?usage: test_tuning.sh crlaunch crbench crsched allreduce_time}
+fails=0
+checks=0
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+# Nothing from the environment of whoever runs the tests.
+unset CRNET_TUNING_FILE CRNET_ALLREDUCE_SCHEDULE
+export XDG_CONFIG_HOME="$tmp/xdg"
+
+ok() { checks=$((checks + 1)); echo "ok $checks - $1"; }
+fail() {
+  checks=$((checks + 1))
+  fails=$((fails + 1))
+  echo "FAIL $checks - $1"
+}
+expect() {
+  if [ "$2" = "$3" ]; then ok "$1"; else fail "$1: got '$2', want '$3'"; fi
+}
+# contains NAME FILE TEXT: FILE has a line with TEXT in it.
+contains() {
+  if grep -qF -- "$3" "$2"; then ok "$1"; else
+    fail "$1: no '$3' in: $(head -c 600 "$2")"
+  fi
+}
+
+# job P ARGS...: crlaunch -n P ARGS; stdout in $tmp/out, stderr in
+# $tmp/err, exit status in $rc.
+job() {
+  p=$1
+  shift
+  "$CRLAUNCH" -n "$p" --timeout 120 "$@" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+}
+
+# --- calibrate at p = 3, then at p = 2 into the same file -------------------
+
+t="$tmp/tuning"
+job 3 "$CRBENCH" --calibrate --tuning-out "$t" -n 5 -w 1
+expect "calibrate p=3: exit status" "$rc" 0
+[ "$rc" = 0 ] || cat "$tmp/err"
+contains "calibrate p=3: prints alpha" "$tmp/out" "alpha = "
+contains "calibrate p=3: says where it wrote" "$tmp/out" "written to $t"
+# The library's own parser (through crsched) accepts the file.
+"$CRSCHED" --auto -p 3 -m 4096 --tuning "$t" >"$tmp/auto" 2>&1
+expect "the calibrated file parses" "$?" 0
+contains "crsched names the file" "$tmp/auto" "($t)"
+python3 - "$t" >"$tmp/py" 2>&1 <<'EOF'
+import re, sys
+vals = {}
+for line in open(sys.argv[1]):
+    line = line.split("#")[0].strip()
+    if line:
+        k, v = [x.strip() for x in line.split("=")]
+        vals[k] = float(v)
+want = {"alpha", "beta", "gamma", "alpha.3", "beta.3", "gamma.3"}
+if set(vals) != want:
+    print("keys", sorted(vals))
+elif not (vals["alpha"] > 0 and vals["beta"] > 0 and vals["gamma"] >= 0):
+    print("values", vals)
+else:
+    print("ok")
+EOF
+expect "calibrate p=3: keys and positive values" "$(cat "$tmp/py")" ok
+
+job 2 "$CRBENCH" --calibrate --tuning-out "$t" -n 5 -w 1 --json
+expect "calibrate p=2: exit status" "$rc" 0
+expect "calibrate p=2: JSON" "$(python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+print(r["probe"], r["p"], r["alpha"] > 0 and r["beta"] > 0, len(r["rows"]) > 5)
+' <"$tmp/out")" "calibrate 2 True True"
+expect "calibrate p=2 keeps p=3's figures and adds its own" \
+  "$(grep -c '^alpha\.[23] = \|^beta\.[23] = \|^gamma\.[23] = ' "$t")" 6
+"$CRSCHED" --auto -p 16 -m 4096 --tuning "$t" >/dev/null 2>&1
+expect "the merged file parses" "$?" 0
+
+# A line crbench cannot keep stops it, and the file stays as it was.
+cp "$t" "$tmp/before"
+printf 'alpha.4 = 1e-5 extra words\n' >>"$t"
+cp "$t" "$tmp/broken"
+job 2 "$CRBENCH" --calibrate --tuning-out "$t" -n 2 -w 0
+expect "an unmergeable line: exit status" "$rc" 1
+contains "an unmergeable line: named" "$tmp/err" "$t line "
+expect "an unmergeable line: file untouched" "$(cmp -s "$t" "$tmp/broken"; echo $?)" 0
+cp "$tmp/before" "$t"
+
+# Without --tuning-out, calibrate writes where the library looks.
+job 2 "$CRBENCH" --calibrate -n 2 -w 0
+expect "calibrate to the default place: exit status" "$rc" 0
+expect "calibrate to the default place: the file" \
+  "$(grep -c '^alpha.2 = ' "$XDG_CONFIG_HOME/crnet/tuning")" 1
+
+# --- the next job reads it ----------------------------------------------------
+
+job 3 -x CRNET_TUNING_FILE="$t" -x CRNET_DEBUG=1 "$CRBENCH" -c allreduce \
+  -b 8 -e 256K -f 8 -n 2 -w 1 --check --json
+expect "a job with the calibrated file: exit status" "$rc" 0
+expect "every rank reads the file's alpha" \
+  "$(grep -c "tuning: alpha $(sed -n 's/^alpha\.3 = //p' "$t" | python3 -c 'import sys; print("%g" % float(sys.stdin.read()))') s" "$tmp/err")" 3
+contains "rank 0 names the file" "$tmp/err" "crnet[0]: tuning: "
+contains "rank 0 names the file" "$tmp/err" "($t)"
+
+# --- every rank uses rank 0's constants ---------------------------------------
+
+# A: rounds are dear, B: bytes are dear. At p = 4 and 64 KiB, A sends
+# allreduce to hypercube (2 rounds) and all-to-all to bruck (2 rounds), B
+# sends them to circulant and pairwise (least volume).
+printf 'alpha = 1e-2\nbeta = 1e-12\ngamma = 1e-13\n' >"$tmp/A"
+printf 'alpha = 1e-9\nbeta = 1e-6\ngamma = 1e-7\n' >"$tmp/B"
+pick() { # pick FILE COLL BYTES
+  "$CRSCHED" --auto -p 4 -m "$3" --coll "$2" --tuning "$1" --json |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["auto"])'
+}
+expect "A's allreduce at 64K" "$(pick "$tmp/A" allreduce 65536)" hypercube
+expect "B's allreduce at 64K" "$(pick "$tmp/B" allreduce 65536)" circulant
+expect "A's alltoall at 64K" "$(pick "$tmp/A" alltoall 65536)" bruck
+expect "B's alltoall at 64K" "$(pick "$tmp/B" alltoall 65536)" pairwise
+
+# rank 0 reads A, the others B
+cat >"$tmp/split.sh" <<EOF
+#!/bin/sh
+if [ "\$CRNET_RANK" = 0 ]; then CRNET_TUNING_FILE="$tmp/A"
+else CRNET_TUNING_FILE="$tmp/B"; fi
+export CRNET_TUNING_FILE
+exec "\$@"
+EOF
+chmod +x "$tmp/split.sh"
+for coll in allreduce alltoall reduce_scatter allgather; do
+  job 4 -x CRNET_DEBUG=1 "$tmp/split.sh" "$CRBENCH" -c "$coll" -b 4K -e 256K \
+    -f 4 -n 2 -w 1 --check --json
+  expect "rank 0 on A, the others on B: $coll exit status" "$rc" 0
+  expect "rank 0 on A, the others on B: $coll rows" \
+    "$(python3 -c '
+import json, sys
+rows = [json.loads(l) for l in sys.stdin if l.strip()]
+print(len(rows), all(r["wrong"] == 0 for r in rows))' <"$tmp/out")" "4 True"
+done
+expect "every rank has A's alpha" \
+  "$(grep -c 'tuning: alpha 0.01 s, beta 1e-12 s/B' "$tmp/err")" 4
+expect "ranks 1 to 3 say the constants are rank 0's" \
+  "$(grep -c 'crnet\[[123]\]: tuning: .*(rank 0)$' "$tmp/err")" 3
+# The control: ranks that do choose different schedules for one call fail
+# it (the schedule is part of the call signature), so the runs above would
+# have failed had the ranks used their own files.
+cat >"$tmp/diverge.sh" <<EOF
+#!/bin/sh
+if [ "\$CRNET_RANK" = 0 ]; then exec "$ALLREDUCE_TIME" allgather-reduce 65536 2
+else exec "$ALLREDUCE_TIME" circulant 65536 2; fi
+EOF
+chmod +x "$tmp/diverge.sh"
+job 3 "$tmp/diverge.sh"
+if [ "$rc" != 0 ] && grep -q "mismatched calls" "$tmp/err"; then
+  ok "control: different schedules on different ranks fail the call"
+else
+  fail "control: exit $rc, stderr: $(head -c 400 "$tmp/err")"
+fi
+
+# --- bad files ------------------------------------------------------------------
+
+printf 'alpha = 1e-5\n# fine\nbeta = fast\n' >"$tmp/bad"
+job 2 -x CRNET_TUNING_FILE="$tmp/bad" "$CRBENCH" -b 8 -n 1 -w 0
+expect "a malformed file: exit status" "$rc" 1
+contains "a malformed file: file, line and why" "$tmp/err" \
+  "tuning file '$tmp/bad' line 3: beta = 'fast' is not a number"
+job 2 -x CRNET_TUNING_FILE="$tmp/none" "$CRBENCH" -b 8 -n 1 -w 0
+expect "a missing named file: exit status" "$rc" 1
+contains "a missing named file: named" "$tmp/err" \
+  "cannot open the tuning file '$tmp/none' (CRNET_TUNING_FILE)"
+# Only rank 0's file is read: a malformed file elsewhere does not matter.
+cat >"$tmp/badelse.sh" <<EOF
+#!/bin/sh
+if [ "\$CRNET_RANK" != 0 ]; then CRNET_TUNING_FILE="$tmp/bad"
+export CRNET_TUNING_FILE; fi
+exec "\$@"
+EOF
+chmod +x "$tmp/badelse.sh"
+job 3 "$tmp/badelse.sh" "$CRBENCH" -b 8 -e 64 -n 1 -w 0
+expect "a malformed file on ranks 1, 2 only: exit status" "$rc" 0
+
+echo "$checks checks, $fails failed"
+[ "$fails" -eq 0 ]

@@ -30,6 +30,14 @@
  *                                    default $XDG_CONFIG_HOME/crnet/tuning
  *                                    or ~/.config/crnet/tuning; empty: none;
  *                                    docs/TUNING.md)
+ *   CRNET_SPIN_US                    microseconds a wait polls before it
+ *                                    sleeps (default 50, adaptive, when the
+ *                                    host has a core per rank; else 0)
+ *   CRNET_STREAM_PIECE               bytes per piece of a large receive
+ *                                    reduced as it arrives (default 65536;
+ *                                    0: off)
+ *   CRNET_SOCKET_BUFFER              socket buffer bytes per mesh link
+ *                                    (default: the kernel's autotuning)
  */
 #ifndef CRNET_H
 #define CRNET_H

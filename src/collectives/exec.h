@@ -16,9 +16,10 @@
 
 /* Runs s for the collective begun with crnet__coll_begin. send is the
  * caller's input (ignored when in_place: SEND then names recv), recv its
- * output. sig is the call's signature, checked by every receiver. Allocates
- * TEMP (s->temp_count elements) for the call. Returns 0, CRNET_ENOMEM, or
- * the comm's sticky error. */
+ * output. sig is the call's signature, checked by every receiver. TEMP
+ * (s->temp_count elements) comes from the comm's scratch, which is kept
+ * between calls up to 256 MiB (see exec.c). Returns 0, CRNET_ENOMEM, or the
+ * comm's sticky error. */
 int crnet__exec(crnet_comm *c, const crnet__schedule *s, const void *send,
                 void *recv, bool in_place, crnet_datatype dt, crnet_op op,
                 uint32_t sig);

@@ -585,6 +585,7 @@ void crnet__coll_end(crnet_comm *c) { c->cur_coll = -1; }
 
 static void free_comm(crnet_comm *c) {
   crnet__wipe(c->key, sizeof c->key);
+  free(c->temp);
   free(c->peers);
   free(c->table);
   free(c);

@@ -65,6 +65,9 @@ struct crnet_comm {
   /* The executor reduces a receive of at least 4 pieces piece by piece as
    * it arrives (exec.c); 0 turns that off. */
   uint64_t stream_piece;
+  /* The executor's scratch (TEMP), kept between calls (exec.c). */
+  void *temp;
+  size_t temp_bytes;
   int rank;
   int size;
   uint8_t key[CRNET__KEY_BYTES];

@@ -50,24 +50,32 @@ static int reduce_dst_left(crnet_op op, crnet_datatype dt, const void *src,
   return 0;
 }
 
+/* Elements from..from+n of step st. */
+static int apply_step(const crnet__step *st, const exec_bufs *b,
+                      crnet_datatype dt, crnet_op op, bool commutative,
+                      uint64_t from, uint64_t n) {
+  uint8_t *src = (uint8_t *)seg_ptr(b, &st->src) + from * b->esize;
+  uint8_t *dst = (uint8_t *)seg_ptr(b, &st->dst) + from * b->esize;
+  if (st->kind == CRNET__STEP_COPY)
+    memmove(dst, src, n * b->esize);
+  else if (st->order == CRNET__SRC_LEFT || commutative)
+    crnet__reduce(op, dt, src, dst, n);
+  else
+    return reduce_dst_left(op, dt, src, dst, n, b->esize);
+  return 0;
+}
+
 static int run_steps(const crnet__schedule *s, const crnet__round *r,
                      const exec_bufs *b, crnet_datatype dt, crnet_op op) {
   bool commutative = crnet__op_commutative(op);
   for (uint32_t i = 0; i < r->nsteps; i++) {
     const crnet__step *st = &s->steps[r->first_step + i];
-    void *src = seg_ptr(b, &st->src), *dst = seg_ptr(b, &st->dst);
-    uint64_t n = st->src.count;
-    if (n == 0)
+    int rc;
+    if (st->src.count == 0)
       continue;
-    if (st->kind == CRNET__STEP_COPY) {
-      memmove(dst, src, n * b->esize);
-    } else if (st->order == CRNET__SRC_LEFT || commutative) {
-      crnet__reduce(op, dt, src, dst, n);
-    } else {
-      int rc = reduce_dst_left(op, dt, src, dst, n, b->esize);
-      if (rc != 0)
-        return rc;
-    }
+    rc = apply_step(st, b, dt, op, commutative, 0, st->src.count);
+    if (rc != 0)
+      return rc;
   }
   return 0;
 }
@@ -150,8 +158,8 @@ static int run_arrived(const crnet__schedule *s, const crnet__round *r,
   bool commutative = crnet__op_commutative(op);
   for (uint32_t i = 0; i < r->nsteps; i++) {
     const crnet__step *st = &s->steps[r->first_step + i];
-    uint64_t ready, n;
-    uint8_t *src, *dst;
+    uint64_t ready;
+    int rc;
     if (got <= ss[i].start)
       continue;
     ready = (got - ss[i].start) / b->esize;
@@ -159,18 +167,9 @@ static int run_arrived(const crnet__schedule *s, const crnet__round *r,
       ready = st->src.count;
     if (ready <= ss[i].done)
       continue;
-    n = ready - ss[i].done;
-    src = (uint8_t *)seg_ptr(b, &st->src) + ss[i].done * b->esize;
-    dst = (uint8_t *)seg_ptr(b, &st->dst) + ss[i].done * b->esize;
-    if (st->kind == CRNET__STEP_COPY) {
-      memcpy(dst, src, n * b->esize);
-    } else if (st->order == CRNET__SRC_LEFT || commutative) {
-      crnet__reduce(op, dt, src, dst, n);
-    } else {
-      int rc = reduce_dst_left(op, dt, src, dst, n, b->esize);
-      if (rc != 0)
-        return rc;
-    }
+    rc = apply_step(st, b, dt, op, commutative, ss[i].done, ready - ss[i].done);
+    if (rc != 0)
+      return rc;
     ss[i].done = ready;
   }
   return 0;

@@ -288,14 +288,18 @@ typedef void kernel_fn(const void *in, void *inout, size_t count);
       inout[i] = (T)EXPR(in[i], inout[i]);                                     \
   }
 
-/* One loop over 16-bit floats: widen both, combine in float, round back. */
-#define KERNEL16(name, TO_F, FROM_F, EXPR)                                     \
-  static void name(const void *in_, void *inout_, size_t count) {              \
+/* One loop over 16-bit floats: widen both, combine in float, round back.
+ * ATTR: nothing, or a target attribute for a build of the same loop for
+ * wider vectors. */
+#define KERNEL16_ATTR(ATTR, name, TO_F, FROM_F, EXPR)                          \
+  ATTR static void name(const void *in_, void *inout_, size_t count) {         \
     const uint16_t *restrict in = in_;                                         \
     uint16_t *restrict inout = inout_;                                         \
     for (size_t i = 0; i < count; i++)                                         \
       inout[i] = FROM_F((float)EXPR(TO_F(in[i]), TO_F(inout[i])));             \
   }
+#define KERNEL16(name, TO_F, FROM_F, EXPR)                                     \
+  KERNEL16_ATTR(, name, TO_F, FROM_F, EXPR)
 
 /* Operators whose result bits do not depend on signedness: one kernel per
  * width, shared by intN and uintN. */
@@ -422,16 +426,11 @@ F16C_KERNEL(prod_f16, _mm256_mul_ps, prod_f16p)
 
 /* bfloat16 widens and narrows with shifts, which the compiler vectorises by
  * itself; AVX2 doubles the width. */
-#define AVX2_KERNEL16(name, TO_F, FROM_F, EXPR)                                \
-  __attribute__((target("avx2"))) static void name##_avx2(                     \
-      const void *in_, void *inout_, size_t count) {                           \
-    const uint16_t *restrict in = in_;                                         \
-    uint16_t *restrict inout = inout_;                                         \
-    for (size_t i = 0; i < count; i++)                                         \
-      inout[i] = FROM_F((float)EXPR(TO_F(in[i]), TO_F(inout[i])));             \
-  }
-AVX2_KERNEL16(sum_bf16, bfloat16_to_float, float_to_bfloat16, EXPR_FSUM_PIN)
-AVX2_KERNEL16(prod_bf16, bfloat16_to_float, float_to_bfloat16, EXPR_FPROD_PIN)
+#define AVX2_TARGET __attribute__((target("avx2")))
+KERNEL16_ATTR(AVX2_TARGET, sum_bf16_avx2, bfloat16_to_float,
+              float_to_bfloat16, EXPR_FSUM_PIN)
+KERNEL16_ATTR(AVX2_TARGET, prod_bf16_avx2, bfloat16_to_float,
+              float_to_bfloat16, EXPR_FPROD_PIN)
 
 static bool cpu_has_f16c(void) {
   __builtin_cpu_init();

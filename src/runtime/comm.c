@@ -640,11 +640,11 @@ static int usable_cores(void) {
  * the core its peer needs to answer. */
 static void wait_plan(crnet_comm *c, const crnet__settings *s) {
   const char *me = c->table != NULL ? c->table[c->rank].host : "";
-  c->local_ranks = 1;
+  int local_ranks = 1; /* this one included */
   for (int r = 0; r < c->size && c->table != NULL; r++)
     if (r != c->rank && strcmp(c->table[r].host, me) == 0)
-      c->local_ranks++;
-  bool own_cores = c->local_ranks <= usable_cores();
+      local_ranks++;
+  bool own_cores = local_ranks <= usable_cores();
   c->spin_yield = !own_cores;
   if (s->spin_us >= 0)
     c->spin_ns = (uint64_t)s->spin_us * 1000;

@@ -61,7 +61,6 @@ struct crnet_comm {
   int spin_score;        /* recent spins: caught (+1) or in vain (-2) */
   bool spin_yield;       /* more ranks than cores: yield while spinning */
   uint32_t spin_skipped; /* waits that slept at once since the last spin */
-  int local_ranks; /* ranks on this host, this one included */
   /* The executor reduces a receive of at least 4 pieces piece by piece as
    * it arrives (exec.c); 0 turns that off. */
   uint64_t stream_piece;

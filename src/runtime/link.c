@@ -272,6 +272,20 @@ static bool parked(const crnet__link *l) {
   return l->have_header && l->hdr.kind == CRNET__FRAME_DATA && l->recv == NULL;
 }
 
+static bool stage_full(const crnet__link *l) {
+  return l->stage_len - l->stage_off == sizeof l->stage;
+}
+
+/* The posted receive's next byte: skips iovs that are filled. */
+static uint8_t *recv_cursor(crnet__recv_req *r, uint64_t *room) {
+  while (r->iov[r->cur].len == r->cur_got) {
+    r->cur++;
+    r->cur_got = 0;
+  }
+  *room = r->iov[r->cur].len - r->cur_got;
+  return (uint8_t *)r->iov[r->cur].base + r->cur_got;
+}
+
 static bool data_payload_pending(const crnet__link *l) {
   return l->have_header && l->hdr.kind == CRNET__FRAME_DATA && l->recv != NULL &&
          l->recv->got < l->recv->len;
@@ -294,13 +308,7 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
     return;
   }
   if (data_payload_pending(l)) {
-    crnet__recv_req *r = l->recv;
-    while (r->iov[r->cur].len == r->cur_got) {
-      r->cur++;
-      r->cur_got = 0;
-    }
-    want = r->iov[r->cur].len - r->cur_got;
-    buf->base = (char *)r->iov[r->cur].base + r->cur_got;
+    buf->base = (char *)recv_cursor(l->recv, &want);
   } else if (l->have_header && l->hdr.kind != CRNET__FRAME_DATA) {
     want = l->hdr.length - l->control_got;
     buf->base = (char *)l->control + l->control_got;
@@ -397,17 +405,11 @@ static bool header_arrived(crnet__link *l) {
 static void stage_to_recv(crnet__link *l) {
   crnet__recv_req *r = l->recv;
   while (r->got < r->len && l->stage_off < l->stage_len) {
-    uint64_t room, n;
-    while (r->iov[r->cur].len == r->cur_got) {
-      r->cur++;
-      r->cur_got = 0;
-    }
-    room = r->iov[r->cur].len - r->cur_got;
-    n = l->stage_len - l->stage_off;
+    uint64_t room, n = l->stage_len - l->stage_off;
+    uint8_t *to = recv_cursor(r, &room);
     if (n > room)
       n = room;
-    memcpy((uint8_t *)r->iov[r->cur].base + r->cur_got,
-           l->stage + l->stage_off, n);
+    memcpy(to, l->stage + l->stage_off, n);
     l->stage_off += (uint32_t)n;
     r->cur_got += n;
     r->got += n;
@@ -450,7 +452,7 @@ static void process_stage(crnet__link *l) {
    * reading); then the bytes stay in the socket, TCP flow control paces the
    * peer, and the receive, once posted, still gets the rest of a large
    * payload without a copy. */
-  if (parked(l) && l->stage_len - l->stage_off == sizeof l->stage)
+  if (parked(l) && stage_full(l))
     stop_reading(l);
 }
 
@@ -522,8 +524,7 @@ void crnet__link_post_recv(crnet__link *l, crnet__recv_req *r) {
       return;
     process_stage(l);
   }
-  if (link_usable(l) && !(parked(l) && l->stage_len - l->stage_off ==
-                                          sizeof l->stage))
+  if (link_usable(l) && !(parked(l) && stage_full(l)))
     start_reading(l);
 }
 

@@ -38,6 +38,8 @@
  *                                    0: off)
  *   CRNET_SOCKET_BUFFER              socket buffer bytes per mesh link
  *                                    (default: the kernel's autotuning)
+ *   CRNET_ROUNDS_IN_FLIGHT           independent rounds of a schedule run
+ *                                    at once (default 8; 1 to 32)
  */
 #ifndef CRNET_H
 #define CRNET_H

@@ -14,7 +14,9 @@
  * r+j to r+j || receive RECV block r-j from r-j. The own block is copied
  * after round 1.
  *   Per rank: (p-1)·m elements sent and received.
- *   Cost: (p-1)·(α + m·β). No TEMP.
+ *   Cost: (p-1)·(α + m·β). No TEMP. The rounds are independent of each
+ *   other (schedule.h), so the executor keeps several in flight at once
+ *   and the α terms overlap.
  *   In place: a received block may only overwrite its slot once the block
  *   the slot held has left, so the exchange must be symmetric: send block q
  *   to q and receive q's block from q into TEMP (m elements), then copy it
@@ -133,7 +135,13 @@ int crnet__alltoall_pairwise(crnet__schedule *out, int32_t p, int32_t rank,
     for (int32_t j = 1; j < p; j++) {
       int32_t to = pow2 ? rank ^ j : amod((int64_t)rank + j, p);
       int32_t from = pow2 ? rank ^ j : amod((int64_t)rank - j, p);
-      crnet__sched_round(out);
+      /* Every round reads its own SEND block and fills its own RECV
+       * block, from a peer of its own: the executor may run them all at
+       * once. */
+      if (j == 1)
+        crnet__sched_round(out);
+      else
+        crnet__sched_round_independent(out);
       crnet__sched_send_peer(out, to);
       crnet__sched_send(out, to, CRNET__BUF_SEND, (uint64_t)to * count,
                         count);

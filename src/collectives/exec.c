@@ -175,63 +175,123 @@ static int run_arrived(const crnet__schedule *s, const crnet__round *r,
   return 0;
 }
 
-/* One round's exchange, reducing as the receive arrives when the round
- * allows it; then whatever steps are left. */
-static int run_round(crnet_comm *c, const crnet__schedule *s, uint32_t k,
-                     const exec_bufs *b, crnet_datatype dt, crnet_op op,
-                     uint32_t sig) {
-  const crnet__round *r = &s->rounds[k];
-  crnet__iov ssmall[IOV_SMALL], rsmall[IOV_SMALL], *siov, *riov;
-  step_stream sssmall[IOV_SMALL], *ss = sssmall;
-  crnet__xchg x;
-  uint64_t total;
-  bool stream;
-  int rc;
+/* --- running rounds -----------------------------------------------------
+ *
+ * A round runs in two halves: round_start posts its receive and its send,
+ * round_finish waits for them (reducing pieces as they arrive when the
+ * round is streamable) and runs its steps. One round after the other, that
+ * is the whole story. Rounds a schedule marks independent (schedule.h) are
+ * started while earlier rounds of their group are still in flight, up to
+ * c->rounds_in_flight at once, so that their messages travel together and
+ * the per-message latencies overlap instead of adding up (pairwise
+ * all-to-all: p-1 rounds, all independent). Rounds still finish in order,
+ * so steps run in round order. */
 
+typedef struct round_run {
+  uint32_t k;
+  crnet__xchg x;
+  bool exchanging; /* x was started: round_finish must wait for it */
+  bool stream;
+  uint64_t total; /* bytes of the receive */
+  int rc;         /* a failure before the exchange started */
+  crnet__iov ssmall[IOV_SMALL], rsmall[IOV_SMALL], *siov, *riov;
+  step_stream sssmall[IOV_SMALL], *ss;
+} round_run;
+
+static void round_start(crnet_comm *c, const crnet__schedule *s, uint32_t k,
+                        const exec_bufs *b, uint32_t sig, round_run *rr) {
+  const crnet__round *r = &s->rounds[k];
+  rr->k = k;
+  rr->exchanging = false;
+  rr->stream = false;
+  rr->rc = 0;
+  rr->siov = rr->riov = NULL;
+  rr->ss = rr->sssmall;
   if (r->send.peer < 0 && r->recv.peer < 0)
-    return run_steps(s, r, b, dt, op);
-  siov = make_iov(s, &r->send, b, ssmall);
-  riov = make_iov(s, &r->recv, b, rsmall);
-  total = crnet__xfer_count(s, &r->recv) * b->esize;
-  stream = c->stream_piece > 0 && total >= STREAM_MIN_PIECES * c->stream_piece;
-  if (stream && r->nsteps > IOV_SMALL) {
-    ss = malloc(sizeof *ss * r->nsteps);
-    stream = ss != NULL;
-  }
-  if (siov == NULL || riov == NULL) {
-    rc = CRNET_ENOMEM;
-    goto out;
-  }
-  stream = stream && streamable(s, r, b->esize, ss);
-  rc = crnet__xchg_start(c, &x, r->send.peer, siov, r->send.nsegs,
-                         r->recv.peer, riov, r->recv.nsegs, k, sig);
-  if (stream) {
-    uint64_t reduced = 0;
-    while (rc == 0 && reduced < total) {
-      uint64_t want = reduced + c->stream_piece;
-      rc = crnet__xchg_wait(&x, want < total ? want : total);
-      reduced = crnet__xchg_received(&x);
-      if (rc == 0)
-        rc = run_arrived(s, r, b, dt, op, ss, reduced);
+    return; /* local steps only */
+  rr->siov = make_iov(s, &r->send, b, rr->ssmall);
+  rr->riov = make_iov(s, &r->recv, b, rr->rsmall);
+  rr->total = crnet__xfer_count(s, &r->recv) * b->esize;
+  rr->stream = c->stream_piece > 0 &&
+               rr->total >= STREAM_MIN_PIECES * c->stream_piece;
+  if (rr->stream && r->nsteps > IOV_SMALL) {
+    rr->ss = malloc(sizeof *rr->ss * r->nsteps);
+    if (rr->ss == NULL) {
+      rr->ss = rr->sssmall;
+      rr->stream = false;
     }
   }
-  {
+  if (rr->siov == NULL || rr->riov == NULL) {
+    rr->rc = CRNET_ENOMEM;
+    return;
+  }
+  rr->stream = rr->stream && streamable(s, r, b->esize, rr->ss);
+  rr->rc = crnet__xchg_start(c, &rr->x, r->send.peer, rr->siov,
+                             r->send.nsegs, r->recv.peer, rr->riov,
+                             r->recv.nsegs, k, sig);
+  rr->exchanging = true;
+}
+
+static int round_finish(crnet_comm *c, const crnet__schedule *s,
+                        const exec_bufs *b, crnet_datatype dt, crnet_op op,
+                        round_run *rr) {
+  const crnet__round *r = &s->rounds[rr->k];
+  int rc = rr->rc;
+  c->cur_round = rr->k;
+  if (rr->exchanging) {
+    if (rr->stream) {
+      uint64_t reduced = 0;
+      while (rc == 0 && reduced < rr->total) {
+        uint64_t want = reduced + c->stream_piece;
+        rc = crnet__xchg_wait(&rr->x, want < rr->total ? want : rr->total);
+        reduced = crnet__xchg_received(&rr->x);
+        if (rc == 0)
+          rc = run_arrived(s, r, b, dt, op, rr->ss, reduced);
+      }
+    }
     /* Always: wait until libuv has let go of both requests. */
-    int wrc = crnet__xchg_wait(&x, 0);
+    int wrc = crnet__xchg_wait(&rr->x, 0);
     if (rc == 0)
       rc = wrc;
   }
   if (rc == 0)
-    rc = stream ? run_arrived(s, r, b, dt, op, ss, total)
-                : run_steps(s, r, b, dt, op);
-out:
-  if (siov != NULL && siov != ssmall)
-    free(siov);
-  if (riov != NULL && riov != rsmall)
-    free(riov);
-  if (ss != sssmall)
-    free(ss);
+    rc = rr->stream ? run_arrived(s, r, b, dt, op, rr->ss, rr->total)
+                    : run_steps(s, r, b, dt, op);
+  if (rr->siov != NULL && rr->siov != rr->ssmall)
+    free(rr->siov);
+  if (rr->riov != NULL && rr->riov != rr->rsmall)
+    free(rr->riov);
+  if (rr->ss != rr->sssmall)
+    free(rr->ss);
   return rc;
+}
+
+/* Runs every round of s: rounds [head, next) are in flight. After a failure
+ * no round starts, and those in flight are finished (libuv must let go of
+ * their requests before their memory goes). */
+static int run_rounds(crnet_comm *c, const crnet__schedule *s,
+                      const exec_bufs *b, crnet_datatype dt, crnet_op op,
+                      uint32_t sig) {
+  round_run runs[CRNET__MAX_ROUNDS_IN_FLIGHT];
+  uint32_t window = c->rounds_in_flight;
+  uint32_t head = 0, next = 0;
+  int rc = 0;
+  if (window < 1 || window > CRNET__MAX_ROUNDS_IN_FLIGHT)
+    window = 1;
+  for (;;) {
+    while (rc == 0 && next < s->nrounds &&
+           (next == head ||
+            (s->rounds[next].independent && next - head < window))) {
+      round_start(c, s, next, b, sig, &runs[next % window]);
+      next++;
+    }
+    if (head == next)
+      return rc;
+    int frc = round_finish(c, s, b, dt, op, &runs[head % window]);
+    if (rc == 0)
+      rc = frc;
+    head++;
+  }
 }
 
 /* --- scratch -----------------------------------------------------------------
@@ -284,8 +344,7 @@ int crnet__exec(crnet_comm *c, const crnet__schedule *s, const void *send,
     if (b.base[CRNET__BUF_TEMP] == NULL)
       return CRNET_ENOMEM;
   }
-  for (uint32_t k = 0; k < s->nrounds && rc == 0; k++)
-    rc = run_round(c, s, k, &b, dt, op, sig);
+  rc = run_rounds(c, s, &b, dt, op, sig);
   if (s->temp_count > 0)
     put_temp(c);
   return rc;

@@ -58,6 +58,13 @@ void crnet__sched_round(crnet__schedule *s) {
   r->recv.nsegs = 0;
   r->first_step = s->nsteps;
   r->nsteps = 0;
+  r->independent = false;
+}
+
+void crnet__sched_round_independent(crnet__schedule *s) {
+  crnet__sched_round(s);
+  if (!s->oom)
+    s->rounds[s->nrounds - 1].independent = true;
 }
 
 static crnet__round *cur(crnet__schedule *s) {

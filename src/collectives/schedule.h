@@ -38,6 +38,15 @@
  * number, and the simulator checks that the lengths agree. A round may have
  * neither send nor receive (local steps only), and ranks may have different
  * numbers of rounds.
+ *
+ * Independent rounds. A builder may mark a round independent
+ * (crnet__sched_round_independent) when it does not depend on the rounds
+ * before it back to the last unmarked one (its group): it receives from a
+ * peer none of them receives from, it sends nothing they receive or write,
+ * and it receives and writes nothing they send, receive, read or write. The
+ * executor may then run the rounds of a group at the same time (their
+ * messages in flight together, each round's steps still run in round
+ * order); the simulator checks every such claim.
  */
 #ifndef CRNET_SCHEDULE_H
 #define CRNET_SCHEDULE_H
@@ -83,6 +92,7 @@ typedef struct crnet__round {
   crnet__xfer recv;
   uint32_t first_step;
   uint32_t nsteps;
+  bool independent; /* of the rounds of its group, see above */
 } crnet__round;
 
 typedef struct crnet__schedule {
@@ -107,6 +117,9 @@ typedef struct crnet__schedule {
 void crnet__sched_init(crnet__schedule *s, int32_t p, int32_t rank);
 /* Starts a new round; later sends, receives and steps belong to it. */
 void crnet__sched_round(crnet__schedule *s);
+/* The same, for a round independent of the rounds of its group (see
+ * above). */
+void crnet__sched_round_independent(crnet__schedule *s);
 /* Adds a segment to the current round's send to `peer` (every segment of a
  * round's send goes to the same peer). Zero-count segments are kept out. */
 void crnet__sched_send(crnet__schedule *s, int32_t peer, uint8_t buf,

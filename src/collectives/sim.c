@@ -175,6 +175,70 @@ static void free_states(rstate *st, int32_t p) {
   free(st);
 }
 
+/* --- independent rounds (schedule.h) ------------------------------------ */
+
+/* True if a segment of transfer x overlaps g. */
+static bool xfer_overlaps(const crnet__schedule *sc, const crnet__xfer *x,
+                          const crnet__seg *g, bool in_place) {
+  for (uint32_t i = 0; i < x->nsegs; i++)
+    if (overlap(&sc->segs[x->first_seg + i], g, in_place))
+      return true;
+  return false;
+}
+
+/* True if a step of round o reads (src) or writes (dst) a region overlapping
+ * g, as asked. */
+static bool steps_touch(const crnet__schedule *sc, const crnet__round *o,
+                        const crnet__seg *g, bool reads, bool writes,
+                        bool in_place) {
+  for (uint32_t i = 0; i < o->nsteps; i++) {
+    const crnet__step *st = &sc->steps[o->first_step + i];
+    if ((reads && st->src.count > 0 && overlap(&st->src, g, in_place)) ||
+        (writes && st->dst.count > 0 && overlap(&st->dst, g, in_place)))
+      return true;
+  }
+  return false;
+}
+
+/* Checks every round marked independent against the earlier rounds of its
+ * group: what the executor may then overlap must not share a receiving
+ * link, and must not write what another reads or writes. */
+static int check_independent(const crnet__schedule *sc, int32_t r,
+                             bool in_place, char *err, size_t errlen) {
+  uint32_t group = 0;
+  for (uint32_t n = 0; n < sc->nrounds; n++) {
+    const crnet__round *ro = &sc->rounds[n];
+    if (!ro->independent) {
+      group = n;
+      continue;
+    }
+    for (uint32_t i = group; i < n; i++) {
+      const crnet__round *o = &sc->rounds[i];
+      const char *why = NULL;
+      if (ro->recv.peer >= 0 && ro->recv.peer == o->recv.peer)
+        why = "receives from the same peer as";
+      for (uint32_t k = 0; k < ro->send.nsegs && why == NULL; k++) {
+        const crnet__seg *g = &sc->segs[ro->send.first_seg + k];
+        if (xfer_overlaps(sc, &o->recv, g, in_place) ||
+            steps_touch(sc, o, g, false, true, in_place))
+          why = "sends what is written by";
+      }
+      for (uint32_t k = 0; k < ro->recv.nsegs && why == NULL; k++) {
+        const crnet__seg *g = &sc->segs[ro->recv.first_seg + k];
+        if (xfer_overlaps(sc, &o->send, g, in_place) ||
+            xfer_overlaps(sc, &o->recv, g, in_place) ||
+            steps_touch(sc, o, g, true, true, in_place))
+          why = "receives into memory used by";
+      }
+      if (why != NULL)
+        return fail(err, errlen,
+                    "rank %d: round %u is marked independent but %s round %u",
+                    r, n, why, i);
+    }
+  }
+  return 0;
+}
+
 int crnet__sim_run(crnet__sim_rank *ranks, int32_t p, bool in_place,
                    bool causal, crnet__sim_combine combine, char *err,
                    size_t errlen) {
@@ -229,6 +293,9 @@ int crnet__sim_run(crnet__sim_rank *ranks, int32_t p, bool in_place,
     }
     if (k->sched->nrounds > maxr)
       maxr = k->sched->nrounds;
+    rc = check_independent(k->sched, r, in_place, err, errlen);
+    if (rc != 0)
+      goto out;
   }
 
   for (uint32_t rd = 0; rd < maxr; rd++) {

@@ -24,6 +24,8 @@
 #define DEFAULT_SPIN_SHARED_US 0
 /* See exec.c: large receives are reduced in pieces of this many bytes. */
 #define DEFAULT_STREAM_PIECE ((uint64_t)64 << 10)
+/* See exec.c: independent rounds the executor keeps in flight at once. */
+#define DEFAULT_ROUNDS_IN_FLIGHT 8
 #define MAX_SPIN_US 1000000
 /* How long destroy waits for every peer to say goodbye. A peer still
  * computing is given this long to reach crnet_comm_destroy. */
@@ -148,6 +150,13 @@ static int load_settings(const crnet_config *cfg, crnet__settings *s,
                     v);
     s->stream_piece = (uint64_t)bytes;
   }
+  s->rounds_in_flight = DEFAULT_ROUNDS_IN_FLIGHT;
+  v = getenv("CRNET_ROUNDS_IN_FLIGHT");
+  if (v != NULL && v[0] != '\0' &&
+      parse_int(v, 1, CRNET__MAX_ROUNDS_IN_FLIGHT, &s->rounds_in_flight) != 0)
+    SETTINGS_FAIL("CRNET_ROUNDS_IN_FLIGHT='%s' is not a number of rounds (1 "
+                  "to %d)",
+                  v, CRNET__MAX_ROUNDS_IN_FLIGHT);
   v = getenv("CRNET_SOCKET_BUFFER");
   if (v != NULL && v[0] != '\0' &&
       parse_int(v, 0, 1 << 30, &s->socket_buffer) != 0)
@@ -708,6 +717,7 @@ int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
   c->size = s.size;
   c->cur_coll = -1;
   c->stream_piece = s.stream_piece;
+  c->rounds_in_flight = (uint32_t)s.rounds_in_flight;
   for (int k = 0; k < CRNET_COLL_COUNT; k++)
     snprintf(c->schedule[k], sizeof c->schedule[k], "%s", s.schedule[k]);
   ignore_sigpipe();

@@ -26,6 +26,9 @@
 #include "rendezvous.h"
 #include "tuning.h"
 
+/* The most rounds the executor keeps in flight (CRNET_ROUNDS_IN_FLIGHT). */
+#define CRNET__MAX_ROUNDS_IN_FLIGHT 32
+
 /* A mesh link and what the comm knows about it. */
 typedef struct crnet__peer {
   crnet__link link; /* first: callbacks cast back */
@@ -45,6 +48,7 @@ typedef struct crnet__settings {
   double init_timeout;
   long spin_us; /* -1: decide from the ranks per host (see wait_plan) */
   uint64_t stream_piece; /* CRNET_STREAM_PIECE */
+  int rounds_in_flight;  /* CRNET_ROUNDS_IN_FLIGHT */
   int socket_buffer;     /* CRNET_SOCKET_BUFFER bytes; 0: the kernel's */
   char schedule[CRNET_COLL_COUNT][32];
 } crnet__settings;
@@ -64,6 +68,9 @@ struct crnet_comm {
   /* The executor reduces a receive of at least 4 pieces piece by piece as
    * it arrives (exec.c); 0 turns that off. */
   uint64_t stream_piece;
+  /* Rounds a schedule marks independent are run this many at a time
+   * (exec.c; 1: one round after the other). */
+  uint32_t rounds_in_flight;
   /* The executor's scratch (TEMP), kept between calls (exec.c). */
   void *temp;
   size_t temp_bytes;

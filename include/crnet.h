@@ -40,6 +40,12 @@
  *                                    (default: the kernel's autotuning)
  *   CRNET_ROUNDS_IN_FLIGHT           independent rounds of a schedule run
  *                                    at once (default 8; 1 to 32)
+ *   CRNET_STREAMS                    TCP connections per pair of ranks
+ *                                    (default 1, at most 8; rank 0's value
+ *                                    is the job's)
+ *   CRNET_STREAMS_MIN_BYTES          a message is split across the streams
+ *                                    only into parts of at least this many
+ *                                    bytes (default 262144; rank 0's)
  */
 #ifndef CRNET_H
 #define CRNET_H

@@ -24,7 +24,8 @@
 enum {
   H_VERSION = 4,
   H_PURPOSE = 5,
-  H_RESERVED = 6,
+  H_STREAM = 6,
+  H_STREAMS = 7,
   H_JOB_ID = 8,
   H_INITIATOR = 24,
   H_RESPONDER = 28,
@@ -557,8 +558,10 @@ static const char *hello_field_reason(size_t byte) {
     return "unsupported version";
   if (byte == H_PURPOSE)
     return "unknown purpose"; /* MESH is 2: no one-bit flip makes it 1 */
-  if (byte < H_JOB_ID)
-    return "reserved bytes set";
+  if (byte == H_STREAM) /* stream 0 of 1: any other index is out of range */
+    return "stream index out of range";
+  if (byte == H_STREAMS)
+    return "another number of streams per peer (CRNET_STREAMS)";
   if (byte < H_INITIATOR)
     return "another job";
   if (byte < H_RESPONDER)
@@ -944,8 +947,8 @@ START_TEST(test_reserved_and_purpose_bytes) {
     uint8_t value;
     const char *why;
   } cases[] = {
-      {H_RESERVED, 1, "reserved bytes set"},
-      {H_RESERVED + 1, 0x80, "reserved bytes set"},
+      {H_STREAM, 1, "stream index out of range"},
+      {H_STREAMS, 0x80, "another number of streams per peer (CRNET_STREAMS)"},
       {H_PURPOSE, 0, "unknown purpose"},
       {H_PURPOSE, 3, "unknown purpose"},
       {H_PURPOSE, 0xFF, "unknown purpose"},
@@ -969,6 +972,78 @@ START_TEST(test_reserved_and_purpose_bytes) {
     crnet__hs_wipe(&i);
     crnet__hs_wipe(&r);
   }
+}
+END_TEST
+
+/* Stream k of n: carried in HELLO, required to match the responder's n,
+ * and covered by the MACs like every other byte. */
+START_TEST(test_streams) {
+  crnet__handshake i, r;
+  uint8_t hello[CRNET__HS_HELLO_SIZE], reply[CRNET__HS_REPLY_SIZE],
+      finish[CRNET__HS_FINISH_SIZE];
+  for (uint8_t k = 0; k < 4; k++) {
+    crnet__hs_init_initiator(&i, key_a, CRNET__HS_MESH, 0, 1, 2);
+    crnet__hs_set_streams(&i, k, 4);
+    crnet__hs_init_responder(&r, key_a, 1, 2);
+    crnet__hs_set_streams(&r, 0, 4);
+    crnet__hs_write_hello(&i, hello);
+    ck_assert_int_eq(hello[H_STREAM], k);
+    ck_assert_int_eq(hello[H_STREAMS], 3);
+    ck_assert_int_eq(crnet__hs_read_hello(&r, hello, reply), 0);
+    ck_assert_int_eq(r.stream, k);
+    ck_assert_int_eq(crnet__hs_read_reply(&i, reply, finish), 0);
+    ck_assert_int_eq(crnet__hs_read_finish(&r, finish), 0);
+    crnet__hs_wipe(&i);
+    crnet__hs_wipe(&r);
+  }
+
+  /* Another count: refused at once, with the setting named. */
+  crnet__hs_init_initiator(&i, key_a, CRNET__HS_MESH, 0, 1, 2);
+  crnet__hs_set_streams(&i, 1, 2);
+  crnet__hs_init_responder(&r, key_a, 1, 2);
+  crnet__hs_set_streams(&r, 0, 4);
+  crnet__hs_write_hello(&i, hello);
+  ck_assert_int_eq(crnet__hs_read_hello(&r, hello, reply), CRNET_EAUTH);
+  ck_assert_str_eq(r.why, "another number of streams per peer (CRNET_STREAMS)");
+  crnet__hs_wipe(&i);
+  crnet__hs_wipe(&r);
+
+  /* An index beyond the count. */
+  crnet__hs_init_initiator(&i, key_a, CRNET__HS_MESH, 0, 1, 2);
+  crnet__hs_set_streams(&i, 3, 4);
+  crnet__hs_init_responder(&r, key_a, 1, 2);
+  crnet__hs_set_streams(&r, 0, 4);
+  crnet__hs_write_hello(&i, hello);
+  hello[H_STREAM] = 4;
+  ck_assert_int_eq(crnet__hs_read_hello(&r, hello, reply), CRNET_EAUTH);
+  ck_assert_str_eq(r.why, "stream index out of range");
+  crnet__hs_wipe(&i);
+  crnet__hs_wipe(&r);
+
+  /* A valid index changed on the way: the responder accepts the form, but
+   * its MAC covers what it saw, so the initiator refuses the reply. */
+  crnet__hs_init_initiator(&i, key_a, CRNET__HS_MESH, 0, 1, 2);
+  crnet__hs_set_streams(&i, 1, 4);
+  crnet__hs_init_responder(&r, key_a, 1, 2);
+  crnet__hs_set_streams(&r, 0, 4);
+  crnet__hs_write_hello(&i, hello);
+  hello[H_STREAM] = 2;
+  ck_assert_int_eq(crnet__hs_read_hello(&r, hello, reply), 0);
+  ck_assert_int_eq(crnet__hs_read_reply(&i, reply, finish), CRNET_EAUTH);
+  ck_assert_str_eq(i.why, "bad MAC");
+  crnet__hs_wipe(&i);
+  crnet__hs_wipe(&r);
+
+  /* A rendezvous connection has no streams. */
+  crnet__hs_init_initiator(&i, key_a, CRNET__HS_RENDEZVOUS, 0,
+                           CRNET__RANK_RENDEZVOUS, 2);
+  crnet__hs_init_responder(&r, key_a, CRNET__RANK_RENDEZVOUS, 2);
+  crnet__hs_write_hello(&i, hello);
+  hello[H_STREAMS] = 1;
+  ck_assert_int_eq(crnet__hs_read_hello(&r, hello, reply), CRNET_EAUTH);
+  ck_assert_str_eq(r.why, "reserved bytes set");
+  crnet__hs_wipe(&i);
+  crnet__hs_wipe(&r);
 }
 END_TEST
 
@@ -1284,6 +1359,7 @@ static Suite *handshake_suite(void) {
   tcase_add_test(tc, test_initiator_rank_checks);
   tcase_add_test(tc, test_false_claim_caught_by_mac);
   tcase_add_test(tc, test_reserved_and_purpose_bytes);
+  tcase_add_test(tc, test_streams);
   tcase_add_test(tc, test_out_of_order);
   tcase_add_test(tc, test_wipe);
   suite_add_tcase(s, tc);

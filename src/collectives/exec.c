@@ -272,12 +272,19 @@ static int round_finish(crnet_comm *c, const crnet__schedule *s,
 static int run_rounds(crnet_comm *c, const crnet__schedule *s,
                       const exec_bufs *b, crnet_datatype dt, crnet_op op,
                       uint32_t sig) {
-  round_run runs[CRNET__MAX_ROUNDS_IN_FLIGHT];
   uint32_t window = c->rounds_in_flight;
   uint32_t head = 0, next = 0;
+  round_run *runs;
   int rc = 0;
   if (window < 1 || window > CRNET__MAX_ROUNDS_IN_FLIGHT)
     window = 1;
+  /* A few KiB each (an exchange holds a request per stream): kept on the
+   * comm, like TEMP. */
+  if (c->exec_runs == NULL)
+    c->exec_runs = malloc(sizeof *runs * window);
+  runs = c->exec_runs;
+  if (runs == NULL)
+    return CRNET_ENOMEM;
   for (;;) {
     while (rc == 0 && next < s->nrounds &&
            (next == head ||

@@ -13,11 +13,13 @@
  *      own, so that `auto` picks alike everywhere (tuning.h); or an error
  *      naming the ranks that never came.
  *   4. Rank i connects to every rank j < i and accepts from every j > i, so
- *      each pair has exactly one connection. Accepted connections must
- *      authenticate as a higher rank we have no link to yet; anything else
- *      (a stranger, garbage, a duplicate) is dropped with a log line and the
- *      bootstrap goes on.
- *   5. When all p−1 links are up, close the listener (no stranger can get in
+ *      each pair has exactly one connection per stream (CRNET_STREAMS, rank
+ *      0's value, which came with the table; the handshake carries the
+ *      stream index). Accepted connections must authenticate as a higher
+ *      rank and a stream we have no link to yet; anything else (a stranger,
+ *      garbage, a duplicate) is dropped with a log line and the bootstrap
+ *      goes on.
+ *   5. When all (p−1) · streams links are up, close the listener (no stranger can get in
  *      afterwards) and return. The whole process is bounded by the init
  *      timeout; on expiry the error names the ranks that never appeared.
  */
@@ -63,9 +65,10 @@ struct bootstrap {
   uv_tcp_t listener;
   bool listener_open;
   bool listening;
+  bool accept_deferred; /* a connection came before the table */
 
   int connected;    /* mesh links up */
-  bool *retry_peer; /* lower ranks to connect to again */
+  bool *retry_peer; /* links (as c->peers) to connect again */
   int outstanding_handles;
   int fatal; /* a negative code once the bootstrap cannot succeed */
   char err[512];
@@ -90,15 +93,23 @@ static void on_handle_closed(uv_handle_t *h) {
 
 /* --- the mesh -------------------------------------------------------------- */
 
-static void connect_peer(bootstrap *b, int j);
+static void connect_peer(bootstrap *b, int j, int k);
 static void on_retry_mesh(uv_timer_t *t);
+
+/* The slot of l in c->peers, or NULL while it is not known who l is. */
+static crnet__peer **slot_of(crnet_comm *c, const crnet__link *l) {
+  if (l->peer < 0 || l->peer >= c->size || l->stream >= c->streams)
+    return NULL;
+  return crnet__comm_link(c, l->peer, l->stream);
+}
 
 static void peer_closed(crnet__link *l) {
   crnet__peer *p = (crnet__peer *)l;
   crnet_comm *c = p->comm;
+  crnet__peer **slot = slot_of(c, l);
   c->open_peers--;
-  if (l->peer >= 0 && l->peer < c->size && c->peers[l->peer] == p)
-    c->peers[l->peer] = NULL;
+  if (slot != NULL && *slot == p)
+    *slot = NULL;
   free(p);
 }
 
@@ -108,6 +119,7 @@ static void on_mesh_ready(crnet__link *l, int status) {
   crnet__peer *p = (crnet__peer *)l;
   crnet_comm *c = p->comm;
   bootstrap *b = l->owner;
+  crnet__peer **slot;
   char who[160];
   if (status != 0) {
     if (!l->initiator) {
@@ -125,7 +137,7 @@ static void on_mesh_ready(crnet__link *l, int status) {
                 l->why);
     else
       crnet__debug("connecting to %s: %s; retrying", who, l->why);
-    b->retry_peer[l->peer] = true;
+    b->retry_peer[(size_t)l->peer * c->streams + l->stream] = true;
     if (!uv_is_active((uv_handle_t *)&b->retry))
       uv_timer_start(&b->retry, on_retry_mesh, RETRY_MAX_MS / 5, 0);
     crnet__link_close(l);
@@ -136,26 +148,31 @@ static void on_mesh_ready(crnet__link *l, int status) {
     crnet__link_close(l);
     return;
   }
-  if (!l->initiator && (l->peer <= c->rank || c->peers[l->peer] != NULL)) {
+  slot = slot_of(c, l);
+  if (!l->initiator && (l->peer <= c->rank || slot == NULL || *slot != NULL)) {
     crnet__log("dropped connection from %s: rank %d %s", l->addr, (int)l->peer,
                l->peer <= c->rank ? "must be connected to, not from"
                                   : "is connected already");
     crnet__link_close(l);
     return;
   }
-  c->peers[l->peer] = p;
+  *slot = p;
   l->cb = &crnet__peer_callbacks;
   l->owner = c;
   b->connected++;
-  crnet__debug("link to rank %d up (%s)", (int)l->peer, l->addr);
+  crnet__debug("link to rank %d stream %d up (%s)", (int)l->peer,
+               (int)l->stream, l->addr);
 }
 
 static void on_retry_mesh(uv_timer_t *t) {
   bootstrap *b = t->data;
+  int streams = (int)b->c->streams;
   for (int j = 0; j < b->c->rank && b->fatal == 0; j++) {
-    if (b->retry_peer[j]) {
-      b->retry_peer[j] = false;
-      connect_peer(b, j);
+    for (int k = 0; k < streams; k++) {
+      if (b->retry_peer[j * streams + k]) {
+        b->retry_peer[j * streams + k] = false;
+        connect_peer(b, j, k);
+      }
     }
   }
 }
@@ -210,7 +227,7 @@ static int entry_to_sockaddr(const crnet__rdv_entry *e,
   return CRNET_EINVAL;
 }
 
-static void connect_peer(bootstrap *b, int j) {
+static void connect_peer(bootstrap *b, int j, int k) {
   crnet_comm *c = b->c;
   struct sockaddr_storage ss;
   crnet__peer *p;
@@ -228,9 +245,11 @@ static void connect_peer(bootstrap *b, int j) {
   crnet__link_connect(&p->link, &c->loop, (struct sockaddr *)&ss,
                       &mesh_boot_callbacks, b, c->key, CRNET__HS_MESH, c->rank,
                       j, c->size, left);
-  /* The peer rank is known on this side before the handshake, for messages
-   * about failed attempts. */
+  crnet__link_set_streams(&p->link, (uint8_t)k, (uint8_t)c->streams);
+  /* The peer rank and stream are known on this side before the handshake,
+   * for messages about failed attempts and for retries. */
   p->link.peer = j;
+  p->link.stream = (uint8_t)k;
 }
 
 static void on_mesh_connection(uv_stream_t *server, int status) {
@@ -240,6 +259,14 @@ static void on_mesh_connection(uv_stream_t *server, int status) {
   uint64_t now, left;
   if (status < 0)
     return;
+  if (!b->have_table) {
+    /* A faster rank has the table already; until we have it too we do not
+     * know how many streams the job uses. Not accepting now makes libuv
+     * leave the connection (and the ones after it) in the listen queue
+     * until the table comes (on_rdv_control). */
+    b->accept_deferred = true;
+    return;
+  }
   p = new_peer(c);
   if (p == NULL)
     return;
@@ -248,6 +275,7 @@ static void on_mesh_connection(uv_stream_t *server, int status) {
   /* On failure the link closes itself and peer_closed frees p. */
   crnet__link_accept(&p->link, &c->loop, server, &mesh_boot_callbacks, b,
                      c->key, c->rank, c->size, left < 10000 ? left : 10000);
+  crnet__link_set_streams(&p->link, 0, (uint8_t)c->streams);
 }
 
 /* Binds the mesh listener to the local address `local` (its port ignored),
@@ -335,6 +363,10 @@ static void register_with(bootstrap *b, crnet__link *l) {
   crnet__put_le32(msg + 4, (uint32_t)c->size);
   crnet__rdv_entry_encode(&e, msg + 8);
   crnet__tuning_encode(&c->tuning, msg + 8 + CRNET__RDV_ENTRY_SIZE);
+  crnet__rdv_options_encode(
+      &(crnet__rdv_options){(uint32_t)b->s->streams,
+                            (uint32_t)b->s->stream_min},
+      msg + 8 + CRNET__RDV_ENTRY_SIZE + CRNET__TUNING_WIRE_SIZE);
   if (crnet__link_send_control(l, CRNET__FRAME_RDV_REGISTER, msg, sizeof msg) !=
       0)
     set_fatal(b, CRNET_EIO, "cannot register with the rendezvous");
@@ -361,6 +393,32 @@ static void on_rdv_ready(crnet__link *l, int status) {
     uv_timer_start(&b->retry, on_retry, b->retry_ms, 0);
     b->retry_ms = b->retry_ms * 2 < RETRY_MAX_MS ? b->retry_ms * 2 : RETRY_MAX_MS;
   }
+}
+
+/* Rank 0's options from the table become the job's: the streams per pair
+ * of ranks decide how many links the mesh has. No mesh link exists yet, so
+ * the slots can be laid out anew. */
+static void use_options(bootstrap *b, const uint8_t *wire) {
+  crnet_comm *c = b->c;
+  crnet__rdv_options o;
+  if (crnet__rdv_options_decode(wire, &o) != 0) {
+    set_fatal(b, CRNET_EIO, "the rendezvous sent malformed options");
+    return;
+  }
+  if (o.streams != c->streams) {
+    crnet__peer **peers = calloc((size_t)c->size * o.streams, sizeof *peers);
+    if (peers == NULL) {
+      set_fatal(b, CRNET_ENOMEM, "out of memory");
+      return;
+    }
+    free(c->peers);
+    c->peers = peers;
+    c->streams = o.streams;
+  }
+  c->stream_min = o.stream_min;
+  if (c->streams > 1)
+    crnet__debug("%u streams per peer, parts of at least %" PRIu64 " bytes",
+                 (unsigned)c->streams, c->stream_min);
 }
 
 static void on_rdv_control(crnet__link *l, const crnet__frame_header *h,
@@ -390,12 +448,18 @@ static void on_rdv_control(crnet__link *l, const crnet__frame_header *h,
                              &c->tuning) != 0)
       set_fatal(b, CRNET_EIO,
                 "the rendezvous sent malformed tuning constants");
+    if (b->fatal == 0)
+      use_options(b, payload + 4 + CRNET__TUNING_WIRE_SIZE);
     if (b->fatal == 0) {
       char desc[400];
       crnet__tuning_describe(&c->tuning, c->size, desc, sizeof desc);
       crnet__debug("tuning: %s", desc);
     }
     b->have_table = b->fatal == 0;
+    if (b->have_table && b->accept_deferred) {
+      b->accept_deferred = false;
+      on_mesh_connection((uv_stream_t *)&b->listener, 0);
+    }
   } else {
     set_fatal(b, CRNET_EIO, "the rendezvous sent an unexpected frame");
   }
@@ -459,7 +523,8 @@ static bool phase_rdv_done(void *arg) {
 
 static bool phase_mesh_done(void *arg) {
   bootstrap *b = arg;
-  return b->fatal != 0 || b->connected == b->c->size - 1;
+  return b->fatal != 0 ||
+         b->connected == (b->c->size - 1) * (int)b->c->streams;
 }
 
 static bool handles_closed(void *arg) {
@@ -473,7 +538,10 @@ static void list_missing(bootstrap *b, char *buf, size_t n) {
   int count = 0;
   buf[0] = '\0';
   for (int r = 0; r < c->size && used + 24 < n; r++) {
-    if (r == c->rank || c->peers[r] != NULL)
+    bool linked = true;
+    for (int k = 0; k < (int)c->streams; k++)
+      linked = linked && *crnet__comm_link(c, r, k) != NULL;
+    if (r == c->rank || linked)
       continue;
     used += (size_t)snprintf(buf + used, n - used, "%s%d", count ? ", " : "", r);
     count++;
@@ -520,7 +588,8 @@ int crnet__bootstrap(crnet_comm *c, const crnet__settings *s, char *err,
   b.retry.data = &b;
   b.outstanding_handles = 1;
 
-  b.retry_peer = calloc((size_t)c->size, sizeof *b.retry_peer);
+  b.retry_peer =
+      calloc((size_t)c->size * CRNET__MAX_STREAMS, sizeof *b.retry_peer);
   if (b.retry_peer == NULL) {
     set_fatal(&b, CRNET_ENOMEM, "out of memory");
     goto done;
@@ -556,7 +625,8 @@ int crnet__bootstrap(crnet_comm *c, const crnet__settings *s, char *err,
     goto done;
 
   for (int j = 0; j < c->rank && b.fatal == 0; j++)
-    connect_peer(&b, j);
+    for (int k = 0; k < (int)c->streams && b.fatal == 0; k++)
+      connect_peer(&b, j, k);
   {
     uint64_t now = uv_now(&c->loop);
     uint64_t left = b.deadline > now ? b.deadline - now : 1;

@@ -24,6 +24,9 @@
 #define DEFAULT_SPIN_SHARED_US 0
 /* See exec.c: large receives are reduced in pieces of this many bytes. */
 #define DEFAULT_STREAM_PIECE ((uint64_t)64 << 10)
+/* See crnet__xchg_start: a message is split across streams only into parts
+ * of at least this many bytes. */
+#define DEFAULT_STREAM_MIN (256 << 10)
 /* See exec.c: independent rounds the executor keeps in flight at once. */
 #define DEFAULT_ROUNDS_IN_FLIGHT 8
 #define MAX_SPIN_US 1000000
@@ -157,6 +160,20 @@ static int load_settings(const crnet_config *cfg, crnet__settings *s,
     SETTINGS_FAIL("CRNET_ROUNDS_IN_FLIGHT='%s' is not a number of rounds (1 "
                   "to %d)",
                   v, CRNET__MAX_ROUNDS_IN_FLIGHT);
+  s->streams = 1;
+  v = getenv("CRNET_STREAMS");
+  if (v != NULL && v[0] != '\0' &&
+      parse_int(v, 1, CRNET__MAX_STREAMS, &s->streams) != 0)
+    SETTINGS_FAIL("CRNET_STREAMS='%s' is not a number of TCP streams per peer "
+                  "(1 to %d)",
+                  v, CRNET__MAX_STREAMS);
+  s->stream_min = DEFAULT_STREAM_MIN;
+  v = getenv("CRNET_STREAMS_MIN_BYTES");
+  if (v != NULL && v[0] != '\0' &&
+      parse_int(v, 1, 1 << 30, &s->stream_min) != 0)
+    SETTINGS_FAIL("CRNET_STREAMS_MIN_BYTES='%s' is not a number of bytes (1 "
+                  "to 2^30)",
+                  v);
   v = getenv("CRNET_SOCKET_BUFFER");
   if (v != NULL && v[0] != '\0' &&
       parse_int(v, 0, 1 << 30, &s->socket_buffer) != 0)
@@ -257,8 +274,8 @@ static void describe_call(const crnet_comm *c, char *buf, size_t n) {
 static void tell_peers(crnet_comm *c, int origin) {
   size_t textlen = c->errmsg_reason_len;
   uint8_t *msg = malloc(12 + textlen);
-  for (int r = 0; r < c->size; r++) {
-    crnet__peer *p = c->peers != NULL ? c->peers[r] : NULL;
+  for (int i = 0; i < crnet__comm_nlinks(c); i++) {
+    crnet__peer *p = c->peers != NULL ? c->peers[i] : NULL;
     if (p == NULL || p->closed)
       continue;
     /* A link that failed by protocol (a mismatched frame) still writes; one
@@ -462,9 +479,9 @@ int crnet__comm_run_until(crnet_comm *c, bool (*done)(void *), void *arg,
   return rc;
 }
 
-/* The wait of an exchange: done when both requests are, or (min_got > 0)
+/* The wait of an exchange: done when every request is, or (min_got > 0)
  * as soon as min_got bytes of the receive have arrived. Once the comm has
- * failed, the receive is taken back, so the wait ends. */
+ * failed, the receives are taken back, so the wait ends. */
 typedef struct xchg_wait {
   crnet__xchg *x;
   uint64_t min_got;
@@ -473,12 +490,14 @@ typedef struct xchg_wait {
 static bool xchg_done(void *arg) {
   xchg_wait *w = arg;
   crnet__xchg *x = w->x;
-  if (x->c->err != 0 && x->recv_link != NULL && !x->recv.done)
-    crnet__link_cancel_recv(x->recv_link, &x->recv);
-  if ((!x->sending || x->send.done) && (x->recv_link == NULL || x->recv.done))
+  if (x->c->err != 0)
+    for (uint32_t k = 0; k < x->nrecv; k++)
+      if (!x->recv[k].done)
+        crnet__link_cancel_recv(x->recv_link[k], &x->recv[k]);
+  if (crnet__xchg_complete(x))
     return true;
-  return w->min_got > 0 && x->c->err == 0 && x->recv_link != NULL &&
-         x->recv.got >= w->min_got;
+  return w->min_got > 0 && x->c->err == 0 && x->nrecv > 0 &&
+         crnet__xchg_received(x) >= w->min_got;
 }
 
 static uint64_t iov_total(const crnet__iov *iov, uint32_t n) {
@@ -488,74 +507,176 @@ static uint64_t iov_total(const crnet__iov *iov, uint32_t n) {
   return t;
 }
 
+/* Parts of a message of len bytes (see crnet__xchg): both sides compute
+ * the same from the same length. */
+static uint32_t xchg_parts(const crnet_comm *c, uint64_t len) {
+  uint64_t n = c->stream_min > 0 ? len / c->stream_min : 1;
+  if (n < 2 || c->streams < 2)
+    return 1;
+  return n < c->streams ? (uint32_t)n : c->streams;
+}
+
+/* Byte offset of part k of n of a message of len bytes. */
+static uint64_t part_start(uint64_t len, uint32_t n, uint32_t k) {
+  return (len / n) * k + (k < len % n ? k : len % n);
+}
+
+/* The bytes [from, to) of the list iov[0..n) as a list into out; returns
+ * its length (at most n). */
+static uint32_t iov_slice(const crnet__iov *iov, uint32_t n, uint64_t from,
+                          uint64_t to, crnet__iov *out) {
+  uint32_t m = 0;
+  uint64_t at = 0;
+  for (uint32_t i = 0; i < n && at < to; i++) {
+    uint64_t lo = at > from ? at : from;
+    uint64_t hi = at + iov[i].len < to ? at + iov[i].len : to;
+    if (lo < hi) {
+      out[m].base = (uint8_t *)iov[i].base + (lo - at);
+      out[m].len = hi - lo;
+      m++;
+    }
+    at += iov[i].len;
+  }
+  return m;
+}
+
+/* The link of stream k to rank r if it can carry a message; else fails the
+ * comm (naming the rank) and returns NULL. */
+static crnet__link *usable_link(crnet_comm *c, int r, uint32_t k,
+                                uint32_t round) {
+  crnet__peer *p = *crnet__comm_link(c, r, (int)k);
+  char who[160];
+  if (p != NULL && !p->closed && !p->link.failed)
+    return &p->link;
+  crnet__describe_rank(c, r, who, sizeof who);
+  crnet__comm_fail(c, CRNET_EPEER, r,
+                   "%s has left the job (%s #%" PRIu64 " round %" PRIu32
+                   " needed it)",
+                   who, crnet_collective_name((crnet_collective)c->cur_coll),
+                   c->seq, round);
+  return NULL;
+}
+
 int crnet__xchg_start(crnet_comm *c, crnet__xchg *x, int to,
                       const crnet__iov *siov, uint32_t sn, int from,
                       const crnet__iov *riov, uint32_t rn, uint32_t round,
                       uint32_t sig) {
-  char who[160];
-  memset(x, 0, sizeof *x);
   x->c = c;
   x->round = round;
+  x->nsend = x->nrecv = 0;
+  x->recv_iov = NULL;
   c->cur_round = round;
   if (c->err != 0)
     return c->err;
   if (from >= 0) {
-    crnet__peer *p = c->peers[from];
-    x->recv.iov = riov;
-    x->recv.niov = rn;
-    x->recv.len = iov_total(riov, rn);
-    x->recv.coll = (uint8_t)c->cur_coll;
-    x->recv.seq = c->seq;
-    x->recv.round = round;
-    x->recv.sig = sig;
-    if (p == NULL || p->closed || p->link.failed) {
-      crnet__describe_rank(c, from, who, sizeof who);
-      crnet__comm_fail(c, CRNET_EPEER, from, "%s has left the job (%s #%" PRIu64
-                       " round %" PRIu32 " needed it)",
-                       who, crnet_collective_name((crnet_collective)c->cur_coll),
-                       c->seq, round);
-      return c->err;
+    uint64_t len = iov_total(riov, rn);
+    uint32_t n = xchg_parts(c, len);
+    crnet__iov *list = (crnet__iov *)(uintptr_t)riov;
+    if (n > 1) {
+      /* A slice of a list has at most one more entry per part. */
+      x->recv_iov = malloc(sizeof *x->recv_iov * ((size_t)rn + n));
+      if (x->recv_iov == NULL) {
+        crnet__comm_fail(c, CRNET_ENOMEM, -1, "out of memory");
+        return c->err;
+      }
+      list = x->recv_iov;
     }
-    crnet__link_post_recv(&p->link, &x->recv);
-    x->recv_link = &p->link;
+    for (uint32_t k = 0; k < n; k++) {
+      crnet__recv_req *r = &x->recv[k];
+      crnet__link *l = usable_link(c, from, k, round);
+      if (l == NULL)
+        return c->err;
+      memset(r, 0, sizeof *r);
+      if (n > 1) {
+        uint64_t a = part_start(len, n, k), b = part_start(len, n, k + 1);
+        r->iov = list;
+        r->niov = iov_slice(riov, rn, a, b, list);
+        r->len = b - a;
+        list += r->niov;
+      } else {
+        r->iov = riov;
+        r->niov = rn;
+        r->len = len;
+      }
+      r->coll = (uint8_t)c->cur_coll;
+      r->seq = c->seq;
+      r->round = round;
+      r->sig = sig;
+      crnet__link_post_recv(l, r);
+      x->recv_link[k] = l;
+      x->nrecv = k + 1;
+    }
   }
   if (to >= 0) {
-    crnet__peer *p = c->peers[to];
-    crnet__frame_header h = {.kind = CRNET__FRAME_DATA,
-                             .coll = (uint8_t)c->cur_coll,
-                             .seq = c->seq,
-                             .round = round,
-                             .sig = sig,
-                             .length = iov_total(siov, sn)};
-    if (p == NULL || p->closed || p->link.failed) {
-      crnet__describe_rank(c, to, who, sizeof who);
-      crnet__comm_fail(c, CRNET_EPEER, to, "%s has left the job", who);
-    } else {
-      crnet__link_send(&p->link, &x->send, &h, siov, sn);
-      x->sending = true;
+    uint64_t len = iov_total(siov, sn);
+    uint32_t n = xchg_parts(c, len);
+    crnet__iov small[8], *part = small;
+    if (n > 1 && sn + 1 > 8) {
+      part = malloc(sizeof *part * ((size_t)sn + 1));
+      if (part == NULL) {
+        crnet__comm_fail(c, CRNET_ENOMEM, -1, "out of memory");
+        return c->err;
+      }
     }
+    for (uint32_t k = 0; k < n; k++) {
+      crnet__link *l = usable_link(c, to, k, round);
+      uint64_t a = part_start(len, n, k), b = part_start(len, n, k + 1);
+      crnet__frame_header h = {.kind = CRNET__FRAME_DATA,
+                               .coll = (uint8_t)c->cur_coll,
+                               .seq = c->seq,
+                               .round = round,
+                               .sig = sig,
+                               .length = b - a};
+      if (l == NULL)
+        break;
+      if (n > 1)
+        crnet__link_send(l, &x->send[k], &h, part,
+                         iov_slice(siov, sn, a, b, part));
+      else
+        crnet__link_send(l, &x->send[k], &h, siov, sn);
+      x->nsend = k + 1;
+    }
+    if (part != small)
+      free(part);
   }
-  return 0;
+  return c->err;
 }
 
 uint64_t crnet__xchg_received(const crnet__xchg *x) {
-  if (x->recv_link == NULL)
-    return 0;
-  return x->recv.done && x->recv.status == 0 ? x->recv.len : x->recv.got;
+  uint64_t got = 0;
+  for (uint32_t k = 0; k < x->nrecv; k++) {
+    const crnet__recv_req *r = &x->recv[k];
+    if (!(r->done && r->status == 0))
+      return got + r->got;
+    got += r->len;
+  }
+  return got;
 }
 
 bool crnet__xchg_complete(const crnet__xchg *x) {
-  return (!x->sending || x->send.done) && (x->recv_link == NULL || x->recv.done);
+  for (uint32_t k = 0; k < x->nsend; k++)
+    if (!x->send[k].done)
+      return false;
+  for (uint32_t k = 0; k < x->nrecv; k++)
+    if (!x->recv[k].done)
+      return false;
+  return true;
 }
 
 int crnet__xchg_wait(crnet__xchg *x, uint64_t min_got) {
   crnet_comm *c = x->c;
   xchg_wait w = {x, min_got};
+  bool failed = false;
   crnet__comm_run_until(c, xchg_done, &w, 0);
   if (!crnet__xchg_complete(x))
     return c->err; /* partial progress, or a failure being wound up */
-  if (c->err == 0 && ((x->sending && x->send.status != 0) ||
-                      (x->recv_link != NULL && x->recv.status != 0)))
+  free(x->recv_iov);
+  x->recv_iov = NULL;
+  for (uint32_t k = 0; k < x->nsend; k++)
+    failed = failed || x->send[k].status != 0;
+  for (uint32_t k = 0; k < x->nrecv; k++)
+    failed = failed || x->recv[k].status != 0;
+  if (c->err == 0 && failed)
     crnet__comm_fail(c, CRNET_EPEER, -1, "link failed in round %" PRIu32,
                      x->round);
   return c->err;
@@ -595,6 +716,7 @@ void crnet__coll_end(crnet_comm *c) { c->cur_coll = -1; }
 static void free_comm(crnet_comm *c) {
   crnet__wipe(c->key, sizeof c->key);
   free(c->temp);
+  free(c->exec_runs);
   free(c->peers);
   free(c->table);
   free(c);
@@ -672,8 +794,8 @@ static void wait_plan(crnet_comm *c, const crnet__settings *s) {
 static void size_socket_buffers(crnet_comm *c, const crnet__settings *s) {
   if (s->socket_buffer <= 0)
     return;
-  for (int r = 0; r < c->size; r++) {
-    crnet__peer *p = c->peers[r];
+  for (int i = 0; i < crnet__comm_nlinks(c); i++) {
+    crnet__peer *p = c->peers[i];
     int v = s->socket_buffer;
     if (p == NULL || p->closed)
       continue;
@@ -723,6 +845,9 @@ int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
   ignore_sigpipe();
   snprintf(prefix, sizeof prefix, "crnet[%d]: ", c->rank);
   crnet__log_set_prefix(prefix);
+  /* One stream per peer until the rendezvous says otherwise (bootstrap). */
+  c->streams = 1;
+  c->stream_min = (uint64_t)s.stream_min;
   c->peers = calloc((size_t)c->size, sizeof *c->peers);
   c->table = calloc((size_t)c->size, sizeof *c->table);
   if (c->peers == NULL || c->table == NULL) {
@@ -740,12 +865,12 @@ int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
   if (c->size > 1) {
     rc = crnet__bootstrap(c, &s, init_errmsg, sizeof init_errmsg);
     if (rc != 0) {
-      for (int r = 0; r < c->size; r++)
-        if (c->peers[r] != NULL)
-          crnet__link_close(&c->peers[r]->link);
+      for (int i = 0; i < crnet__comm_nlinks(c); i++)
+        if (c->peers[i] != NULL)
+          crnet__link_close(&c->peers[i]->link);
       close_loop(c);
-      for (int r = 0; r < c->size; r++)
-        free(c->peers[r]);
+      for (int i = 0; i < crnet__comm_nlinks(c); i++)
+        free(c->peers[i]);
       free_comm(c);
       return rc;
     }
@@ -760,8 +885,8 @@ static bool goodbyes_done(void *arg) {
   crnet_comm *c = arg;
   if (c->err != 0)
     return true;
-  for (int r = 0; r < c->size; r++) {
-    crnet__peer *p = c->peers[r];
+  for (int i = 0; i < crnet__comm_nlinks(c); i++) {
+    crnet__peer *p = c->peers[i];
     if (p == NULL || p->closed || p->link.failed)
       continue;
     if (!p->got_bye || crnet__link_busy(&p->link))
@@ -783,8 +908,8 @@ int crnet_comm_destroy(crnet_comm *c) {
     /* Goodbye to everyone, then wait for everyone's goodbye: after it the
      * peer sends nothing more, so closing cannot leave unread bytes that
      * would turn our FIN into a reset. */
-    for (int r = 0; r < c->size; r++) {
-      crnet__peer *p = c->peers[r];
+    for (int i = 0; i < crnet__comm_nlinks(c); i++) {
+      crnet__peer *p = c->peers[i];
       if (p != NULL && !p->closed && !p->link.failed)
         crnet__link_send_control(&p->link, CRNET__FRAME_BYE, NULL, 0);
     }
@@ -793,14 +918,14 @@ int crnet_comm_destroy(crnet_comm *c) {
                        "crnet_comm_destroy: peers did not leave within %d s",
                        BYE_TIMEOUT_MS / 1000);
   }
-  for (int r = 0; r < c->size; r++) {
-    crnet__peer *p = c->peers[r];
+  for (int i = 0; i < crnet__comm_nlinks(c); i++) {
+    crnet__peer *p = c->peers[i];
     if (p != NULL && !p->closed)
       crnet__link_close_gently(&p->link, LINGER_MS);
   }
   crnet__comm_run_until(c, peers_closed, c, 0);
-  for (int r = 0; r < c->size; r++)
-    free(c->peers[r]);
+  for (int i = 0; i < crnet__comm_nlinks(c); i++)
+    free(c->peers[i]);
   rc = c->err;
   close_loop(c);
   free_comm(c);
@@ -823,8 +948,8 @@ int crnet_comm_abort_code(const crnet_comm *c) {
 
 static bool aborts_sent(void *arg) {
   crnet_comm *c = arg;
-  for (int r = 0; r < c->size; r++) {
-    crnet__peer *p = c->peers[r];
+  for (int i = 0; i < crnet__comm_nlinks(c); i++) {
+    crnet__peer *p = c->peers[i];
     if (p != NULL && !p->closed && crnet__link_busy(&p->link))
       return false;
   }

@@ -49,6 +49,8 @@ typedef struct crnet__settings {
   long spin_us; /* -1: decide from the ranks per host (see wait_plan) */
   uint64_t stream_piece; /* CRNET_STREAM_PIECE */
   int rounds_in_flight;  /* CRNET_ROUNDS_IN_FLIGHT */
+  int streams;           /* CRNET_STREAMS */
+  int stream_min;        /* CRNET_STREAMS_MIN_BYTES */
   int socket_buffer;     /* CRNET_SOCKET_BUFFER bytes; 0: the kernel's */
   char schedule[CRNET_COLL_COUNT][32];
 } crnet__settings;
@@ -71,13 +73,23 @@ struct crnet_comm {
   /* Rounds a schedule marks independent are run this many at a time
    * (exec.c; 1: one round after the other). */
   uint32_t rounds_in_flight;
+  /* The executor's state of the rounds in flight (rounds_in_flight of
+   * them), allocated at the first collective (exec.c). */
+  void *exec_runs;
   /* The executor's scratch (TEMP), kept between calls (exec.c). */
   void *temp;
   size_t temp_bytes;
   int rank;
   int size;
   uint8_t key[CRNET__KEY_BYTES];
-  crnet__peer **peers;       /* peers[r], NULL for r == rank */
+  /* TCP streams per pair of ranks, and the smallest part a message is
+   * split into across them (rank 0's CRNET_STREAMS and
+   * CRNET_STREAMS_MIN_BYTES, see crnet__xchg_start). */
+  uint32_t streams;
+  uint64_t stream_min;
+  /* The mesh links: stream k to rank r is peers[r * streams + k] (NULL for
+   * r == rank); size * streams entries. */
+  crnet__peer **peers;
   crnet__rdv_entry *table;   /* everyone's address, host and pid */
   int open_peers;            /* peer links whose handles are not closed */
 
@@ -99,6 +111,14 @@ struct crnet_comm {
   int cur_coll; /* crnet_collective, or -1 outside collectives */
   uint32_t cur_round;
 };
+
+/* The link slot of stream k to rank r, and the number of slots. */
+static inline crnet__peer **crnet__comm_link(crnet_comm *c, int r, int k) {
+  return &c->peers[(size_t)r * c->streams + (size_t)k];
+}
+static inline int crnet__comm_nlinks(const crnet_comm *c) {
+  return c->size * (int)c->streams;
+}
 
 /* Joins the job: rendezvous, mesh, handshakes. Fills c->peers and c->table.
  * On failure returns a negative code with the reason in err. */
@@ -146,15 +166,21 @@ int crnet__sendrecv_v(crnet_comm *c, int to, const crnet__iov *siov,
  * crnet__xchg_wait(x, n) runs the loop until the exchange is complete, or,
  * with n > 0, until at least n bytes of the receive have arrived (in iov
  * order); it returns 0 or the sticky error, and with n == 0 it returns only
- * once libuv has let go of both requests. crnet__xchg_received() is the
- * number of bytes of the receive that have arrived. */
+ * once libuv has let go of every request. crnet__xchg_received() is the
+ * number of bytes of the receive that have arrived in order (a later part
+ * that came early does not count until the parts before it are in). */
 typedef struct crnet__xchg {
   crnet_comm *c;
-  crnet__send_req send;
-  crnet__recv_req recv;
-  crnet__link *recv_link; /* NULL: no receive posted */
-  bool sending;
   uint32_t round;
+  /* A message of at least 2 * c->stream_min bytes travels in parts, one per
+   * stream (at most c->streams, each at least stream_min bytes, in order:
+   * part k is stream k's); smaller ones in one part on stream 0. */
+  uint32_t nsend; /* parts sent (0: no send) */
+  uint32_t nrecv; /* parts posted to receive (0: no receive) */
+  crnet__send_req send[CRNET__MAX_STREAMS];
+  crnet__recv_req recv[CRNET__MAX_STREAMS];
+  crnet__link *recv_link[CRNET__MAX_STREAMS];
+  crnet__iov *recv_iov; /* the parts' scatter lists, when split (heap) */
 } crnet__xchg;
 
 int crnet__xchg_start(crnet_comm *c, crnet__xchg *x, int to,

@@ -4,7 +4,7 @@
  * int32 two's complement):
  *
  *   initiator I                                  responder R
- *   HELLO  "CRNH" v purpose 0 0 job_id i r size nonce_i  ->
+ *   HELLO  "CRNH" v purpose k n-1 job_id i r size nonce_i  ->
  *                                                R checks form, job id, ranks
  *       <-  REPLY "CRNR" v purpose 0 0 r nonce_r mac_r
  *   I checks form, r, mac_r
@@ -13,6 +13,11 @@
  *
  *   mac_r = HMAC-SHA-512-256(key, "crnet responder" | HELLO | REPLY[0..44))
  *   mac_i = HMAC-SHA-512-256(key, "crnet initiator" | HELLO | REPLY)
+ *
+ * k and n-1: a mesh link is stream k of the n TCP streams each pair of
+ * ranks opens (CRNET_STREAMS); 0 and 0 (stream 0 of 1) for everything else.
+ * The responder requires its own n, so two ranks that would split messages
+ * differently never connect, and the MACs cover k like the rest.
  *
  * The labels are the 15 ASCII bytes without a terminating NUL; both have the
  * same length, so label and transcript can never be confused. Each side's
@@ -63,7 +68,8 @@ enum {
   H_MAGIC = 0,
   H_VERSION = 4,
   H_PURPOSE = 5,
-  H_RESERVED = 6,
+  H_STREAM = 6,
+  H_STREAMS = 7, /* the count minus one */
   H_JOB_ID = 8,
   H_INITIATOR = 24,
   H_RESPONDER = 28,
@@ -190,6 +196,8 @@ static void hs_init(crnet__handshake *hs, const uint8_t key[CRNET__KEY_BYTES],
   hs->self = self;
   hs->size = size;
   hs->state = state;
+  hs->stream = 0;
+  hs->streams = 1;
   if (!sodium_ready())
     fail(hs, "libsodium failed to initialise");
 }
@@ -207,6 +215,14 @@ void crnet__hs_init_initiator(crnet__handshake *hs,
   hs_init(hs, key, self, size, HS_I_READY);
   hs->purpose = purpose;
   hs->peer = expected_peer;
+}
+
+void crnet__hs_set_streams(crnet__handshake *hs, uint8_t stream,
+                           uint8_t streams) {
+  assert(streams >= 1 && streams <= CRNET__MAX_STREAMS && stream < streams);
+  assert(hs->state == HS_I_READY || (hs->state == HS_R_READY && stream == 0));
+  hs->stream = stream;
+  hs->streams = streams;
 }
 
 void crnet__hs_init_responder(crnet__handshake *hs,
@@ -232,8 +248,8 @@ void crnet__hs_write_hello(crnet__handshake *hs,
   memcpy(m + H_MAGIC, HELLO_MAGIC, MAGIC_BYTES);
   m[H_VERSION] = CRNET__HS_VERSION;
   m[H_PURPOSE] = hs->purpose;
-  m[H_RESERVED] = 0;
-  m[H_RESERVED + 1] = 0;
+  m[H_STREAM] = hs->stream;
+  m[H_STREAMS] = (uint8_t)(hs->streams - 1);
   memcpy(m + H_JOB_ID, hs->job_id, CRNET__JOB_ID_BYTES);
   put_rank(m + H_INITIATOR, hs->self);
   put_rank(m + H_RESPONDER, hs->peer);
@@ -259,8 +275,13 @@ int crnet__hs_read_hello(crnet__handshake *hs,
   uint8_t purpose = m[H_PURPOSE];
   if (purpose != CRNET__HS_RENDEZVOUS && purpose != CRNET__HS_MESH)
     return fail(hs, "unknown purpose");
-  if (m[H_RESERVED] != 0 || m[H_RESERVED + 1] != 0)
+  if (purpose == CRNET__HS_RENDEZVOUS &&
+      (m[H_STREAM] != 0 || m[H_STREAMS] != 0))
     return fail(hs, "reserved bytes set");
+  if (purpose == CRNET__HS_MESH && m[H_STREAMS] + 1 != hs->streams)
+    return fail(hs, "another number of streams per peer (CRNET_STREAMS)");
+  if (m[H_STREAM] > m[H_STREAMS])
+    return fail(hs, "stream index out of range");
   /* The job id is public, so an ordinary comparison is fine here. */
   if (memcmp(m + H_JOB_ID, hs->job_id, CRNET__JOB_ID_BYTES) != 0)
     return fail(hs, "another job");
@@ -281,6 +302,7 @@ int crnet__hs_read_hello(crnet__handshake *hs,
 
   hs->purpose = purpose;
   hs->peer = initiator;
+  hs->stream = m[H_STREAM];
 
   uint8_t *r = hs->reply;
   memcpy(r + R_MAGIC, REPLY_MAGIC, MAGIC_BYTES);

@@ -6,8 +6,9 @@
  *
  * Three fixed-size messages, the initiator (the side that connected) first:
  *
- *   HELLO   I -> R  "CRNH", version, purpose, job id, initiator rank,
- *                   expected responder rank, job size, nonce_i
+ *   HELLO   I -> R  "CRNH", version, purpose, stream index and count,
+ *                   job id, initiator rank, expected responder rank, job
+ *                   size, nonce_i
  *   REPLY   R -> I  "CRNR", version, purpose, responder rank, nonce_r,
  *                   mac_r = HMAC(key, "crnet responder" | HELLO | REPLY-body)
  *   FINISH  I -> R  "CRNZ", mac_i = HMAC(key, "crnet initiator" | HELLO | REPLY)
@@ -38,7 +39,8 @@
 #define CRNET__JOB_ID_BYTES 16
 #define CRNET__HS_VERSION 1
 
-/* HELLO: magic 4, version 1, purpose 1, reserved 2 (zero), job id 16,
+/* HELLO: magic 4, version 1, purpose 1, stream 1, streams - 1 1 (both zero
+ * but on mesh links of several streams), job id 16,
  * initiator rank 4, expected responder rank 4, size 4, nonce 32. */
 #define CRNET__HS_HELLO_SIZE 68
 /* REPLY: magic 4, version 1, purpose 1, reserved 2, responder rank 4,
@@ -46,6 +48,9 @@
 #define CRNET__HS_REPLY_SIZE 76
 /* FINISH: magic 4, mac 32. */
 #define CRNET__HS_FINISH_SIZE 36
+
+/* The most TCP streams per pair of ranks (CRNET_STREAMS). */
+#define CRNET__MAX_STREAMS 8
 
 /* The rank a rendezvous server uses in handshakes (it is not a rank). */
 #define CRNET__RANK_RENDEZVOUS (-2)
@@ -64,6 +69,8 @@ typedef struct crnet__handshake {
   int32_t self;      /* our rank, or CRNET__RANK_RENDEZVOUS */
   int32_t peer;      /* initiator: expected; responder: claimed in HELLO */
   int32_t size;      /* job size; both sides must agree */
+  uint8_t stream;    /* initiator: given; responder: read from HELLO */
+  uint8_t streams;   /* streams per pair of ranks; both sides must agree */
   int state;         /* internal */
   const char *why;   /* static reason of the last failure */
 } crnet__handshake;
@@ -86,14 +93,22 @@ crnet__hs_read_reply(crnet__handshake *hs,
                      const uint8_t in[CRNET__HS_REPLY_SIZE],
                      uint8_t finish[CRNET__HS_FINISH_SIZE]);
 
+/* A mesh link that is stream `stream` of `streams` (default: 0 of 1). The
+ * initiator says which in HELLO; a responder (stream 0) only sets the count
+ * it requires. Call after init, before the first message. */
+void crnet__hs_set_streams(crnet__handshake *hs, uint8_t stream,
+                           uint8_t streams);
+
 /* Responder side: accept, read HELLO, send REPLY, read FINISH. */
 void crnet__hs_init_responder(crnet__handshake *hs,
                               const uint8_t key[CRNET__KEY_BYTES],
                               int32_t self, int32_t size);
-/* Checks HELLO's form: magic, version, known purpose, reserved zero, job id,
+/* Checks HELLO's form: magic, version, known purpose, streams (zero for a
+ * rendezvous, our count for the mesh), job id,
  * size == ours, expected responder rank == self, initiator rank in
- * [0, size) and != self. On success hs->peer and hs->purpose hold the claimed
- * values (not yet authenticated!) and REPLY is written. 0 or CRNET_EAUTH. */
+ * [0, size) and != self. On success hs->peer, hs->purpose and hs->stream
+ * hold the claimed values (not yet authenticated!) and REPLY is written. 0
+ * or CRNET_EAUTH. */
 CRNET_NODISCARD int
 crnet__hs_read_hello(crnet__handshake *hs,
                      const uint8_t in[CRNET__HS_HELLO_SIZE],

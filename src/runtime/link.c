@@ -99,6 +99,7 @@ static void hs_fail(crnet__link *l, int status, const char *why) {
 static void hs_succeed(crnet__link *l) {
   l->peer = l->hs.peer;
   l->purpose = l->hs.purpose;
+  l->stream = l->hs.stream;
   crnet__hs_wipe(&l->hs);
   uv_timer_stop(&l->timer);
   l->state = CRNET__LINK_READY;
@@ -249,6 +250,14 @@ int crnet__link_accept(crnet__link *l, uv_loop_t *loop, uv_stream_t *server,
   uv_timer_start(&l->timer, on_hs_timeout, hs_timeout_ms, 0);
   start_reading(l);
   return 0;
+}
+
+void crnet__link_set_streams(crnet__link *l, uint8_t stream,
+                             uint8_t streams) {
+  /* A link that failed to start has no handshake to set. */
+  if (!l->failed && (l->state == CRNET__LINK_CONNECTING ||
+                     l->state == CRNET__LINK_HANDSHAKE))
+    crnet__hs_set_streams(&l->hs, stream, streams);
 }
 
 /* --- reading frames -----------------------------------------------------

@@ -119,6 +119,7 @@ struct crnet__link {
   int32_t self;    /* our own rank, for messages */
   int32_t peer;    /* authenticated peer rank (after on_ready 0) */
   uint8_t purpose; /* handshake purpose (after on_ready 0) */
+  uint8_t stream;  /* which of the pair's streams (after on_ready 0) */
   char addr[64];   /* peer's address as text, for messages */
   char why[192];   /* reason of the first failure */
 
@@ -164,6 +165,11 @@ int crnet__link_accept(crnet__link *l, uv_loop_t *loop, uv_stream_t *server,
                        const crnet__link_callbacks *cb, void *owner,
                        const uint8_t key[CRNET__KEY_BYTES], int32_t self,
                        int32_t size, uint64_t hs_timeout_ms);
+
+/* Makes a mesh link stream `stream` of `streams` per pair of ranks
+ * (handshake.h); an accepting link gives stream 0 and learns its index from
+ * the initiator. Call right after connect or accept. */
+void crnet__link_set_streams(crnet__link *l, uint8_t stream, uint8_t streams);
 
 /* Posts the receive for the next DATA frame. At most one receive may be
  * posted per link. */

@@ -37,6 +37,7 @@ struct crnet__rdv_server {
   int nregistered;
   crnet__rdv_entry *entries;
   crnet__tuning tuning; /* rank 0's, once it has registered */
+  crnet__rdv_options options; /* rank 0's, likewise */
   rdv_conn **by_rank;
   rdv_conn *conns; /* every open connection */
   crnet__rdv_done_cb cb;
@@ -67,6 +68,19 @@ int crnet__rdv_entry_decode(const uint8_t *in, crnet__rdv_entry *e) {
   e->pid = crnet__get_le32(in + 20);
   memcpy(e->host, in + 24, CRNET__RDV_HOST_BYTES - 1);
   e->host[CRNET__RDV_HOST_BYTES - 1] = '\0';
+  return 0;
+}
+
+void crnet__rdv_options_encode(const crnet__rdv_options *o, uint8_t *out) {
+  crnet__put_le32(out, o->streams);
+  crnet__put_le32(out + 4, o->stream_min);
+}
+
+int crnet__rdv_options_decode(const uint8_t *in, crnet__rdv_options *o) {
+  o->streams = crnet__get_le32(in);
+  o->stream_min = crnet__get_le32(in + 4);
+  if (o->streams < 1 || o->streams > CRNET__MAX_STREAMS || o->stream_min < 1)
+    return CRNET_EIO;
   return 0;
 }
 
@@ -134,6 +148,8 @@ static void send_table(crnet__rdv_server *srv) {
   }
   crnet__put_le32(table, (uint32_t)srv->size);
   crnet__tuning_encode(&srv->tuning, table + 4);
+  crnet__rdv_options_encode(&srv->options,
+                            table + 4 + CRNET__TUNING_WIRE_SIZE);
   for (int r = 0; r < srv->size; r++)
     crnet__rdv_entry_encode(&srv->entries[r],
                             table + CRNET__RDV_TABLE_HEAD +
@@ -157,6 +173,7 @@ static void on_conn_control(crnet__link *l, const crnet__frame_header *h,
   crnet__rdv_server *srv = c->srv;
   crnet__rdv_entry e;
   crnet__tuning tuning;
+  crnet__rdv_options options;
   char why[128];
   uint32_t rank, size;
   if (h->kind != CRNET__FRAME_RDV_REGISTER) {
@@ -175,7 +192,10 @@ static void on_conn_control(crnet__link *l, const crnet__frame_header *h,
   size = crnet__get_le32(payload + 4);
   if (crnet__rdv_entry_decode(payload + 8, &e) != 0 ||
       crnet__tuning_decode(payload + 8 + CRNET__RDV_ENTRY_SIZE, "rank 0",
-                           &tuning) != 0) {
+                           &tuning) != 0 ||
+      crnet__rdv_options_decode(payload + 8 + CRNET__RDV_ENTRY_SIZE +
+                                    CRNET__TUNING_WIRE_SIZE,
+                                &options) != 0) {
     drop(c, "malformed registration");
     return;
   }
@@ -195,8 +215,10 @@ static void on_conn_control(crnet__link *l, const crnet__frame_header *h,
   c->rank = (int)rank;
   srv->by_rank[rank] = c;
   srv->entries[rank] = e;
-  if (rank == 0)
+  if (rank == 0) {
     srv->tuning = tuning;
+    srv->options = options;
+  }
   srv->nregistered++;
   crnet__debug("rendezvous: rank %u registered from %s (%d of %d)",
                (unsigned)rank, l->addr, srv->nregistered, srv->size);

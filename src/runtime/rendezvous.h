@@ -18,15 +18,19 @@
  *                     (IPv4 in the first 4), pid u32, host 64 (NUL-padded)
  *   tuning (CRNET__TUNING_WIRE_SIZE bytes, tuning.h): the cost model's
  *                     constants
- *   RDV_REGISTER: rank u32, size u32, entry, tuning
- *   RDV_TABLE:    size u32, rank 0's tuning, then `size` entries in rank
- *                 order
+ *   options (8 bytes): streams u32 (TCP streams per pair of ranks, 1 to
+ *                     CRNET__MAX_STREAMS), stream_min u32 (the smallest part,
+ *                     in bytes, a message is split into across streams)
+ *   RDV_REGISTER: rank u32, size u32, entry, tuning, options
+ *   RDV_TABLE:    size u32, rank 0's tuning, rank 0's options, then `size`
+ *                 entries in rank order
  *   RDV_ERROR:    text (not NUL-terminated)
  *
- * Every rank registers a tuning, so that registrations have one size and
- * one validation, but only rank 0's travels on in the table: it is what
- * makes every rank's `auto` pick the same schedules (tuning.h). The server
- * drops a registration whose tuning does not decode.
+ * Every rank registers a tuning and options, so that registrations have
+ * one size and one validation, but only rank 0's travel on in the table:
+ * they are what makes every rank's `auto` pick the same schedules (tuning.h)
+ * and every pair of ranks open and use its streams alike. The server drops
+ * a registration whose tuning or options do not decode.
  */
 #ifndef CRNET_RENDEZVOUS_H
 #define CRNET_RENDEZVOUS_H
@@ -39,10 +43,23 @@
 
 #define CRNET__RDV_HOST_BYTES 64
 #define CRNET__RDV_ENTRY_SIZE 88
+#define CRNET__RDV_OPTIONS_SIZE 8
 #define CRNET__RDV_REGISTER_SIZE                                               \
-  (8 + CRNET__RDV_ENTRY_SIZE + CRNET__TUNING_WIRE_SIZE)
+  (8 + CRNET__RDV_ENTRY_SIZE + CRNET__TUNING_WIRE_SIZE +                      \
+   CRNET__RDV_OPTIONS_SIZE)
 /* The table's bytes before the first entry. */
-#define CRNET__RDV_TABLE_HEAD (4 + CRNET__TUNING_WIRE_SIZE)
+#define CRNET__RDV_TABLE_HEAD                                                  \
+  (4 + CRNET__TUNING_WIRE_SIZE + CRNET__RDV_OPTIONS_SIZE)
+
+/* Settings every rank must share; rank 0's are the job's. */
+typedef struct crnet__rdv_options {
+  uint32_t streams;    /* CRNET_STREAMS */
+  uint32_t stream_min; /* CRNET_STREAMS_MIN_BYTES */
+} crnet__rdv_options;
+
+void crnet__rdv_options_encode(const crnet__rdv_options *o, uint8_t *out);
+/* 0, or CRNET_EIO if the bytes are out of range. */
+int crnet__rdv_options_decode(const uint8_t *in, crnet__rdv_options *o);
 
 typedef struct crnet__rdv_entry {
   uint8_t family; /* 4 or 6 */

@@ -175,68 +175,140 @@ static void free_states(rstate *st, int32_t p) {
   free(st);
 }
 
-/* --- independent rounds (schedule.h) ------------------------------------ */
+/* --- independent rounds (schedule.h) ------------------------------------
+ *
+ * The rounds of a group (an unmarked round and the marked ones after it)
+ * may run at the same time, so for rounds a < b of one group: b must not
+ * receive from a's peer, b's receive must not touch anything a sends,
+ * receives or a step of a reads or writes, and b's send must not read what
+ * a receives or a step of a writes (b's steps run after a has finished).
+ * Checked by a sweep over the group's regions sorted by start, so that a
+ * group of p - 1 rounds costs O(p log p), not O(p^2). */
 
-/* True if a segment of transfer x overlaps g. */
-static bool xfer_overlaps(const crnet__schedule *sc, const crnet__xfer *x,
-                          const crnet__seg *g, bool in_place) {
-  for (uint32_t i = 0; i < x->nsegs; i++)
-    if (overlap(&sc->segs[x->first_seg + i], g, in_place))
-      return true;
-  return false;
+enum { USE_SEND, USE_RECV, USE_SRC, USE_DST };
+
+typedef struct use {
+  uint8_t buf; /* real_buf */
+  uint8_t kind;
+  uint32_t round;
+  uint64_t off, end;
+} use;
+
+static int use_cmp(const void *a, const void *b) {
+  const use *x = a, *y = b;
+  if (x->buf != y->buf)
+    return x->buf < y->buf ? -1 : 1;
+  return x->off < y->off ? -1 : x->off > y->off;
 }
 
-/* True if a step of round o reads (src) or writes (dst) a region overlapping
- * g, as asked. */
-static bool steps_touch(const crnet__schedule *sc, const crnet__round *o,
-                        const crnet__seg *g, bool reads, bool writes,
-                        bool in_place) {
-  for (uint32_t i = 0; i < o->nsteps; i++) {
-    const crnet__step *st = &sc->steps[o->first_step + i];
-    if ((reads && st->src.count > 0 && overlap(&st->src, g, in_place)) ||
-        (writes && st->dst.count > 0 && overlap(&st->dst, g, in_place)))
-      return true;
+/* Does the later use conflict with the earlier one (other rounds)? */
+static bool conflicts(const use *earlier, const use *later) {
+  if (later->kind == USE_RECV)
+    return true;
+  return later->kind == USE_SEND &&
+         (earlier->kind == USE_RECV || earlier->kind == USE_DST);
+}
+
+static void add_use(use *v, size_t *n, const crnet__seg *g, uint8_t kind,
+                    uint32_t round, bool in_place) {
+  if (g->count == 0)
+    return;
+  v[(*n)++] = (use){(uint8_t)real_buf(g->buf, in_place), kind, round, g->off,
+                    g->off + g->count};
+}
+
+/* Checks rounds [first, last) of sc, one group. */
+static int check_group(const crnet__schedule *sc, int32_t r, bool in_place,
+                       uint32_t first, uint32_t last, int32_t *recv_round,
+                       char *err, size_t errlen) {
+  size_t n = 0, cap = 0, nact = 0;
+  use *v, **act;
+  int rc = 0;
+  for (uint32_t k = first; k < last; k++) {
+    const crnet__round *ro = &sc->rounds[k];
+    int32_t peer = ro->recv.peer;
+    if (peer >= 0 && peer < sc->p) {
+      if (recv_round[peer] >= (int32_t)first)
+        return fail(err, errlen,
+                    "rank %d: round %u is marked independent but receives "
+                    "from the same peer as round %d",
+                    r, k, recv_round[peer]);
+      recv_round[peer] = (int32_t)k;
+    }
+    cap += ro->send.nsegs + ro->recv.nsegs + 2 * (size_t)ro->nsteps;
   }
-  return false;
+  v = malloc(sizeof *v * (cap ? cap : 1));
+  act = malloc(sizeof *act * (cap ? cap : 1));
+  if (v == NULL || act == NULL) {
+    free(v);
+    free(act);
+    return CRNET_ENOMEM;
+  }
+  for (uint32_t k = first; k < last; k++) {
+    const crnet__round *ro = &sc->rounds[k];
+    for (uint32_t i = 0; i < ro->send.nsegs; i++)
+      add_use(v, &n, &sc->segs[ro->send.first_seg + i], USE_SEND, k, in_place);
+    for (uint32_t i = 0; i < ro->recv.nsegs; i++)
+      add_use(v, &n, &sc->segs[ro->recv.first_seg + i], USE_RECV, k, in_place);
+    for (uint32_t i = 0; i < ro->nsteps; i++) {
+      const crnet__step *st = &sc->steps[ro->first_step + i];
+      add_use(v, &n, &st->src, USE_SRC, k, in_place);
+      add_use(v, &n, &st->dst, USE_DST, k, in_place);
+    }
+  }
+  qsort(v, n, sizeof *v, use_cmp);
+  /* act: the uses seen so far that reach past the current start. */
+  for (size_t i = 0; i < n && rc == 0; i++) {
+    size_t keep = 0;
+    for (size_t j = 0; j < nact; j++)
+      if (act[j]->buf == v[i].buf && act[j]->end > v[i].off)
+        act[keep++] = act[j];
+    nact = keep;
+    for (size_t j = 0; j < nact && rc == 0; j++) {
+      const use *a = act[j], *b = &v[i];
+      if (a->round == b->round)
+        continue;
+      const use *early = a->round < b->round ? a : b;
+      const use *late = a->round < b->round ? b : a;
+      if (conflicts(early, late))
+        rc = fail(err, errlen,
+                  "rank %d: round %u is marked independent but %s %s[%" PRIu64
+                  "..%" PRIu64 ") which round %u uses",
+                  r, late->round,
+                  late->kind == USE_RECV ? "receives into" : "sends from",
+                  buf_name[late->buf], late->off, late->end, early->round);
+    }
+    act[nact++] = &v[i];
+  }
+  free(v);
+  free(act);
+  return rc;
 }
 
-/* Checks every round marked independent against the earlier rounds of its
- * group: what the executor may then overlap must not share a receiving
- * link, and must not write what another reads or writes. */
 static int check_independent(const crnet__schedule *sc, int32_t r,
                              bool in_place, char *err, size_t errlen) {
-  uint32_t group = 0;
-  for (uint32_t n = 0; n < sc->nrounds; n++) {
-    const crnet__round *ro = &sc->rounds[n];
-    if (!ro->independent) {
-      group = n;
+  int32_t *recv_round;
+  int rc = 0;
+  uint32_t first = 0;
+  bool any = false;
+  for (uint32_t k = 0; k < sc->nrounds; k++)
+    any = any || sc->rounds[k].independent;
+  if (!any)
+    return 0;
+  recv_round = malloc(sizeof *recv_round * (size_t)sc->p);
+  if (recv_round == NULL)
+    return CRNET_ENOMEM;
+  for (int32_t q = 0; q < sc->p; q++)
+    recv_round[q] = -1;
+  for (uint32_t k = 1; k <= sc->nrounds && rc == 0; k++) {
+    if (k < sc->nrounds && sc->rounds[k].independent)
       continue;
-    }
-    for (uint32_t i = group; i < n; i++) {
-      const crnet__round *o = &sc->rounds[i];
-      const char *why = NULL;
-      if (ro->recv.peer >= 0 && ro->recv.peer == o->recv.peer)
-        why = "receives from the same peer as";
-      for (uint32_t k = 0; k < ro->send.nsegs && why == NULL; k++) {
-        const crnet__seg *g = &sc->segs[ro->send.first_seg + k];
-        if (xfer_overlaps(sc, &o->recv, g, in_place) ||
-            steps_touch(sc, o, g, false, true, in_place))
-          why = "sends what is written by";
-      }
-      for (uint32_t k = 0; k < ro->recv.nsegs && why == NULL; k++) {
-        const crnet__seg *g = &sc->segs[ro->recv.first_seg + k];
-        if (xfer_overlaps(sc, &o->send, g, in_place) ||
-            xfer_overlaps(sc, &o->recv, g, in_place) ||
-            steps_touch(sc, o, g, true, true, in_place))
-          why = "receives into memory used by";
-      }
-      if (why != NULL)
-        return fail(err, errlen,
-                    "rank %d: round %u is marked independent but %s round %u",
-                    r, n, why, i);
-    }
+    if (k - first > 1)
+      rc = check_group(sc, r, in_place, first, k, recv_round, err, errlen);
+    first = k;
   }
-  return 0;
+  free(recv_round);
+  return rc;
 }
 
 int crnet__sim_run(crnet__sim_rank *ranks, int32_t p, bool in_place,

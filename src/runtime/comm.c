@@ -280,7 +280,7 @@ static void tell_peers(crnet_comm *c, int origin) {
       continue;
     /* A link that failed by protocol (a mismatched frame) still writes; one
      * whose peer is gone just fails the write, harmlessly. */
-    if (msg != NULL && !crnet__link_busy(&p->link) &&
+    if (msg != NULL && crnet__link_flushed(&p->link) &&
         p->link.state == CRNET__LINK_READY) {
       crnet__put_le32(msg, (uint32_t)c->err);
       crnet__put_le32(msg + 4, (uint32_t)c->abort_code);
@@ -290,9 +290,11 @@ static void tell_peers(crnet_comm *c, int origin) {
                                12 + textlen);
       crnet__link_close_gently(&p->link, LINGER_MS);
     } else {
-      /* A write of the failed collective is in flight: it cannot be
+      /* A write of the failed collective is still going out: it cannot be
        * interrupted by a frame, and its buffer belongs to the caller, who is
-       * about to get control back. Closing cancels it. */
+       * about to get control back. Closing cancels it. (A write the kernel
+       * has taken whole, whose callback has not run yet, is no obstacle:
+       * the ABORT frame above follows it.) */
       crnet__link_close(&p->link);
     }
   }

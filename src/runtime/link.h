@@ -203,6 +203,13 @@ static inline bool crnet__link_busy(const crnet__link *l) {
   return l->pending_writes > 0;
 }
 
+/* True when every byte queued on the link has been handed to the kernel,
+ * though write callbacks may not have run yet: a frame written now follows
+ * whole frames, and no caller's memory is still being read. */
+static inline bool crnet__link_flushed(const crnet__link *l) {
+  return uv_stream_get_write_queue_size((const uv_stream_t *)&l->tcp) == 0;
+}
+
 /* "1.2.3.4:5678" of a sockaddr into buf. */
 void crnet__format_sockaddr(const struct sockaddr *sa, char *buf, size_t n);
 

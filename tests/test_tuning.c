@@ -146,6 +146,46 @@ START_TEST(test_parse_good) {
 }
 END_TEST
 
+/* ring_round: a newer key, optional, 1 when absent. */
+START_TEST(test_parse_ring_round) {
+  crnet__tuning t;
+  /* a file written before ring_round existed: every round costs α */
+  ck_assert_msg(parse(&t, "alpha = 2e-4\nbeta = 1e-9\ngamma = 0\n"
+                          "alpha.8 = 1.4e-4\n") == 0,
+                "%s", err);
+  ck_assert(crnet__tuning_get(&t, CRNET__TUNING_RING_ROUND, 8) == 1);
+  ck_assert(t.base[CRNET__TUNING_RING_ROUND] ==
+            CRNET__TUNING_DEFAULT_RING_ROUND);
+  /* plain and per-p, interpolated like the others */
+  ck_assert_msg(parse(&t, "ring_round = 0.7\n") == 0, "%s", err);
+  ck_assert(crnet__tuning_get(&t, CRNET__TUNING_RING_ROUND, 13) == 0.7);
+  ck_assert_msg(parse(&t, "ring_round.4 = 0.9\nring_round.8 = 0.7\n") == 0,
+                "%s", err);
+  ck_assert(fabs(crnet__tuning_get(&t, CRNET__TUNING_RING_ROUND, 6) - 0.8) <
+            1e-12);
+  ck_assert(crnet__tuning_get(&t, CRNET__TUNING_RING_ROUND, 2) == 0.9);
+  ck_assert(crnet__tuning_get(&t, CRNET__TUNING_ALPHA, 8) ==
+            CRNET__TUNING_DEFAULT_ALPHA);
+  ck_assert_str_eq(crnet__tuning_param_name(CRNET__TUNING_RING_ROUND),
+                   "ring_round");
+  /* a factor written in seconds, or absurdly large, is a unit mistake */
+  expect_bad("ring_round = 2e-4\n",
+             "ring_round must be at least 0.1 and at most 10 (multiples of "
+             "alpha)");
+  expect_bad("ring_round.8 = 11\n", "out of range");
+  expect_bad("ring_round = 0.7\nring_round = 0.8\n", "set twice");
+  expect_bad("hypercube_round = 1.1\n", "unknown key 'hypercube_round'");
+  /* the description names it */
+  {
+    char desc[512];
+    ck_assert_int_eq(parse(&t, "ring_round = 0.5\n"), 0);
+    crnet__tuning_describe(&t, 8, desc, sizeof desc);
+    ck_assert_msg(strstr(desc, "ring round x0.5 at p = 8") != NULL, "%s",
+                  desc);
+  }
+}
+END_TEST
+
 START_TEST(test_parse_every_kind_of_bad_line) {
   expect_bad("alpha = 1e-5\nalpah = 1e-5\n",
              "tuning file 'T' line 2: unknown key 'alpah'");
@@ -329,7 +369,8 @@ START_TEST(test_wire_round_trip) {
   crnet__tuning t, u;
   uint8_t w[CRNET__TUNING_WIRE_SIZE], w2[CRNET__TUNING_WIRE_SIZE];
   ck_assert_msg(parse(&t, "alpha = 3e-5\nalpha.2 = 1e-5\nalpha.16 = 9e-4\n"
-                          "beta = 1.25e-9\ngamma = 0\ngamma.3 = 2e-10\n") == 0,
+                          "beta = 1.25e-9\ngamma = 0\ngamma.3 = 2e-10\n"
+                          "ring_round = 0.7\nring_round.8 = 0.6\n") == 0,
                 "%s", err);
   crnet__tuning_encode(&t, w);
   ck_assert_int_eq(crnet__tuning_decode(w, "rank 0", &u), 0);
@@ -374,6 +415,8 @@ START_TEST(test_wire_rejects) {
       {P, -1e-9, "beta < 0"},
       {P, INFINITY, "beta inf"},
       {2 * P, -1e-12, "gamma < 0"},
+      {3 * P, 0.05, "ring_round < 0.1"},
+      {3 * P, 10.5, "ring_round > 10"},
       {16, 0, "alpha.2 = 0"},
       {28, 5, "alpha.4 = 5"},
   };
@@ -505,6 +548,59 @@ START_TEST(test_auto_crossover_where_the_model_says) {
   ck_assert_str_eq(
       auto_pick(CRNET_COLL_ALLTOALL, false, 16, below + 128, true, &t),
       "pairwise");
+}
+END_TEST
+
+/* ring_round moves crossovers. At p = 8, allreduce: hypercube costs 3α +
+ * 3m(β + γ), circulant 6α + 1.75mβ + 0.875mγ, ring 14rα + 1.75mβ +
+ * 0.875mγ with r = ring_round. Ring beats circulant once 14r < 6, and then
+ * hypercube gives way at m* = (14r - 3)α / (1.25β + 2.125γ): the cheaper a
+ * ring round, the earlier. */
+START_TEST(test_auto_ring_round_moves_the_crossover) {
+  static const double rs[] = {1.0, 0.4, 0.3};
+  double a = 2e-4, b = 1.3e-9, g = 3e-10, last = 0;
+  for (size_t i = 0; i < sizeof rs / sizeof rs[0]; i++) {
+    crnet__tuning t = constants(a, b, g);
+    double rounds = 14 * rs[i] < 6 ? 14 * rs[i] : 6;
+    double mstar = (rounds - 3) * a / (1.25 * b + 2.125 * g);
+    uint64_t below = (uint64_t)(mstar / 4) * 4 - 4, above = below + 12;
+    t.base[CRNET__TUNING_RING_ROUND] = rs[i];
+    ck_assert_str_eq(
+        auto_pick(CRNET_COLL_ALLREDUCE, false, 8, below, true, &t),
+        "hypercube");
+    ck_assert_str_eq(
+        auto_pick(CRNET_COLL_ALLREDUCE, false, 8, above, true, &t),
+        14 * rs[i] < 6 ? "ring" : "circulant");
+    if (i > 0)
+      ck_assert_msg(mstar < last, "r = %g: m* %g, before %g", rs[i], mstar,
+                    last);
+    last = mstar;
+  }
+  /* the same through files: one without ring_round prices as before */
+  {
+    crnet__tuning old_t, new_t;
+    const char *old_f = "alpha.8 = 1e-3\nbeta.8 = 1e-12\ngamma.8 = 1e-13\n";
+    char new_f[256];
+    snprintf(new_f, sizeof new_f, "%sring_round.8 = 0.4\n", old_f);
+    ck_assert_msg(parse(&old_t, old_f) == 0, "%s", err);
+    ck_assert_msg(parse(&new_t, new_f) == 0, "%s", err);
+    /* reduce-scatter: 7 ring rounds against 3 circulant ones; bcast: 14
+     * against 6. At 0.4α a ring round wins both (2.8 < 3, 5.6 < 6). */
+    ck_assert_str_eq(
+        auto_pick(CRNET_COLL_REDUCE_SCATTER, false, 8, 4096, true, &old_t),
+        "circulant");
+    ck_assert_str_eq(
+        auto_pick(CRNET_COLL_REDUCE_SCATTER, false, 8, 4096, true, &new_t),
+        "ring");
+    ck_assert_str_eq(auto_pick(CRNET_COLL_BCAST, false, 8, 4096, true, &old_t),
+                     "circulant");
+    ck_assert_str_eq(auto_pick(CRNET_COLL_BCAST, false, 8, 4096, true, &new_t),
+                     "ring");
+    /* hypercube and the others are priced at α whatever ring_round says */
+    ck_assert_str_eq(
+        auto_pick(CRNET_COLL_ALLREDUCE, false, 8, 4096, true, &new_t),
+        "hypercube");
+  }
 }
 END_TEST
 
@@ -807,6 +903,7 @@ static Suite *tuning_suite(void) {
   Suite *s = suite_create("tuning");
   TCase *tc = tcase_create("file");
   tcase_add_test(tc, test_parse_good);
+  tcase_add_test(tc, test_parse_ring_round);
   tcase_add_test(tc, test_parse_every_kind_of_bad_line);
   tcase_add_test(tc, test_parse_nul_byte);
   tcase_add_test(tc, test_value_for_p);
@@ -822,6 +919,7 @@ static Suite *tuning_suite(void) {
   tcase_add_test(tc, test_auto_latency_bound);
   tcase_add_test(tc, test_auto_bandwidth_bound);
   tcase_add_test(tc, test_auto_crossover_where_the_model_says);
+  tcase_add_test(tc, test_auto_ring_round_moves_the_crossover);
   tcase_add_test(tc, test_auto_non_commutative);
   tcase_add_test(tc, test_auto_same_on_every_rank);
   tcase_add_test(tc, test_auto_per_p_alpha);

@@ -71,10 +71,12 @@ for line in open(sys.argv[1]):
     if line:
         k, v = [x.strip() for x in line.split("=")]
         vals[k] = float(v)
-want = {"alpha", "beta", "gamma", "alpha.3", "beta.3", "gamma.3"}
+base = {"alpha", "beta", "gamma", "ring_round"}
+want = base | {k + ".3" for k in base}
 if set(vals) != want:
     print("keys", sorted(vals))
-elif not (vals["alpha"] > 0 and vals["beta"] > 0 and vals["gamma"] >= 0):
+elif not (vals["alpha"] > 0 and vals["beta"] > 0 and vals["gamma"] >= 0
+          and 0.1 <= vals["ring_round"] <= 10):
     print("values", vals)
 else:
     print("ok")
@@ -86,7 +88,7 @@ expect "calibrate p=2: exit status" "$rc" 0
 expect "calibrate p=2: JSON" "$(python3 -c '
 import json, sys
 r = json.load(sys.stdin)
-print(r["probe"], r["p"], r["alpha"] > 0 and r["beta"] > 0, len(r["rows"]) > 5)
+print(r["probe"], r["p"], r["alpha"] > 0 and r["beta"] > 0 and r["ring_round"] > 0, len(r["rows"]) > 5)
 ' <"$tmp/out")" "calibrate 2 True True"
 expect "calibrate p=2 keeps p=3's figures and adds its own" \
   "$(grep -c '^alpha\.[23] = \|^beta\.[23] = \|^gamma\.[23] = ' "$t")" 6

@@ -1,30 +1,48 @@
-/* crbench --calibrate: measures the α-β-γ model's constants on the running
+/* crbench --calibrate: measures the cost model's constants on the running
  * job and writes them into the tuning file that crnet's `auto` reads
  * (docs/TUNING.md).
  *
- * The model prices a schedule at R·α + B·β + G·γ (R rounds, B bytes moved,
- * G bytes reduced by the busiest rank). So a few calls whose R, B and G are
- * known, timed as crbench times rows (barrier, one call, the slowest rank's
- * time, median of the repetitions), give α, β and γ by least squares:
+ * The model prices a schedule at R·ρ·α + B·β + G·γ (R rounds, B bytes
+ * moved, G bytes reduced by the busiest rank; ρ = ring_round for ring, 1
+ * for the rest). So a few calls whose R, B and G are known, timed as
+ * crbench times rows (barrier, one call, the slowest rank's time, median
+ * of the repetitions), give, by least squares, the cost of a round α (a
+ * circulant or hypercube round), of a ring round α_r, and β and γ; then
+ * ring_round = α_r / α:
  *
- *   what                          R        B       G
- *   barrier, circulant            L        0       0
- *   allreduce of 4 B, circulant   2L       ~0      ~0
- *   allreduce of 4 B, ring        2(p-1)   ~0      ~0
- *   allgather of S, circulant     L        qS      0
- *   allgather of S, ring          p-1      qS      0
- *   reduce_scatter of S, circ.    L        qS      qS (S at p = 3)
- *   reduce_scatter of S, ring     p-1      qS      qS
+ *   what                             R        B          G
+ *   barrier, circulant               L        0          0
+ *   allreduce of p elements, circ.   2L       ~0         ~0
+ *   allreduce of p elements, ring    2(p-1)   ~0         ~0
+ *   allreduce of p elements, hyp.    d+3f     ~0         ~0
+ *   allgather of S, circulant        L        qS         0
+ *   allgather of S, ring             p-1      qS         0
+ *   allgather of S, hypercube        d+2f     (q+f)S     0
+ *   reduce_scatter of S, circ.       L        qS         qS (S at p = 3)
+ *   reduce_scatter of S, ring        p-1      qS         qS
+ *   allreduce of A, hypercube        d+3f     (d+2f)A    (d+f/2)A
+ *   allreduce of A, circulant        2L       2qA        qA (A at p = 3)
  *
- * with L = ceil(log2 p), q = (p-1)/p, and S = MAX/16, MAX/4 and MAX (-e,
- * 1 MiB by default, where auto's choices are made; S is the whole vector: allgather's output,
- * reduce_scatter's input). The rows of R, B and G are those of
- * src/collectives/model.c, written out here because crbench uses the
- * public API only. The fit minimises the relative errors (every row
- * counts alike, the 4-byte calls pin α and the large ones β and γ); a γ
- * that comes out negative (reductions hidden in the noise, or overlapped
- * with receiving) is set to 0 and α, β refitted. A fit without positive α
- * and β writes nothing.
+ * with L = ceil(log2 p), d = floor(log2 p), f = 1 when p is not a power
+ * of two, else 0, q = (p-1)/p; S = MAX/16, MAX/4 and MAX (-e, 1 MiB by
+ * default, where auto's choices are made; S is the whole vector:
+ * allgather's output, reduce_scatter's input) and A = MAX/16, MAX/4 and
+ * MAX/2 (hypercube's messages are the whole vector: beyond about 512 KiB
+ * per message this VM's loopback costs more per byte, which no linear model
+ * fits). The small allreduce has one element per block, so that every
+ * round of every schedule is an exchange (with fewer elements than ranks
+ * most blocks are empty and the rounds degenerate into one-way messages).
+ * The rows of R, B and G are those of src/collectives/model.c, written out
+ * here because crbench uses the public API only. The fit minimises the
+ * relative errors (every row counts alike: the small calls pin the round
+ * costs, the large ones β and γ); a γ that comes out negative (reductions
+ * hidden in the noise, or overlapped with receiving) is set to 0 and the
+ * rest refitted. A fit without positive α and β, or with a ring_round
+ * outside the file's range (0.1 to 10), writes nothing. (Hypercube's rounds
+ * share α: fitted apart, they came out at 0.92 to 1.13 of a circulant
+ * round on the 2-core VM, noise around 1, and a factor of that noise
+ * flipped the ties where hypercube and circulant have the same rounds and
+ * volume, allgather at p = 2^d.)
  *
  * The file: rank 0 writes --tuning-out, else the file the library reads
  * (CRNET_TUNING_FILE, else $XDG_CONFIG_HOME/crnet/tuning or
@@ -46,8 +64,18 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_ROWS 16
-#define MAX_KEPT 64 /* key.P lines kept from an existing file */
+#define MAX_ROWS 32
+#define MAX_KEPT 128 /* key.P lines kept from an existing file */
+
+/* The unknowns, in the order of the fit: the cost of a round (circulant,
+ * hypercube), of a ring round, β, γ (last, so that dropping it fits the
+ * rest). */
+enum { X_ALPHA, X_RING, X_BETA, X_GAMMA, NX };
+
+/* The file's keys, in crnet__tuning_param's order. */
+#define NKEYS 4
+static const char *const keys[NKEYS] = {"alpha", "beta", "gamma",
+                                        "ring_round"};
 
 struct row {
   const char *what;     /* "allgather" ... */
@@ -55,6 +83,7 @@ struct row {
   const char *schedule;
   size_t bytes;         /* the vector: see the table above */
   double r, b, g;       /* the model's terms */
+  int family;           /* X_ALPHA or X_RING: whose rounds r counts */
   double t;             /* measured, seconds */
 };
 
@@ -120,64 +149,110 @@ static int measure(struct cal *k, struct row *w) {
   return 0;
 }
 
+/* Whose rounds a schedule's are, for the rows below. */
+static int family_of(const char *schedule) {
+  return strcmp(schedule, "ring") == 0 ? X_RING : X_ALPHA;
+}
+
+static struct row make_row(const char *what, crnet_collective coll,
+                           const char *schedule, size_t bytes, double r,
+                           double b, double g) {
+  return (struct row){what, coll, schedule, bytes, r, b, g,
+                      family_of(schedule), 0};
+}
+
 /* The rows of the table at the top, for this p. */
 static size_t plan(const struct cal *k, struct row *rows) {
-  double p = k->p, q = (p - 1) / p, L = 0;
-  size_t n = 0, sizes[3];
+  double p = k->p, q = (p - 1) / p, L = 0, d = 0, f;
+  size_t n = 0, sizes[3], asizes[3];
   size_t unit = k->esize * (size_t)k->p;
+  double s = (double)unit; /* the small allreduce: one element per block */
   while ((1 << (int)L) < k->p)
     L++;
-  rows[n++] = (struct row){"barrier", CRNET_COLL_BARRIER, "circulant", 0, L,
-                           0, 0, 0};
-  rows[n++] = (struct row){"allreduce", CRNET_COLL_ALLREDUCE, "circulant",
-                           k->esize, 2 * L, 2 * q * k->esize, q * k->esize,
-                           0};
-  rows[n++] = (struct row){"allreduce", CRNET_COLL_ALLREDUCE, "ring",
-                           k->esize, 2 * (p - 1), 2 * q * k->esize,
-                           q * k->esize, 0};
+  while ((2 << (int)d) <= k->p)
+    d++;
+  f = (1 << (int)d) != k->p;
+  rows[n++] = make_row("barrier", CRNET_COLL_BARRIER, "circulant", 0, L, 0, 0);
+  rows[n++] = make_row("allreduce", CRNET_COLL_ALLREDUCE, "circulant", unit,
+                       2 * L, 2 * q * s, k->p == 3 ? s : q * s);
+  rows[n++] = make_row("allreduce", CRNET_COLL_ALLREDUCE, "ring", unit,
+                       2 * (p - 1), 2 * q * s, q * s);
+  rows[n++] = make_row("allreduce", CRNET_COLL_ALLREDUCE, "hypercube", unit,
+                       d + 3 * f, (d + 2 * f) * s, (d + f / 2) * s);
   sizes[0] = k->c->max_bytes / 16;
   sizes[1] = k->c->max_bytes / 4;
   sizes[2] = k->c->max_bytes;
+  asizes[0] = sizes[0];
+  asizes[1] = sizes[1];
+  asizes[2] = k->c->max_bytes / 2;
   for (int i = 0; i < 3; i++) {
-    double s = (double)(sizes[i] / unit * unit);
-    size_t bytes = sizes[i] / unit * unit;
-    double circ_g = k->p == 3 ? s : q * s;
+    size_t bytes = sizes[i] / unit * unit, abytes = asizes[i] / unit * unit;
+    double v = (double)bytes, a = (double)abytes;
     if (bytes == 0)
       continue;
-    rows[n++] = (struct row){"allgather", CRNET_COLL_ALLGATHER, "circulant",
-                             bytes, L, q * s, 0, 0};
-    rows[n++] = (struct row){"allgather", CRNET_COLL_ALLGATHER, "ring", bytes,
-                             p - 1, q * s, 0, 0};
-    rows[n++] = (struct row){"reduce_scatter", CRNET_COLL_REDUCE_SCATTER,
-                             "circulant", bytes, L, q * s, circ_g, 0};
-    rows[n++] = (struct row){"reduce_scatter", CRNET_COLL_REDUCE_SCATTER,
-                             "ring", bytes, p - 1, q * s, q * s, 0};
+    rows[n++] = make_row("allgather", CRNET_COLL_ALLGATHER, "circulant", bytes,
+                         L, q * v, 0);
+    rows[n++] = make_row("allgather", CRNET_COLL_ALLGATHER, "ring", bytes,
+                         p - 1, q * v, 0);
+    rows[n++] = make_row("allgather", CRNET_COLL_ALLGATHER, "hypercube", bytes,
+                         d + 2 * f, (q + f) * v, 0);
+    rows[n++] = make_row("reduce_scatter", CRNET_COLL_REDUCE_SCATTER,
+                         "circulant", bytes, L, q * v,
+                         k->p == 3 ? v : q * v);
+    rows[n++] = make_row("reduce_scatter", CRNET_COLL_REDUCE_SCATTER, "ring",
+                         bytes, p - 1, q * v, q * v);
+    if (abytes == 0)
+      continue;
+    rows[n++] = make_row("allreduce", CRNET_COLL_ALLREDUCE, "hypercube",
+                         abytes, d + 3 * f, (d + 2 * f) * a, (d + f / 2) * a);
+    rows[n++] = make_row("allreduce", CRNET_COLL_ALLREDUCE, "circulant",
+                         abytes, 2 * L, 2 * q * a, k->p == 3 ? a : q * a);
   }
   return n;
 }
 
-/* Least squares in relative error over the first `nvar` terms (α, β[, γ]):
- * minimises Σ ((r α + b β + g γ) / t - 1)^2. Returns false if singular. */
-static bool fit(const struct row *rows, size_t n, int nvar, double x[3]) {
-  double a[3][4] = {{0}};
+/* A row's terms as the fit's columns (see X_ALPHA ...). */
+static void columns(const struct row *w, double v[NX]) {
+  for (int j = 0; j < NX; j++)
+    v[j] = 0;
+  v[w->family] = w->r;
+  v[X_BETA] = w->b;
+  v[X_GAMMA] = w->g;
+}
+
+/* The model's time for a row under the fitted unknowns x. */
+static double model_of(const struct row *w, const double x[NX]) {
+  double v[NX], t = 0;
+  columns(w, v);
+  for (int j = 0; j < NX; j++)
+    t += v[j] * x[j];
+  return t;
+}
+
+/* Least squares in relative error over the first `nvar` unknowns:
+ * minimises Σ (model / t - 1)^2. Returns false if singular. */
+static bool fit(const struct row *rows, size_t n, int nvar, double x[NX]) {
+  double a[NX][NX + 1] = {{0}};
   for (size_t i = 0; i < n; i++) {
-    double v[3] = {rows[i].r / rows[i].t, rows[i].b / rows[i].t,
-                   rows[i].g / rows[i].t};
+    double v[NX];
+    columns(&rows[i], v);
+    for (int j = 0; j < nvar; j++)
+      v[j] /= rows[i].t;
     for (int j = 0; j < nvar; j++) {
       for (int l = 0; l < nvar; l++)
         a[j][l] += v[j] * v[l];
-      a[j][3] += v[j];
+      a[j][NX] += v[j];
     }
   }
   /* Gaussian elimination with partial pivoting on the normal equations,
    * scaled per column first: α, β and γ differ by orders of magnitude. */
-  double scale[3];
+  double scale[NX];
   for (int j = 0; j < nvar; j++)
     scale[j] = a[j][j] > 0 ? 1 / sqrt(a[j][j]) : 1;
   for (int j = 0; j < nvar; j++) {
     for (int l = 0; l < nvar; l++)
       a[j][l] *= scale[j] * scale[l];
-    a[j][3] *= scale[j];
+    a[j][NX] *= scale[j];
   }
   for (int col = 0; col < nvar; col++) {
     int piv = col;
@@ -186,7 +261,7 @@ static bool fit(const struct row *rows, size_t n, int nvar, double x[3]) {
         piv = r;
     if (fabs(a[piv][col]) < 1e-12)
       return false;
-    for (int l = 0; l < 4; l++) {
+    for (int l = 0; l <= NX; l++) {
       double tmp = a[col][l];
       a[col][l] = a[piv][l];
       a[piv][l] = tmp;
@@ -196,13 +271,21 @@ static bool fit(const struct row *rows, size_t n, int nvar, double x[3]) {
       if (r == col)
         continue;
       f = a[r][col] / a[col][col];
-      for (int l = col; l < 4; l++)
+      for (int l = col; l <= NX; l++)
         a[r][l] -= f * a[col][l];
     }
   }
-  for (int j = 0; j < 3; j++)
-    x[j] = j < nvar ? a[j][3] / a[j][j] * scale[j] : 0;
+  for (int j = 0; j < NX; j++)
+    x[j] = j < nvar ? a[j][NX] / a[j][j] * scale[j] : 0;
   return true;
+}
+
+/* The file's constants from the fitted unknowns. */
+static void constants_of(const double x[NX], double out[NKEYS]) {
+  out[0] = x[X_ALPHA];
+  out[1] = x[X_BETA];
+  out[2] = x[X_GAMMA];
+  out[3] = x[X_RING] / x[X_ALPHA];
 }
 
 /* --- the file ----------------------------------------------------------------- */
@@ -251,7 +334,7 @@ static int out_path(const struct crbench_calibration *c, char *path,
 
 /* One "key.P = value" line of an existing file, to keep. */
 struct kept {
-  char key[16];
+  char key[32];
   long p;
   char value[64];
 };
@@ -277,14 +360,14 @@ static int read_kept(const char *path, int p, struct kept *kept,
     return 1;
   }
   while (fgets(line, sizeof line, f) != NULL) {
-    char key[16], value[64], rest[8];
+    char key[32], value[64], rest[8];
     long lp = 0;
     char *hash = strchr(line, '#');
     int n;
     lineno++;
     if (hash != NULL)
       *hash = '\0';
-    n = sscanf(line, " %15[a-z.0-9] = %63s %7s", key, value, rest);
+    n = sscanf(line, " %31[a-z_.0-9] = %63s %7s", key, value, rest);
     if (n <= 0)
       continue; /* blank or comment */
     char *dot = strchr(key, '.');
@@ -292,9 +375,10 @@ static int read_kept(const char *path, int p, struct kept *kept,
       *dot = '\0';
       lp = strtol(dot + 1, NULL, 10);
     }
-    if (n != 2 || (strcmp(key, "alpha") != 0 && strcmp(key, "beta") != 0 &&
-                   strcmp(key, "gamma") != 0) ||
-        (dot != NULL && lp < 2)) {
+    bool known = false;
+    for (int j = 0; j < NKEYS; j++)
+      known |= strcmp(key, keys[j]) == 0;
+    if (n != 2 || !known || (dot != NULL && lp < 2)) {
       fprintf(stderr,
               PROG ": --calibrate: %s line %u is not a tuning line crbench "
                    "can keep; fix it or choose another --tuning-out\n",
@@ -319,20 +403,19 @@ static int read_kept(const char *path, int p, struct kept *kept,
   return 0;
 }
 
-static int write_tuning(const struct cal *k, const double x[3],
+static int write_tuning(const struct cal *k, const double c[NKEYS],
                         const char *path) {
-  struct kept kept[MAX_KEPT + 3];
+  struct kept kept[MAX_KEPT + NKEYS];
   size_t nkept;
   char tmp[1100], host[64] = "?", when[32] = "?";
   time_t now = time(NULL);
-  static const char *const keys[3] = {"alpha", "beta", "gamma"};
   FILE *f;
   if (read_kept(path, k->p, kept, &nkept) != 0)
     return 1;
-  for (int j = 0; j < 3; j++) {
+  for (int j = 0; j < NKEYS; j++) {
     snprintf(kept[nkept].key, sizeof kept[nkept].key, "%s", keys[j]);
     kept[nkept].p = k->p;
-    snprintf(kept[nkept].value, sizeof kept[nkept].value, "%.4e", x[j]);
+    snprintf(kept[nkept].value, sizeof kept[nkept].value, "%.4e", c[j]);
     nkept++;
   }
   qsort(kept, nkept, sizeof kept[0], kept_cmp);
@@ -349,13 +432,14 @@ static int write_tuning(const struct cal *k, const double x[3],
           "# crnet tuning: the constants of the alpha-beta-gamma model with\n"
           "# which the auto schedule chooses (docs/TUNING.md), in seconds per\n"
           "# round (alpha), per byte moved (beta) and per byte reduced\n"
-          "# (gamma). Written by crbench --calibrate; key.P lines were\n"
+          "# (gamma), and the cost of a ring round in multiples of alpha\n"
+          "# (ring_round). Written by crbench --calibrate; key.P lines were\n"
           "# measured with P ranks, the plain keys by the last calibration:\n"
           "# p = %d on %s, %s %s, messages up to %zu bytes, %s.\n",
           k->p, host, crnet_datatype_name(k->c->dt), crnet_op_name(k->c->op),
           k->c->max_bytes, when);
-  for (int j = 0; j < 3; j++)
-    fprintf(f, "%s = %.4e\n", keys[j], x[j]);
+  for (int j = 0; j < NKEYS; j++)
+    fprintf(f, "%s = %.4e\n", keys[j], c[j]);
   for (size_t i = 0; i < nkept; i++)
     fprintf(f, "%s.%ld = %s\n", kept[i].key, kept[i].p, kept[i].value);
   if (fclose(f) != 0 || rename(tmp, path) != 0) {
@@ -370,18 +454,20 @@ static int write_tuning(const struct cal *k, const double x[3],
 /* --- the whole ----------------------------------------------------------------- */
 
 static void print_fit(const struct cal *k, const struct row *rows, size_t n,
-                      const double x[3], bool gamma_fitted) {
+                      const double x[NX], bool gamma_fitted) {
   const struct crbench_calibration *c = k->c;
+  double v[NKEYS];
+  constants_of(x, v);
   if (c->json) {
     printf("{\"probe\": \"calibrate\", \"p\": %d, \"alpha\": %.6g, \"beta\": "
-           "%.6g, \"gamma\": %.6g, \"gamma_fitted\": %s, \"rows\": [",
-           k->p, x[0], x[1], x[2], gamma_fitted ? "true" : "false");
+           "%.6g, \"gamma\": %.6g, \"ring_round\": %.6g, "
+           "\"gamma_fitted\": %s, \"rows\": [",
+           k->p, v[0], v[1], v[2], v[3], gamma_fitted ? "true" : "false");
     for (size_t i = 0; i < n; i++)
       printf("%s{\"coll\": \"%s\", \"schedule\": \"%s\", \"size\": %zu, "
              "\"time_us\": %.6g, \"model_us\": %.6g}",
              i ? ", " : "", rows[i].what, rows[i].schedule, rows[i].bytes,
-             rows[i].t * 1e6,
-             (rows[i].r * x[0] + rows[i].b * x[1] + rows[i].g * x[2]) * 1e6);
+             rows[i].t * 1e6, model_of(&rows[i], x) * 1e6);
     printf("]}\n");
     return;
   }
@@ -392,22 +478,25 @@ static void print_fit(const struct cal *k, const struct row *rows, size_t n,
          "schedule", "size(B)", "rounds", "moved(B)", "time(us)", "model(us)",
          "error");
   for (size_t i = 0; i < n; i++) {
-    double model = rows[i].r * x[0] + rows[i].b * x[1] + rows[i].g * x[2];
+    double model = model_of(&rows[i], x);
     printf("  %-15s %-10s %10zu %8.0f %14.0f %12.2f %12.2f %+6.1f%%\n",
            rows[i].what, rows[i].schedule, rows[i].bytes, rows[i].r,
            rows[i].b, rows[i].t * 1e6, model * 1e6,
            100 * (model - rows[i].t) / rows[i].t);
   }
-  printf("alpha = %.4e s per round\nbeta  = %.4e s per byte (%.3f GB/s)\n"
-         "gamma = %.4e s per byte reduced%s\n",
-         x[0], x[1], 1e-9 / x[1], x[2],
-         gamma_fitted ? "" : " (the fit gave a negative figure: 0)");
+  printf("alpha = %.4e s per round\n"
+         "beta  = %.4e s per byte (%.3f GB/s)\n"
+         "gamma = %.4e s per byte reduced%s\n"
+         "ring_round = %.4f (a ring round: %.4e s)\n",
+         v[0], v[1], 1e-9 / v[1], v[2],
+         gamma_fitted ? "" : " (the fit gave a negative figure: 0)", v[3],
+         x[X_RING]);
 }
 
 int crbench_calibrate(crnet_comm *comm, const struct crbench_calibration *c) {
   struct cal k = {.comm = comm, .c = c};
   struct row rows[MAX_ROWS];
-  double x[3] = {0, 0, 0};
+  double x[NX] = {0, 0, 0, 0}, v[NKEYS];
   bool gamma_fitted = true;
   char path[1024];
   size_t n;
@@ -446,19 +535,32 @@ int crbench_calibrate(crnet_comm *comm, const struct crbench_calibration *c) {
     goto done;
   /* Every rank fits the same numbers (the times are maxima over ranks),
    * so every rank reaches the same verdict without talking. */
-  if (!fit(rows, n, 3, x) || x[2] < 0) {
+  if (!fit(rows, n, NX, x) || x[X_GAMMA] < 0) {
     gamma_fitted = false;
-    if (!fit(rows, n, 2, x))
-      x[0] = x[1] = 0;
-    x[2] = 0;
+    if (!fit(rows, n, NX - 1, x))
+      x[X_ALPHA] = x[X_BETA] = 0;
+    x[X_GAMMA] = 0;
   }
-  if (!(x[0] > 0 && x[0] <= 1 && x[1] > 0 && x[1] <= 1e-3)) {
+  if (!(x[X_ALPHA] > 0 && x[X_ALPHA] <= 1 && x[X_BETA] > 0 &&
+        x[X_BETA] <= 1e-3)) {
     if (k.rank == 0)
       fprintf(stderr,
               PROG ": --calibrate: the fit gave alpha %g, beta %g: the "
                    "times are too noisy for the model (is the machine busy?); "
                    "nothing written, try again with more repetitions (-n)\n",
-              x[0], x[1]);
+              x[X_ALPHA], x[X_BETA]);
+    rc = 1;
+    goto done;
+  }
+  constants_of(x, v);
+  if (!(v[3] >= 0.1 && v[3] <= 10)) {
+    if (k.rank == 0)
+      fprintf(stderr,
+              PROG ": --calibrate: the fit gave ring_round %g (the file "
+                   "takes 0.1 to 10): the times are too noisy for the model "
+                   "(is the machine busy?); nothing written, try again with "
+                   "more repetitions (-n)\n",
+              v[3]);
     rc = 1;
     goto done;
   }
@@ -466,7 +568,7 @@ int crbench_calibrate(crnet_comm *comm, const struct crbench_calibration *c) {
     print_fit(&k, rows, n, x, gamma_fitted);
     rc = out_path(c, path, sizeof path);
     if (rc == 0)
-      rc = write_tuning(&k, x, path);
+      rc = write_tuning(&k, v, path);
     if (rc == 0 && !c->json)
       printf("# written to %s (crsched --crossover -p %d --tuning %s shows "
              "where auto switches)\n",

@@ -47,6 +47,14 @@
  * allgather, p not a power of two) within 25% of B and G, which only
  * matters to schedules that lose by more than that anyway
  * (tests/test_tuning.c checks both claims up to p = 64).
+ *
+ * Rounds are priced at ρ·α, with ρ the tuning's ring_round for every ring
+ * schedule and 1 for the rest: a ring round only waits for its neighbour,
+ * and on the 2-core VM at p = 8 costs about 0.65 of a circulant round,
+ * where hypercube's rounds cost what circulant's do, within the noise
+ * (docs/TUNING.md). The families crbench --calibrate does not time
+ * (rabenseifner, bruck, pairwise, star, allgather-reduce,
+ * circulant-linear) keep ρ = 1.
  */
 #include "model.h"
 
@@ -253,6 +261,12 @@ static bool terms_barrier(const char *s, int32_t p, coef *c) {
   return true;
 }
 
+/* ρ's constant for schedule `name` (see the top of the file). */
+static crnet__tuning_param round_factor_of(const char *name) {
+  return strcmp(name, "ring") == 0 ? CRNET__TUNING_RING_ROUND
+                                   : CRNET__TUNING_NPARAMS;
+}
+
 bool crnet__model_terms_of(const char *name, const crnet__call *call,
                            crnet__model_terms *out) {
   int32_t p = call->p;
@@ -263,7 +277,7 @@ bool crnet__model_terms_of(const char *name, const crnet__call *call,
     return false;
   if (p == 1) {
     /* Nothing travels: every schedule is a local copy at most. */
-    *out = (crnet__model_terms){0, 0, 0};
+    *out = (crnet__model_terms){0, 0, 0, CRNET__TUNING_NPARAMS};
     return crnet__schedule_known(name, call->coll);
   }
   switch (call->coll) {
@@ -296,13 +310,16 @@ bool crnet__model_terms_of(const char *name, const crnet__call *call,
     break;
   }
   if (ok)
-    *out = (crnet__model_terms){c.r, c.b * m, c.g * m};
+    *out = (crnet__model_terms){c.r, c.b * m, c.g * m, round_factor_of(name)};
   return ok;
 }
 
 double crnet__model_seconds(const crnet__model_terms *t,
                             const crnet__tuning *tuning, int32_t p) {
-  return t->rounds * crnet__tuning_get(tuning, CRNET__TUNING_ALPHA, p) +
+  double rho = t->round_factor < CRNET__TUNING_NPARAMS
+                   ? crnet__tuning_get(tuning, t->round_factor, p)
+                   : 1;
+  return t->rounds * rho * crnet__tuning_get(tuning, CRNET__TUNING_ALPHA, p) +
          t->moved * crnet__tuning_get(tuning, CRNET__TUNING_BETA, p) +
          t->reduced * crnet__tuning_get(tuning, CRNET__TUNING_GAMMA, p);
 }

@@ -1,9 +1,11 @@
 /* The α-β-γ cost model of the schedules `auto` chooses among.
  *
- * A schedule doing a call costs R·α + B·β + G·γ seconds, with R the message
- * rounds, B the bytes moved (per round the larger of sent and received) and
- * G the bytes reduced, each the synchronous-round figure of crsched --cost
- * (per round, the busiest rank's). The terms are closed formulas in p and m
+ * A schedule doing a call costs R·ρ·α + B·β + G·γ seconds, with R the
+ * message rounds, B the bytes moved (per round the larger of sent and
+ * received) and G the bytes reduced, each the synchronous-round figure of
+ * crsched --cost (per round, the busiest rank's), and ρ the cost of a round
+ * in multiples of α: the tuning's ring_round for ring, 1 for the others
+ * (tuning.h). The terms are closed formulas in p and m
  * (model.c), so choosing costs a few flops per call at any p; tests/
  * test_tuning.c holds them against the simulator's exact counts.
  *
@@ -24,6 +26,10 @@ typedef struct crnet__model_terms {
   double rounds;  /* R */
   double moved;   /* B, bytes */
   double reduced; /* G, bytes */
+  /* ρ: the constant that prices a round of this schedule as a multiple of
+   * α (CRNET__TUNING_RING_ROUND), or CRNET__TUNING_NPARAMS for a round
+   * that costs α itself. */
+  crnet__tuning_param round_factor;
 } crnet__model_terms;
 
 /* m of the call, in bytes (see above). */
@@ -37,7 +43,7 @@ double crnet__model_bytes(const crnet__call *call);
 bool crnet__model_terms_of(const char *name, const crnet__call *call,
                            crnet__model_terms *out);
 
-/* R·α + B·β + G·γ with the constants for call->p ranks. */
+/* R·ρ·α + B·β + G·γ with the constants for p ranks. */
 double crnet__model_seconds(const crnet__model_terms *t,
                             const crnet__tuning *tuning, int32_t p);
 

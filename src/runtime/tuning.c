@@ -7,8 +7,9 @@
  * two on the 2-core VM the project is developed on, at p = 2 (no more ranks
  * than cores): a round costs about as much as waking a blocked receiver
  * (tens of µs), a byte on TCP loopback about 1 ns each way, a reduced byte
- * (float sum at memory speed) a sixth of that. docs/TUNING.md has the
- * measured figures.
+ * (float sum at memory speed) a sixth of that. ring_round defaults to 1
+ * (a ring round costs α like any other), which is also what a file
+ * written before it existed means. docs/TUNING.md has the measured figures.
  */
 #include "tuning.h"
 
@@ -22,13 +23,17 @@
 
 #include "frame.h"
 
-static const char *const param_names[CRNET__TUNING_NPARAMS] = {"alpha", "beta",
-                                                               "gamma"};
+static const char *const param_names[CRNET__TUNING_NPARAMS] = {
+    "alpha", "beta", "gamma", "ring_round"};
+
+_Static_assert(CRNET__TUNING_WIRE_SIZE ==
+                   CRNET__TUNING_NPARAMS * CRNET__TUNING_WIRE_PARAM,
+               "the wire encoding has one part per constant");
 
 /* The accepted range of each constant: finite, above lo (or at it, for
- * gamma: a free reduction is a legitimate model), at most hi. The upper
- * bounds catch unit mistakes (β in ns, γ in GB/s) rather than encode
- * physics. */
+ * gamma: a free reduction is a legitimate model, and for ring_round), at
+ * most hi. The bounds catch unit mistakes (β in ns, γ in GB/s, a round
+ * factor in seconds) rather than encode physics. */
 static const struct {
   double lo, hi;
   bool lo_inclusive;
@@ -37,6 +42,7 @@ static const struct {
     {0, 1, false, "seconds per round"},
     {0, 1e-3, false, "seconds per byte"},
     {0, 1e-3, true, "seconds per byte"},
+    {0.1, 10, true, "multiples of alpha"},
 };
 
 const char *crnet__tuning_param_name(crnet__tuning_param k) {
@@ -54,6 +60,7 @@ void crnet__tuning_defaults(crnet__tuning *t) {
   t->base[CRNET__TUNING_ALPHA] = CRNET__TUNING_DEFAULT_ALPHA;
   t->base[CRNET__TUNING_BETA] = CRNET__TUNING_DEFAULT_BETA;
   t->base[CRNET__TUNING_GAMMA] = CRNET__TUNING_DEFAULT_GAMMA;
+  t->base[CRNET__TUNING_RING_ROUND] = CRNET__TUNING_DEFAULT_RING_ROUND;
   snprintf(t->source, sizeof t->source, "built-in defaults");
 }
 
@@ -129,7 +136,7 @@ static int parse_key(parse_state *s, const char *b, const char *e,
   if (!known)
     return parse_error(s,
                        "unknown key '%.*s' (the keys are alpha, beta, gamma, "
-                       "and alpha.P, beta.P, gamma.P for P ranks)",
+                       "ring_round, and KEY.P for P ranks)",
                        (int)len, b);
   *p = 0;
   if (dot == NULL)
@@ -169,11 +176,11 @@ static int parse_value(parse_state *s, crnet__tuning_param k, const char *key,
     return parse_error(s, "%s = '%s' is not a number", key, buf);
   if (errno == ERANGE || !value_ok(k, v))
     return parse_error(s,
-                       "%s = %s is out of range: %s must be %s 0 and at most "
-                       "%g (%s)",
+                       "%s = %s is out of range: %s must be %s %g and at "
+                       "most %g (%s)",
                        key, buf, param_names[k],
                        ranges[k].lo_inclusive ? "at least" : "above",
-                       ranges[k].hi, ranges[k].unit);
+                       ranges[k].lo, ranges[k].hi, ranges[k].unit);
   *out = v;
   return 0;
 }
@@ -420,8 +427,12 @@ int crnet__tuning_decode(const uint8_t in[CRNET__TUNING_WIRE_SIZE],
 
 void crnet__tuning_describe(const crnet__tuning *t, int32_t p, char *buf,
                             size_t n) {
-  snprintf(buf, n, "alpha %g s, beta %g s/B, gamma %g s/B at p = %d (%s)",
+  snprintf(buf, n,
+           "alpha %g s, beta %g s/B, gamma %g s/B, ring round x%g at "
+           "p = %d (%s)",
            crnet__tuning_get(t, CRNET__TUNING_ALPHA, p),
            crnet__tuning_get(t, CRNET__TUNING_BETA, p),
-           crnet__tuning_get(t, CRNET__TUNING_GAMMA, p), (int)p, t->source);
+           crnet__tuning_get(t, CRNET__TUNING_GAMMA, p),
+           crnet__tuning_get(t, CRNET__TUNING_RING_ROUND, p), (int)p,
+           t->source);
 }

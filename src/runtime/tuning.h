@@ -2,10 +2,14 @@
  * schedule (select.c), read from a small text file and made identical on
  * every rank of a job.
  *
- * The model prices a schedule as R·α + B·β + G·γ: R message rounds, B bytes
- * moved and G bytes reduced by the busiest rank (select.c has R, B and G of
- * every schedule). α is the cost of one round (mostly waking the receiver),
- * β of one byte on the wire, γ of one reduced byte, all in seconds.
+ * The model prices a schedule as R·ρ·α + B·β + G·γ: R message rounds, B
+ * bytes moved and G bytes reduced by the busiest rank (model.c has R, B and
+ * G of every schedule). α is the cost of one round (mostly waking the
+ * receiver), β of one byte on the wire, γ of one reduced byte, all in
+ * seconds. ρ is 1 for every schedule but ring, whose rounds cost
+ * ring_round·α: rounds are not alike, and on a host with more ranks than
+ * cores a ring round, whose peers are the neighbours, costs less than a
+ * circulant round (docs/TUNING.md has the figures).
  *
  * The file (docs/TUNING.md), written by `crbench --calibrate` or by hand:
  *
@@ -13,13 +17,15 @@
  *   alpha = 4e-05        # seconds per round
  *   beta = 1e-09         # seconds per byte sent or received
  *   gamma = 1.5e-10      # seconds per byte reduced
+ *   ring_round = 0.7     # a ring round costs 0.7 alpha
  *   alpha.16 = 2.1e-04   # key.P: the figure measured with P ranks
  *
  * Every key is optional. A constant's value for a job of p ranks is its key.p
  * line if there is one; between two key.P lines, the straight line through
  * them; below the first or above the last, the nearest one; with no key.P
  * line at all, the plain key; and the built-in default where the file says
- * nothing. Per-p figures exist because α grows once ranks outnumber cores (a
+ * nothing (1 for ring_round, so a file written before it existed prices
+ * every round at α, as it always did). Per-p figures exist because α grows once ranks outnumber cores (a
  * round then waits for the scheduler as well as the network).
  *
  * Validation is strict (a typo must not silently change schedule choices):
@@ -57,22 +63,25 @@
 /* Files longer than this are refused: a tuning file is a dozen lines. */
 #define CRNET__TUNING_MAX_FILE_BYTES 65536
 
-/* The wire encoding, little-endian: for alpha, beta, gamma in turn, the
+/* The wire encoding, little-endian: for alpha, beta, gamma, ring_round in
+ * turn (crnet__tuning_param's order), the
  * plain value (f64, IEEE 754 bits), the number of key.P figures n (u32),
  * then CRNET__TUNING_MAX_POINTS slots of (P u32, value f64), the first n in
  * increasing P and the rest all zero. */
 #define CRNET__TUNING_WIRE_PARAM (8 + 4 + CRNET__TUNING_MAX_POINTS * 12)
-#define CRNET__TUNING_WIRE_SIZE (3 * CRNET__TUNING_WIRE_PARAM)
+#define CRNET__TUNING_WIRE_SIZE (4 * CRNET__TUNING_WIRE_PARAM)
 
 /* Built-in defaults: see tuning.c for where they come from. */
 #define CRNET__TUNING_DEFAULT_ALPHA 4e-5
 #define CRNET__TUNING_DEFAULT_BETA 1e-9
 #define CRNET__TUNING_DEFAULT_GAMMA 1.5e-10
+#define CRNET__TUNING_DEFAULT_RING_ROUND 1.0
 
 typedef enum crnet__tuning_param {
   CRNET__TUNING_ALPHA = 0,
   CRNET__TUNING_BETA,
   CRNET__TUNING_GAMMA,
+  CRNET__TUNING_RING_ROUND, /* a ring round, in multiples of alpha */
   CRNET__TUNING_NPARAMS
 } crnet__tuning_param;
 
@@ -91,7 +100,7 @@ typedef struct crnet__tuning {
   char source[256];
 } crnet__tuning;
 
-/* "alpha", "beta", "gamma". */
+/* "alpha", "beta", "gamma", "ring_round". */
 const char *crnet__tuning_param_name(crnet__tuning_param k);
 
 /* The built-in defaults, no per-p figures. Never fails. */
@@ -136,8 +145,8 @@ void crnet__tuning_encode(const crnet__tuning *t,
 int crnet__tuning_decode(const uint8_t in[CRNET__TUNING_WIRE_SIZE],
                          const char *source, crnet__tuning *t);
 
-/* "alpha 4e-05 s, beta 1e-09 s/B, gamma 1.5e-10 s/B at p = 8 (FILE)" into
- * buf, for log lines and tools. */
+/* "alpha 4e-05 s, beta 1e-09 s/B, gamma 1.5e-10 s/B, ring round x0.7 at
+ * p = 8 (FILE)" into buf, for log lines and tools. */
 void crnet__tuning_describe(const crnet__tuning *t, int32_t p, char *buf,
                             size_t n);
 

@@ -24,6 +24,7 @@
 
 #include "alltoall.h"
 #include "crnet.h"
+#include "hypercube.h"
 #include "ring.h"
 #include "schedule.h"
 #include "sim.h"
@@ -81,12 +82,12 @@ static const int32_t ps[] = {
 static bool quick;
 static bool skipped_p(int32_t p) { return quick && p > 129; }
 
-enum coll { RS, AG, AR, RED, BC, PW, A2R, BRK, HC };
+enum coll { RS, AG, AR, RED, BC, PW, A2R, BRK, HC, HBC };
 static const char *coll_name[] = {"ring-reduce-scatter", "ring-allgather",
                                   "ring-allreduce",      "ring-reduce",
                                   "ring-bcast",          "alltoall-pairwise",
                                   "alltoall-ring",       "alltoall-bruck",
-                                  "alltoall-hypercube"};
+                                  "alltoall-hypercube",  "hypercube-bcast"};
 
 typedef struct kase {
   enum coll coll;
@@ -142,6 +143,9 @@ static void run(const kase *k) {
     case BC:
       rc = crnet__ring_bcast(&sc[r], p, r, m, k->root);
       break;
+    case HBC:
+      rc = crnet__hc_bcast(&sc[r], p, r, m, k->root);
+      break;
     case PW:
       rc = crnet__alltoall_pairwise(&sc[r], p, r, k->count, k->in_place);
       break;
@@ -178,6 +182,7 @@ static void run(const kase *k) {
       rn = r == k->root || k->in_place ? m : 0;
       break;
     case BC:
+    case HBC:
       rn = m;
       break;
     case PW:
@@ -196,12 +201,12 @@ static void run(const kase *k) {
       snd[e] = k->coll == AG ? value(r, P[r] + e)
                : a2a ? enc(r, (int32_t)(e / k->count), e % k->count)
                      : value(r, e);
-    if (k->in_place && k->coll != BC) {
+    if (k->in_place && k->coll != BC && k->coll != HBC) {
       ioff = k->coll == AG ? P[r] : 0;
       memcpy(rcv + ioff, snd, sn * sizeof(uint64_t));
       in = sn;
     }
-    if (k->coll == BC && r == k->root) {
+    if ((k->coll == BC || k->coll == HBC) && r == k->root) {
       for (uint64_t e = 0; e < m; e++)
         rcv[e] = value(r, e);
       in = m;
@@ -256,6 +261,7 @@ static void run(const kase *k) {
                  (unsigned long long)e);
       break;
     case BC:
+    case HBC:
       for (uint64_t e = 0; e < m; e++)
         EXPECT(o[e] == value(k->root, e), "%s: rank %d element %llu", what,
                r, (unsigned long long)e);
@@ -342,6 +348,22 @@ static void run(const kase *k) {
       EXPECT(s->elems_recv == (r == k->root ? 0 : m), STATS);
       EXPECT(s->elems_sent == (r == (k->root + p - 1) % p ? 0 : m), STATS);
       break;
+    case HBC: {
+      /* the binomial tree: L rounds; v receives once and sends to every
+       * v + 2^k < p with 2^k > v */
+      int64_t v = ((int64_t)r - k->root + p) % p;
+      uint64_t children = 0;
+      int L = 0;
+      while ((INT64_C(1) << L) < p)
+        L++;
+      for (int b = 0; b < L; b++)
+        children += v < (INT64_C(1) << b) && v + (INT64_C(1) << b) < p;
+      EXPECT(h->nrounds == (p == 1 || m == 0 ? 0 : (uint32_t)L), STATS);
+      EXPECT(s->elems_recv == (r == k->root || m == 0 ? 0 : m), STATS);
+      EXPECT(s->elems_sent == children * m, STATS);
+      EXPECT(h->temp_count == 0, STATS);
+      break;
+    }
     case PW:
       EXPECT(h->temp_count == (k->in_place && p > 1 ? k->count : 0), STATS);
       EXPECT(s->comm_rounds == pm1 && s->elems_sent == pm1 * k->count &&
@@ -442,11 +464,12 @@ static void matrix_count(enum coll c) {
       for (int ri = 0; ri < 3; ri++)
         for (int ip = 0; ip < 2; ip++) {
           if ((ri > 0 && roots[ri] == roots[ri - 1]) ||
-              (c != RED && c != BC && ri > 0) || (c == BC && ip))
+              (c != RED && c != BC && c != HBC && ri > 0) ||
+              ((c == BC || c == HBC) && ip))
             continue;
           /* p = 720, 1000: counts 1 and p+1, the middle root */
           if (p > 256 && ((ci != 1 && ci != 4) || (ri != 0 && ri != 1) ||
-                          ((c == RED || c == BC) && ri != 1)))
+                          ((c == RED || c == BC || c == HBC) && ri != 1)))
             continue;
           kase k = {c, p, NULL, counts[ci], ip == 1, roots[ri]};
           run(&k);
@@ -490,6 +513,8 @@ END_TEST
 START_TEST(test_reduce) { matrix_count(RED); }
 END_TEST
 START_TEST(test_bcast) { matrix_count(BC); }
+END_TEST
+START_TEST(test_hc_bcast) { matrix_count(HBC); }
 END_TEST
 START_TEST(test_pairwise) { matrix_a2a(PW); }
 END_TEST
@@ -597,6 +622,7 @@ int main(void) {
   tcase_add_test(tc, test_allreduce);
   tcase_add_test(tc, test_reduce);
   tcase_add_test(tc, test_bcast);
+  tcase_add_test(tc, test_hc_bcast);
   tcase_add_test(tc, test_pairwise);
   tcase_add_test(tc, test_a2a_ring);
   tcase_add_test(tc, test_bruck);

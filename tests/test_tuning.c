@@ -584,8 +584,9 @@ START_TEST(test_auto_ring_round_moves_the_crossover) {
     snprintf(new_f, sizeof new_f, "%sring_round.8 = 0.4\n", old_f);
     ck_assert_msg(parse(&old_t, old_f) == 0, "%s", err);
     ck_assert_msg(parse(&new_t, new_f) == 0, "%s", err);
-    /* reduce-scatter: 7 ring rounds against 3 circulant ones; bcast: 14
-     * against 6. At 0.4α a ring round wins both (2.8 < 3, 5.6 < 6). */
+    /* reduce-scatter: 7 ring rounds against 3 circulant ones; at 0.4α a
+     * ring round wins (2.8 < 3). bcast: 14 ring rounds, 6 circulant, 3 of
+     * the binomial tree (hypercube), which wins at both (5.6 > 3). */
     ck_assert_str_eq(
         auto_pick(CRNET_COLL_REDUCE_SCATTER, false, 8, 4096, true, &old_t),
         "circulant");
@@ -593,9 +594,9 @@ START_TEST(test_auto_ring_round_moves_the_crossover) {
         auto_pick(CRNET_COLL_REDUCE_SCATTER, false, 8, 4096, true, &new_t),
         "ring");
     ck_assert_str_eq(auto_pick(CRNET_COLL_BCAST, false, 8, 4096, true, &old_t),
-                     "circulant");
+                     "hypercube");
     ck_assert_str_eq(auto_pick(CRNET_COLL_BCAST, false, 8, 4096, true, &new_t),
-                     "ring");
+                     "hypercube");
     /* hypercube and the others are priced at α whatever ring_round says */
     ck_assert_str_eq(
         auto_pick(CRNET_COLL_ALLREDUCE, false, 8, 4096, true, &new_t),

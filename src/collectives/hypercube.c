@@ -53,6 +53,17 @@
  *     2  r0<->r4, r2<->r5
  *     3  r0 -> r1, r2 -> r3 whole result
  *
+ * BINOMIAL BROADCAST (hc_bcast; Grama, one-to-all broadcast on a hypercube,
+ *   for any p). Virtual rank v = r - root mod p. Round k = 0..L-1 (L =
+ *   ceil(log2 p)): every v < 2^k that has the vector sends all of it to
+ *   v + 2^k if that is < p; so v receives once, in round floor(log2 v),
+ *   and the vector has reached 2^(k+1) ranks after round k. L rounds of the
+ *   whole vector: L·(α + mβ), against the circulant's 2L·α + 2m·β (which
+ *   scatters the vector and gathers it back): fewer rounds, more volume,
+ *   for short vectors. No TEMP; the root's buffer is only read. Example,
+ *   p = 6, root 0: round 0: 0 -> 1; round 1: 0 -> 2, 1 -> 3; round 2:
+ *   0 -> 4, 1 -> 5.
+ *
  * RECURSIVE DOUBLING ALLGATHER (hc_allgather). Any counts. The fold sends
  *   the odd rank's block to 2i (1 round); then in round i new rank j sends
  *   everything it has (original ranks lo(G)..lo(G+2^i)-1, G = its aligned
@@ -793,4 +804,26 @@ int crnet__hc_scan(crnet__schedule *out, int32_t p, int32_t rank,
 int crnet__hc_exscan(crnet__schedule *out, int32_t p, int32_t rank,
                      uint64_t count, bool in_place) {
   return prefix(out, p, rank, count, in_place, true);
+}
+
+int crnet__hc_bcast(crnet__schedule *out, int32_t p, int32_t rank,
+                    uint64_t count, int32_t root) {
+  if (p < 1 || rank < 0 || rank >= p || root < 0 || root >= p)
+    return CRNET_EINVAL;
+  crnet__sched_init(out, p, rank);
+  if (p == 1 || count == 0)
+    return crnet__sched_finish(out);
+  int64_t v = ((int64_t)rank - root + p) % p;
+  for (int k = 0; (INT64_C(1) << k) < p; k++) {
+    int64_t half = INT64_C(1) << k;
+    crnet__sched_round(out);
+    if (v < half && v + half < p) {
+      int32_t to = (int32_t)((v + half + root) % p);
+      crnet__sched_send(out, to, CRNET__BUF_RECV, 0, count);
+    } else if (v >= half && v < 2 * half) {
+      int32_t from = (int32_t)((v - half + root) % p);
+      crnet__sched_recv(out, from, CRNET__BUF_RECV, 0, count);
+    }
+  }
+  return crnet__sched_finish(out);
 }

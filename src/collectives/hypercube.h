@@ -50,6 +50,10 @@ int crnet__hc_allreduce(crnet__schedule *out, int32_t p, int32_t rank,
 int crnet__hc_allgather(crnet__schedule *out, int32_t p, int32_t rank,
                         const uint64_t *counts, bool in_place);
 
+/* Binomial-tree broadcast of RECV[0..count) from root, for any p. */
+int crnet__hc_bcast(crnet__schedule *out, int32_t p, int32_t rank,
+                    uint64_t count, int32_t root);
+
 /* Rabenseifner (recursive halving). counts[0..p): elements of block b. */
 int crnet__rab_reduce_scatter(crnet__schedule *out, int32_t p, int32_t rank,
                               const uint64_t *counts, bool in_place);

@@ -21,6 +21,7 @@
  *                   hypercube          d + 2f         q + f          -
  *                   star (p = n!)      n(n-1)/2       q              -
  *   bcast           circulant          2L             2q             -
+ *                   hypercube          L              L              -
  *                   ring, c.-linear    2(p-1)         2q             -
  *   reduce          circulant          2L             2q             q (*)
  *                   ring               2(p-1)         2q             q
@@ -192,6 +193,8 @@ static bool terms_bcast(const char *s, int32_t p, coef *c) {
   double q = (double)(p - 1) / p;
   if (strcmp(s, "circulant") == 0)
     *c = (coef){2.0 * ceil_log2(p), 2 * q, 0};
+  else if (strcmp(s, "hypercube") == 0) /* the binomial tree */
+    *c = (coef){ceil_log2(p), ceil_log2(p), 0};
   else if (strcmp(s, "ring") == 0 || strcmp(s, "circulant-linear") == 0)
     *c = (coef){2.0 * (p - 1), 2 * q, 0};
   else

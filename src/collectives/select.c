@@ -80,7 +80,8 @@ static const schedule_desc schedules[] = {
      ORDER_NEVER},
     {"hypercube", FAMILY_HYPERCUBE,
      BIT(CRNET_COLL_ALLREDUCE) | BIT(CRNET_COLL_ALLGATHER) |
-         BIT(CRNET_COLL_SCAN) | BIT(CRNET_COLL_ALLTOALL),
+         BIT(CRNET_COLL_SCAN) | BIT(CRNET_COLL_ALLTOALL) |
+         BIT(CRNET_COLL_BCAST),
      ORDER_ALWAYS},
     {"rabenseifner", FAMILY_RABENSEIFNER,
      BIT(CRNET_COLL_ALLREDUCE) | BIT(CRNET_COLL_REDUCE_SCATTER) |
@@ -159,8 +160,8 @@ static const char *const *auto_candidates(crnet_collective coll) {
       "circulant", "rabenseifner", "ring", "circulant-linear", NULL};
   static const char *const allgather[] = {
       "circulant", "hypercube", "star", "ring", "circulant-linear", NULL};
-  static const char *const bcast[] = {"circulant", "ring", "circulant-linear",
-                                      NULL};
+  static const char *const bcast[] = {"circulant", "hypercube", "ring",
+                                      "circulant-linear", NULL};
   static const char *const reduce[] = {"circulant", "rabenseifner", "ring",
                                        "circulant-linear", NULL};
   static const char *const alltoall[] = {"bruck", "pairwise", "hypercube",
@@ -387,6 +388,8 @@ static int build_hypercube(const crnet__call *c, crnet__schedule *out) {
   case CRNET_COLL_ALLTOALL:
     return crnet__alltoall_hypercube(out, c->p, c->rank, c->count,
                                      c->in_place);
+  case CRNET_COLL_BCAST:
+    return crnet__hc_bcast(out, c->p, c->rank, c->count, c->root);
   default:
     return CRNET_EINVAL;
   }

@@ -174,7 +174,8 @@ static const struct schedule schedules[] = {
      REORDERS, false},
     {"hypercube",
      BIT(CRNET_COLL_ALLREDUCE) | BIT(CRNET_COLL_ALLGATHER) |
-         BIT(CRNET_COLL_SCAN) | BIT(CRNET_COLL_ALLTOALL),
+         BIT(CRNET_COLL_SCAN) | BIT(CRNET_COLL_ALLTOALL) |
+         BIT(CRNET_COLL_BCAST),
      KEEPS_ORDER, true},
     {"rabenseifner",
      BIT(CRNET_COLL_ALLREDUCE) | BIT(CRNET_COLL_REDUCE_SCATTER) |

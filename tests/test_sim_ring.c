@@ -98,7 +98,7 @@ typedef struct kase {
   int32_t root;
 } kase;
 
-static bool is_a2a(enum coll c) { return c >= PW; }
+static bool is_a2a(enum coll c) { return c >= PW && c <= HC; }
 
 static void run(const kase *k) {
   int32_t p = k->p;

@@ -196,7 +196,7 @@ expect "cost: rows per collective" \
 import json, sys, collections
 c = collections.Counter(json.loads(l)["coll"] for l in sys.stdin)
 print(" ".join("%s=%d" % kv for kv in sorted(c.items())))
-')" "allgather=7 allreduce=9 alltoall=3 barrier=4 bcast=6 exscan=2 reduce=6 reduce_scatter=6 scan=2"
+')" "allgather=7 allreduce=9 alltoall=3 barrier=4 bcast=6 exscan=3 reduce=6 reduce_scatter=6 scan=3"
 expect "cost: allreduce schedules" \
   "$(printf '%s\n' "$rows" | python3 -c '
 import json, sys

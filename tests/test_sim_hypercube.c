@@ -19,6 +19,7 @@
 #include "circulant.h"
 #include "crnet.h"
 #include "hypercube.h"
+#include "ring.h"
 #include "schedule.h"
 #include "sim.h"
 
@@ -67,17 +68,21 @@ static uint64_t rnd(uint64_t n) {
 /* CSCAN, CEXSCAN: the circulant (dissemination) prefix sums of
  * circulant.c, tested here beside the hypercube's with the same reference. */
 enum coll { HC_AR, HC_AG, RAB_RS, RAB_AR, RAB_RED, SCAN, EXSCAN, CSCAN,
-            CEXSCAN };
+            CEXSCAN, RSCAN, REXSCAN };
 static const char *coll_name[] = {"hc-allreduce",  "hc-allgather",
                                   "rab-reduce-scatter", "rab-allreduce",
                                   "rab-reduce",    "scan",
                                   "exscan",        "circulant-scan",
-                                  "circulant-exscan"};
+                                  "circulant-exscan", "ring-scan",
+                                  "ring-exscan"};
 
 static bool is_scan(enum coll c) {
-  return c == SCAN || c == EXSCAN || c == CSCAN || c == CEXSCAN;
+  return c == SCAN || c == EXSCAN || c == CSCAN || c == CEXSCAN ||
+         c == RSCAN || c == REXSCAN;
 }
-static bool is_exscan(enum coll c) { return c == EXSCAN || c == CEXSCAN; }
+static bool is_exscan(enum coll c) {
+  return c == EXSCAN || c == CEXSCAN || c == REXSCAN;
+}
 
 typedef struct kase {
   enum coll coll;
@@ -127,6 +132,11 @@ static uint64_t rounds_formula(const kase *k) {
     return (uint64_t)(2 * d + fr + f);
   case RAB_RED:
     return (uint64_t)(2 * d + fr);
+  case RSCAN:
+  case REXSCAN: /* the chain: nb + p - 2 rounds, nb = min(m, p) blocks */
+    return k->count == 0 ? 0
+                         : (k->count < (uint64_t)p ? k->count : (uint64_t)p) +
+                               (uint64_t)p - 2;
   default:
     return (uint64_t)ceil_log2(p);
   }
@@ -155,6 +165,10 @@ static int build(const kase *k, crnet__schedule *s, int32_t r, uint64_t m,
     return crnet__circ_scan(s, k->p, r, m, k->in_place);
   case CEXSCAN:
     return crnet__circ_exscan(s, k->p, r, m, k->in_place);
+  case RSCAN:
+    return crnet__ring_scan(s, k->p, r, m, k->in_place, false);
+  case REXSCAN:
+    return crnet__ring_scan(s, k->p, r, m, k->in_place, true);
   }
   return -1;
 }
@@ -317,6 +331,10 @@ static result run(const kase *k) {
       if (k->root >= 2 * px)
         want = 2 * (uint64_t)floor_log2(p);
     }
+    /* the chain: a middle rank receives nb blocks and sends them one
+     * round later */
+    if ((k->coll == RSCAN || k->coll == REXSCAN) && p > 2)
+      want = (k->count < (uint64_t)p ? k->count : (uint64_t)p) + 1;
     if (full)
       EXPECT(comm == want, "%s: %llu comm rounds, formula %llu",
              what, (unsigned long long)comm,
@@ -506,6 +524,12 @@ END_TEST
 START_TEST(exscan) { matrix(EXSCAN, CRNET__HC_FOLD_BALANCED, false); }
 END_TEST
 
+START_TEST(ring_scan) { matrix(RSCAN, CRNET__HC_FOLD_BALANCED, false); }
+END_TEST
+
+START_TEST(ring_exscan) { matrix(REXSCAN, CRNET__HC_FOLD_BALANCED, false); }
+END_TEST
+
 /* The naive fold must be correct too (it is the yardstick). */
 START_TEST(naive_fold) {
   matrix(HC_AR, CRNET__HC_FOLD_NAIVE, true);
@@ -588,6 +612,8 @@ int main(void) {
   tcase_add_test(tc, exscan);
   tcase_add_test(tc, circulant_scan);
   tcase_add_test(tc, circulant_exscan);
+  tcase_add_test(tc, ring_scan);
+  tcase_add_test(tc, ring_exscan);
   tcase_add_test(tc, naive_fold);
   tcase_add_test(tc, fold_balance);
   suite_add_tcase(s, tc);

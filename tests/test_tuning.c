@@ -523,9 +523,14 @@ START_TEST(test_auto_bandwidth_bound) {
       "circulant");
   ck_assert_str_eq(auto_pick(CRNET_COLL_BCAST, false, 9, 1 << 20, true, &t),
                    "circulant");
+  /* the chain moves the vector once per rank (~2m on the path) where the
+   * dissemination scan moves it in each of its 4 rounds */
   ck_assert_str_eq(auto_pick(CRNET_COLL_SCAN, false, 9, 1 << 20, true, &t),
-                   "circulant");
+                   "ring");
   ck_assert_str_eq(auto_pick(CRNET_COLL_SCAN, true, 9, 1 << 20, true, &t),
+                   "ring");
+  /* at p = 2 both are one message: the circulant, listed first */
+  ck_assert_str_eq(auto_pick(CRNET_COLL_SCAN, false, 2, 1 << 20, true, &t),
                    "circulant");
 }
 END_TEST

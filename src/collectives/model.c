@@ -31,6 +31,7 @@
  *                   hypercube          L              L              2L - 1 (+)
  *   exscan          circulant          L              L              2L - 2 (#)
  *                   hypercube          L              L              2L - 1 (+)
+ *   scan, exscan    ring (a chain)     2(p-1)         2q             2q ($)
  *   all-to-all      bruck              L              sum_k c_k / p  -
  *                   pairwise           p-1            q              -
  *                   hypercube (p')     d              d/2            -
@@ -40,8 +41,8 @@
  *
  * (c_k: how many of 1..p-1 have bit k set, the blocks Bruck's round k
  * forwards. (*): 1 at p = 3, see circulant_reduced. (+): 2L - 2 at p =
- * 2^d + 1 > 2. (#): 2L - 3 while p <= 3/4 2^L.) At p = 2
- * circulant-linear reduces q, like the others. These
+ * 2^d + 1 > 2. (#): 2L - 3 while p <= 3/4 2^L. ($): exscan (2p-3)/p, 0
+ * at p = 2.) At p = 2 circulant-linear reduces q, like the others. These
  * are the simulator's synchronous-round counts for equal blocks: exact for
  * every row at powers of two and for every row but two at any p; where
  * the fold moves unequal blocks (rabenseifner reduce-scatter, hypercube
@@ -233,6 +234,13 @@ static bool terms_scan(const char *s, int32_t p, bool exclusive, coef *c) {
      * one more */
     g = p == (1 << d) + 1 && p > 2 ? 2 * L - 2 : 2 * L - 1;
     *c = (coef){L, L, g};
+  } else if (strcmp(s, "ring") == 0) {
+    /* the pipelined chain: 2(p-1) rounds of a p-th of the vector on the
+     * last rank's path */
+    double q = (double)(p - 1) / p;
+    /* exscan: the last rank reduces nothing, one block less on the path */
+    g = !exclusive ? 2 * q : p > 2 ? (2.0 * p - 3) / p : 0;
+    *c = (coef){2.0 * (p - 1), 2 * q, g};
   } else {
     return false;
   }

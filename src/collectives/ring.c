@@ -70,6 +70,22 @@
  * receives m once, every rank but root-1 sends m: (2p-2)·(α + m/p·β)
  * ~ 2m·β for large m. No TEMP.
  *
+ * SCAN and EXSCAN (a pipelined chain 0 -> 1 -> ... -> p-1, like BCAST's,
+ * over the nb = min(count, p) blocks of crnet__block_range; unlike the
+ * other ring schedules it keeps rank order, because the prefix only ever
+ * grows at its right end): rank i receives block b of the prefix P_{i-1} in
+ * round b+i-1 and sends block b of P_i in round b+i. Scan, not in place:
+ * the block lands in RECV and RECV = RECV (+) SEND (the prefix is the left
+ * operand); in place: it lands in TEMP (one block) and RECV = TEMP (+)
+ * RECV. Rank 0 copies SEND to RECV. Exscan: RECV gets P_{i-1} as it comes
+ * (rank 0's RECV is left untouched), and P_i = P_{i-1} (+) V_i is formed in
+ * TEMP (m elements), from where it leaves in the next round; in place V_i
+ * is saved in one more block of TEMP before P_{i-1} overwrites it. Rounds
+ * nb+p-2; every rank but the last sends m and every rank but 0 receives
+ * and reduces m: (2p-2)·(α + m/p·(β + γ)) ~ 2m·(β + γ) for large m,
+ * against the dissemination scan's ceil(log2 p)·m·(β + γ). TEMP: a block
+ * (scan in place), m (exscan), m + a block (exscan in place).
+ *
  * REDUCE to any root: the ring reduce-scatter with p blocks of
  * crnet__block_range (each rank ends with the sum of its block), then a
  * pipelined ring gather to the root: in round j = 0 .. p-2 relative rank
@@ -348,5 +364,75 @@ int crnet__ring_reduce(crnet__schedule *out, int32_t p, int32_t rank,
     }
   }
   free(P);
+  return crnet__sched_finish(out);
+}
+
+int crnet__ring_scan(crnet__schedule *out, int32_t p, int32_t rank,
+                     uint64_t count, bool in_place, bool exclusive) {
+  if (p < 1 || rank < 0 || rank >= p)
+    return CRNET_EINVAL;
+  int64_t i = rank, nb = count < (uint64_t)p ? (int64_t)count : p;
+  uint64_t blk = (count + (uint64_t)p - 1) / (uint64_t)p; /* largest block */
+  uint64_t save = count; /* exscan in place: where V_i's block waits */
+  crnet__sched_init(out, p, rank);
+  if (exclusive && i > 0 && i < p - 1)
+    crnet__sched_need_temp(out, in_place ? count + blk : count);
+  else if (exclusive && i == p - 1 && in_place)
+    crnet__sched_need_temp(out, count);
+  else if (!exclusive && in_place && i > 0)
+    crnet__sched_need_temp(out, blk);
+  if (p == 1 || nb == 0) {
+    if (!exclusive && !in_place && count > 0) {
+      crnet__sched_round(out);
+      crnet__sched_copy(out, crnet__seg_make(CRNET__BUF_SEND, 0, count),
+                        crnet__seg_make(CRNET__BUF_RECV, 0, count));
+    }
+    return crnet__sched_finish(out);
+  }
+  for (int64_t t = 0; t < nb + p - 2; t++) {
+    uint64_t off, n;
+    int64_t b = t - i, c = t - i + 1; /* block sent, block received */
+    crnet__sched_round(out);
+    if (i < p - 1 && b >= 0 && b < nb) {
+      uint8_t from = i == 0 ? CRNET__BUF_SEND
+                     : exclusive ? CRNET__BUF_TEMP
+                                 : CRNET__BUF_RECV;
+      crnet__block_range(count, p, (int32_t)b, &off, &n);
+      crnet__sched_send_peer(out, (int32_t)i + 1);
+      crnet__sched_send(out, (int32_t)i + 1, from, off, n);
+    }
+    if (i >= 1 && c >= 0 && c < nb) {
+      crnet__block_range(count, p, (int32_t)c, &off, &n);
+      crnet__seg recv = crnet__seg_make(CRNET__BUF_RECV, off, n);
+      crnet__seg temp = crnet__seg_make(CRNET__BUF_TEMP, off, n);
+      crnet__seg own = crnet__seg_make(CRNET__BUF_SEND, off, n);
+      crnet__sched_recv_peer(out, (int32_t)i - 1);
+      if (!exclusive && !in_place) {
+        crnet__sched_recv(out, (int32_t)i - 1, CRNET__BUF_RECV, off, n);
+        crnet__sched_reduce(out, own, recv, CRNET__DST_LEFT);
+      } else if (!exclusive) {
+        crnet__seg t0 = crnet__seg_make(CRNET__BUF_TEMP, 0, n);
+        crnet__sched_recv(out, (int32_t)i - 1, CRNET__BUF_TEMP, 0, n);
+        crnet__sched_reduce(out, t0, recv, CRNET__SRC_LEFT);
+      } else if (!in_place) {
+        crnet__sched_recv(out, (int32_t)i - 1, CRNET__BUF_RECV, off, n);
+        if (i < p - 1) {
+          crnet__sched_copy(out, recv, temp);
+          crnet__sched_reduce(out, own, temp, CRNET__DST_LEFT);
+        }
+      } else {
+        crnet__seg v = crnet__seg_make(CRNET__BUF_TEMP, save, n);
+        crnet__sched_recv(out, (int32_t)i - 1, CRNET__BUF_TEMP, off, n);
+        if (i < p - 1)
+          crnet__sched_copy(out, recv, v);
+        crnet__sched_copy(out, temp, recv);
+        if (i < p - 1)
+          crnet__sched_reduce(out, v, temp, CRNET__DST_LEFT);
+      }
+    }
+    if (t == 0 && i == 0 && !exclusive && !in_place)
+      crnet__sched_copy(out, crnet__seg_make(CRNET__BUF_SEND, 0, count),
+                        crnet__seg_make(CRNET__BUF_RECV, 0, count));
+  }
   return crnet__sched_finish(out);
 }

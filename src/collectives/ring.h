@@ -31,5 +31,9 @@ int crnet__ring_bcast(crnet__schedule *out, int32_t p, int32_t rank,
                       uint64_t count, int32_t root);
 int crnet__ring_reduce(crnet__schedule *out, int32_t p, int32_t rank,
                        uint64_t count, int32_t root, bool in_place);
+/* Prefix sums along the chain 0 -> p-1 (exclusive: exscan). Unlike the
+ * others these keep rank order. */
+int crnet__ring_scan(crnet__schedule *out, int32_t p, int32_t rank,
+                     uint64_t count, bool in_place, bool exclusive);
 
 #endif

@@ -76,7 +76,8 @@ static const schedule_desc schedules[] = {
     {"ring", FAMILY_RING,
      BIT(CRNET_COLL_ALLREDUCE) | BIT(CRNET_COLL_REDUCE_SCATTER) |
          BIT(CRNET_COLL_ALLGATHER) | BIT(CRNET_COLL_BCAST) |
-         BIT(CRNET_COLL_REDUCE) | BIT(CRNET_COLL_ALLTOALL),
+         BIT(CRNET_COLL_REDUCE) | BIT(CRNET_COLL_ALLTOALL) |
+         BIT(CRNET_COLL_SCAN),
      ORDER_NEVER},
     {"hypercube", FAMILY_HYPERCUBE,
      BIT(CRNET_COLL_ALLREDUCE) | BIT(CRNET_COLL_ALLGATHER) |
@@ -131,6 +132,9 @@ static int order_preserving(const schedule_desc *d, const crnet__call *call,
   int32_t *skips;
   int n;
   *ordered = d->order == ORDER_ALWAYS;
+  /* The ring's scan is a chain from rank 0 up: the prefix grows in order. */
+  if (d->family == FAMILY_RING && call->coll == CRNET_COLL_SCAN)
+    *ordered = true;
   if (d->order != ORDER_BY_SKIPS)
     return 0;
   if (call->coll == CRNET_COLL_SCAN) { /* dissemination: always in order */
@@ -166,7 +170,7 @@ static const char *const *auto_candidates(crnet_collective coll) {
                                        "circulant-linear", NULL};
   static const char *const alltoall[] = {"bruck", "pairwise", "hypercube",
                                          "ring", NULL};
-  static const char *const scan[] = {"circulant", "hypercube", NULL};
+  static const char *const scan[] = {"circulant", "hypercube", "ring", NULL};
   static const char *const barrier[] = {"circulant", "circulant-linear", NULL};
   switch (coll) {
   case CRNET_COLL_ALLREDUCE:
@@ -370,6 +374,9 @@ static int build_ring(const crnet__call *c, crnet__schedule *out) {
                               c->in_place);
   case CRNET_COLL_ALLTOALL:
     return crnet__alltoall_ring(out, c->p, c->rank, c->count, c->in_place);
+  case CRNET_COLL_SCAN:
+    return crnet__ring_scan(out, c->p, c->rank, c->count, c->in_place,
+                            c->exclusive);
   default:
     return CRNET_EINVAL;
   }

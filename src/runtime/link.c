@@ -465,6 +465,32 @@ static void process_stage(crnet__link *l) {
     stop_reading(l);
 }
 
+/* The connection ended while a DATA frame waits parked for its receive
+ * (the peer was ahead). Frames staged behind it were never parsed, and one
+ * may be the ABORT that says why the peer left: hand that to the owner
+ * first, so that the job's error is the reason, not "closed its
+ * connection". Only whole frames in the staging buffer are looked at; the
+ * parked frame and any DATA frame after it are skipped, not delivered. */
+static void deliver_staged_abort(crnet__link *l) {
+  uint64_t pos = l->stage_off, len = l->stage_len;
+  crnet__frame_header h;
+  const char *why;
+  if (!parked(l))
+    return;
+  for (uint64_t skip = l->hdr.length; len - pos >= skip;) {
+    pos += skip;
+    if (len - pos < CRNET__FRAME_HEADER_SIZE ||
+        crnet__frame_decode(l->stage + pos, UINT64_MAX, &h, &why) != 0)
+      return;
+    pos += CRNET__FRAME_HEADER_SIZE;
+    if (h.kind == CRNET__FRAME_ABORT && h.length <= len - pos) {
+      l->cb->on_control(l, &h, l->stage + pos);
+      return;
+    }
+    skip = h.length;
+  }
+}
+
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
   crnet__link *l = s->data;
   char why[128];
@@ -480,6 +506,7 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
               n == UV_EOF ? "closed during the handshake" : uv_strerror((int)n));
       return;
     }
+    deliver_staged_abort(l);
     if (n == UV_EOF)
       snprintf(why, sizeof why, "rank %d closed its connection", (int)l->peer);
     else

@@ -67,10 +67,10 @@ want_scheds = {
     "allgather": circ + ["ring", "hypercube", "star"],
     "alltoall": ["auto", "ring"] + (["hypercube"] if pow2 else [])
                 + ["pairwise", "bruck"],
-    "bcast": circ + ["ring"],
+    "bcast": circ + ["ring", "hypercube"],
     "reduce": circ + ["ring", "rabenseifner"],
-    "scan": ["auto", "circulant", "hypercube"],
-    "exscan": ["auto", "circulant", "hypercube"],
+    "scan": ["auto", "circulant", "ring", "hypercube"],
+    "exscan": ["auto", "circulant", "ring", "hypercube"],
     "barrier": circ,
 }[coll]
 # (size, count) per requested size, as nccl-tests count them.
@@ -267,7 +267,7 @@ usage_error "zero iterations" 2 -n 0
 usage_error "stray argument" 2 -c bcast 7
 usage_error "root out of range (after init)" 2 -c bcast -r 2
 usage_error "unknown schedule (after init)" 2 -s hypercube2
-usage_error "schedule cannot do it (after init)" 2 -c scan -s ring
+usage_error "schedule cannot do it (after init)" 2 -c scan -s rabenseifner
 usage_error "--link-limit on one rank" 1 --link-limit
 usage_error "--calibrate on one rank" 1 --calibrate
 usage_error "--calibrate and --link-limit" 2 --calibrate --link-limit

@@ -18,6 +18,7 @@
  * Environment contract (read by crnet_comm_init with cfg == NULL, and for any
  * field a crnet_config leaves unset):
  *   CRNET_RANK, CRNET_SIZE           this process's rank and the job size
+ *                                    (else SLURM_PROCID, SLURM_NTASKS)
  *   CRNET_RENDEZVOUS                 host:port of the rendezvous; without
  *                                    crlaunch, rank 0 serves it there
  *   CRNET_JOB_KEY                    the job key, 64 hex digits (32 bytes), or

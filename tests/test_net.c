@@ -37,6 +37,7 @@ typedef struct job {
   int port;
   char key[2 * CRNET__KEY_BYTES + 1];
   double init_timeout;
+  bool slurm; /* rank and size in Slurm's variables, not crnet's */
   pid_t pids[MAX_RANKS];
   int status[MAX_RANKS];
   double exit_time[MAX_RANKS];
@@ -74,9 +75,13 @@ static void job_init(job *j, int size, double init_timeout) {
 static void rank_env(const job *j, int rank, const char *key) {
   char v[64];
   snprintf(v, sizeof v, "%d", rank);
-  setenv("CRNET_RANK", v, 1);
+  setenv(j->slurm ? "SLURM_PROCID" : "CRNET_RANK", v, 1);
   snprintf(v, sizeof v, "%d", j->size);
-  setenv("CRNET_SIZE", v, 1);
+  setenv(j->slurm ? "SLURM_NTASKS" : "CRNET_SIZE", v, 1);
+  if (j->slurm) {
+    unsetenv("CRNET_RANK");
+    unsetenv("CRNET_SIZE");
+  }
   snprintf(v, sizeof v, "127.0.0.1:%d", j->port);
   setenv("CRNET_RENDEZVOUS", v, 1);
   snprintf(v, sizeof v, "%g", j->init_timeout);
@@ -196,6 +201,23 @@ START_TEST(job_without_launcher) {
   job j;
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
     job_init(&j, sizes[i], 20);
+    run_job(&j, rank_allreduce, NULL, 30);
+    for (int r = 0; r < j.size; r++)
+      ck_assert_msg(exit_code(&j, r) == EXIT_OK, "p=%d rank %d exited %d",
+                    j.size, r, exit_code(&j, r));
+  }
+}
+END_TEST
+
+/* srun ./app: Slurm's SLURM_PROCID and SLURM_NTASKS give rank and size
+ * (the rendezvous address and the key come from the environment as
+ * without a launcher). */
+START_TEST(job_under_slurm) {
+  static const int sizes[] = {2, 3};
+  job j;
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    job_init(&j, sizes[i], 20);
+    j.slurm = true;
     run_job(&j, rank_allreduce, NULL, 30);
     for (int r = 0; r < j.size; r++)
       ck_assert_msg(exit_code(&j, r) == EXIT_OK, "p=%d rank %d exited %d",
@@ -689,6 +711,7 @@ static Suite *net_suite(void) {
   tcase_add_test(t, singleton_without_environment);
   tcase_add_test(t, bad_settings_fail_at_once);
   tcase_add_test(t, job_without_launcher);
+  tcase_add_test(t, job_under_slurm);
   tcase_add_test(t, destroy_is_orderly);
   tcase_add_test(t, port_range_is_honoured);
   tcase_add_test(t, busy_port_range_fails_clearly);

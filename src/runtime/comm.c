@@ -101,18 +101,28 @@ static int load_settings(const crnet_config *cfg, crnet__settings *s,
   const char *v;
   const char *rank_env = getenv("CRNET_RANK");
   const char *size_env = getenv("CRNET_SIZE");
+  const char *rank_name = "CRNET_RANK", *size_name = "CRNET_SIZE";
   const char *key_hex, *key_file;
   int rc;
 
   memset(s, 0, sizeof *s);
   s->rank = cfg->rank;
   s->size = cfg->size;
+  /* Started by Slurm (srun) and not by crlaunch: Slurm's task number and
+   * task count are the rank and the size. crnet's own variables win. */
+  if (rank_env == NULL && size_env == NULL && getenv("SLURM_PROCID") != NULL &&
+      getenv("SLURM_NTASKS") != NULL) {
+    rank_env = getenv("SLURM_PROCID");
+    size_env = getenv("SLURM_NTASKS");
+    rank_name = "SLURM_PROCID";
+    size_name = "SLURM_NTASKS";
+  }
   if (s->rank < 0 && rank_env != NULL &&
       parse_int(rank_env, 0, INT32_MAX, &s->rank) != 0)
-    SETTINGS_FAIL("CRNET_RANK='%s' is not a rank", rank_env);
+    SETTINGS_FAIL("%s='%s' is not a rank", rank_name, rank_env);
   if (s->size < 0 && size_env != NULL &&
       parse_int(size_env, 1, 1 << 24, &s->size) != 0)
-    SETTINGS_FAIL("CRNET_SIZE='%s' is not a job size", size_env);
+    SETTINGS_FAIL("%s='%s' is not a job size", size_name, size_env);
   if (s->rank < 0 && s->size < 0) {
     /* Started directly, with no launcher: a job of one. */
     s->rank = 0;

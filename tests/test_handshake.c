@@ -977,16 +977,24 @@ END_TEST
 
 /* Stream k of n: carried in HELLO, required to match the responder's n,
  * and covered by the MACs like every other byte. */
+/* An initiator that is stream k of ni and a responder expecting nr
+ * streams, between ranks 0 and 1 of 2; HELLO written into hello. */
+static void streams_pair(crnet__handshake *i, crnet__handshake *r, uint8_t k,
+                         uint8_t ni, uint8_t nr,
+                         uint8_t hello[CRNET__HS_HELLO_SIZE]) {
+  crnet__hs_init_initiator(i, key_a, CRNET__HS_MESH, 0, 1, 2);
+  crnet__hs_set_streams(i, k, ni);
+  crnet__hs_init_responder(r, key_a, 1, 2);
+  crnet__hs_set_streams(r, 0, nr);
+  crnet__hs_write_hello(i, hello);
+}
+
 START_TEST(test_streams) {
   crnet__handshake i, r;
   uint8_t hello[CRNET__HS_HELLO_SIZE], reply[CRNET__HS_REPLY_SIZE],
       finish[CRNET__HS_FINISH_SIZE];
   for (uint8_t k = 0; k < 4; k++) {
-    crnet__hs_init_initiator(&i, key_a, CRNET__HS_MESH, 0, 1, 2);
-    crnet__hs_set_streams(&i, k, 4);
-    crnet__hs_init_responder(&r, key_a, 1, 2);
-    crnet__hs_set_streams(&r, 0, 4);
-    crnet__hs_write_hello(&i, hello);
+    streams_pair(&i, &r, k, 4, 4, hello);
     ck_assert_int_eq(hello[H_STREAM], k);
     ck_assert_int_eq(hello[H_STREAMS], 3);
     ck_assert_int_eq(crnet__hs_read_hello(&r, hello, reply), 0);
@@ -998,22 +1006,14 @@ START_TEST(test_streams) {
   }
 
   /* Another count: refused at once, with the setting named. */
-  crnet__hs_init_initiator(&i, key_a, CRNET__HS_MESH, 0, 1, 2);
-  crnet__hs_set_streams(&i, 1, 2);
-  crnet__hs_init_responder(&r, key_a, 1, 2);
-  crnet__hs_set_streams(&r, 0, 4);
-  crnet__hs_write_hello(&i, hello);
+  streams_pair(&i, &r, 1, 2, 4, hello);
   ck_assert_int_eq(crnet__hs_read_hello(&r, hello, reply), CRNET_EAUTH);
   ck_assert_str_eq(r.why, "another number of streams per peer (CRNET_STREAMS)");
   crnet__hs_wipe(&i);
   crnet__hs_wipe(&r);
 
   /* An index beyond the count. */
-  crnet__hs_init_initiator(&i, key_a, CRNET__HS_MESH, 0, 1, 2);
-  crnet__hs_set_streams(&i, 3, 4);
-  crnet__hs_init_responder(&r, key_a, 1, 2);
-  crnet__hs_set_streams(&r, 0, 4);
-  crnet__hs_write_hello(&i, hello);
+  streams_pair(&i, &r, 3, 4, 4, hello);
   hello[H_STREAM] = 4;
   ck_assert_int_eq(crnet__hs_read_hello(&r, hello, reply), CRNET_EAUTH);
   ck_assert_str_eq(r.why, "stream index out of range");
@@ -1022,11 +1022,7 @@ START_TEST(test_streams) {
 
   /* A valid index changed on the way: the responder accepts the form, but
    * its MAC covers what it saw, so the initiator refuses the reply. */
-  crnet__hs_init_initiator(&i, key_a, CRNET__HS_MESH, 0, 1, 2);
-  crnet__hs_set_streams(&i, 1, 4);
-  crnet__hs_init_responder(&r, key_a, 1, 2);
-  crnet__hs_set_streams(&r, 0, 4);
-  crnet__hs_write_hello(&i, hello);
+  streams_pair(&i, &r, 1, 4, 4, hello);
   hello[H_STREAM] = 2;
   ck_assert_int_eq(crnet__hs_read_hello(&r, hello, reply), 0);
   ck_assert_int_eq(crnet__hs_read_reply(&i, reply, finish), CRNET_EAUTH);

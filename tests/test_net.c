@@ -408,7 +408,7 @@ static int rank_victim(int rank, int size, void *arg) {
   return err_exit(rc);
 }
 
-START_TEST(killed_rank_fails_the_others) {
+static void victim_job(void) {
   job j;
   int victim = 1;
   job_init(&j, 4, 20);
@@ -423,6 +423,20 @@ START_TEST(killed_rank_fails_the_others) {
                   "rank %d needed %.2f s to notice", r,
                   j.exit_time[r] - j.exit_time[victim]);
   }
+}
+
+START_TEST(killed_rank_fails_the_others) { victim_job(); }
+END_TEST
+
+/* The same with three TCP streams per peer and 1 MiB vectors split into
+ * parts across them: a peer dies while parts of a message are still on
+ * the way on several links. */
+START_TEST(killed_rank_fails_the_others_streams) {
+  setenv("CRNET_STREAMS", "3", 1);
+  setenv("CRNET_STREAMS_MIN_BYTES", "16384", 1);
+  victim_job();
+  unsetenv("CRNET_STREAMS");
+  unsetenv("CRNET_STREAMS_MIN_BYTES");
 }
 END_TEST
 
@@ -719,6 +733,7 @@ static Suite *net_suite(void) {
   tcase_add_test(t, missing_rank_is_named);
   tcase_add_test(t, strangers_do_not_stop_the_job);
   tcase_add_test(t, killed_rank_fails_the_others);
+  tcase_add_test(t, killed_rank_fails_the_others_streams);
   tcase_add_test(t, abort_reaches_everyone);
   tcase_add_test(t, mismatched_calls_fail);
   tcase_add_test(t, exchange_beyond_2gib);

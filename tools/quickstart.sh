@@ -12,7 +12,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-demo}
 
-packages=(build-essential meson ninja-build pkg-config libuv1-dev libsodium-dev check python3)
+# openssh-server, openssh-client, iproute2 and procps: the multi-host test
+# (tests/multihost.sh) runs sshd in network namespaces.
+packages=(build-essential meson ninja-build pkg-config libuv1-dev libsodium-dev check python3
+  openssh-server openssh-client iproute2 procps)
 
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi

@@ -56,11 +56,14 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
+#include <arpa/inet.h>
+#include <netdb.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -70,7 +73,9 @@
 #include "crnet_version.h"
 #include "forward.h"
 #include "handshake.h"
+#include "hosts.h"
 #include "log.h"
+#include "remote.h"
 #include "rendezvous.h"
 
 #define MAX_RANKS 4096
@@ -86,6 +91,7 @@
 #define SIGNAL_GRACE_MS 10000 /* between a passed-on signal and SIGKILL */
 #define DRAIN_MS 1000         /* after the last exit, for pipes to reach EOF */
 #define SETTLE_MS 100         /* for the reaping of simultaneous failures */
+#define ABANDON_MS 5000       /* after SIGKILL, for an agent to report back */
 
 #define EXIT_USAGE 2
 #define EXIT_TIMEOUT 124
@@ -105,6 +111,13 @@ static const char *const reserved_vars[] = {
 struct options {
   int nranks;
   int tag_output;
+  int agent;                   /* --agent: started by crlaunch over SSH */
+  int encrypt;                 /* --encrypt */
+  const char *hosts_spec;      /* --hosts */
+  const char *hostfile;        /* --hostfile */
+  const char *ssh;             /* --ssh, else CRNET_SSH, else "ssh" */
+  const char *remote_crlaunch; /* --remote-crlaunch */
+  crnet__hostlist hosts;       /* from --hosts or --hostfile, placed */
   double timeout_s; /* 0: none */
   const char **xvars; /* -x arguments as given */
   int nxvars;
@@ -115,9 +128,18 @@ struct options {
 
 struct job;
 
+/* A process crlaunch started and watches: one rank on this host, or the
+ * SSH session of the agent running `count` ranks on another host. */
 struct rank {
   struct job *job;
-  int index;
+  int index; /* the (first) rank */
+  int count; /* 1, or the ranks of a remote host */
+  const crnet__host *host; /* NULL for a rank on this host */
+  uv_pipe_t ctl;           /* remote: the session's stdin (remote.h) */
+  int ctl_open;
+  int reported;            /* remote: its agent reported a failed rank: */
+  int fail_rank;           /* which, and its pid (status as below) */
+  int fail_pid;
   int pid;
   int live;     /* spawned and not yet reaped */
   int failed;   /* reaped with a non-zero status or by a signal */
@@ -135,12 +157,24 @@ enum stop_reason {
   STOP_TIMEOUT, /* --timeout */
   STOP_SIGNAL,  /* crlaunch got a signal */
   STOP_ERROR,   /* crlaunch could not start the job */
+  STOP_LOST,    /* agent: crlaunch went away */
 };
 
 struct job {
   uv_loop_t loop;
   const struct options *opt;
-  struct rank *ranks; /* opt->nranks of them */
+  struct rank *ranks; /* nprocs of them */
+  int nprocs;
+  int size;          /* ranks in the job, on every host */
+  const char *const *xvars; /* -x settings, or what an agent was sent */
+  int nxvars;
+  const char *init_timeout_str;
+  crnet__agent_config *agent; /* agent mode: what crlaunch sent */
+  uv_pipe_t ctl_in;           /* agent mode: commands from crlaunch */
+  int ctl_in_open;
+  uv_timer_t abandon_timer;   /* SIGKILL sent, agents still silent */
+  char remote_crlaunch[4096]; /* crlaunch's path on the other hosts */
+  char report[17];            /* the agents' report marker (remote.h) */
   int nlive;          /* ranks spawned and not yet reaped */
   int nstreams;       /* forwarding streams not yet closed */
   int ngone;          /* the last gone_seq given */
@@ -171,11 +205,22 @@ static void usage(FILE *f) {
   fprintf(f,
           "Usage: crlaunch -n N [options] [--] program [args...]\n"
           "\n"
-          "Starts N ranks of a crnet program on this host, serves their\n"
-          "rendezvous and forwards their output line by line.\n"
+          "Starts N ranks of a crnet program on this host or, over SSH, on\n"
+          "several, serves their rendezvous and forwards their output line by\n"
+          "line.\n"
           "\n"
           "Options:\n"
-          "  -n N            number of ranks to start (1..%d)\n"
+          "  -n N            number of ranks to start (1..%d); with --hosts\n"
+          "                  or --hostfile, default: every slot\n"
+          "  --hosts LIST    run on these hosts: h1:8,h2:8 (host:slots,\n"
+          "                  [IPv6]:slots); ranks fill the hosts in order\n"
+          "  --hostfile FILE one host per line, optionally \"slots=N\"\n"
+          "  --ssh CMD       how to reach a host (default $CRNET_SSH, else\n"
+          "                  \"ssh\"), e.g. --ssh \"ssh -p 2222 -i key\"\n"
+          "  --remote-crlaunch PATH\n"
+          "                  crlaunch on the other hosts (default: this\n"
+          "                  crlaunch's own path)\n"
+          "  --encrypt       encrypt every connection (CRNET_ENCRYPT=1)\n"
           "  --tag-output    prefix every line of output with \"[rank] \"\n"
           "  --timeout SEC   stop the job after SEC seconds (exit status 124)\n"
           "  -x VAR[=VAL]    set VAR to VAL in the ranks' environment, or pass\n"
@@ -245,10 +290,25 @@ static int check_xvar(const char *x) {
 
 /* Fills opt. Returns -1 to go on, or the exit status to stop with. */
 static int parse_options(struct options *opt, int argc, char **argv) {
-  enum { OPT_TAG = 256, OPT_TIMEOUT };
+  enum {
+    OPT_TAG = 256,
+    OPT_TIMEOUT,
+    OPT_HOSTS,
+    OPT_HOSTFILE,
+    OPT_SSH,
+    OPT_REMOTE_CRLAUNCH,
+    OPT_ENCRYPT,
+    OPT_AGENT
+  };
   static const struct option longopts[] = {
       {"tag-output", no_argument, NULL, OPT_TAG},
       {"timeout", required_argument, NULL, OPT_TIMEOUT},
+      {"hosts", required_argument, NULL, OPT_HOSTS},
+      {"hostfile", required_argument, NULL, OPT_HOSTFILE},
+      {"ssh", required_argument, NULL, OPT_SSH},
+      {"remote-crlaunch", required_argument, NULL, OPT_REMOTE_CRLAUNCH},
+      {"encrypt", no_argument, NULL, OPT_ENCRYPT},
+      {"agent", no_argument, NULL, OPT_AGENT},
       {"help", no_argument, NULL, 'h'},
       {"version", no_argument, NULL, 'V'},
       {NULL, 0, NULL, 0}};
@@ -285,6 +345,27 @@ static int parse_options(struct options *opt, int argc, char **argv) {
     case OPT_TAG:
       opt->tag_output = 1;
       break;
+    case OPT_HOSTS:
+      opt->hosts_spec = optarg;
+      break;
+    case OPT_HOSTFILE:
+      opt->hostfile = optarg;
+      break;
+    case OPT_SSH:
+      opt->ssh = optarg;
+      break;
+    case OPT_REMOTE_CRLAUNCH:
+      if (optarg[0] != '/')
+        return usage_error("--remote-crlaunch '%s': not an absolute path",
+                           optarg);
+      opt->remote_crlaunch = optarg;
+      break;
+    case OPT_ENCRYPT:
+      opt->encrypt = 1;
+      break;
+    case OPT_AGENT:
+      opt->agent = 1;
+      break;
     case OPT_TIMEOUT:
       opt->timeout_s = parse_seconds(optarg, MAX_TIMEOUT_S);
       if (opt->timeout_s < 0)
@@ -305,11 +386,51 @@ static int parse_options(struct options *opt, int argc, char **argv) {
       return usage_error("unknown option %s", given);
     }
   }
-  if (opt->nranks < 0)
+  if (opt->agent) {
+    /* Everything else comes over stdin (remote.h). */
+    if (optind < argc || opt->nranks >= 0 || opt->hosts_spec || opt->hostfile)
+      return usage_error("--agent takes no other arguments");
+    return -1;
+  }
+  if (opt->hosts_spec != NULL && opt->hostfile != NULL)
+    return usage_error("give --hosts or --hostfile, not both");
+  if (opt->nranks < 0 && opt->hosts_spec == NULL && opt->hostfile == NULL)
     return usage_error("missing -n N, the number of ranks");
   if (optind >= argc)
     return usage_error("no program to run");
   opt->argv = argv + optind;
+  if (opt->ssh == NULL)
+    opt->ssh = getenv("CRNET_SSH");
+  if (opt->ssh == NULL || opt->ssh[0] == '\0')
+    opt->ssh = "ssh";
+  if (opt->encrypt) {
+    for (int i = 0; i < opt->nxvars; i++)
+      if (names_var(opt->xvars[i], "CRNET_ENCRYPT", 13))
+        return usage_error("give --encrypt or -x CRNET_ENCRYPT, not both");
+    opt->xvars[opt->nxvars++] = "CRNET_ENCRYPT=1";
+  }
+  if (opt->hosts_spec != NULL || opt->hostfile != NULL) {
+    char why[512];
+    char self[256] = "";
+    int rc = opt->hosts_spec != NULL
+                 ? crnet__hosts_parse_list(&opt->hosts, opt->hosts_spec, why,
+                                           sizeof why)
+                 : crnet__hosts_parse_file(&opt->hosts, opt->hostfile, why,
+                                           sizeof why);
+    if (rc == 0 && opt->nranks < 0)
+      opt->nranks = opt->hosts.slots > MAX_RANKS ? MAX_RANKS
+                                                 : (int)opt->hosts.slots;
+    gethostname(self, sizeof self - 1);
+    if (rc == 0)
+      rc = crnet__hosts_place(&opt->hosts, opt->nranks, self, why,
+                              sizeof why);
+    if (rc != 0)
+      return usage_error("%s %s: %s",
+                         opt->hosts_spec != NULL ? "--hosts" : "--hostfile",
+                         opt->hosts_spec != NULL ? opt->hosts_spec
+                                                 : opt->hostfile,
+                         why);
+  }
 
   /* An -x setting of CRNET_INIT_TIMEOUT is what the ranks will see, so the
    * rendezvous server must use it too. */
@@ -428,14 +549,14 @@ out:
 
 /* ---- the ranks' environment ------------------------------------------ */
 
-static int skip_inherited(const struct options *opt, const char *entry) {
+static int skip_inherited(const struct job *job, const char *entry) {
   for (const char *const *r = reserved_vars; *r != NULL; r++)
     if (names_var(entry, *r, strlen(*r)))
       return 1;
   if (names_var(entry, "CRNET_INIT_TIMEOUT", 18))
     return 1;
-  for (int i = 0; i < opt->nxvars; i++)
-    if (names_var(entry, opt->xvars[i], (size_t)var_name_len(opt->xvars[i])))
+  for (int i = 0; i < job->nxvars; i++)
+    if (names_var(entry, job->xvars[i], (size_t)var_name_len(job->xvars[i])))
       return 1;
   return 0;
 }
@@ -452,35 +573,35 @@ static char *str_printf(const char *fmt, ...) {
   return s;
 }
 
-/* Our environment minus what we set, plus CRNET_* and -x; the last slot
- * before the NULL is filled with CRNET_RANK per rank. 0 or -1 (said). */
-static int build_env(struct job *job, int port) {
-  const struct options *opt = job->opt;
+/* Our environment minus what we set, plus CRNET_* and -x (or, in an agent,
+ * the variables crlaunch sent); the last slot before the NULL is filled
+ * with CRNET_RANK per rank. 0 or -1 (said). */
+static int build_env(struct job *job, const char *rendezvous) {
   int n = 0;
   while (environ[n] != NULL)
     n++;
-  job->env = calloc((size_t)(n + opt->nxvars + 8), sizeof *job->env);
+  job->env = calloc((size_t)(n + job->nxvars + 8), sizeof *job->env);
   if (job->env == NULL)
     goto nomem;
   int k = 0;
   for (int i = 0; i < n; i++)
-    if (!skip_inherited(opt, environ[i]))
+    if (!skip_inherited(job, environ[i]))
       job->env[k++] = environ[i];
   job->env_owned = k;
   job->rank_slot = k; /* grows as entries are added, for free_env */
   char *add[5];
-  add[0] = str_printf("CRNET_SIZE=%d", opt->nranks);
-  add[1] = str_printf("CRNET_RENDEZVOUS=127.0.0.1:%d", port);
+  add[0] = str_printf("CRNET_SIZE=%d", job->size);
+  add[1] = str_printf("CRNET_RENDEZVOUS=%s", rendezvous);
   add[2] = str_printf("CRNET_JOB_KEY_FILE=%s", job->keyfile);
   add[3] = str_printf("CRNET_LAUNCHER=crlaunch");
-  add[4] = str_printf("CRNET_INIT_TIMEOUT=%s", opt->init_timeout_str);
+  add[4] = str_printf("CRNET_INIT_TIMEOUT=%s", job->init_timeout_str);
   for (int i = 0; i < 5; i++)
     job->env[job->rank_slot++] = add[i];
   for (int i = 0; i < 5; i++)
     if (add[i] == NULL)
       goto nomem;
-  for (int i = 0; i < opt->nxvars; i++) {
-    const char *x = opt->xvars[i];
+  for (int i = 0; i < job->nxvars; i++) {
+    const char *x = job->xvars[i];
     int len = var_name_len(x);
     if (names_var(x, "CRNET_INIT_TIMEOUT", 18))
       continue;
@@ -530,23 +651,73 @@ static void rdv_close(struct job *job) {
   crnet__rdv_server_close(srv);
 }
 
-/* Sends sig to every rank not yet reaped; returns how many. A rank that has
- * exited but is not reaped yet is a zombie whose pid cannot be reused, so
- * this never hits a stranger. */
+static void on_ctl_written(uv_write_t *w, int status) {
+  if (status != 0)
+    crnet__debug("cannot reach an agent: %s", uv_strerror(status));
+  free(w);
+}
+
+/* Writes bytes to a remote host's agent. `data` is copied. */
+static void ctl_send(struct rank *r, const void *data, size_t len) {
+  if (!r->ctl_open)
+    return;
+  uv_write_t *w = malloc(sizeof *w + len);
+  if (w == NULL) {
+    crnet__log("out of memory");
+    return;
+  }
+  memcpy(w + 1, data, len);
+  uv_buf_t buf = uv_buf_init((char *)(w + 1), (unsigned)len);
+  if (uv_write(w, (uv_stream_t *)&r->ctl, &buf, 1, on_ctl_written) != 0)
+    free(w);
+}
+
+static void ctl_close(struct rank *r) {
+  if (r->ctl_open) {
+    r->ctl_open = 0;
+    uv_close((uv_handle_t *)&r->ctl, NULL);
+  }
+}
+
+/* Sends sig to every rank not yet reaped, through its agent for a remote
+ * host; returns how many ranks. A rank that has exited but is not reaped
+ * yet is a zombie whose pid cannot be reused, so this never hits a
+ * stranger. */
 static int signal_live(struct job *job, int sig) {
   int n = 0;
-  for (int i = 0; i < job->opt->nranks; i++) {
+  for (int i = 0; i < job->nprocs; i++) {
     struct rank *r = &job->ranks[i];
     if (!r->live)
       continue;
+    if (r->host != NULL) {
+      char cmd[2] = {CRNET__AGENT_SIGNAL, (char)sig};
+      ctl_send(r, cmd, sizeof cmd);
+      n += r->count;
+      continue;
+    }
     int err = uv_process_kill(&r->proc, sig);
     if (err == 0)
       n++;
     else if (err != UV_ESRCH)
-      crnet__log("cannot signal rank %d (pid %d): %s", i, r->pid,
+      crnet__log("cannot signal rank %d (pid %d): %s", r->index, r->pid,
                  uv_strerror(err));
   }
   return n;
+}
+
+/* An agent that has not exited ABANDON_MS after SIGKILL is cut off (its
+ * host or the network is gone): killing its SSH client ends the session,
+ * and an agent that is still alive stops its ranks at the end of file. */
+static void on_abandon_time(uv_timer_t *t) {
+  struct job *job = t->data;
+  for (int i = 0; i < job->nprocs; i++) {
+    struct rank *r = &job->ranks[i];
+    if (r->live && r->host != NULL) {
+      crnet__log("no word from host %s after SIGKILL; closing its session",
+                 r->host->name);
+      uv_process_kill(&r->proc, SIGKILL);
+    }
+  }
 }
 
 static void on_kill_time(uv_timer_t *t) {
@@ -554,6 +725,8 @@ static void on_kill_time(uv_timer_t *t) {
   int n = signal_live(job, SIGKILL);
   if (n > 0)
     crnet__log("killing %d rank%s that did not stop", n, plural(n));
+  if (job->agent == NULL)
+    uv_timer_start(&job->abandon_timer, on_abandon_time, ABANDON_MS, 0);
 }
 
 static void terminate(struct job *job) {
@@ -587,6 +760,7 @@ static void job_stop(struct job *job, enum stop_reason reason, int exit_code) {
     break;
   case STOP_TIMEOUT:
   case STOP_ERROR:
+  case STOP_LOST:
     terminate(job);
     break;
   case RUNNING:
@@ -623,6 +797,13 @@ static void maybe_finish(struct job *job) {
   uv_close((uv_handle_t *)&job->stop_timer, NULL);
   uv_close((uv_handle_t *)&job->drain_timer, NULL);
   uv_close((uv_handle_t *)&job->judge_timer, NULL);
+  uv_close((uv_handle_t *)&job->abandon_timer, NULL);
+  for (int i = 0; i < job->nprocs; i++)
+    ctl_close(&job->ranks[i]);
+  if (job->ctl_in_open) {
+    job->ctl_in_open = 0;
+    uv_close((uv_handle_t *)&job->ctl_in, NULL);
+  }
 }
 
 /* ---- callbacks ------------------------------------------------------- */
@@ -663,8 +844,12 @@ static void on_rdv_done(crnet__rdv_server *srv, int status, const int *missing,
     /* Each rank has read the key file to get this far; the fewer moments
      * the key spends on disk the better. */
     remove_key_file(job);
+    char cmd = CRNET__AGENT_KEY_DONE;
+    for (int i = 0; i < job->nprocs; i++)
+      if (job->ranks[i].host != NULL)
+        ctl_send(&job->ranks[i], &cmd, 1);
   } else if (status == CRNET_ETIMEDOUT && nmissing > 0 &&
-             nmissing < job->opt->nranks) {
+             nmissing < job->size) {
     /* The ranks that did register get an error from the server and fail on
      * their own; this line says who kept them waiting. */
     char list[400];
@@ -685,7 +870,7 @@ static void on_drain_time(uv_timer_t *t) {
   struct job *job = t->data;
   crnet__debug("a process the ranks left behind holds their output open; "
                "not waiting for it");
-  for (int i = 0; i < job->opt->nranks; i++) {
+  for (int i = 0; i < job->nprocs; i++) {
     crnet__fwd_drain(&job->ranks[i].out);
     crnet__fwd_drain(&job->ranks[i].err);
   }
@@ -725,13 +910,44 @@ static void judge_failures(struct job *job) {
   job->judging = 0;
   uv_timer_stop(&job->judge_timer);
   struct rank *first = NULL;
-  for (int i = 0; i < job->opt->nranks; i++) {
+  for (int i = 0; i < job->nprocs; i++) {
     struct rank *r = &job->ranks[i];
     if (r->failed && (first == NULL || r->gone_seq < first->gone_seq))
       first = r;
   }
   assert(first != NULL && job->stop == RUNNING);
-  if (first->term_signal != 0)
+  if (first->reported) {
+    if (first->term_signal != 0)
+      crnet__log("rank %d (pid %d on host %s) was killed by signal %d (%s)",
+                 first->fail_rank, first->fail_pid, first->host->name,
+                 first->term_signal, strsignal(first->term_signal));
+    else
+      crnet__log("rank %d (pid %d on host %s) exited with status %d",
+                 first->fail_rank, first->fail_pid, first->host->name,
+                 (int)first->status);
+  } else if (first->host != NULL) {
+    char who[64];
+    if (first->count == 1)
+      snprintf(who, sizeof who, "rank %d", first->index);
+    else
+      snprintf(who, sizeof who, "ranks %d-%d", first->index,
+               first->index + first->count - 1);
+    if (first->term_signal != 0)
+      crnet__log("the session with host %s (%s) was killed by signal %d",
+                 first->host->name, who, first->term_signal);
+    else if (first->status == 255)
+      crnet__log("cannot run %s on host %s: ssh failed (status 255; its "
+                 "message is above)",
+                 who, first->host->name);
+    else if (first->status == EXIT_NOT_STARTED)
+      crnet__log("cannot run %s on host %s: status 127 (is the program, or "
+                 "crlaunch at %s, there?)",
+                 who, first->host->name, job->remote_crlaunch);
+    else
+      crnet__log("%s on host %s failed with status %d (the lines above say "
+                 "which and why)",
+                 who, first->host->name, (int)first->status);
+  } else if (first->term_signal != 0)
     crnet__log("rank %d (pid %d) was killed by signal %d (%s)", first->index,
                first->pid, first->term_signal, strsignal(first->term_signal));
   else
@@ -750,11 +966,20 @@ static void on_rank_exit(uv_process_t *proc, int64_t status, int term_signal) {
   struct rank *r = proc->data;
   struct job *job = r->job;
   r->live = 0;
-  r->status = status;
-  r->term_signal = term_signal;
+  if (!r->reported) {
+    r->status = status;
+    r->term_signal = term_signal;
+  }
   mark_gone(r);
+  if (job->agent != NULL && (status != 0 || term_signal != 0)) {
+    char line[128];
+    snprintf(line, sizeof line, "%s exit %d %d %d %d\n", job->agent->report,
+             r->index, r->pid, (int)status, term_signal);
+    crnet__fwd_sink_line(&job->err, line);
+  }
   job->nlive--;
   uv_close((uv_handle_t *)proc, NULL);
+  ctl_close(r);
   if (status != 0 || term_signal != 0) {
     r->failed = 1;
     if (job->stop == RUNNING && !job->judging) {
@@ -770,6 +995,7 @@ static void on_rank_exit(uv_process_t *proc, int64_t status, int term_signal) {
     return;
   uv_timer_stop(&job->timeout_timer);
   uv_timer_stop(&job->stop_timer);
+  uv_timer_stop(&job->abandon_timer);
   /* A program that never uses crnet leaves the server waiting; nobody is
    * left to come. */
   rdv_close(job);
@@ -803,8 +1029,7 @@ static void on_timeout(uv_timer_t *t) {
   job_stop(job, STOP_TIMEOUT, EXIT_TIMEOUT);
 }
 
-static void on_signal(uv_signal_t *h, int signum) {
-  struct job *job = h->data;
+static void pass_signal(struct job *job, int signum) {
   /* A failure that came first decides the exit status. */
   judge_failures(job);
   job->nsignals++;
@@ -818,13 +1043,21 @@ static void on_signal(uv_signal_t *h, int signum) {
   job_stop(job, STOP_SIGNAL, 128 + signum);
 }
 
+static void on_signal(uv_signal_t *h, int signum) {
+  pass_signal(h->data, signum);
+}
+
 /* ---- starting -------------------------------------------------------- */
 
-/* Spawns one rank with its output pipes. 0 or a libuv error code. */
-static int spawn_rank(struct job *job, struct rank *r) {
+/* Spawns r's process: `args` with `env` (NULL: ours), stdin from `in` (-1:
+ * /dev/null), stdout and stderr forwarded line by line after `prefix`. A
+ * detached process gets a session of its own, so that a ^C at the terminal
+ * reaches only crlaunch, which passes it on in order. 0 or a libuv error
+ * code. */
+static int spawn_proc(struct job *job, struct rank *r, char **args,
+                      char **env, int in, const char *prefix, int detached) {
   int out[2] = {-1, -1};
   int err[2] = {-1, -1};
-  char rank_var[32];
   int rc = uv_pipe(out, 0, 0);
   if (rc == 0)
     rc = uv_pipe(err, 0, 0);
@@ -834,9 +1067,9 @@ static int spawn_rank(struct job *job, struct rank *r) {
   /* Pipes of our own rather than UV_CREATE_PIPE, which gives the ranks a
    * socket for stdout: opening /dev/stdout fails on a socket. */
   uv_stdio_container_t stdio[3];
-  if (r->index == 0) {
+  if (in >= 0) {
     stdio[0].flags = UV_INHERIT_FD;
-    stdio[0].data.fd = 0;
+    stdio[0].data.fd = in;
   } else {
     stdio[0].flags = UV_IGNORE; /* libuv opens /dev/null */
   }
@@ -845,19 +1078,17 @@ static int spawn_rank(struct job *job, struct rank *r) {
   stdio[2].flags = UV_INHERIT_FD;
   stdio[2].data.fd = err[1];
 
-  snprintf(rank_var, sizeof rank_var, "CRNET_RANK=%d", r->index);
-  job->env[job->rank_slot] = rank_var;
   uv_process_options_t po;
   memset(&po, 0, sizeof po);
   po.exit_cb = on_rank_exit;
-  po.file = job->opt->argv[0];
-  po.args = job->opt->argv;
-  po.env = job->env;
+  po.file = args[0];
+  po.args = args;
+  po.env = env;
   po.stdio_count = 3;
   po.stdio = stdio;
+  po.flags = detached ? UV_PROCESS_DETACHED : 0;
   r->proc.data = r;
   rc = uv_spawn(&job->loop, &r->proc, &po);
-  job->env[job->rank_slot] = NULL;
   if (rc != 0) {
     /* The handle is registered with the loop even when spawning fails. */
     uv_close((uv_handle_t *)&r->proc, NULL);
@@ -867,9 +1098,6 @@ static int spawn_rank(struct job *job, struct rank *r) {
   r->live = 1;
   job->nlive++;
 
-  char prefix[24] = "";
-  if (job->opt->tag_output)
-    snprintf(prefix, sizeof prefix, "[%d] ", r->index);
   job->nstreams += 2;
   int e = crnet__fwd_start(&r->out, &job->loop, out[0], &job->out, prefix,
                            on_stream_eof, on_stream_closed, r);
@@ -896,64 +1124,582 @@ out:
   return rc;
 }
 
-/* Key file, rendezvous, environment, ranks. Failures stop the job. */
+/* One rank on this host. Rank 0 of a job started here shares our stdin. */
+static int spawn_rank(struct job *job, struct rank *r, char **argv) {
+  char rank_var[32];
+  char prefix[24] = "";
+  snprintf(rank_var, sizeof rank_var, "CRNET_RANK=%d", r->index);
+  if (job->opt->tag_output ||
+      (job->agent != NULL && job->agent->tag_output))
+    snprintf(prefix, sizeof prefix, "[%d] ", r->index);
+  job->env[job->rank_slot] = rank_var;
+  int in = r->index == 0 && job->agent == NULL ? STDIN_FILENO : -1;
+  int rc = spawn_proc(job, r, argv, job->env, in, prefix, 0);
+  job->env[job->rank_slot] = NULL;
+  return rc;
+}
+
+/* The environment sent to the agents: crlaunch's CRNET_* variables (a
+ * remote login has its own environment for the rest) and the -x settings.
+ * A fresh NULL-terminated list, or NULL when out of memory. */
+static char **remote_env(struct job *job, int *n) {
+  int cap = job->nxvars + 1;
+  for (char **e = environ; *e != NULL; e++)
+    cap++;
+  char **list = calloc((size_t)cap, sizeof *list);
+  if (list == NULL)
+    return NULL;
+  *n = 0;
+  for (char **e = environ; *e != NULL; e++)
+    if (strncmp(*e, "CRNET_", 6) == 0 && !skip_inherited(job, *e) &&
+        (list[*n] = strdup(*e)) != NULL)
+      (*n)++;
+  for (int i = 0; i < job->nxvars; i++) {
+    const char *x = job->xvars[i];
+    int len = var_name_len(x);
+    if (names_var(x, "CRNET_INIT_TIMEOUT", 18))
+      continue;
+    if (x[len] == '=') {
+      list[*n] = strdup(x);
+    } else {
+      const char *val = getenv(x);
+      if (val == NULL)
+        continue; /* build_env says so for the local ranks */
+      list[*n] = str_printf("%s=%s", x, val);
+    }
+    if (list[*n] != NULL)
+      (*n)++;
+  }
+  return list;
+}
+
+/* The address of this host that packets to `host` leave from, in
+ * numeric form: what the ranks there must connect to. Resolves the name
+ * once; a UDP connect sends nothing, it only asks the routing table. 0 or
+ * -1 (said). */
+static int route_source(const char *host, char *addr, size_t len) {
+  const char *at = strrchr(host, '@');
+  const char *name = at != NULL ? at + 1 : host;
+  struct addrinfo hints, *res = NULL;
+  memset(&hints, 0, sizeof hints);
+  hints.ai_socktype = SOCK_DGRAM;
+  int gai = getaddrinfo(name, "9", &hints, &res);
+  if (gai != 0) {
+    crnet__log("cannot resolve host %s: %s", name, gai_strerror(gai));
+    return -1;
+  }
+  int rc = -1;
+  int fd = socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_storage ss;
+  socklen_t sslen = sizeof ss;
+  if (fd < 0 || connect(fd, res->ai_addr, res->ai_addrlen) != 0 ||
+      getsockname(fd, (struct sockaddr *)&ss, &sslen) != 0) {
+    crnet__log("no route to host %s: %s", name, strerror(errno));
+  } else {
+    char buf[INET6_ADDRSTRLEN];
+    int v6 = ss.ss_family == AF_INET6;
+    const void *a = v6 ? (const void *)&((struct sockaddr_in6 *)&ss)->sin6_addr
+                       : (const void *)&((struct sockaddr_in *)&ss)->sin_addr;
+    if (inet_ntop(ss.ss_family, a, buf, sizeof buf) != NULL) {
+      snprintf(addr, len, "%s", buf);
+      rc = 0;
+    }
+  }
+  if (fd >= 0)
+    close(fd);
+  freeaddrinfo(res);
+  return rc;
+}
+
+/* "addr:port", or "[addr]:port" for IPv6. */
+static void format_rendezvous(char *buf, size_t len, const char *addr,
+                              int port) {
+  if (strchr(addr, ':') != NULL)
+    snprintf(buf, len, "[%s]:%d", addr, port);
+  else
+    snprintf(buf, len, "%s:%d", addr, port);
+}
+
+/* CRNET_PORT_RANGE as the ranks will see it (-x first): lo and hi, or 0 and
+ * 0 for "any port". -1 (said) when malformed. */
+static int port_range(const struct job *job, int *lo, int *hi) {
+  const char *v = getenv("CRNET_PORT_RANGE");
+  for (int i = 0; i < job->nxvars; i++)
+    if (names_var(job->xvars[i], "CRNET_PORT_RANGE", 16) &&
+        job->xvars[i][16] == '=')
+      v = job->xvars[i] + 17;
+  *lo = *hi = 0;
+  if (v == NULL || v[0] == '\0')
+    return 0;
+  char tail;
+  if (sscanf(v, "%d-%d%c", lo, hi, &tail) != 2 || *lo < 1 || *hi > 65535 ||
+      *lo > *hi) {
+    crnet__log("CRNET_PORT_RANGE='%s' is not lo-hi with 1 <= lo <= hi <= "
+               "65535",
+               v);
+    return -1;
+  }
+  return 0;
+}
+
+/* Serves the rendezvous on `bind` at a port of CRNET_PORT_RANGE, or any.
+ * Returns the port, or -1 (said). */
+static int serve_rendezvous(struct job *job, const uint8_t *key,
+                            const char *bind) {
+  int lo, hi;
+  if (port_range(job, &lo, &hi) != 0)
+    return -1;
+  int rc = CRNET_EIO;
+  for (int port = lo; port <= hi && rc != 0; port++) {
+    rc = crnet__rdv_server_start(&job->rdv, &job->loop, key, job->size, bind,
+                                 port, job->opt->init_timeout_s, on_rdv_done,
+                                 job);
+    if (rc != 0)
+      job->rdv = NULL;
+  }
+  if (rc != 0) {
+    if (hi > 0)
+      crnet__log("cannot serve the rendezvous on %s: no free port in "
+                 "CRNET_PORT_RANGE=%d-%d",
+                 bind, lo, hi);
+    else
+      crnet__log("cannot serve the rendezvous on %s: %s", bind,
+                 crnet_strerror(rc));
+    return -1;
+  }
+  return crnet__rdv_server_port(job->rdv);
+}
+
+/* A line "<marker> exit <rank> <pid> <status> <signal>" from an agent: the
+ * first failure on that host counts, as a rank's own exit would. */
+static void on_agent_report(crnet__fwd_stream *s, const char *line,
+                            size_t len, void *arg) {
+  struct rank *r = arg;
+  struct job *job = r->job;
+  char buf[128];
+  int rank, pid, status, sig;
+  (void)s;
+  if (len >= sizeof buf)
+    return;
+  memcpy(buf, line, len);
+  buf[len] = '\0';
+  if (sscanf(buf + strlen(job->report), " exit %d %d %d %d", &rank, &pid,
+             &status, &sig) != 4 ||
+      rank < r->index || rank >= r->index + r->count) {
+    crnet__log("host %s sent a malformed report", r->host->name);
+    return;
+  }
+  crnet__debug("host %s: rank %d (pid %d) ended with status %d, signal %d",
+               r->host->name, rank, pid, status, sig);
+  if (r->reported || r->failed)
+    return;
+  r->reported = r->failed = 1;
+  r->fail_rank = rank;
+  r->fail_pid = pid;
+  r->status = status;
+  r->term_signal = sig;
+  mark_gone(r);
+  if (job->stop == RUNNING && !job->judging) {
+    job->judging = 1;
+    uv_timer_start(&job->judge_timer, on_settled, SETTLE_MS, 0);
+  }
+}
+
+static void on_wipe_written(uv_write_t *w, int status) {
+  size_t *len = (size_t *)(w + 1);
+  crnet__wipe(len + 1, *len);
+  on_ctl_written(w, status);
+}
+
+/* The SSH session of host r->host, and its configuration (remote.h) on its
+ * stdin. The configuration holds the key; every copy is wiped. */
+static int spawn_remote(struct job *job, struct rank *r, const uint8_t *key,
+                        const char *rendezvous, char **env, int nenv) {
+  char why[256];
+  char **ssh = NULL;
+  int nssh = 0;
+  int ctl[2] = {-1, -1};
+  char *command = NULL, *quoted = NULL, *block = NULL;
+  size_t block_len = 0;
+  char **argv = NULL;
+  int rc = UV_ENOMEM;
+  char cwd[4096];
+
+  if (crnet__split_words(job->opt->ssh, &ssh, &nssh, why, sizeof why) != 0) {
+    crnet__log("--ssh: %s", why);
+    return UV_EINVAL;
+  }
+  if (getcwd(cwd, sizeof cwd) == NULL) {
+    crnet__log("cannot tell the working directory: %s", strerror(errno));
+    goto out;
+  }
+  quoted = crnet__shell_quote(job->remote_crlaunch);
+  command = quoted != NULL ? str_printf("exec %s --agent", quoted) : NULL;
+  char timeout_opt[64];
+  snprintf(timeout_opt, sizeof timeout_opt, "ConnectTimeout=%d",
+           (int)ceil(job->opt->init_timeout_s));
+  /* The user's words come first: ssh takes the first value it reads for
+   * each option, so --ssh "ssh -o BatchMode=no" wins over ours. BatchMode:
+   * no password prompt that nobody would see; the keepalives bound how
+   * long a vanished host goes unnoticed (15 s). */
+  const char *extra[] = {"-T",
+                         "-o", "BatchMode=yes",
+                         "-o", timeout_opt,
+                         "-o", "ServerAliveInterval=5",
+                         "-o", "ServerAliveCountMax=3",
+                         r->host->name, command};
+  size_t nextra = sizeof extra / sizeof extra[0];
+  argv = calloc((size_t)nssh + nextra + 1, sizeof *argv);
+  if (command == NULL || argv == NULL)
+    goto out;
+  for (int i = 0; i < nssh; i++)
+    argv[i] = ssh[i];
+  for (size_t i = 0; i < nextra; i++)
+    argv[(size_t)nssh + i] = (char *)extra[i];
+
+  crnet__agent_config cfg;
+  memset(&cfg, 0, sizeof cfg);
+  memcpy(cfg.key, key, sizeof cfg.key);
+  cfg.cwd = cwd;
+  cfg.rendezvous = (char *)rendezvous;
+  cfg.init_timeout = (char *)job->init_timeout_str;
+  cfg.size = job->size;
+  cfg.first = r->index;
+  cfg.count = r->count;
+  cfg.tag_output = job->opt->tag_output;
+  cfg.report = job->report;
+  cfg.env = env;
+  cfg.nenv = nenv;
+  cfg.argv = job->opt->argv;
+  while (job->opt->argv[cfg.argc] != NULL)
+    cfg.argc++;
+  int enc = crnet__agent_config_encode(&cfg, &block, &block_len);
+  crnet__wipe(cfg.key, sizeof cfg.key);
+  if (enc != 0)
+    goto out;
+
+  rc = uv_pipe(ctl, 0, 0);
+  if (rc != 0)
+    goto out;
+  /* Our end must not leak into the ranks started after this host's
+   * session: they would hold the agent's stdin open. */
+  rc = spawn_proc(job, r, argv, NULL, ctl[0], "", 1);
+  if (rc != 0)
+    goto out;
+  crnet__fwd_intercept(&r->err, job->report, on_agent_report);
+  uv_pipe_init(&job->loop, &r->ctl, 0);
+  rc = uv_pipe_open(&r->ctl, ctl[1]);
+  if (rc != 0) {
+    uv_close((uv_handle_t *)&r->ctl, NULL);
+    goto out;
+  }
+  ctl[1] = -1;
+  r->ctl_open = 1;
+  /* Sent with the length in front, so that the callback can wipe it. */
+  uv_write_t *w = malloc(sizeof *w + sizeof(size_t) + block_len);
+  if (w == NULL) {
+    rc = UV_ENOMEM;
+    goto out;
+  }
+  size_t *len = (size_t *)(w + 1);
+  *len = block_len;
+  memcpy(len + 1, block, block_len);
+  uv_buf_t buf = uv_buf_init((char *)(len + 1), (unsigned)block_len);
+  if (uv_write(w, (uv_stream_t *)&r->ctl, &buf, 1, on_wipe_written) != 0) {
+    crnet__wipe(len + 1, block_len);
+    free(w);
+  }
+  rc = 0;
+out:
+  if (block != NULL) {
+    crnet__wipe(block, block_len);
+    free(block);
+  }
+  for (int i = 0; i < 2; i++)
+    if (ctl[i] >= 0)
+      close(ctl[i]);
+  free(argv);
+  free(command);
+  free(quoted);
+  crnet__free_words(ssh);
+  return rc;
+}
+
+/* The rendezvous addresses of a multi-host job: src[i] for each process
+ * (remote hosts' and, for the local ranks, the address that leads to the
+ * first remote host, so that their mesh links are reachable from there),
+ * and the address to listen on: that one address if every host sees us the
+ * same way, else every address. 0 or -1 (said). */
+static int plan_addresses(struct job *job, char (*src)[INET6_ADDRSTRLEN],
+                          char *bind, size_t bind_len) {
+  int first_remote = -1, same = 1, v6 = 0;
+  for (int i = 0; i < job->nprocs; i++) {
+    struct rank *r = &job->ranks[i];
+    if (r->host == NULL)
+      continue;
+    if (route_source(r->host->name, src[i], sizeof src[i]) != 0)
+      return -1;
+    if (first_remote < 0)
+      first_remote = i;
+    else if (strcmp(src[i], src[first_remote]) != 0)
+      same = 0;
+    v6 |= strchr(src[i], ':') != NULL;
+  }
+  for (int i = 0; i < job->nprocs; i++)
+    if (job->ranks[i].host == NULL)
+      snprintf(src[i], sizeof src[i], "%s",
+               first_remote >= 0 ? src[first_remote] : "127.0.0.1");
+  if (first_remote < 0 || same)
+    snprintf(bind, bind_len, "%s",
+             first_remote >= 0 ? src[first_remote] : "127.0.0.1");
+  else
+    snprintf(bind, bind_len, "%s", v6 ? "::" : "0.0.0.0");
+  return 0;
+}
+
+/* crlaunch: key file, rendezvous, environment, ranks and agents. Failures
+ * stop the job. */
 static void job_start(struct job *job) {
   const struct options *opt = job->opt;
   uint8_t key[CRNET__KEY_BYTES];
+  char bind[INET6_ADDRSTRLEN];
+  char rdv[INET6_ADDRSTRLEN + 16];
+  char **env = NULL;
+  int nenv = 0;
+  char(*src)[INET6_ADDRSTRLEN] = calloc((size_t)job->nprocs, sizeof *src);
+  int port = -1;
+  uint8_t marker[CRNET__KEY_BYTES];
+  char hex[2 * CRNET__KEY_BYTES + 1];
+  /* A fresh random marker for the agents' reports; not the key. */
+  crnet__key_generate(marker);
+  crnet__key_to_hex(marker, hex);
+  snprintf(job->report, sizeof job->report, "%.16s", hex);
   crnet__key_generate(key);
-  int rc = write_key_file(job, key);
-  if (rc == 0) {
-    rc = crnet__rdv_server_start(&job->rdv, &job->loop, key, opt->nranks,
-                                 "127.0.0.1", 0, opt->init_timeout_s,
-                                 on_rdv_done, job);
-    if (rc != 0) {
-      job->rdv = NULL;
-      crnet__log("cannot serve the rendezvous: %s", crnet_strerror(rc));
-    }
-  }
-  /* The server keeps its own copy. */
-  crnet__wipe(key, sizeof key);
+  int rc = src != NULL ? 0 : -1;
   if (rc == 0)
-    rc = build_env(job, crnet__rdv_server_port(job->rdv));
+    rc = plan_addresses(job, src, bind, sizeof bind);
+  if (rc == 0)
+    rc = write_key_file(job, key);
+  if (rc == 0 && (port = serve_rendezvous(job, key, bind)) < 0)
+    rc = -1;
+  if (rc == 0) {
+    format_rendezvous(rdv, sizeof rdv, src[0], port);
+    rc = build_env(job, rdv);
+  }
+  if (rc == 0 && opt->hosts.n > 0 && (env = remote_env(job, &nenv)) == NULL)
+    rc = -1;
   if (rc != 0) {
     job_stop(job, STOP_ERROR, EXIT_INTERNAL);
-    return;
+    goto out;
   }
   raise_fd_limit(opt->nranks);
-  for (int i = 0; i < opt->nranks && job->stop == RUNNING; i++) {
-    rc = spawn_rank(job, &job->ranks[i]);
-    if (rc != 0) {
-      if (i == 0)
-        crnet__log("cannot start %s: %s", opt->argv[0], uv_strerror(rc));
-      else
-        crnet__log("cannot start %s as rank %d: %s", opt->argv[0], i,
-                   uv_strerror(rc));
-      job_stop(job, STOP_ERROR, EXIT_NOT_STARTED);
+  /* Every host's session starts before any waits on another: spawning is
+   * asynchronous, so p = 64 over 8 hosts costs one SSH round trip, not 8. */
+  for (int i = 0; i < job->nprocs && job->stop == RUNNING; i++) {
+    struct rank *r = &job->ranks[i];
+    if (r->host != NULL) {
+      format_rendezvous(rdv, sizeof rdv, src[i], port);
+      rc = spawn_remote(job, r, key, rdv, env, nenv);
+    } else {
+      rc = spawn_rank(job, r, opt->argv);
     }
+    if (rc == 0)
+      continue;
+    if (r->host != NULL)
+      crnet__log("cannot start ssh for host %s: %s", r->host->name,
+                 uv_strerror(rc));
+    else if (r->index == 0)
+      crnet__log("cannot start %s: %s", opt->argv[0], uv_strerror(rc));
+    else
+      crnet__log("cannot start %s as rank %d: %s", opt->argv[0], r->index,
+                 uv_strerror(rc));
+    job_stop(job, STOP_ERROR, EXIT_NOT_STARTED);
   }
   if (opt->timeout_s > 0 && job->stop == RUNNING)
     uv_timer_start(&job->timeout_timer, on_timeout,
                    (uint64_t)ceil(opt->timeout_s * 1000), 0);
+out:
+  /* The server keeps its own copy. */
+  crnet__wipe(key, sizeof key);
+  crnet__free_words(env);
+  free(src);
 }
 
-static int job_run(const struct options *opt) {
+/* ---- the agent on a remote host -------------------------------------- */
+
+static void on_ctl_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+  static char space[256];
+  (void)h;
+  (void)suggested;
+  *buf = uv_buf_init(space, sizeof space);
+}
+
+/* Commands from crlaunch (remote.h). A signal number may come in the read
+ * after its 'S'. */
+static void on_ctl_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
+  struct job *job = s->data;
+  static int want_signum;
+  for (ssize_t i = 0; i < n; i++) {
+    char c = buf->base[i];
+    if (want_signum) {
+      want_signum = 0;
+      if (c == SIGKILL)
+        signal_live(job, SIGKILL);
+      else if (c > 0 && c < 64)
+        pass_signal(job, c);
+    } else if (c == CRNET__AGENT_SIGNAL) {
+      want_signum = 1;
+    } else if (c == CRNET__AGENT_KEY_DONE) {
+      remove_key_file(job);
+    }
+  }
+  if (n >= 0)
+    return;
+  /* crlaunch or the SSH session is gone: nobody would hear of the ranks
+   * any more, so they must not outlive us. */
+  if (n != UV_EOF)
+    crnet__debug("reading from crlaunch: %s", uv_strerror((int)n));
+  job->ctl_in_open = 0;
+  uv_close((uv_handle_t *)s, NULL);
+  judge_failures(job);
+  if (job->stop == RUNNING) {
+    crnet__log("lost crlaunch; stopping %d rank%s", job->nlive,
+               plural(job->nlive));
+    job_stop(job, STOP_LOST, 128 + SIGHUP);
+  } else if (job->nlive > 0) {
+    terminate(job);
+  }
+}
+
+/* An agent: the ranks of this host, as crlaunch asked. */
+static void agent_start(struct job *job) {
+  crnet__agent_config *cfg = job->agent;
+  int rc = 0;
+  if (chdir(cfg->cwd) != 0) {
+    crnet__log("cannot enter %s on this host: %s", cfg->cwd, strerror(errno));
+    job_stop(job, STOP_ERROR, EXIT_NOT_STARTED);
+    return;
+  }
+  rc = write_key_file(job, cfg->key);
+  crnet__wipe(cfg->key, sizeof cfg->key);
+  if (rc == 0)
+    rc = build_env(job, cfg->rendezvous);
+  if (rc == 0) {
+    uv_pipe_init(&job->loop, &job->ctl_in, 0);
+    job->ctl_in.data = job;
+    rc = uv_pipe_open(&job->ctl_in, STDIN_FILENO);
+    if (rc == 0)
+      rc = uv_read_start((uv_stream_t *)&job->ctl_in, on_ctl_alloc,
+                         on_ctl_read);
+    job->ctl_in_open = 1;
+    if (rc != 0) {
+      crnet__log("cannot read commands from crlaunch: %s", uv_strerror(rc));
+      rc = -1;
+    }
+  }
+  if (rc != 0) {
+    job_stop(job, STOP_ERROR, EXIT_INTERNAL);
+    return;
+  }
+  raise_fd_limit(cfg->count);
+  for (int i = 0; i < job->nprocs && job->stop == RUNNING; i++) {
+    rc = spawn_rank(job, &job->ranks[i], cfg->argv);
+    if (rc != 0) {
+      crnet__log("cannot start %s as rank %d: %s", cfg->argv[0],
+                 job->ranks[i].index, uv_strerror(rc));
+      job_stop(job, STOP_ERROR, EXIT_NOT_STARTED);
+    }
+  }
+}
+
+/* ---- the job --------------------------------------------------------- */
+
+/* The processes to watch: every rank for a job on this host (or an agent's
+ * share); with a host list, each local rank and one SSH session per other
+ * host that has ranks. */
+static struct rank *make_procs(struct job *job) {
+  const struct options *opt = job->opt;
+  int n = 0;
+  if (job->agent != NULL)
+    n = job->agent->count;
+  else if (opt->hosts.n == 0)
+    n = opt->nranks;
+  else
+    for (int h = 0; h < opt->hosts.n; h++)
+      n += opt->hosts.hosts[h].local ? opt->hosts.hosts[h].count
+                                     : opt->hosts.hosts[h].count > 0;
+  struct rank *ranks = calloc((size_t)(n > 0 ? n : 1), sizeof *ranks);
+  if (ranks == NULL)
+    return NULL;
+  job->nprocs = n;
+  int k = 0;
+  if (job->agent != NULL || opt->hosts.n == 0) {
+    int first = job->agent != NULL ? job->agent->first : 0;
+    for (; k < n; k++) {
+      ranks[k].index = first + k;
+      ranks[k].count = 1;
+    }
+  } else {
+    for (int h = 0; h < opt->hosts.n; h++) {
+      const crnet__host *host = &opt->hosts.hosts[h];
+      if (host->count == 0)
+        continue;
+      if (!host->local) {
+        ranks[k].index = host->first;
+        ranks[k].count = host->count;
+        ranks[k++].host = host;
+        continue;
+      }
+      for (int i = 0; i < host->count; i++) {
+        ranks[k].index = host->first + i;
+        ranks[k++].count = 1;
+      }
+    }
+  }
+  for (int i = 0; i < n; i++)
+    ranks[i].job = job;
+  return ranks;
+}
+
+static int job_run(const struct options *opt, crnet__agent_config *agent) {
   int exit_code = EXIT_INTERNAL;
+  struct rank *ranks = NULL;
   struct job *job = calloc(1, sizeof *job);
-  struct rank *ranks = calloc((size_t)opt->nranks, sizeof *ranks);
-  if (job == NULL || ranks == NULL) {
+  if (job == NULL) {
     crnet__log("out of memory");
     goto out;
+  }
+  job->opt = opt;
+  job->agent = agent;
+  if (agent != NULL) {
+    job->size = agent->size;
+    job->xvars = (const char *const *)agent->env;
+    job->nxvars = agent->nenv;
+    job->init_timeout_str = agent->init_timeout;
+  } else {
+    job->size = opt->nranks;
+    job->xvars = opt->xvars;
+    job->nxvars = opt->nxvars;
+    job->init_timeout_str = opt->init_timeout_str;
+  }
+  ranks = make_procs(job);
+  if (ranks == NULL) {
+    crnet__log("out of memory");
+    goto out;
+  }
+  job->ranks = ranks;
+  if (agent == NULL && opt->hosts.n > 0) {
+    char *self = realpath("/proc/self/exe", NULL);
+    snprintf(job->remote_crlaunch, sizeof job->remote_crlaunch, "%s",
+             opt->remote_crlaunch != NULL ? opt->remote_crlaunch
+             : self != NULL               ? self
+                                          : "crlaunch");
+    free(self);
   }
   int rc = uv_loop_init(&job->loop);
   if (rc != 0) {
     crnet__log("cannot start an event loop: %s", uv_strerror(rc));
     goto out;
-  }
-  job->opt = opt;
-  job->ranks = ranks;
-  for (int i = 0; i < opt->nranks; i++) {
-    ranks[i].job = job;
-    ranks[i].index = i;
   }
   crnet__fwd_sink_init(&job->out, STDOUT_FILENO);
   crnet__fwd_sink_init(&job->err, STDERR_FILENO);
@@ -961,8 +1707,10 @@ static int job_run(const struct options *opt) {
   uv_timer_init(&job->loop, &job->stop_timer);
   uv_timer_init(&job->loop, &job->drain_timer);
   uv_timer_init(&job->loop, &job->judge_timer);
+  uv_timer_init(&job->loop, &job->abandon_timer);
   job->timeout_timer.data = job->stop_timer.data = job;
   job->drain_timer.data = job->judge_timer.data = job;
+  job->abandon_timer.data = job;
   for (size_t i = 0; i < NSIGNALS; i++) {
     uv_signal_init(&job->loop, &job->signals[i]);
     job->signals[i].data = job;
@@ -973,8 +1721,12 @@ static int job_run(const struct options *opt) {
       job_stop(job, STOP_ERROR, EXIT_INTERNAL);
     }
   }
-  if (job->stop == RUNNING)
-    job_start(job);
+  if (job->stop == RUNNING) {
+    if (agent != NULL)
+      agent_start(job);
+    else
+      job_start(job);
+  }
   maybe_finish(job);
   uv_run(&job->loop, UV_RUN_DEFAULT);
   remove_key_file(job);
@@ -989,6 +1741,28 @@ out:
   return exit_code;
 }
 
+/* crlaunch --agent: read what crlaunch sent, then run this host's ranks. */
+static int agent_main(const struct options *opt) {
+  char self[256] = "";
+  char prefix[300];
+  gethostname(self, sizeof self - 1);
+  snprintf(prefix, sizeof prefix, "crlaunch@%s: ", self);
+  crnet__log_set_prefix(prefix);
+  crnet__agent_config cfg;
+  char why[256];
+  if (crnet__agent_config_read(STDIN_FILENO, &cfg, why, sizeof why) != 0) {
+    crnet__log("%s", why);
+    return EXIT_INTERNAL;
+  }
+  /* crlaunch's CRNET_DEBUG reaches the agent's own log lines too. */
+  for (int i = 0; i < cfg.nenv; i++)
+    if (strncmp(cfg.env[i], "CRNET_DEBUG=", 12) == 0)
+      setenv("CRNET_DEBUG", cfg.env[i] + 12, 1);
+  int rc = job_run(opt, &cfg);
+  crnet__agent_config_free(&cfg);
+  return rc;
+}
+
 int main(int argc, char **argv) {
   struct options opt;
   int rc = parse_options(&opt, argc, argv);
@@ -999,8 +1773,9 @@ int main(int argc, char **argv) {
      * ranks are stopped and the key file is gone; forward.c handles EPIPE.
      * libuv resets the disposition in the ranks. */
     signal(SIGPIPE, SIG_IGN);
-    rc = job_run(&opt);
+    rc = opt.agent ? agent_main(&opt) : job_run(&opt, NULL);
   }
+  crnet__hosts_free(&opt.hosts);
   free(opt.xvars);
   return rc;
 }

@@ -56,10 +56,16 @@ static void emit(crnet__fwd_stream *s, const char *p, size_t n, int final) {
   crnet__fwd_sink *sink = s->sink;
   const char *end = p + n;
   while (p < end) {
-    if (!s->mid_line)
-      sink_put(sink, s->prefix, s->prefix_len);
     const char *nl = memchr(p, '\n', (size_t)(end - p));
     size_t len = nl != NULL ? (size_t)(nl - p) + 1 : (size_t)(end - p);
+    if (!s->mid_line && nl != NULL && s->line_cb != NULL &&
+        len > s->marker_len && memcmp(p, s->marker, s->marker_len) == 0) {
+      s->line_cb(s, p, len, s->arg);
+      p += len;
+      continue;
+    }
+    if (!s->mid_line)
+      sink_put(sink, s->prefix, s->prefix_len);
     sink_put(sink, p, len);
     p += len;
     s->mid_line = nl == NULL;
@@ -176,6 +182,18 @@ int crnet__fwd_start(crnet__fwd_stream *s, uv_loop_t *loop, int fd,
   if (err != 0)
     stream_close(s);
   return err;
+}
+
+void crnet__fwd_intercept(crnet__fwd_stream *s, const char *marker,
+                          crnet__fwd_line_cb line_cb) {
+  s->marker = marker;
+  s->marker_len = strlen(marker);
+  s->line_cb = line_cb;
+}
+
+void crnet__fwd_sink_line(crnet__fwd_sink *sink, const char *line) {
+  sink_put(sink, line, strlen(line));
+  sink_flush(sink);
 }
 
 void crnet__fwd_drain(crnet__fwd_stream *s) {

@@ -36,6 +36,12 @@ typedef struct crnet__fwd_sink {
 
 typedef struct crnet__fwd_stream crnet__fwd_stream;
 
+/* Called for every whole line that starts with the stream's marker (see
+ * crnet__fwd_intercept) instead of passing it on; `line` holds len bytes
+ * with the newline, and is only valid during the call. */
+typedef void (*crnet__fwd_line_cb)(crnet__fwd_stream *s, const char *line,
+                                   size_t len, void *arg);
+
 /* Called from the loop at most once, when the pipe reports EOF (or a read
  * error): the writer has closed its end, usually because it exited. The
  * stream is about to close. */
@@ -60,6 +66,9 @@ struct crnet__fwd_stream {
   crnet__fwd_eof_cb eof_cb;
   crnet__fwd_closed_cb closed_cb;
   void *arg;
+  const char *marker; /* see crnet__fwd_intercept */
+  size_t marker_len;
+  crnet__fwd_line_cb line_cb;
 };
 
 void crnet__fwd_sink_init(crnet__fwd_sink *sink, int fd);
@@ -79,5 +88,16 @@ int crnet__fwd_start(crnet__fwd_stream *s, uv_loop_t *loop, int fd,
  * already in the pipe. Does nothing if the stream is already closing, or
  * was never started (then it must be zeroed). */
 void crnet__fwd_drain(crnet__fwd_stream *s);
+
+/* From now on, whole lines of s that start with `marker` (kept by the
+ * caller) go to line_cb instead of the sink: how an agent's reports travel
+ * with its ranks' output. A marker inside a line longer than
+ * CRNET__FWD_LINE_MAX, passed on in pieces, is not seen. */
+void crnet__fwd_intercept(crnet__fwd_stream *s, const char *marker,
+                          crnet__fwd_line_cb line_cb);
+
+/* Writes one whole line (with its newline) to the sink at once, between
+ * the lines of the streams. */
+void crnet__fwd_sink_line(crnet__fwd_sink *sink, const char *line);
 
 #endif

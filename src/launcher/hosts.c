@@ -1,0 +1,211 @@
+/* Host lists and rank placement. See hosts.h. */
+#include "hosts.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int fail(char *why, size_t why_len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail(char *why, size_t why_len, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, why_len, fmt, ap);
+  va_end(ap);
+  return -1;
+}
+
+/* A slot count: decimal digits only, 1..MAX_RANKS-ish. -1 if not. */
+static int parse_slots(const char *s, size_t len) {
+  if (len == 0 || len > 6)
+    return -1;
+  int v = 0;
+  for (size_t i = 0; i < len; i++) {
+    if (s[i] < '0' || s[i] > '9')
+      return -1;
+    v = v * 10 + (s[i] - '0');
+  }
+  return v >= 1 && v <= 65536 ? v : -1;
+}
+
+/* Host names and addresses: letters, digits and "-._:%" (the last two for
+ * IPv6 addresses and their zones); a user part ("user@host") is ssh's to
+ * read and allowed too. Anything else would reach a shell or ssh's
+ * option parser. */
+static int valid_name(const char *s, size_t len) {
+  if (len == 0 || len > CRNET__HOST_NAME_MAX || s[0] == '-')
+    return 0;
+  for (size_t i = 0; i < len; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (!isalnum(c) && strchr("-._:%@", c) == NULL)
+      return 0;
+  }
+  return 1;
+}
+
+static int add_host(crnet__hostlist *hl, const char *name, size_t len,
+                    int slots, char *why, size_t why_len) {
+  if (!valid_name(name, len))
+    return fail(why, why_len, "'%.*s' is not a host name", (int)len, name);
+  if (hl->n >= CRNET__HOSTS_MAX)
+    return fail(why, why_len, "more than %d hosts", CRNET__HOSTS_MAX);
+  crnet__host *h = realloc(hl->hosts, (size_t)(hl->n + 1) * sizeof *h);
+  if (h == NULL)
+    return fail(why, why_len, "out of memory");
+  hl->hosts = h;
+  h = &hl->hosts[hl->n++];
+  memset(h, 0, sizeof *h);
+  memcpy(h->name, name, len);
+  h->name[len] = '\0';
+  h->slots = slots;
+  hl->slots += slots;
+  return 0;
+}
+
+/* One item of a --hosts list: "name", "name:N", "[v6]", "[v6]:N", or a bare
+ * IPv6 address. */
+static int parse_item(crnet__hostlist *hl, const char *s, size_t len,
+                      char *why, size_t why_len) {
+  const char *name = s;
+  size_t name_len = len;
+  int slots = 1;
+  const char *count = NULL;
+  size_t count_len = 0;
+  if (len > 0 && s[0] == '[') {
+    const char *close = memchr(s, ']', len);
+    if (close == NULL)
+      return fail(why, why_len, "'%.*s': no closing ']'", (int)len, s);
+    name = s + 1;
+    name_len = (size_t)(close - name);
+    size_t rest = len - (size_t)(close + 1 - s);
+    if (rest > 0) {
+      if (close[1] != ':')
+        return fail(why, why_len, "'%.*s': expected ':N' after ']'", (int)len,
+                    s);
+      count = close + 2;
+      count_len = rest - 1;
+    }
+  } else {
+    const char *colon = memchr(s, ':', len);
+    const char *second =
+        colon != NULL ? memchr(colon + 1, ':', len - (size_t)(colon + 1 - s))
+                      : NULL;
+    if (colon != NULL && second == NULL) {
+      name_len = (size_t)(colon - s);
+      count = colon + 1;
+      count_len = len - name_len - 1;
+    }
+  }
+  if (count != NULL) {
+    slots = parse_slots(count, count_len);
+    if (slots < 0)
+      return fail(why, why_len, "'%.*s': the slot count must be 1..65536",
+                  (int)len, s);
+  }
+  return add_host(hl, name, name_len, slots, why, why_len);
+}
+
+int crnet__hosts_parse_list(crnet__hostlist *hl, const char *spec, char *why,
+                            size_t why_len) {
+  const char *p = spec;
+  if (*p == '\0')
+    return fail(why, why_len, "the host list is empty");
+  for (;;) {
+    size_t len = strcspn(p, ",");
+    if (len == 0)
+      return fail(why, why_len, "an empty item in the host list '%s'", spec);
+    if (parse_item(hl, p, len, why, why_len) != 0)
+      return -1;
+    if (p[len] == '\0')
+      return 0;
+    p += len + 1;
+  }
+}
+
+/* One line of a host file, comments already cut: "name [slots=N]". */
+static int parse_line(crnet__hostlist *hl, char *line, char *why,
+                      size_t why_len) {
+  char *save = NULL;
+  char *name = strtok_r(line, " \t\r", &save);
+  if (name == NULL)
+    return 0;
+  int slots = 1;
+  char *word;
+  while ((word = strtok_r(NULL, " \t\r", &save)) != NULL) {
+    if (strncmp(word, "slots=", 6) != 0)
+      return fail(why, why_len, "'%s': expected slots=N", word);
+    slots = parse_slots(word + 6, strlen(word + 6));
+    if (slots < 0)
+      return fail(why, why_len, "'%s': the slot count must be 1..65536",
+                  word);
+  }
+  size_t len = strlen(name);
+  if (len >= 2 && name[0] == '[' && name[len - 1] == ']')
+    return add_host(hl, name + 1, len - 2, slots, why, why_len);
+  return add_host(hl, name, len, slots, why, why_len);
+}
+
+int crnet__hosts_parse_file(crnet__hostlist *hl, const char *path, char *why,
+                            size_t why_len) {
+  FILE *f = fopen(path, "r");
+  if (f == NULL)
+    return fail(why, why_len, "%s: %s", path, strerror(errno));
+  char line[1024];
+  int lineno = 0;
+  int rc = 0;
+  int before = hl->n;
+  while (rc == 0 && fgets(line, sizeof line, f) != NULL) {
+    lineno++;
+    size_t len = strlen(line);
+    if (len == sizeof line - 1 && line[len - 1] != '\n') {
+      rc = fail(why, why_len, "%s:%d: line too long", path, lineno);
+      break;
+    }
+    line[strcspn(line, "#\n")] = '\0';
+    char msg[300];
+    if (parse_line(hl, line, msg, sizeof msg) != 0)
+      rc = fail(why, why_len, "%s:%d: %s", path, lineno, msg);
+  }
+  if (rc == 0 && ferror(f))
+    rc = fail(why, why_len, "%s: %s", path, strerror(errno));
+  fclose(f);
+  if (rc == 0 && hl->n == before)
+    rc = fail(why, why_len, "%s: no hosts in the file", path);
+  return rc;
+}
+
+static int is_local_name(const char *name, const char *self) {
+  return strcmp(name, "localhost") == 0 || strcmp(name, "127.0.0.1") == 0 ||
+         strcmp(name, "::1") == 0 || (self != NULL && strcmp(name, self) == 0);
+}
+
+int crnet__hosts_place(crnet__hostlist *hl, int nranks, const char *self,
+                       char *why, size_t why_len) {
+  if (hl->n == 0)
+    return fail(why, why_len, "no hosts");
+  if (nranks > hl->slots)
+    return fail(why, why_len,
+                "%d ranks do not fit in the %ld slot%s of the host list",
+                nranks, hl->slots, hl->slots == 1 ? "" : "s");
+  int next = 0;
+  for (int i = 0; i < hl->n; i++) {
+    crnet__host *h = &hl->hosts[i];
+    int left = nranks - next;
+    h->first = next;
+    h->count = left < h->slots ? left : h->slots;
+    h->local = is_local_name(h->name, self);
+    next += h->count;
+  }
+  return 0;
+}
+
+void crnet__hosts_free(crnet__hostlist *hl) {
+  free(hl->hosts);
+  hl->hosts = NULL;
+  hl->n = 0;
+  hl->slots = 0;
+}

@@ -1,0 +1,314 @@
+#!/usr/bin/env bash
+# Multi-host test: crlaunch over SSH across three "hosts" on this machine.
+#
+#   tests/multihost.sh CRLAUNCH COLL_CHECK IDLE_WAIT
+#
+# Each host is a network namespace of its own (crnet-mhN), joined by a veth
+# pair to a bridge in this namespace, with IPv4 and IPv6 addresses and an
+# sshd (Debian's openssh-server) that accepts a throwaway key made here.
+# The namespaces share the file system, as hosts sharing a home directory
+# would, so the same paths work on every "host".
+#
+# Checks: the collective conformance program over IPv4, and over a mix of a
+# local rank, IPv4 and IPv6 hosts; the environment, working directory and
+# rank-tagged output of remote ranks; a host file; sessions start in
+# parallel; the key on no command line and in no environment; a rank
+# killed on one host fails the job everywhere, and crlaunch itself killed
+# leaves nothing behind (ps in every namespace); an unreachable host fails
+# clearly and soon.
+#
+# Needs root (namespaces) and sshd; without them it skips with one line
+# (exit 77). Everything it makes is removed on every way out.
+set -u
+
+crlaunch=$(realpath "$1")
+coll_check=$(realpath "$2")
+idle_wait=$(realpath "$3")
+
+skip() {
+  echo "SKIP: $*"
+  exit 77
+}
+[ "$(id -u)" -eq 0 ] || skip "multi-host test needs root to make network namespaces"
+[ -x /usr/sbin/sshd ] || skip "multi-host test needs sshd (apt-get install openssh-server)"
+command -v ssh >/dev/null || skip "multi-host test needs ssh (apt-get install openssh-client)"
+
+id=$$
+br=crmb$id
+tmp=$(mktemp -d /tmp/crnet-multihost.XXXXXX)
+nss=()
+failures=0
+
+cleanup() {
+  for ns in "${nss[@]}"; do
+    [ -f "$tmp/$ns/sshd.pid" ] && kill "$(cat "$tmp/$ns/sshd.pid")" 2>/dev/null
+    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done
+  done
+  for i in 1 2 3; do ip link del "crmv$id$i" 2>/dev/null; done
+  for ns in "${nss[@]}"; do ip netns del "$ns" 2>/dev/null; done
+  ip link del "$br" 2>/dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+ok() { echo "ok: $*"; }
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+
+# ---- the test bed ---------------------------------------------------------
+
+err=$(ip link add "$br" type bridge 2>&1) ||
+  skip "multi-host test cannot make a bridge: $err"
+ip addr add 10.79.0.1/24 dev "$br"
+ip addr add fd79::1/64 dev "$br" nodad
+ip link set "$br" up
+ssh-keygen -q -t ed25519 -N '' -f "$tmp/id" || { echo "FAIL: ssh-keygen"; exit 1; }
+ssh-keygen -q -t ed25519 -N '' -f "$tmp/hostkey" || { echo "FAIL: ssh-keygen"; exit 1; }
+mkdir -p /run/sshd && chmod 755 /run/sshd
+for i in 1 2 3; do
+  ns=crnet-mh$id-$i
+  err=$(ip netns add "$ns" 2>&1) || skip "multi-host test cannot make network namespaces: $err"
+  nss+=("$ns")
+  mkdir "$tmp/$ns"
+  ip link add "crmv$id$i" type veth peer name eth0 netns "$ns"
+  ip link set "crmv$id$i" master "$br" up
+  ip -n "$ns" link set lo up
+  ip -n "$ns" addr add "10.79.0.$((i + 1))/24" dev eth0
+  ip -n "$ns" addr add "fd79::$((i + 1))/64" dev eth0 nodad
+  ip -n "$ns" link set eth0 up
+  cat >"$tmp/$ns/sshd_config" <<EOF
+ListenAddress 10.79.0.$((i + 1))
+ListenAddress [fd79::$((i + 1))]
+HostKey $tmp/hostkey
+PidFile $tmp/$ns/sshd.pid
+AuthorizedKeysFile $tmp/id.pub
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+UseDNS no
+MaxStartups 100:30:200
+MaxSessions 100
+LogLevel ERROR
+SetEnv SHLVL=1
+EOF
+  ip netns exec "$ns" unshare --uts sh -c \
+    "hostname host$i && exec /usr/sbin/sshd -f $tmp/$ns/sshd_config -E $tmp/$ns/sshd.log" ||
+    { echo "FAIL: sshd in $ns did not start: $(cat "$tmp/$ns/sshd.log")"; exit 1; }
+done
+ns1=${nss[0]} ns2=${nss[1]} ns3=${nss[2]}
+
+cat >"$tmp/ssh" <<EOF
+#!/bin/sh
+exec ssh -i $tmp/id -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR "\$@"
+EOF
+chmod +x "$tmp/ssh"
+
+# Until every sshd answers (bounded).
+for i in 2 3 4; do
+  up=0
+  for _ in $(seq 50); do
+    if "$tmp/ssh" -o BatchMode=yes -o ConnectTimeout=2 "10.79.0.$i" true 2>/dev/null; then
+      up=1
+      break
+    fi
+    sleep 0.1
+  done
+  [ $up -eq 1 ] || { echo "FAIL: sshd on 10.79.0.$i never answered: $(cat "$tmp"/*/sshd.log)"; exit 1; }
+done
+echo "test bed: three hosts 10.79.0.2-4 and fd79::2-4, sshd on each"
+
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
+below() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a < b) }'; }
+
+# Runs crlaunch (bounded) with output in $tmp/out, $tmp/err; sets $rc, $secs.
+run() {
+  local t0 t1
+  t0=$(date +%s.%N)
+  timeout -k 5 120 "$crlaunch" --ssh "$tmp/ssh" "$@" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  t1=$(date +%s.%N)
+  secs=$(elapsed "$t0" "$t1")
+}
+
+# The processes of the test programs still alive in the namespaces.
+leftovers() {
+  local ns pid comm out=""
+  for ns in "${nss[@]}"; do
+    for pid in $(ip netns pids "$ns"); do
+      comm=$(cat "/proc/$pid/comm" 2>/dev/null) || continue
+      case $comm in
+      sshd) ;;
+      *) out="$out $ns:$pid:$comm" ;;
+      esac
+    done
+  done
+  echo "$out"
+}
+
+# Waits up to $1 s for the namespaces to hold only sshd.
+no_leftovers_within() {
+  local left
+  for _ in $(seq $(($1 * 10))); do
+    left=$(leftovers)
+    [ -z "$left" ] && return 0
+    sleep 0.1
+  done
+  echo "left behind:$left"
+  return 1
+}
+
+# ---- 1. conformance over IPv4, two ranks a host ---------------------------
+
+run --hosts 10.79.0.2:2,10.79.0.3:2,10.79.0.4:2 --timeout 100 "$coll_check"
+if [ $rc -eq 0 ] && grep -q "p=6: .* cases passed" "$tmp/out"; then
+  ok "coll_check p=6 over three hosts (IPv4): $(grep 'cases passed' "$tmp/out") in ${secs}s"
+else
+  fail "coll_check over three hosts exited $rc: $(tail -5 "$tmp/out" "$tmp/err")"
+fi
+
+# ---- 2. a local rank, IPv4 and IPv6 hosts in one job (dual stack) -----------
+
+run --hosts localhost:1,10.79.0.2:1,[fd79::3]:2,fd79::4 --timeout 100 "$coll_check"
+if [ $rc -eq 0 ] && grep -q "p=5: .* cases passed" "$tmp/out"; then
+  ok "coll_check p=5 over this host, an IPv4 and two IPv6 hosts in ${secs}s"
+else
+  fail "mixed IPv4/IPv6 job exited $rc: $(tail -5 "$tmp/out" "$tmp/err")"
+fi
+
+# ---- 3. host file, environment, directory, tagged output --------------------
+
+printf '# test hosts\n10.79.0.2 slots=2\n\n10.79.0.3   # one slot\n' >"$tmp/hostfile"
+mkdir -p "$tmp/work dir"
+(cd "$tmp/work dir" && run --hostfile "$tmp/hostfile" --tag-output -x FOO='a b' \
+  sh -c 'echo "cwd=$(pwd) foo=$FOO host=$(hostname) size=$CRNET_SIZE"')
+expect="[0] cwd=$tmp/work dir foo=a b host=host1 size=3
+[1] cwd=$tmp/work dir foo=a b host=host1 size=3
+[2] cwd=$tmp/work dir foo=a b host=host2 size=3"
+if [ $rc -eq 0 ] && [ "$(sort "$tmp/out")" = "$expect" ]; then
+  ok "host file: 3 ranks, tags, -x FOO, working directory and hosts as expected"
+else
+  fail "host file job exited $rc; got:
+$(cat "$tmp/out" "$tmp/err")
+expected:
+$expect"
+fi
+
+# ---- 4. sessions start in parallel ------------------------------------------
+# Every session takes 2 s more to open; one after the other, three would
+# take 6 s.
+cat >"$tmp/slowssh" <<EOF
+#!/bin/sh
+sleep 2
+exec $tmp/ssh "\$@"
+EOF
+chmod +x "$tmp/slowssh"
+t0=$(date +%s.%N)
+timeout -k 5 60 "$crlaunch" --ssh "$tmp/slowssh" --hosts 10.79.0.2,10.79.0.3,10.79.0.4 true \
+  >"$tmp/out" 2>"$tmp/err"
+rc=$?
+secs=$(elapsed "$t0" "$(date +%s.%N)")
+if [ $rc -eq 0 ] && below "$secs" 5; then
+  ok "three sessions that each take 2 s to open started in ${secs}s"
+else
+  fail "three slow sessions: exit $rc in ${secs}s (serial would be >= 6 s): $(cat "$tmp/err")"
+fi
+
+# ---- 5. a rank killed on one host fails the job everywhere -----------------
+
+timeout -k 5 60 "$crlaunch" --ssh "$tmp/ssh" --hosts 10.79.0.2:2,10.79.0.3:2,10.79.0.4:2 \
+  "$idle_wait" 60000 >"$tmp/out" 2>"$tmp/err" &
+launcher=$!
+victim=""
+for _ in $(seq 100); do
+  for pid in $(ip netns pids "$ns2"); do
+    [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = idle_wait ] && victim=$pid && break
+  done
+  [ -n "$victim" ] && break
+  sleep 0.1
+done
+sleep 1 # every rank in its barrier
+# The key is on no command line and in no environment, on any host.
+keyleak=""
+for pid in $(pgrep -f 'idle_wait|crlaunch'); do
+  if tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | grep -Eq '(^|[^0-9a-fA-F])[0-9a-fA-F]{64}([^0-9a-fA-F]|$)'; then
+    keyleak="$keyleak cmdline:$pid"
+  fi
+  if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -q '^CRNET_JOB_KEY='; then
+    keyleak="$keyleak environ:$pid"
+  fi
+done
+[ -z "$keyleak" ] && ok "no key on any command line or in any environment" ||
+  fail "the key is visible:$keyleak"
+if [ -z "$victim" ]; then
+  fail "no rank appeared on the second host"
+  kill "$launcher"
+fi
+t0=$(date +%s.%N)
+kill -9 "$victim" 2>/dev/null
+wait "$launcher"
+rc=$?
+secs=$(elapsed "$t0" "$(date +%s.%N)")
+# crlaunch names the rank that died first, on its host, with its signal.
+if [ $rc -eq 137 ] && below "$secs" 15 &&
+  grep -q "crlaunch: rank [23] (pid $victim on host 10.79.0.3) was killed by signal 9" "$tmp/err"; then
+  ok "killing a rank on host 2 ended the job in ${secs}s with status $rc: $(grep -m1 'was killed' "$tmp/err")"
+else
+  fail "after killing a rank on host 2: exit $rc after ${secs}s: $(cat "$tmp/err")"
+fi
+if no_leftovers_within 5; then
+  ok "no process left on any host after the failure"
+else
+  fail "processes left after the failure"
+fi
+grep -q "lost rank [23] on host2" "$tmp/err" &&
+  ok "the other ranks said whom they lost: $(grep -m1 -o 'lost rank [0-9]* on [^ ]*' "$tmp/err")" ||
+  fail "no rank named the lost peer: $(cat "$tmp/err")"
+
+# ---- 6. crlaunch killed: the agents stop their ranks -------------------------
+
+# Not under timeout(1): the SIGKILL must hit crlaunch itself. The idle
+# ranks end by themselves after 60 s at the latest.
+"$crlaunch" --ssh "$tmp/ssh" --hosts 10.79.0.2:2,10.79.0.3:2,10.79.0.4:2 \
+  --timeout 60 "$idle_wait" 60000 >"$tmp/out" 2>"$tmp/err" &
+launcher=$!
+n=0
+for _ in $(seq 100); do
+  n=$(for ns in "${nss[@]}"; do ip netns pids "$ns"; done |
+    while read -r pid; do cat "/proc/$pid/comm" 2>/dev/null; done | grep -c '^idle_wait$')
+  [ "$n" -eq 6 ] && break
+  sleep 0.1
+done
+[ "$n" -eq 6 ] || fail "only $n of 6 ranks started"
+kill -9 "$launcher"
+{ wait "$launcher"; } 2>/dev/null
+if no_leftovers_within 8; then
+  ok "crlaunch killed with SIGKILL: no rank or agent left on any host"
+else
+  fail "processes outlived a killed crlaunch"
+fi
+
+# ---- 7. an unreachable host fails clearly -----------------------------------
+
+run --hosts 10.79.0.2,10.79.0.99 true
+if [ $rc -ne 0 ] && below "$secs" 30 &&
+  grep -q "10.79.0.99" "$tmp/err"; then
+  ok "unreachable host: exit $rc in ${secs}s: $(grep crlaunch: "$tmp/err" | head -1)"
+else
+  fail "unreachable host: exit $rc in ${secs}s: $(cat "$tmp/err")"
+fi
+if no_leftovers_within 5; then
+  ok "nothing left behind on the reachable host"
+else
+  fail "processes left after the unreachable host"
+fi
+
+if [ $failures -gt 0 ]; then
+  echo "$failures check(s) failed"
+  exit 1
+fi
+echo "all multi-host checks passed"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Multi-host test: crlaunch over SSH across three "hosts" on this machine.
 #
-#   tests/multihost.sh CRLAUNCH COLL_CHECK IDLE_WAIT
+#   tests/multihost.sh CRLAUNCH COLL_CHECK IDLE_WAIT LAUNCHER_RANK
 #
 # Each host is a network namespace of its own (crnet-mhN), joined by a veth
 # pair to a bridge in this namespace, with IPv4 and IPv6 addresses and an
@@ -24,6 +24,7 @@ set -u
 crlaunch=$(realpath "$1")
 coll_check=$(realpath "$2")
 idle_wait=$(realpath "$3")
+launcher_rank=$(realpath "$4")
 
 skip() {
   echo "SKIP: $*"
@@ -292,7 +293,39 @@ else
   fail "processes outlived a killed crlaunch"
 fi
 
-# ---- 7. an unreachable host fails clearly -----------------------------------
+# ---- 7. a remote rank's exit status is crlaunch's ---------------------------
+
+run --hosts 10.79.0.2:2,10.79.0.3:2 "$launcher_rank" exit 3 7
+if [ $rc -eq 7 ] && grep -q "crlaunch: rank 3 (pid [0-9]* on host 10.79.0.3) exited with status 7" "$tmp/err"; then
+  ok "rank 3 on host 2 exiting 7: crlaunch exits 7 and names it"
+else
+  fail "rank 3 exiting 7: crlaunch exited $rc: $(cat "$tmp/err")"
+fi
+no_leftovers_within 5 && ok "the sleeping ranks were stopped on both hosts" ||
+  fail "sleeping ranks outlived the job"
+
+# ---- 8. SIGTERM to crlaunch reaches the remote ranks -------------------------
+
+"$crlaunch" --ssh "$tmp/ssh" --hosts 10.79.0.2:2,10.79.0.4:1 --timeout 60 \
+  "$launcher_rank" sleep 60 >"$tmp/out" 2>"$tmp/err" &
+launcher=$!
+n=0
+for _ in $(seq 100); do
+  n=$(for ns in "${nss[@]}"; do ip netns pids "$ns"; done |
+    while read -r pid; do cat "/proc/$pid/comm" 2>/dev/null; done | grep -c '^launcher_rank$')
+  [ "$n" -eq 3 ] && break
+  sleep 0.1
+done
+kill -TERM "$launcher"
+wait "$launcher"
+rc=$?
+if [ "$n" -eq 3 ] && [ $rc -eq 143 ] && no_leftovers_within 5; then
+  ok "SIGTERM to crlaunch: exit 143, the three remote ranks gone"
+else
+  fail "SIGTERM to crlaunch: $n ranks seen, exit $rc: $(cat "$tmp/err")"
+fi
+
+# ---- 9. an unreachable host fails clearly -----------------------------------
 
 run --hosts 10.79.0.2,10.79.0.99 true
 if [ $rc -ne 0 ] && below "$secs" 30 &&

@@ -1,6 +1,9 @@
-/* crlaunch: starts the N ranks of a crnet job on this host.
+/* crlaunch: starts the N ranks of a crnet job on this host or, over SSH, on
+ * several.
  *
- *   crlaunch -n N [--tag-output] [--timeout SEC] [-x VAR[=VAL]]... [--] prog
+ *   crlaunch -n N [--hosts LIST | --hostfile FILE] [--ssh CMD] [--encrypt]
+ *            [--tag-output] [--timeout SEC] [-x VAR[=VAL]]... [--] prog
+ *   crlaunch --agent          (on another host, started by crlaunch)
  *
  * crlaunch does for a crnet program what mpirun does for an MPI program: it
  * starts N copies, gives each its rank, lets them find each other, forwards
@@ -40,6 +43,16 @@
  *      after the last exit, drained of what the ranks wrote, since a process
  *      a rank left behind may hold it open forever), every handle is closed,
  *      the loop runs dry, and the key file and directory are removed.
+ *
+ * Several hosts (hosts.h, remote.h): the ranks of a host other than this one
+ * are one watched process here, the SSH session of an agent there: a
+ * crlaunch started with --agent, which reads its configuration and the key
+ * from the session's stdin and then runs the same lifecycle as above for its
+ * share of the ranks, without a rendezvous of its own. Its failed ranks are
+ * reported at once on its stderr, signals and "stop" go to it as commands on
+ * its stdin, and the end of that stdin stops its ranks. So from here a remote
+ * host looks like one rank that may stand for several: judge_failures, the
+ * timers and the exit status treat both alike.
  *
  * Exit status:
  *   0        every rank exited 0

@@ -30,27 +30,12 @@ skip() {
   echo "SKIP: $*"
   exit 77
 }
-[ "$(id -u)" -eq 0 ] || skip "multi-host test needs root to make network namespaces"
-[ -x /usr/sbin/sshd ] || skip "multi-host test needs sshd (apt-get install openssh-server)"
-command -v ssh >/dev/null || skip "multi-host test needs ssh (apt-get install openssh-client)"
 
-id=$$
-br=crmb$id
+
+. "$(dirname "$0")/testbed.sh"
 tmp=$(mktemp -d /tmp/crnet-multihost.XXXXXX)
-nss=()
 failures=0
-
-cleanup() {
-  for ns in "${nss[@]}"; do
-    [ -f "$tmp/$ns/sshd.pid" ] && kill "$(cat "$tmp/$ns/sshd.pid")" 2>/dev/null
-    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done
-  done
-  for i in 1 2 3; do ip link del "crmv$id$i" 2>/dev/null; done
-  for ns in "${nss[@]}"; do ip netns del "$ns" 2>/dev/null; done
-  ip link del "$br" 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+trap 'testbed_down; rm -rf "$tmp"' EXIT
 trap 'exit 1' INT TERM
 
 ok() { echo "ok: $*"; }
@@ -59,68 +44,15 @@ fail() {
   failures=$((failures + 1))
 }
 
-# ---- the test bed ---------------------------------------------------------
-
-err=$(ip link add "$br" type bridge 2>&1) ||
-  skip "multi-host test cannot make a bridge: $err"
-ip addr add 10.79.0.1/24 dev "$br"
-ip addr add fd79::1/64 dev "$br" nodad
-ip link set "$br" up
-ssh-keygen -q -t ed25519 -N '' -f "$tmp/id" || { echo "FAIL: ssh-keygen"; exit 1; }
-ssh-keygen -q -t ed25519 -N '' -f "$tmp/hostkey" || { echo "FAIL: ssh-keygen"; exit 1; }
-mkdir -p /run/sshd && chmod 755 /run/sshd
-for i in 1 2 3; do
-  ns=crnet-mh$id-$i
-  err=$(ip netns add "$ns" 2>&1) || skip "multi-host test cannot make network namespaces: $err"
-  nss+=("$ns")
-  mkdir "$tmp/$ns"
-  ip link add "crmv$id$i" type veth peer name eth0 netns "$ns"
-  ip link set "crmv$id$i" master "$br" up
-  ip -n "$ns" link set lo up
-  ip -n "$ns" addr add "10.79.0.$((i + 1))/24" dev eth0
-  ip -n "$ns" addr add "fd79::$((i + 1))/64" dev eth0 nodad
-  ip -n "$ns" link set eth0 up
-  cat >"$tmp/$ns/sshd_config" <<EOF
-ListenAddress 10.79.0.$((i + 1))
-ListenAddress [fd79::$((i + 1))]
-HostKey $tmp/hostkey
-PidFile $tmp/$ns/sshd.pid
-AuthorizedKeysFile $tmp/id.pub
-PermitRootLogin prohibit-password
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-UsePAM no
-StrictModes no
-UseDNS no
-MaxStartups 100:30:200
-MaxSessions 100
-LogLevel ERROR
-SetEnv SHLVL=1
-EOF
-  ip netns exec "$ns" unshare --uts sh -c \
-    "hostname host$i && exec /usr/sbin/sshd -f $tmp/$ns/sshd_config -E $tmp/$ns/sshd.log" ||
-    { echo "FAIL: sshd in $ns did not start: $(cat "$tmp/$ns/sshd.log")"; exit 1; }
-done
-ns1=${nss[0]} ns2=${nss[1]} ns3=${nss[2]}
-
-cat >"$tmp/ssh" <<EOF
-#!/bin/sh
-exec ssh -i $tmp/id -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR "\$@"
-EOF
-chmod +x "$tmp/ssh"
-
-# Until every sshd answers (bounded).
-for i in 2 3 4; do
-  up=0
-  for _ in $(seq 50); do
-    if "$tmp/ssh" -o BatchMode=yes -o ConnectTimeout=2 "10.79.0.$i" true 2>/dev/null; then
-      up=1
-      break
-    fi
-    sleep 0.1
-  done
-  [ $up -eq 1 ] || { echo "FAIL: sshd on 10.79.0.$i never answered: $(cat "$tmp"/*/sshd.log)"; exit 1; }
-done
+testbed_up 3
+case $? in
+0) ;;
+77) skip "multi-host test $tb_why" ;;
+*) echo "FAIL: multi-host test bed: $tb_why"; exit 1 ;;
+esac
+nss=("${tb_nss[@]}")
+ns2=${nss[1]}
+cp "$tb/ssh" "$tmp/ssh"
 echo "test bed: three hosts 10.79.0.2-4 and fd79::2-4, sshd on each"
 
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }

@@ -1049,6 +1049,7 @@ START_TEST(key_stays_hidden) {
                 "the key is in the job's output");
   free(log);
   /* The private directory went with the job. */
+  ck_assert_ptr_nonnull(strrchr(keyfile, '/'));
   *strrchr(keyfile, '/') = '\0';
   ck_assert_msg(access(keyfile, F_OK) != 0, "%s still exists", keyfile);
   rm_dir(dir);

@@ -64,7 +64,8 @@ int main(void) {
   fclose(f);
   key[strcspn(key, " \r\n")] = '\0';
   snprintf(keydir, sizeof keydir, "%s", path);
-  *strrchr(keydir, '/') = '\0';
+  if (strrchr(keydir, '/') != NULL)
+    *strrchr(keydir, '/') = '\0';
   if (stat(keydir, &dst) != 0) {
     fprintf(stderr, "key_probe: cannot stat %s\n", keydir);
     return 1;

@@ -22,132 +22,7 @@
 #include "comm.h"
 #include "crnet.h"
 #include "handshake.h"
-
-#define MAX_RANKS 16
-
-/* Exit codes a rank reports to the test. */
-#define EXIT_OK 0
-#define EXIT_FAIL 1
-#define EXIT_ERR_BASE 20 /* 20 + (-crnet error) */
-
-typedef int (*rank_fn)(int rank, int size, void *arg);
-
-typedef struct job {
-  int size;
-  int port;
-  char key[2 * CRNET__KEY_BYTES + 1];
-  double init_timeout;
-  bool slurm; /* rank and size in Slurm's variables, not crnet's */
-  pid_t pids[MAX_RANKS];
-  int status[MAX_RANKS];
-  double exit_time[MAX_RANKS];
-} job;
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int free_port(void) {
-  struct sockaddr_in a = {.sin_family = AF_INET,
-                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  socklen_t len = sizeof a;
-  int fd = socket(AF_INET, SOCK_STREAM, 0), port;
-  ck_assert_int_ge(fd, 0);
-  ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-  ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-  port = ntohs(a.sin_port);
-  close(fd);
-  return port;
-}
-
-static void job_init(job *j, int size, double init_timeout) {
-  uint8_t key[CRNET__KEY_BYTES];
-  memset(j, 0, sizeof *j);
-  j->size = size;
-  j->port = free_port();
-  j->init_timeout = init_timeout;
-  crnet__key_generate(key);
-  crnet__key_to_hex(key, j->key);
-}
-
-static void rank_env(const job *j, int rank, const char *key) {
-  char v[64];
-  snprintf(v, sizeof v, "%d", rank);
-  setenv(j->slurm ? "SLURM_PROCID" : "CRNET_RANK", v, 1);
-  snprintf(v, sizeof v, "%d", j->size);
-  setenv(j->slurm ? "SLURM_NTASKS" : "CRNET_SIZE", v, 1);
-  if (j->slurm) {
-    unsetenv("CRNET_RANK");
-    unsetenv("CRNET_SIZE");
-  }
-  snprintf(v, sizeof v, "127.0.0.1:%d", j->port);
-  setenv("CRNET_RENDEZVOUS", v, 1);
-  snprintf(v, sizeof v, "%g", j->init_timeout);
-  setenv("CRNET_INIT_TIMEOUT", v, 1);
-  setenv("CRNET_JOB_KEY", key != NULL ? key : j->key, 1);
-  unsetenv("CRNET_LAUNCHER");
-  unsetenv("CRNET_JOB_KEY_FILE");
-}
-
-static void start_rank(job *j, int rank, rank_fn fn, void *arg,
-                       const char *key) {
-  pid_t pid = fork();
-  ck_assert_int_ge(pid, 0);
-  if (pid == 0) {
-    /* If the test process dies (Check's timeout), take the ranks along. */
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    rank_env(j, rank, key);
-    _exit(fn(rank, j->size, arg));
-  }
-  j->pids[rank] = pid;
-}
-
-/* Waits for every started rank, up to timeout_s; kills and fails on expiry. */
-static void wait_job(job *j, double timeout_s) {
-  double deadline = now_s() + timeout_s;
-  int left = 0;
-  for (int r = 0; r < j->size; r++)
-    left += j->pids[r] > 0;
-  while (left > 0) {
-    int st;
-    pid_t pid = waitpid(-1, &st, WNOHANG);
-    if (pid > 0) {
-      for (int r = 0; r < j->size; r++) {
-        if (j->pids[r] == pid) {
-          j->status[r] = st;
-          j->exit_time[r] = now_s();
-          j->pids[r] = -1;
-          left--;
-        }
-      }
-      continue;
-    }
-    if (now_s() > deadline) {
-      for (int r = 0; r < j->size; r++)
-        if (j->pids[r] > 0)
-          kill(j->pids[r], SIGKILL);
-      while (waitpid(-1, NULL, 0) > 0)
-        ;
-      ck_abort_msg("%d rank(s) still running after %g s: hung", left,
-                   timeout_s);
-    }
-    usleep(2000);
-  }
-}
-
-static void run_job(job *j, rank_fn fn, void *arg, double timeout_s) {
-  for (int r = 0; r < j->size; r++)
-    start_rank(j, r, fn, arg, NULL);
-  wait_job(j, timeout_s);
-}
-
-static int exit_code(const job *j, int rank) {
-  return WIFEXITED(j->status[rank]) ? WEXITSTATUS(j->status[rank]) : -1;
-}
-
-static int err_exit(int rc) { return rc == 0 ? EXIT_OK : EXIT_ERR_BASE - rc; }
+#include "netjob.h"
 
 /* --- rank programs ----------------------------------------------------------- */
 
@@ -317,20 +192,6 @@ START_TEST(missing_rank_is_named) {
                 now_s() - t0);
 }
 END_TEST
-
-static int connect_loopback(int port) {
-  struct sockaddr_in a = {.sin_family = AF_INET,
-                          .sin_port = htons((uint16_t)port),
-                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0)
-    return -1;
-  if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
 
 START_TEST(strangers_do_not_stop_the_job) {
   job j;
@@ -603,26 +464,6 @@ static int rank_many_then_destroy(int rank, int size, void *arg) {
     return err_exit(rc);
   }
   return err_exit(crnet_comm_destroy(c));
-}
-
-/* True once something listens on 127.0.0.1:port (from /proc/net/tcp, so
- * without connecting). */
-static bool listening_on(int port) {
-  FILE *f = fopen("/proc/net/tcp", "r");
-  char line[512], want[32];
-  bool found = false;
-  if (f == NULL)
-    return false;
-  snprintf(want, sizeof want, "0100007F:%04X", port);
-  while (!found && fgets(line, sizeof line, f) != NULL) {
-    char local[64], remote[64];
-    unsigned state;
-    if (sscanf(line, "%*d: %63s %63s %x", local, remote, &state) == 3 &&
-        strcmp(local, want) == 0 && state == 0x0A)
-      found = true;
-  }
-  fclose(f);
-  return found;
 }
 
 START_TEST(destroy_is_orderly) {

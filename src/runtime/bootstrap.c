@@ -20,7 +20,8 @@
  *      garbage, a duplicate) is dropped with a log line and the bootstrap
  *      goes on.
  *   5. When all (p−1) · streams links are up, close the listener (no stranger can get in
- *      afterwards) and return. The whole process is bounded by the init
+ *      afterwards), drop accepted connections still in their handshake,
+ *      and return. The whole process is bounded by the init
  *      timeout; on expiry the error names the ranks that never appeared.
  */
 #include <inttypes.h>
@@ -532,6 +533,26 @@ static bool handles_closed(void *arg) {
   return b->outstanding_handles == 0 && (b->server == NULL || b->server_done);
 }
 
+/* uv_walk callback: a connection accepted during the bootstrap that has not
+ * authenticated by its end is nobody the job needs (every rank is linked,
+ * or the bootstrap failed), so it is dropped now instead of holding the
+ * comm until its handshake deadline: crnet_comm_destroy waits for every
+ * link to close, and the link's owner, the bootstrap, is about to go.
+ * Links are the tcp handles whose data is the handle itself (the tcp
+ * handle is a link's first member). */
+static void drop_unauthenticated(uv_handle_t *h, void *arg) {
+  crnet__link *l = h->data;
+  (void)arg;
+  if (h->type != UV_TCP || h->data != (void *)h || uv_is_closing(h) ||
+      l->cb != &mesh_boot_callbacks || l->initiator ||
+      l->state != CRNET__LINK_HANDSHAKE || l->failed)
+    return;
+  crnet__log("dropped connection from %s: not authenticated by the end of "
+             "the bootstrap",
+             l->addr);
+  crnet__link_close(l);
+}
+
 static void list_missing(bootstrap *b, char *buf, size_t n) {
   crnet_comm *c = b->c;
   size_t used = 0;
@@ -645,6 +666,7 @@ done:
   uv_close((uv_handle_t *)&b.retry, on_handle_closed);
   if (b.listener_open)
     uv_close((uv_handle_t *)&b.listener, on_handle_closed);
+  uv_walk(&c->loop, drop_unauthenticated, NULL);
   if (b.rdv != NULL)
     crnet__link_close(&b.rdv->link);
   if (b.server != NULL) {

@@ -1,0 +1,59 @@
+/* Jobs of real ranks on loopback for the network tests (test_net,
+ * test_security): a test forks the ranks of a job with the environment
+ * contract set (rank 0 serving the rendezvous, no launcher), waits for them
+ * with a deadline, and reads their exit codes. A rank function's return
+ * value is its exit status; err_exit() turns a crnet error into one. */
+#ifndef CRNET_TEST_NETJOB_H
+#define CRNET_TEST_NETJOB_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "handshake.h"
+
+#define MAX_RANKS 16
+
+/* Exit codes a rank reports to the test. */
+#define EXIT_OK 0
+#define EXIT_FAIL 1
+#define EXIT_ERR_BASE 20 /* 20 + (-crnet error) */
+
+typedef int (*rank_fn)(int rank, int size, void *arg);
+
+typedef struct job {
+  int size;
+  int port;
+  char key[2 * CRNET__KEY_BYTES + 1];
+  double init_timeout;
+  bool slurm; /* rank and size in Slurm's variables, not crnet's */
+  pid_t pids[MAX_RANKS];
+  int status[MAX_RANKS];
+  double exit_time[MAX_RANKS];
+} job;
+
+/* CLOCK_MONOTONIC in seconds. */
+double now_s(void);
+/* A loopback port that was free a moment ago. */
+int free_port(void);
+/* A job of `size` ranks with a fresh key and rendezvous port. */
+void job_init(job *j, int size, double init_timeout);
+/* Sets the environment of `rank` (key: another hex key, or NULL for the
+ * job's). Called in the child before the rank function. */
+void rank_env(const job *j, int rank, const char *key);
+/* Forks `rank`, which runs fn(rank, size, arg) and exits with its value. */
+void start_rank(job *j, int rank, rank_fn fn, void *arg, const char *key);
+/* Waits for every started rank, up to timeout_s; kills and fails on expiry. */
+void wait_job(job *j, double timeout_s);
+/* Starts every rank with fn and waits. */
+void run_job(job *j, rank_fn fn, void *arg, double timeout_s);
+/* A rank's exit status, or -1 if it died by a signal. */
+int exit_code(const job *j, int rank);
+/* The exit status that stands for crnet error rc. */
+int err_exit(int rc);
+/* A connected socket to 127.0.0.1:port, or -1. */
+int connect_loopback(int port);
+/* True once something listens on 127.0.0.1:port (from /proc/net/tcp, so
+ * without connecting). */
+bool listening_on(int port);
+
+#endif

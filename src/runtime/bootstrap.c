@@ -59,7 +59,7 @@ struct bootstrap {
   struct sockaddr_storage rdv_addrs[MAX_RDV_ADDRS];
   int n_rdv_addrs;
   int rdv_next;           /* the address of the next attempt */
-  bool registered;        /* a connection got through the handshake */
+  bool rdv_reached;       /* a connection got through the handshake */
   char rdv_last_err[256]; /* how the last failed attempt failed */
 
   /* CRNET_IFACE's address per family (0: IPv4, 1: IPv6), looked up on
@@ -450,7 +450,7 @@ static void on_rdv_ready(crnet__link *l, int status) {
   rdv_client *rc = (rdv_client *)l;
   bootstrap *b = rc->b;
   if (status == 0) {
-    b->registered = true;
+    b->rdv_reached = true;
     register_with(b, l);
     return;
   }
@@ -653,7 +653,7 @@ static int resolve_rendezvous(bootstrap *b) {
   const crnet__settings *s = b->s;
   uv_getaddrinfo_t req;
   struct addrinfo hints;
-  char port[16], name[300], first[64];
+  char port[16], first[64];
   const struct sockaddr *src;
   const char *why;
   int rc, first_family = AF_UNSPEC;
@@ -661,7 +661,6 @@ static int resolve_rendezvous(bootstrap *b) {
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   snprintf(port, sizeof port, "%d", s->rdv_port);
-  rdv_name(s, name, sizeof name);
   if (s->iface[0] != '\0') {
     /* Errors of the setting itself (no such interface, a malformed
      * network) come before any about address families. */
@@ -737,7 +736,7 @@ static int serve_rendezvous(bootstrap *b) {
   const struct sockaddr *src;
   const char *why;
   char where[64], reason[128], name[300];
-  int rc = CRNET_EIO, local = -1;
+  int rc, local = -1;
   rdv_name(s, name, sizeof name);
   if (iface_source(b, first->sa_family, &src, &why) > 0) {
     char ip[64];
@@ -815,7 +814,7 @@ int crnet__bootstrap(crnet_comm *c, const crnet__settings *s, char *err,
 
   start_rdv_attempt(&b);
   rc = crnet__comm_run_until(c, phase_rdv_done, &b, timeout_ms);
-  if (rc != 0 && b.fatal == 0 && !b.registered) {
+  if (rc != 0 && b.fatal == 0 && !b.rdv_reached) {
     /* Nothing ever answered: no verdict can come either. */
     const char *pending = pending_attempt(&b);
     char name[300];

@@ -19,11 +19,20 @@
  * field a crnet_config leaves unset):
  *   CRNET_RANK, CRNET_SIZE           this process's rank and the job size
  *                                    (else SLURM_PROCID, SLURM_NTASKS)
- *   CRNET_RENDEZVOUS                 host:port of the rendezvous; without
- *                                    crlaunch, rank 0 serves it there
+ *   CRNET_RENDEZVOUS                 host:port, [v6addr]:port or
+ *                                    name:port of the rendezvous; without
+ *                                    crlaunch, rank 0 serves it there (on
+ *                                    every interface, dual stack, if the
+ *                                    address is not one of its own)
  *   CRNET_JOB_KEY                    the job key, 64 hex digits (32 bytes), or
  *   CRNET_JOB_KEY_FILE               a file holding it (crlaunch uses a file)
  *   CRNET_PORT_RANGE                 lo-hi: ports this process may listen on
+ *                                    (the rendezvous port, where rank 0
+ *                                    serves it, must be inside)
+ *   CRNET_IFACE                      an interface (eth0), a network
+ *                                    (10.77.0.0/24, fd77::/64) or one
+ *                                    address: every socket of the process
+ *                                    binds to its address (README, Network)
  *   CRNET_INIT_TIMEOUT               seconds init may take (default 60)
  *   CRNET_DEBUG                      1: log connection events to stderr
  *   CRNET_TUNING_FILE                the cost-model constants the auto
@@ -47,6 +56,15 @@
  *   CRNET_STREAMS_MIN_BYTES          a message is split across the streams
  *                                    only into parts of at least this many
  *                                    bytes (default 262144; rank 0's)
+ *
+ * Network settings that do not fit the host fail init at once with
+ * CRNET_EINVAL ("CRNET_IFACE=eth9: no such interface", "... no IPv6
+ * address (the rendezvous at [fd77::1]:5000 is IPv6)", "... no local
+ * address in this network", a malformed network, a CRNET_PORT_RANGE that
+ * does not hold rank 0's rendezvous port); a range with every port in use
+ * or a rendezvous port rank 0 cannot listen on, with CRNET_EIO; a
+ * rendezvous nobody answers at, with CRNET_ETIMEDOUT after
+ * CRNET_INIT_TIMEOUT, naming host:port and the last connection error.
  */
 #ifndef CRNET_H
 #define CRNET_H

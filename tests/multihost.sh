@@ -154,6 +154,7 @@ fi
 # ---- 5. a rank killed on one host fails the job everywhere -----------------
 
 timeout -k 5 60 "$crlaunch" --ssh "$tmp/ssh" --hosts 10.79.0.2:2,10.79.0.3:2,10.79.0.4:2 \
+  -x CRNET_IFACE=10.80.0.0/24 -x CRNET_PORT_RANGE=47000-47099 \
   "$idle_wait" 60000 >"$tmp/out" 2>"$tmp/err" &
 launcher=$!
 victim=""
@@ -165,6 +166,34 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 sleep 1 # every rank in its barrier
+# CRNET_IFACE and CRNET_PORT_RANGE hold on every host: the hosts are named
+# by their 10.79.0.x addresses, which SSH uses, yet each rank's TCP sockets
+# are on its 10.80.0.x address, as is crlaunch's rendezvous, and every
+# listener is in the range.
+bad_sockets=""
+nsock=0
+for ns in "${nss[@]}" ""; do
+  if [ -n "$ns" ]; then
+    lines=$(ip netns exec "$ns" ss -tanpH 2>/dev/null | grep '"idle_wait"')
+  else
+    lines=$(ss -tlnpH 2>/dev/null | grep '"crlaunch"')
+  fi
+  while read -r state _ _ local peer _; do
+    [ -z "$state" ] && continue
+    nsock=$((nsock + 1))
+    addr=${local%:*}
+    port=${local##*:}
+    case $addr in 10.80.0.*) ;; *) bad_sockets="$bad_sockets ${ns:-here}:$local" ;; esac
+    if [ "$state" = LISTEN ] && { [ "$port" -lt 47000 ] || [ "$port" -gt 47099 ]; }; then
+      bad_sockets="$bad_sockets ${ns:-here}:$local(port)"
+    fi
+  done <<<"$lines"
+done
+if [ -z "$bad_sockets" ] && [ "$nsock" -ge 16 ]; then
+  ok "CRNET_IFACE=10.80.0.0/24, CRNET_PORT_RANGE=47000-47099: all $nsock sockets (ss) on 10.80.0.x, listeners in the range"
+else
+  fail "sockets outside CRNET_IFACE/CRNET_PORT_RANGE ($nsock seen):$bad_sockets"
+fi
 # The key is on no command line and in no environment, on any host.
 keyleak=""
 for pid in $(pgrep -f 'idle_wait|crlaunch'); do

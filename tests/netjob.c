@@ -52,12 +52,16 @@ void rank_env(const job *j, int rank, const char *key) {
     unsetenv("CRNET_RANK");
     unsetenv("CRNET_SIZE");
   }
-  snprintf(v, sizeof v, "127.0.0.1:%d", j->port);
+  snprintf(v, sizeof v, "%s:%d", j->host != NULL ? j->host : "127.0.0.1",
+           j->port);
   setenv("CRNET_RENDEZVOUS", v, 1);
   snprintf(v, sizeof v, "%g", j->init_timeout);
   setenv("CRNET_INIT_TIMEOUT", v, 1);
   setenv("CRNET_JOB_KEY", key != NULL ? key : j->key, 1);
-  unsetenv("CRNET_LAUNCHER");
+  if (j->external_rdv)
+    setenv("CRNET_LAUNCHER", "1", 1);
+  else
+    unsetenv("CRNET_LAUNCHER");
   unsetenv("CRNET_JOB_KEY_FILE");
 }
 
@@ -80,25 +84,28 @@ void wait_job(job *j, double timeout_s) {
   for (int r = 0; r < j->size; r++)
     left += j->pids[r] > 0;
   while (left > 0) {
-    int st;
-    pid_t pid = waitpid(-1, &st, WNOHANG);
-    if (pid > 0) {
+    bool reaped = false;
+    /* Rank by rank, so that other children of the test (a rendezvous it
+     * serves, a relay) are left alone. */
+    for (int r = 0; r < j->size; r++) {
+      int st;
+      if (j->pids[r] > 0 && waitpid(j->pids[r], &st, WNOHANG) == j->pids[r]) {
+        j->status[r] = st;
+        j->exit_time[r] = now_s();
+        j->pids[r] = -1;
+        left--;
+        reaped = true;
+      }
+    }
+    if (reaped)
+      continue;
+    if (now_s() > deadline) {
       for (int r = 0; r < j->size; r++) {
-        if (j->pids[r] == pid) {
-          j->status[r] = st;
-          j->exit_time[r] = now_s();
-          j->pids[r] = -1;
-          left--;
+        if (j->pids[r] > 0) {
+          kill(j->pids[r], SIGKILL);
+          waitpid(j->pids[r], NULL, 0);
         }
       }
-      continue;
-    }
-    if (now_s() > deadline) {
-      for (int r = 0; r < j->size; r++)
-        if (j->pids[r] > 0)
-          kill(j->pids[r], SIGKILL);
-      while (waitpid(-1, NULL, 0) > 0)
-        ;
       ck_abort_msg("%d rank(s) still running after %g s: hung", left,
                    timeout_s);
     }

@@ -26,6 +26,8 @@ typedef struct job {
   char key[2 * CRNET__KEY_BYTES + 1];
   double init_timeout;
   bool slurm; /* rank and size in Slurm's variables, not crnet's */
+  const char *host;  /* of CRNET_RENDEZVOUS; NULL: 127.0.0.1 */
+  bool external_rdv; /* the test serves the rendezvous, not rank 0 */
   pid_t pids[MAX_RANKS];
   int status[MAX_RANKS];
   double exit_time[MAX_RANKS];

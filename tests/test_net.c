@@ -1,6 +1,6 @@
 /* Real ranks on loopback, started without crlaunch: each test forks the
  * ranks of a job with the environment contract set, rank 0 serving the
- * rendezvous. Covers what can go wrong at the edges of a job: wrong keys,
+ * rendezvous (or the test itself, as crlaunch would). Covers what can go wrong at the edges of a job: wrong keys,
  * strangers on the rendezvous port, ranks that never come, a rank killed
  * mid-collective, an abort, mismatched calls, bad settings, and a message
  * larger than 2 GiB. Every wait is bounded; a child that outlives its
@@ -23,6 +23,7 @@
 #include "crnet.h"
 #include "handshake.h"
 #include "netjob.h"
+#include "rendezvous.h"
 
 /* --- rank programs ----------------------------------------------------------- */
 
@@ -519,8 +520,9 @@ START_TEST(port_range_is_honoured) {
   char v[32];
   job j;
   job_init(&j, 3, 20);
-  /* A range just above the rendezvous port, which is known to be free. */
-  range[0] = j.port + 1;
+  /* From the rendezvous port, which rank 0 serves inside the range too, up
+   * to a range of ports that are very likely free. */
+  range[0] = j.port;
   range[1] = j.port + 40;
   snprintf(v, sizeof v, "%d-%d", range[0], range[1]);
   setenv("CRNET_PORT_RANGE", v, 1);
@@ -532,30 +534,517 @@ START_TEST(port_range_is_honoured) {
 }
 END_TEST
 
-START_TEST(busy_port_range_fails_clearly) {
+/* --- network settings: CRNET_IFACE, IPv6, host names, busy ports ---------- */
+
+/* A socket listening on 127.0.0.1:port, or -1 if the port is taken. */
+static int listen_loopback(int port) {
   struct sockaddr_in a = {.sin_family = AF_INET,
+                          .sin_port = htons((uint16_t)port),
                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  int fd = socket(AF_INET, SOCK_STREAM, 0), port;
-  socklen_t len = sizeof a;
-  char v[32];
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ck_assert_int_ge(fd, 0);
+  if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, 1) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+/* Occupies n consecutive loopback ports (fds[i] listens on base + i) and
+ * returns base. */
+static int hold_ports(int n, int *fds) {
+  for (int attempt = 0; attempt < 50; attempt++) {
+    int base = free_port(), got = 0;
+    if (base + n > 65535)
+      continue;
+    while (got < n && (fds[got] = listen_loopback(base + got)) >= 0)
+      got++;
+    if (got == n)
+      return base;
+    while (got > 0)
+      close(fds[--got]);
+  }
+  ck_abort_msg("found no %d consecutive free ports", n);
+  return -1;
+}
+
+static bool have_ipv6_loopback(void) {
+  struct sockaddr_in6 a = {.sin6_family = AF_INET6,
+                           .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+  int fd = socket(AF_INET6, SOCK_STREAM, 0);
+  bool ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+  if (fd >= 0)
+    close(fd);
+  return ok;
+}
+
+static void expect_all_ok(const job *j, const char *what) {
+  for (int r = 0; r < j->size; r++)
+    ck_assert_msg(exit_code(j, r) == EXIT_OK, "%s: rank %d exited %d", what,
+                  r, exit_code(j, r));
+}
+
+/* 0 if every rank registered the mesh address ip, else CRNET_EIO. */
+static int table_is(crnet_comm *c, const char *ip) {
+  char got[64];
+  int rc = 0;
+  for (int r = 0; r < c->size; r++) {
+    uv_inet_ntop(c->table[r].family == 6 ? AF_INET6 : AF_INET,
+                 c->table[r].addr, got, sizeof got);
+    if (strcmp(got, ip) != 0) {
+      fprintf(stderr, "rank %d: rank %d registered %s, not %s\n", c->rank, r,
+                got, ip);
+      rc = CRNET_EIO;
+    }
+  }
+  return rc;
+}
+
+/* Joins, checks the registered addresses (arg), runs one allreduce. */
+static int rank_registered(int rank, int size, void *arg) {
+  crnet_comm *c;
+  int64_t v = 1, sum = 0;
+  int rc = crnet_comm_init(&c, NULL);
+  if (rc != 0) {
+    fprintf(stderr, "rank %d: init: %s\n", rank, crnet_init_errmsg());
+    return err_exit(rc);
+  }
+  rc = table_is(c, arg);
+  if (rc == 0)
+    rc = crnet_allreduce(c, &v, &sum, 1, CRNET_INT64, CRNET_SUM);
+  if (rc == 0 && sum != size)
+    rc = CRNET_EIO;
+  if (rc == 0)
+    rc = crnet_comm_destroy(c);
+  else
+    crnet_comm_destroy(c);
+  return err_exit(rc);
+}
+
+/* A whole job over IPv6: the rendezvous at [::1]:port, so every rank
+ * registers an IPv6 mesh address. */
+START_TEST(job_over_ipv6) {
   job j;
-  /* Hold the only port of the range. */
-  ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-  ck_assert_int_eq(listen(fd, 1), 0);
-  ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-  port = ntohs(a.sin_port);
-  snprintf(v, sizeof v, "%d-%d", port, port);
-  setenv("CRNET_PORT_RANGE", v, 1);
-  job_init(&j, 2, 3);
-  /* Rank 0 certainly meets the busy range itself. Rank 1 may meet it too, or
-   * may first lose the rendezvous that rank 0 served: either way it fails. */
-  start_rank(&j, 0, rank_init_fails, "no free port in CRNET_PORT_RANGE", NULL);
-  start_rank(&j, 1, rank_init_fails, NULL, NULL);
-  wait_job(&j, 20);
+  if (!have_ipv6_loopback()) {
+    printf("job_over_ipv6: skipped, ::1 cannot be bound on this host\n");
+    return;
+  }
+  job_init(&j, 3, 20);
+  j.host = "[::1]";
+  run_job(&j, rank_registered, "::1", 30);
+  expect_all_ok(&j, "[::1]");
+}
+END_TEST
+
+/* CRNET_RENDEZVOUS=localhost:port: the name is resolved once; rank 0
+ * serves on the first of its addresses, and the others reach it whichever
+ * address (IPv6 or IPv4) they try first. */
+START_TEST(job_by_host_name) {
+  job j;
+  job_init(&j, 3, 20);
+  j.host = "localhost";
+  run_job(&j, rank_allreduce, NULL, 30);
+  expect_all_ok(&j, "localhost");
+}
+END_TEST
+
+/* Settings that are wrong for this host fail init at once, with
+ * CRNET_EINVAL and a message naming the setting. */
+START_TEST(network_settings_fail_clearly) {
+  static const struct {
+    const char *iface, *range, *host, *expect;
+  } cases[] = {
+      {"eth9", NULL, NULL, "CRNET_IFACE=eth9: no such interface"},
+      {"198.51.100.0/24", NULL, NULL,
+       "CRNET_IFACE=198.51.100.0/24: no local address in this network"},
+      {"10.9.0.0/33", NULL, NULL,
+       "CRNET_IFACE=10.9.0.0/33: not an interface name or a network"},
+      {"fd77::/x", NULL, NULL, "CRNET_IFACE=fd77::/x: not an interface name"},
+      {"127.0.0.0/8", NULL, "[::1]",
+       "CRNET_IFACE=127.0.0.0/8: not an IPv6 network (the rendezvous at "
+       "[::1]:"},
+      /* Rank 0 cannot serve on 127.0.0.2 what the others look for at
+       * 127.0.0.1. */
+      {"127.0.0.2/32", NULL, NULL,
+       "CRNET_IFACE=127.0.0.2/32 selects 127.0.0.2, but rank 0 is to serve "
+       "the rendezvous at 127.0.0.1:"},
+      {NULL, "1-2", NULL, "CRNET_PORT_RANGE=1-2 does not hold port"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    crnet_comm *c = (crnet_comm *)&c;
+    double t0 = now_s();
+    job j;
+    int rc;
+    if (cases[i].host != NULL && !have_ipv6_loopback())
+      continue;
+    job_init(&j, 2, 5);
+    j.host = cases[i].host;
+    rank_env(&j, 0, NULL);
+    if (cases[i].iface != NULL)
+      setenv("CRNET_IFACE", cases[i].iface, 1);
+    else
+      unsetenv("CRNET_IFACE");
+    if (cases[i].range != NULL)
+      setenv("CRNET_PORT_RANGE", cases[i].range, 1);
+    else
+      unsetenv("CRNET_PORT_RANGE");
+    rc = crnet_comm_init(&c, NULL);
+    ck_assert_msg(rc == CRNET_EINVAL, "case %zu: %s: %s", i,
+                  crnet_err_name(rc), crnet_init_errmsg());
+    ck_assert_ptr_null(c);
+    ck_assert_msg(strstr(crnet_init_errmsg(), cases[i].expect) != NULL,
+                  "case %zu: message '%s' lacks '%s'", i, crnet_init_errmsg(),
+                  cases[i].expect);
+    ck_assert_msg(now_s() - t0 < 1.0, "case %zu took %.2f s", i, now_s() - t0);
+  }
+  unsetenv("CRNET_IFACE");
   unsetenv("CRNET_PORT_RANGE");
-  close(fd);
+}
+END_TEST
+
+/* Nobody serves the rendezvous (a closed port): init fails within
+ * CRNET_INIT_TIMEOUT naming the address and how the connection failed. */
+START_TEST(unreachable_rendezvous_is_named) {
+  char expect[128];
+  double t0;
+  job j;
+  job_init(&j, 2, 2);
+  snprintf(expect, sizeof expect,
+           "cannot reach the rendezvous at 127.0.0.1:%d within 2 s: cannot "
+           "connect: connection refused",
+           j.port);
+  t0 = now_s();
+  start_rank(&j, 1, rank_init_fails, expect, NULL);
+  wait_job(&j, 10);
+  ck_assert_int_eq(exit_code(&j, 1), err_exit(CRNET_ETIMEDOUT));
+  ck_assert_msg(j.exit_time[1] - t0 < 2.8, "took %.2f s for a 2 s timeout",
+                j.exit_time[1] - t0);
+}
+END_TEST
+
+/* Runs a job of 2 whose CRNET_PORT_RANGE is n ports from the rendezvous
+ * port, all of them held by the test (the rendezvous port too unless
+ * rdv_free). Rank r's init must fail with a message containing expect[r]
+ * (NULL: any), formatted with the range's first and last port. Returns
+ * when both ranks have exited; t0 is when they started. */
+static void busy_range_job(job *j, int n, bool rdv_free,
+                           const char *const expect[2], double *t0) {
+  int fds[8];
+  char v[32], msg[2][128];
+  ck_assert_int_le(n, 8);
+  j->port = hold_ports(n, fds);
+  if (rdv_free)
+    close(fds[0]);
+  snprintf(v, sizeof v, "%d-%d", j->port, j->port + n - 1);
+  setenv("CRNET_PORT_RANGE", v, 1);
+  *t0 = now_s();
+  for (int r = 0; r < 2; r++) {
+    if (expect[r] != NULL)
+      snprintf(msg[r], sizeof msg[r], expect[r], j->port, j->port + n - 1);
+    start_rank(j, r, rank_init_fails, expect[r] != NULL ? msg[r] : NULL,
+               NULL);
+  }
+  wait_job(j, 20);
+  unsetenv("CRNET_PORT_RANGE");
+  for (int i = rdv_free ? 1 : 0; i < n; i++)
+    close(fds[i]);
+}
+
+/* Every port of the range is taken: rank 0 serves the rendezvous on the
+ * one port left, and then neither rank finds a port for its mesh
+ * listener. Rank 0 fails at once, naming the range; rank 1 meets the busy
+ * range too, or first loses the rendezvous: either way it fails. */
+START_TEST(busy_port_range_fails_clearly) {
+  double t0;
+  job j;
+  job_init(&j, 2, 5);
+  busy_range_job(&j, 4, true,
+                 (const char *const[]){
+                     "CRNET_PORT_RANGE=%d-%d: every port is in use", NULL},
+                 &t0);
   ck_assert_int_eq(exit_code(&j, 0), err_exit(CRNET_EIO));
   ck_assert_int_ge(exit_code(&j, 1), EXIT_ERR_BASE);
+  ck_assert_msg(j.exit_time[0] - t0 < 2.0, "rank 0 took %.2f s",
+                j.exit_time[0] - t0);
+  /* Rank 1 may be left retrying a rendezvous that is gone: its init
+   * timeout (5 s) bounds that. */
+  ck_assert_msg(j.exit_time[1] - t0 < 6.5, "rank 1 took %.2f s",
+                j.exit_time[1] - t0);
+}
+END_TEST
+
+/* The rendezvous port itself is taken (by a socket that never answers):
+ * rank 0 says it cannot serve there; rank 1, connected to the impostor,
+ * gives up at the init timeout saying the handshake got no answer. */
+START_TEST(busy_rendezvous_port_fails_clearly) {
+  double t0;
+  job j;
+  job_init(&j, 2, 2);
+  busy_range_job(&j, 2, false,
+                 (const char *const[]){
+                     "rank 0 cannot serve the rendezvous at 127.0.0.1:%d: "
+                     "address already in use",
+                     "no answer to the handshake"},
+                 &t0);
+  ck_assert_int_eq(exit_code(&j, 0), err_exit(CRNET_EIO));
+  ck_assert_int_eq(exit_code(&j, 1), err_exit(CRNET_ETIMEDOUT));
+  ck_assert_msg(j.exit_time[1] - t0 < 3.0, "rank 1 took %.2f s for a 2 s "
+                "timeout", j.exit_time[1] - t0);
+}
+END_TEST
+
+/* --- the sockets a job opens, as `ss` sees them ---------------------------- */
+
+typedef struct sock {
+  char state[16];
+  char local[64]; /* address without port or brackets */
+  int local_port;
+  char peer[64];
+  int peer_port;
+  pid_t pid;
+} sock;
+
+/* Splits "1.2.3.4:5", "[::1]:5" or "*:*" into address and port. */
+static void split_endpoint(const char *ep, char *ip, size_t n, int *port) {
+  const char *colon = strrchr(ep, ':');
+  size_t len = colon != NULL ? (size_t)(colon - ep) : strlen(ep);
+  if (len > 0 && ep[0] == '[') {
+    ep++;
+    len -= 2;
+  }
+  if (len >= n)
+    len = n - 1;
+  memcpy(ip, ep, len);
+  ip[len] = '\0';
+  *port = colon != NULL ? atoi(colon + 1) : 0;
+}
+
+/* The TCP sockets (any state but TIME-WAIT, which belongs to no process)
+ * of the processes in pids, from `ss -tanpH`. */
+static int list_sockets(const pid_t *pids, int npids, sock *out, int max) {
+  FILE *f = popen("ss -tanpH 2>&1", "r");
+  char line[1024];
+  int n = 0;
+  ck_assert_msg(f != NULL, "cannot run ss");
+  while (fgets(line, sizeof line, f) != NULL) {
+    char state[16], local[128], peer[128];
+    const char *p = line;
+    pid_t owner = -1;
+    if (sscanf(line, "%15s %*s %*s %127s %127s", state, local, peer) != 3)
+      continue;
+    while (owner < 0 && (p = strstr(p, "pid=")) != NULL) {
+      pid_t pid = (pid_t)atoi(p + 4);
+      for (int i = 0; i < npids; i++)
+        if (pids[i] == pid)
+          owner = pid;
+      p += 4;
+    }
+    if (owner < 0 || n == max)
+      continue;
+    snprintf(out[n].state, sizeof out[n].state, "%s", state);
+    split_endpoint(local, out[n].local, sizeof out[n].local,
+                   &out[n].local_port);
+    split_endpoint(peer, out[n].peer, sizeof out[n].peer, &out[n].peer_port);
+    out[n].pid = owner;
+    n++;
+  }
+  ck_assert_msg(pclose(f) == 0, "ss failed (is iproute2 installed?)");
+  return n;
+}
+
+/* Every socket is on address `ip`, and every listening one on a port in
+ * [lo, hi]. Returns the number of listening sockets. */
+static int check_sockets(const sock *s, int n, const char *ip, int lo, int hi,
+                         const char *when) {
+  int listening = 0;
+  for (int i = 0; i < n; i++) {
+    bool listen = strcmp(s[i].state, "LISTEN") == 0;
+    ck_assert_msg(strcmp(s[i].local, ip) == 0,
+                  "%s: pid %d has a %s socket on %s:%d (peer %s:%d), not on "
+                  "%s",
+                  when, (int)s[i].pid, s[i].state, s[i].local, s[i].local_port,
+                  s[i].peer, s[i].peer_port, ip);
+    if (listen)
+      ck_assert_msg(s[i].local_port >= lo && s[i].local_port <= hi,
+                    "%s: pid %d listens on port %d, outside %d-%d", when,
+                    (int)s[i].pid, s[i].local_port, lo, hi);
+    listening += listen;
+  }
+  return listening;
+}
+
+typedef struct hold_arg {
+  const char *dir; /* ready.<rank> goes here; the test creates go */
+  const char *ip;  /* the address every rank must have registered */
+} hold_arg;
+
+static bool file_exists(const char *dir, const char *name) {
+  char path[256];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  return access(path, F_OK) == 0;
+}
+
+/* Joins, checks that every registered mesh address is a->ip, says it is
+ * ready and holds the job open until the test has looked at its sockets,
+ * then runs one allreduce over the mesh. */
+static int rank_hold(int rank, int size, void *arg) {
+  const hold_arg *a = arg;
+  char path[256];
+  crnet_comm *c;
+  double deadline;
+  int64_t v = 1, sum = 0;
+  FILE *f;
+  int rc = crnet_comm_init(&c, NULL);
+  if (rc != 0) {
+    fprintf(stderr, "rank %d: init: %s\n", rank, crnet_init_errmsg());
+    return err_exit(rc);
+  }
+  rc = table_is(c, a->ip);
+  snprintf(path, sizeof path, "%s/ready.%d", a->dir, rank);
+  f = fopen(path, "w");
+  if (f != NULL)
+    fclose(f);
+  deadline = now_s() + 30;
+  while (!file_exists(a->dir, "go") && now_s() < deadline)
+    usleep(10000);
+  if (rc == 0)
+    rc = crnet_allreduce(c, &v, &sum, 1, CRNET_INT64, CRNET_SUM);
+  if (rc == 0 && sum != size)
+    rc = CRNET_EIO;
+  if (rc == 0)
+    rc = crnet_comm_destroy(c);
+  else
+    crnet_comm_destroy(c);
+  return err_exit(rc);
+}
+
+static void on_test_rdv_done(crnet__rdv_server *srv, int status,
+                             const int *missing, int nmissing, void *arg) {
+  (void)missing;
+  (void)nmissing;
+  *(int *)arg = status;
+  crnet__rdv_server_close(srv);
+}
+
+/* Serves the rendezvous of job j on host:j->port in a child process, as
+ * crlaunch does; the child exits 0 once every rank got the table. */
+static pid_t serve_rendezvous(const job *j, const char *host) {
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {
+    uint8_t key[CRNET__KEY_BYTES];
+    crnet__rdv_server *srv;
+    uv_loop_t loop;
+    int status = -1;
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (crnet__key_parse_hex(j->key, key) != 0 || uv_loop_init(&loop) != 0 ||
+        crnet__rdv_server_start(&srv, &loop, key, j->size, host, j->port,
+                                j->init_timeout, on_test_rdv_done,
+                                &status) != 0)
+      _exit(2);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    _exit(status == 0 ? 0 : 1);
+  }
+  return pid;
+}
+
+/* Runs a job of 3 ranks and looks at its sockets twice: while ranks 0 and
+ * 1 wait in init for rank 2 (rendezvous and mesh listeners open, the
+ * rendezvous connections up), and once all are in (the mesh). Every socket
+ * must be on `ip`, every listener on a port of [lo, hi]; `listeners` is
+ * how many the first look must find. */
+static void check_job_sockets(job *j, const char *ip, int lo, int hi,
+                              int listeners) {
+  char dir[] = "/tmp/crnet-test-net-XXXXXX", path[300];
+  hold_arg a = {dir, ip};
+  sock socks[64];
+  double deadline;
+  int n = 0, seen = 0, rdv_conns = 0;
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  start_rank(j, 0, rank_hold, &a, NULL);
+  start_rank(j, 1, rank_hold, &a, NULL);
+  deadline = now_s() + 10;
+  do {
+    usleep(20000);
+    n = list_sockets(j->pids, 2, socks, 64);
+    seen = 0;
+    rdv_conns = 0;
+    for (int i = 0; i < n; i++) {
+      seen += strcmp(socks[i].state, "LISTEN") == 0;
+      rdv_conns += strcmp(socks[i].state, "ESTAB") == 0 &&
+                   socks[i].peer_port == j->port;
+    }
+  } while ((seen < listeners || rdv_conns < 2) && now_s() < deadline);
+  ck_assert_msg(seen >= listeners && rdv_conns >= 2,
+                "ranks 0 and 1 never showed %d listeners and 2 rendezvous "
+                "connections (saw %d and %d)",
+                listeners, seen, rdv_conns);
+  check_sockets(socks, n, ip, lo, hi, "during init");
+  start_rank(j, 2, rank_hold, &a, NULL);
+  deadline = now_s() + 20;
+  for (int r = 0; r < 3; r++) {
+    char name[16];
+    snprintf(name, sizeof name, "ready.%d", r);
+    while (!file_exists(dir, name) && j->pids[r] > 0 &&
+           waitpid(j->pids[r], NULL, WNOHANG) == 0 && now_s() < deadline)
+      usleep(10000);
+    ck_assert_msg(file_exists(dir, name), "rank %d never completed init", r);
+  }
+  n = list_sockets(j->pids, 3, socks, 64);
+  check_sockets(socks, n, ip, lo, hi, "after init");
+  /* Each pair of ranks: one connection, seen from both ends. */
+  ck_assert_msg(n >= 6, "only %d sockets in a job of 3 ranks", n);
+  snprintf(path, sizeof path, "%s/go", dir);
+  fclose(fopen(path, "w"));
+  wait_job(j, 30);
+  expect_all_ok(j, ip);
+  for (int r = 0; r < 3; r++) {
+    snprintf(path, sizeof path, "%s/ready.%d", dir, r);
+    unlink(path);
+  }
+  snprintf(path, sizeof path, "%s/go", dir);
+  unlink(path);
+  rmdir(dir);
+}
+
+/* CRNET_IFACE=lo and CRNET_IFACE=127.0.0.0/8 with a port range: rank 0's
+ * rendezvous server and every mesh listener inside the range, every socket
+ * on 127.0.0.1. */
+START_TEST(sockets_on_iface_and_in_port_range) {
+  static const char *const ifaces[] = {"lo", "127.0.0.0/8"};
+  for (size_t i = 0; i < 2; i++) {
+    char v[32];
+    job j;
+    job_init(&j, 3, 20);
+    snprintf(v, sizeof v, "%d-%d", j.port, j.port + 20);
+    setenv("CRNET_PORT_RANGE", v, 1);
+    setenv("CRNET_IFACE", ifaces[i], 1);
+    /* The rendezvous and the mesh listeners of ranks 0 and 1. */
+    check_job_sockets(&j, "127.0.0.1", j.port, j.port + 20, 3);
+  }
+  unsetenv("CRNET_PORT_RANGE");
+  unsetenv("CRNET_IFACE");
+}
+END_TEST
+
+/* CRNET_IFACE=127.0.0.2/32 with the rendezvous at 127.0.0.1 (served by the
+ * test, as crlaunch would): the rendezvous connections leave from
+ * 127.0.0.2, and the mesh listens and connects there, though 127.0.0.1 is
+ * what the kernel would have picked. */
+START_TEST(sockets_on_second_loopback_address) {
+  pid_t server;
+  int st;
+  job j;
+  job_init(&j, 3, 20);
+  j.external_rdv = true;
+  server = serve_rendezvous(&j, "127.0.0.1");
+  setenv("CRNET_IFACE", "127.0.0.2/32", 1);
+  /* The mesh listeners of ranks 0 and 1; the rendezvous is the test's. */
+  check_job_sockets(&j, "127.0.0.2", 1, 65535, 2);
+  unsetenv("CRNET_IFACE");
+  ck_assert_int_eq(waitpid(server, &st, 0), server);
+  ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+                "the rendezvous did not complete (status %d)", st);
 }
 END_TEST
 
@@ -570,6 +1059,13 @@ static Suite *net_suite(void) {
   tcase_add_test(t, destroy_is_orderly);
   tcase_add_test(t, port_range_is_honoured);
   tcase_add_test(t, busy_port_range_fails_clearly);
+  tcase_add_test(t, busy_rendezvous_port_fails_clearly);
+  tcase_add_test(t, job_over_ipv6);
+  tcase_add_test(t, job_by_host_name);
+  tcase_add_test(t, network_settings_fail_clearly);
+  tcase_add_test(t, unreachable_rendezvous_is_named);
+  tcase_add_test(t, sockets_on_iface_and_in_port_range);
+  tcase_add_test(t, sockets_on_second_loopback_address);
   tcase_add_test(t, wrong_key_fails_fast);
   tcase_add_test(t, missing_rank_is_named);
   tcase_add_test(t, strangers_do_not_stop_the_job);

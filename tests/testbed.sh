@@ -3,8 +3,10 @@
 #
 #   testbed_up N      N hosts (1..9): network namespaces crnet-mh<pid>-1..N,
 #                     each with eth0 on a bridge here, 10.79.0.(i+1)/24 and
-#                     fd79::(i+1)/64, and an sshd that takes a throwaway key;
-#                     this namespace is 10.79.0.1 and fd79::1
+#                     fd79::(i+1)/64, a second IPv4 network 10.80.0.(i+1)/24
+#                     (for CRNET_IFACE tests), and an sshd that takes a
+#                     throwaway key; this namespace is 10.79.0.1, fd79::1
+#                     and 10.80.0.1
 #   "$tb/ssh" HOST    ssh with that key (for crlaunch --ssh)
 #   testbed_down      removes everything
 #
@@ -42,6 +44,7 @@ testbed_up() {
   err=$(ip link add "crmb$tb_id" type bridge 2>&1) || { tb_why="cannot make a bridge: $err"; return 77; }
   ip addr add 10.79.0.1/24 dev "crmb$tb_id"
   ip addr add fd79::1/64 dev "crmb$tb_id" nodad
+  ip addr add 10.80.0.1/24 dev "crmb$tb_id"
   ip link set "crmb$tb_id" up
   ssh-keygen -q -t ed25519 -N '' -f "$tb/id" || { tb_why="ssh-keygen failed"; return 1; }
   ssh-keygen -q -t ed25519 -N '' -f "$tb/hostkey" || { tb_why="ssh-keygen failed"; return 1; }
@@ -57,6 +60,7 @@ testbed_up() {
     ip -n "$ns" link set lo up
     ip -n "$ns" addr add "10.79.0.$((i + 1))/24" dev eth0
     ip -n "$ns" addr add "fd79::$((i + 1))/64" dev eth0 nodad
+    ip -n "$ns" addr add "10.80.0.$((i + 1))/24" dev eth0
     ip -n "$ns" link set eth0 up
     # SetEnv SHLVL=1: a login shell's rc files that skip work in nested
     # shells (many do) stay quick.

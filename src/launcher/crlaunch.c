@@ -88,6 +88,7 @@
 #include "handshake.h"
 #include "hosts.h"
 #include "log.h"
+#include "netaddr.h"
 #include "remote.h"
 #include "rendezvous.h"
 
@@ -1233,14 +1234,20 @@ static void format_rendezvous(char *buf, size_t len, const char *addr,
     snprintf(buf, len, "%s:%d", addr, port);
 }
 
-/* CRNET_PORT_RANGE as the ranks will see it (-x first): lo and hi, or 0 and
- * 0 for "any port". -1 (said) when malformed. */
-static int port_range(const struct job *job, int *lo, int *hi) {
-  const char *v = getenv("CRNET_PORT_RANGE");
+/* A variable as the ranks will see it: its -x setting, else ours. */
+static const char *rank_setting(const struct job *job, const char *name) {
+  size_t len = strlen(name);
+  const char *v = getenv(name);
   for (int i = 0; i < job->nxvars; i++)
-    if (names_var(job->xvars[i], "CRNET_PORT_RANGE", 16) &&
-        job->xvars[i][16] == '=')
-      v = job->xvars[i] + 17;
+    if (names_var(job->xvars[i], name, len) && job->xvars[i][len] == '=')
+      v = job->xvars[i] + len + 1;
+  return v;
+}
+
+/* CRNET_PORT_RANGE as the ranks will see it: lo and hi, or 0 and 0 for
+ * "any port". -1 (said) when malformed. */
+static int port_range(const struct job *job, int *lo, int *hi) {
+  const char *v = rank_setting(job, "CRNET_PORT_RANGE");
   *lo = *hi = 0;
   if (v == NULL || v[0] == '\0')
     return 0;
@@ -1438,11 +1445,33 @@ out:
   return rc;
 }
 
-/* The rendezvous addresses of a multi-host job: src[i] for each process
- * (remote hosts' and, for the local ranks, the address that leads to the
- * first remote host, so that their mesh links are reachable from there),
- * and the address to listen on: that one address if every host sees us the
- * same way, else every address. 0 or -1 (said). */
+/* The address CRNET_IFACE selects here, in numeric form, of the family of
+ * `like` (an address, or "" for either). 0 or -1 (said). */
+static int iface_address(const char *spec, const char *like, char *addr,
+                         size_t len) {
+  struct sockaddr_storage ss;
+  char why[256];
+  int family = like[0] == '\0'        ? AF_UNSPEC
+               : strchr(like, ':') != NULL ? AF_INET6
+                                            : AF_INET;
+  if (crnet__iface_address(spec, family, &ss, why, sizeof why) != 0) {
+    crnet__log("CRNET_IFACE=%s: %s", spec, why);
+    return -1;
+  }
+  if (ss.ss_family == AF_INET6)
+    uv_ip6_name((struct sockaddr_in6 *)&ss, addr, len);
+  else
+    uv_ip4_name((struct sockaddr_in *)&ss, addr, len);
+  return 0;
+}
+
+/* The rendezvous addresses of a job: src[i] for each process (for a remote
+ * host, the address its packets from here leave from; for the local ranks,
+ * the one that leads to the first remote host, so that their mesh links are
+ * reachable from there) and the address to listen on: that one address if
+ * every host sees us the same way, else every address. CRNET_IFACE, when
+ * set, decides instead, as it does for the ranks' own sockets. 0 or -1
+ * (said). */
 static int plan_addresses(struct job *job, char (*src)[INET6_ADDRSTRLEN],
                           char *bind, size_t bind_len) {
   int first_remote = -1, same = 1, v6 = 0;
@@ -1457,6 +1486,17 @@ static int plan_addresses(struct job *job, char (*src)[INET6_ADDRSTRLEN],
     else if (strcmp(src[i], src[first_remote]) != 0)
       same = 0;
     v6 |= strchr(src[i], ':') != NULL;
+  }
+  const char *iface = rank_setting(job, "CRNET_IFACE");
+  if (iface != NULL && iface[0] != '\0') {
+    char addr[INET6_ADDRSTRLEN];
+    if (iface_address(iface, first_remote >= 0 ? src[first_remote] : "",
+                      addr, sizeof addr) != 0)
+      return -1;
+    for (int i = 0; i < job->nprocs; i++)
+      snprintf(src[i], sizeof src[i], "%s", addr);
+    snprintf(bind, bind_len, "%s", addr);
+    return 0;
   }
   for (int i = 0; i < job->nprocs; i++)
     if (job->ranks[i].host == NULL)

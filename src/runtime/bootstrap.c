@@ -34,11 +34,14 @@
 #include "comm.h"
 #include "frame.h"
 #include "log.h"
+#include "netaddr.h"
 
 #define RETRY_MIN_MS 20
 #define RETRY_MAX_MS 500
 #define LINGER_MS 2000
 #define RDV_VERDICT_GRACE_MS 2000
+/* Addresses of the rendezvous host name kept (a name rarely has more). */
+#define MAX_RDV_ADDRS 8
 
 typedef struct bootstrap bootstrap;
 
@@ -51,7 +54,20 @@ struct bootstrap {
   crnet_comm *c;
   const crnet__settings *s;
   uint64_t deadline; /* uv_now() value */
-  struct sockaddr_storage rdv_addr;
+  /* The rendezvous host's addresses, resolved once; attempts go through
+   * them in order, so that a name with an IPv6 and an IPv4 address works
+   * whichever of the two the server listens on. */
+  struct sockaddr_storage rdv_addrs[MAX_RDV_ADDRS];
+  int n_rdv_addrs;
+  int rdv_next;           /* the address of the next attempt */
+  bool rdv_reached;       /* a connection got through the handshake */
+  char rdv_last_err[256]; /* how the last failed attempt failed */
+
+  /* CRNET_IFACE's address per family (0: IPv4, 1: IPv6), looked up on
+   * first use: 0 not yet, 1 found, -1 none (reason in src_why). */
+  struct sockaddr_storage src[2];
+  int src_state[2];
+  char src_why[2][128];
 
   crnet__rdv_server *server;
   bool server_done;
@@ -90,6 +106,28 @@ static void set_fatal(bootstrap *b, int code, const char *fmt, ...) {
 static void on_handle_closed(uv_handle_t *h) {
   bootstrap *b = h->data;
   b->outstanding_handles--;
+}
+
+/* The local address CRNET_IFACE selects for sockets of `family`: 1 with
+ * *out set, 0 without CRNET_IFACE (the kernel chooses), -1 when the
+ * interface or network has no such address (*why says so). */
+static int iface_source(bootstrap *b, int family, const struct sockaddr **out,
+                        const char **why) {
+  int i = family == AF_INET6;
+  *out = NULL;
+  if (b->s->iface[0] == '\0')
+    return 0;
+  if (b->src_state[i] == 0)
+    b->src_state[i] =
+        crnet__iface_address(b->s->iface, family, &b->src[i], b->src_why[i],
+                             sizeof b->src_why[i]) == 0
+            ? 1
+            : -1;
+  *why = b->src_why[i];
+  if (b->src_state[i] < 0)
+    return -1;
+  *out = (const struct sockaddr *)&b->src[i];
+  return 1;
 }
 
 /* --- the mesh -------------------------------------------------------------- */
@@ -231,11 +269,20 @@ static int entry_to_sockaddr(const crnet__rdv_entry *e,
 static void connect_peer(bootstrap *b, int j, int k) {
   crnet_comm *c = b->c;
   struct sockaddr_storage ss;
+  const struct sockaddr *src;
+  const char *why;
   crnet__peer *p;
   uint64_t now = uv_now(&c->loop);
   uint64_t left = b->deadline > now ? b->deadline - now : 1;
+  char who[160];
   if (entry_to_sockaddr(&c->table[j], &ss) != 0) {
     set_fatal(b, CRNET_EIO, "rank %d registered an unusable address", j);
+    return;
+  }
+  if (iface_source(b, ss.ss_family, &src, &why) < 0) {
+    crnet__describe_rank(c, j, who, sizeof who);
+    set_fatal(b, CRNET_EINVAL, "CRNET_IFACE=%s: %s (to reach %s)",
+              b->s->iface, why, who);
     return;
   }
   p = new_peer(c);
@@ -243,9 +290,17 @@ static void connect_peer(bootstrap *b, int j, int k) {
     set_fatal(b, CRNET_ENOMEM, "out of memory");
     return;
   }
-  crnet__link_connect(&p->link, &c->loop, (struct sockaddr *)&ss,
-                      &mesh_boot_callbacks, b, c->key, CRNET__HS_MESH, c->rank,
-                      j, c->size, left);
+  if (crnet__link_connect_from(&p->link, &c->loop, (struct sockaddr *)&ss,
+                               src, &mesh_boot_callbacks, b, c->key,
+                               CRNET__HS_MESH, c->rank, j, c->size,
+                               left) != 0) {
+    /* The link closes itself; try again later, as after a refusal. */
+    crnet__debug("connecting to rank %d: %s; retrying", j, p->link.why);
+    b->retry_peer[(size_t)j * c->streams + (size_t)k] = true;
+    if (!uv_is_active((uv_handle_t *)&b->retry))
+      uv_timer_start(&b->retry, on_retry_mesh, RETRY_MAX_MS / 5, 0);
+    return;
+  }
   crnet__link_set_streams(&p->link, (uint8_t)k, (uint8_t)c->streams);
   /* The peer rank and stream are known on this side before the handshake,
    * for messages about failed attempts and for retries. */
@@ -294,11 +349,8 @@ static int listen_mesh(bootstrap *b, const struct sockaddr_storage *local) {
   b->listener_open = true;
   b->outstanding_handles++;
   for (int i = 0; i < n; i++) {
-    int port = s->port_hi > 0 ? s->port_lo + (start + i) % n : 0;
-    if (ss.ss_family == AF_INET)
-      ((struct sockaddr_in *)&ss)->sin_port = htons((uint16_t)port);
-    else
-      ((struct sockaddr_in6 *)&ss)->sin6_port = htons((uint16_t)port);
+    crnet__addr_set_port(&ss, s->port_hi > 0 ? s->port_lo + (start + i) % n
+                                             : 0);
     rc = uv_tcp_bind(&b->listener, (struct sockaddr *)&ss, 0);
     if (rc == 0)
       rc = uv_listen((uv_stream_t *)&b->listener, 1024, on_mesh_connection);
@@ -309,11 +361,15 @@ static int listen_mesh(bootstrap *b, const struct sockaddr_storage *local) {
     if (rc != UV_EADDRINUSE)
       break;
   }
-  if (s->port_hi > 0)
-    set_fatal(b, CRNET_EIO, "no free port in CRNET_PORT_RANGE %d-%d: %s",
-              s->port_lo, s->port_hi, uv_strerror(rc));
-  else
-    set_fatal(b, CRNET_EIO, "cannot listen for peers: %s", uv_strerror(rc));
+  if (s->port_hi > 0 && rc == UV_EADDRINUSE) {
+    set_fatal(b, CRNET_EIO, "CRNET_PORT_RANGE=%d-%d: every port is in use",
+              s->port_lo, s->port_hi);
+  } else {
+    char at[64];
+    uv_ip_name((struct sockaddr *)&ss, at, sizeof at);
+    set_fatal(b, CRNET_EIO, "cannot listen for peers on %s: %s", at,
+              uv_strerror(rc));
+  }
   return CRNET_EIO;
 }
 
@@ -322,6 +378,24 @@ static int listen_mesh(bootstrap *b, const struct sockaddr_storage *local) {
 static void start_rdv_attempt(bootstrap *b);
 
 static void on_retry(uv_timer_t *t) { start_rdv_attempt(t->data); }
+
+/* An attempt at addr failed (why): remember how, for the message if no
+ * attempt ever succeeds, and try the next address. The next round through
+ * the addresses waits longer each time, as the server may not be up yet
+ * (rank 0 not started, say). */
+static void rdv_attempt_failed(bootstrap *b, const char *addr,
+                               const char *why) {
+  snprintf(b->rdv_last_err, sizeof b->rdv_last_err, "%s (%s)", why, addr);
+  if (b->fatal != 0)
+    return;
+  b->rdv_next = (b->rdv_next + 1) % b->n_rdv_addrs;
+  if (b->rdv_next != 0) {
+    uv_timer_start(&b->retry, on_retry, 0, 0);
+    return;
+  }
+  uv_timer_start(&b->retry, on_retry, b->retry_ms, 0);
+  b->retry_ms = b->retry_ms * 2 < RETRY_MAX_MS ? b->retry_ms * 2 : RETRY_MAX_MS;
+}
 
 static void rdv_closed(crnet__link *l) {
   rdv_client *rc = (rdv_client *)l;
@@ -377,6 +451,7 @@ static void on_rdv_ready(crnet__link *l, int status) {
   rdv_client *rc = (rdv_client *)l;
   bootstrap *b = rc->b;
   if (status == 0) {
+    b->rdv_reached = true;
     register_with(b, l);
     return;
   }
@@ -388,12 +463,8 @@ static void on_rdv_ready(crnet__link *l, int status) {
               "the same on every rank?",
               l->addr, l->why);
   }
+  rdv_attempt_failed(b, l->addr, l->why);
   crnet__link_close(l);
-  if (b->fatal == 0) {
-    /* Not up yet (rank 0 not started, say): try again with backoff. */
-    uv_timer_start(&b->retry, on_retry, b->retry_ms, 0);
-    b->retry_ms = b->retry_ms * 2 < RETRY_MAX_MS ? b->retry_ms * 2 : RETRY_MAX_MS;
-  }
 }
 
 /* Rank 0's options from the table become the job's: the streams per pair
@@ -486,9 +557,16 @@ static const crnet__link_callbacks rdv_client_callbacks = {
 static void start_rdv_attempt(bootstrap *b) {
   crnet_comm *c = b->c;
   uint64_t now = uv_now(&c->loop);
+  const struct sockaddr *addr =
+      (const struct sockaddr *)&b->rdv_addrs[b->rdv_next];
+  const struct sockaddr *src;
+  const char *why;
   rdv_client *rc;
   if (b->fatal != 0 || now >= b->deadline + RDV_VERDICT_GRACE_MS)
     return;
+  /* resolve_rendezvous kept only addresses CRNET_IFACE has a family for. */
+  if (iface_source(b, addr->sa_family, &src, &why) < 0)
+    src = NULL;
   rc = calloc(1, sizeof *rc);
   if (rc == NULL) {
     set_fatal(b, CRNET_ENOMEM, "out of memory");
@@ -497,10 +575,24 @@ static void start_rdv_attempt(bootstrap *b) {
   rc->b = b;
   b->rdv = rc;
   b->outstanding_handles++;
-  crnet__link_connect(&rc->link, &c->loop, (struct sockaddr *)&b->rdv_addr,
-                      &rdv_client_callbacks, b, c->key, CRNET__HS_RENDEZVOUS,
-                      c->rank, CRNET__RANK_RENDEZVOUS, c->size,
-                      b->deadline + RDV_VERDICT_GRACE_MS - now);
+  if (crnet__link_connect_from(&rc->link, &c->loop, addr, src,
+                               &rdv_client_callbacks, b, c->key,
+                               CRNET__HS_RENDEZVOUS, c->rank,
+                               CRNET__RANK_RENDEZVOUS, c->size,
+                               b->deadline + RDV_VERDICT_GRACE_MS - now) != 0)
+    rdv_attempt_failed(b, rc->link.addr, rc->link.why);
+}
+
+/* How the attempt still under way stands, for the timeout's message. */
+static const char *pending_attempt(const bootstrap *b) {
+  if (b->rdv == NULL)
+    return NULL;
+  if (b->rdv->link.state == CRNET__LINK_CONNECTING)
+    return "no answer to the connection attempt";
+  if (b->rdv->link.state == CRNET__LINK_HANDSHAKE)
+    return "connected, but no answer to the handshake (is it a crnet "
+           "rendezvous?)";
+  return NULL;
 }
 
 /* --- the whole ----------------------------------------------------------------- */
@@ -569,27 +661,148 @@ static void list_missing(bootstrap *b, char *buf, size_t n) {
   }
 }
 
+/* "host:port" or "[v6]:port" of CRNET_RENDEZVOUS, for messages. */
+static void rdv_name(const crnet__settings *s, char *buf, size_t n) {
+  snprintf(buf, n, strchr(s->rdv_host, ':') != NULL ? "[%s]:%d" : "%s:%d",
+           s->rdv_host, s->rdv_port);
+}
+
+/* Resolves the rendezvous host once, for the whole init, keeping every
+ * address in the resolver's order (less the ones CRNET_IFACE has no
+ * address family for). */
 static int resolve_rendezvous(bootstrap *b) {
   const crnet__settings *s = b->s;
   uv_getaddrinfo_t req;
   struct addrinfo hints;
-  char port[16];
-  int rc;
+  char port[16], first[64];
+  const struct sockaddr *src;
+  const char *why;
+  int rc, first_family = AF_UNSPEC;
   memset(&hints, 0, sizeof hints);
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   snprintf(port, sizeof port, "%d", s->rdv_port);
-  /* Without a callback libuv resolves synchronously: the name is resolved
-   * once, here. */
+  if (s->iface[0] != '\0') {
+    /* Errors of the setting itself (no such interface, a malformed
+     * network) come before any about address families. */
+    struct sockaddr_storage any;
+    char reason[128];
+    if (crnet__iface_address(s->iface, AF_UNSPEC, &any, reason,
+                             sizeof reason) != 0) {
+      set_fatal(b, CRNET_EINVAL, "CRNET_IFACE=%s: %s", s->iface, reason);
+      return CRNET_EINVAL;
+    }
+  }
+  /* Without a callback libuv resolves synchronously. */
   rc = uv_getaddrinfo(&b->c->loop, &req, NULL, s->rdv_host, port, &hints);
   if (rc != 0) {
     set_fatal(b, CRNET_EINVAL, "cannot resolve the rendezvous host '%s': %s",
               s->rdv_host, uv_strerror(rc));
     return CRNET_EINVAL;
   }
-  memcpy(&b->rdv_addr, req.addrinfo->ai_addr, req.addrinfo->ai_addrlen);
+  for (struct addrinfo *ai = req.addrinfo;
+       ai != NULL && b->n_rdv_addrs < MAX_RDV_ADDRS; ai = ai->ai_next) {
+    bool seen = false;
+    if (ai->ai_family != AF_INET && ai->ai_family != AF_INET6)
+      continue;
+    if (first_family == AF_UNSPEC) {
+      first_family = ai->ai_family;
+      crnet__format_sockaddr(ai->ai_addr, first, sizeof first);
+    }
+    if (iface_source(b, ai->ai_family, &src, &why) < 0)
+      continue;
+    for (int i = 0; i < b->n_rdv_addrs; i++)
+      seen = seen || memcmp(&b->rdv_addrs[i], ai->ai_addr, ai->ai_addrlen) == 0;
+    if (!seen)
+      memcpy(&b->rdv_addrs[b->n_rdv_addrs++], ai->ai_addr, ai->ai_addrlen);
+  }
   uv_freeaddrinfo(req.addrinfo);
+  if (first_family == AF_UNSPEC) {
+    set_fatal(b, CRNET_EINVAL, "the rendezvous host '%s' has no IP address",
+              s->rdv_host);
+    return CRNET_EINVAL;
+  }
+  if (b->n_rdv_addrs == 0) {
+    iface_source(b, first_family, &src, &why);
+    set_fatal(b, CRNET_EINVAL, "CRNET_IFACE=%s: %s (the rendezvous at %s is %s)",
+              s->iface, why, first, crnet__family_name(first_family));
+    return CRNET_EINVAL;
+  }
   return 0;
+}
+
+/* Makes addrs[i] the first address to try. */
+static void try_first(bootstrap *b, int i) {
+  struct sockaddr_storage a = b->rdv_addrs[i];
+  memmove(&b->rdv_addrs[1], &b->rdv_addrs[0], (size_t)i * sizeof a);
+  b->rdv_addrs[0] = a;
+}
+
+/* Rank 0 serves the rendezvous (no crlaunch). Where it listens:
+ *   - with CRNET_IFACE, on that interface's address (of the family of the
+ *     rendezvous address), at the rendezvous port; the rendezvous host must
+ *     then name that address (or one that leads to it, through NAT or a
+ *     load balancer), and naming another address of this host is an error,
+ *     since the others could never reach the server;
+ *   - else on the first address of the rendezvous host that is this
+ *     host's own (0.0.0.0 and :: included, which mean every interface);
+ *   - else (the name is a service address that is not on any interface,
+ *     as in Kubernetes) on every interface, dual stack: [::] takes IPv4
+ *     clients too; 0.0.0.0 where the host has no IPv6.
+ * Rank 0's own attempts start with the address it serves on. */
+static int serve_rendezvous(bootstrap *b) {
+  const crnet__settings *s = b->s;
+  struct sockaddr_storage at;
+  const struct sockaddr *first = (const struct sockaddr *)&b->rdv_addrs[0];
+  const struct sockaddr *src;
+  const char *why;
+  char where[64], reason[128], name[300];
+  int rc, local = -1;
+  rdv_name(s, name, sizeof name);
+  if (iface_source(b, first->sa_family, &src, &why) > 0) {
+    char ip[64];
+    memcpy(&at, src, sizeof at);
+    crnet__addr_set_port(&at, s->rdv_port);
+    if (!crnet__addr_is_any(first) && !crnet__addr_same_ip(first, src) &&
+        crnet__addr_is_local(first)) {
+      uv_ip_name(src, ip, sizeof ip);
+      crnet__format_sockaddr(first, where, sizeof where);
+      set_fatal(b, CRNET_EINVAL,
+                "CRNET_IFACE=%s selects %s, but rank 0 is to serve the "
+                "rendezvous at %s, another address of this host: make "
+                "CRNET_RENDEZVOUS name an address of CRNET_IFACE",
+                s->iface, ip, where);
+      return CRNET_EINVAL;
+    }
+    b->rdv_addrs[0] = at;
+    b->n_rdv_addrs = 1;
+  } else {
+    for (int i = 0; i < b->n_rdv_addrs && local < 0; i++)
+      if (crnet__addr_is_local((const struct sockaddr *)&b->rdv_addrs[i]))
+        local = i;
+    if (local >= 0) {
+      at = b->rdv_addrs[local];
+      try_first(b, local);
+    } else {
+      crnet__debug("the rendezvous host %s is not an address of this host: "
+                   "serving it on every interface",
+                   name);
+      uv_ip6_addr("::", s->rdv_port, (struct sockaddr_in6 *)&at);
+      if (!crnet__addr_is_local((const struct sockaddr *)&at))
+        uv_ip4_addr("0.0.0.0", s->rdv_port, (struct sockaddr_in *)&at);
+    }
+  }
+  rc = crnet__rdv_server_listen(&b->server, &b->c->loop, b->c->key,
+                                b->c->size, (const struct sockaddr *)&at,
+                                s->init_timeout, on_server_done, b, reason,
+                                sizeof reason);
+  if (rc != 0) {
+    b->server = NULL;
+    crnet__format_sockaddr((const struct sockaddr *)&at, where, sizeof where);
+    set_fatal(b, rc, "rank 0 cannot serve the rendezvous at %s: %s", where,
+              rc == CRNET_EIO ? reason : crnet_strerror(rc));
+  }
+  return rc;
 }
 
 int crnet__bootstrap(crnet_comm *c, const crnet__settings *s, char *err,
@@ -617,27 +830,27 @@ int crnet__bootstrap(crnet_comm *c, const crnet__settings *s, char *err,
   }
   if (resolve_rendezvous(&b) != 0)
     goto done;
-  if (s->serve_rendezvous) {
-    char host[64] = "127.0.0.1";
-    if (b.rdv_addr.ss_family == AF_INET)
-      uv_ip4_name((struct sockaddr_in *)&b.rdv_addr, host, sizeof host);
-    else
-      uv_ip6_name((struct sockaddr_in6 *)&b.rdv_addr, host, sizeof host);
-    rc = crnet__rdv_server_start(&b.server, &c->loop, c->key, c->size, host,
-                                 s->rdv_port, s->init_timeout, on_server_done,
-                                 &b);
-    if (rc != 0) {
-      set_fatal(&b, rc, "rank 0 cannot serve the rendezvous on %s:%d",
-                s->rdv_host, s->rdv_port);
-      goto done;
-    }
-  }
+  if (s->serve_rendezvous && serve_rendezvous(&b) != 0)
+    goto done;
 
   start_rdv_attempt(&b);
-  /* The server's own timeout is the init timeout too; waiting a little longer
-   * lets its verdict, which names the missing ranks, arrive first. */
-  if (crnet__comm_run_until(c, phase_rdv_done, &b,
-                            timeout_ms + RDV_VERDICT_GRACE_MS) != 0 &&
+  rc = crnet__comm_run_until(c, phase_rdv_done, &b, timeout_ms);
+  if (rc != 0 && b.fatal == 0 && !b.rdv_reached) {
+    /* Nothing ever answered: no verdict can come either. */
+    const char *pending = pending_attempt(&b);
+    char name[300];
+    rdv_name(s, name, sizeof name);
+    set_fatal(&b, CRNET_ETIMEDOUT,
+              "cannot reach the rendezvous at %s within %g s: %s%s%s", name,
+              s->init_timeout, pending != NULL ? pending : "",
+              pending != NULL && b.rdv_last_err[0] ? "; earlier: " : "",
+              b.rdv_last_err[0] ? b.rdv_last_err
+                                : pending != NULL ? "" : "no attempt made");
+  }
+  /* The server's own timeout is the init timeout too; waiting a little
+   * longer lets its verdict, which names the missing ranks, arrive first. */
+  if (rc != 0 && b.fatal == 0 &&
+      crnet__comm_run_until(c, phase_rdv_done, &b, RDV_VERDICT_GRACE_MS) != 0 &&
       b.fatal == 0)
     set_fatal(&b, CRNET_ETIMEDOUT,
               "no answer from the rendezvous at %s:%d within %g s",

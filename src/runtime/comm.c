@@ -233,7 +233,21 @@ static int load_settings(const crnet_config *cfg, crnet__settings *s,
       SETTINGS_FAIL("CRNET_PORT_RANGE='%s' is not lo-hi with 1 <= lo <= hi <= "
                     "65535",
                     v);
+    /* The range is what a firewall lets through, so the rendezvous that
+     * rank 0 serves must be inside it as well as the mesh listeners. */
+    if (s->serve_rendezvous &&
+        (s->rdv_port < s->port_lo || s->rdv_port > s->port_hi))
+      SETTINGS_FAIL("CRNET_PORT_RANGE=%d-%d does not hold port %d of "
+                    "CRNET_RENDEZVOUS, where rank 0 is to serve the "
+                    "rendezvous",
+                    s->port_lo, s->port_hi, s->rdv_port);
   }
+  /* Checked against the host's interfaces in the bootstrap, which knows
+   * the rendezvous address family. */
+  v = getenv("CRNET_IFACE");
+  if (v != NULL && strlen(v) >= sizeof s->iface)
+    SETTINGS_FAIL("CRNET_IFACE='%.40s...' is too long", v);
+  snprintf(s->iface, sizeof s->iface, "%s", v != NULL ? v : "");
 
   key_hex = cfg->job_key_hex != NULL ? cfg->job_key_hex : getenv("CRNET_JOB_KEY");
   key_file =

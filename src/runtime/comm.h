@@ -45,6 +45,7 @@ typedef struct crnet__settings {
   int rdv_port;
   bool serve_rendezvous;
   int port_lo, port_hi; /* 0, 0: any port */
+  char iface[128];       /* CRNET_IFACE (netaddr.h); "": the kernel's choice */
   double init_timeout;
   long spin_us; /* -1: decide from the ranks per host (see wait_plan) */
   uint64_t stream_piece; /* CRNET_STREAM_PIECE */

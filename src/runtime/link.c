@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "crnet.h"
+#include "netaddr.h"
 
 /* The largest single read handed to libuv: read(2) moves at most about 2 GiB
  * per call anyway, and libuv's buffer length must fit its ssize_t result. */
@@ -205,7 +206,20 @@ int crnet__link_connect(crnet__link *l, uv_loop_t *loop,
                         const uint8_t key[CRNET__KEY_BYTES], uint8_t purpose,
                         int32_t self, int32_t expected_peer, int32_t size,
                         uint64_t hs_timeout_ms) {
-  int rc;
+  return crnet__link_connect_from(l, loop, addr, NULL, cb, owner, key,
+                                  purpose, self, expected_peer, size,
+                                  hs_timeout_ms);
+}
+
+int crnet__link_connect_from(crnet__link *l, uv_loop_t *loop,
+                             const struct sockaddr *addr,
+                             const struct sockaddr *source,
+                             const crnet__link_callbacks *cb, void *owner,
+                             const uint8_t key[CRNET__KEY_BYTES],
+                             uint8_t purpose, int32_t self,
+                             int32_t expected_peer, int32_t size,
+                             uint64_t hs_timeout_ms) {
+  int rc = 0;
   link_init(l, loop, cb, owner);
   l->self = self;
   l->initiator = true;
@@ -213,6 +227,23 @@ int crnet__link_connect(crnet__link *l, uv_loop_t *loop,
   crnet__format_sockaddr(addr, l->addr, sizeof l->addr);
   crnet__hs_init_initiator(&l->hs, key, purpose, self, expected_peer, size);
   l->connect.data = l;
+  if (source != NULL) {
+    struct sockaddr_storage src;
+    char name[64];
+    memcpy(&src, source, source->sa_family == AF_INET6
+                             ? sizeof(struct sockaddr_in6)
+                             : sizeof(struct sockaddr_in));
+    crnet__addr_set_port(&src, 0);
+    rc = uv_tcp_bind(&l->tcp, (struct sockaddr *)&src, 0);
+    if (rc != 0) {
+      uv_ip_name((struct sockaddr *)&src, name, sizeof name);
+      snprintf(l->why, sizeof l->why, "cannot bind to %s: %s", name,
+               uv_strerror(rc));
+      l->failed = true;
+      crnet__link_close(l);
+      return CRNET_EIO;
+    }
+  }
   rc = uv_tcp_connect(&l->connect, &l->tcp, addr, on_connect);
   if (rc != 0) {
     snprintf(l->why, sizeof l->why, "cannot connect: %s", uv_strerror(rc));

@@ -159,6 +159,19 @@ int crnet__link_connect(crnet__link *l, uv_loop_t *loop,
                         int32_t self, int32_t expected_peer, int32_t size,
                         uint64_t hs_timeout_ms);
 
+/* The same, from the local address `source` (its port ignored; NULL: the
+ * kernel chooses), so that the connection leaves by the chosen interface.
+ * If source cannot be bound, the return is negative and l->why, readable
+ * until on_closed, says so. */
+int crnet__link_connect_from(crnet__link *l, uv_loop_t *loop,
+                             const struct sockaddr *addr,
+                             const struct sockaddr *source,
+                             const crnet__link_callbacks *cb, void *owner,
+                             const uint8_t key[CRNET__KEY_BYTES],
+                             uint8_t purpose, int32_t self,
+                             int32_t expected_peer, int32_t size,
+                             uint64_t hs_timeout_ms);
+
 /* Accepts a pending connection on `server` into l and runs the handshake as
  * responder. On a negative return, as for crnet__link_connect. */
 int crnet__link_accept(crnet__link *l, uv_loop_t *loop, uv_stream_t *server,

@@ -14,6 +14,7 @@
 #include "frame.h"
 #include "link.h"
 #include "log.h"
+#include "netaddr.h"
 
 /* Time a connection may take to authenticate. Generous for loaded machines,
  * short enough that a silent stranger holds nothing for long. */
@@ -325,11 +326,29 @@ int crnet__rdv_server_start(crnet__rdv_server **out, uv_loop_t *loop,
                             const char *bind_host, int port, double timeout_s,
                             crnet__rdv_done_cb cb, void *arg) {
   struct sockaddr_storage ss;
+  char why[128];
+  int rc;
+  *out = NULL;
+  if (port < 0 || port > 65535 || parse_bind(bind_host, port, &ss) != 0)
+    return CRNET_EINVAL;
+  rc = crnet__rdv_server_listen(out, loop, key, size, (struct sockaddr *)&ss,
+                                timeout_s, cb, arg, why, sizeof why);
+  if (rc == CRNET_EIO)
+    crnet__log("rendezvous: cannot listen on %s:%d: %s",
+               bind_host ? bind_host : "127.0.0.1", port, why);
+  return rc;
+}
+
+int crnet__rdv_server_listen(crnet__rdv_server **out, uv_loop_t *loop,
+                             const uint8_t key[CRNET__KEY_BYTES], int size,
+                             const struct sockaddr *addr, double timeout_s,
+                             crnet__rdv_done_cb cb, void *arg, char *why,
+                             size_t why_len) {
   crnet__rdv_server *srv;
   int rc;
   *out = NULL;
-  if (size < 1 || port < 0 || port > 65535 || timeout_s <= 0 || cb == NULL ||
-      parse_bind(bind_host, port, &ss) != 0)
+  if (size < 1 || timeout_s <= 0 || cb == NULL || addr == NULL ||
+      (addr->sa_family != AF_INET && addr->sa_family != AF_INET6))
     return CRNET_EINVAL;
   srv = calloc(1, sizeof *srv);
   if (srv == NULL)
@@ -353,12 +372,13 @@ int crnet__rdv_server_start(crnet__rdv_server **out, uv_loop_t *loop,
   srv->listener.data = srv;
   srv->timer.data = srv;
   srv->open_handles = 2;
-  rc = uv_tcp_bind(&srv->listener, (struct sockaddr *)&ss, 0);
+  /* Without UV_TCP_IPV6ONLY libuv clears IPV6_V6ONLY, so :: is dual stack. */
+  rc = uv_tcp_bind(&srv->listener, addr, 0);
   if (rc == 0)
     rc = uv_listen((uv_stream_t *)&srv->listener, 1024, on_connection);
   if (rc != 0) {
-    crnet__log("rendezvous: cannot listen on %s:%d: %s",
-               bind_host ? bind_host : "127.0.0.1", port, uv_strerror(rc));
+    if (why != NULL)
+      snprintf(why, why_len, "%s", uv_strerror(rc));
     srv->closing = true;
     uv_close((uv_handle_t *)&srv->listener, server_handle_closed);
     uv_close((uv_handle_t *)&srv->timer, server_handle_closed);
@@ -374,9 +394,7 @@ int crnet__rdv_server_port(const crnet__rdv_server *srv) {
   int len = sizeof ss;
   if (uv_tcp_getsockname(&srv->listener, (struct sockaddr *)&ss, &len) != 0)
     return -1;
-  if (ss.ss_family == AF_INET)
-    return ntohs(((struct sockaddr_in *)&ss)->sin_port);
-  return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+  return crnet__addr_port((struct sockaddr *)&ss);
 }
 
 void crnet__rdv_server_close(crnet__rdv_server *srv) {

@@ -93,6 +93,16 @@ int crnet__rdv_server_start(crnet__rdv_server **out, uv_loop_t *loop,
                             const char *bind_host, int port, double timeout_s,
                             crnet__rdv_done_cb cb, void *arg);
 
+/* The same on a socket address (IPv4 or IPv6, port 0: any). The wildcard
+ * :: is dual stack: it takes IPv4 clients too, where the host allows it.
+ * When it cannot listen, returns CRNET_EIO with the system's reason in why
+ * ("address already in use"); why may be NULL. */
+int crnet__rdv_server_listen(crnet__rdv_server **out, uv_loop_t *loop,
+                             const uint8_t key[CRNET__KEY_BYTES], int size,
+                             const struct sockaddr *addr, double timeout_s,
+                             crnet__rdv_done_cb cb, void *arg, char *why,
+                             size_t why_len);
+
 /* The port the server listens on (useful after port 0). */
 int crnet__rdv_server_port(const crnet__rdv_server *srv);
 

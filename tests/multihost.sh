@@ -153,6 +153,7 @@ fi
 
 # ---- 5. a rank killed on one host fails the job everywhere -----------------
 
+keydirs_before=$(ls -d /tmp/crlaunch-* 2>/dev/null | sort)
 timeout -k 5 60 "$crlaunch" --ssh "$tmp/ssh" --hosts 10.79.0.2:2,10.79.0.3:2,10.79.0.4:2 \
   -x CRNET_IFACE=10.80.0.0/24 -x CRNET_PORT_RANGE=47000-47099 \
   "$idle_wait" 60000 >"$tmp/out" 2>"$tmp/err" &
@@ -193,6 +194,14 @@ if [ -z "$bad_sockets" ] && [ "$nsock" -ge 16 ]; then
   ok "CRNET_IFACE=10.80.0.0/24, CRNET_PORT_RANGE=47000-47099: all $nsock sockets (ss) on 10.80.0.x, listeners in the range"
 else
   fail "sockets outside CRNET_IFACE/CRNET_PORT_RANGE ($nsock seen):$bad_sockets"
+fi
+# Every rank has passed the rendezvous, so crlaunch and each agent have
+# removed their key files (all in /tmp here: the hosts share it).
+keydirs_now=$(ls -d /tmp/crlaunch-* 2>/dev/null | sort)
+if [ "$keydirs_now" = "$keydirs_before" ]; then
+  ok "once every rank is past the rendezvous no key file is left on any host"
+else
+  fail "key directories left during the job: $(comm -13 <(echo "$keydirs_before") <(echo "$keydirs_now") | tr '\n' ' ')"
 fi
 # The key is on no command line and in no environment, on any host.
 keyleak=""

@@ -722,6 +722,27 @@ START_TEST(unreachable_rendezvous_is_named) {
 }
 END_TEST
 
+/* A rendezvous name that does not resolve is asked again until the init
+ * timeout (a pod's or VM's name may reach DNS after the ranks start), then
+ * init fails saying so. */
+START_TEST(unresolvable_rendezvous_times_out) {
+  const char *expect = "cannot resolve the rendezvous host "
+                       "'crnet-no-such-host.invalid' within 1.5 s";
+  double t0, took;
+  job j;
+  job_init(&j, 2, 1.5);
+  j.host = "crnet-no-such-host.invalid";
+  t0 = now_s();
+  start_rank(&j, 1, rank_init_fails, (void *)expect, NULL);
+  wait_job(&j, 20);
+  took = j.exit_time[1] - t0;
+  ck_assert_int_eq(exit_code(&j, 1), err_exit(CRNET_ETIMEDOUT));
+  /* Not at the first failed lookup, and not much after the timeout. */
+  ck_assert_msg(took > 1.0 && took < 4.0, "took %.2f s for a 1.5 s timeout",
+                took);
+}
+END_TEST
+
 /* Runs a job of 2 whose CRNET_PORT_RANGE is n ports from the rendezvous
  * port, all of them held by the test (the rendezvous port too unless
  * rdv_free). Rank r's init must fail with a message containing expect[r]
@@ -1064,6 +1085,7 @@ static Suite *net_suite(void) {
   tcase_add_test(t, job_by_host_name);
   tcase_add_test(t, network_settings_fail_clearly);
   tcase_add_test(t, unreachable_rendezvous_is_named);
+  tcase_add_test(t, unresolvable_rendezvous_times_out);
   tcase_add_test(t, sockets_on_iface_and_in_port_range);
   tcase_add_test(t, sockets_on_second_loopback_address);
   tcase_add_test(t, wrong_key_fails_fast);

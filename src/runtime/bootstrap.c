@@ -36,6 +36,11 @@
 #include "log.h"
 #include "netaddr.h"
 
+/* A rendezvous name that does not resolve yet is asked again this often,
+ * and after this long it is said once on stderr (see resolve_with_retry). */
+#define RESOLVE_RETRY_MS 250
+#define RESOLVE_NOTICE_MS 5000
+
 #define RETRY_MIN_MS 20
 #define RETRY_MAX_MS 500
 #define LINGER_MS 2000
@@ -670,6 +675,48 @@ static void rdv_name(const crnet__settings *s, char *buf, size_t n) {
 /* Resolves the rendezvous host once, for the whole init, keeping every
  * address in the resolver's order (less the ones CRNET_IFACE has no
  * address family for). */
+/* Resolves the rendezvous host. A name that does not resolve yet is tried
+ * again every RESOLVE_RETRY_MS until the init timeout: ranks of a job often
+ * start together with rank 0's host, whose name (a Kubernetes pod behind a
+ * headless service, a fresh cloud VM) reaches DNS a few seconds after it
+ * started. Other failures end at once. 0, or CRNET_EINVAL /
+ * CRNET_ETIMEDOUT (set as fatal). */
+static int resolve_with_retry(bootstrap *b, uv_getaddrinfo_t *req,
+                              const char *port, const struct addrinfo *hints) {
+  const crnet__settings *s = b->s;
+  uint64_t start = uv_hrtime();
+  uint64_t limit = (uint64_t)(s->init_timeout * 1e9);
+  bool told = false;
+  for (;;) {
+    /* Without a callback libuv resolves synchronously. */
+    int rc = uv_getaddrinfo(&b->c->loop, req, NULL, s->rdv_host, port, hints);
+    if (rc == 0)
+      return 0;
+    uint64_t spent = uv_hrtime() - start;
+    bool not_yet = rc == UV_EAI_NONAME || rc == UV_EAI_AGAIN ||
+                   rc == UV_EAI_NODATA;
+    if (!not_yet) {
+      set_fatal(b, CRNET_EINVAL, "cannot resolve the rendezvous host '%s': %s",
+                s->rdv_host, uv_strerror(rc));
+      return CRNET_EINVAL;
+    }
+    if (spent + RESOLVE_RETRY_MS * 1000000ull > limit) {
+      set_fatal(b, CRNET_ETIMEDOUT,
+                "cannot resolve the rendezvous host '%s' within %g s: %s",
+                s->rdv_host, s->init_timeout, uv_strerror(rc));
+      return CRNET_ETIMEDOUT;
+    }
+    if (!told && spent > RESOLVE_NOTICE_MS * 1000000ull) {
+      crnet__log("the rendezvous host '%s' does not resolve yet (%s); "
+                 "trying until the init timeout",
+                 s->rdv_host, uv_strerror(rc));
+      told = true;
+    }
+    crnet__debug("cannot resolve '%s' yet: %s", s->rdv_host, uv_strerror(rc));
+    usleep(RESOLVE_RETRY_MS * 1000);
+  }
+}
+
 static int resolve_rendezvous(bootstrap *b) {
   const crnet__settings *s = b->s;
   uv_getaddrinfo_t req;
@@ -693,13 +740,9 @@ static int resolve_rendezvous(bootstrap *b) {
       return CRNET_EINVAL;
     }
   }
-  /* Without a callback libuv resolves synchronously. */
-  rc = uv_getaddrinfo(&b->c->loop, &req, NULL, s->rdv_host, port, &hints);
-  if (rc != 0) {
-    set_fatal(b, CRNET_EINVAL, "cannot resolve the rendezvous host '%s': %s",
-              s->rdv_host, uv_strerror(rc));
-    return CRNET_EINVAL;
-  }
+  rc = resolve_with_retry(b, &req, port, &hints);
+  if (rc != 0)
+    return rc;
   for (struct addrinfo *ai = req.addrinfo;
        ai != NULL && b->n_rdv_addrs < MAX_RDV_ADDRS; ai = ai->ai_next) {
     bool seen = false;

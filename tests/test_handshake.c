@@ -31,12 +31,17 @@ enum {
   H_RESPONDER = 28,
   H_SIZE = 32,
   H_NONCE = 36,
+  H_FLAGS = 68,
+  H_RESERVED = 69,
+  H_EPK = 72,
   R_VERSION = 4,
   R_PURPOSE = 5,
-  R_RESERVED = 6,
+  R_FLAGS = 6,
+  R_CIPHER = 7,
   R_RESPONDER = 8,
   R_NONCE = 12,
-  R_MAC = 44,
+  R_EPK = 44,
+  R_MAC = 76,
   F_MAC = 4,
 };
 
@@ -573,15 +578,20 @@ static const char *hello_field_reason(size_t byte) {
   return "bad MAC";
 }
 
-static const char *reply_field_reason(size_t byte) {
+/* Flipping `bit` of `byte` of a REPLY without encryption. */
+static const char *reply_field_reason(size_t byte, int bit) {
   if (byte < R_VERSION)
     return "bad magic";
   if (byte == R_VERSION)
     return "unsupported version";
   if (byte == R_PURPOSE)
     return "purpose differs";
-  if (byte < R_RESPONDER)
-    return "reserved bytes set";
+  /* The encrypt flag and the cipher values 1 and 2 are well formed: the
+   * MAC catches them before they are compared with ours. */
+  if (byte == R_FLAGS)
+    return bit == 0 ? "bad MAC" : "reserved bytes set";
+  if (byte == R_CIPHER)
+    return bit < 2 ? "bad MAC" : "unknown cipher";
   if (byte < R_NONCE)
     return "responder is another rank";
   return "bad MAC";
@@ -597,7 +607,12 @@ START_TEST(test_bit_flips_hello) {
       run_handshake(&rn, &ia, &ra, flip_bytes, &f);
       char what[64];
       snprintf(what, sizeof what, "HELLO byte %zu bit %d", byte, bit);
-      if (byte >= H_NONCE) {
+      if ((byte == H_FLAGS && bit >= 2) ||
+          (byte >= H_RESERVED && byte < H_EPK)) {
+        expect_failure(&rn, STAGE_READ_HELLO, "reserved bytes set", what);
+      } else if (byte >= H_NONCE) {
+        /* The encrypt and AES flags and epk are well formed either way;
+         * like a nonce they are caught by the MAC. */
         /* Nothing checks a nonce's form; the responder's MAC covers the
          * HELLO it received, which is not the one the initiator sent. */
         expect_failure(&rn, STAGE_READ_REPLY, "bad MAC", what);
@@ -632,7 +647,8 @@ START_TEST(test_bit_flips_reply_finish) {
       run_handshake(&rn, &ia, &ra, flip_bytes, &f);
       char what[64];
       snprintf(what, sizeof what, "REPLY byte %zu bit %d", byte, bit);
-      expect_failure(&rn, STAGE_READ_REPLY, reply_field_reason(byte), what);
+      expect_failure(&rn, STAGE_READ_REPLY, reply_field_reason(byte, bit),
+                     what);
       wipe_run(&rn);
     }
   for (size_t byte = 0; byte < CRNET__HS_FINISH_SIZE; byte++)
@@ -702,9 +718,11 @@ START_TEST(test_truncated_messages) {
         }
         wipe_run(&rn);
       }
+  /* Without encryption HELLO ends in zeros (flags, reserved, epk): cut
+   * there and filled with zeros it is unchanged. */
   ck_assert_int_gt(refused, 2 * (CRNET__HS_HELLO_SIZE + CRNET__HS_REPLY_SIZE +
                                  CRNET__HS_FINISH_SIZE) -
-                                10);
+                                (CRNET__HS_HELLO_SIZE - H_FLAGS) - 10);
 }
 END_TEST
 
@@ -953,7 +971,12 @@ START_TEST(test_reserved_and_purpose_bytes) {
       {H_PURPOSE, 3, "unknown purpose"},
       {H_PURPOSE, 0xFF, "unknown purpose"},
       {H_VERSION, 0, "unsupported version"},
-      {H_VERSION, 2, "unsupported version"},
+      {H_VERSION, 1, "unsupported version"},
+      {H_VERSION, 3, "unsupported version"},
+      {H_FLAGS, 0x04, "reserved bytes set"},
+      {H_FLAGS, 0x80, "reserved bytes set"},
+      {H_RESERVED, 1, "reserved bytes set"},
+      {H_RESERVED + 2, 0x10, "reserved bytes set"},
       {0, 'X', "bad magic"},
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {

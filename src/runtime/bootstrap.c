@@ -160,8 +160,8 @@ static void on_mesh_ready(crnet__link *l, int status) {
   l->cb = &crnet__peer_callbacks;
   l->owner = c;
   b->connected++;
-  crnet__debug("link to rank %d stream %d up (%s)", (int)l->peer,
-               (int)l->stream, l->addr);
+  crnet__debug("link to rank %d stream %d up (%s, cipher %s)", (int)l->peer,
+               (int)l->stream, l->addr, crnet__cipher_name(l->cipher));
 }
 
 static void on_retry_mesh(uv_timer_t *t) {
@@ -227,6 +227,13 @@ static int entry_to_sockaddr(const crnet__rdv_entry *e,
   return CRNET_EINVAL;
 }
 
+/* This rank's CRNET_ENCRYPT, for every link it opens or accepts. Every
+ * rank decides for itself; the handshake refuses a peer that decided
+ * otherwise, naming the setting. */
+static uint8_t encrypt_mode(const bootstrap *b) {
+  return b->s->encrypt ? CRNET__HS_ENCRYPT : CRNET__HS_PLAIN;
+}
+
 static void connect_peer(bootstrap *b, int j, int k) {
   crnet_comm *c = b->c;
   struct sockaddr_storage ss;
@@ -246,6 +253,7 @@ static void connect_peer(bootstrap *b, int j, int k) {
                       &mesh_boot_callbacks, b, c->key, CRNET__HS_MESH, c->rank,
                       j, c->size, left);
   crnet__link_set_streams(&p->link, (uint8_t)k, (uint8_t)c->streams);
+  crnet__link_set_encrypt(&p->link, encrypt_mode(b));
   /* The peer rank and stream are known on this side before the handshake,
    * for messages about failed attempts and for retries. */
   p->link.peer = j;
@@ -276,6 +284,7 @@ static void on_mesh_connection(uv_stream_t *server, int status) {
   crnet__link_accept(&p->link, &c->loop, server, &mesh_boot_callbacks, b,
                      c->key, c->rank, c->size, left < 10000 ? left : 10000);
   crnet__link_set_streams(&p->link, 0, (uint8_t)c->streams);
+  crnet__link_set_encrypt(&p->link, encrypt_mode(b));
 }
 
 /* Binds the mesh listener to the local address `local` (its port ignored),
@@ -500,6 +509,7 @@ static void start_rdv_attempt(bootstrap *b) {
                       &rdv_client_callbacks, b, c->key, CRNET__HS_RENDEZVOUS,
                       c->rank, CRNET__RANK_RENDEZVOUS, c->size,
                       b->deadline + RDV_VERDICT_GRACE_MS - now);
+  crnet__link_set_encrypt(&rc->link, encrypt_mode(b));
 }
 
 /* --- the whole ----------------------------------------------------------------- */

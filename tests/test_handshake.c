@@ -1348,6 +1348,231 @@ START_TEST(test_key_file) {
 }
 END_TEST
 
+
+/* --- key exchange (CRNET_ENCRYPT) --- */
+
+/* One handshake between ranks 0 (initiator) and 1 of 2 with the given
+ * encrypt modes; aes: whether each side's CPU may use AES-256-GCM. */
+static void run_encrypted(run *rn, uint8_t imode, uint8_t rmode, bool i_aes,
+                          bool r_aes, tamper_fn *tamper, void *arg) {
+  uint8_t wire_hello[CRNET__HS_HELLO_SIZE], wire_reply[CRNET__HS_REPLY_SIZE];
+  memset(rn, 0, sizeof *rn);
+  crnet__hs_init_initiator(&rn->i, key_a, CRNET__HS_MESH, 0, 1, 2);
+  crnet__hs_init_responder(&rn->r, key_a, 1, 2);
+  crnet__hs_set_encrypt(&rn->i, imode);
+  crnet__hs_set_encrypt(&rn->r, rmode);
+  rn->i.aes_ok = i_aes;
+  rn->r.aes_ok = r_aes;
+  crnet__hs_write_hello(&rn->i, rn->hello);
+  memcpy(wire_hello, rn->hello, sizeof wire_hello);
+  if (tamper)
+    tamper(MSG_HELLO, wire_hello, sizeof wire_hello, arg);
+  if (crnet__hs_read_hello(&rn->r, wire_hello, rn->reply) != 0) {
+    rn->stage = STAGE_READ_HELLO;
+    rn->why = rn->r.why;
+    return;
+  }
+  memcpy(wire_reply, rn->reply, sizeof wire_reply);
+  if (tamper)
+    tamper(MSG_REPLY, wire_reply, sizeof wire_reply, arg);
+  if (crnet__hs_read_reply(&rn->i, wire_reply, rn->finish) != 0) {
+    rn->stage = STAGE_READ_REPLY;
+    rn->why = rn->i.why;
+    return;
+  }
+  if (crnet__hs_read_finish(&rn->r, rn->finish) != 0) {
+    rn->stage = STAGE_READ_FINISH;
+    rn->why = rn->r.why;
+    return;
+  }
+  rn->stage = STAGE_DONE;
+}
+
+/* Both sides derive the same keys, crosswise, and two directions differ;
+ * the cipher is AES only when both CPUs have it; the ephemeral secrets are
+ * gone once the keys exist. */
+START_TEST(test_kx_same_keys) {
+  static const struct {
+    bool i_aes, r_aes;
+    uint8_t cipher;
+  } cases[] = {
+      {true, true, CRNET__CIPHER_AES256GCM},
+      {true, false, CRNET__CIPHER_XCHACHA20POLY1305},
+      {false, true, CRNET__CIPHER_XCHACHA20POLY1305},
+      {false, false, CRNET__CIPHER_XCHACHA20POLY1305},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    run rn;
+    run_encrypted(&rn, CRNET__HS_ENCRYPT, CRNET__HS_ENCRYPT, cases[k].i_aes,
+                  cases[k].r_aes, NULL, NULL);
+    ck_assert_msg(rn.stage == STAGE_DONE, "case %zu: %s", k, rn.why);
+    ck_assert(rn.i.encrypt && rn.r.encrypt);
+    ck_assert_int_eq(rn.i.cipher, cases[k].cipher);
+    ck_assert_int_eq(rn.r.cipher, cases[k].cipher);
+    ck_assert_mem_eq(rn.i.tx_key, rn.r.rx_key, CRNET__SESSION_KEY_BYTES);
+    ck_assert_mem_eq(rn.i.rx_key, rn.r.tx_key, CRNET__SESSION_KEY_BYTES);
+    ck_assert(memcmp(rn.i.tx_key, rn.i.rx_key, CRNET__SESSION_KEY_BYTES) != 0);
+    ck_assert(!all_zero(rn.i.tx_key, CRNET__SESSION_KEY_BYTES));
+    ck_assert(all_zero(rn.i.esk, sizeof rn.i.esk));
+    ck_assert(all_zero(rn.r.esk, sizeof rn.r.esk));
+    /* The ephemeral keys travelled, the secrets did not. */
+    ck_assert(!all_zero(rn.hello + H_EPK, CRNET__EPK_BYTES));
+    ck_assert(!all_zero(rn.reply + R_EPK, CRNET__EPK_BYTES));
+    wipe_run(&rn);
+  }
+}
+END_TEST
+
+/* Fresh keys per connection: two handshakes between the same ranks with
+ * the same job key derive different session keys. A rendezvous server
+ * follows the rank either way. */
+START_TEST(test_kx_fresh_and_follow) {
+  run a, b;
+  run_encrypted(&a, CRNET__HS_ENCRYPT, CRNET__HS_ENCRYPT, true, true, NULL,
+                NULL);
+  run_encrypted(&b, CRNET__HS_ENCRYPT, CRNET__HS_ENCRYPT, true, true, NULL,
+                NULL);
+  ck_assert(a.stage == STAGE_DONE && b.stage == STAGE_DONE);
+  ck_assert(memcmp(a.i.tx_key, b.i.tx_key, CRNET__SESSION_KEY_BYTES) != 0);
+  wipe_run(&a);
+  wipe_run(&b);
+
+  for (int enc = 0; enc < 2; enc++) {
+    crnet__handshake i, r;
+    uint8_t hello[CRNET__HS_HELLO_SIZE], reply[CRNET__HS_REPLY_SIZE],
+        finish[CRNET__HS_FINISH_SIZE];
+    crnet__hs_init_initiator(&i, key_a, CRNET__HS_RENDEZVOUS, 3, -2, 5);
+    crnet__hs_init_responder(&r, key_a, CRNET__RANK_RENDEZVOUS, 5);
+    crnet__hs_set_encrypt(&i, enc ? CRNET__HS_ENCRYPT : CRNET__HS_PLAIN);
+    crnet__hs_set_encrypt(&r, CRNET__HS_FOLLOW);
+    crnet__hs_write_hello(&i, hello);
+    ck_assert_int_eq(crnet__hs_read_hello(&r, hello, reply), 0);
+    ck_assert_int_eq(crnet__hs_read_reply(&i, reply, finish), 0);
+    ck_assert_int_eq(crnet__hs_read_finish(&r, finish), 0);
+    ck_assert_int_eq(i.encrypt, enc);
+    ck_assert_int_eq(r.encrypt, enc);
+    if (enc)
+      ck_assert_mem_eq(i.tx_key, r.rx_key, CRNET__SESSION_KEY_BYTES);
+    crnet__hs_wipe(&i);
+    crnet__hs_wipe(&r);
+  }
+}
+END_TEST
+
+/* A man in the middle without the job key swaps in an ephemeral key of his
+ * own (he would know the secret behind it): the MAC over HELLO or REPLY no
+ * longer matches. */
+typedef struct swap {
+  enum msg which;
+  uint8_t epk[CRNET__EPK_BYTES];
+} swap;
+
+static void swap_epk(enum msg which, uint8_t *m, size_t len, void *arg) {
+  swap *sw = arg;
+  (void)len;
+  if (which == sw->which)
+    memcpy(m + (which == MSG_HELLO ? H_EPK : R_EPK), sw->epk, CRNET__EPK_BYTES);
+}
+
+START_TEST(test_kx_mitm_swaps_key) {
+  swap sw;
+  crnet__handshake donor;
+  uint8_t hello[CRNET__HS_HELLO_SIZE];
+  /* A genuine public key from a handshake of the attacker's own. */
+  crnet__hs_init_initiator(&donor, key_b, CRNET__HS_MESH, 0, 1, 2);
+  crnet__hs_set_encrypt(&donor, CRNET__HS_ENCRYPT);
+  crnet__hs_write_hello(&donor, hello);
+  memcpy(sw.epk, hello + H_EPK, CRNET__EPK_BYTES);
+  crnet__hs_wipe(&donor);
+  for (int m = 0; m < 2; m++) {
+    run rn;
+    sw.which = m == 0 ? MSG_HELLO : MSG_REPLY;
+    run_encrypted(&rn, CRNET__HS_ENCRYPT, CRNET__HS_ENCRYPT, true, true,
+                  swap_epk, &sw);
+    expect_failure(&rn, STAGE_READ_REPLY, "bad MAC",
+                   m == 0 ? "HELLO epk swapped" : "REPLY epk swapped");
+    wipe_run(&rn);
+  }
+  /* A low-order point (all zeros) as the initiator's key: refused. */
+  memset(sw.epk, 0, sizeof sw.epk);
+  sw.which = MSG_HELLO;
+  run rn;
+  run_encrypted(&rn, CRNET__HS_ENCRYPT, CRNET__HS_ENCRYPT, true, true,
+                swap_epk, &sw);
+  expect_failure(&rn, STAGE_READ_HELLO, "weak ephemeral key", "zero epk");
+  wipe_run(&rn);
+}
+END_TEST
+
+/* Ranks that disagree about CRNET_ENCRYPT never connect, and the initiator
+ * learns why from an authenticated REPLY. A disagreeing initiator never
+ * sends FINISH; the responder refuses even one with a correct MAC (the test
+ * computes it with the reference HMAC). */
+START_TEST(test_kx_mismatch_refused) {
+  run rn;
+  run_encrypted(&rn, CRNET__HS_PLAIN, CRNET__HS_ENCRYPT, true, true, NULL,
+                NULL);
+  expect_failure(&rn, STAGE_READ_REPLY,
+                 "peer encrypts (CRNET_ENCRYPT=1), we do not", "I plain");
+  ck_assert(!rn.i.encrypt);
+  wipe_run(&rn);
+  run_encrypted(&rn, CRNET__HS_ENCRYPT, CRNET__HS_PLAIN, true, true, NULL,
+                NULL);
+  expect_failure(&rn, STAGE_READ_REPLY,
+                 "peer does not encrypt (CRNET_ENCRYPT=0), we do",
+                 "I encrypts");
+  wipe_run(&rn);
+
+  /* The responder's side: it answered, but FINISH is refused even when its
+   * MAC is right. */
+  crnet__handshake i, r;
+  uint8_t hello[CRNET__HS_HELLO_SIZE], reply[CRNET__HS_REPLY_SIZE],
+      finish[CRNET__HS_FINISH_SIZE];
+  crnet__hs_init_initiator(&i, key_a, CRNET__HS_MESH, 0, 1, 2);
+  crnet__hs_init_responder(&r, key_a, 1, 2);
+  crnet__hs_set_encrypt(&r, CRNET__HS_ENCRYPT);
+  crnet__hs_write_hello(&i, hello);
+  ck_assert_int_eq(crnet__hs_read_hello(&r, hello, reply), 0);
+  /* What a plain initiator would have accepted: the REPLY with the
+   * responder's flag cleared, MAC recomputed by the test from the key. */
+  ck_assert_int_eq(reply[R_FLAGS], 1);
+  ck_assert_int_eq(reply[R_CIPHER], 0);
+  ck_assert_int_eq(crnet__hs_read_reply(&i, reply, finish), CRNET_EAUTH);
+  uint8_t mac[CRNET__MAC_BYTES];
+  ref_mac(key_a, "crnet initiator", hello, sizeof hello, reply, sizeof reply,
+          mac);
+  memcpy(finish, "CRNZ", 4);
+  memcpy(finish + F_MAC, mac, sizeof mac);
+  ck_assert_int_eq(crnet__hs_read_finish(&r, finish), CRNET_EAUTH);
+  ck_assert_str_eq(r.why, "peer does not encrypt (CRNET_ENCRYPT=0), we do");
+  crnet__hs_wipe(&i);
+  crnet__hs_wipe(&r);
+}
+END_TEST
+
+/* A REPLY that picks AES for an initiator without it is refused even with
+ * a valid MAC. */
+START_TEST(test_kx_cipher_checks) {
+  run rn;
+  /* Both announce AES, so the responder picks it; then the initiator is
+   * made to lack it, as a peer whose HELLO lied would. */
+  memset(&rn, 0, sizeof rn);
+  crnet__hs_init_initiator(&rn.i, key_a, CRNET__HS_MESH, 0, 1, 2);
+  crnet__hs_init_responder(&rn.r, key_a, 1, 2);
+  crnet__hs_set_encrypt(&rn.i, CRNET__HS_ENCRYPT);
+  crnet__hs_set_encrypt(&rn.r, CRNET__HS_ENCRYPT);
+  rn.i.aes_ok = rn.r.aes_ok = true;
+  crnet__hs_write_hello(&rn.i, rn.hello);
+  ck_assert_int_eq(crnet__hs_read_hello(&rn.r, rn.hello, rn.reply), 0);
+  ck_assert_int_eq(rn.reply[R_CIPHER], CRNET__CIPHER_AES256GCM);
+  rn.i.aes_ok = false;
+  ck_assert_int_eq(crnet__hs_read_reply(&rn.i, rn.reply, rn.finish),
+                   CRNET_EAUTH);
+  ck_assert_str_eq(rn.i.why, "peer chose AES-256-GCM, which this CPU lacks");
+  wipe_run(&rn);
+}
+END_TEST
+
 static Suite *handshake_suite(void) {
   Suite *s = suite_create("handshake");
 
@@ -1359,6 +1584,15 @@ static Suite *handshake_suite(void) {
   tcase_add_test(tc, test_job_id);
   tcase_add_test(tc, test_reference_sha512);
   tcase_add_test(tc, test_macs_match_reference);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("key_exchange");
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, test_kx_same_keys);
+  tcase_add_test(tc, test_kx_fresh_and_follow);
+  tcase_add_test(tc, test_kx_mitm_swaps_key);
+  tcase_add_test(tc, test_kx_mismatch_refused);
+  tcase_add_test(tc, test_kx_cipher_checks);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("attacks");

@@ -68,6 +68,7 @@
 
 #include "crnet.h"
 #include "frame.h"
+#include "seal.h"
 
 #define HELLO_MAGIC "CRNH"
 #define REPLY_MAGIC "CRNR"
@@ -241,7 +242,7 @@ static void hs_init(crnet__handshake *hs, const uint8_t key[CRNET__KEY_BYTES],
     fail(hs, "libsodium failed to initialise");
     return;
   }
-  hs->aes_ok = crypto_aead_aes256gcm_is_available() != 0;
+  hs->aes_ok = crnet__seal_aes_available();
 }
 
 void crnet__hs_set_encrypt(crnet__handshake *hs, uint8_t mode) {

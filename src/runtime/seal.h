@@ -74,7 +74,7 @@ uint64_t crnet__seal_counter(const crnet__seal *s);
 void crnet__seal_set_counter(crnet__seal *s, uint64_t counter);
 
 /* Whether this CPU can use AES-256-GCM (libsodium needs AES-NI and
- * PCLMUL). */
+ * PCLMUL), and CRNET_NO_AESNI is not set. */
 bool crnet__seal_aes_available(void);
 
 #endif

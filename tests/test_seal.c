@@ -15,6 +15,15 @@
 static const uint8_t key_tx[CRNET__SESSION_KEY_BYTES] = {1, 2, 3, 4, 5};
 static const uint8_t key_rx[CRNET__SESSION_KEY_BYTES] = {9, 8, 7, 6, 5};
 
+/* The record layer used in place: plaintext at rec + 4. */
+static int seal_in_place(crnet__seal *s, uint8_t *rec, uint32_t len) {
+  return crnet__seal_record(s, rec, rec + CRNET__SEAL_LEN_BYTES, len);
+}
+
+static int open_in_place(crnet__seal *s, uint8_t *rec, uint32_t len) {
+  return crnet__seal_open(s, rec, len, rec + CRNET__SEAL_LEN_BYTES);
+}
+
 /* _i of the loop tests: 0 AES-256-GCM, 1 XChaCha20-Poly1305. */
 static uint8_t cipher_of(int i) {
   return i == 0 ? CRNET__CIPHER_AES256GCM : CRNET__CIPHER_XCHACHA20POLY1305;
@@ -37,7 +46,7 @@ static uint8_t *make_record(crnet__seal *tx, uint32_t len, uint8_t seed) {
   ck_assert_ptr_nonnull(rec);
   for (uint32_t k = 0; k < len; k++)
     rec[CRNET__SEAL_LEN_BYTES + k] = (uint8_t)(seed + k * 7);
-  ck_assert_int_eq(crnet__seal_record(tx, rec, len), 0);
+  ck_assert_int_eq(seal_in_place(tx, rec, len), 0);
   return rec;
 }
 
@@ -73,12 +82,40 @@ START_TEST(test_round_trip) {
         same &= rec[CRNET__SEAL_LEN_BYTES + b] == (uint8_t)(k + b * 7);
       ck_assert_msg(!same, "record of %u bytes not encrypted", len);
     }
-    ck_assert_int_eq(crnet__seal_open(rx, rec, len), 0);
+    ck_assert_int_eq(open_in_place(rx, rec, len), 0);
     check_plain(rec, len, (uint8_t)k);
     free(rec);
   }
   ck_assert_uint_eq(crnet__seal_counter(tx), sizeof lens / sizeof lens[0]);
   ck_assert_uint_eq(crnet__seal_counter(rx), sizeof lens / sizeof lens[0]);
+  crnet__seal_free(tx);
+  crnet__seal_free(rx);
+}
+END_TEST
+
+/* Sealing from, and opening into, separate buffers (what links do) gives
+ * the same records as in place. */
+START_TEST(test_out_of_place) {
+  crnet__seal *tx, *rx, *tx2;
+  const uint32_t len = 3000;
+  if (!pair(_i, &tx, &rx))
+    return;
+  ck_assert_int_eq(crnet__seal_new(&tx2, cipher_of(_i), key_tx), 0);
+  uint8_t *plain = malloc(len), *out = malloc(len);
+  uint8_t *rec = malloc(len + CRNET__SEAL_OVERHEAD);
+  ck_assert(plain != NULL && out != NULL && rec != NULL);
+  for (uint32_t k = 0; k < len; k++)
+    plain[k] = (uint8_t)(k * 13);
+  ck_assert_int_eq(crnet__seal_record(tx, rec, plain, len), 0);
+  uint8_t *same = malloc(len + CRNET__SEAL_OVERHEAD);
+  ck_assert_ptr_nonnull(same);
+  memcpy(same + CRNET__SEAL_LEN_BYTES, plain, len);
+  ck_assert_int_eq(seal_in_place(tx2, same, len), 0);
+  ck_assert_mem_eq(rec, same, len + CRNET__SEAL_OVERHEAD);
+  ck_assert_int_eq(crnet__seal_open(rx, rec, len, out), 0);
+  ck_assert_mem_eq(out, plain, len);
+  free(plain), free(out), free(rec), free(same);
+  crnet__seal_free(tx2);
   crnet__seal_free(tx);
   crnet__seal_free(rx);
 }
@@ -91,8 +128,8 @@ START_TEST(test_nonce_advances) {
     return;
   uint8_t *a = make_record(tx, 64, 1), *b = make_record(tx, 64, 1);
   ck_assert(memcmp(a, b, 64 + CRNET__SEAL_OVERHEAD) != 0);
-  ck_assert_int_eq(crnet__seal_open(rx, a, 64), 0);
-  ck_assert_int_eq(crnet__seal_open(rx, b, 64), 0);
+  ck_assert_int_eq(open_in_place(rx, a, 64), 0);
+  ck_assert_int_eq(open_in_place(rx, b, 64), 0);
   check_plain(b, 64, 1);
   free(a);
   free(b);
@@ -120,16 +157,16 @@ START_TEST(test_flipped_bits) {
         /* A length that still fits the buffer must fail the tag (the
          * length is associated data); others are refused as malformed. */
         if (claimed != 0 && claimed <= len)
-          ck_assert_int_eq(crnet__seal_open(rx, bad, claimed), CRNET_EAUTH);
+          ck_assert_int_eq(open_in_place(rx, bad, claimed), CRNET_EAUTH);
       } else {
-        ck_assert_int_eq(crnet__seal_open(rx, bad, len), CRNET_EAUTH);
+        ck_assert_int_eq(open_in_place(rx, bad, len), CRNET_EAUTH);
         for (uint32_t k = 0; k < len; k++)
           ck_assert_int_eq(bad[CRNET__SEAL_LEN_BYTES + k], 0);
       }
       free(bad);
     }
   /* The genuine record still opens: failures did not move the counter. */
-  ck_assert_int_eq(crnet__seal_open(rx, rec, len), 0);
+  ck_assert_int_eq(open_in_place(rx, rec, len), 0);
   check_plain(rec, len, 3);
   free(rec);
   crnet__seal_free(tx);
@@ -162,7 +199,7 @@ START_TEST(test_truncated) {
        keep++) {
     uint8_t *bad = copy_record(a, len);
     memcpy(bad + keep, b, len + CRNET__SEAL_OVERHEAD - keep);
-    ck_assert_int_eq(crnet__seal_open(rx, bad, len), CRNET_EAUTH);
+    ck_assert_int_eq(open_in_place(rx, bad, len), CRNET_EAUTH);
     free(bad);
   }
   free(a);
@@ -183,18 +220,18 @@ START_TEST(test_replay_reorder_drop) {
           *r2 = make_record(tx, len, 2);
   uint8_t *replay = copy_record(r0, len), *early = copy_record(r2, len);
   /* Reordered: r2 before r1. */
-  ck_assert_int_eq(crnet__seal_open(rx, r0, len), 0);
-  ck_assert_int_eq(crnet__seal_open(rx, early, len), CRNET_EAUTH);
+  ck_assert_int_eq(open_in_place(rx, r0, len), 0);
+  ck_assert_int_eq(open_in_place(rx, early, len), CRNET_EAUTH);
   /* Replayed: r0 again where r1 belongs. */
-  ck_assert_int_eq(crnet__seal_open(rx, replay, len), CRNET_EAUTH);
-  ck_assert_int_eq(crnet__seal_open(rx, r1, len), 0);
-  ck_assert_int_eq(crnet__seal_open(rx, r2, len), 0);
+  ck_assert_int_eq(open_in_place(rx, replay, len), CRNET_EAUTH);
+  ck_assert_int_eq(open_in_place(rx, r1, len), 0);
+  ck_assert_int_eq(open_in_place(rx, r2, len), 0);
   check_plain(r2, len, 2);
   /* Dropped: a receiver that missed r0 cannot open r1. */
   crnet__seal *late;
   ck_assert_int_eq(crnet__seal_new(&late, cipher_of(_i), key_tx), 0);
   uint8_t *r1b = copy_record(r1, len);
-  ck_assert_int_eq(crnet__seal_open(late, r1b, len), CRNET_EAUTH);
+  ck_assert_int_eq(open_in_place(late, r1b, len), CRNET_EAUTH);
   free(r0), free(r1), free(r2), free(replay), free(early), free(r1b);
   crnet__seal_free(late);
   crnet__seal_free(tx);
@@ -211,13 +248,13 @@ START_TEST(test_wrong_key_or_cipher) {
     return;
   ck_assert_int_eq(crnet__seal_new(&other, cipher_of(_i), key_rx), 0);
   uint8_t *rec = make_record(other, len, 5);
-  ck_assert_int_eq(crnet__seal_open(rx, rec, len), CRNET_EAUTH);
+  ck_assert_int_eq(open_in_place(rx, rec, len), CRNET_EAUTH);
   free(rec);
   crnet__seal_free(other);
   if (crnet__seal_aes_available()) {
     ck_assert_int_eq(crnet__seal_new(&other, cipher_of(1 - _i), key_tx), 0);
     rec = make_record(other, len, 5);
-    ck_assert_int_eq(crnet__seal_open(rx, rec, len), CRNET_EAUTH);
+    ck_assert_int_eq(open_in_place(rx, rec, len), CRNET_EAUTH);
     free(rec);
     crnet__seal_free(other);
   }
@@ -237,15 +274,15 @@ START_TEST(test_counter_end) {
   crnet__seal_set_counter(rx, UINT64_MAX - 1);
   uint8_t *rec = make_record(tx, len, 9);
   ck_assert_uint_eq(crnet__seal_counter(tx), UINT64_MAX);
-  ck_assert_int_eq(crnet__seal_open(rx, rec, len), 0);
+  ck_assert_int_eq(open_in_place(rx, rec, len), 0);
   check_plain(rec, len, 9);
   uint8_t buf[10 + CRNET__SEAL_OVERHEAD];
   memset(buf, 0xA5, sizeof buf);
-  ck_assert_int_eq(crnet__seal_record(tx, buf, len), CRNET_EIO);
+  ck_assert_int_eq(seal_in_place(tx, buf, len), CRNET_EIO);
   for (size_t k = 0; k < sizeof buf; k++)
     ck_assert_int_eq(buf[k], 0xA5); /* nothing written */
   ck_assert_uint_eq(crnet__seal_counter(tx), UINT64_MAX);
-  ck_assert_int_eq(crnet__seal_open(rx, rec, len), CRNET_EIO);
+  ck_assert_int_eq(open_in_place(rx, rec, len), CRNET_EIO);
   free(rec);
   crnet__seal_free(tx);
   crnet__seal_free(rx);
@@ -269,6 +306,7 @@ static Suite *seal_suite(void) {
    * XChaCha20-Poly1305. */
   tcase_add_loop_test(tc, test_round_trip, 0, 2);
   tcase_add_loop_test(tc, test_nonce_advances, 0, 2);
+  tcase_add_loop_test(tc, test_out_of_place, 0, 2);
   tcase_add_loop_test(tc, test_flipped_bits, 0, 2);
   tcase_add_loop_test(tc, test_truncated, 0, 2);
   tcase_add_loop_test(tc, test_replay_reorder_drop, 0, 2);

@@ -22,7 +22,7 @@
 #define RAW_CAP (2 * CRNET__SEAL_RECORD_BYTES_MAX)
 #define SEALED_STAGE_CAP (CRNET__SEAL_RECORD_MAX + CRNET__LINK_STAGE)
 #define CHUNK_RECORDS 4
-#define CHUNK_BYTES (CHUNK_RECORDS * CRNET__SEAL_RECORD_BYTES_MAX)
+#define CHUNK_PLAIN ((uint64_t)CHUNK_RECORDS * CRNET__SEAL_RECORD_MAX)
 #define CHUNKS_IN_FLIGHT 4
 
 /* A frame queued on an encrypted link: the header and payload regions still
@@ -549,6 +549,44 @@ static void process_stage(crnet__link *l) {
     stop_reading(l);
 }
 
+static void record_failed(crnet__link *l, int rc) {
+  char why[sizeof l->why];
+  snprintf(why, sizeof why, "a frame from rank %d failed authentication%s",
+           (int)l->peer, rc == CRNET_EAUTH ? "" : " (record count exhausted)");
+  link_fail(l, CRNET_EAUTH, why);
+}
+
+/* Whether the next record's plaintext lies wholly inside the current region
+ * of the DATA payload being received: then it can be opened right there,
+ * with no copy through the staging buffer (the usual case for the records
+ * of a large payload, which the sender cuts from the payload itself). */
+static bool record_fits_recv(crnet__link *l, uint32_t len) {
+  uint64_t room;
+  if (!data_payload_pending(l) || l->recv->len - l->recv->got < len)
+    return false;
+  (void)recv_cursor(l->recv, &room);
+  return room >= len;
+}
+
+/* Opens the next record into the posted receive (record_fits_recv). On a
+ * failure the receive's bytes there are zeroed, and the receive fails with
+ * the link. 1 or -1, as open_record. */
+static int open_into_recv(crnet__link *l, uint8_t *rec, uint32_t len) {
+  uint64_t room;
+  crnet__recv_req *r = l->recv;
+  int rc = crnet__seal_open(l->rx, rec, len, recv_cursor(r, &room));
+  if (rc != 0) {
+    record_failed(l, rc);
+    return -1;
+  }
+  l->raw_off += len + CRNET__SEAL_OVERHEAD;
+  r->got += len;
+  r->cur_got += len;
+  if (r->got == r->len)
+    data_done(l);
+  return 1;
+}
+
 /* Opens the record at the front of the record buffer into the staging
  * buffer, behind what is left there. 1: done; 0: not now (the record is not
  * whole yet, or there is no room for its plaintext); -1: the link failed. */
@@ -568,19 +606,20 @@ static int open_record(crnet__link *l) {
   if (avail < len + CRNET__SEAL_OVERHEAD)
     return 0;
   left = l->stage_len - l->stage_off;
+  if (left == 0 && record_fits_recv(l, len))
+    return open_into_recv(l, rec, len);
   if (l->stage_cap - left < len)
     return 0;
-  rc = crnet__seal_open(l->rx, rec, len);
+  /* What is left of the stage goes to the front first, so the record can
+   * be opened straight behind it. */
+  memmove(l->stage, l->stage + l->stage_off, left);
+  l->stage_off = 0;
+  l->stage_len = left;
+  rc = crnet__seal_open(l->rx, rec, len, l->stage + left);
   if (rc != 0) {
-    snprintf(why, sizeof why, "a frame from rank %d failed authentication%s",
-             (int)l->peer, rc == CRNET_EAUTH ? "" : " (record count exhausted)");
-    link_fail(l, CRNET_EAUTH, why);
+    record_failed(l, rc);
     return -1;
   }
-  memmove(l->stage, l->stage + l->stage_off, left);
-  memcpy(l->stage + left, rec + CRNET__SEAL_LEN_BYTES, len);
-  crnet__wipe(rec + CRNET__SEAL_LEN_BYTES, len);
-  l->stage_off = 0;
   l->stage_len = left + len;
   l->raw_off += len + CRNET__SEAL_OVERHEAD;
   return 1;
@@ -776,35 +815,58 @@ static void complete_item(crnet__link *l, crnet__out_item *it, int status) {
 static void fail_queued(crnet__link *l, int status) {
   while (l->out_head != NULL)
     complete_item(l, queue_pop(&l->out_head, &l->out_tail), status);
+  l->out_bytes = 0;
   while (l->sealed_head != NULL)
     complete_item(l, queue_pop(&l->sealed_head, &l->sealed_tail), status);
 }
 
-/* Copies up to max plaintext bytes from the queue's head into dst. A frame
- * whose last byte is taken moves to the sealed queue, marked with chunk. */
-static uint32_t gather(crnet__link *l, uint8_t *dst, uint32_t max,
-                       uint64_t chunk) {
-  uint32_t got = 0;
-  while (got < max && l->out_head != NULL) {
-    crnet__out_item *it = l->out_head;
-    const crnet__iov *v = &it->iov[it->cur];
-    uint64_t n = v->len - it->cur_off;
-    if (n > max - got)
-      n = max - got;
-    memcpy(dst + got, (const uint8_t *)v->base + it->cur_off, n);
-    got += (uint32_t)n;
-    it->cur_off += n;
-    if (it->cur_off < v->len)
-      continue;
-    it->cur++;
-    it->cur_off = 0;
-    if (it->cur == it->n) {
-      queue_pop(&l->out_head, &l->out_tail);
-      it->last_chunk = chunk;
-      queue_append(&l->sealed_head, &l->sealed_tail, it);
-    }
+/* The unsealed bytes of the queue head's current region. */
+static const uint8_t *head_bytes(const crnet__link *l, uint64_t *n) {
+  const crnet__out_item *it = l->out_head;
+  const crnet__iov *v = &it->iov[it->cur];
+  *n = v->len - it->cur_off;
+  return (const uint8_t *)v->base + it->cur_off;
+}
+
+/* Counts n bytes of the head's current region (at most what it holds) as
+ * sealed into chunk. A frame whose last byte that was moves to the sealed
+ * queue. */
+static void advance(crnet__link *l, uint64_t n, uint64_t chunk) {
+  crnet__out_item *it = l->out_head;
+  l->out_bytes -= n;
+  it->cur_off += n;
+  if (it->cur_off < it->iov[it->cur].len)
+    return;
+  it->cur++;
+  it->cur_off = 0;
+  if (it->cur == it->n) {
+    queue_pop(&l->out_head, &l->out_tail);
+    it->last_chunk = chunk;
+    queue_append(&l->sealed_head, &l->sealed_tail, it);
   }
-  return got;
+}
+
+/* Seals the next `len` queued bytes into the record at rec. A region that
+ * holds them all (a large payload) is sealed from where it is; otherwise
+ * (headers, small frames, region ends) they are gathered into the record
+ * first and sealed in place. */
+static int seal_next(crnet__link *l, uint8_t *rec, uint32_t len,
+                     uint64_t chunk) {
+  uint8_t *text = rec + CRNET__SEAL_LEN_BYTES;
+  uint64_t n;
+  const uint8_t *src = head_bytes(l, &n);
+  if (n >= len) {
+    advance(l, len, chunk);
+    return crnet__seal_record(l->tx, rec, src, len);
+  }
+  for (uint32_t got = 0; got < len; got += (uint32_t)n) {
+    src = head_bytes(l, &n);
+    if (n > len - got)
+      n = len - got;
+    memcpy(text + got, src, n);
+    advance(l, n, chunk);
+  }
+  return crnet__seal_record(l->tx, rec, text, len);
 }
 
 static void on_chunk_written(uv_write_t *w, int status) {
@@ -829,28 +891,33 @@ static void on_chunk_written(uv_write_t *w, int status) {
     pump_sealing(l, false);
 }
 
-/* Seals one chunk of records from the queue and writes it. */
+/* Seals one chunk of records from the queue and writes it. The chunk is as
+ * large as what is queued, up to CHUNK_RECORDS full records, so that small
+ * frames cost small buffers. */
 static int seal_chunk(crnet__link *l) {
-  out_chunk *ch = malloc(sizeof *ch + CHUNK_BYTES);
-  uint32_t used = 0;
+  uint64_t plain = l->out_bytes < CHUNK_PLAIN ? l->out_bytes : CHUNK_PLAIN;
+  uint64_t records =
+      (plain + CRNET__SEAL_RECORD_MAX - 1) / CRNET__SEAL_RECORD_MAX;
+  size_t used = 0, cap = (size_t)(plain + records * CRNET__SEAL_OVERHEAD);
+  out_chunk *ch = malloc(sizeof *ch + cap);
   uv_buf_t b;
   if (ch == NULL) {
     link_fail(l, CRNET_ENOMEM, "out of memory for sealed records");
     return -1;
   }
   ch->id = l->next_chunk++;
-  while (l->out_head != NULL &&
-         used + CRNET__SEAL_RECORD_BYTES_MAX <= CHUNK_BYTES) {
-    uint8_t *rec = ch->data + used;
-    uint32_t len = gather(l, rec + CRNET__SEAL_LEN_BYTES,
-                          CRNET__SEAL_RECORD_MAX, ch->id);
-    if (crnet__seal_record(l->tx, rec, len) != 0) {
+  while (plain > 0) {
+    uint32_t len = plain < CRNET__SEAL_RECORD_MAX ? (uint32_t)plain
+                                                  : CRNET__SEAL_RECORD_MAX;
+    if (seal_next(l, ch->data + used, len, ch->id) != 0) {
       free(ch);
       link_fail(l, CRNET_EIO, "record count exhausted");
       return -1;
     }
     used += len + CRNET__SEAL_OVERHEAD;
+    plain -= len;
   }
+  assert(used == cap);
   b.base = (char *)ch->data;
   b.len = used;
   ch->write.data = l;
@@ -888,7 +955,8 @@ static crnet__out_item *new_item(uint32_t nregions,
 }
 
 static void send_sealed(crnet__link *l, crnet__send_req *r,
-                        const crnet__iov *iov, uint32_t niov) {
+                        const crnet__frame_header *h, const crnet__iov *iov,
+                        uint32_t niov) {
   crnet__out_item *it = new_item(niov + 1, 0);
   if (it == NULL) {
     r->status = CRNET_ENOMEM;
@@ -904,6 +972,7 @@ static void send_sealed(crnet__link *l, crnet__send_req *r,
     if (iov[i].len > 0)
       it->iov[it->n++] = iov[i];
   queue_append(&l->out_head, &l->out_tail, it);
+  l->out_bytes += sizeof r->header + h->length;
   l->pending_writes++;
   pump_sealing(l, false);
 }
@@ -923,7 +992,7 @@ void crnet__link_send(crnet__link *l, crnet__send_req *r,
   }
   if (l->tx != NULL) {
     crnet__frame_encode(h, r->header);
-    send_sealed(l, r, iov, niov);
+    send_sealed(l, r, h, iov, niov);
     return;
   }
   if (niov + 1 > sizeof small / sizeof small[0]) {
@@ -991,6 +1060,7 @@ static int send_control_sealed(crnet__link *l, const crnet__frame_header *h,
   it->iov[0].base = bytes;
   it->iov[0].len = CRNET__FRAME_HEADER_SIZE + len;
   queue_append(&l->out_head, &l->out_tail, it);
+  l->out_bytes += it->iov[0].len;
   l->pending_writes++;
   pump_sealing(l, false);
   return 0;

@@ -180,6 +180,7 @@ struct crnet__link {
   uint32_t raw_off, raw_len;
   crnet__out_item *out_head, *out_tail;       /* bytes not yet sealed */
   crnet__out_item *sealed_head, *sealed_tail; /* sealed, being written */
+  uint64_t out_bytes; /* bytes queued, not yet sealed */
   uint64_t next_chunk;
   int chunks_in_flight;
 };

@@ -79,7 +79,8 @@ static void make_nonce(uint64_t counter,
   crnet__put_le64(nonce, counter);
 }
 
-int crnet__seal_record(crnet__seal *s, uint8_t *rec, uint32_t len) {
+int crnet__seal_record(crnet__seal *s, uint8_t *rec, const uint8_t *plain,
+                       uint32_t len) {
   uint8_t nonce[crypto_aead_xchacha20poly1305_ietf_NPUBBYTES];
   uint8_t *text = rec + CRNET__SEAL_LEN_BYTES;
   assert(len >= 1 && len <= CRNET__SEAL_RECORD_MAX);
@@ -89,11 +90,11 @@ int crnet__seal_record(crnet__seal *s, uint8_t *rec, uint32_t len) {
   crnet__put_le32(rec, len);
   if (s->cipher == CRNET__CIPHER_AES256GCM)
     crypto_aead_aes256gcm_encrypt_detached_afternm(
-        text, text + len, NULL, text, len, rec, CRNET__SEAL_LEN_BYTES, NULL,
+        text, text + len, NULL, plain, len, rec, CRNET__SEAL_LEN_BYTES, NULL,
         nonce, &s->aes);
   else
     crypto_aead_xchacha20poly1305_ietf_encrypt_detached(
-        text, text + len, NULL, text, len, rec, CRNET__SEAL_LEN_BYTES, NULL,
+        text, text + len, NULL, plain, len, rec, CRNET__SEAL_LEN_BYTES, NULL,
         nonce, s->key);
   return 0;
 }
@@ -103,7 +104,8 @@ uint32_t crnet__seal_record_len(const uint8_t rec[CRNET__SEAL_LEN_BYTES]) {
   return len >= 1 && len <= CRNET__SEAL_RECORD_MAX ? len : 0;
 }
 
-int crnet__seal_open(crnet__seal *s, uint8_t *rec, uint32_t len) {
+int crnet__seal_open(crnet__seal *s, uint8_t *rec, uint32_t len,
+                     uint8_t *out) {
   uint8_t nonce[crypto_aead_xchacha20poly1305_ietf_NPUBBYTES];
   uint8_t *text = rec + CRNET__SEAL_LEN_BYTES;
   int rc;
@@ -113,15 +115,15 @@ int crnet__seal_open(crnet__seal *s, uint8_t *rec, uint32_t len) {
   make_nonce(s->counter, nonce);
   if (s->cipher == CRNET__CIPHER_AES256GCM)
     rc = crypto_aead_aes256gcm_decrypt_detached_afternm(
-        text, NULL, text, len, text + len, rec, CRNET__SEAL_LEN_BYTES, nonce,
+        out, NULL, text, len, text + len, rec, CRNET__SEAL_LEN_BYTES, nonce,
         &s->aes);
   else
     rc = crypto_aead_xchacha20poly1305_ietf_decrypt_detached(
-        text, NULL, text, len, text + len, rec, CRNET__SEAL_LEN_BYTES, nonce,
+        out, NULL, text, len, text + len, rec, CRNET__SEAL_LEN_BYTES, nonce,
         s->key);
   if (rc != 0) {
     /* Whatever libsodium left there must not be mistaken for data. */
-    sodium_memzero(text, len);
+    sodium_memzero(out, len);
     return CRNET_EAUTH;
   }
   /* Only an authentic record advances the count: after a failure the link

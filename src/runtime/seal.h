@@ -50,23 +50,25 @@ CRNET_NODISCARD int crnet__seal_new(crnet__seal **out, uint8_t cipher,
 /* Wipes the key and frees. NULL does nothing. */
 void crnet__seal_free(crnet__seal *s);
 
-/* Seals in place: rec[4 .. 4 + len) holds the plaintext (1 <= len <=
- * CRNET__SEAL_RECORD_MAX); the length goes in rec[0..4), the ciphertext
- * replaces the plaintext and the tag follows, 4 + len + 16 bytes in all.
- * 0, or CRNET_EIO when the counter is exhausted (nothing is written). */
+/* Seals len plaintext bytes (1 <= len <= CRNET__SEAL_RECORD_MAX) at
+ * `plain` into the record at rec: the length goes in rec[0..4), the
+ * ciphertext in rec[4 .. 4 + len) and the tag after it, 4 + len + 16 bytes
+ * in all. plain is either rec + 4 (sealing in place) or does not overlap the
+ * record. 0, or CRNET_EIO when the counter is exhausted (nothing is
+ * written). */
 CRNET_NODISCARD int crnet__seal_record(crnet__seal *s, uint8_t *rec,
-                                       uint32_t len);
+                                       const uint8_t *plain, uint32_t len);
 
 /* The plaintext length a record announces in its first 4 bytes, or 0 when it
  * is out of range (the link must fail: nothing sane can follow). */
 uint32_t crnet__seal_record_len(const uint8_t rec[CRNET__SEAL_LEN_BYTES]);
 
 /* Opens a whole record (4 + len + 16 bytes, len from crnet__seal_record_len)
- * in place: on 0 the plaintext is at rec + 4. CRNET_EAUTH if it does not
- * authenticate (the plaintext area is then zeroed, never usable), CRNET_EIO
- * when the counter is exhausted. */
+ * into out[0..len), which is either rec + 4 (in place) or does not overlap
+ * the record. CRNET_EAUTH if it does not authenticate (out is then zeroed,
+ * never usable), CRNET_EIO when the counter is exhausted. */
 CRNET_NODISCARD int crnet__seal_open(crnet__seal *s, uint8_t *rec,
-                                     uint32_t len);
+                                     uint32_t len, uint8_t *out);
 
 /* Records sealed or opened so far (the next nonce). For tests: setting it
  * reaches the counter's end without sealing 2^64 records. */

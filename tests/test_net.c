@@ -927,6 +927,37 @@ START_TEST(encrypted_job_without_launcher) {
 }
 END_TEST
 
+static int rank_encrypting_init_fails(int rank, int size, void *arg) {
+  setenv("CRNET_ENCRYPT", "1", 1);
+  return rank_init_fails(rank, size, arg);
+}
+
+/* Rank 0 encrypts, ranks 1 and 2 do not: they connect to each other, but
+ * rank 0 answers their handshakes saying it encrypts, and both give up at
+ * once naming the setting; rank 0 waits for them until its timeout. Run
+ * several times: the links between 1 and 2 may still be in their
+ * handshake when the job fails, and must not keep a rank alive. */
+START_TEST(encrypt_mismatch_fails_fast) {
+  for (int round = 0; round < 5; round++) {
+    job j;
+    double t0 = now_s();
+    job_init(&j, 3, 3);
+    start_rank(&j, 0, rank_encrypting_init_fails, NULL, NULL);
+    start_rank(&j, 1, rank_init_fails,
+               "peer encrypts (CRNET_ENCRYPT=1), we do not", NULL);
+    start_rank(&j, 2, rank_init_fails,
+               "peer encrypts (CRNET_ENCRYPT=1), we do not", NULL);
+    wait_job(&j, 15);
+    for (int r = 1; r < 3; r++) {
+      ck_assert_int_eq(exit_code(&j, r), err_exit(CRNET_EAUTH));
+      ck_assert_msg(j.exit_time[r] - t0 < 2.0, "rank %d took %.2f s", r,
+                    j.exit_time[r] - t0);
+    }
+    ck_assert_int_eq(exit_code(&j, 0), err_exit(CRNET_ETIMEDOUT));
+  }
+}
+END_TEST
+
 static Suite *net_suite(void) {
   Suite *s = suite_create("net");
   TCase *t = tcase_create("net");
@@ -951,6 +982,7 @@ static Suite *net_suite(void) {
   t = tcase_create("encrypt");
   tcase_set_timeout(t, 150);
   tcase_add_test(t, encrypted_job_without_launcher);
+  tcase_add_test(t, encrypt_mismatch_fails_fast);
   tcase_add_test(t, capture_plaintext_shows_marker);
   tcase_add_test(t, capture_encrypted_hides_marker);
   suite_add_tcase(s, t);

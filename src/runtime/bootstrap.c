@@ -68,6 +68,12 @@ struct bootstrap {
   bool accept_deferred; /* a connection came before the table */
 
   int connected;    /* mesh links up */
+  /* Mesh links whose handshake is not over. Their callbacks point at this
+   * bootstrap, which lives on crnet__bootstrap's stack, so they are closed
+   * when it ends, lest one completes later (a peer slow to answer while
+   * the job already failed) and keeps the comm's loop alive. */
+  crnet__peer **pending;
+  int npending, pending_cap;
   bool *retry_peer; /* links (as c->peers) to connect again */
   int outstanding_handles;
   int fatal; /* a negative code once the bootstrap cannot succeed */
@@ -103,10 +109,23 @@ static crnet__peer **slot_of(crnet_comm *c, const crnet__link *l) {
   return crnet__comm_link(c, l->peer, l->stream);
 }
 
+static const crnet__link_callbacks mesh_boot_callbacks;
+
+static void forget_pending(bootstrap *b, crnet__peer *p) {
+  for (int i = 0; i < b->npending; i++)
+    if (b->pending[i] == p) {
+      b->pending[i] = b->pending[--b->npending];
+      return;
+    }
+}
+
 static void peer_closed(crnet__link *l) {
   crnet__peer *p = (crnet__peer *)l;
   crnet_comm *c = p->comm;
   crnet__peer **slot = slot_of(c, l);
+  /* A link that could not even start closes without on_ready. */
+  if (l->cb == &mesh_boot_callbacks && l->owner != NULL)
+    forget_pending(l->owner, p);
   c->open_peers--;
   if (slot != NULL && *slot == p)
     *slot = NULL;
@@ -121,6 +140,7 @@ static void on_mesh_ready(crnet__link *l, int status) {
   bootstrap *b = l->owner;
   crnet__peer **slot;
   char who[160];
+  forget_pending(b, p);
   if (status != 0) {
     if (!l->initiator) {
       crnet__log("dropped connection from %s: %s", l->addr, l->why);
@@ -198,13 +218,34 @@ static const crnet__link_callbacks mesh_boot_callbacks = {
     .on_closed = peer_closed,
 };
 
-static crnet__peer *new_peer(crnet_comm *c) {
-  crnet__peer *p = calloc(1, sizeof *p);
+static crnet__peer *new_peer(bootstrap *b) {
+  crnet__peer *p;
+  if (b->npending == b->pending_cap) {
+    int cap = b->pending_cap > 0 ? 2 * b->pending_cap : 16;
+    crnet__peer **grown = realloc(b->pending, sizeof *grown * (size_t)cap);
+    if (grown == NULL)
+      return NULL;
+    b->pending = grown;
+    b->pending_cap = cap;
+  }
+  p = calloc(1, sizeof *p);
   if (p == NULL)
     return NULL;
-  p->comm = c;
-  c->open_peers++;
+  p->comm = b->c;
+  b->c->open_peers++;
+  b->pending[b->npending++] = p;
   return p;
+}
+
+/* Closes the links still in their handshake (see bootstrap.pending). */
+static void close_pending(bootstrap *b) {
+  while (b->npending > 0) {
+    crnet__peer *p = b->pending[--b->npending];
+    p->link.owner = NULL;
+    crnet__link_close(&p->link);
+  }
+  free(b->pending);
+  b->pending = NULL;
 }
 
 static int entry_to_sockaddr(const crnet__rdv_entry *e,
@@ -244,7 +285,7 @@ static void connect_peer(bootstrap *b, int j, int k) {
     set_fatal(b, CRNET_EIO, "rank %d registered an unusable address", j);
     return;
   }
-  p = new_peer(c);
+  p = new_peer(b);
   if (p == NULL) {
     set_fatal(b, CRNET_ENOMEM, "out of memory");
     return;
@@ -275,7 +316,7 @@ static void on_mesh_connection(uv_stream_t *server, int status) {
     b->accept_deferred = true;
     return;
   }
-  p = new_peer(c);
+  p = new_peer(b);
   if (p == NULL)
     return;
   now = uv_now(&c->loop);
@@ -666,6 +707,7 @@ done:
     crnet__rdv_server_close(b.server);
     b.server_done = true;
   }
+  close_pending(&b);
   crnet__comm_run_until(c, handles_closed, &b, 0);
   free(b.retry_peer);
   if (b.fatal != 0) {

@@ -876,15 +876,21 @@ static bool capture_job(capture_result *res) {
   return true;
 }
 
+/* capture_job with CRNET_ENCRYPT=encrypt; false (after saying so once) if
+ * the capture cannot be done here. */
+static bool capture_with(const char *encrypt, capture_result *res) {
+  setenv("CRNET_ENCRYPT", encrypt, 1);
+  bool ran = capture_job(res);
+  unsetenv("CRNET_ENCRYPT");
+  if (!ran)
+    printf("capture test skipped: cannot open a raw socket on lo\n");
+  return ran;
+}
+
 START_TEST(capture_plaintext_shows_marker) {
   capture_result res;
-  setenv("CRNET_ENCRYPT", "0", 1);
-  bool ran = capture_job(&res);
-  unsetenv("CRNET_ENCRYPT");
-  if (!ran) {
-    printf("capture tests skipped: cannot open a raw socket on lo\n");
+  if (!capture_with("0", &res))
     return;
-  }
   ck_assert_msg(res.marked_packets > 0,
                 "the marker never showed in %llu bytes captured in the clear",
                 (unsigned long long)res.bytes);
@@ -893,13 +899,8 @@ END_TEST
 
 START_TEST(capture_encrypted_hides_marker) {
   capture_result res;
-  setenv("CRNET_ENCRYPT", "1", 1);
-  bool ran = capture_job(&res);
-  unsetenv("CRNET_ENCRYPT");
-  if (!ran) {
-    printf("capture tests skipped: cannot open a raw socket on lo\n");
+  if (!capture_with("1", &res))
     return;
-  }
   /* The bcast moves at least 2 MiB (1 MiB to each of two ranks): proof that
    * the capture saw the job's traffic. */
   ck_assert_uint_ge(res.bytes, 2 * MARKER_BUF);

@@ -33,20 +33,23 @@
  *
  * Encryption (crnet__link_set_encrypt, CRNET_ENCRYPT=1). After a handshake
  * that agreed on it, the byte stream above is carried in sealed records
- * (seal.h) and nothing is zero-copy any more:
+ * (seal.h):
  *   - reading: raw bytes go into a record buffer; each whole record is
  *     authenticated and decrypted into the staging buffer (then as large as
  *     a record), and the frame parser above takes its plaintext from there,
- *     copying DATA payloads into the posted receive. A record that fails
- *     authentication fails the link (CRNET_EAUTH, "frame failed
- *     authentication"); its bytes are never parsed. A parked DATA frame
+ *     copying DATA payloads into the posted receive; a record that lies
+ *     wholly inside the rest of a posted receive's payload (most records of
+ *     a large one) is decrypted straight into it instead. A record that fails
+ *     authentication fails the link (CRNET_EAUTH, "a frame from rank N
+ *     failed authentication"); its bytes are never parsed. A parked DATA frame
  *     stops the opening of records once the staging buffer is full, and
  *     reading once the record buffer is full too.
  *   - writing: sends and control frames join a queue in call order; records
- *     are sealed from its head into chunks of a few records, a bounded
- *     number of chunks in flight, and the next chunk is sealed as one is
- *     written, so sealing overlaps the network and a gigabyte frame needs
- *     no gigabyte buffer. A send is done when the chunk holding its last
+ *     are sealed from its head (straight from the caller's memory when a
+ *     record lies within one region, else gathered first) into chunks of a
+ *     few records, a bounded number of chunks in flight, and the next chunk
+ *     is sealed as one is written, so sealing overlaps the network and a
+ *     gigabyte frame needs no gigabyte buffer. A send is done when the chunk holding its last
  *     byte has been written; until it is sealed whole its memory is still
  *     read.
  * With encryption off none of this runs, and the paths above are unchanged.

@@ -1368,7 +1368,6 @@ START_TEST(test_key_file) {
 }
 END_TEST
 
-
 /* --- key exchange (CRNET_ENCRYPT) --- */
 
 /* One handshake between ranks 0 (initiator) and 1 of 2 with the given
@@ -1495,8 +1494,8 @@ START_TEST(test_kx_mitm_swaps_key) {
   memset(sw.epk, 0, sizeof sw.epk);
   sw.which = MSG_HELLO;
   run rn;
-  run_encrypted(&rn, CRNET__HS_ENCRYPT, CRNET__HS_ENCRYPT, true, true,
-                swap_epk, &sw);
+  run_encrypted(&rn, CRNET__HS_ENCRYPT, CRNET__HS_ENCRYPT, true, true, swap_epk,
+                &sw);
   expect_failure(&rn, STAGE_READ_HELLO, "weak ephemeral key", "zero epk");
   wipe_run(&rn);
 }

@@ -5,9 +5,9 @@
  * mid-collective, an abort, mismatched calls, bad settings, and a message
  * larger than 2 GiB. Every wait is bounded; a child that outlives its
  * deadline is killed and the test fails saying so. */
+#include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
-#include <arpa/inet.h>
 #include <linux/if_ether.h>
 #include <linux/if_packet.h>
 #include <net/if.h>
@@ -152,7 +152,9 @@ static void wait_ranks(job *j, double timeout_s, bool any) {
   }
 }
 
-static void wait_job(job *j, double timeout_s) { wait_ranks(j, timeout_s, true); }
+static void wait_job(job *j, double timeout_s) {
+  wait_ranks(j, timeout_s, true);
+}
 
 /* As wait_job, leaving other children (a capturer) alone. */
 static void wait_job_only(job *j, double timeout_s) {

@@ -64,7 +64,14 @@ static uint8_t *copy_record(const uint8_t *rec, uint32_t len) {
 }
 
 START_TEST(test_round_trip) {
-  static const uint32_t lens[] = {1, 2, 15, 16, 17, 32, 1000, 4096,
+  static const uint32_t lens[] = {1,
+                                  2,
+                                  15,
+                                  16,
+                                  17,
+                                  32,
+                                  1000,
+                                  4096,
                                   CRNET__SEAL_RECORD_MAX - 1,
                                   CRNET__SEAL_RECORD_MAX};
   crnet__seal *tx, *rx;

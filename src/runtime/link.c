@@ -943,8 +943,7 @@ static void pump_sealing(crnet__link *l, bool all) {
 
 /* A queue item for a frame of nregions regions, allocated with `extra`
  * bytes after its iov array (a control frame's copy). */
-static crnet__out_item *new_item(uint32_t nregions,
-                                    size_t extra) {
+static crnet__out_item *new_item(uint32_t nregions, size_t extra) {
   crnet__out_item *it =
       malloc(sizeof *it + sizeof it->iov[0] * nregions + extra);
   if (it == NULL)
@@ -1048,8 +1047,7 @@ static void on_control_sent(uv_write_t *w, int status) {
 
 static int send_control_sealed(crnet__link *l, const crnet__frame_header *h,
                                const void *payload, uint64_t len) {
-  crnet__out_item *it =
-      new_item(1, CRNET__FRAME_HEADER_SIZE + (size_t)len);
+  crnet__out_item *it = new_item(1, CRNET__FRAME_HEADER_SIZE + (size_t)len);
   uint8_t *bytes;
   if (it == NULL)
     return CRNET_ENOMEM;

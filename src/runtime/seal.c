@@ -73,8 +73,9 @@ void crnet__seal_free(crnet__seal *s) {
   free(s);
 }
 
-static void make_nonce(uint64_t counter,
-                       uint8_t nonce[crypto_aead_xchacha20poly1305_ietf_NPUBBYTES]) {
+static void
+make_nonce(uint64_t counter,
+           uint8_t nonce[crypto_aead_xchacha20poly1305_ietf_NPUBBYTES]) {
   memset(nonce, 0, crypto_aead_xchacha20poly1305_ietf_NPUBBYTES);
   crnet__put_le64(nonce, counter);
 }
@@ -104,8 +105,7 @@ uint32_t crnet__seal_record_len(const uint8_t rec[CRNET__SEAL_LEN_BYTES]) {
   return len >= 1 && len <= CRNET__SEAL_RECORD_MAX ? len : 0;
 }
 
-int crnet__seal_open(crnet__seal *s, uint8_t *rec, uint32_t len,
-                     uint8_t *out) {
+int crnet__seal_open(crnet__seal *s, uint8_t *rec, uint32_t len, uint8_t *out) {
   uint8_t nonce[crypto_aead_xchacha20poly1305_ietf_NPUBBYTES];
   uint8_t *text = rec + CRNET__SEAL_LEN_BYTES;
   int rc;

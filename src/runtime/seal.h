@@ -45,8 +45,9 @@ typedef struct crnet__seal crnet__seal;
 /* A direction's state for `cipher` (enum crnet__cipher, not NONE) and key,
  * counter at 0. 0, CRNET_ENOMEM, or CRNET_EINVAL (AES-256-GCM asked for on
  * a CPU that lacks it). */
-CRNET_NODISCARD int crnet__seal_new(crnet__seal **out, uint8_t cipher,
-                                    const uint8_t key[CRNET__SESSION_KEY_BYTES]);
+CRNET_NODISCARD int
+crnet__seal_new(crnet__seal **out, uint8_t cipher,
+                const uint8_t key[CRNET__SESSION_KEY_BYTES]);
 /* Wipes the key and frees. NULL does nothing. */
 void crnet__seal_free(crnet__seal *s);
 
@@ -67,8 +68,8 @@ uint32_t crnet__seal_record_len(const uint8_t rec[CRNET__SEAL_LEN_BYTES]);
  * into out[0..len), which is either rec + 4 (in place) or does not overlap
  * the record. CRNET_EAUTH if it does not authenticate (out is then zeroed,
  * never usable), CRNET_EIO when the counter is exhausted. */
-CRNET_NODISCARD int crnet__seal_open(crnet__seal *s, uint8_t *rec,
-                                     uint32_t len, uint8_t *out);
+CRNET_NODISCARD int crnet__seal_open(crnet__seal *s, uint8_t *rec, uint32_t len,
+                                     uint8_t *out);
 
 /* Records sealed or opened so far (the next nonce). For tests: setting it
  * reaches the counter's end without sealing 2^64 records. */

@@ -14,16 +14,18 @@
  * per call anyway, and libuv's buffer length must fit its ssize_t result. */
 #define READ_CHUNK_MAX ((uint64_t)1 << 30)
 
-/* Encrypted links. The record buffer takes two whole records, so one read
- * brings the next record while this one is opened. Each write is a chunk of
- * up to CHUNK_RECORDS records, at most CHUNKS_IN_FLIGHT of them queued in
- * libuv: enough to keep the socket busy while the next chunk is sealed,
- * while bounding the memory a sender holds per link. */
-#define RAW_CAP (2 * CRNET__SEAL_RECORD_BYTES_MAX)
+/* Encrypted links. The record buffer takes four whole records, so one read
+ * brings several. Each write is a chunk of up to CHUNK_RECORDS records, at
+ * most CHUNKS_IN_FLIGHT of them queued in libuv: enough to keep the socket
+ * busy while the next chunk is sealed, while bounding the memory a sender
+ * holds per link. Full-size chunks are reused rather than freed, since a
+ * large message writes many in a row and fresh memory costs page faults. */
+#define RAW_CAP (4 * CRNET__SEAL_RECORD_BYTES_MAX)
 #define SEALED_STAGE_CAP (CRNET__SEAL_RECORD_MAX + CRNET__LINK_STAGE)
 #define CHUNK_RECORDS 4
 #define CHUNK_PLAIN ((uint64_t)CHUNK_RECORDS * CRNET__SEAL_RECORD_MAX)
 #define CHUNKS_IN_FLIGHT 4
+#define FULL_CHUNK_BYTES (CHUNK_PLAIN + CHUNK_RECORDS * CRNET__SEAL_OVERHEAD)
 
 /* A frame queued on an encrypted link: the header and payload regions still
  * to seal, in order. req is the DATA send it completes, or NULL for a
@@ -38,9 +40,11 @@ struct crnet__out_item {
 };
 
 /* One write of sealed records. */
-typedef struct out_chunk {
+typedef struct crnet__out_chunk {
   uv_write_t write;
+  crnet__out_chunk *next_spare;
   uint64_t id;
+  bool full; /* FULL_CHUNK_BYTES of data */
   uint8_t data[];
 } out_chunk;
 
@@ -86,6 +90,12 @@ static void on_handle_closed(uv_handle_t *h) {
   }
   free(l->raw);
   l->raw = NULL;
+  while (l->spare != NULL) {
+    out_chunk *ch = l->spare;
+    l->spare = ch->next_spare;
+    free(ch);
+  }
+  l->nspare = 0;
   if (l->cb->on_closed != NULL)
     l->cb->on_closed(l);
 }
@@ -391,10 +401,16 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   }
   if (l->rx != NULL) {
     /* Encrypted: everything goes through the record buffer. Reading stops
-     * before it is full (see pump_records), so there is always room. */
-    memmove(l->raw, l->raw + l->raw_off, l->raw_len - l->raw_off);
-    l->raw_len -= l->raw_off;
-    l->raw_off = 0;
+     * before it is full (see pump_records), so there is always room. What
+     * is not opened yet moves to the front only when a whole record would
+     * no longer fit behind it, not at every read. */
+    if (l->raw_off == l->raw_len) {
+      l->raw_off = l->raw_len = 0;
+    } else if (RAW_CAP - l->raw_len < CRNET__SEAL_RECORD_BYTES_MAX) {
+      memmove(l->raw, l->raw + l->raw_off, l->raw_len - l->raw_off);
+      l->raw_len -= l->raw_off;
+      l->raw_off = 0;
+    }
     assert(l->raw_len < RAW_CAP);
     buf->base = (char *)l->raw + l->raw_len;
     buf->len = RAW_CAP - l->raw_len;
@@ -869,13 +885,38 @@ static int seal_next(crnet__link *l, uint8_t *rec, uint32_t len,
   return crnet__seal_record(l->tx, rec, text, len);
 }
 
+/* A chunk buffer of cap bytes: a spare one if it is full-size. */
+static out_chunk *get_chunk(crnet__link *l, size_t cap) {
+  out_chunk *ch;
+  if (cap == FULL_CHUNK_BYTES && l->spare != NULL) {
+    ch = l->spare;
+    l->spare = ch->next_spare;
+    l->nspare--;
+    return ch;
+  }
+  ch = malloc(sizeof *ch + cap);
+  if (ch != NULL)
+    ch->full = cap == FULL_CHUNK_BYTES;
+  return ch;
+}
+
+static void put_chunk(crnet__link *l, out_chunk *ch) {
+  if (!ch->full || l->nspare >= CHUNKS_IN_FLIGHT) {
+    free(ch);
+    return;
+  }
+  ch->next_spare = l->spare;
+  l->spare = ch;
+  l->nspare++;
+}
+
 static void on_chunk_written(uv_write_t *w, int status) {
   out_chunk *ch = (out_chunk *)w;
   crnet__link *l = w->data;
   char why[128];
   l->chunks_in_flight--;
   if (status < 0) {
-    free(ch);
+    put_chunk(l, ch);
     fail_queued(l, CRNET_EPEER);
     if (status != UV_ECANCELED) {
       snprintf(why, sizeof why, "sending to %s failed: %s", l->addr,
@@ -886,7 +927,7 @@ static void on_chunk_written(uv_write_t *w, int status) {
   }
   while (l->sealed_head != NULL && l->sealed_head->last_chunk <= ch->id)
     complete_item(l, queue_pop(&l->sealed_head, &l->sealed_tail), 0);
-  free(ch);
+  put_chunk(l, ch);
   if (l->state == CRNET__LINK_READY)
     pump_sealing(l, false);
 }
@@ -899,7 +940,7 @@ static int seal_chunk(crnet__link *l) {
   uint64_t records =
       (plain + CRNET__SEAL_RECORD_MAX - 1) / CRNET__SEAL_RECORD_MAX;
   size_t used = 0, cap = (size_t)(plain + records * CRNET__SEAL_OVERHEAD);
-  out_chunk *ch = malloc(sizeof *ch + cap);
+  out_chunk *ch = get_chunk(l, cap);
   uv_buf_t b;
   if (ch == NULL) {
     link_fail(l, CRNET_ENOMEM, "out of memory for sealed records");
@@ -910,7 +951,7 @@ static int seal_chunk(crnet__link *l) {
     uint32_t len = plain < CRNET__SEAL_RECORD_MAX ? (uint32_t)plain
                                                   : CRNET__SEAL_RECORD_MAX;
     if (seal_next(l, ch->data + used, len, ch->id) != 0) {
-      free(ch);
+      put_chunk(l, ch);
       link_fail(l, CRNET_EIO, "record count exhausted");
       return -1;
     }
@@ -923,7 +964,7 @@ static int seal_chunk(crnet__link *l) {
   ch->write.data = l;
   if (uv_write(&ch->write, (uv_stream_t *)&l->tcp, &b, 1, on_chunk_written) !=
       0) {
-    free(ch);
+    put_chunk(l, ch);
     link_fail(l, CRNET_EPEER, "cannot write sealed records");
     return -1;
   }

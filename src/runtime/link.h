@@ -87,6 +87,7 @@ enum crnet__link_state {
 
 typedef struct crnet__link crnet__link;
 typedef struct crnet__out_item crnet__out_item;
+typedef struct crnet__out_chunk crnet__out_chunk;
 
 /* One region of memory in a gather or scatter list. */
 typedef struct crnet__iov {
@@ -186,6 +187,8 @@ struct crnet__link {
   uint64_t out_bytes; /* bytes queued, not yet sealed */
   uint64_t next_chunk;
   int chunks_in_flight;
+  crnet__out_chunk *spare; /* full-size chunks written, kept for reuse */
+  int nspare;
 };
 
 /* Starts a link that connects to addr and runs the handshake as initiator.

@@ -19,6 +19,7 @@
 #include "crnet.h"
 #include "frame.h"
 #include "handshake.h"
+#include "seal.h"
 
 /* Field offsets, from the layouts in handshake.h. */
 enum {
@@ -31,12 +32,17 @@ enum {
   H_RESPONDER = 28,
   H_SIZE = 32,
   H_NONCE = 36,
+  H_FLAGS = 68,
+  H_RESERVED = 69,
+  H_EPK = 72,
   R_VERSION = 4,
   R_PURPOSE = 5,
-  R_RESERVED = 6,
+  R_FLAGS = 6,
+  R_CIPHER = 7,
   R_RESPONDER = 8,
   R_NONCE = 12,
-  R_MAC = 44,
+  R_EPK = 44,
+  R_MAC = 76,
   F_MAC = 4,
 };
 
@@ -84,6 +90,13 @@ typedef struct party_args {
   int32_t size;
 } party_args;
 
+/* Encryption settings of both sides (enum crnet__hs_encrypt), and whether
+ * each may use AES-256-GCM (if the CPU has it). */
+typedef struct enc_opts {
+  uint8_t imode, rmode;
+  bool i_aes, r_aes;
+} enc_opts;
+
 typedef struct run {
   crnet__handshake i, r;
   uint8_t hello[CRNET__HS_HELLO_SIZE];
@@ -95,12 +108,19 @@ typedef struct run {
 
 /* Runs one handshake; the messages recorded in `out` are the ones as sent,
  * before tampering. */
-static void run_handshake(run *out, const party_args *ia, const party_args *ra,
-                          tamper_fn *tamper, void *arg) {
+static void run_handshake_with(run *out, const party_args *ia,
+                               const party_args *ra, const enc_opts *enc,
+                               tamper_fn *tamper, void *arg) {
   memset(out, 0, sizeof *out);
   crnet__hs_init_initiator(&out->i, ia->key, ia->purpose, ia->self, ia->peer,
                            ia->size);
   crnet__hs_init_responder(&out->r, ra->key, ra->self, ra->size);
+  if (enc != NULL) {
+    crnet__hs_set_encrypt(&out->i, enc->imode);
+    crnet__hs_set_encrypt(&out->r, enc->rmode);
+    out->i.aes_ok = out->i.aes_ok && enc->i_aes;
+    out->r.aes_ok = out->r.aes_ok && enc->r_aes;
+  }
 
   uint8_t wire_hello[CRNET__HS_HELLO_SIZE];
   uint8_t wire_reply[CRNET__HS_REPLY_SIZE];
@@ -132,6 +152,11 @@ static void run_handshake(run *out, const party_args *ia, const party_args *ra,
     return;
   }
   out->stage = STAGE_DONE;
+}
+
+static void run_handshake(run *out, const party_args *ia, const party_args *ra,
+                          tamper_fn *tamper, void *arg) {
+  run_handshake_with(out, ia, ra, NULL, tamper, arg);
 }
 
 static void expect_failure(const run *rn, enum stage stage, const char *why,
@@ -573,15 +598,20 @@ static const char *hello_field_reason(size_t byte) {
   return "bad MAC";
 }
 
-static const char *reply_field_reason(size_t byte) {
+/* Flipping `bit` of `byte` of a REPLY without encryption. */
+static const char *reply_field_reason(size_t byte, int bit) {
   if (byte < R_VERSION)
     return "bad magic";
   if (byte == R_VERSION)
     return "unsupported version";
   if (byte == R_PURPOSE)
     return "purpose differs";
-  if (byte < R_RESPONDER)
-    return "reserved bytes set";
+  /* The encrypt flag and the cipher values 1 and 2 are well formed: the
+   * MAC catches them before they are compared with ours. */
+  if (byte == R_FLAGS)
+    return bit == 0 ? "bad MAC" : "reserved bytes set";
+  if (byte == R_CIPHER)
+    return bit < 2 ? "bad MAC" : "unknown cipher";
   if (byte < R_NONCE)
     return "responder is another rank";
   return "bad MAC";
@@ -597,7 +627,12 @@ START_TEST(test_bit_flips_hello) {
       run_handshake(&rn, &ia, &ra, flip_bytes, &f);
       char what[64];
       snprintf(what, sizeof what, "HELLO byte %zu bit %d", byte, bit);
-      if (byte >= H_NONCE) {
+      if ((byte == H_FLAGS && bit >= 2) ||
+          (byte >= H_RESERVED && byte < H_EPK)) {
+        expect_failure(&rn, STAGE_READ_HELLO, "reserved bytes set", what);
+      } else if (byte >= H_NONCE) {
+        /* The encrypt and AES flags and epk are well formed either way;
+         * like a nonce they are caught by the MAC. */
         /* Nothing checks a nonce's form; the responder's MAC covers the
          * HELLO it received, which is not the one the initiator sent. */
         expect_failure(&rn, STAGE_READ_REPLY, "bad MAC", what);
@@ -632,7 +667,8 @@ START_TEST(test_bit_flips_reply_finish) {
       run_handshake(&rn, &ia, &ra, flip_bytes, &f);
       char what[64];
       snprintf(what, sizeof what, "REPLY byte %zu bit %d", byte, bit);
-      expect_failure(&rn, STAGE_READ_REPLY, reply_field_reason(byte), what);
+      expect_failure(&rn, STAGE_READ_REPLY, reply_field_reason(byte, bit),
+                     what);
       wipe_run(&rn);
     }
   for (size_t byte = 0; byte < CRNET__HS_FINISH_SIZE; byte++)
@@ -702,9 +738,11 @@ START_TEST(test_truncated_messages) {
         }
         wipe_run(&rn);
       }
+  /* Without encryption HELLO ends in zeros (flags, reserved, epk): cut
+   * there and filled with zeros it is unchanged. */
   ck_assert_int_gt(refused, 2 * (CRNET__HS_HELLO_SIZE + CRNET__HS_REPLY_SIZE +
                                  CRNET__HS_FINISH_SIZE) -
-                                10);
+                                (CRNET__HS_HELLO_SIZE - H_FLAGS) - 10);
 }
 END_TEST
 
@@ -953,7 +991,12 @@ START_TEST(test_reserved_and_purpose_bytes) {
       {H_PURPOSE, 3, "unknown purpose"},
       {H_PURPOSE, 0xFF, "unknown purpose"},
       {H_VERSION, 0, "unsupported version"},
-      {H_VERSION, 2, "unsupported version"},
+      {H_VERSION, 1, "unsupported version"},
+      {H_VERSION, 3, "unsupported version"},
+      {H_FLAGS, 0x04, "reserved bytes set"},
+      {H_FLAGS, 0x80, "reserved bytes set"},
+      {H_RESERVED, 1, "reserved bytes set"},
+      {H_RESERVED + 2, 0x10, "reserved bytes set"},
       {0, 'X', "bad magic"},
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
@@ -1325,6 +1368,208 @@ START_TEST(test_key_file) {
 }
 END_TEST
 
+/* --- key exchange (CRNET_ENCRYPT) --- */
+
+/* One handshake between ranks 0 (initiator) and 1 of 2 with the given
+ * encrypt modes; aes: whether each side may use AES-256-GCM (if the CPU
+ * has it). */
+static void run_encrypted(run *rn, uint8_t imode, uint8_t rmode, bool i_aes,
+                          bool r_aes, tamper_fn *tamper, void *arg) {
+  party_args ia = mesh_initiator(key_a, 0, 1, 2);
+  party_args ra = responder(key_a, 1, 2);
+  enc_opts enc = {imode, rmode, i_aes, r_aes};
+  run_handshake_with(rn, &ia, &ra, &enc, tamper, arg);
+}
+
+/* Both sides derive the same keys, crosswise, and two directions differ;
+ * the cipher is AES only when both CPUs have it; the ephemeral secrets are
+ * gone once the keys exist. */
+START_TEST(test_kx_same_keys) {
+  static const struct {
+    bool i_aes, r_aes;
+    uint8_t cipher;
+  } cases[] = {
+      /* AES only if this CPU has it: see below. */
+      {true, true, CRNET__CIPHER_AES256GCM},
+      {true, false, CRNET__CIPHER_XCHACHA20POLY1305},
+      {false, true, CRNET__CIPHER_XCHACHA20POLY1305},
+      {false, false, CRNET__CIPHER_XCHACHA20POLY1305},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    run rn;
+    run_encrypted(&rn, CRNET__HS_ENCRYPT, CRNET__HS_ENCRYPT, cases[k].i_aes,
+                  cases[k].r_aes, NULL, NULL);
+    ck_assert_msg(rn.stage == STAGE_DONE, "case %zu: %s", k, rn.why);
+    ck_assert(rn.i.encrypt && rn.r.encrypt);
+    uint8_t want = crnet__seal_aes_available()
+                       ? cases[k].cipher
+                       : CRNET__CIPHER_XCHACHA20POLY1305;
+    ck_assert_int_eq(rn.i.cipher, want);
+    ck_assert_int_eq(rn.r.cipher, want);
+    ck_assert_mem_eq(rn.i.tx_key, rn.r.rx_key, CRNET__SESSION_KEY_BYTES);
+    ck_assert_mem_eq(rn.i.rx_key, rn.r.tx_key, CRNET__SESSION_KEY_BYTES);
+    ck_assert(memcmp(rn.i.tx_key, rn.i.rx_key, CRNET__SESSION_KEY_BYTES) != 0);
+    ck_assert(!all_zero(rn.i.tx_key, CRNET__SESSION_KEY_BYTES));
+    ck_assert(all_zero(rn.i.esk, sizeof rn.i.esk));
+    ck_assert(all_zero(rn.r.esk, sizeof rn.r.esk));
+    /* The ephemeral keys travelled, the secrets did not. */
+    ck_assert(!all_zero(rn.hello + H_EPK, CRNET__EPK_BYTES));
+    ck_assert(!all_zero(rn.reply + R_EPK, CRNET__EPK_BYTES));
+    wipe_run(&rn);
+  }
+}
+END_TEST
+
+/* Fresh keys per connection: two handshakes between the same ranks with
+ * the same job key derive different session keys. A rendezvous server
+ * follows the rank either way. */
+START_TEST(test_kx_fresh_and_follow) {
+  run a, b;
+  run_encrypted(&a, CRNET__HS_ENCRYPT, CRNET__HS_ENCRYPT, true, true, NULL,
+                NULL);
+  run_encrypted(&b, CRNET__HS_ENCRYPT, CRNET__HS_ENCRYPT, true, true, NULL,
+                NULL);
+  ck_assert(a.stage == STAGE_DONE && b.stage == STAGE_DONE);
+  ck_assert(memcmp(a.i.tx_key, b.i.tx_key, CRNET__SESSION_KEY_BYTES) != 0);
+  wipe_run(&a);
+  wipe_run(&b);
+
+  for (int enc = 0; enc < 2; enc++) {
+    crnet__handshake i, r;
+    uint8_t hello[CRNET__HS_HELLO_SIZE], reply[CRNET__HS_REPLY_SIZE],
+        finish[CRNET__HS_FINISH_SIZE];
+    crnet__hs_init_initiator(&i, key_a, CRNET__HS_RENDEZVOUS, 3, -2, 5);
+    crnet__hs_init_responder(&r, key_a, CRNET__RANK_RENDEZVOUS, 5);
+    crnet__hs_set_encrypt(&i, enc ? CRNET__HS_ENCRYPT : CRNET__HS_PLAIN);
+    crnet__hs_set_encrypt(&r, CRNET__HS_FOLLOW);
+    crnet__hs_write_hello(&i, hello);
+    ck_assert_int_eq(crnet__hs_read_hello(&r, hello, reply), 0);
+    ck_assert_int_eq(crnet__hs_read_reply(&i, reply, finish), 0);
+    ck_assert_int_eq(crnet__hs_read_finish(&r, finish), 0);
+    ck_assert_int_eq(i.encrypt, enc);
+    ck_assert_int_eq(r.encrypt, enc);
+    if (enc)
+      ck_assert_mem_eq(i.tx_key, r.rx_key, CRNET__SESSION_KEY_BYTES);
+    crnet__hs_wipe(&i);
+    crnet__hs_wipe(&r);
+  }
+}
+END_TEST
+
+/* A man in the middle without the job key swaps in an ephemeral key of his
+ * own (he would know the secret behind it): the MAC over HELLO or REPLY no
+ * longer matches. */
+typedef struct swap {
+  enum msg which;
+  uint8_t epk[CRNET__EPK_BYTES];
+} swap;
+
+static void swap_epk(enum msg which, uint8_t *m, size_t len, void *arg) {
+  swap *sw = arg;
+  (void)len;
+  if (which == sw->which)
+    memcpy(m + (which == MSG_HELLO ? H_EPK : R_EPK), sw->epk, CRNET__EPK_BYTES);
+}
+
+START_TEST(test_kx_mitm_swaps_key) {
+  swap sw;
+  crnet__handshake donor;
+  uint8_t hello[CRNET__HS_HELLO_SIZE];
+  /* A genuine public key from a handshake of the attacker's own. */
+  crnet__hs_init_initiator(&donor, key_b, CRNET__HS_MESH, 0, 1, 2);
+  crnet__hs_set_encrypt(&donor, CRNET__HS_ENCRYPT);
+  crnet__hs_write_hello(&donor, hello);
+  memcpy(sw.epk, hello + H_EPK, CRNET__EPK_BYTES);
+  crnet__hs_wipe(&donor);
+  for (int m = 0; m < 2; m++) {
+    run rn;
+    sw.which = m == 0 ? MSG_HELLO : MSG_REPLY;
+    run_encrypted(&rn, CRNET__HS_ENCRYPT, CRNET__HS_ENCRYPT, true, true,
+                  swap_epk, &sw);
+    expect_failure(&rn, STAGE_READ_REPLY, "bad MAC",
+                   m == 0 ? "HELLO epk swapped" : "REPLY epk swapped");
+    wipe_run(&rn);
+  }
+  /* A low-order point (all zeros) as the initiator's key: refused. */
+  memset(sw.epk, 0, sizeof sw.epk);
+  sw.which = MSG_HELLO;
+  run rn;
+  run_encrypted(&rn, CRNET__HS_ENCRYPT, CRNET__HS_ENCRYPT, true, true, swap_epk,
+                &sw);
+  expect_failure(&rn, STAGE_READ_HELLO, "weak ephemeral key", "zero epk");
+  wipe_run(&rn);
+}
+END_TEST
+
+/* Ranks that disagree about CRNET_ENCRYPT never connect, and the initiator
+ * learns why from an authenticated REPLY. A disagreeing initiator never
+ * sends FINISH; the responder refuses even one with a correct MAC (the test
+ * computes it with the reference HMAC). */
+START_TEST(test_kx_mismatch_refused) {
+  run rn;
+  run_encrypted(&rn, CRNET__HS_PLAIN, CRNET__HS_ENCRYPT, true, true, NULL,
+                NULL);
+  expect_failure(&rn, STAGE_READ_REPLY,
+                 "peer encrypts (CRNET_ENCRYPT=1), we do not", "I plain");
+  ck_assert(!rn.i.encrypt);
+  wipe_run(&rn);
+  run_encrypted(&rn, CRNET__HS_ENCRYPT, CRNET__HS_PLAIN, true, true, NULL,
+                NULL);
+  expect_failure(&rn, STAGE_READ_REPLY,
+                 "peer does not encrypt (CRNET_ENCRYPT=0), we do",
+                 "I encrypts");
+  wipe_run(&rn);
+
+  /* The responder's side: it answered, but FINISH is refused even when its
+   * MAC is right. */
+  crnet__handshake i, r;
+  uint8_t hello[CRNET__HS_HELLO_SIZE], reply[CRNET__HS_REPLY_SIZE],
+      finish[CRNET__HS_FINISH_SIZE];
+  crnet__hs_init_initiator(&i, key_a, CRNET__HS_MESH, 0, 1, 2);
+  crnet__hs_init_responder(&r, key_a, 1, 2);
+  crnet__hs_set_encrypt(&r, CRNET__HS_ENCRYPT);
+  crnet__hs_write_hello(&i, hello);
+  ck_assert_int_eq(crnet__hs_read_hello(&r, hello, reply), 0);
+  /* What a plain initiator would have accepted: the REPLY with the
+   * responder's flag cleared, MAC recomputed by the test from the key. */
+  ck_assert_int_eq(reply[R_FLAGS], 1);
+  ck_assert_int_eq(reply[R_CIPHER], 0);
+  ck_assert_int_eq(crnet__hs_read_reply(&i, reply, finish), CRNET_EAUTH);
+  uint8_t mac[CRNET__MAC_BYTES];
+  ref_mac(key_a, "crnet initiator", hello, sizeof hello, reply, sizeof reply,
+          mac);
+  memcpy(finish, "CRNZ", 4);
+  memcpy(finish + F_MAC, mac, sizeof mac);
+  ck_assert_int_eq(crnet__hs_read_finish(&r, finish), CRNET_EAUTH);
+  ck_assert_str_eq(r.why, "peer does not encrypt (CRNET_ENCRYPT=0), we do");
+  crnet__hs_wipe(&i);
+  crnet__hs_wipe(&r);
+}
+END_TEST
+
+/* A REPLY that picks AES for an initiator without it is refused even with
+ * a valid MAC. */
+START_TEST(test_kx_cipher_checks) {
+  run rn;
+  /* Both announce AES, so the responder picks it; then the initiator is
+   * made to lack it, as a peer whose HELLO lied would. */
+  memset(&rn, 0, sizeof rn);
+  crnet__hs_init_initiator(&rn.i, key_a, CRNET__HS_MESH, 0, 1, 2);
+  crnet__hs_init_responder(&rn.r, key_a, 1, 2);
+  crnet__hs_set_encrypt(&rn.i, CRNET__HS_ENCRYPT);
+  crnet__hs_set_encrypt(&rn.r, CRNET__HS_ENCRYPT);
+  rn.i.aes_ok = rn.r.aes_ok = true;
+  crnet__hs_write_hello(&rn.i, rn.hello);
+  ck_assert_int_eq(crnet__hs_read_hello(&rn.r, rn.hello, rn.reply), 0);
+  ck_assert_int_eq(rn.reply[R_CIPHER], CRNET__CIPHER_AES256GCM);
+  rn.i.aes_ok = false;
+  ck_assert_int_eq(crnet__hs_read_reply(&rn.i, rn.reply, rn.finish),
+                   CRNET_EAUTH);
+  ck_assert_str_eq(rn.i.why, "peer chose AES-256-GCM, which this CPU lacks");
+  wipe_run(&rn);
+}
+END_TEST
+
 static Suite *handshake_suite(void) {
   Suite *s = suite_create("handshake");
 
@@ -1336,6 +1581,15 @@ static Suite *handshake_suite(void) {
   tcase_add_test(tc, test_job_id);
   tcase_add_test(tc, test_reference_sha512);
   tcase_add_test(tc, test_macs_match_reference);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("key_exchange");
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, test_kx_same_keys);
+  tcase_add_test(tc, test_kx_fresh_and_follow);
+  tcase_add_test(tc, test_kx_mitm_swaps_key);
+  tcase_add_test(tc, test_kx_mismatch_refused);
+  tcase_add_test(tc, test_kx_cipher_checks);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("attacks");

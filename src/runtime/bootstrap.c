@@ -90,6 +90,12 @@ struct bootstrap {
   bool accept_deferred; /* a connection came before the table */
 
   int connected;    /* mesh links up */
+  /* Mesh links whose handshake is not over. Their callbacks point at this
+   * bootstrap, which lives on crnet__bootstrap's stack, so they are closed
+   * when it ends, lest one completes later (a peer slow to answer while
+   * the job already failed) and keeps the comm's loop alive. */
+  crnet__peer **pending;
+  int npending, pending_cap;
   bool *retry_peer; /* links (as c->peers) to connect again */
   int outstanding_handles;
   int fatal; /* a negative code once the bootstrap cannot succeed */
@@ -147,10 +153,23 @@ static crnet__peer **slot_of(crnet_comm *c, const crnet__link *l) {
   return crnet__comm_link(c, l->peer, l->stream);
 }
 
+static const crnet__link_callbacks mesh_boot_callbacks;
+
+static void forget_pending(bootstrap *b, crnet__peer *p) {
+  for (int i = 0; i < b->npending; i++)
+    if (b->pending[i] == p) {
+      b->pending[i] = b->pending[--b->npending];
+      return;
+    }
+}
+
 static void peer_closed(crnet__link *l) {
   crnet__peer *p = (crnet__peer *)l;
   crnet_comm *c = p->comm;
   crnet__peer **slot = slot_of(c, l);
+  /* A link that could not even start closes without on_ready. */
+  if (l->cb == &mesh_boot_callbacks && l->owner != NULL)
+    forget_pending(l->owner, p);
   c->open_peers--;
   if (slot != NULL && *slot == p)
     *slot = NULL;
@@ -165,6 +184,7 @@ static void on_mesh_ready(crnet__link *l, int status) {
   bootstrap *b = l->owner;
   crnet__peer **slot;
   char who[160];
+  forget_pending(b, p);
   if (status != 0) {
     if (!l->initiator) {
       crnet__log("dropped connection from %s: %s", l->addr, l->why);
@@ -204,8 +224,8 @@ static void on_mesh_ready(crnet__link *l, int status) {
   l->cb = &crnet__peer_callbacks;
   l->owner = c;
   b->connected++;
-  crnet__debug("link to rank %d stream %d up (%s)", (int)l->peer,
-               (int)l->stream, l->addr);
+  crnet__debug("link to rank %d stream %d up (%s, cipher %s)", (int)l->peer,
+               (int)l->stream, l->addr, crnet__cipher_name(l->cipher));
 }
 
 static void on_retry_mesh(uv_timer_t *t) {
@@ -242,13 +262,34 @@ static const crnet__link_callbacks mesh_boot_callbacks = {
     .on_closed = peer_closed,
 };
 
-static crnet__peer *new_peer(crnet_comm *c) {
-  crnet__peer *p = calloc(1, sizeof *p);
+static crnet__peer *new_peer(bootstrap *b) {
+  crnet__peer *p;
+  if (b->npending == b->pending_cap) {
+    int cap = b->pending_cap > 0 ? 2 * b->pending_cap : 16;
+    crnet__peer **grown = realloc(b->pending, sizeof *grown * (size_t)cap);
+    if (grown == NULL)
+      return NULL;
+    b->pending = grown;
+    b->pending_cap = cap;
+  }
+  p = calloc(1, sizeof *p);
   if (p == NULL)
     return NULL;
-  p->comm = c;
-  c->open_peers++;
+  p->comm = b->c;
+  b->c->open_peers++;
+  b->pending[b->npending++] = p;
   return p;
+}
+
+/* Closes the links still in their handshake (see bootstrap.pending). */
+static void close_pending(bootstrap *b) {
+  while (b->npending > 0) {
+    crnet__peer *p = b->pending[--b->npending];
+    p->link.owner = NULL;
+    crnet__link_close(&p->link);
+  }
+  free(b->pending);
+  b->pending = NULL;
 }
 
 static int entry_to_sockaddr(const crnet__rdv_entry *e,
@@ -271,6 +312,13 @@ static int entry_to_sockaddr(const crnet__rdv_entry *e,
   return CRNET_EINVAL;
 }
 
+/* This rank's CRNET_ENCRYPT, for every link it opens or accepts. Every
+ * rank decides for itself; the handshake refuses a peer that decided
+ * otherwise, naming the setting. */
+static uint8_t encrypt_mode(const bootstrap *b) {
+  return b->s->encrypt ? CRNET__HS_ENCRYPT : CRNET__HS_PLAIN;
+}
+
 static void connect_peer(bootstrap *b, int j, int k) {
   crnet_comm *c = b->c;
   struct sockaddr_storage ss;
@@ -290,7 +338,7 @@ static void connect_peer(bootstrap *b, int j, int k) {
               b->s->iface, why, who);
     return;
   }
-  p = new_peer(c);
+  p = new_peer(b);
   if (p == NULL) {
     set_fatal(b, CRNET_ENOMEM, "out of memory");
     return;
@@ -307,6 +355,7 @@ static void connect_peer(bootstrap *b, int j, int k) {
     return;
   }
   crnet__link_set_streams(&p->link, (uint8_t)k, (uint8_t)c->streams);
+  crnet__link_set_encrypt(&p->link, encrypt_mode(b));
   /* The peer rank and stream are known on this side before the handshake,
    * for messages about failed attempts and for retries. */
   p->link.peer = j;
@@ -328,7 +377,7 @@ static void on_mesh_connection(uv_stream_t *server, int status) {
     b->accept_deferred = true;
     return;
   }
-  p = new_peer(c);
+  p = new_peer(b);
   if (p == NULL)
     return;
   now = uv_now(&c->loop);
@@ -337,6 +386,7 @@ static void on_mesh_connection(uv_stream_t *server, int status) {
   crnet__link_accept(&p->link, &c->loop, server, &mesh_boot_callbacks, b,
                      c->key, c->rank, c->size, left < 10000 ? left : 10000);
   crnet__link_set_streams(&p->link, 0, (uint8_t)c->streams);
+  crnet__link_set_encrypt(&p->link, encrypt_mode(b));
 }
 
 /* Binds the mesh listener to the local address `local` (its port ignored),
@@ -584,8 +634,11 @@ static void start_rdv_attempt(bootstrap *b) {
                                &rdv_client_callbacks, b, c->key,
                                CRNET__HS_RENDEZVOUS, c->rank,
                                CRNET__RANK_RENDEZVOUS, c->size,
-                               b->deadline + RDV_VERDICT_GRACE_MS - now) != 0)
+                               b->deadline + RDV_VERDICT_GRACE_MS - now) != 0) {
     rdv_attempt_failed(b, rc->link.addr, rc->link.why);
+    return;
+  }
+  crnet__link_set_encrypt(&rc->link, encrypt_mode(b));
 }
 
 /* How the attempt still under way stands, for the timeout's message. */
@@ -934,6 +987,7 @@ done:
     crnet__rdv_server_close(b.server);
     b.server_done = true;
   }
+  close_pending(&b);
   crnet__comm_run_until(c, handles_closed, &b, 0);
   free(b.retry_peer);
   if (b.fatal != 0) {

@@ -184,6 +184,12 @@ static int load_settings(const crnet_config *cfg, crnet__settings *s,
     SETTINGS_FAIL("CRNET_STREAMS_MIN_BYTES='%s' is not a number of bytes (1 "
                   "to 2^30)",
                   v);
+  v = getenv("CRNET_ENCRYPT");
+  if (v != NULL && v[0] != '\0') {
+    if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
+      SETTINGS_FAIL("CRNET_ENCRYPT='%s' is not 0 or 1", v);
+    s->encrypt = v[0] == '1';
+  }
   v = getenv("CRNET_SOCKET_BUFFER");
   if (v != NULL && v[0] != '\0' &&
       parse_int(v, 0, 1 << 30, &s->socket_buffer) != 0)

@@ -53,6 +53,7 @@ typedef struct crnet__settings {
   int streams;           /* CRNET_STREAMS */
   int stream_min;        /* CRNET_STREAMS_MIN_BYTES */
   int socket_buffer;     /* CRNET_SOCKET_BUFFER bytes; 0: the kernel's */
+  bool encrypt;          /* CRNET_ENCRYPT: AEAD on every connection */
   char schedule[CRNET_COLL_COUNT][32];
 } crnet__settings;
 

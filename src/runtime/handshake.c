@@ -4,15 +4,32 @@
  * int32 two's complement):
  *
  *   initiator I                                  responder R
- *   HELLO  "CRNH" v purpose k n-1 job_id i r size nonce_i  ->
+ *   HELLO  "CRNH" v purpose k n-1 job_id i r size nonce_i flags 0 0 0 epk_i ->
  *                                                R checks form, job id, ranks
- *       <-  REPLY "CRNR" v purpose 0 0 r nonce_r mac_r
- *   I checks form, r, mac_r
+ *       <-  REPLY "CRNR" v purpose flags cipher r nonce_r epk_r mac_r
+ *   I checks form, r, mac_r, then flags and cipher
  *   FINISH "CRNZ" mac_i                           ->
  *                                                R checks mac_i
  *
- *   mac_r = HMAC-SHA-512-256(key, "crnet responder" | HELLO | REPLY[0..44))
+ *   mac_r = HMAC-SHA-512-256(key, "crnet responder" | HELLO | REPLY[0..76))
  *   mac_i = HMAC-SHA-512-256(key, "crnet initiator" | HELLO | REPLY)
+ *
+ * Encryption. HELLO's flags say whether the initiator encrypts (bit 0) and
+ * whether its CPU has AES-256-GCM (bit 1); REPLY's say whether the responder
+ * encrypts, and its cipher byte names the cipher it picked (AES-256-GCM if
+ * both CPUs have it, else XChaCha20-Poly1305; 0 without encryption). The
+ * initiator compares only after mac_r checks out, so that a disagreement it
+ * reports is the peer's setting and not an attacker's edit. Then
+ *
+ *   q        = X25519(esk, peer's epk)
+ *   K        = BLAKE2b-512(key = q, "crnet session v2" | job key | HELLO |
+ *                          REPLY[0..76))
+ *   K[0..32)  initiator -> responder,  K[32..64)  responder -> initiator
+ *
+ * The transcript binds the keys to this connection's nonces, ranks and
+ * stream, and the job key makes them useless to anyone who merely broke one
+ * X25519 exchange. esk and q are wiped as soon as K exists. An all-zero q
+ * (a low-order epk) is refused.
  *
  * k and n-1: a mesh link is stream k of the n TCP streams each pair of
  * ranks opens (CRNET_STREAMS); 0 and 0 (stream 0 of 1) for everything else.
@@ -51,6 +68,7 @@
 
 #include "crnet.h"
 #include "frame.h"
+#include "seal.h"
 
 #define HELLO_MAGIC "CRNH"
 #define REPLY_MAGIC "CRNR"
@@ -58,6 +76,13 @@
 #define MAGIC_BYTES 4
 #define MAC_LABEL_BYTES 15
 #define JOB_ID_LABEL "crnet job id v1"
+#define SESSION_LABEL "crnet session v2"
+
+/* HELLO flag bits. */
+#define HF_ENCRYPT 0x01
+#define HF_AES 0x02
+/* REPLY flag bits. */
+#define RF_ENCRYPT 0x01
 
 /* The bound on a key file: 64 hex digits and generous room for whitespace.
  * Anything longer is not a key file. */
@@ -75,7 +100,10 @@ enum {
   H_RESPONDER = 28,
   H_SIZE = 32,
   H_NONCE = 36,
-  H_END = 68,
+  H_FLAGS = 68,
+  H_RESERVED = 69, /* 3 bytes */
+  H_EPK = 72,
+  H_END = 104,
 };
 
 /* REPLY offsets. */
@@ -83,11 +111,13 @@ enum {
   R_MAGIC = 0,
   R_VERSION = 4,
   R_PURPOSE = 5,
-  R_RESERVED = 6,
+  R_FLAGS = 6,
+  R_CIPHER = 7,
   R_RESPONDER = 8,
   R_NONCE = 12,
-  R_MAC = 44,
-  R_END = 76,
+  R_EPK = 44,
+  R_MAC = 76,
+  R_END = 108,
 };
 
 /* FINISH offsets. */
@@ -105,10 +135,12 @@ _Static_assert(sizeof "crnet responder" - 1 == MAC_LABEL_BYTES &&
                    sizeof "crnet initiator" - 1 == MAC_LABEL_BYTES,
                "both MAC labels have the same length");
 _Static_assert(H_JOB_ID + CRNET__JOB_ID_BYTES == H_INITIATOR &&
-                   H_NONCE + CRNET__NONCE_BYTES == H_END &&
+                   H_NONCE + CRNET__NONCE_BYTES == H_FLAGS &&
+                   H_EPK + CRNET__EPK_BYTES == H_END &&
                    H_END == CRNET__HS_HELLO_SIZE,
                "HELLO layout");
-_Static_assert(R_NONCE + CRNET__NONCE_BYTES == R_MAC &&
+_Static_assert(R_NONCE + CRNET__NONCE_BYTES == R_EPK &&
+                   R_EPK + CRNET__EPK_BYTES == R_MAC &&
                    R_MAC + CRNET__MAC_BYTES == R_END &&
                    R_END == CRNET__HS_REPLY_SIZE,
                "REPLY layout");
@@ -124,6 +156,13 @@ _Static_assert(CRNET__JOB_ID_BYTES >= crypto_generichash_BYTES_MIN &&
                    CRNET__JOB_ID_BYTES <= crypto_generichash_BYTES_MAX,
                "the job id is a valid BLAKE2b output size");
 _Static_assert(CRNET__HS_VERSION <= 0xff, "the version fits its byte");
+_Static_assert(CRNET__EPK_BYTES == crypto_scalarmult_BYTES &&
+                   CRNET__EPK_BYTES == crypto_scalarmult_SCALARBYTES,
+               "ephemeral keys are X25519 keys");
+_Static_assert(sizeof SESSION_LABEL - 1 == 16, "the session label");
+_Static_assert(2 * CRNET__SESSION_KEY_BYTES <= crypto_generichash_BYTES_MAX &&
+                   crypto_scalarmult_BYTES >= crypto_generichash_KEYBYTES_MIN,
+               "one BLAKE2b output holds both session keys");
 
 enum hs_state {
   HS_NONE = 0, /* zeroed, wiped or failed: every call is refused */
@@ -198,8 +237,70 @@ static void hs_init(crnet__handshake *hs, const uint8_t key[CRNET__KEY_BYTES],
   hs->state = state;
   hs->stream = 0;
   hs->streams = 1;
-  if (!sodium_ready())
+  hs->encrypt_mode = CRNET__HS_PLAIN;
+  if (!sodium_ready()) {
     fail(hs, "libsodium failed to initialise");
+    return;
+  }
+  hs->aes_ok = crnet__seal_aes_available();
+}
+
+void crnet__hs_set_encrypt(crnet__handshake *hs, uint8_t mode) {
+  assert(mode == CRNET__HS_PLAIN || mode == CRNET__HS_ENCRYPT ||
+         (mode == CRNET__HS_FOLLOW && hs->state == HS_R_READY));
+  assert(hs->state == HS_I_READY || hs->state == HS_R_READY);
+  hs->encrypt_mode = mode;
+}
+
+const char *crnet__cipher_name(uint8_t cipher) {
+  switch (cipher) {
+  case CRNET__CIPHER_NONE:
+    return "none";
+  case CRNET__CIPHER_AES256GCM:
+    return "AES-256-GCM";
+  case CRNET__CIPHER_XCHACHA20POLY1305:
+    return "XChaCha20-Poly1305";
+  }
+  return "?";
+}
+
+/* A fresh ephemeral key pair: the secret stays in hs->esk, the public key
+ * goes into the message. */
+static void new_ephemeral(crnet__handshake *hs, uint8_t epk[CRNET__EPK_BYTES]) {
+  randombytes_buf(hs->esk, sizeof hs->esk);
+  crypto_scalarmult_base(epk, hs->esk);
+}
+
+/* The session keys from the peer's ephemeral key and the transcript so far
+ * (HELLO and the REPLY body; see the top of the file). Wipes esk and the
+ * shared secret whatever happens. 0, or -1 for a low-order peer key. */
+static int derive_session_keys(crnet__handshake *hs,
+                               const uint8_t peer_epk[CRNET__EPK_BYTES]) {
+  uint8_t q[crypto_scalarmult_BYTES];
+  uint8_t k[2 * CRNET__SESSION_KEY_BYTES];
+  crypto_generichash_state st;
+  int rc = crypto_scalarmult(q, hs->esk, peer_epk);
+  sodium_memzero(hs->esk, sizeof hs->esk);
+  if (rc != 0)
+    goto out;
+  crypto_generichash_init(&st, q, sizeof q, sizeof k);
+  crypto_generichash_update(&st, (const unsigned char *)SESSION_LABEL,
+                            sizeof SESSION_LABEL - 1);
+  crypto_generichash_update(&st, hs->key, CRNET__KEY_BYTES);
+  crypto_generichash_update(&st, hs->hello, CRNET__HS_HELLO_SIZE);
+  crypto_generichash_update(&st, hs->reply, R_MAC);
+  crypto_generichash_final(&st, k, sizeof k);
+  sodium_memzero(&st, sizeof st);
+  /* The initiator sends with the first half. */
+  int initiator = hs->state == HS_I_SENT;
+  memcpy(hs->tx_key, initiator ? k : k + CRNET__SESSION_KEY_BYTES,
+         CRNET__SESSION_KEY_BYTES);
+  memcpy(hs->rx_key, initiator ? k + CRNET__SESSION_KEY_BYTES : k,
+         CRNET__SESSION_KEY_BYTES);
+out:
+  sodium_memzero(q, sizeof q);
+  sodium_memzero(k, sizeof k);
+  return rc == 0 ? 0 : -1;
 }
 
 void crnet__hs_init_initiator(crnet__handshake *hs,
@@ -255,6 +356,11 @@ void crnet__hs_write_hello(crnet__handshake *hs,
   put_rank(m + H_RESPONDER, hs->peer);
   put_rank(m + H_SIZE, hs->size);
   randombytes_buf(m + H_NONCE, CRNET__NONCE_BYTES);
+  memset(m + H_FLAGS, 0, H_END - H_FLAGS);
+  if (hs->encrypt_mode == CRNET__HS_ENCRYPT) {
+    m[H_FLAGS] = HF_ENCRYPT | (hs->aes_ok ? HF_AES : 0);
+    new_ephemeral(hs, m + H_EPK);
+  }
   memcpy(out, m, CRNET__HS_HELLO_SIZE);
   hs->state = HS_I_SENT;
 }
@@ -282,6 +388,9 @@ int crnet__hs_read_hello(crnet__handshake *hs,
     return fail(hs, "another number of streams per peer (CRNET_STREAMS)");
   if (m[H_STREAM] > m[H_STREAMS])
     return fail(hs, "stream index out of range");
+  if ((m[H_FLAGS] & ~(HF_ENCRYPT | HF_AES)) != 0 || m[H_RESERVED] != 0 ||
+      m[H_RESERVED + 1] != 0 || m[H_RESERVED + 2] != 0)
+    return fail(hs, "reserved bytes set");
   /* The job id is public, so an ordinary comparison is fine here. */
   if (memcmp(m + H_JOB_ID, hs->job_id, CRNET__JOB_ID_BYTES) != 0)
     return fail(hs, "another job");
@@ -304,17 +413,59 @@ int crnet__hs_read_hello(crnet__handshake *hs,
   hs->peer = initiator;
   hs->stream = m[H_STREAM];
 
+  bool peer_encrypts = (m[H_FLAGS] & HF_ENCRYPT) != 0;
+  bool we_encrypt = hs->encrypt_mode == CRNET__HS_FOLLOW
+                        ? peer_encrypts
+                        : hs->encrypt_mode == CRNET__HS_ENCRYPT;
+  /* A disagreement is answered, not dropped, so the initiator can report
+   * it; read_finish refuses it later (see the header). */
+  hs->mismatch = peer_encrypts != we_encrypt;
+  hs->encrypt = we_encrypt && !hs->mismatch;
+
   uint8_t *r = hs->reply;
+  memset(r, 0, CRNET__HS_REPLY_SIZE);
   memcpy(r + R_MAGIC, REPLY_MAGIC, MAGIC_BYTES);
   r[R_VERSION] = CRNET__HS_VERSION;
   r[R_PURPOSE] = purpose;
-  r[R_RESERVED] = 0;
-  r[R_RESERVED + 1] = 0;
+  r[R_FLAGS] = we_encrypt ? RF_ENCRYPT : 0;
   put_rank(r + R_RESPONDER, hs->self);
   randombytes_buf(r + R_NONCE, CRNET__NONCE_BYTES);
+  if (hs->encrypt) {
+    hs->cipher = hs->aes_ok && (m[H_FLAGS] & HF_AES) != 0
+                     ? CRNET__CIPHER_AES256GCM
+                     : CRNET__CIPHER_XCHACHA20POLY1305;
+    r[R_CIPHER] = hs->cipher;
+    new_ephemeral(hs, r + R_EPK);
+    if (derive_session_keys(hs, m + H_EPK) != 0)
+      return fail(hs, "weak ephemeral key");
+  }
   transcript_mac(hs, "crnet responder", R_MAC, r + R_MAC);
   memcpy(reply, r, CRNET__HS_REPLY_SIZE);
   hs->state = HS_R_SENT;
+  return 0;
+}
+
+/* The authenticated REPLY's encryption fields: the peer must do what we do,
+ * with a cipher we have. Derives the session keys when encrypting. */
+static int accept_cipher(crnet__handshake *hs, const uint8_t *r) {
+  bool we_encrypt = hs->encrypt_mode == CRNET__HS_ENCRYPT;
+  bool peer_encrypts = (r[R_FLAGS] & RF_ENCRYPT) != 0;
+  uint8_t cipher = r[R_CIPHER];
+  if (peer_encrypts && !we_encrypt)
+    return fail(hs, "peer encrypts (CRNET_ENCRYPT=1), we do not");
+  if (!peer_encrypts && we_encrypt)
+    return fail(hs, "peer does not encrypt (CRNET_ENCRYPT=0), we do");
+  if (!we_encrypt)
+    return cipher == CRNET__CIPHER_NONE ? 0
+                                        : fail(hs, "cipher without encryption");
+  if (cipher == CRNET__CIPHER_NONE)
+    return fail(hs, "encryption without a cipher");
+  if (cipher == CRNET__CIPHER_AES256GCM && !hs->aes_ok)
+    return fail(hs, "peer chose AES-256-GCM, which this CPU lacks");
+  if (derive_session_keys(hs, r + R_EPK) != 0)
+    return fail(hs, "weak ephemeral key");
+  hs->encrypt = true;
+  hs->cipher = cipher;
   return 0;
 }
 
@@ -335,8 +486,10 @@ int crnet__hs_read_reply(crnet__handshake *hs,
     return fail(hs, "unsupported version");
   if (r[R_PURPOSE] != hs->purpose)
     return fail(hs, "purpose differs");
-  if (r[R_RESERVED] != 0 || r[R_RESERVED + 1] != 0)
+  if ((r[R_FLAGS] & ~RF_ENCRYPT) != 0)
     return fail(hs, "reserved bytes set");
+  if (r[R_CIPHER] > CRNET__CIPHER_XCHACHA20POLY1305)
+    return fail(hs, "unknown cipher");
   if (get_rank(r + R_RESPONDER) != hs->peer)
     return fail(hs, "responder is another rank");
 
@@ -345,6 +498,9 @@ int crnet__hs_read_reply(crnet__handshake *hs,
     rc = fail(hs, "bad MAC");
     goto out;
   }
+  rc = accept_cipher(hs, r);
+  if (rc != 0)
+    goto out;
   memcpy(finish + F_MAGIC, FINISH_MAGIC, MAGIC_BYTES);
   transcript_mac(hs, "crnet initiator", CRNET__HS_REPLY_SIZE, finish + F_MAC);
   hs->state = HS_I_DONE;
@@ -367,6 +523,12 @@ int crnet__hs_read_finish(crnet__handshake *hs,
   transcript_mac(hs, "crnet initiator", CRNET__HS_REPLY_SIZE, mac);
   if (crypto_verify_32(mac, in + F_MAC) != 0) {
     rc = fail(hs, "bad MAC");
+    goto out;
+  }
+  if (hs->mismatch) {
+    rc = fail(hs, hs->encrypt_mode == CRNET__HS_ENCRYPT
+                      ? "peer does not encrypt (CRNET_ENCRYPT=0), we do"
+                      : "peer encrypts (CRNET_ENCRYPT=1), we do not");
     goto out;
   }
   hs->state = HS_R_DONE;

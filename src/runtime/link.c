@@ -15,8 +15,43 @@
  * per call anyway, and libuv's buffer length must fit its ssize_t result. */
 #define READ_CHUNK_MAX ((uint64_t)1 << 30)
 
+/* Encrypted links. The record buffer takes four whole records, so one read
+ * brings several. Each write is a chunk of up to CHUNK_RECORDS records, at
+ * most CHUNKS_IN_FLIGHT of them queued in libuv: enough to keep the socket
+ * busy while the next chunk is sealed, while bounding the memory a sender
+ * holds per link. Full-size chunks are reused rather than freed, since a
+ * large message writes many in a row and fresh memory costs page faults. */
+#define RAW_CAP (4 * CRNET__SEAL_RECORD_BYTES_MAX)
+#define SEALED_STAGE_CAP (CRNET__SEAL_RECORD_MAX + CRNET__LINK_STAGE)
+#define CHUNK_RECORDS 4
+#define CHUNK_PLAIN ((uint64_t)CHUNK_RECORDS * CRNET__SEAL_RECORD_MAX)
+#define CHUNKS_IN_FLIGHT 4
+#define FULL_CHUNK_BYTES (CHUNK_PLAIN + CHUNK_RECORDS * CRNET__SEAL_OVERHEAD)
+
+/* A frame queued on an encrypted link: the header and payload regions still
+ * to seal, in order. req is the DATA send it completes, or NULL for a
+ * control frame, whose bytes live in the item itself, after iov. */
+struct crnet__out_item {
+  crnet__out_item *next;
+  crnet__send_req *req;
+  uint32_t n, cur;     /* regions, and the one being sealed */
+  uint64_t cur_off;    /* bytes of iov[cur] sealed */
+  uint64_t last_chunk; /* the chunk that holds its last byte, once sealed */
+  crnet__iov iov[];
+};
+
+/* One write of sealed records. */
+typedef struct crnet__out_chunk {
+  uv_write_t write;
+  crnet__out_chunk *next_spare;
+  uint64_t id;
+  bool full; /* FULL_CHUNK_BYTES of data */
+  uint8_t data[];
+} out_chunk;
+
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf);
+static void fail_queued(crnet__link *l, int status);
 
 void crnet__format_sockaddr(const struct sockaddr *sa, char *buf, size_t n) {
   char ip[64] = "?";
@@ -43,6 +78,25 @@ static void on_handle_closed(uv_handle_t *h) {
   free(l->control);
   l->control = NULL;
   crnet__hs_wipe(&l->hs);
+  fail_queued(l, CRNET_EPEER);
+  crnet__seal_free(l->tx);
+  crnet__seal_free(l->rx);
+  l->tx = l->rx = NULL;
+  /* Plaintext of the peer's frames: not secret from this process, but no
+   * reason to leave it in freed memory either. */
+  if (l->stage != l->stage_buf) {
+    crnet__wipe(l->stage, l->stage_cap);
+    free(l->stage);
+    l->stage = l->stage_buf;
+  }
+  free(l->raw);
+  l->raw = NULL;
+  while (l->spare != NULL) {
+    out_chunk *ch = l->spare;
+    l->spare = ch->next_spare;
+    free(ch);
+  }
+  l->nspare = 0;
   if (l->cb->on_closed != NULL)
     l->cb->on_closed(l);
 }
@@ -97,10 +151,33 @@ static void hs_fail(crnet__link *l, int status, const char *why) {
   l->cb->on_ready(l, status);
 }
 
+/* Sets up the record layer with the handshake's session keys. */
+static int start_sealing(crnet__link *l) {
+  crnet__handshake *hs = &l->hs;
+  uint8_t *stage;
+  if (crnet__seal_new(&l->tx, hs->cipher, hs->tx_key) != 0 ||
+      crnet__seal_new(&l->rx, hs->cipher, hs->rx_key) != 0)
+    return -1;
+  l->raw = malloc(RAW_CAP);
+  stage = malloc(SEALED_STAGE_CAP);
+  if (l->raw == NULL || stage == NULL) {
+    free(stage);
+    return -1;
+  }
+  l->stage = stage;
+  l->stage_cap = SEALED_STAGE_CAP;
+  l->cipher = hs->cipher;
+  return 0;
+}
+
 static void hs_succeed(crnet__link *l) {
   l->peer = l->hs.peer;
   l->purpose = l->hs.purpose;
   l->stream = l->hs.stream;
+  if (l->hs.encrypt && start_sealing(l) != 0) {
+    hs_fail(l, CRNET_ENOMEM, "out of memory for the record layer");
+    return;
+  }
   crnet__hs_wipe(&l->hs);
   uv_timer_stop(&l->timer);
   l->state = CRNET__LINK_READY;
@@ -190,6 +267,8 @@ static void on_connect(uv_connect_t *req, int status) {
 static void link_init(crnet__link *l, uv_loop_t *loop,
                       const crnet__link_callbacks *cb, void *owner) {
   memset(l, 0, sizeof *l);
+  l->stage = l->stage_buf;
+  l->stage_cap = sizeof l->stage_buf;
   l->cb = cb;
   l->owner = owner;
   l->peer = -1;
@@ -283,6 +362,10 @@ int crnet__link_accept(crnet__link *l, uv_loop_t *loop, uv_stream_t *server,
   return 0;
 }
 
+void crnet__link_set_encrypt(crnet__link *l, uint8_t mode) {
+  crnet__hs_set_encrypt(&l->hs, mode);
+}
+
 void crnet__link_set_streams(crnet__link *l, uint8_t stream,
                              uint8_t streams) {
   /* A link that failed to start has no handshake to set. */
@@ -313,7 +396,7 @@ static bool parked(const crnet__link *l) {
 }
 
 static bool stage_full(const crnet__link *l) {
-  return l->stage_len - l->stage_off == sizeof l->stage;
+  return l->stage_len - l->stage_off == l->stage_cap;
 }
 
 /* The posted receive's next byte: skips iovs that are filled. */
@@ -347,6 +430,23 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
     buf->len = l->hs_want - l->hs_got;
     return;
   }
+  if (l->rx != NULL) {
+    /* Encrypted: everything goes through the record buffer. Reading stops
+     * before it is full (see pump_records), so there is always room. What
+     * is not opened yet moves to the front only when a whole record would
+     * no longer fit behind it, not at every read. */
+    if (l->raw_off == l->raw_len) {
+      l->raw_off = l->raw_len = 0;
+    } else if (RAW_CAP - l->raw_len < CRNET__SEAL_RECORD_BYTES_MAX) {
+      memmove(l->raw, l->raw + l->raw_off, l->raw_len - l->raw_off);
+      l->raw_len -= l->raw_off;
+      l->raw_off = 0;
+    }
+    assert(l->raw_len < RAW_CAP);
+    buf->base = (char *)l->raw + l->raw_len;
+    buf->len = RAW_CAP - l->raw_len;
+    return;
+  }
   if (data_payload_pending(l)) {
     buf->base = (char *)recv_cursor(l->recv, &want);
   } else if (l->have_header && l->hdr.kind != CRNET__FRAME_DATA) {
@@ -357,12 +457,12 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
      * buffer, after moving what is left of it to the front (reading stops
      * once it is full, see process_stage). */
     uint32_t left = l->stage_len - l->stage_off;
-    assert(left < sizeof l->stage);
+    assert(left < l->stage_cap);
     memmove(l->stage, l->stage + l->stage_off, left);
     l->stage_off = 0;
     l->stage_len = left;
     buf->base = (char *)l->stage + left;
-    buf->len = sizeof l->stage - left;
+    buf->len = l->stage_cap - left;
     return;
   }
   buf->len = (size_t)(want < READ_CHUNK_MAX ? want : READ_CHUNK_MAX);
@@ -492,10 +592,99 @@ static void process_stage(crnet__link *l) {
    * reading); then the bytes stay in the socket, TCP flow control paces the
    * peer, and the receive, once posted, still gets the rest of a large
    * payload without a copy. */
-  if (parked(l) && stage_full(l))
+  if (l->rx == NULL && parked(l) && stage_full(l))
     stop_reading(l);
 }
 
+static void record_failed(crnet__link *l, int rc) {
+  char why[sizeof l->why];
+  snprintf(why, sizeof why, "a frame from rank %d failed authentication%s",
+           (int)l->peer, rc == CRNET_EAUTH ? "" : " (record count exhausted)");
+  link_fail(l, CRNET_EAUTH, why);
+}
+
+/* Whether the next record's plaintext lies wholly inside the current region
+ * of the DATA payload being received: then it can be opened right there,
+ * with no copy through the staging buffer (the usual case for the records
+ * of a large payload, which the sender cuts from the payload itself). */
+static bool record_fits_recv(crnet__link *l, uint32_t len) {
+  uint64_t room;
+  if (!data_payload_pending(l) || l->recv->len - l->recv->got < len)
+    return false;
+  (void)recv_cursor(l->recv, &room);
+  return room >= len;
+}
+
+/* Opens the next record into the posted receive (record_fits_recv). On a
+ * failure the receive's bytes there are zeroed, and the receive fails with
+ * the link. 1 or -1, as open_record. */
+static int open_into_recv(crnet__link *l, uint8_t *rec, uint32_t len) {
+  uint64_t room;
+  crnet__recv_req *r = l->recv;
+  int rc = crnet__seal_open(l->rx, rec, len, recv_cursor(r, &room));
+  if (rc != 0) {
+    record_failed(l, rc);
+    return -1;
+  }
+  l->raw_off += len + CRNET__SEAL_OVERHEAD;
+  r->got += len;
+  r->cur_got += len;
+  if (r->got == r->len)
+    data_done(l);
+  return 1;
+}
+
+/* Opens the record at the front of the record buffer into the staging
+ * buffer, behind what is left there. 1: done; 0: not now (the record is not
+ * whole yet, or there is no room for its plaintext); -1: the link failed. */
+static int open_record(crnet__link *l) {
+  uint32_t avail = l->raw_len - l->raw_off, left, len;
+  uint8_t *rec = l->raw + l->raw_off;
+  char why[sizeof l->why];
+  int rc;
+  if (avail < CRNET__SEAL_LEN_BYTES)
+    return 0;
+  len = crnet__seal_record_len(rec);
+  if (len == 0) {
+    snprintf(why, sizeof why, "rank %d sent a malformed record", (int)l->peer);
+    link_fail(l, CRNET_EAUTH, why);
+    return -1;
+  }
+  if (avail < len + CRNET__SEAL_OVERHEAD)
+    return 0;
+  left = l->stage_len - l->stage_off;
+  if (left == 0 && record_fits_recv(l, len))
+    return open_into_recv(l, rec, len);
+  if (l->stage_cap - left < len)
+    return 0;
+  /* What is left of the stage goes to the front first, so the record can
+   * be opened straight behind it. */
+  memmove(l->stage, l->stage + l->stage_off, left);
+  l->stage_off = 0;
+  l->stage_len = left;
+  rc = crnet__seal_open(l->rx, rec, len, l->stage + left);
+  if (rc != 0) {
+    record_failed(l, rc);
+    return -1;
+  }
+  l->stage_len = left + len;
+  l->raw_off += len + CRNET__SEAL_OVERHEAD;
+  return 1;
+}
+
+/* Encrypted reading: parses what is staged and opens records while that
+ * makes progress; reads on while the record buffer has room. */
+static void pump_records(crnet__link *l) {
+  do
+    process_stage(l);
+  while (link_usable(l) && open_record(l) > 0);
+  if (!link_usable(l))
+    return;
+  if (l->raw_len - l->raw_off == RAW_CAP)
+    stop_reading(l); /* parked, and the peer is further ahead still */
+  else
+    start_reading(l);
+}
 /* The connection ended while a DATA frame waits parked for its receive
  * (the peer was ahead). Frames staged behind it were never parsed, and one
  * may be the ABORT that says why the peer left: hand that to the owner
@@ -537,6 +726,9 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
               n == UV_EOF ? "closed during the handshake" : uv_strerror((int)n));
       return;
     }
+    /* Records read but not opened may hold the ABORT too. */
+    while (l->rx != NULL && parked(l) && !l->failed && open_record(l) > 0)
+      ;
     deliver_staged_abort(l);
     if (n == UV_EOF)
       snprintf(why, sizeof why, "rank %d closed its connection", (int)l->peer);
@@ -552,6 +744,11 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
     l->hs_got += (size_t)n;
     if (l->hs_got == l->hs_want)
       hs_step(l);
+    return;
+  }
+  if (l->rx != NULL) {
+    l->raw_len += (uint32_t)n;
+    pump_records(l);
     return;
   }
   if (buf->base == (char *)l->stage + l->stage_len) {
@@ -589,9 +786,12 @@ void crnet__link_post_recv(crnet__link *l, crnet__recv_req *r) {
      * here, as it would have from the read). */
     if (!header_matches(l))
       return;
-    process_stage(l);
+    if (l->rx == NULL)
+      process_stage(l);
   }
-  if (link_usable(l) && !(parked(l) && stage_full(l)))
+  if (l->rx != NULL)
+    pump_records(l);
+  else if (link_usable(l) && !(parked(l) && stage_full(l)))
     start_reading(l);
 }
 
@@ -624,6 +824,230 @@ static void on_send_done(uv_write_t *w, int status) {
   }
 }
 
+/* --- writing on an encrypted link (see link.h) ---------------------------- */
+
+static void pump_sealing(crnet__link *l, bool all);
+
+static void queue_append(crnet__out_item **head, crnet__out_item **tail,
+                         crnet__out_item *it) {
+  it->next = NULL;
+  if (*tail != NULL)
+    (*tail)->next = it;
+  else
+    *head = it;
+  *tail = it;
+}
+
+static crnet__out_item *queue_pop(crnet__out_item **head,
+                                  crnet__out_item **tail) {
+  crnet__out_item *it = *head;
+  *head = it->next;
+  if (*head == NULL)
+    *tail = NULL;
+  return it;
+}
+
+/* A queued frame is over: its send completes, a control frame's bytes go. */
+static void complete_item(crnet__link *l, crnet__out_item *it, int status) {
+  l->pending_writes--;
+  if (it->req != NULL) {
+    it->req->status = status;
+    it->req->done = true;
+  }
+  free(it);
+}
+
+/* Completes every queued frame with status (the link is closing or broken:
+ * nothing more will be written). */
+static void fail_queued(crnet__link *l, int status) {
+  while (l->out_head != NULL)
+    complete_item(l, queue_pop(&l->out_head, &l->out_tail), status);
+  l->out_bytes = 0;
+  while (l->sealed_head != NULL)
+    complete_item(l, queue_pop(&l->sealed_head, &l->sealed_tail), status);
+}
+
+/* The unsealed bytes of the queue head's current region. */
+static const uint8_t *head_bytes(const crnet__link *l, uint64_t *n) {
+  const crnet__out_item *it = l->out_head;
+  const crnet__iov *v = &it->iov[it->cur];
+  *n = v->len - it->cur_off;
+  return (const uint8_t *)v->base + it->cur_off;
+}
+
+/* Counts n bytes of the head's current region (at most what it holds) as
+ * sealed into chunk. A frame whose last byte that was moves to the sealed
+ * queue. */
+static void advance(crnet__link *l, uint64_t n, uint64_t chunk) {
+  crnet__out_item *it = l->out_head;
+  l->out_bytes -= n;
+  it->cur_off += n;
+  if (it->cur_off < it->iov[it->cur].len)
+    return;
+  it->cur++;
+  it->cur_off = 0;
+  if (it->cur == it->n) {
+    queue_pop(&l->out_head, &l->out_tail);
+    it->last_chunk = chunk;
+    queue_append(&l->sealed_head, &l->sealed_tail, it);
+  }
+}
+
+/* Seals the next `len` queued bytes into the record at rec. A region that
+ * holds them all (a large payload) is sealed from where it is; otherwise
+ * (headers, small frames, region ends) they are gathered into the record
+ * first and sealed in place. */
+static int seal_next(crnet__link *l, uint8_t *rec, uint32_t len,
+                     uint64_t chunk) {
+  uint8_t *text = rec + CRNET__SEAL_LEN_BYTES;
+  uint64_t n;
+  const uint8_t *src = head_bytes(l, &n);
+  if (n >= len) {
+    advance(l, len, chunk);
+    return crnet__seal_record(l->tx, rec, src, len);
+  }
+  for (uint32_t got = 0; got < len; got += (uint32_t)n) {
+    src = head_bytes(l, &n);
+    if (n > len - got)
+      n = len - got;
+    memcpy(text + got, src, n);
+    advance(l, n, chunk);
+  }
+  return crnet__seal_record(l->tx, rec, text, len);
+}
+
+/* A chunk buffer of cap bytes: a spare one if it is full-size. */
+static out_chunk *get_chunk(crnet__link *l, size_t cap) {
+  out_chunk *ch;
+  if (cap == FULL_CHUNK_BYTES && l->spare != NULL) {
+    ch = l->spare;
+    l->spare = ch->next_spare;
+    l->nspare--;
+    return ch;
+  }
+  ch = malloc(sizeof *ch + cap);
+  if (ch != NULL)
+    ch->full = cap == FULL_CHUNK_BYTES;
+  return ch;
+}
+
+static void put_chunk(crnet__link *l, out_chunk *ch) {
+  if (!ch->full || l->nspare >= CHUNKS_IN_FLIGHT) {
+    free(ch);
+    return;
+  }
+  ch->next_spare = l->spare;
+  l->spare = ch;
+  l->nspare++;
+}
+
+static void on_chunk_written(uv_write_t *w, int status) {
+  out_chunk *ch = (out_chunk *)w;
+  crnet__link *l = w->data;
+  char why[128];
+  l->chunks_in_flight--;
+  if (status < 0) {
+    put_chunk(l, ch);
+    fail_queued(l, CRNET_EPEER);
+    if (status != UV_ECANCELED) {
+      snprintf(why, sizeof why, "sending to %s failed: %s", l->addr,
+               uv_strerror(status));
+      link_fail(l, CRNET_EPEER, why);
+    }
+    return;
+  }
+  while (l->sealed_head != NULL && l->sealed_head->last_chunk <= ch->id)
+    complete_item(l, queue_pop(&l->sealed_head, &l->sealed_tail), 0);
+  put_chunk(l, ch);
+  if (l->state == CRNET__LINK_READY)
+    pump_sealing(l, false);
+}
+
+/* Seals one chunk of records from the queue and writes it. The chunk is as
+ * large as what is queued, up to CHUNK_RECORDS full records, so that small
+ * frames cost small buffers. */
+static int seal_chunk(crnet__link *l) {
+  uint64_t plain = l->out_bytes < CHUNK_PLAIN ? l->out_bytes : CHUNK_PLAIN;
+  uint64_t records =
+      (plain + CRNET__SEAL_RECORD_MAX - 1) / CRNET__SEAL_RECORD_MAX;
+  size_t used = 0, cap = (size_t)(plain + records * CRNET__SEAL_OVERHEAD);
+  out_chunk *ch = get_chunk(l, cap);
+  uv_buf_t b;
+  if (ch == NULL) {
+    link_fail(l, CRNET_ENOMEM, "out of memory for sealed records");
+    return -1;
+  }
+  ch->id = l->next_chunk++;
+  while (plain > 0) {
+    uint32_t len = plain < CRNET__SEAL_RECORD_MAX ? (uint32_t)plain
+                                                  : CRNET__SEAL_RECORD_MAX;
+    if (seal_next(l, ch->data + used, len, ch->id) != 0) {
+      put_chunk(l, ch);
+      link_fail(l, CRNET_EIO, "record count exhausted");
+      return -1;
+    }
+    used += len + CRNET__SEAL_OVERHEAD;
+    plain -= len;
+  }
+  assert(used == cap);
+  b.base = (char *)ch->data;
+  b.len = used;
+  ch->write.data = l;
+  if (uv_write(&ch->write, (uv_stream_t *)&l->tcp, &b, 1, on_chunk_written) !=
+      0) {
+    put_chunk(l, ch);
+    link_fail(l, CRNET_EPEER, "cannot write sealed records");
+    return -1;
+  }
+  l->chunks_in_flight++;
+  return 0;
+}
+
+/* Seals while there are queued bytes and room in flight (all: no bound,
+ * before a shutdown). A failure completes every queued frame. */
+static void pump_sealing(crnet__link *l, bool all) {
+  while (l->out_head != NULL && (all || l->chunks_in_flight < CHUNKS_IN_FLIGHT))
+    if (seal_chunk(l) != 0) {
+      fail_queued(l, CRNET_EPEER);
+      return;
+    }
+}
+
+/* A queue item for a frame of nregions regions, allocated with `extra`
+ * bytes after its iov array (a control frame's copy). */
+static crnet__out_item *new_item(uint32_t nregions, size_t extra) {
+  crnet__out_item *it =
+      malloc(sizeof *it + sizeof it->iov[0] * nregions + extra);
+  if (it == NULL)
+    return NULL;
+  memset(it, 0, sizeof *it);
+  it->n = nregions;
+  return it;
+}
+
+static void send_sealed(crnet__link *l, crnet__send_req *r,
+                        const crnet__frame_header *h, const crnet__iov *iov,
+                        uint32_t niov) {
+  crnet__out_item *it = new_item(niov + 1, 0);
+  if (it == NULL) {
+    r->status = CRNET_ENOMEM;
+    r->done = true;
+    link_fail(l, CRNET_ENOMEM, "out of memory for a send");
+    return;
+  }
+  it->req = r;
+  it->iov[0].base = r->header;
+  it->iov[0].len = sizeof r->header;
+  it->n = 1;
+  for (uint32_t i = 0; i < niov; i++)
+    if (iov[i].len > 0)
+      it->iov[it->n++] = iov[i];
+  queue_append(&l->out_head, &l->out_tail, it);
+  l->out_bytes += sizeof r->header + h->length;
+  l->pending_writes++;
+  pump_sealing(l, false);
+}
+
 void crnet__link_send(crnet__link *l, crnet__send_req *r,
                       const crnet__frame_header *h, const crnet__iov *iov,
                       uint32_t niov) {
@@ -635,6 +1059,11 @@ void crnet__link_send(crnet__link *l, crnet__send_req *r,
   if (l->failed || l->state != CRNET__LINK_READY) {
     r->status = CRNET_EPEER;
     r->done = true;
+    return;
+  }
+  if (l->tx != NULL) {
+    crnet__frame_encode(h, r->header);
+    send_sealed(l, r, h, iov, niov);
     return;
   }
   if (niov + 1 > sizeof small / sizeof small[0]) {
@@ -688,6 +1117,25 @@ static void on_control_sent(uv_write_t *w, int status) {
   }
 }
 
+static int send_control_sealed(crnet__link *l, const crnet__frame_header *h,
+                               const void *payload, uint64_t len) {
+  crnet__out_item *it = new_item(1, CRNET__FRAME_HEADER_SIZE + (size_t)len);
+  uint8_t *bytes;
+  if (it == NULL)
+    return CRNET_ENOMEM;
+  bytes = (uint8_t *)&it->iov[1];
+  crnet__frame_encode(h, bytes);
+  if (len > 0)
+    memcpy(bytes + CRNET__FRAME_HEADER_SIZE, payload, len);
+  it->iov[0].base = bytes;
+  it->iov[0].len = CRNET__FRAME_HEADER_SIZE + len;
+  queue_append(&l->out_head, &l->out_tail, it);
+  l->out_bytes += it->iov[0].len;
+  l->pending_writes++;
+  pump_sealing(l, false);
+  return 0;
+}
+
 int crnet__link_send_control(crnet__link *l, uint8_t kind, const void *payload,
                              uint64_t len) {
   crnet__frame_header h = {.kind = kind, .length = len};
@@ -697,6 +1145,8 @@ int crnet__link_send_control(crnet__link *l, uint8_t kind, const void *payload,
    * a peer that sent something wrong why it is being dropped. */
   if (l->state != CRNET__LINK_READY)
     return CRNET_EPEER;
+  if (l->tx != NULL)
+    return send_control_sealed(l, &h, payload, len);
   cw = malloc(sizeof *cw + len);
   if (cw == NULL)
     return CRNET_ENOMEM;
@@ -723,6 +1173,7 @@ void crnet__link_close(crnet__link *l) {
   l->state = CRNET__LINK_CLOSING;
   stop_reading(l);
   finish_recv(l, CRNET_EPEER);
+  fail_queued(l, CRNET_EPEER);
   uv_close((uv_handle_t *)&l->tcp, on_handle_closed);
   uv_close((uv_handle_t *)&l->timer, on_handle_closed);
 }
@@ -743,6 +1194,9 @@ void crnet__link_close_gently(crnet__link *l, uint64_t linger_ms) {
     crnet__link_close(l);
     return;
   }
+  /* The shutdown must follow every frame already sent, so what is queued
+   * unsealed is sealed now, whatever the bound in flight. */
+  pump_sealing(l, true);
   l->state = CRNET__LINK_CLOSING;
   l->draining = true;
   finish_recv(l, CRNET_EPEER);

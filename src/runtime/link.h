@@ -31,6 +31,29 @@
  * until its `done` flag is set (success or failure, always eventually set,
  * also when the link is closed).
  *
+ * Encryption (crnet__link_set_encrypt, CRNET_ENCRYPT=1). After a handshake
+ * that agreed on it, the byte stream above is carried in sealed records
+ * (seal.h):
+ *   - reading: raw bytes go into a record buffer; each whole record is
+ *     authenticated and decrypted into the staging buffer (then as large as
+ *     a record), and the frame parser above takes its plaintext from there,
+ *     copying DATA payloads into the posted receive; a record that lies
+ *     wholly inside the rest of a posted receive's payload (most records of
+ *     a large one) is decrypted straight into it instead. A record that fails
+ *     authentication fails the link (CRNET_EAUTH, "a frame from rank N
+ *     failed authentication"); its bytes are never parsed. A parked DATA frame
+ *     stops the opening of records once the staging buffer is full, and
+ *     reading once the record buffer is full too.
+ *   - writing: sends and control frames join a queue in call order; records
+ *     are sealed from its head (straight from the caller's memory when a
+ *     record lies within one region, else gathered first) into chunks of a
+ *     few records, a bounded number of chunks in flight, and the next chunk
+ *     is sealed as one is written, so sealing overlaps the network and a
+ *     gigabyte frame needs no gigabyte buffer. A send is done when the chunk holding its last
+ *     byte has been written; until it is sealed whole its memory is still
+ *     read.
+ * With encryption off none of this runs, and the paths above are unchanged.
+ *
  * States: CONNECTING -> HANDSHAKE -> READY -> CLOSING. The owner's on_error is
  * called at most once, on the first failure (EOF, reset, garbage, mismatch);
  * the owner decides whether to close. on_closed is called once the libuv
@@ -47,6 +70,7 @@
 
 #include "frame.h"
 #include "handshake.h"
+#include "seal.h"
 
 enum crnet__link_state {
   CRNET__LINK_CONNECTING,
@@ -62,6 +86,8 @@ enum crnet__link_state {
 #define CRNET__CONTROL_MAX ((uint64_t)128 << 20)
 
 typedef struct crnet__link crnet__link;
+typedef struct crnet__out_item crnet__out_item;
+typedef struct crnet__out_chunk crnet__out_chunk;
 
 /* One region of memory in a gather or scatter list. */
 typedef struct crnet__iov {
@@ -120,6 +146,7 @@ struct crnet__link {
   int32_t peer;    /* authenticated peer rank (after on_ready 0) */
   uint8_t purpose; /* handshake purpose (after on_ready 0) */
   uint8_t stream;  /* which of the pair's streams (after on_ready 0) */
+  uint8_t cipher;  /* enum crnet__cipher (after on_ready 0) */
   char addr[64];   /* peer's address as text, for messages */
   char why[192];   /* reason of the first failure */
 
@@ -132,8 +159,12 @@ struct crnet__link {
   uv_write_t hs_write, hs_write_fin;
   uv_shutdown_t shutdown;
 
-  /* Frame reading: stage[stage_off .. stage_len) is read but not parsed. */
-  uint8_t stage[CRNET__LINK_STAGE];
+  /* Frame reading: stage[stage_off .. stage_len) is read but not parsed.
+   * stage is stage_buf, or with encryption a heap buffer that holds a
+   * record's plaintext beside a partial frame header. */
+  uint8_t stage_buf[CRNET__LINK_STAGE];
+  uint8_t *stage;
+  uint32_t stage_cap;
   uint32_t stage_off, stage_len;
   bool have_header; /* hdr is decoded; reading its payload, or parked */
   crnet__frame_header hdr;
@@ -146,6 +177,18 @@ struct crnet__link {
   int pending_writes;
   bool failed;
   int handles_open;
+
+  /* Encryption (all NULL or 0 on a plaintext link). */
+  crnet__seal *tx, *rx;
+  uint8_t *raw; /* records read, raw[raw_off .. raw_len) not yet opened */
+  uint32_t raw_off, raw_len;
+  crnet__out_item *out_head, *out_tail;       /* bytes not yet sealed */
+  crnet__out_item *sealed_head, *sealed_tail; /* sealed, being written */
+  uint64_t out_bytes; /* bytes queued, not yet sealed */
+  uint64_t next_chunk;
+  int chunks_in_flight;
+  crnet__out_chunk *spare; /* full-size chunks written, kept for reuse */
+  int nspare;
 };
 
 /* Starts a link that connects to addr and runs the handshake as initiator.
@@ -184,6 +227,11 @@ int crnet__link_accept(crnet__link *l, uv_loop_t *loop, uv_stream_t *server,
  * the initiator. Call right after connect or accept. */
 void crnet__link_set_streams(crnet__link *l, uint8_t stream, uint8_t streams);
 
+/* Whether the link encrypts (enum crnet__hs_encrypt; default PLAIN):
+ * mesh links and a rank's rendezvous link say CRNET_ENCRYPT, a rendezvous
+ * server FOLLOWs each rank. Call right after connect or accept. */
+void crnet__link_set_encrypt(crnet__link *l, uint8_t mode);
+
 /* Posts the receive for the next DATA frame. At most one receive may be
  * posted per link. */
 void crnet__link_post_recv(crnet__link *l, crnet__recv_req *r);
@@ -220,7 +268,8 @@ static inline bool crnet__link_busy(const crnet__link *l) {
  * though write callbacks may not have run yet: a frame written now follows
  * whole frames, and no caller's memory is still being read. */
 static inline bool crnet__link_flushed(const crnet__link *l) {
-  return uv_stream_get_write_queue_size((const uv_stream_t *)&l->tcp) == 0;
+  return l->out_head == NULL &&
+         uv_stream_get_write_queue_size((const uv_stream_t *)&l->tcp) == 0;
 }
 
 /* "1.2.3.4:5678" of a sockaddr into buf. */

@@ -276,6 +276,10 @@ static void on_connection(uv_stream_t *server, int status) {
   crnet__link_accept(&c->link, srv->loop, server, &conn_callbacks, srv,
                      srv->key, CRNET__RANK_RENDEZVOUS, srv->size,
                      HANDSHAKE_TIMEOUT_MS);
+  /* Each rank's connection is encrypted if that rank asks for it: the
+   * server (in crlaunch, say) need not know the job's CRNET_ENCRYPT, and
+   * ranks that disagree are refused on the mesh. */
+  crnet__link_set_encrypt(&c->link, CRNET__HS_FOLLOW);
 }
 
 static void on_timeout(uv_timer_t *t) {

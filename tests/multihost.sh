@@ -104,11 +104,13 @@ else
   fail "coll_check over three hosts exited $rc: $(tail -5 "$tmp/out" "$tmp/err")"
 fi
 
-# ---- 2. a local rank, IPv4 and IPv6 hosts in one job (dual stack) -----------
+# ---- 2. a local rank, IPv4 and IPv6 hosts in one job (dual stack), encrypted -
 
-run --hosts localhost:1,10.79.0.2:1,[fd79::3]:2,fd79::4 --timeout 100 "$coll_check"
-if [ $rc -eq 0 ] && grep -q "p=5: .* cases passed" "$tmp/out"; then
-  ok "coll_check p=5 over this host, an IPv4 and two IPv6 hosts in ${secs}s"
+run --hosts localhost:1,10.79.0.2:1,[fd79::3]:2,fd79::4 --timeout 100 --encrypt \
+  -x CRNET_DEBUG=1 "$coll_check"
+if [ $rc -eq 0 ] && grep -q "p=5: .* cases passed" "$tmp/out" &&
+  grep -q "cipher AES-256-GCM\|cipher XChaCha20" "$tmp/err"; then
+  ok "coll_check p=5 over this host, an IPv4 and two IPv6 hosts, --encrypt, in ${secs}s"
 else
   fail "mixed IPv4/IPv6 job exited $rc: $(tail -5 "$tmp/out" "$tmp/err")"
 fi

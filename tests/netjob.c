@@ -40,6 +40,7 @@ void job_init(job *j, int size, double init_timeout) {
   j->init_timeout = init_timeout;
   crnet__key_generate(key);
   crnet__key_to_hex(key, j->key);
+  crnet__wipe(key, sizeof key);
 }
 
 void rank_env(const job *j, int rank, const char *key) {

@@ -1,6 +1,7 @@
 /* Communicator lifecycle, the sticky error, and the blocking wait that every
  * call uses. See comm.h. */
 #include "comm.h"
+#include "secret.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -746,7 +747,7 @@ void crnet__coll_end(crnet_comm *c) { c->cur_coll = -1; }
 /* --- lifecycle ------------------------------------------------------------------ */
 
 static void free_comm(crnet_comm *c) {
-  crnet__wipe(c->key, sizeof c->key);
+  crnet__secret_free(c->key);
   free(c->temp);
   free(c->exec_runs);
   free(c->peers);
@@ -856,6 +857,12 @@ int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
   }
   c = calloc(1, sizeof *c);
   if (c == NULL) {
+    snprintf(init_errmsg, sizeof init_errmsg, "out of memory");
+    return CRNET_ENOMEM;
+  }
+  c->key = crnet__secret_alloc(CRNET__KEY_BYTES);
+  if (c->key == NULL) {
+    free(c);
     snprintf(init_errmsg, sizeof init_errmsg, "out of memory");
     return CRNET_ENOMEM;
   }

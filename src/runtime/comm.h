@@ -83,7 +83,7 @@ struct crnet_comm {
   size_t temp_bytes;
   int rank;
   int size;
-  uint8_t key[CRNET__KEY_BYTES];
+  uint8_t *key; /* CRNET__KEY_BYTES, in secret memory (secret.h) */
   /* TCP streams per pair of ranks, and the smallest part a message is
    * split into across them (rank 0's CRNET_STREAMS and
    * CRNET_STREAMS_MIN_BYTES, see crnet__xchg_start). */

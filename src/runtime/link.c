@@ -1,6 +1,7 @@
 /* Links: the handshake driver and the frame reader/writer over libuv.
  * See link.h for the contract. The whole file runs on the loop thread. */
 #include "link.h"
+#include "secret.h"
 
 #include <assert.h>
 #include <inttypes.h>
@@ -50,6 +51,28 @@ typedef struct crnet__out_chunk {
 } out_chunk;
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+
+/* The handshake state (the job key, nonces, ephemeral and session keys)
+ * lives in secret memory and only while the handshake runs. */
+_Static_assert(sizeof(crnet__handshake) <= CRNET__SECRET_MAX,
+               "the handshake state fits a secret block");
+static void drop_handshake(crnet__link *l) {
+  if (l->hs == NULL)
+    return;
+  crnet__hs_wipe(l->hs);
+  crnet__secret_free(l->hs);
+  l->hs = NULL;
+}
+
+static int new_handshake(crnet__link *l) {
+  l->hs = crnet__secret_alloc(sizeof *l->hs);
+  if (l->hs != NULL)
+    return 0;
+  snprintf(l->why, sizeof l->why, "out of memory");
+  l->failed = true;
+  crnet__link_close(l);
+  return CRNET_ENOMEM;
+}
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf);
 static void fail_queued(crnet__link *l, int status);
 
@@ -77,7 +100,7 @@ static void on_handle_closed(uv_handle_t *h) {
     return;
   free(l->control);
   l->control = NULL;
-  crnet__hs_wipe(&l->hs);
+  drop_handshake(l);
   fail_queued(l, CRNET_EPEER);
   crnet__seal_free(l->tx);
   crnet__seal_free(l->rx);
@@ -147,13 +170,13 @@ static void hs_fail(crnet__link *l, int status, const char *why) {
   snprintf(l->why, sizeof l->why, "%s", why);
   stop_reading(l);
   uv_timer_stop(&l->timer);
-  crnet__hs_wipe(&l->hs);
+  drop_handshake(l);
   l->cb->on_ready(l, status);
 }
 
 /* Sets up the record layer with the handshake's session keys. */
 static int start_sealing(crnet__link *l) {
-  crnet__handshake *hs = &l->hs;
+  crnet__handshake *hs = l->hs;
   uint8_t *stage;
   if (crnet__seal_new(&l->tx, hs->cipher, hs->tx_key) != 0 ||
       crnet__seal_new(&l->rx, hs->cipher, hs->rx_key) != 0)
@@ -171,14 +194,14 @@ static int start_sealing(crnet__link *l) {
 }
 
 static void hs_succeed(crnet__link *l) {
-  l->peer = l->hs.peer;
-  l->purpose = l->hs.purpose;
-  l->stream = l->hs.stream;
-  if (l->hs.encrypt && start_sealing(l) != 0) {
+  l->peer = l->hs->peer;
+  l->purpose = l->hs->purpose;
+  l->stream = l->hs->stream;
+  if (l->hs->encrypt && start_sealing(l) != 0) {
     hs_fail(l, CRNET_ENOMEM, "out of memory for the record layer");
     return;
   }
-  crnet__hs_wipe(&l->hs);
+  drop_handshake(l);
   uv_timer_stop(&l->timer);
   l->state = CRNET__LINK_READY;
   l->stage_off = l->stage_len = 0;
@@ -208,7 +231,7 @@ static int hs_write(crnet__link *l, uv_write_t *w, uint8_t *buf, size_t len) {
 static void hs_step(crnet__link *l) {
   int rc;
   if (l->initiator) {
-    rc = crnet__hs_read_reply(&l->hs, l->hs_in, l->hs_fin);
+    rc = crnet__hs_read_reply(l->hs, l->hs_in, l->hs_fin);
     if (rc != 0)
       goto fail;
     if (hs_write(l, &l->hs_write_fin, l->hs_fin, sizeof l->hs_fin) != 0)
@@ -217,7 +240,7 @@ static void hs_step(crnet__link *l) {
     return;
   }
   if (l->hs_want == CRNET__HS_HELLO_SIZE) {
-    rc = crnet__hs_read_hello(&l->hs, l->hs_in, l->hs_out);
+    rc = crnet__hs_read_hello(l->hs, l->hs_in, l->hs_out);
     if (rc != 0)
       goto fail;
     if (hs_write(l, &l->hs_write, l->hs_out, CRNET__HS_REPLY_SIZE) != 0)
@@ -226,14 +249,14 @@ static void hs_step(crnet__link *l) {
     l->hs_got = 0;
     return;
   }
-  rc = crnet__hs_read_finish(&l->hs, l->hs_in);
+  rc = crnet__hs_read_finish(l->hs, l->hs_in);
   if (rc != 0)
     goto fail;
   hs_succeed(l);
   return;
 
 fail:
-  hs_fail(l, CRNET_EAUTH, l->hs.why != NULL ? l->hs.why : "bad handshake");
+  hs_fail(l, CRNET_EAUTH, l->hs->why != NULL ? l->hs->why : "bad handshake");
   return;
 fail_io:
   hs_fail(l, CRNET_EIO, "cannot write handshake");
@@ -242,7 +265,7 @@ fail_io:
 static void on_connect(uv_connect_t *req, int status) {
   crnet__link *l = req->data;
   char why[128];
-  if (l->state == CRNET__LINK_CLOSING)
+  if (l->state == CRNET__LINK_CLOSING || l->hs == NULL)
     return;
   if (status < 0) {
     snprintf(why, sizeof why, "cannot connect: %s", uv_strerror(status));
@@ -251,7 +274,7 @@ static void on_connect(uv_connect_t *req, int status) {
   }
   l->state = CRNET__LINK_HANDSHAKE;
   uv_tcp_nodelay(&l->tcp, 1);
-  crnet__hs_write_hello(&l->hs, l->hs_out);
+  crnet__hs_write_hello(l->hs, l->hs_out);
   if (hs_write(l, &l->hs_write, l->hs_out, CRNET__HS_HELLO_SIZE) != 0) {
     hs_fail(l, CRNET_EIO, "cannot write handshake");
     return;
@@ -304,7 +327,9 @@ int crnet__link_connect_from(crnet__link *l, uv_loop_t *loop,
   l->initiator = true;
   l->state = CRNET__LINK_CONNECTING;
   crnet__format_sockaddr(addr, l->addr, sizeof l->addr);
-  crnet__hs_init_initiator(&l->hs, key, purpose, self, expected_peer, size);
+  if (new_handshake(l) != 0)
+    return CRNET_ENOMEM;
+  crnet__hs_init_initiator(l->hs, key, purpose, self, expected_peer, size);
   l->connect.data = l;
   if (source != NULL) {
     struct sockaddr_storage src;
@@ -344,6 +369,8 @@ int crnet__link_accept(crnet__link *l, uv_loop_t *loop, uv_stream_t *server,
   l->self = self;
   l->initiator = false;
   l->state = CRNET__LINK_HANDSHAKE;
+  if (new_handshake(l) != 0)
+    return CRNET_ENOMEM;
   if (uv_accept(server, (uv_stream_t *)&l->tcp) != 0) {
     l->failed = true;
     crnet__link_close(l);
@@ -354,7 +381,7 @@ int crnet__link_accept(crnet__link *l, uv_loop_t *loop, uv_stream_t *server,
   else
     snprintf(l->addr, sizeof l->addr, "?");
   uv_tcp_nodelay(&l->tcp, 1);
-  crnet__hs_init_responder(&l->hs, key, self, size);
+  crnet__hs_init_responder(l->hs, key, self, size);
   l->hs_want = CRNET__HS_HELLO_SIZE;
   l->hs_got = 0;
   uv_timer_start(&l->timer, on_hs_timeout, hs_timeout_ms, 0);
@@ -363,15 +390,17 @@ int crnet__link_accept(crnet__link *l, uv_loop_t *loop, uv_stream_t *server,
 }
 
 void crnet__link_set_encrypt(crnet__link *l, uint8_t mode) {
-  crnet__hs_set_encrypt(&l->hs, mode);
+  /* A link that failed to start has no handshake to set. */
+  if (l->hs != NULL)
+    crnet__hs_set_encrypt(l->hs, mode);
 }
 
 void crnet__link_set_streams(crnet__link *l, uint8_t stream,
                              uint8_t streams) {
   /* A link that failed to start has no handshake to set. */
-  if (!l->failed && (l->state == CRNET__LINK_CONNECTING ||
+  if (!l->failed && l->hs != NULL && (l->state == CRNET__LINK_CONNECTING ||
                      l->state == CRNET__LINK_HANDSHAKE))
-    crnet__hs_set_streams(&l->hs, stream, streams);
+    crnet__hs_set_streams(l->hs, stream, streams);
 }
 
 /* --- reading frames -----------------------------------------------------
@@ -742,7 +771,8 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
     return;
   if (l->state == CRNET__LINK_HANDSHAKE) {
     l->hs_got += (size_t)n;
-    if (l->hs_got == l->hs_want)
+    /* A handshake that failed (its state is gone) reads no further. */
+    if (l->hs_got == l->hs_want && l->hs != NULL)
       hs_step(l);
     return;
   }

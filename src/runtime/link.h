@@ -150,7 +150,7 @@ struct crnet__link {
   char addr[64];   /* peer's address as text, for messages */
   char why[192];   /* reason of the first failure */
 
-  crnet__handshake hs;
+  crnet__handshake *hs; /* during the handshake only, in secret memory */
   bool initiator;
   uint8_t hs_in[CRNET__HS_REPLY_SIZE]; /* larger of HELLO and REPLY */
   uint8_t hs_out[CRNET__HS_REPLY_SIZE];

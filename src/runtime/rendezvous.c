@@ -5,6 +5,7 @@
  * to p = 10^4 on one host. Every connection is a link (link.h), so the
  * handshake and framing are exactly those of the mesh. */
 #include "rendezvous.h"
+#include "secret.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +33,7 @@ struct crnet__rdv_server {
   uv_loop_t *loop;
   uv_tcp_t listener;
   uv_timer_t timer;
-  uint8_t key[CRNET__KEY_BYTES];
+  uint8_t *key; /* CRNET__KEY_BYTES, in secret memory */
   int size;
   double timeout_s;
   int nregistered;
@@ -100,7 +101,8 @@ void crnet__rdv_entry_format(const crnet__rdv_entry *e, char *buf, size_t n) {
 static void server_release(crnet__rdv_server *srv) {
   if (--srv->open_handles > 0)
     return;
-  crnet__wipe(srv->key, sizeof srv->key);
+  crnet__secret_free(srv->key);
+  srv->key = NULL;
   free(srv->entries);
   free(srv->by_rank);
   free(srv);
@@ -359,7 +361,9 @@ int crnet__rdv_server_listen(crnet__rdv_server **out, uv_loop_t *loop,
     return CRNET_ENOMEM;
   srv->entries = calloc((size_t)size, sizeof *srv->entries);
   srv->by_rank = calloc((size_t)size, sizeof *srv->by_rank);
-  if (srv->entries == NULL || srv->by_rank == NULL) {
+  srv->key = crnet__secret_alloc(CRNET__KEY_BYTES);
+  if (srv->entries == NULL || srv->by_rank == NULL || srv->key == NULL) {
+    crnet__secret_free(srv->key);
     free(srv->entries);
     free(srv->by_rank);
     free(srv);

@@ -3,6 +3,7 @@
  * records of up to 64 KiB, so the AES-GCM key schedule is computed once per
  * direction (the _afternm calls) rather than per record. */
 #include "seal.h"
+#include "secret.h"
 
 #include <assert.h>
 #include <sodium.h>
@@ -28,13 +29,16 @@ _Static_assert(crypto_aead_xchacha20poly1305_ietf_NPUBBYTES >=
                "the nonce buffer fits both ciphers");
 
 struct crnet__seal {
-  /* First: libsodium requires 16-byte alignment, which aligned_alloc of
-   * the whole struct provides. */
+  /* First: libsodium requires 16-byte alignment, which secret memory's
+   * 64-byte blocks provide. */
   crypto_aead_aes256gcm_state aes;
   uint8_t key[CRNET__SESSION_KEY_BYTES]; /* XChaCha20-Poly1305's */
   uint64_t counter;
   uint8_t cipher;
 };
+
+_Static_assert(sizeof(struct crnet__seal) <= CRNET__SECRET_MAX,
+               "a direction's state fits a secret block");
 
 bool crnet__seal_aes_available(void) {
   /* CRNET_NO_AESNI lets tests run the XChaCha20-Poly1305 path on CPUs that
@@ -53,10 +57,10 @@ int crnet__seal_new(crnet__seal **out, uint8_t cipher,
          cipher == CRNET__CIPHER_XCHACHA20POLY1305);
   if (cipher == CRNET__CIPHER_AES256GCM && !crnet__seal_aes_available())
     return CRNET_EINVAL;
-  s = aligned_alloc(64, size);
+  /* Secret memory: zeroed, 64-byte aligned, left out of core files. */
+  s = crnet__secret_alloc(size);
   if (s == NULL)
     return CRNET_ENOMEM;
-  sodium_memzero(s, sizeof *s);
   s->cipher = cipher;
   if (cipher == CRNET__CIPHER_AES256GCM)
     crypto_aead_aes256gcm_beforenm(&s->aes, key);
@@ -69,8 +73,7 @@ int crnet__seal_new(crnet__seal **out, uint8_t cipher,
 void crnet__seal_free(crnet__seal *s) {
   if (s == NULL)
     return;
-  sodium_memzero(s, sizeof *s);
-  free(s);
+  crnet__secret_free(s); /* wipes */
 }
 
 static void

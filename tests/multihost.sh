@@ -35,7 +35,7 @@ skip() {
 . "$(dirname "$0")/testbed.sh"
 tmp=$(mktemp -d /tmp/crnet-multihost.XXXXXX)
 failures=0
-trap 'testbed_down; rm -rf "$tmp"' EXIT
+trap 'kill -9 $(jobs -p) 2>/dev/null; testbed_down; rm -rf "$tmp"' EXIT
 trap 'exit 1' INT TERM
 
 ok() { echo "ok: $*"; }
@@ -83,6 +83,12 @@ leftovers() {
   echo "$out"
 }
 
+# How many processes named $1 run on the hosts.
+count_ranks() {
+  for ns in "${nss[@]}"; do ip netns pids "$ns"; done |
+    while read -r pid; do cat "/proc/$pid/comm" 2>/dev/null; done | grep -c "^$1\$"
+}
+
 # Waits up to $1 s for the namespaces to hold only sshd.
 no_leftovers_within() {
   local left
@@ -119,8 +125,10 @@ fi
 
 printf '# test hosts\n10.79.0.2 slots=2\n\n10.79.0.3   # one slot\n' >"$tmp/hostfile"
 mkdir -p "$tmp/work dir"
-(cd "$tmp/work dir" && run --hostfile "$tmp/hostfile" --tag-output -x FOO='a b' \
-  sh -c 'echo "cwd=$(pwd) foo=$FOO host=$(hostname) size=$CRNET_SIZE"')
+pushd "$tmp/work dir" >/dev/null || exit 1
+run --hostfile "$tmp/hostfile" --tag-output -x FOO='a b' \
+  sh -c 'echo "cwd=$(pwd) foo=$FOO host=$(hostname) size=$CRNET_SIZE"'
+popd >/dev/null || exit 1
 expect="[0] cwd=$tmp/work dir foo=a b host=host1 size=3
 [1] cwd=$tmp/work dir foo=a b host=host1 size=3
 [2] cwd=$tmp/work dir foo=a b host=host2 size=3"
@@ -131,6 +139,23 @@ else
 $(cat "$tmp/out" "$tmp/err")
 expected:
 $expect"
+fi
+
+# ---- 3b. a host name only ssh's configuration knows ---------------------------
+
+printf 'Host crnet-alias-2\n  HostName 10.79.0.3\n' >"$tmp/ssh_config"
+cat >"$tmp/aliasssh" <<EOF
+#!/bin/sh
+exec $tmp/ssh -F $tmp/ssh_config "\$@"
+EOF
+chmod +x "$tmp/aliasssh"
+timeout -k 5 60 "$crlaunch" --ssh "$tmp/aliasssh" --hosts crnet-alias-2:2 --tag-output \
+  "$idle_wait" 10 >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ $rc -eq 0 ]; then
+  ok "host alias of the ssh configuration (looked up with ssh -G): job of 2 passed"
+else
+  fail "host alias crnet-alias-2: exit $rc: $(cat "$tmp/out" "$tmp/err")"
 fi
 
 # ---- 4. sessions start in parallel ------------------------------------------
@@ -155,7 +180,7 @@ fi
 
 # ---- 5. a rank killed on one host fails the job everywhere -----------------
 
-keydirs_before=$(ls -d /tmp/crlaunch-* 2>/dev/null | sort)
+keydirs_before=$(ls -d "${TMPDIR:-/tmp}"/crlaunch-* /tmp/crlaunch-* 2>/dev/null | sort -u)
 timeout -k 5 60 "$crlaunch" --ssh "$tmp/ssh" --hosts 10.79.0.2:2,10.79.0.3:2,10.79.0.4:2 \
   -x CRNET_IFACE=10.80.0.0/24 -x CRNET_PORT_RANGE=47000-47099 \
   "$idle_wait" 60000 >"$tmp/out" 2>"$tmp/err" &
@@ -168,42 +193,59 @@ for _ in $(seq 100); do
   [ -n "$victim" ] && break
   sleep 0.1
 done
-sleep 1 # every rank in its barrier
-# CRNET_IFACE and CRNET_PORT_RANGE hold on every host: the hosts are named
-# by their 10.79.0.x addresses, which SSH uses, yet each rank's TCP sockets
-# are on its 10.80.0.x address, as is crlaunch's rendezvous, and every
-# listener is in the range.
-bad_sockets=""
-nsock=0
-for ns in "${nss[@]}" ""; do
-  if [ -n "$ns" ]; then
-    lines=$(ip netns exec "$ns" ss -tanpH 2>/dev/null | grep '"idle_wait"')
-  else
-    lines=$(ss -tlnpH 2>/dev/null | grep '"crlaunch"')
-  fi
-  while read -r state _ _ local peer _; do
-    [ -z "$state" ] && continue
-    nsock=$((nsock + 1))
-    addr=${local%:*}
-    port=${local##*:}
-    case $addr in 10.80.0.*) ;; *) bad_sockets="$bad_sockets ${ns:-here}:$local" ;; esac
-    if [ "$state" = LISTEN ] && { [ "$port" -lt 47000 ] || [ "$port" -gt 47099 ]; }; then
-      bad_sockets="$bad_sockets ${ns:-here}:$local(port)"
-    fi
-  done <<<"$lines"
+# Every rank started (then each is in init or its barrier).
+n=0
+for _ in $(seq 100); do
+  n=$(count_ranks idle_wait)
+  [ "$n" -eq 6 ] && break
+  sleep 0.1
 done
-if [ -z "$bad_sockets" ] && [ "$nsock" -ge 16 ]; then
-  ok "CRNET_IFACE=10.80.0.0/24, CRNET_PORT_RANGE=47000-47099: all $nsock sockets (ss) on 10.80.0.x, listeners in the range"
-else
-  fail "sockets outside CRNET_IFACE/CRNET_PORT_RANGE ($nsock seen):$bad_sockets"
-fi
+[ "$n" -eq 6 ] || fail "only $n of 6 ranks started"
 # Every rank has passed the rendezvous, so crlaunch and each agent have
 # removed their key files (all in /tmp here: the hosts share it).
-keydirs_now=$(ls -d /tmp/crlaunch-* 2>/dev/null | sort)
+for _ in $(seq 100); do
+  keydirs_now=$(ls -d "${TMPDIR:-/tmp}"/crlaunch-* /tmp/crlaunch-* 2>/dev/null | sort -u)
+  [ "$keydirs_now" = "$keydirs_before" ] && break
+  sleep 0.1
+done
 if [ "$keydirs_now" = "$keydirs_before" ]; then
   ok "once every rank is past the rendezvous no key file is left on any host"
 else
   fail "key directories left during the job: $(comm -13 <(echo "$keydirs_before") <(echo "$keydirs_now") | tr '\n' ' ')"
+fi
+# CRNET_IFACE and CRNET_PORT_RANGE hold on every host: the hosts are named
+# by their 10.79.0.x addresses, which SSH uses, yet each rank's TCP sockets
+# are on its 10.80.0.x address, and every mesh connection has its listening
+# end (the accepting rank's port) in the range. Sets nsock, bad_sockets.
+check_sockets() {
+  local ns lines state local peer lport pport
+  bad_sockets=""
+  nsock=0
+  for ns in "${nss[@]}"; do
+    lines=$(ip netns exec "$ns" ss -tanpH state established 2>/dev/null | grep '"idle_wait"')
+    while read -r _ _ local peer _; do
+      [ -z "$local" ] && continue
+      nsock=$((nsock + 1))
+      lport=${local##*:}
+      pport=${peer##*:}
+      case ${local%:*} in 10.80.0.*) ;; *) bad_sockets="$bad_sockets $ns:$local" ;; esac
+      if { [ "$lport" -lt 47000 ] || [ "$lport" -gt 47099 ]; } &&
+        { [ "$pport" -lt 47000 ] || [ "$pport" -gt 47099 ]; }; then
+        bad_sockets="$bad_sockets $ns:$local->$peer(ports)"
+      fi
+    done <<<"$lines"
+  done
+}
+# The full mesh of 6 ranks: 15 connections, 30 ends.
+for _ in $(seq 100); do
+  check_sockets
+  [ -n "$bad_sockets" ] || [ "$nsock" -ge 30 ] && break
+  sleep 0.1
+done
+if [ -z "$bad_sockets" ] && [ "$nsock" -eq 30 ]; then
+  ok "CRNET_IFACE=10.80.0.0/24, CRNET_PORT_RANGE=47000-47099: all $nsock mesh socket ends (ss) on 10.80.0.x, each connection's listening end in the range"
+else
+  fail "sockets outside CRNET_IFACE/CRNET_PORT_RANGE ($nsock seen, 30 expected):$bad_sockets"
 fi
 # The key is on no command line and in no environment, on any host.
 keyleak=""
@@ -211,7 +253,8 @@ for pid in $(pgrep -f 'idle_wait|crlaunch'); do
   if tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | grep -Eq '(^|[^0-9a-fA-F])[0-9a-fA-F]{64}([^0-9a-fA-F]|$)'; then
     keyleak="$keyleak cmdline:$pid"
   fi
-  if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -q '^CRNET_JOB_KEY='; then
+  if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null |
+    grep -Eq '^CRNET_JOB_KEY=|(^|[^0-9a-fA-F])[0-9a-fA-F]{64}([^0-9a-fA-F]|$)'; then
     keyleak="$keyleak environ:$pid"
   fi
 done
@@ -251,8 +294,7 @@ grep -q "lost rank [23] on host2" "$tmp/err" &&
 launcher=$!
 n=0
 for _ in $(seq 100); do
-  n=$(for ns in "${nss[@]}"; do ip netns pids "$ns"; done |
-    while read -r pid; do cat "/proc/$pid/comm" 2>/dev/null; done | grep -c '^idle_wait$')
+  n=$(count_ranks idle_wait)
   [ "$n" -eq 6 ] && break
   sleep 0.1
 done
@@ -283,14 +325,18 @@ no_leftovers_within 5 && ok "the sleeping ranks were stopped on both hosts" ||
 launcher=$!
 n=0
 for _ in $(seq 100); do
-  n=$(for ns in "${nss[@]}"; do ip netns pids "$ns"; done |
-    while read -r pid; do cat "/proc/$pid/comm" 2>/dev/null; done | grep -c '^launcher_rank$')
+  n=$(count_ranks launcher_rank)
   [ "$n" -eq 3 ] && break
   sleep 0.1
 done
 kill -TERM "$launcher"
+# A watchdog that holds none of our output open (meson waits for it).
+(sleep 30 && kill -9 "$launcher") >/dev/null 2>&1 &
+watchdog=$!
 wait "$launcher"
 rc=$?
+pkill -P "$watchdog" 2>/dev/null
+kill "$watchdog" 2>/dev/null
 if [ "$n" -eq 3 ] && [ $rc -eq 143 ] && no_leftovers_within 5; then
   ok "SIGTERM to crlaunch: exit 143, the three remote ranks gone"
 else

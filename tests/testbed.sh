@@ -41,9 +41,24 @@ testbed_up() {
   [ -x /usr/sbin/sshd ] || { tb_why="needs sshd (apt-get install openssh-server)"; return 77; }
   command -v ssh >/dev/null || { tb_why="needs ssh (apt-get install openssh-client)"; return 77; }
   tb=$(mktemp -d /tmp/crnet-testbed.XXXXXX)
+  # What a run killed before its clean-up left behind (its pid is in the
+  # names, and gone) would clash with the fixed addresses below.
+  local link owner
+  for link in $(ip -o link show type bridge 2>/dev/null | awk -F': ' '$2 ~ /^crmb[0-9]+$/ { print $2 }'); do
+    owner=${link#crmb}
+    kill -0 "$owner" 2>/dev/null || ip link del "$link" 2>/dev/null
+  done
+  for ns in $(ip netns list 2>/dev/null | awk '$1 ~ /^crnet-mh[0-9]+-[0-9]+$/ { print $1 }'); do
+    owner=${ns#crnet-mh}
+    owner=${owner%-*}
+    kill -0 "$owner" 2>/dev/null && continue
+    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done
+    ip netns del "$ns" 2>/dev/null
+  done
   err=$(ip link add "crmb$tb_id" type bridge 2>&1) || { tb_why="cannot make a bridge: $err"; return 77; }
-  ip addr add 10.79.0.1/24 dev "crmb$tb_id"
-  ip addr add fd79::1/64 dev "crmb$tb_id" nodad
+  ip addr add 10.79.0.1/24 dev "crmb$tb_id" || { tb_why="cannot add IPv4 addresses"; return 77; }
+  ip addr add fd79::1/64 dev "crmb$tb_id" nodad 2>/dev/null ||
+    { tb_why="cannot add IPv6 addresses (IPv6 off?)"; return 77; }
   ip addr add 10.80.0.1/24 dev "crmb$tb_id"
   ip link set "crmb$tb_id" up
   ssh-keygen -q -t ed25519 -N '' -f "$tb/id" || { tb_why="ssh-keygen failed"; return 1; }
@@ -59,7 +74,8 @@ testbed_up() {
     ip link set "crmv$tb_id$i" master "crmb$tb_id" up
     ip -n "$ns" link set lo up
     ip -n "$ns" addr add "10.79.0.$((i + 1))/24" dev eth0
-    ip -n "$ns" addr add "fd79::$((i + 1))/64" dev eth0 nodad
+    ip -n "$ns" addr add "fd79::$((i + 1))/64" dev eth0 nodad ||
+      { tb_why="cannot add IPv6 addresses in a namespace"; return 77; }
     ip -n "$ns" addr add "10.80.0.$((i + 1))/24" dev eth0
     ip -n "$ns" link set eth0 up
     # SetEnv SHLVL=1: a login shell's rc files that skip work in nested

@@ -78,6 +78,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <uv.h>
@@ -106,6 +107,8 @@
 #define DRAIN_MS 1000         /* after the last exit, for pipes to reach EOF */
 #define SETTLE_MS 100         /* for the reaping of simultaneous failures */
 #define ABANDON_MS 5000       /* after SIGKILL, for an agent to report back */
+#define HEARTBEAT_MS 5000     /* crlaunch to its agents, "still here" */
+#define SILENCE_MS 60000      /* an agent without a word this long: lost */
 
 #define EXIT_USAGE 2
 #define EXIT_TIMEOUT 124
@@ -187,6 +190,8 @@ struct job {
   uv_pipe_t ctl_in;           /* agent mode: commands from crlaunch */
   int ctl_in_open;
   uv_timer_t abandon_timer;   /* SIGKILL sent, agents still silent */
+  uv_timer_t heartbeat_timer; /* crlaunch: beats to the agents; an agent:
+                                 how long crlaunch has been silent */
   char remote_crlaunch[4096]; /* crlaunch's path on the other hosts */
   char report[17];            /* the agents' report marker (remote.h) */
   int nlive;          /* ranks spawned and not yet reaped */
@@ -812,6 +817,7 @@ static void maybe_finish(struct job *job) {
   uv_close((uv_handle_t *)&job->drain_timer, NULL);
   uv_close((uv_handle_t *)&job->judge_timer, NULL);
   uv_close((uv_handle_t *)&job->abandon_timer, NULL);
+  uv_close((uv_handle_t *)&job->heartbeat_timer, NULL);
   for (int i = 0; i < job->nprocs; i++)
     ctl_close(&job->ranks[i]);
   if (job->ctl_in_open) {
@@ -1010,6 +1016,7 @@ static void on_rank_exit(uv_process_t *proc, int64_t status, int term_signal) {
   uv_timer_stop(&job->timeout_timer);
   uv_timer_stop(&job->stop_timer);
   uv_timer_stop(&job->abandon_timer);
+  uv_timer_stop(&job->heartbeat_timer);
   /* A program that never uses crnet leaves the server waiting; nobody is
    * left to come. */
   rdv_close(job);
@@ -1187,19 +1194,82 @@ static char **remote_env(struct job *job, int *n) {
   return list;
 }
 
-/* The address of this host that packets to `host` leave from, in
- * numeric form: what the ranks there must connect to. Resolves the name
- * once; a UDP connect sends nothing, it only asks the routing table. 0 or
- * -1 (said). */
-static int route_source(const char *host, char *addr, size_t len) {
+/* The name ssh really connects to for `host`, from `ssh -G host` (which
+ * prints the configuration without connecting): for a Host alias of
+ * ~/.ssh/config, its HostName. 0 or -1. */
+static int ssh_hostname(const struct job *job, const char *host, char *out,
+                        size_t len) {
+  char why[256];
+  char **words = NULL;
+  int nwords = 0, fds[2] = {-1, -1}, rc = -1, st;
+  if (crnet__split_words(job->opt->ssh, &words, &nwords, why, sizeof why) != 0)
+    return -1;
+  char **argv = calloc((size_t)nwords + 3, sizeof *argv);
+  if (argv == NULL || pipe2(fds, O_CLOEXEC) != 0)
+    goto out;
+  for (int i = 0; i < nwords; i++)
+    argv[i] = words[i];
+  argv[nwords] = "-G";
+  argv[nwords + 1] = (char *)host;
+  pid_t pid = fork();
+  if (pid == 0) {
+    int null = open("/dev/null", O_RDWR);
+    dup2(null, STDIN_FILENO);
+    dup2(fds[1], STDOUT_FILENO);
+    dup2(null, STDERR_FILENO);
+    execvp(argv[0], argv);
+    _exit(127);
+  }
+  close(fds[1]);
+  fds[1] = -1;
+  if (pid < 0)
+    goto out;
+  FILE *f = fdopen(fds[0], "r");
+  if (f != NULL) {
+    fds[0] = -1;
+    char line[512];
+    while (fgets(line, sizeof line, f) != NULL)
+      if (rc != 0 && strncmp(line, "hostname ", 9) == 0) {
+        line[strcspn(line, "\n")] = '\0';
+        if (strlen(line + 9) < len) {
+          memcpy(out, line + 9, strlen(line + 9) + 1);
+          rc = 0;
+        }
+      }
+    fclose(f);
+  }
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+    ;
+out:
+  for (int i = 0; i < 2; i++)
+    if (fds[i] >= 0)
+      close(fds[i]);
+  free(argv);
+  crnet__free_words(words);
+  return rc;
+}
+
+/* The address of this host that packets to `host` leave from, in numeric
+ * form: what the ranks there must connect to. Resolves the name once (or,
+ * for a name only ssh knows, the HostName ssh's configuration gives it); a
+ * UDP connect sends nothing, it only asks the routing table. 0 or -1
+ * (said). */
+static int route_source(const struct job *job, const char *host, char *addr,
+                        size_t len) {
   const char *at = strrchr(host, '@');
   const char *name = at != NULL ? at + 1 : host;
+  char real[256];
   struct addrinfo hints, *res = NULL;
   memset(&hints, 0, sizeof hints);
   hints.ai_socktype = SOCK_DGRAM;
   int gai = getaddrinfo(name, "9", &hints, &res);
+  if (gai != 0 && ssh_hostname(job, host, real, sizeof real) == 0 &&
+      strcmp(real, name) != 0)
+    gai = getaddrinfo(real, "9", &hints, &res);
   if (gai != 0) {
-    crnet__log("cannot resolve host %s: %s", name, gai_strerror(gai));
+    crnet__log("cannot resolve host %s: %s (set CRNET_IFACE to say which "
+               "address of this host the others reach)",
+               name, gai_strerror(gai));
     return -1;
   }
   int rc = -1;
@@ -1209,6 +1279,13 @@ static int route_source(const char *host, char *addr, size_t len) {
   if (fd < 0 || connect(fd, res->ai_addr, res->ai_addrlen) != 0 ||
       getsockname(fd, (struct sockaddr *)&ss, &sslen) != 0) {
     crnet__log("no route to host %s: %s", name, strerror(errno));
+  } else if (ss.ss_family == AF_INET6 &&
+             IN6_IS_ADDR_LINKLOCAL(&((struct sockaddr_in6 *)&ss)->sin6_addr)) {
+    /* The rendezvous table carries no scope, so ranks cannot use it. */
+    crnet__log("host %s is reached over an IPv6 link-local address, which "
+               "the ranks cannot use: name it by another address, or set "
+               "CRNET_IFACE",
+               name);
   } else {
     char buf[INET6_ADDRSTRLEN];
     int v6 = ss.ss_family == AF_INET6;
@@ -1311,7 +1388,10 @@ static void on_agent_report(crnet__fwd_stream *s, const char *line,
   }
   crnet__debug("host %s: rank %d (pid %d) ended with status %d, signal %d",
                r->host->name, rank, pid, status, sig);
-  if (r->reported || r->failed)
+  /* The first report counts, also when the session's exit was reaped
+   * first: it names the rank where the exit status cannot. Once the verdict
+   * is out, nothing changes it. */
+  if (r->reported || job->stop != RUNNING)
     return;
   r->reported = r->failed = 1;
   r->fail_rank = rank;
@@ -1475,28 +1555,29 @@ static int iface_address(const char *spec, const char *like, char *addr,
 static int plan_addresses(struct job *job, char (*src)[INET6_ADDRSTRLEN],
                           char *bind, size_t bind_len) {
   int first_remote = -1, same = 1, v6 = 0;
+  /* CRNET_IFACE decides alone: the host names then need not resolve here
+   * (ssh may reach them through its own configuration or a jump host). */
+  const char *iface = rank_setting(job, "CRNET_IFACE");
+  if (iface != NULL && iface[0] != '\0') {
+    char addr[INET6_ADDRSTRLEN];
+    if (iface_address(iface, "", addr, sizeof addr) != 0)
+      return -1;
+    for (int i = 0; i < job->nprocs; i++)
+      snprintf(src[i], sizeof src[i], "%s", addr);
+    snprintf(bind, bind_len, "%s", addr);
+    return 0;
+  }
   for (int i = 0; i < job->nprocs; i++) {
     struct rank *r = &job->ranks[i];
     if (r->host == NULL)
       continue;
-    if (route_source(r->host->name, src[i], sizeof src[i]) != 0)
+    if (route_source(job, r->host->name, src[i], sizeof src[i]) != 0)
       return -1;
     if (first_remote < 0)
       first_remote = i;
     else if (strcmp(src[i], src[first_remote]) != 0)
       same = 0;
     v6 |= strchr(src[i], ':') != NULL;
-  }
-  const char *iface = rank_setting(job, "CRNET_IFACE");
-  if (iface != NULL && iface[0] != '\0') {
-    char addr[INET6_ADDRSTRLEN];
-    if (iface_address(iface, first_remote >= 0 ? src[first_remote] : "",
-                      addr, sizeof addr) != 0)
-      return -1;
-    for (int i = 0; i < job->nprocs; i++)
-      snprintf(src[i], sizeof src[i], "%s", addr);
-    snprintf(bind, bind_len, "%s", addr);
-    return 0;
   }
   for (int i = 0; i < job->nprocs; i++)
     if (job->ranks[i].host == NULL)
@@ -1508,6 +1589,18 @@ static int plan_addresses(struct job *job, char (*src)[INET6_ADDRSTRLEN],
   else
     snprintf(bind, bind_len, "%s", v6 ? "::" : "0.0.0.0");
   return 0;
+}
+
+/* Every HEARTBEAT_MS a byte to each agent: an agent whose session is cut
+ * off without an end of file (a network partition; sshd sends no
+ * keepalives by default) hears nothing for SILENCE_MS and stops its
+ * ranks. */
+static void on_heartbeat(uv_timer_t *t) {
+  struct job *job = t->data;
+  char beat = CRNET__AGENT_HEARTBEAT;
+  for (int i = 0; i < job->nprocs; i++)
+    if (job->ranks[i].host != NULL && job->ranks[i].live)
+      ctl_send(&job->ranks[i], &beat, 1);
 }
 
 /* crlaunch: key file, rendezvous, environment, ranks and agents. Failures
@@ -1571,6 +1664,9 @@ static void job_start(struct job *job) {
   if (opt->timeout_s > 0 && job->stop == RUNNING)
     uv_timer_start(&job->timeout_timer, on_timeout,
                    (uint64_t)ceil(opt->timeout_s * 1000), 0);
+  if (opt->hosts.n > 0)
+    uv_timer_start(&job->heartbeat_timer, on_heartbeat, HEARTBEAT_MS,
+                   HEARTBEAT_MS);
 out:
   /* The server keeps its own copy. */
   crnet__wipe(key, sizeof key);
@@ -1589,9 +1685,21 @@ static void on_ctl_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
 
 /* Commands from crlaunch (remote.h). A signal number may come in the read
  * after its 'S'. */
+static void on_silence(uv_timer_t *t) {
+  struct job *job = t->data;
+  judge_failures(job);
+  if (job->stop != RUNNING || job->nlive == 0)
+    return;
+  crnet__log("no word from crlaunch for %d s; stopping %d rank%s",
+             SILENCE_MS / 1000, job->nlive, plural(job->nlive));
+  job_stop(job, STOP_LOST, 128 + SIGHUP);
+}
+
 static void on_ctl_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
   struct job *job = s->data;
   static int want_signum;
+  if (n > 0 && job->nlive > 0)
+    uv_timer_start(&job->heartbeat_timer, on_silence, SILENCE_MS, 0);
   for (ssize_t i = 0; i < n; i++) {
     char c = buf->base[i];
     if (want_signum) {
@@ -1654,6 +1762,7 @@ static void agent_start(struct job *job) {
     job_stop(job, STOP_ERROR, EXIT_INTERNAL);
     return;
   }
+  uv_timer_start(&job->heartbeat_timer, on_silence, SILENCE_MS, 0);
   raise_fd_limit(cfg->count);
   for (int i = 0; i < job->nprocs && job->stop == RUNNING; i++) {
     rc = spawn_rank(job, &job->ranks[i], cfg->argv);
@@ -1761,9 +1870,10 @@ static int job_run(const struct options *opt, crnet__agent_config *agent) {
   uv_timer_init(&job->loop, &job->drain_timer);
   uv_timer_init(&job->loop, &job->judge_timer);
   uv_timer_init(&job->loop, &job->abandon_timer);
+  uv_timer_init(&job->loop, &job->heartbeat_timer);
   job->timeout_timer.data = job->stop_timer.data = job;
   job->drain_timer.data = job->judge_timer.data = job;
-  job->abandon_timer.data = job;
+  job->abandon_timer.data = job->heartbeat_timer.data = job;
   for (size_t i = 0; i < NSIGNALS; i++) {
     uv_signal_init(&job->loop, &job->signals[i]);
     job->signals[i].data = job;

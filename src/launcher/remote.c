@@ -206,9 +206,9 @@ int crnet__agent_config_decode(const char *buf, size_t len,
                   c->argc == 0))
     rc = fail(why, why_len, "the configuration misses an item");
   if (rc == 0 && (c->size < 1 || c->count < 1 || c->first < 0 ||
-                  c->first + c->count > c->size))
-    rc = fail(why, why_len, "ranks %d..%d do not fit a job of %d", c->first,
-              c->first + c->count - 1, c->size);
+                  c->first >= c->size || c->count > c->size - c->first))
+    rc = fail(why, why_len, "ranks %d..%ld do not fit a job of %d", c->first,
+              (long)c->first + c->count - 1, c->size);
   if (rc != 0)
     crnet__agent_config_free(c);
   return rc;
@@ -216,7 +216,7 @@ int crnet__agent_config_decode(const char *buf, size_t len,
 
 int crnet__agent_config_read(int fd, crnet__agent_config *c, char *why,
                              size_t why_len) {
-  char *buf = malloc(CRNET__AGENT_CONFIG_MAX);
+  char *buf = malloc(CRNET__AGENT_CONFIG_MAX + 1); /* + the final NUL */
   if (buf == NULL)
     return fail(why, why_len, "out of memory");
   size_t len = 0;

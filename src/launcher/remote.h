@@ -26,6 +26,9 @@
  *        'R'            every rank has reached the rendezvous: the agent
  *                       removes its copy of the key file
  *        'S' <signum>   pass this signal to the ranks (one byte)
+ *        'H'            a heartbeat, every 5 s: an agent that hears nothing
+ *                       for 60 s (a partition that ends no session) takes
+ *                       crlaunch for gone, as at end of file
  *   3. End of file: crlaunch is gone or done. The agent stops its ranks
  *      (SIGTERM, SIGKILL 2 s later) and exits. So neither a crashed crlaunch
  *      nor a lost SSH connection leaves a rank behind.
@@ -51,6 +54,7 @@
 #define CRNET__AGENT_VERSION 1
 #define CRNET__AGENT_KEY_DONE 'R'
 #define CRNET__AGENT_SIGNAL 'S'
+#define CRNET__AGENT_HEARTBEAT 'H'
 /* A configuration larger than this is refused (the environment sent is
  * CRNET_* and -x variables, so this is generous). */
 #define CRNET__AGENT_CONFIG_MAX (1 << 20)

@@ -369,13 +369,15 @@ int crnet__link_accept(crnet__link *l, uv_loop_t *loop, uv_stream_t *server,
   l->self = self;
   l->initiator = false;
   l->state = CRNET__LINK_HANDSHAKE;
-  if (new_handshake(l) != 0)
-    return CRNET_ENOMEM;
+  /* Accepted first in any case: libuv stops watching a listener until its
+   * pending connection is taken. */
   if (uv_accept(server, (uv_stream_t *)&l->tcp) != 0) {
     l->failed = true;
     crnet__link_close(l);
     return CRNET_EIO;
   }
+  if (new_handshake(l) != 0)
+    return CRNET_ENOMEM;
   if (uv_tcp_getpeername(&l->tcp, (struct sockaddr *)&ss, &sslen) == 0)
     crnet__format_sockaddr((struct sockaddr *)&ss, l->addr, sizeof l->addr);
   else

@@ -343,6 +343,36 @@ else
   fail "SIGTERM to crlaunch: $n ranks seen, exit $rc: $(cat "$tmp/err")"
 fi
 
+# ---- 8b. crlaunch frozen (as if cut off): the agents stop their ranks -------
+# SIGSTOP keeps the sessions open but ends the heartbeats, as a network
+# partition would; each agent must stop its ranks after CRNET_AGENT_SILENCE.
+
+"$crlaunch" --ssh "$tmp/ssh" --hosts 10.79.0.2:1,10.79.0.3:1 --timeout 60 \
+  -x CRNET_AGENT_SILENCE=6 "$launcher_rank" sleep 60 >"$tmp/out" 2>"$tmp/err" &
+launcher=$!
+n=0
+for _ in $(seq 100); do
+  n=$(count_ranks launcher_rank)
+  [ "$n" -eq 2 ] && break
+  sleep 0.1
+done
+kill -STOP "$launcher"
+t0=$(date +%s.%N)
+if [ "$n" -eq 2 ] && no_leftovers_within 20; then
+  secs=$(elapsed "$t0" "$(date +%s.%N)")
+  ok "crlaunch silent (stopped): the agents stopped their ranks after ${secs}s (CRNET_AGENT_SILENCE=6)"
+else
+  fail "crlaunch silent: $n ranks seen, still running after 20 s: $(leftovers)"
+fi
+kill -CONT "$launcher"
+(sleep 30 && kill -9 "$launcher") >/dev/null 2>&1 &
+watchdog=$!
+wait "$launcher"
+pkill -P "$watchdog" 2>/dev/null
+kill "$watchdog" 2>/dev/null
+grep -q "no word from crlaunch for 6 s" "$tmp/err" ||
+  fail "no agent said why it stopped: $(cat "$tmp/err")"
+
 # ---- 9. an unreachable host fails clearly -----------------------------------
 
 run --hosts 10.79.0.2,10.79.0.99 true

@@ -108,7 +108,8 @@
 #define SETTLE_MS 100         /* for the reaping of simultaneous failures */
 #define ABANDON_MS 5000       /* after SIGKILL, for an agent to report back */
 #define HEARTBEAT_MS 5000     /* crlaunch to its agents, "still here" */
-#define SILENCE_MS 60000      /* an agent without a word this long: lost */
+#define SILENCE_MS 60000      /* an agent without a word this long: lost
+                                 (CRNET_AGENT_SILENCE, seconds, may say) */
 
 #define EXIT_USAGE 2
 #define EXIT_TIMEOUT 124
@@ -194,6 +195,7 @@ struct job {
                                  how long crlaunch has been silent */
   char remote_crlaunch[4096]; /* crlaunch's path on the other hosts */
   char report[17];            /* the agents' report marker (remote.h) */
+  uint64_t silence_ms;        /* agent: SILENCE_MS or CRNET_AGENT_SILENCE */
   int nlive;          /* ranks spawned and not yet reaped */
   int nstreams;       /* forwarding streams not yet closed */
   int ngone;          /* the last gone_seq given */
@@ -1690,8 +1692,8 @@ static void on_silence(uv_timer_t *t) {
   judge_failures(job);
   if (job->stop != RUNNING || job->nlive == 0)
     return;
-  crnet__log("no word from crlaunch for %d s; stopping %d rank%s",
-             SILENCE_MS / 1000, job->nlive, plural(job->nlive));
+  crnet__log("no word from crlaunch for %g s; stopping %d rank%s",
+             (double)job->silence_ms / 1000, job->nlive, plural(job->nlive));
   job_stop(job, STOP_LOST, 128 + SIGHUP);
 }
 
@@ -1699,7 +1701,7 @@ static void on_ctl_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
   struct job *job = s->data;
   static int want_signum;
   if (n > 0 && job->nlive > 0)
-    uv_timer_start(&job->heartbeat_timer, on_silence, SILENCE_MS, 0);
+    uv_timer_start(&job->heartbeat_timer, on_silence, job->silence_ms, 0);
   for (ssize_t i = 0; i < n; i++) {
     char c = buf->base[i];
     if (want_signum) {
@@ -1762,7 +1764,20 @@ static void agent_start(struct job *job) {
     job_stop(job, STOP_ERROR, EXIT_INTERNAL);
     return;
   }
-  uv_timer_start(&job->heartbeat_timer, on_silence, SILENCE_MS, 0);
+  /* CRNET_AGENT_SILENCE (seconds, more than the heartbeat's 5) came with
+   * the job's CRNET_* variables; the tests shorten the wait with it. */
+  job->silence_ms = SILENCE_MS;
+  for (int i = 0; i < cfg->nenv; i++)
+    if (strncmp(cfg->env[i], "CRNET_AGENT_SILENCE=", 20) == 0) {
+      double v = parse_seconds(cfg->env[i] + 20, 1e6);
+      if (v * 1000 > HEARTBEAT_MS)
+        job->silence_ms = (uint64_t)(v * 1000);
+      else
+        crnet__log("CRNET_AGENT_SILENCE='%s' is not a number of seconds "
+                   "above %d; using %d",
+                   cfg->env[i] + 20, HEARTBEAT_MS / 1000, SILENCE_MS / 1000);
+    }
+  uv_timer_start(&job->heartbeat_timer, on_silence, job->silence_ms, 0);
   raise_fd_limit(cfg->count);
   for (int i = 0; i < job->nprocs && job->stop == RUNNING; i++) {
     rc = spawn_rank(job, &job->ranks[i], cfg->argv);

@@ -62,7 +62,7 @@ static int call_error(crnet_comm *c, int rc, const char *fmt, ...) {
   return rc;
 }
 
-/* Checks comm, datatype and (for reductions) operator; op < 0: no op. */
+/* Checks comm, datatype and (for reductions) operator. */
 static int check_common(crnet_comm *c, const char *what, crnet_datatype dt,
                         crnet_op op, bool reduces) {
   if (c == NULL)
@@ -71,14 +71,53 @@ static int check_common(crnet_comm *c, const char *what, crnet_datatype dt,
   if ((unsigned)dt >= CRNET_DATATYPE_COUNT)
     return call_error(c, CRNET_EINVAL, "%s: datatype %d does not exist", what,
                       (int)dt);
-  if (reduces && !crnet__op_valid(op, dt))
+  if (reduces && !crnet__op_valid(op, dt)) {
+    /* A handle that names no operator (never created, or freed) and an
+     * operator that cannot take this datatype are different mistakes. */
+    if (!crnet__op_exists(op))
+      return call_error(c, CRNET_EINVAL,
+                        "%s: operator %d does not exist (never created, or "
+                        "freed)",
+                        what, (int)op);
     return call_error(c, CRNET_EINVAL, "%s: operator %s cannot reduce %s",
                       what, crnet_op_name(op), crnet_datatype_name(dt));
+  }
   return 0;
 }
 
+/* Whether count elements make a buffer that can exist: no object is
+ * larger than PTRDIFF_MAX bytes, so a larger count is a mistake (an
+ * overflow in the caller's arithmetic, a negative number cast to size_t). */
 static bool fits(uint64_t count, size_t esize) {
-  return count <= SIZE_MAX / esize;
+  return count <= (uint64_t)PTRDIFF_MAX / esize;
+}
+
+/* CRNET_IN_PLACE stands for a send buffer only; as a receive buffer it
+ * would be written through. */
+static int check_recv_not_in_place(crnet_comm *c, const char *what,
+                                   const void *recv) {
+  if (recv == CRNET_IN_PLACE)
+    return call_error(c, CRNET_EINVAL,
+                      "%s: CRNET_IN_PLACE is only for the send buffer", what);
+  return 0;
+}
+
+/* Distinct send and receive buffers must not overlap: the reduction
+ * kernels and the copies assume they do not (CRNET_IN_PLACE is the way to
+ * work on one buffer). Lengths in bytes, and known to fit. */
+static int check_no_overlap(crnet_comm *c, const char *what, const void *send,
+                            size_t send_bytes, const void *recv,
+                            size_t recv_bytes) {
+  uintptr_t s = (uintptr_t)send, r = (uintptr_t)recv;
+  if (send == CRNET_IN_PLACE || send == NULL || recv == NULL ||
+      send_bytes == 0 || recv_bytes == 0)
+    return 0;
+  if (s < r + recv_bytes && r < s + send_bytes)
+    return call_error(c, CRNET_EINVAL,
+                      "%s: the send and receive buffers overlap (use "
+                      "CRNET_IN_PLACE to work in one buffer)",
+                      what);
+  return 0;
 }
 
 /* --- running a call ---------------------------------------------------------- */
@@ -147,9 +186,18 @@ int crnet_comm_set_schedule(crnet_comm *c, crnet_collective coll,
   if (c == NULL)
     return CRNET_EINVAL;
   c->callmsg[0] = '\0';
-  if ((unsigned)coll >= CRNET_COLL_COUNT || name == NULL ||
-      strlen(name) >= sizeof c->schedule[0])
-    return call_error(c, CRNET_EINVAL, "crnet_comm_set_schedule: bad argument");
+  if ((unsigned)coll >= CRNET_COLL_COUNT)
+    return call_error(c, CRNET_EINVAL,
+                      "crnet_comm_set_schedule: collective %d does not exist",
+                      (int)coll);
+  if (name == NULL)
+    return call_error(c, CRNET_EINVAL,
+                      "crnet_comm_set_schedule: the schedule name is NULL");
+  if (strnlen(name, sizeof c->schedule[0]) >= sizeof c->schedule[0])
+    return call_error(c, CRNET_EINVAL,
+                      "crnet_comm_set_schedule: no schedule is called "
+                      "'%.20s...' (names are shorter than %zu characters)",
+                      name, sizeof c->schedule[0]);
   if (!crnet__schedule_known(name, coll)) {
     crnet__call probe = {.coll = coll, .p = c->size, .commutative = true,
                          .tuning = &c->tuning};
@@ -172,6 +220,13 @@ int crnet_allreduce(crnet_comm *c, const void *send, void *recv, size_t count,
     return call_error(c, CRNET_EINVAL, "allreduce: NULL buffer");
   if (!fits(count, crnet_datatype_size(dt)))
     return call_error(c, CRNET_EINVAL, "allreduce: count too large");
+  rc = check_recv_not_in_place(c, "allreduce", recv);
+  if (rc == 0)
+    rc = check_no_overlap(c, "allreduce", send,
+                          count * crnet_datatype_size(dt), recv,
+                          count * crnet_datatype_size(dt));
+  if (rc != 0)
+    return rc;
   return run_reduction(c, &call, send, recv, dt, op, count);
 }
 
@@ -180,6 +235,7 @@ static int reduce_scatter(crnet_comm *c, const char *what, const void *send,
                           crnet_datatype dt, crnet_op op) {
   crnet__call call = {.coll = CRNET_COLL_REDUCE_SCATTER, .counts = counts};
   uint64_t total = 0, mine = counts[c->rank];
+  int rc;
   for (int r = 0; r < c->size; r++) {
     if (counts[r] > UINT64_MAX - total)
       return call_error(c, CRNET_EINVAL, "%s: counts overflow", what);
@@ -190,6 +246,12 @@ static int reduce_scatter(crnet_comm *c, const char *what, const void *send,
   if ((total > 0 && send == NULL) || (mine > 0 && recv == NULL) ||
       (send == CRNET_IN_PLACE && total > 0 && recv == NULL))
     return call_error(c, CRNET_EINVAL, "%s: NULL buffer", what);
+  rc = check_recv_not_in_place(c, what, recv);
+  if (rc == 0)
+    rc = check_no_overlap(c, what, send, total * crnet_datatype_size(dt),
+                          recv, mine * crnet_datatype_size(dt));
+  if (rc != 0)
+    return rc;
   call.count = total;
   return run_reduction(c, &call, send, recv, dt, op, mine);
 }
@@ -247,6 +309,12 @@ static int prefix(crnet_comm *c, const char *what, bool exclusive,
     return call_error(c, CRNET_EINVAL, "%s: NULL buffer", what);
   if (!fits(count, crnet_datatype_size(dt)))
     return call_error(c, CRNET_EINVAL, "%s: count too large", what);
+  rc = check_recv_not_in_place(c, what, recv);
+  if (rc == 0)
+    rc = check_no_overlap(c, what, send, count * crnet_datatype_size(dt),
+                          recv, count * crnet_datatype_size(dt));
+  if (rc != 0)
+    return rc;
   call.in_place = send == CRNET_IN_PLACE;
   call.commutative = crnet__op_commutative(op);
   rc = run(c, &call, send, recv, dt, op);
@@ -277,6 +345,14 @@ int crnet_alltoall(crnet_comm *c, const void *send, void *recv, size_t count,
   if (count > UINT64_MAX / (uint64_t)c->size ||
       !fits(count * (uint64_t)c->size, crnet_datatype_size(dt)))
     return call_error(c, CRNET_EINVAL, "alltoall: count too large");
+  rc = check_recv_not_in_place(c, "alltoall", recv);
+  if (rc == 0)
+    rc = check_no_overlap(c, "alltoall", send,
+                          count * (size_t)c->size * crnet_datatype_size(dt),
+                          recv,
+                          count * (size_t)c->size * crnet_datatype_size(dt));
+  if (rc != 0)
+    return rc;
   call.in_place = send == CRNET_IN_PLACE;
   return run(c, &call, send, recv, dt, 0);
 }
@@ -294,6 +370,13 @@ int crnet_allgather(crnet_comm *c, const void *send, void *recv, size_t count,
   if (count > UINT64_MAX / (uint64_t)c->size ||
       !fits(count * (uint64_t)c->size, crnet_datatype_size(dt)))
     return call_error(c, CRNET_EINVAL, "allgather: count too large");
+  rc = check_recv_not_in_place(c, "allgather", recv);
+  if (rc == 0)
+    rc = check_no_overlap(c, "allgather", send,
+                          count * crnet_datatype_size(dt), recv,
+                          count * (size_t)c->size * crnet_datatype_size(dt));
+  if (rc != 0)
+    return rc;
   counts = malloc(sizeof *counts * (size_t)c->size);
   if (counts == NULL)
     return CRNET_ENOMEM;
@@ -317,6 +400,10 @@ int crnet_bcast(crnet_comm *c, void *buf, size_t count, crnet_datatype dt,
     return call_error(c, CRNET_EINVAL, "bcast: root %d out of range", root);
   if (count > 0 && buf == NULL)
     return call_error(c, CRNET_EINVAL, "bcast: NULL buffer");
+  if (buf == CRNET_IN_PLACE)
+    return call_error(c, CRNET_EINVAL,
+                      "bcast: CRNET_IN_PLACE is not a buffer (bcast always "
+                      "works in place)");
   if (!fits(count, crnet_datatype_size(dt)))
     return call_error(c, CRNET_EINVAL, "bcast: count too large");
   return run(c, &call, NULL, buf, dt, 0);
@@ -337,6 +424,15 @@ int crnet_reduce(crnet_comm *c, const void *send, void *recv, size_t count,
     return call_error(c, CRNET_EINVAL, "reduce: NULL buffer");
   if (!fits(count, crnet_datatype_size(dt)))
     return call_error(c, CRNET_EINVAL, "reduce: count too large");
+  if (c->rank == root) {
+    rc = check_recv_not_in_place(c, "reduce", recv);
+    if (rc == 0)
+      rc = check_no_overlap(c, "reduce", send,
+                            count * crnet_datatype_size(dt), recv,
+                            count * crnet_datatype_size(dt));
+    if (rc != 0)
+      return rc;
+  }
   return run_reduction(c, &call, send, recv, dt, op, count);
 }
 

@@ -633,6 +633,15 @@ bool crnet__op_valid(crnet_op op, crnet_datatype dt) {
   return live;
 }
 
+bool crnet__op_exists(crnet_op op) {
+  if (is_builtin(op))
+    return true;
+  pthread_mutex_lock(&user_ops_lock);
+  bool live = user_op_find(op) != NULL;
+  pthread_mutex_unlock(&user_ops_lock);
+  return live;
+}
+
 bool crnet__op_commutative(crnet_op op) {
   if (is_builtin(op))
     return true;

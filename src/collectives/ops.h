@@ -23,6 +23,9 @@
  * op on any type, CRNET_BYTE included (users may combine opaque bytes). */
 bool crnet__op_valid(crnet_op op, crnet_datatype dt);
 
+/* True if `op` names an operator: a built-in one, or a live user op. */
+bool crnet__op_exists(crnet_op op);
+
 /* True for built-in ops and for user ops created commutative. */
 bool crnet__op_commutative(crnet_op op);
 

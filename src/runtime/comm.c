@@ -38,6 +38,9 @@
 /* How long an abort waits for its ABORT frames to leave. */
 #define ABORT_FLUSH_MS 1000
 
+/* The largest job: CRNET_SIZE and crnet_config.size. */
+#define MAX_JOB_SIZE (1 << 24)
+
 static _Thread_local char init_errmsg[512];
 
 const char *crnet_init_errmsg(void) { return init_errmsg; }
@@ -107,6 +110,14 @@ static int load_settings(const crnet_config *cfg, crnet__settings *s,
   int rc;
 
   memset(s, 0, sizeof *s);
+  /* The config's own fields, bounded as the environment's are. */
+  if (cfg->size > MAX_JOB_SIZE)
+    SETTINGS_FAIL("crnet_config.size %d is too large (at most %d)", cfg->size,
+                  MAX_JOB_SIZE);
+  if (!(cfg->init_timeout >= 0 && cfg->init_timeout <= 1e6))
+    SETTINGS_FAIL("crnet_config.init_timeout %g is not a number of seconds "
+                  "(0 < t <= 1e6, or 0 for the default)",
+                  cfg->init_timeout);
   s->rank = cfg->rank;
   s->size = cfg->size;
   /* Started by Slurm (srun) and not by crlaunch: Slurm's task number and
@@ -122,7 +133,7 @@ static int load_settings(const crnet_config *cfg, crnet__settings *s,
       parse_int(rank_env, 0, INT32_MAX, &s->rank) != 0)
     SETTINGS_FAIL("%s='%s' is not a rank", rank_name, rank_env);
   if (s->size < 0 && size_env != NULL &&
-      parse_int(size_env, 1, 1 << 24, &s->size) != 0)
+      parse_int(size_env, 1, MAX_JOB_SIZE, &s->size) != 0)
     SETTINGS_FAIL("%s='%s' is not a job size", size_name, size_env);
   if (s->rank < 0 && s->size < 0) {
     /* Started directly, with no launcher: a job of one. */

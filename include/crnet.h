@@ -153,7 +153,9 @@ typedef enum crnet_collective {
   CRNET_COLL_COUNT
 } crnet_collective;
 
-/* As the send buffer: the operation works in place on the receive buffer. */
+/* As the send buffer: the operation works in place on the receive buffer.
+ * Never a receive buffer; distinct send and receive buffers must not
+ * overlap (both: CRNET_EINVAL). */
 #define CRNET_IN_PLACE ((const void *)1)
 
 /* A user reduction: inout[i] = in[i] (+) inout[i] for i < count. `in` always
@@ -168,12 +170,13 @@ typedef struct crnet_comm crnet_comm;
  * 0 as noted) is taken from the environment contract above. */
 typedef struct crnet_config {
   int rank;                 /* -1: CRNET_RANK */
-  int size;                 /* -1: CRNET_SIZE */
+  int size;                 /* -1: CRNET_SIZE; at most 2^24 */
   const char *rendezvous;   /* NULL: CRNET_RENDEZVOUS ("host:port") */
   const char *job_key_hex;  /* NULL: CRNET_JOB_KEY */
   const char *job_key_file; /* NULL: CRNET_JOB_KEY_FILE */
   const char *port_range;   /* NULL: CRNET_PORT_RANGE ("lo-hi") */
-  double init_timeout;      /* seconds; 0: CRNET_INIT_TIMEOUT, else 60 */
+  double init_timeout;      /* seconds, at most 1e6; 0: CRNET_INIT_TIMEOUT,
+                               else 60 */
   int serve_rendezvous;     /* -1: rank 0 serves unless crlaunch does */
 } crnet_config;
 

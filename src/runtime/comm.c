@@ -378,7 +378,7 @@ static void on_peer_control(crnet__link *l, const crnet__frame_header *h,
     int err = (int32_t)crnet__get_le32(payload);
     int code = (int32_t)crnet__get_le32(payload + 4);
     int origin = (int32_t)crnet__get_le32(payload + 8);
-    int textlen = h->length - 12 > 300 ? 300 : (int)(h->length - 12);
+    int textlen = h->length - 12 > 440 ? 440 : (int)(h->length - 12);
     if (err >= 0 || err < CRNET_EIO)
       err = CRNET_EPEER;
     if (c->err == 0 && err == CRNET_EABORTED)
@@ -391,6 +391,55 @@ static void on_peer_control(crnet__link *l, const crnet__frame_header *h,
   crnet__comm_fail(c, CRNET_EIO, (int)l->peer,
                    "%s sent an unexpected control frame (kind %u)%s", who,
                    (unsigned)h->kind, call);
+}
+
+/* A DATA frame came before its receive: fine if the peer is ahead (a later
+ * collective, or a later round of this one), a mismatch if no receive of
+ * this rank can ever match it. */
+static bool on_peer_parked(crnet__link *l, const crnet__frame_header *h) {
+  crnet_comm *c = ((crnet__peer *)l)->comm;
+  if (h->seq > c->seq)
+    return true;
+  return h->seq == c->seq && c->cur_coll >= 0 && h->coll == c->cur_coll &&
+         h->sig == c->cur_sig;
+}
+
+static bool same_call(const crnet__frame_call *a, const crnet__frame_call *b) {
+  return a->count == b->count && a->op == b->op && a->root == b->root &&
+         a->dtype == b->dtype && a->schedule == b->schedule &&
+         a->variant == b->variant;
+}
+
+/* The message of a mismatch found on link l (l->hdr is the peer's frame):
+ * what each side called, in words, and how their frames differ when the
+ * words alone do not show it. */
+static void fail_mismatch(crnet_comm *c, crnet__link *l, const char *why) {
+  const crnet__frame_header *h = &l->hdr;
+  char theirs[160], mine[160], detail[224];
+  const char *verb = "called";
+  int coll = c->last_coll;
+  const crnet__frame_call *call = &c->cur_call;
+  crnet__call_format(h->coll, h->seq, &h->call, theirs, sizeof theirs);
+  /* A frame of a call this rank has finished: set it against what this
+   * rank called under that number, if it is still remembered. */
+  if (h->seq < c->seq && h->seq > 0 &&
+      c->history[h->seq % CRNET__CALL_HISTORY].seq == h->seq) {
+    coll = c->history[h->seq % CRNET__CALL_HISTORY].coll;
+    call = &c->history[h->seq % CRNET__CALL_HISTORY].call;
+    crnet__call_format((uint8_t)coll, h->seq, call, mine, sizeof mine);
+  } else if (coll < 0) {
+    snprintf(mine, sizeof mine, "no collective yet");
+  } else {
+    crnet__call_format((uint8_t)coll, c->seq, call, mine, sizeof mine);
+    if (c->cur_coll < 0)
+      verb = "had finished";
+  }
+  detail[0] = '\0';
+  if (h->coll == coll && same_call(&h->call, call))
+    snprintf(detail, sizeof detail, ": %s", why);
+  crnet__comm_fail(c, CRNET_EMISMATCH, (int)l->peer,
+                   "mismatched calls: rank %d called %s but rank %d %s %s%s",
+                   (int)l->peer, theirs, c->rank, verb, mine, detail);
 }
 
 static void on_peer_error(crnet__link *l, int status, const char *why) {
@@ -413,8 +462,7 @@ static void on_peer_error(crnet__link *l, int status, const char *why) {
   /* The peer is alive but said something wrong: comm_fail tells it why
    * (ABORT) and closes the link gently, so the reason arrives. */
   if (status == CRNET_EMISMATCH)
-    crnet__comm_fail(c, status, (int)l->peer, "mismatched calls%s: %s", call,
-                     why);
+    fail_mismatch(c, l, why);
   else
     crnet__comm_fail(c, status, (int)l->peer, "%s%s: %s", who, call, why);
   crnet__link_close_gently(l, LINGER_MS);
@@ -436,6 +484,7 @@ static void on_peer_closed(crnet__link *l) {
 const crnet__link_callbacks crnet__peer_callbacks = {
     .on_ready = on_peer_ready,
     .on_control = on_peer_control,
+    .on_parked = on_peer_parked,
     .on_error = on_peer_error,
     .on_closed = on_peer_closed,
 };
@@ -659,7 +708,8 @@ int crnet__xchg_start(crnet_comm *c, crnet__xchg *x, int to,
                                .seq = c->seq,
                                .round = round,
                                .sig = sig,
-                               .length = b - a};
+                               .length = b - a,
+                               .call = c->cur_call};
       if (l == NULL)
         break;
       if (n > 1)
@@ -733,13 +783,28 @@ int crnet__sendrecv(crnet_comm *c, int to, const void *sbuf, uint64_t slen,
   return crnet__sendrecv_v(c, to, &s, 1, from, &r, 1, round, sig);
 }
 
-int crnet__coll_begin(crnet_comm *c, crnet_collective coll) {
+int crnet__coll_begin(crnet_comm *c, crnet_collective coll, uint32_t sig,
+                      const crnet__frame_call *call) {
+  static const crnet__frame_call none = {.op = -1, .root = -1};
   if (c->err != 0)
     return c->err;
   c->seq++;
-  c->cur_coll = (int)coll;
+  c->cur_coll = c->last_coll = (int)coll;
   c->cur_round = 0;
-  return 0;
+  c->cur_sig = sig;
+  c->cur_call = call != NULL ? *call : none;
+  c->history[c->seq % CRNET__CALL_HISTORY].seq = c->seq;
+  c->history[c->seq % CRNET__CALL_HISTORY].coll = (int)coll;
+  c->history[c->seq % CRNET__CALL_HISTORY].call = c->cur_call;
+  /* A frame of this call that came early was accepted because the peer was
+   * ahead; now its sequence number is this rank's own, so it must be of
+   * this very call. */
+  for (int i = 0; i < crnet__comm_nlinks(c) && c->err == 0; i++) {
+    crnet__peer *p = c->peers[i];
+    if (p != NULL && !p->closed)
+      crnet__link_recheck_parked(&p->link);
+  }
+  return c->err;
 }
 
 void crnet__coll_end(crnet_comm *c) { c->cur_coll = -1; }
@@ -876,7 +941,7 @@ int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
   }
   c->rank = s.rank;
   c->size = s.size;
-  c->cur_coll = -1;
+  c->cur_coll = c->last_coll = -1;
   c->stream_piece = s.stream_piece;
   c->rounds_in_flight = (uint32_t)s.rounds_in_flight;
   for (int k = 0; k < CRNET_COLL_COUNT; k++)

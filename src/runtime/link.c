@@ -522,6 +522,21 @@ static bool header_matches(crnet__link *l) {
   return false;
 }
 
+/* A DATA frame that arrives before its receive is posted is shown to the
+ * owner at once, so that a frame no later receive can match (a collective
+ * this rank has finished, or another call with the same sequence number)
+ * fails the link now instead of waiting parked for a receive that will
+ * never come. */
+static void parked_check(crnet__link *l) {
+  if (l->cb->on_parked != NULL && !l->cb->on_parked(l, &l->hdr))
+    link_fail(l, CRNET_EMISMATCH, "a frame no receive of this rank will match");
+}
+
+void crnet__link_recheck_parked(crnet__link *l) {
+  if (link_usable(l) && parked(l))
+    parked_check(l);
+}
+
 static void data_done(crnet__link *l) {
   l->have_header = false;
   finish_recv(l, 0);
@@ -553,8 +568,10 @@ static bool header_arrived(crnet__link *l) {
   }
   l->have_header = true;
   if (l->hdr.kind == CRNET__FRAME_DATA) {
-    if (l->recv == NULL)
+    if (l->recv == NULL) {
+      parked_check(l);
       return false; /* parked: see process_stage */
+    }
     return header_matches(l);
   }
   if (l->hdr.length > CRNET__CONTROL_MAX) {

@@ -6,6 +6,12 @@
  *             operators, roots or schedules: CRNET_EMISMATCH on every rank,
  *             the message naming what both sides called, nothing received
  *             into the caller's buffers from the other call.
+ *   timeout   CRNET_TIMEOUT: a rank that never calls makes the others fail
+ *             with CRNET_ETIMEDOUT naming whom they wait for; a long run of
+ *             quick collectives is not cut short.
+ *   dead peer a rank SIGKILLed during a collective of each kind at p = 8:
+ *             every other rank's call returns CRNET_EPEER within 2 s naming
+ *             the lost rank and the collective (directly or relayed).
  */
 #include <check.h>
 #include <stdbool.h>
@@ -13,7 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "crnet.h"
 #include "netjob.h"
@@ -251,12 +259,234 @@ START_TEST(one_call_more_fails) {
 }
 END_TEST
 
+/* --- timeout ------------------------------------------------------------------ */
+
+static int rank_late(int rank, int size, void *arg) {
+  int32_t v[256] = {0};
+  crnet_comm *c;
+  double t;
+  int rc;
+  (void)size;
+  (void)arg;
+  setenv("CRNET_TIMEOUT", "1", 1);
+  rc = crnet_comm_init(&c, NULL);
+  if (rc != 0)
+    return EXIT_FAIL;
+  if (rank == 2)
+    sleep(3); /* never calls in time */
+  t = now_s();
+  rc = crnet_allreduce(c, CRNET_IN_PLACE, v, 256, CRNET_INT32, CRNET_SUM);
+  report_error(rank, c, rc);
+  reports[rank].returned -= t; /* how long the call took */
+  crnet_comm_destroy(c);
+  return err_exit(rc);
+}
+
+START_TEST(rank_that_never_calls_is_named) {
+  job j;
+  bool named = false;
+  reports_map();
+  job_init(&j, 4, 20);
+  run_job(&j, rank_late, NULL, 30);
+  for (int r = 0; r < 4; r++) {
+    const char *m = reports[r].errmsg;
+    ck_assert_msg(exit_code(&j, r) == err_exit(CRNET_ETIMEDOUT),
+                  "rank %d exited %d: %s", r, exit_code(&j, r), m);
+    ck_assert_msg(strstr(m, "timed out in allreduce #1") != NULL &&
+                      strstr(m, "(CRNET_TIMEOUT)") != NULL,
+                  "rank %d: %s", r, m);
+    if (r != 2)
+      ck_assert_msg(reports[r].returned > 0.9 && reports[r].returned < 2.5,
+                    "rank %d's call took %.2f s with CRNET_TIMEOUT=1", r,
+                    reports[r].returned);
+    named = named || strstr(m, "waiting for rank 2 on ") != NULL;
+    printf("timeout rank %d after %.2f s: %s\n", r, reports[r].returned, m);
+  }
+  ck_assert_msg(named, "no rank names rank 2 as the one it waits for");
+}
+END_TEST
+
+/* The limit is per collective: 40 quick ones in a row take longer than
+ * CRNET_TIMEOUT in all and still succeed. */
+static int rank_many_quick(int rank, int size, void *arg) {
+  int32_t v[64];
+  crnet_comm *c;
+  int rc;
+  (void)arg;
+  setenv("CRNET_TIMEOUT", "0.5", 1);
+  rc = crnet_comm_init(&c, NULL);
+  if (rc != 0)
+    return EXIT_FAIL;
+  for (int i = 0; i < 40 && rc == 0; i++) {
+    for (int k = 0; k < 64; k++)
+      v[k] = rank + k;
+    rc = crnet_allreduce(c, CRNET_IN_PLACE, v, 64, CRNET_INT32, CRNET_SUM);
+    for (int k = 0; k < 64 && rc == 0; k++)
+      if (v[k] != size * (size - 1) / 2 + size * k)
+        rc = CRNET_EIO;
+    usleep(25000);
+  }
+  report_error(rank, c, rc);
+  if (rc == 0)
+    rc = crnet_comm_destroy(c);
+  else
+    crnet_comm_destroy(c);
+  return err_exit(rc);
+}
+
+START_TEST(timeout_is_per_collective) {
+  job j;
+  reports_map();
+  job_init(&j, 3, 20);
+  run_job(&j, rank_many_quick, NULL, 30);
+  for (int r = 0; r < 3; r++)
+    ck_assert_msg(exit_code(&j, r) == EXIT_OK, "rank %d exited %d: %s", r,
+                  exit_code(&j, r), reports[r].errmsg);
+}
+END_TEST
+
+/* --- dead peer ---------------------------------------------------------------- */
+
+#define DEAD_SIZE 8
+#define DEAD_RANK 5
+
+static const call dead_calls[] = {
+    {CRNET_COLL_ALLREDUCE, 65536, CRNET_FLOAT, CRNET_SUM, 0, NULL, false},
+    {CRNET_COLL_REDUCE_SCATTER, 8192, CRNET_INT32, CRNET_SUM, 0, NULL, false},
+    {CRNET_COLL_SCAN, 16384, CRNET_INT64, CRNET_MAX, 0, NULL, false},
+    {CRNET_COLL_SCAN, 16384, CRNET_INT64, CRNET_SUM, 0, NULL, true},
+    {CRNET_COLL_ALLTOALL, 8192, CRNET_INT32, 0, 0, NULL, false},
+    {CRNET_COLL_ALLGATHER, 8192, CRNET_INT32, 0, 0, NULL, false},
+    {CRNET_COLL_BCAST, 65536, CRNET_DOUBLE, 0, 3, NULL, false},
+    {CRNET_COLL_REDUCE, 65536, CRNET_DOUBLE, CRNET_SUM, 6, NULL, false},
+    {CRNET_COLL_BARRIER, 0, CRNET_BYTE, 0, 0, NULL, false},
+    {CRNET_COLL_ALLREDUCE, 65536, CRNET_FLOAT, CRNET_SUM, 0, "ring", false},
+};
+#define NDEAD (int)(sizeof dead_calls / sizeof dead_calls[0])
+
+/* Iterations each rank has done, so the test kills once all are busy. */
+static volatile int *loops;
+
+static int rank_loop(int rank, int size, void *arg) {
+  const call *k = arg;
+  static uint8_t send[65536 * 8 * DEAD_SIZE], recv[65536 * 8 * DEAD_SIZE];
+  crnet_comm *c;
+  int rc = crnet_comm_init(&c, NULL);
+  (void)size;
+  if (rc != 0)
+    return EXIT_FAIL;
+  memset(send, 1, sizeof send);
+  for (int i = 0; rc == 0 && i < 100000; i++) {
+    rc = do_call(c, k, send, recv);
+    loops[rank] = i + 1;
+  }
+  report_error(rank, c, rc);
+  crnet_comm_destroy(c);
+  return err_exit(rc);
+}
+
+/* Detection times of every kill in this process, for the summary. */
+static double detect_times[1024];
+static int ndetect, nrelayed;
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static void kill_one(const call *k, const char *name) {
+  job j;
+  double t_kill, worst = 0;
+  reports_map();
+  if (loops == NULL)
+    loops = mmap(NULL, sizeof *loops * MAX_RANKS, PROT_READ | PROT_WRITE,
+                 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  memset((void *)loops, 0, sizeof *loops * MAX_RANKS);
+  job_init(&j, DEAD_SIZE, 20);
+  for (int r = 0; r < DEAD_SIZE; r++)
+    start_rank(&j, r, rank_loop, (void *)k, NULL);
+  /* Wait until every rank has finished a few calls: all are in the loop. */
+  for (double t0 = now_s(); now_s() - t0 < 20;) {
+    int busy = 0;
+    for (int r = 0; r < DEAD_SIZE; r++)
+      busy += loops[r] >= 3;
+    if (busy == DEAD_SIZE)
+      break;
+    usleep(1000);
+  }
+  usleep(20000 + (useconds_t)(rand() % 20000));
+  t_kill = now_s();
+  kill(j.pids[DEAD_RANK], SIGKILL);
+  wait_job(&j, 20);
+  for (int r = 0; r < DEAD_SIZE; r++) {
+    const char *m = reports[r].errmsg;
+    double dt = reports[r].returned - t_kill;
+    char lost[32];
+    if (r == DEAD_RANK)
+      continue;
+    ck_assert_msg(exit_code(&j, r) == err_exit(CRNET_EPEER),
+                  "%s: rank %d exited %d: %s", name, r, exit_code(&j, r), m);
+    snprintf(lost, sizeof lost, "lost rank %d on ", DEAD_RANK);
+    ck_assert_msg(strstr(m, lost) != NULL, "%s: rank %d: %s", name, r, m);
+    ck_assert_msg(strstr(m, name) != NULL && strstr(m, " round ") != NULL,
+                  "%s: rank %d's message names no collective and round: %s",
+                  name, r, m);
+    ck_assert_msg(dt < 2.0, "%s: rank %d returned %.3f s after the kill", name,
+                  r, dt);
+    if (dt > worst)
+      worst = dt;
+    if (ndetect < 1024)
+      detect_times[ndetect++] = dt;
+    nrelayed += strstr(m, "relayed by") != NULL;
+  }
+  printf("dead peer %-22s slowest rank returned %.3f s after the kill\n",
+         name, worst);
+}
+
+START_TEST(killed_rank_fails_every_collective) {
+  const call *k = &dead_calls[_i];
+  char name[32];
+  snprintf(name, sizeof name, "%s",
+           k->exclusive ? "scan" : crnet_collective_name(k->coll));
+  kill_one(k, name);
+}
+END_TEST
+
+/* CRNET_TEST_KILLS=n kills a rank n times during allreduce and prints the
+ * median and maximum detection time over all survivors (docs/RELIABILITY.md
+ * quotes it); by default 3. */
+START_TEST(detection_time_over_many_kills) {
+  const char *v = getenv("CRNET_TEST_KILLS");
+  int kills = v != NULL ? atoi(v) : 3;
+  ndetect = nrelayed = 0;
+  for (int i = 0; i < kills; i++)
+    kill_one(&dead_calls[i % 2 == 0 ? 0 : NDEAD - 1], "allreduce");
+  qsort(detect_times, (size_t)ndetect, sizeof detect_times[0], cmp_double);
+  printf("detection over %d kills at p = %d: %d survivor returns, median "
+         "%.3f s, max %.3f s, %d learnt it relayed\n",
+         kills, DEAD_SIZE, ndetect, detect_times[ndetect / 2],
+         detect_times[ndetect - 1], nrelayed);
+}
+END_TEST
+
 static Suite *reliability_suite(void) {
   Suite *s = suite_create("reliability");
   TCase *t = tcase_create("mismatch");
   tcase_set_timeout(t, 120);
   tcase_add_loop_test(t, mismatched_calls_fail_everywhere, 0, NMISMATCH);
   tcase_add_test(t, one_call_more_fails);
+  suite_add_tcase(s, t);
+
+  t = tcase_create("timeout");
+  tcase_set_timeout(t, 60);
+  tcase_add_test(t, rank_that_never_calls_is_named);
+  tcase_add_test(t, timeout_is_per_collective);
+  suite_add_tcase(s, t);
+
+  t = tcase_create("dead");
+  tcase_set_timeout(t, 600);
+  tcase_add_loop_test(t, killed_rank_fails_every_collective, 0, NDEAD);
+  tcase_add_test(t, detection_time_over_many_kills);
   suite_add_tcase(s, t);
   return s;
 }

@@ -16,6 +16,8 @@
 #include "log.h"
 
 #define DEFAULT_INIT_TIMEOUT_S 60.0
+/* CRNET_LIVENESS_TIMEOUT's default: see docs/RELIABILITY.md. */
+#define DEFAULT_LIVENESS_S 10.0
 /* The poll before sleeping, when every rank of the host has a core: long
  * enough to catch a reply that is a few message latencies away, short
  * enough that a rank waiting for a slow peer sleeps almost at once (see
@@ -52,6 +54,16 @@ void crnet_config_init(crnet_config *cfg) {
 }
 
 /* --- settings ------------------------------------------------------------- */
+
+/* Seconds, up to 10^6; 0 only if zero_ok. */
+static int parse_seconds(const char *v, bool zero_ok, double *out) {
+  char *end;
+  double t = strtod(v, &end);
+  if (end == v || *end != '\0' || !(t >= 0) || t > 1e6 || (t == 0 && !zero_ok))
+    return -1;
+  *out = t;
+  return 0;
+}
 
 static int parse_int(const char *v, long lo, long hi, int *out) {
   char *end;
@@ -144,6 +156,24 @@ static int load_settings(const crnet_config *cfg, crnet__settings *s,
       SETTINGS_FAIL("CRNET_INIT_TIMEOUT='%s' is not a number of seconds", v);
     s->init_timeout = t;
   }
+  /* CRNET_TIMEOUT: the most one collective may take (0 or unset: no
+   * limit, unless the config sets one). */
+  s->coll_timeout = cfg->timeout > 0 ? cfg->timeout : 0;
+  v = cfg->timeout > 0 ? NULL : getenv("CRNET_TIMEOUT");
+  if (v != NULL && v[0] != '\0' &&
+      parse_seconds(v, true, &s->coll_timeout) != 0)
+    SETTINGS_FAIL("CRNET_TIMEOUT='%s' is not a number of seconds (0: none)",
+                  v);
+  /* CRNET_LIVENESS_TIMEOUT: how long a link may stay silent towards an
+   * unreachable peer (no FIN, no reset) before it counts as lost. */
+  s->liveness = DEFAULT_LIVENESS_S;
+  v = getenv("CRNET_LIVENESS_TIMEOUT");
+  if (v != NULL && v[0] != '\0' &&
+      (parse_seconds(v, true, &s->liveness) != 0 ||
+       (s->liveness > 0 && s->liveness < 1)))
+    SETTINGS_FAIL("CRNET_LIVENESS_TIMEOUT='%s' is not a number of seconds "
+                  "(1 or more; 0: the kernel's TCP timeouts)",
+                  v);
   s->spin_us = -1;
   v = getenv("CRNET_SPIN_US");
   if (v != NULL && v[0] != '\0') {
@@ -746,11 +776,72 @@ bool crnet__xchg_complete(const crnet__xchg *x) {
   return true;
 }
 
+/* "rank 3 on host (1.2.3.4:5678), rank 5 ...": the peers this rank still
+ * waits for in the current collective, those it receives from first (a
+ * send waits for a peer only once its socket buffers are full). */
+static void list_awaited(crnet_comm *c, char *buf, size_t n) {
+  size_t len = 0;
+  int listed = 0, more = 0;
+  buf[0] = '\0';
+  for (int pass = 0; pass < 2 && listed == 0; pass++)
+    for (int r = 0; r < c->size; r++) {
+      bool waiting = false;
+      char who[160];
+      for (uint32_t k = 0; k < c->streams && r != c->rank; k++) {
+        crnet__peer *p = *crnet__comm_link(c, r, (int)k);
+        if (p == NULL || p->closed)
+          continue;
+        waiting = waiting || (pass == 0 ? p->link.recv != NULL
+                                        : crnet__link_busy(&p->link));
+      }
+      if (!waiting)
+        continue;
+      if (listed == 6) {
+        more++;
+        continue;
+      }
+      crnet__describe_rank(c, r, who, sizeof who);
+      if (len < n)
+        len += (size_t)snprintf(buf + len, n - len, "%s%s%s",
+                                listed > 0 ? ", " : "",
+                                pass == 1 ? "sending to " : "", who);
+      listed++;
+    }
+  if (more > 0 && len < n)
+    snprintf(buf + len, n - len, " and %d more", more);
+  if (listed == 0)
+    snprintf(buf, n, "no peer (this rank's own work)");
+}
+
+/* The collective's CRNET_TIMEOUT ran out: the job fails, naming whom this
+ * rank was waiting for, so that the rank that never called is found. */
+static void fail_timed_out(crnet_comm *c) {
+  char awaited[400];
+  list_awaited(c, awaited, sizeof awaited);
+  crnet__comm_fail(c, CRNET_ETIMEDOUT, -1,
+                   "rank %d timed out in %s #%" PRIu64 " round %" PRIu32
+                   " after %.3g s (CRNET_TIMEOUT) waiting for %s",
+                   c->rank,
+                   crnet_collective_name((crnet_collective)c->cur_coll),
+                   c->seq, c->cur_round, (double)c->coll_timeout_ms / 1000.0,
+                   awaited);
+}
+
 int crnet__xchg_wait(crnet__xchg *x, uint64_t min_got) {
   crnet_comm *c = x->c;
   xchg_wait w = {x, min_got};
   bool failed = false;
-  crnet__comm_run_until(c, xchg_done, &w, 0);
+  uint64_t limit_ms = 0;
+  /* The collective's time limit; none while a failure winds up (closing
+   * links ends the wait soon enough). */
+  if (c->coll_timeout_ms > 0 && c->err == 0 && c->cur_coll >= 0) {
+    uint64_t spent_ms = (uv_hrtime() - c->coll_started) / 1000000;
+    limit_ms = spent_ms < c->coll_timeout_ms ? c->coll_timeout_ms - spent_ms : 1;
+  }
+  if (crnet__comm_run_until(c, xchg_done, &w, limit_ms) == CRNET_ETIMEDOUT) {
+    fail_timed_out(c);
+    crnet__comm_run_until(c, xchg_done, &w, 0);
+  }
   if (!crnet__xchg_complete(x))
     return c->err; /* partial progress, or a failure being wound up */
   free(x->recv_iov);
@@ -789,6 +880,7 @@ int crnet__coll_begin(crnet_comm *c, crnet_collective coll, uint32_t sig,
   if (c->err != 0)
     return c->err;
   c->seq++;
+  c->coll_started = uv_hrtime();
   c->cur_coll = c->last_coll = (int)coll;
   c->cur_round = 0;
   c->cur_sig = sig;
@@ -981,6 +1073,11 @@ int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
   }
   wait_plan(c, &s);
   size_socket_buffers(c, &s);
+  for (int i = 0; i < crnet__comm_nlinks(c); i++)
+    if (c->peers[i] != NULL && !c->peers[i]->closed)
+      crnet__link_set_liveness(&c->peers[i]->link,
+                               (uint64_t)(s.liveness * 1000));
+  c->coll_timeout_ms = (uint64_t)(s.coll_timeout * 1000);
   *out = c;
   return 0;
 }

@@ -50,6 +50,8 @@ typedef struct crnet__settings {
   int port_lo, port_hi; /* 0, 0: any port */
   char iface[128];       /* CRNET_IFACE (netaddr.h); "": the kernel's choice */
   double init_timeout;
+  double coll_timeout; /* CRNET_TIMEOUT seconds; 0: none */
+  double liveness;     /* CRNET_LIVENESS_TIMEOUT seconds; 0: the kernel's */
   long spin_us; /* -1: decide from the ranks per host (see wait_plan) */
   uint64_t stream_piece; /* CRNET_STREAM_PIECE */
   int rounds_in_flight;  /* CRNET_ROUNDS_IN_FLIGHT */
@@ -97,6 +99,11 @@ struct crnet_comm {
   crnet__peer **peers;
   crnet__rdv_entry *table;   /* everyone's address, host and pid */
   int open_peers;            /* peer links whose handles are not closed */
+
+  /* CRNET_TIMEOUT: the most a collective may take (0: no limit), and when
+   * the current one began (uv_hrtime). */
+  uint64_t coll_timeout_ms;
+  uint64_t coll_started;
 
   int err; /* sticky error, 0 if none */
   char errmsg[512];

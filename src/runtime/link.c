@@ -4,6 +4,10 @@
 #include "secret.h"
 
 #include <assert.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -530,6 +534,24 @@ static bool header_matches(crnet__link *l) {
 static void parked_check(crnet__link *l) {
   if (l->cb->on_parked != NULL && !l->cb->on_parked(l, &l->hdr))
     link_fail(l, CRNET_EMISMATCH, "a frame no receive of this rank will match");
+}
+
+void crnet__link_set_liveness(crnet__link *l, uint64_t ms) {
+  uv_os_fd_t fd;
+  unsigned idle_s;
+  int v;
+  if (ms == 0 || uv_fileno((uv_handle_t *)&l->tcp, &fd) != 0)
+    return;
+  idle_s = ms / 4000 > 0 ? (unsigned)(ms / 4000) : 1;
+  /* Best effort: a kernel without one of these options still has the
+   * others, and the collective timeout (CRNET_TIMEOUT) bounds the rest. */
+  uv_tcp_keepalive(&l->tcp, 1, idle_s);
+  v = (int)idle_s;
+  (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &v, sizeof v);
+  v = 4;
+  (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &v, sizeof v);
+  v = ms > INT_MAX ? INT_MAX : (int)ms;
+  (void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &v, sizeof v);
 }
 
 void crnet__link_recheck_parked(crnet__link *l) {

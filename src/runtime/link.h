@@ -246,6 +246,15 @@ void crnet__link_post_recv(crnet__link *l, crnet__recv_req *r);
  * elsewhere). Safe if r is not posted. */
 void crnet__link_cancel_recv(crnet__link *l, crnet__recv_req *r);
 
+/* Bounds how long the link may go unanswered by the peer's machine before
+ * it fails with CRNET_EPEER (a partition, a host that lost power: no FIN,
+ * no reset ever comes). TCP keepalive probes an idle link every
+ * max(1, ms/4000) s, and TCP_USER_TIMEOUT drops it once sent data or
+ * probes have gone unacknowledged for ms. A peer process that is merely
+ * slow or stopped still has its kernel answer, so it is not lost. 0: the
+ * kernel's defaults (no keepalive; retransmissions for about 15 minutes). */
+void crnet__link_set_liveness(crnet__link *l, uint64_t ms);
+
 /* Asks on_parked again about a DATA frame parked on the link, if any (the
  * owner's idea of what can match has changed: a new collective began). */
 void crnet__link_recheck_parked(crnet__link *l);

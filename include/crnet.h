@@ -178,8 +178,9 @@ typedef struct crnet_config {
   double init_timeout;      /* seconds, at most 1e6; 0: CRNET_INIT_TIMEOUT,
                                else 60 */
   int serve_rendezvous;     /* -1: rank 0 serves unless crlaunch does */
-  double timeout;           /* seconds one collective may take at most;
-                               0: CRNET_TIMEOUT, else no limit */
+  double timeout;           /* seconds one collective may take at most
+                               (at most 1e6); 0: CRNET_TIMEOUT, else no
+                               limit */
 } crnet_config;
 
 CRNET_EXTERN void crnet_config_init(crnet_config *cfg);

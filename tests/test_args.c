@@ -568,6 +568,7 @@ START_TEST(config) {
   ck_assert_ptr_null(base.job_key_file);
   ck_assert_ptr_null(base.port_range);
   ck_assert(base.init_timeout == 0);
+  ck_assert(base.timeout == 0);
   ck_assert_int_eq(base.serve_rendezvous, -1);
 
   ck_assert_int_eq(crnet_comm_init(NULL, &base), CRNET_EINVAL);
@@ -606,6 +607,14 @@ START_TEST(config) {
   init_fails(&cfg, "init_timeout", __LINE__);
   cfg.init_timeout = INFINITY;
   init_fails(&cfg, "init_timeout", __LINE__);
+  /* The collective timeout likewise. */
+  static const double bad_coll_timeouts[] = {-1, 1e7, 1e300, INFINITY, NAN};
+  for (size_t k = 0;
+       k < sizeof bad_coll_timeouts / sizeof bad_coll_timeouts[0]; k++) {
+    cfg = base;
+    cfg.timeout = bad_coll_timeouts[k];
+    init_fails(&cfg, "crnet_config.timeout", __LINE__);
+  }
 
   /* A job of two with bad strings: refused before anything connects. */
   cfg = base;

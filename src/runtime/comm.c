@@ -130,6 +130,10 @@ static int load_settings(const crnet_config *cfg, crnet__settings *s,
     SETTINGS_FAIL("crnet_config.init_timeout %g is not a number of seconds "
                   "(0 < t <= 1e6, or 0 for the default)",
                   cfg->init_timeout);
+  if (!(cfg->timeout >= 0 && cfg->timeout <= 1e6))
+    SETTINGS_FAIL("crnet_config.timeout %g is not a number of seconds "
+                  "(0 < t <= 1e6, or 0 for CRNET_TIMEOUT)",
+                  cfg->timeout);
   s->rank = cfg->rank;
   s->size = cfg->size;
   /* Started by Slurm (srun) and not by crlaunch: Slurm's task number and

@@ -241,7 +241,11 @@ static void on_conn_control(crnet__link *l, const crnet__frame_header *h,
     drop(c, "registration after the rendezvous ended");
     return;
   }
-  if (srv->by_rank[rank] != NULL || c->rank >= 0) {
+  /* A rank whose connection has gone since it registered still counts as
+   * registered (its entry stays, and so does its place in nregistered), so
+   * it cannot register again either. */
+  if (srv->by_rank[rank] != NULL || c->rank >= 0 ||
+      srv->entries[rank].family != 0) {
     snprintf(why, sizeof why, "rank %u registered twice", (unsigned)rank);
     drop(c, why);
     return;

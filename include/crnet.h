@@ -175,6 +175,8 @@ typedef struct crnet_config {
   const char *port_range;   /* NULL: CRNET_PORT_RANGE ("lo-hi") */
   double init_timeout;      /* seconds; 0: CRNET_INIT_TIMEOUT, else 60 */
   int serve_rendezvous;     /* -1: rank 0 serves unless crlaunch does */
+  double timeout;           /* seconds one collective may take at most;
+                               0: CRNET_TIMEOUT, else no limit */
 } crnet_config;
 
 CRNET_EXTERN void crnet_config_init(crnet_config *cfg);

@@ -388,6 +388,51 @@ else
   fail "processes left after the unreachable host"
 fi
 
+# ---- 10. a network partition: no FIN, no reset ------------------------------
+# Host 3 (10.79.0.4, ranks 4 and 5) is cut off the bridge while every rank
+# waits idle in a barrier: its packets go nowhere and nothing tells anyone.
+# TCP keepalive and TCP_USER_TIMEOUT (CRNET_LIVENESS_TIMEOUT=3) make the
+# ranks on the other hosts count ranks 4 and 5 as lost within about 3 s;
+# they fail, and crlaunch ends the job.
+
+timeout -k 5 90 "$crlaunch" --ssh "$tmp/ssh" --hosts 10.79.0.2:2,10.79.0.3:2,10.79.0.4:2 \
+  -x CRNET_LIVENESS_TIMEOUT=3 "$idle_wait" 60000 >"$tmp/out" 2>"$tmp/err" &
+launcher=$!
+n=0
+for _ in $(seq 100); do
+  n=$(count_ranks idle_wait)
+  [ "$n" -eq 6 ] && break
+  sleep 0.1
+done
+# Past init and into the barrier (init takes well under a second here).
+sleep 2
+ip link set "crmv${tb_id}3" nomaster
+t0=$(date +%s.%N)
+# The first rank to report the loss; crlaunch's own end follows its stop
+# sequence (SIGTERM, SIGKILL 2 s later, and the unreachable host's ssh is
+# abandoned 5 s after that).
+detect=""
+for _ in $(seq 300); do
+  grep -q "lost rank" "$tmp/err" && detect=$(elapsed "$t0" "$(date +%s.%N)") && break
+  sleep 0.05
+done
+wait "$launcher"
+rc=$?
+secs=$(elapsed "$t0" "$(date +%s.%N)")
+ip link set "crmv${tb_id}3" master "crmb$tb_id"
+if [ "$n" -eq 6 ] && [ -n "$detect" ] && below "$detect" 7 && [ $rc -ne 0 ] &&
+  [ $rc -ne 124 ] && below "$secs" 20 &&
+  grep -q "lost rank [45] on .*10.79.0.4" "$tmp/err"; then
+  ok "partition of host 3 (CRNET_LIVENESS_TIMEOUT=3): a rank reported the loss after ${detect}s, crlaunch exited $rc after ${secs}s: $(grep -m1 'lost rank' "$tmp/err")"
+else
+  fail "partition of host 3: $n ranks, loss reported after ${detect:-never}s, exit $rc after ${secs}s: $(cat "$tmp/err")"
+fi
+if no_leftovers_within 30; then
+  ok "nothing left on any host after the partition"
+else
+  fail "processes left after the partition"
+fi
+
 if [ $failures -gt 0 ]; then
   echo "$failures check(s) failed"
   exit 1

@@ -39,6 +39,9 @@ static crnet__frame_header sentinel(void) {
   h.round = 0xEEEEEEEEu;
   h.sig = 0xEEEEEEEEu;
   h.length = 0xEEEEEEEEEEEEEEEEu;
+  h.call.count = 0xEEEEEEEEEEEEEEEEu;
+  h.call.op = h.call.root = (int32_t)0xEEEEEEEEu;
+  h.call.dtype = h.call.schedule = h.call.variant = 0xEE;
   return h;
 }
 
@@ -46,7 +49,11 @@ static int same_header(const crnet__frame_header *a,
                        const crnet__frame_header *b) {
   return a->kind == b->kind && a->coll == b->coll && a->flags == b->flags &&
          a->seq == b->seq && a->round == b->round && a->sig == b->sig &&
-         a->length == b->length;
+         a->length == b->length && a->call.count == b->call.count &&
+         a->call.op == b->call.op && a->call.root == b->call.root &&
+         a->call.dtype == b->call.dtype &&
+         a->call.schedule == b->call.schedule &&
+         a->call.variant == b->call.variant;
 }
 
 /* Decodes bytes that must be rejected and checks the whole failure
@@ -72,10 +79,16 @@ START_TEST(test_layout_known_bytes) {
       .round = 0x11223344u,
       .sig = 0xA1B2C3D4u,
       .length = 0x000000F0E0D0C0B0u,
+      .call = {.count = 0x1112131415161718u,
+               .op = -1,
+               .root = 0x21222324,
+               .dtype = CRNET_DOUBLE,
+               .schedule = 0x31,
+               .variant = CRNET__CALL_EXCLUSIVE},
   };
   static const uint8_t want[CRNET__FRAME_HEADER_SIZE] = {
       'C',  'R',  'N',  'F',                          /* magic */
-      0x01,                                           /* version */
+      0x02,                                           /* version */
       0x01,                                           /* kind DATA */
       0x05,                                           /* coll BCAST */
       0x00,                                           /* flags */
@@ -83,6 +96,13 @@ START_TEST(test_layout_known_bytes) {
       0x44, 0x33, 0x22, 0x11,                         /* round */
       0xD4, 0xC3, 0xB2, 0xA1,                         /* sig */
       0xB0, 0xC0, 0xD0, 0xE0, 0xF0, 0x00, 0x00, 0x00, /* length */
+      0x18, 0x17, 0x16, 0x15, 0x14, 0x13, 0x12, 0x11, /* call count */
+      0xFF, 0xFF, 0xFF, 0xFF,                         /* op -1 */
+      0x24, 0x23, 0x22, 0x21,                         /* root */
+      CRNET_DOUBLE,                                   /* dtype */
+      0x31,                                           /* schedule */
+      0x01,                                           /* variant */
+      0x00, 0x00, 0x00, 0x00, 0x00,                   /* reserved */
   };
   uint8_t got[CRNET__FRAME_HEADER_SIZE];
   memset(got, 0x5A, sizeof got);
@@ -230,6 +250,42 @@ START_TEST(test_coll_rules) {
 }
 END_TEST
 
+/* The call fields: any values in a DATA frame but for the datatype (in
+ * range), the variant (known bits) and the reserved bytes (zero); nothing at
+ * all in the other kinds. */
+START_TEST(test_call_rules) {
+  for (size_t k = 0; k < NKINDS; k++) {
+    uint8_t kind = all_kinds[k];
+    int data = kind == CRNET__FRAME_DATA;
+    crnet__frame_header h = {.kind = kind,
+                             .coll = data ? CRNET_COLL_ALLREDUCE : 0};
+    uint8_t buf[CRNET__FRAME_HEADER_SIZE], b[CRNET__FRAME_HEADER_SIZE];
+    char what[64];
+    crnet__frame_encode(&h, buf);
+    for (int off = 32; off < CRNET__FRAME_HEADER_SIZE; off++)
+      for (unsigned v = 1; v < 256; v++) {
+        int ok = data && off < 51 &&
+                 (off != 48 || v < CRNET_DATATYPE_COUNT) &&
+                 (off != 50 || v == CRNET__CALL_EXCLUSIVE);
+        memcpy(b, buf, sizeof b);
+        b[off] = (uint8_t)v;
+        snprintf(what, sizeof what, "kind %u byte %d = %u", kind, off, v);
+        if (ok) {
+          crnet__frame_header back = sentinel();
+          uint8_t again[CRNET__FRAME_HEADER_SIZE];
+          ck_assert_msg(crnet__frame_decode(b, 0, &back, NULL) == 0, "%s",
+                        what);
+          crnet__frame_encode(&back, again);
+          ck_assert_msg(memcmp(again, b, sizeof b) == 0, "%s: not canonical",
+                        what);
+        } else {
+          expect_reject(b, 0, what);
+        }
+      }
+  }
+}
+END_TEST
+
 START_TEST(test_length_over_max) {
   static const struct {
     uint64_t length, max;
@@ -312,6 +368,14 @@ START_TEST(test_random_headers_canonical) {
         buf[6] = 0;
       if (buf[7] & 1)
         buf[7] = 0;
+      /* The call fields: zero outside DATA frames (mostly), a datatype
+       * in range, a known variant and zero reserved bytes (mostly). */
+      if (buf[5] != CRNET__FRAME_DATA && (buf[8] & 3) != 0)
+        memset(buf + 32, 0, 19);
+      buf[48] = (uint8_t)(buf[48] % (CRNET_DATATYPE_COUNT + 1));
+      buf[50] &= (buf[9] & 1) ? 0xff : 0x01;
+      if (buf[10] & 7)
+        memset(buf + 51, 0, 5);
     }
     crnet__frame_header h = sentinel();
     const char *why = NULL;
@@ -340,6 +404,7 @@ static Suite *frame_suite(void) {
   tcase_add_test(tc, test_max_length_unbounded);
   tcase_add_test(tc, test_single_byte_corruption);
   tcase_add_test(tc, test_coll_rules);
+  tcase_add_test(tc, test_call_rules);
   tcase_add_test(tc, test_length_over_max);
   tcase_add_test(tc, test_garbage_and_null_why);
   tcase_add_test(tc, test_random_headers_canonical);

@@ -409,7 +409,7 @@ static int rank_huge(int rank, int size, void *arg) {
   rc = crnet_comm_init(&c, NULL);
   if (rc != 0)
     return EXIT_FAIL;
-  crnet__coll_begin(c, CRNET_COLL_ALLREDUCE);
+  crnet__coll_begin(c, CRNET_COLL_ALLREDUCE, 7, NULL);
   rc = crnet__sendrecv(c, peer, s, 0, peer, r, 0, 0, 7);
   if (rc == 0)
     rc = crnet__sendrecv(c, peer, s, n, peer, r, n, 1, 7);

@@ -9,6 +9,7 @@
  * root), so mismatched calls fail with CRNET_EMISMATCH instead of mixing
  * data.
  */
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,11 +101,48 @@ static int normalise_logical(crnet_op op, crnet_datatype dt, void *buf,
   return 0;
 }
 
+static bool reduces(crnet_collective coll) {
+  return coll == CRNET_COLL_ALLREDUCE || coll == CRNET_COLL_REDUCE_SCATTER ||
+         coll == CRNET_COLL_SCAN || coll == CRNET_COLL_REDUCE;
+}
+
+static bool has_root(crnet_collective coll) {
+  return coll == CRNET_COLL_BCAST || coll == CRNET_COLL_REDUCE;
+}
+
+void crnet__call_format(uint8_t coll, uint64_t seq,
+                        const crnet__frame_call *call, char *buf, size_t n) {
+  const char *sched = call->schedule > 0
+                          ? crnet__schedule_name((size_t)call->schedule - 1)
+                          : NULL;
+  const char *name = crnet_collective_name((crnet_collective)coll);
+  size_t len;
+  if (coll == CRNET_COLL_SCAN && (call->variant & CRNET__CALL_EXCLUSIVE))
+    name = "exscan";
+  len = (size_t)snprintf(buf, n, "%s #%" PRIu64 " (", name, seq);
+#define APPEND(...)                                                            \
+  do {                                                                         \
+    if (len < n)                                                               \
+      len += (size_t)snprintf(buf + len, n - len, __VA_ARGS__);               \
+  } while (0)
+  if (coll != CRNET_COLL_BARRIER)
+    APPEND("%" PRIu64 " x %s%s, ", call->count,
+           crnet_datatype_name((crnet_datatype)call->dtype),
+           coll == CRNET_COLL_REDUCE_SCATTER ? " in all" : "");
+  if (reduces((crnet_collective)coll))
+    APPEND("%s, ", crnet_op_name(call->op));
+  if (has_root((crnet_collective)coll))
+    APPEND("root %d, ", (int)call->root);
+  APPEND("schedule %s)", sched != NULL ? sched : "?");
+#undef APPEND
+}
+
 static int run(crnet_comm *c, crnet__call *call, const void *send, void *recv,
                crnet_datatype dt, crnet_op op) {
   crnet__schedule sched;
+  crnet__frame_call fc;
   const char *name;
-  uint32_t id;
+  uint32_t id, sig;
   int rc;
 
   call->p = c->size;
@@ -115,13 +153,19 @@ static int run(crnet_comm *c, crnet__call *call, const void *send, void *recv,
                      sizeof c->callmsg);
   if (rc != 0)
     return rc;
-  rc = crnet__coll_begin(c, call->coll);
+  sig = sig_of(call, dt, op, id);
+  fc.count = call->count;
+  fc.op = reduces(call->coll) ? op : -1;
+  fc.root = has_root(call->coll) ? call->root : -1;
+  fc.dtype = (uint8_t)dt;
+  fc.schedule = (uint8_t)id;
+  fc.variant = call->exclusive ? CRNET__CALL_EXCLUSIVE : 0;
+  rc = crnet__coll_begin(c, call->coll, sig, &fc);
   if (rc != 0)
     return rc;
   rc = crnet__build(name, call, &sched);
   if (rc == 0) {
-    rc = crnet__exec(c, &sched, send, recv, call->in_place, dt, op,
-                     sig_of(call, dt, op, id));
+    rc = crnet__exec(c, &sched, send, recv, call->in_place, dt, op, sig);
     crnet__sched_free(&sched);
   }
   crnet__coll_end(c);

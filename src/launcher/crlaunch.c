@@ -2,7 +2,8 @@
  * several.
  *
  *   crlaunch -n N [--hosts LIST | --hostfile FILE] [--ssh CMD] [--encrypt]
- *            [--tag-output] [--timeout SEC] [-x VAR[=VAL]]... [--] prog
+ *            [--tag-output] [--timeout SEC] [--coll-timeout SEC]
+ *            [-x VAR[=VAL]]... [--] prog
  *   crlaunch --agent          (on another host, started by crlaunch)
  *
  * crlaunch does for a crnet program what mpirun does for an MPI program: it
@@ -131,6 +132,8 @@ struct options {
   int tag_output;
   int agent;                   /* --agent: started by crlaunch over SSH */
   int encrypt;                 /* --encrypt */
+  const char *coll_timeout;    /* --coll-timeout */
+  char coll_timeout_var[64];   /* CRNET_TIMEOUT=... for the ranks */
   const char *hosts_spec;      /* --hosts */
   const char *hostfile;        /* --hostfile */
   const char *ssh;             /* --ssh, else CRNET_SSH, else "ssh" */
@@ -244,6 +247,10 @@ static void usage(FILE *f) {
           "  --encrypt       encrypt every connection (CRNET_ENCRYPT=1)\n"
           "  --tag-output    prefix every line of output with \"[rank] \"\n"
           "  --timeout SEC   stop the job after SEC seconds (exit status 124)\n"
+          "  --coll-timeout SEC\n"
+          "                  fail any collective that takes longer than SEC\n"
+          "                  seconds, naming the ranks it waits for\n"
+          "                  (CRNET_TIMEOUT=SEC)\n"
           "  -x VAR[=VAL]    set VAR to VAL in the ranks' environment, or pass\n"
           "                  crlaunch's own value of VAR (repeatable)\n"
           "  -h, --help      print this help and exit\n"
@@ -319,6 +326,7 @@ static int parse_options(struct options *opt, int argc, char **argv) {
     OPT_SSH,
     OPT_REMOTE_CRLAUNCH,
     OPT_ENCRYPT,
+    OPT_COLL_TIMEOUT,
     OPT_AGENT
   };
   static const struct option longopts[] = {
@@ -329,6 +337,7 @@ static int parse_options(struct options *opt, int argc, char **argv) {
       {"ssh", required_argument, NULL, OPT_SSH},
       {"remote-crlaunch", required_argument, NULL, OPT_REMOTE_CRLAUNCH},
       {"encrypt", no_argument, NULL, OPT_ENCRYPT},
+      {"coll-timeout", required_argument, NULL, OPT_COLL_TIMEOUT},
       {"agent", no_argument, NULL, OPT_AGENT},
       {"help", no_argument, NULL, 'h'},
       {"version", no_argument, NULL, 'V'},
@@ -393,6 +402,12 @@ static int parse_options(struct options *opt, int argc, char **argv) {
         return usage_error("--timeout '%s': not a positive number of seconds",
                            optarg);
       break;
+    case OPT_COLL_TIMEOUT:
+      if (strlen(optarg) > 32 || parse_seconds(optarg, MAX_TIMEOUT_S) < 0)
+        return usage_error(
+            "--coll-timeout '%s': not a positive number of seconds", optarg);
+      opt->coll_timeout = optarg;
+      break;
     case 'h':
       usage(stdout);
       return 0;
@@ -429,6 +444,14 @@ static int parse_options(struct options *opt, int argc, char **argv) {
       if (names_var(opt->xvars[i], "CRNET_ENCRYPT", 13))
         return usage_error("give --encrypt or -x CRNET_ENCRYPT, not both");
     opt->xvars[opt->nxvars++] = "CRNET_ENCRYPT=1";
+  }
+  if (opt->coll_timeout != NULL) {
+    for (int i = 0; i < opt->nxvars; i++)
+      if (names_var(opt->xvars[i], "CRNET_TIMEOUT", 13))
+        return usage_error("give --coll-timeout or -x CRNET_TIMEOUT, not both");
+    snprintf(opt->coll_timeout_var, sizeof opt->coll_timeout_var,
+             "CRNET_TIMEOUT=%s", opt->coll_timeout);
+    opt->xvars[opt->nxvars++] = opt->coll_timeout_var;
   }
   if (opt->hosts_spec != NULL || opt->hostfile != NULL) {
     char why[512];

@@ -16,6 +16,8 @@
 #include "log.h"
 
 #define DEFAULT_INIT_TIMEOUT_S 60.0
+/* CRNET_LIVENESS_TIMEOUT's default: see docs/RELIABILITY.md. */
+#define DEFAULT_LIVENESS_S 10.0
 /* The poll before sleeping, when every rank of the host has a core: long
  * enough to catch a reply that is a few message latencies away, short
  * enough that a rank waiting for a slow peer sleeps almost at once (see
@@ -52,6 +54,16 @@ void crnet_config_init(crnet_config *cfg) {
 }
 
 /* --- settings ------------------------------------------------------------- */
+
+/* Seconds, up to 10^6; 0 only if zero_ok. */
+static int parse_seconds(const char *v, bool zero_ok, double *out) {
+  char *end;
+  double t = strtod(v, &end);
+  if (end == v || *end != '\0' || !(t >= 0) || t > 1e6 || (t == 0 && !zero_ok))
+    return -1;
+  *out = t;
+  return 0;
+}
 
 static int parse_int(const char *v, long lo, long hi, int *out) {
   char *end;
@@ -144,6 +156,24 @@ static int load_settings(const crnet_config *cfg, crnet__settings *s,
       SETTINGS_FAIL("CRNET_INIT_TIMEOUT='%s' is not a number of seconds", v);
     s->init_timeout = t;
   }
+  /* CRNET_TIMEOUT: the most one collective may take (0 or unset: no
+   * limit, unless the config sets one). */
+  s->coll_timeout = cfg->timeout > 0 ? cfg->timeout : 0;
+  v = cfg->timeout > 0 ? NULL : getenv("CRNET_TIMEOUT");
+  if (v != NULL && v[0] != '\0' &&
+      parse_seconds(v, true, &s->coll_timeout) != 0)
+    SETTINGS_FAIL("CRNET_TIMEOUT='%s' is not a number of seconds (0: none)",
+                  v);
+  /* CRNET_LIVENESS_TIMEOUT: how long a link may stay silent towards an
+   * unreachable peer (no FIN, no reset) before it counts as lost. */
+  s->liveness = DEFAULT_LIVENESS_S;
+  v = getenv("CRNET_LIVENESS_TIMEOUT");
+  if (v != NULL && v[0] != '\0' &&
+      (parse_seconds(v, true, &s->liveness) != 0 ||
+       (s->liveness > 0 && s->liveness < 1)))
+    SETTINGS_FAIL("CRNET_LIVENESS_TIMEOUT='%s' is not a number of seconds "
+                  "(1 or more; 0: the kernel's TCP timeouts)",
+                  v);
   s->spin_us = -1;
   v = getenv("CRNET_SPIN_US");
   if (v != NULL && v[0] != '\0') {
@@ -378,7 +408,7 @@ static void on_peer_control(crnet__link *l, const crnet__frame_header *h,
     int err = (int32_t)crnet__get_le32(payload);
     int code = (int32_t)crnet__get_le32(payload + 4);
     int origin = (int32_t)crnet__get_le32(payload + 8);
-    int textlen = h->length - 12 > 300 ? 300 : (int)(h->length - 12);
+    int textlen = h->length - 12 > 440 ? 440 : (int)(h->length - 12);
     if (err >= 0 || err < CRNET_EIO)
       err = CRNET_EPEER;
     if (c->err == 0 && err == CRNET_EABORTED)
@@ -391,6 +421,55 @@ static void on_peer_control(crnet__link *l, const crnet__frame_header *h,
   crnet__comm_fail(c, CRNET_EIO, (int)l->peer,
                    "%s sent an unexpected control frame (kind %u)%s", who,
                    (unsigned)h->kind, call);
+}
+
+/* A DATA frame came before its receive: fine if the peer is ahead (a later
+ * collective, or a later round of this one), a mismatch if no receive of
+ * this rank can ever match it. */
+static bool on_peer_parked(crnet__link *l, const crnet__frame_header *h) {
+  crnet_comm *c = ((crnet__peer *)l)->comm;
+  if (h->seq > c->seq)
+    return true;
+  return h->seq == c->seq && c->cur_coll >= 0 && h->coll == c->cur_coll &&
+         h->sig == c->cur_sig;
+}
+
+static bool same_call(const crnet__frame_call *a, const crnet__frame_call *b) {
+  return a->count == b->count && a->op == b->op && a->root == b->root &&
+         a->dtype == b->dtype && a->schedule == b->schedule &&
+         a->variant == b->variant;
+}
+
+/* The message of a mismatch found on link l (l->hdr is the peer's frame):
+ * what each side called, in words, and how their frames differ when the
+ * words alone do not show it. */
+static void fail_mismatch(crnet_comm *c, crnet__link *l, const char *why) {
+  const crnet__frame_header *h = &l->hdr;
+  char theirs[160], mine[160], detail[224];
+  const char *verb = "called";
+  int coll = c->last_coll;
+  const crnet__frame_call *call = &c->cur_call;
+  crnet__call_format(h->coll, h->seq, &h->call, theirs, sizeof theirs);
+  /* A frame of a call this rank has finished: set it against what this
+   * rank called under that number, if it is still remembered. */
+  if (h->seq < c->seq && h->seq > 0 &&
+      c->history[h->seq % CRNET__CALL_HISTORY].seq == h->seq) {
+    coll = c->history[h->seq % CRNET__CALL_HISTORY].coll;
+    call = &c->history[h->seq % CRNET__CALL_HISTORY].call;
+    crnet__call_format((uint8_t)coll, h->seq, call, mine, sizeof mine);
+  } else if (coll < 0) {
+    snprintf(mine, sizeof mine, "no collective yet");
+  } else {
+    crnet__call_format((uint8_t)coll, c->seq, call, mine, sizeof mine);
+    if (c->cur_coll < 0)
+      verb = "had finished";
+  }
+  detail[0] = '\0';
+  if (h->coll == coll && same_call(&h->call, call))
+    snprintf(detail, sizeof detail, ": %s", why);
+  crnet__comm_fail(c, CRNET_EMISMATCH, (int)l->peer,
+                   "mismatched calls: rank %d called %s but rank %d %s %s%s",
+                   (int)l->peer, theirs, c->rank, verb, mine, detail);
 }
 
 static void on_peer_error(crnet__link *l, int status, const char *why) {
@@ -413,8 +492,7 @@ static void on_peer_error(crnet__link *l, int status, const char *why) {
   /* The peer is alive but said something wrong: comm_fail tells it why
    * (ABORT) and closes the link gently, so the reason arrives. */
   if (status == CRNET_EMISMATCH)
-    crnet__comm_fail(c, status, (int)l->peer, "mismatched calls%s: %s", call,
-                     why);
+    fail_mismatch(c, l, why);
   else
     crnet__comm_fail(c, status, (int)l->peer, "%s%s: %s", who, call, why);
   crnet__link_close_gently(l, LINGER_MS);
@@ -436,6 +514,7 @@ static void on_peer_closed(crnet__link *l) {
 const crnet__link_callbacks crnet__peer_callbacks = {
     .on_ready = on_peer_ready,
     .on_control = on_peer_control,
+    .on_parked = on_peer_parked,
     .on_error = on_peer_error,
     .on_closed = on_peer_closed,
 };
@@ -659,7 +738,8 @@ int crnet__xchg_start(crnet_comm *c, crnet__xchg *x, int to,
                                .seq = c->seq,
                                .round = round,
                                .sig = sig,
-                               .length = b - a};
+                               .length = b - a,
+                               .call = c->cur_call};
       if (l == NULL)
         break;
       if (n > 1)
@@ -696,11 +776,72 @@ bool crnet__xchg_complete(const crnet__xchg *x) {
   return true;
 }
 
+/* "rank 3 on host (1.2.3.4:5678), rank 5 ...": the peers this rank still
+ * waits for in the current collective, those it receives from first (a
+ * send waits for a peer only once its socket buffers are full). */
+static void list_awaited(crnet_comm *c, char *buf, size_t n) {
+  size_t len = 0;
+  int listed = 0, more = 0;
+  buf[0] = '\0';
+  for (int pass = 0; pass < 2 && listed == 0; pass++)
+    for (int r = 0; r < c->size; r++) {
+      bool waiting = false;
+      char who[160];
+      for (uint32_t k = 0; k < c->streams && r != c->rank; k++) {
+        crnet__peer *p = *crnet__comm_link(c, r, (int)k);
+        if (p == NULL || p->closed)
+          continue;
+        waiting = waiting || (pass == 0 ? p->link.recv != NULL
+                                        : crnet__link_busy(&p->link));
+      }
+      if (!waiting)
+        continue;
+      if (listed == 6) {
+        more++;
+        continue;
+      }
+      crnet__describe_rank(c, r, who, sizeof who);
+      if (len < n)
+        len += (size_t)snprintf(buf + len, n - len, "%s%s%s",
+                                listed > 0 ? ", " : "",
+                                pass == 1 ? "sending to " : "", who);
+      listed++;
+    }
+  if (more > 0 && len < n)
+    snprintf(buf + len, n - len, " and %d more", more);
+  if (listed == 0)
+    snprintf(buf, n, "no peer (this rank's own work)");
+}
+
+/* The collective's CRNET_TIMEOUT ran out: the job fails, naming whom this
+ * rank was waiting for, so that the rank that never called is found. */
+static void fail_timed_out(crnet_comm *c) {
+  char awaited[400];
+  list_awaited(c, awaited, sizeof awaited);
+  crnet__comm_fail(c, CRNET_ETIMEDOUT, -1,
+                   "rank %d timed out in %s #%" PRIu64 " round %" PRIu32
+                   " after %.3g s (CRNET_TIMEOUT) waiting for %s",
+                   c->rank,
+                   crnet_collective_name((crnet_collective)c->cur_coll),
+                   c->seq, c->cur_round, (double)c->coll_timeout_ms / 1000.0,
+                   awaited);
+}
+
 int crnet__xchg_wait(crnet__xchg *x, uint64_t min_got) {
   crnet_comm *c = x->c;
   xchg_wait w = {x, min_got};
   bool failed = false;
-  crnet__comm_run_until(c, xchg_done, &w, 0);
+  uint64_t limit_ms = 0;
+  /* The collective's time limit; none while a failure winds up (closing
+   * links ends the wait soon enough). */
+  if (c->coll_timeout_ms > 0 && c->err == 0 && c->cur_coll >= 0) {
+    uint64_t spent_ms = (uv_hrtime() - c->coll_started) / 1000000;
+    limit_ms = spent_ms < c->coll_timeout_ms ? c->coll_timeout_ms - spent_ms : 1;
+  }
+  if (crnet__comm_run_until(c, xchg_done, &w, limit_ms) == CRNET_ETIMEDOUT) {
+    fail_timed_out(c);
+    crnet__comm_run_until(c, xchg_done, &w, 0);
+  }
   if (!crnet__xchg_complete(x))
     return c->err; /* partial progress, or a failure being wound up */
   free(x->recv_iov);
@@ -733,13 +874,29 @@ int crnet__sendrecv(crnet_comm *c, int to, const void *sbuf, uint64_t slen,
   return crnet__sendrecv_v(c, to, &s, 1, from, &r, 1, round, sig);
 }
 
-int crnet__coll_begin(crnet_comm *c, crnet_collective coll) {
+int crnet__coll_begin(crnet_comm *c, crnet_collective coll, uint32_t sig,
+                      const crnet__frame_call *call) {
+  static const crnet__frame_call none = {.op = -1, .root = -1};
   if (c->err != 0)
     return c->err;
   c->seq++;
-  c->cur_coll = (int)coll;
+  c->coll_started = uv_hrtime();
+  c->cur_coll = c->last_coll = (int)coll;
   c->cur_round = 0;
-  return 0;
+  c->cur_sig = sig;
+  c->cur_call = call != NULL ? *call : none;
+  c->history[c->seq % CRNET__CALL_HISTORY].seq = c->seq;
+  c->history[c->seq % CRNET__CALL_HISTORY].coll = (int)coll;
+  c->history[c->seq % CRNET__CALL_HISTORY].call = c->cur_call;
+  /* A frame of this call that came early was accepted because the peer was
+   * ahead; now its sequence number is this rank's own, so it must be of
+   * this very call. */
+  for (int i = 0; i < crnet__comm_nlinks(c) && c->err == 0; i++) {
+    crnet__peer *p = c->peers[i];
+    if (p != NULL && !p->closed)
+      crnet__link_recheck_parked(&p->link);
+  }
+  return c->err;
 }
 
 void crnet__coll_end(crnet_comm *c) { c->cur_coll = -1; }
@@ -876,7 +1033,7 @@ int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
   }
   c->rank = s.rank;
   c->size = s.size;
-  c->cur_coll = -1;
+  c->cur_coll = c->last_coll = -1;
   c->stream_piece = s.stream_piece;
   c->rounds_in_flight = (uint32_t)s.rounds_in_flight;
   for (int k = 0; k < CRNET_COLL_COUNT; k++)
@@ -916,6 +1073,11 @@ int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
   }
   wait_plan(c, &s);
   size_socket_buffers(c, &s);
+  for (int i = 0; i < crnet__comm_nlinks(c); i++)
+    if (c->peers[i] != NULL && !c->peers[i]->closed)
+      crnet__link_set_liveness(&c->peers[i]->link,
+                               (uint64_t)(s.liveness * 1000));
+  c->coll_timeout_ms = (uint64_t)(s.coll_timeout * 1000);
   *out = c;
   return 0;
 }

@@ -26,6 +26,9 @@
 #include "rendezvous.h"
 #include "tuning.h"
 
+/* Calls remembered for mismatch messages. */
+#define CRNET__CALL_HISTORY 4
+
 /* The most rounds the executor keeps in flight (CRNET_ROUNDS_IN_FLIGHT). */
 #define CRNET__MAX_ROUNDS_IN_FLIGHT 32
 
@@ -47,6 +50,8 @@ typedef struct crnet__settings {
   int port_lo, port_hi; /* 0, 0: any port */
   char iface[128];       /* CRNET_IFACE (netaddr.h); "": the kernel's choice */
   double init_timeout;
+  double coll_timeout; /* CRNET_TIMEOUT seconds; 0: none */
+  double liveness;     /* CRNET_LIVENESS_TIMEOUT seconds; 0: the kernel's */
   long spin_us; /* -1: decide from the ranks per host (see wait_plan) */
   uint64_t stream_piece; /* CRNET_STREAM_PIECE */
   int rounds_in_flight;  /* CRNET_ROUNDS_IN_FLIGHT */
@@ -95,6 +100,11 @@ struct crnet_comm {
   crnet__rdv_entry *table;   /* everyone's address, host and pid */
   int open_peers;            /* peer links whose handles are not closed */
 
+  /* CRNET_TIMEOUT: the most a collective may take (0: no limit), and when
+   * the current one began (uv_hrtime). */
+  uint64_t coll_timeout_ms;
+  uint64_t coll_started;
+
   int err; /* sticky error, 0 if none */
   char errmsg[512];
   size_t errmsg_reason_len; /* the part of errmsg that is relayed to peers */
@@ -108,10 +118,20 @@ struct crnet_comm {
   /* The cost model's constants for auto: rank 0's, on every rank. */
   crnet__tuning tuning;
 
-  /* The call in progress, for error messages. */
+  /* The call in progress (or the last one), for frames and messages. */
   uint64_t seq; /* sequence number of the current (or last) collective */
   int cur_coll; /* crnet_collective, or -1 outside collectives */
+  int last_coll; /* the last collective begun, or -1 */
   uint32_t cur_round;
+  uint32_t cur_sig;           /* its call signature */
+  crnet__frame_call cur_call; /* its arguments, sent in every DATA frame */
+  /* The last few calls, so that a frame of a call this rank has finished
+   * can be told against what this rank called then. */
+  struct {
+    uint64_t seq;
+    int coll;
+    crnet__frame_call call;
+  } history[CRNET__CALL_HISTORY];
 };
 
 /* The link slot of stream k to rank r, and the number of slots. */
@@ -193,9 +213,17 @@ int crnet__xchg_wait(crnet__xchg *x, uint64_t min_got);
 uint64_t crnet__xchg_received(const crnet__xchg *x);
 bool crnet__xchg_complete(const crnet__xchg *x);
 
-/* Begins and ends a collective: checks the sticky error, numbers the call. */
-int crnet__coll_begin(crnet_comm *c, crnet_collective coll);
+/* Begins and ends a collective: checks the sticky error, numbers the call,
+ * and notes its signature and arguments (call NULL: none to tell) for
+ * frames and mismatch messages. */
+int crnet__coll_begin(crnet_comm *c, crnet_collective coll, uint32_t sig,
+                      const crnet__frame_call *call);
 void crnet__coll_end(crnet_comm *c);
+
+/* "allreduce #4 (100 x float, sum, schedule ring)": a call as its frames
+ * describe it (collectives.c, which knows the schedules' names). */
+void crnet__call_format(uint8_t coll, uint64_t seq,
+                        const crnet__frame_call *call, char *buf, size_t n);
 
 /* "rank 3 on host (1.2.3.4:5678)" for messages. */
 void crnet__describe_rank(const crnet_comm *c, int rank, char *buf, size_t n);

@@ -1,6 +1,6 @@
 /* The frame header codec (layout in frame.h).
  *
- * Every message after the handshake starts with this 32-byte header, so the
+ * Every message after the handshake starts with this 56-byte header, so the
  * decoder runs once per received frame and is also the first thing that sees
  * bytes from a stranger. It is therefore strict: anything it does not fully
  * understand is rejected with a static reason, and the decoded header is only
@@ -25,8 +25,17 @@ enum {
   OFF_ROUND = 16,
   OFF_SIG = 20,
   OFF_LENGTH = 24,
-  OFF_END = 32,
+  OFF_COUNT = 32,
+  OFF_OP = 40,
+  OFF_ROOT = 44,
+  OFF_DTYPE = 48,
+  OFF_SCHEDULE = 49,
+  OFF_VARIANT = 50,
+  OFF_RESERVED = 51,
+  OFF_END = 56,
 };
+
+#define VARIANT_BITS CRNET__CALL_EXCLUSIVE
 
 #define MAGIC_BYTES (sizeof CRNET__FRAME_MAGIC - 1)
 
@@ -34,8 +43,14 @@ _Static_assert(MAGIC_BYTES == OFF_VERSION - OFF_MAGIC, "magic is 4 bytes");
 _Static_assert(OFF_SEQ + 8 == OFF_ROUND && OFF_ROUND + 4 == OFF_SIG &&
                    OFF_SIG + 4 == OFF_LENGTH,
                "fields are contiguous");
-_Static_assert(OFF_END == OFF_LENGTH + 8, "length is the last field");
-_Static_assert(OFF_END == CRNET__FRAME_HEADER_SIZE, "the header is 32 bytes");
+_Static_assert(OFF_COUNT == OFF_LENGTH + 8 && OFF_OP == OFF_COUNT + 8 &&
+                   OFF_ROOT == OFF_OP + 4 && OFF_DTYPE == OFF_ROOT + 4 &&
+                   OFF_SCHEDULE == OFF_DTYPE + 1 &&
+                   OFF_VARIANT == OFF_SCHEDULE + 1 &&
+                   OFF_RESERVED == OFF_VARIANT + 1,
+               "call fields are contiguous");
+_Static_assert(OFF_END == CRNET__FRAME_HEADER_SIZE, "the header is 56 bytes");
+_Static_assert(CRNET_DATATYPE_COUNT <= 0x100, "a datatype fits its byte");
 _Static_assert(CRNET__FRAME_VERSION >= 0 && CRNET__FRAME_VERSION <= 0xff,
                "the version fits its byte");
 _Static_assert(CRNET_COLL_COUNT <= 0x100, "a collective fits the coll byte");
@@ -64,6 +79,14 @@ static const char *check_fields(const crnet__frame_header *h,
     return "DATA frame names no known collective";
   if (h->kind != CRNET__FRAME_DATA && h->coll != 0)
     return "collective set on a non-DATA frame";
+  if (h->kind != CRNET__FRAME_DATA &&
+      (h->call.count != 0 || h->call.op != 0 || h->call.root != 0 ||
+       h->call.dtype != 0 || h->call.schedule != 0 || h->call.variant != 0))
+    return "call fields set on a non-DATA frame";
+  if (h->kind == CRNET__FRAME_DATA && h->call.dtype >= CRNET_DATATYPE_COUNT)
+    return "DATA frame names no known datatype";
+  if ((h->call.variant & ~VARIANT_BITS) != 0)
+    return "unknown call variant";
   if (h->flags != 0)
     return "unknown flags";
   if (h->length > max_length)
@@ -83,6 +106,13 @@ void crnet__frame_encode(const crnet__frame_header *h,
   crnet__put_le32(out + OFF_ROUND, h->round);
   crnet__put_le32(out + OFF_SIG, h->sig);
   crnet__put_le64(out + OFF_LENGTH, h->length);
+  crnet__put_le64(out + OFF_COUNT, h->call.count);
+  crnet__put_le32(out + OFF_OP, (uint32_t)h->call.op);
+  crnet__put_le32(out + OFF_ROOT, (uint32_t)h->call.root);
+  out[OFF_DTYPE] = h->call.dtype;
+  out[OFF_SCHEDULE] = h->call.schedule;
+  out[OFF_VARIANT] = h->call.variant;
+  memset(out + OFF_RESERVED, 0, OFF_END - OFF_RESERVED);
 }
 
 int crnet__frame_decode(const uint8_t in[CRNET__FRAME_HEADER_SIZE],
@@ -106,6 +136,17 @@ int crnet__frame_decode(const uint8_t in[CRNET__FRAME_HEADER_SIZE],
   d.round = crnet__get_le32(in + OFF_ROUND);
   d.sig = crnet__get_le32(in + OFF_SIG);
   d.length = crnet__get_le64(in + OFF_LENGTH);
+  d.call.count = crnet__get_le64(in + OFF_COUNT);
+  d.call.op = (int32_t)crnet__get_le32(in + OFF_OP);
+  d.call.root = (int32_t)crnet__get_le32(in + OFF_ROOT);
+  d.call.dtype = in[OFF_DTYPE];
+  d.call.schedule = in[OFF_SCHEDULE];
+  d.call.variant = in[OFF_VARIANT];
+  for (int i = OFF_RESERVED; i < OFF_END; i++)
+    if (in[i] != 0) {
+      problem = "reserved header bytes not zero";
+      goto out;
+    }
   problem = check_fields(&d, max_length);
   if (problem == NULL)
     *h = d;

@@ -1,4 +1,4 @@
-/* The frame header: the fixed 32-byte prefix of every message after the
+/* The frame header: the fixed 56-byte prefix of every message after the
  * handshake, on mesh links and on rendezvous connections alike.
  *
  * Byte order is little-endian, whatever the host. Layout:
@@ -14,6 +14,19 @@
  *       20    4 sig      signature of the call (datatype, op, count, ...),
  *                        so mismatched calls are detected, not corrupted
  *       24    8 length   payload bytes that follow the header
+ *   the call, in DATA frames (all zero in others):
+ *       32    8 count    the call's count argument
+ *       40    4 op       crnet_op (reductions), else -1
+ *       44    4 root     root rank (bcast, reduce), else -1
+ *       48    1 dtype    crnet_datatype
+ *       49    1 schedule schedule id (select.c)
+ *       50    1 variant  CRNET__CALL_EXCLUSIVE or 0
+ *       51    5 reserved zero
+ *
+ * The signature is what the receiver compares; the call fields are there so
+ * that a mismatch can be told in words on both sides ("rank 2 called
+ * allreduce of 100 float, sum, schedule ring") instead of as two hashes.
+ * They cost 24 bytes a frame, nothing a network of any kind can measure.
  *
  * A receiver decodes with crnet__frame_decode(), which rejects anything that
  * is not a well-formed header of a known kind: the caller then drops the
@@ -26,8 +39,8 @@
 
 #include "crnet.h"
 
-#define CRNET__FRAME_HEADER_SIZE 32
-#define CRNET__FRAME_VERSION 1
+#define CRNET__FRAME_HEADER_SIZE 56
+#define CRNET__FRAME_VERSION 2
 #define CRNET__FRAME_MAGIC "CRNF"
 
 enum crnet__frame_kind {
@@ -39,6 +52,19 @@ enum crnet__frame_kind {
   CRNET__FRAME_RDV_ERROR = 18,    /* rendezvous -> rank: text */
 };
 
+/* Bits of crnet__frame_call.variant. */
+#define CRNET__CALL_EXCLUSIVE 0x01 /* exscan */
+
+/* What a DATA frame's sender called, for messages. */
+typedef struct crnet__frame_call {
+  uint64_t count;
+  int32_t op;
+  int32_t root;
+  uint8_t dtype;
+  uint8_t schedule;
+  uint8_t variant;
+} crnet__frame_call;
+
 typedef struct crnet__frame_header {
   uint8_t kind;
   uint8_t coll;
@@ -47,6 +73,7 @@ typedef struct crnet__frame_header {
   uint32_t round;
   uint32_t sig;
   uint64_t length;
+  crnet__frame_call call; /* DATA frames only */
 } crnet__frame_header;
 
 /* Writes h into out, little-endian. Never fails. */
@@ -55,7 +82,8 @@ void crnet__frame_encode(const crnet__frame_header *h,
 
 /* Reads a header. Returns 0, or CRNET_EIO when the bytes are not a header
  * this version understands (bad magic or version, unknown kind, a DATA frame
- * naming no collective, coll set on a non-DATA frame, unknown flags) or when
+ * naming no collective or datatype, coll or call fields set on a non-DATA
+ * frame, unknown flags or variant bits, reserved bytes not zero) or when
  * length exceeds max_length. `*why` (may be NULL) then gets a static string
  * naming the first problem found. */
 CRNET_NODISCARD int

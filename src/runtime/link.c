@@ -4,6 +4,10 @@
 #include "secret.h"
 
 #include <assert.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -522,6 +526,39 @@ static bool header_matches(crnet__link *l) {
   return false;
 }
 
+/* A DATA frame that arrives before its receive is posted is shown to the
+ * owner at once, so that a frame no later receive can match (a collective
+ * this rank has finished, or another call with the same sequence number)
+ * fails the link now instead of waiting parked for a receive that will
+ * never come. */
+static void parked_check(crnet__link *l) {
+  if (l->cb->on_parked != NULL && !l->cb->on_parked(l, &l->hdr))
+    link_fail(l, CRNET_EMISMATCH, "a frame no receive of this rank will match");
+}
+
+void crnet__link_set_liveness(crnet__link *l, uint64_t ms) {
+  uv_os_fd_t fd;
+  unsigned idle_s;
+  int v;
+  if (ms == 0 || uv_fileno((uv_handle_t *)&l->tcp, &fd) != 0)
+    return;
+  idle_s = ms / 4000 > 0 ? (unsigned)(ms / 4000) : 1;
+  /* Best effort: a kernel without one of these options still has the
+   * others, and the collective timeout (CRNET_TIMEOUT) bounds the rest. */
+  uv_tcp_keepalive(&l->tcp, 1, idle_s);
+  v = (int)idle_s;
+  (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &v, sizeof v);
+  v = 4;
+  (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &v, sizeof v);
+  v = ms > INT_MAX ? INT_MAX : (int)ms;
+  (void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &v, sizeof v);
+}
+
+void crnet__link_recheck_parked(crnet__link *l) {
+  if (link_usable(l) && parked(l))
+    parked_check(l);
+}
+
 static void data_done(crnet__link *l) {
   l->have_header = false;
   finish_recv(l, 0);
@@ -553,8 +590,10 @@ static bool header_arrived(crnet__link *l) {
   }
   l->have_header = true;
   if (l->hdr.kind == CRNET__FRAME_DATA) {
-    if (l->recv == NULL)
+    if (l->recv == NULL) {
+      parked_check(l);
       return false; /* parked: see process_stage */
+    }
     return header_matches(l);
   }
   if (l->hdr.length > CRNET__CONTROL_MAX) {

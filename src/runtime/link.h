@@ -22,7 +22,8 @@
  *     receive is posted.
  *     A header that does not match the posted receive (another collective,
  *     sequence number, round, signature or length) fails the link with
- *     CRNET_EMISMATCH and a message naming both sides.
+ *     CRNET_EMISMATCH and a message naming both sides; so does a parked
+ *     header the owner says no receive will match (on_parked).
  *   - any other frame is read whole into a heap buffer (bounded size) and
  *     handed to the owner's on_control callback.
  *
@@ -129,6 +130,11 @@ typedef struct crnet__link_callbacks {
    * callback returns. */
   void (*on_control)(crnet__link *l, const crnet__frame_header *h,
                      const uint8_t *payload);
+  /* Optional: a DATA frame whose receive is not posted has arrived (the
+   * peer is ahead). Return false if no receive this link will post can
+   * match it: the link then fails with CRNET_EMISMATCH, l->hdr still holding
+   * the frame's header when on_error runs. */
+  bool (*on_parked)(crnet__link *l, const crnet__frame_header *h);
   /* The first failure: a negative code and a reason. */
   void (*on_error)(crnet__link *l, int status, const char *why);
   /* Handles closed; the link may be freed. */
@@ -239,6 +245,19 @@ void crnet__link_post_recv(crnet__link *l, crnet__recv_req *r);
 /* Takes back a posted receive that is no longer wanted (the collective failed
  * elsewhere). Safe if r is not posted. */
 void crnet__link_cancel_recv(crnet__link *l, crnet__recv_req *r);
+
+/* Bounds how long the link may go unanswered by the peer's machine before
+ * it fails with CRNET_EPEER (a partition, a host that lost power: no FIN,
+ * no reset ever comes). TCP keepalive probes an idle link every
+ * max(1, ms/4000) s, and TCP_USER_TIMEOUT drops it once sent data or
+ * probes have gone unacknowledged for ms. A peer process that is merely
+ * slow or stopped still has its kernel answer, so it is not lost. 0: the
+ * kernel's defaults (no keepalive; retransmissions for about 15 minutes). */
+void crnet__link_set_liveness(crnet__link *l, uint64_t ms);
+
+/* Asks on_parked again about a DATA frame parked on the link, if any (the
+ * owner's idea of what can match has changed: a new collective began). */
+void crnet__link_recheck_parked(crnet__link *l);
 
 /* Sends a frame whose header is h, gathering the payload from
  * iov[0..niov) (h->length must equal the sum). The memory must stay valid

@@ -21,7 +21,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static bool same(const crnet__frame_header *a, const crnet__frame_header *b) {
   return a->kind == b->kind && a->coll == b->coll && a->flags == b->flags &&
          a->seq == b->seq && a->round == b->round && a->sig == b->sig &&
-         a->length == b->length;
+         a->length == b->length && a->call.count == b->call.count &&
+         a->call.op == b->call.op && a->call.root == b->call.root &&
+         a->call.dtype == b->call.dtype &&
+         a->call.schedule == b->call.schedule &&
+         a->call.variant == b->call.variant;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

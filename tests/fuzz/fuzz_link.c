@@ -11,8 +11,10 @@
  * those sizes. Whenever a DATA frame waits for its receive (parked), the
  * harness posts one as a collective would: usually matching, scattered over
  * up to three regions; sometimes mismatching (the link must then fail with
- * CRNET_EMISMATCH), cancelled midway, or never. Control frames are read
- * whole by the owner's callback.
+ * CRNET_EMISMATCH), cancelled midway, or never; and now and then the
+ * owner's on_parked says that no receive will match (the link must fail
+ * with CRNET_EMISMATCH too). Control frames are read whole by the owner's
+ * callback.
  *
  * Input:
  *   byte 0  bit 0 encrypt; bit 1 AES-256-GCM may be used (else
@@ -61,6 +63,7 @@ static struct {
   bool accepted, ready, closed, errored;
   int ready_status, error_status;
   bool corrupted_sent; /* the altered record has been sent */
+  bool refused_park;   /* on_parked said no */
   uint64_t controls;   /* control frames delivered */
   uint64_t state;      /* receive choices */
   crnet__recv_req req;
@@ -84,6 +87,17 @@ static void on_control(crnet__link *l, const crnet__frame_header *h,
   st.controls++;
 }
 
+/* The owner's say on a parked DATA frame: now and then, that no receive
+ * will ever match it (the link must then fail with CRNET_EMISMATCH). */
+static bool on_parked(crnet__link *l, const crnet__frame_header *h) {
+  (void)l;
+  (void)h;
+  if (fuzz_prng(&st.state) % 16 != 3)
+    return true;
+  st.refused_park = true;
+  return false;
+}
+
 static void on_error(crnet__link *l, int status, const char *why) {
   if (why == NULL || why[0] == '\0')
     fuzz_fail("link failed (%d) without a reason", status);
@@ -102,6 +116,7 @@ static void on_closed(crnet__link *l) {
 static const crnet__link_callbacks callbacks = {
     .on_ready = on_ready,
     .on_control = on_control,
+    .on_parked = on_parked,
     .on_error = on_error,
     .on_closed = on_closed,
 };
@@ -163,8 +178,11 @@ static bool post_receive(void) {
   uint32_t choice = fuzz_prng(&st.state) % 16;
   crnet__recv_req *r = &st.req;
   uint64_t len = link_.hdr.length;
-  if (choice == 1)
+  if (choice == 1) {
+    /* Left parked, and the owner asked again. */
+    crnet__link_recheck_parked(&link_);
     return false;
+  }
   free(st.buf);
   st.buf = NULL;
   memset(r, 0, sizeof *r);
@@ -239,6 +257,8 @@ static size_t unread(void) {
 static void drive(void) {
   for (int turn = 0; turn < 64; turn++) {
     uv_run(&loop, UV_RUN_NOWAIT);
+    if (st.refused_park && (!link_.failed || st.error_status != CRNET_EMISMATCH))
+      fuzz_fail("a frame refused by on_parked did not fail the link");
     if (link_over())
       return;
     if (parked()) {
@@ -355,6 +375,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (st.corrupted_sent && !link_over() && link_.reading && unread() == 0 &&
       link_.raw_off == link_.raw_len)
     fuzz_fail("a link took an altered record");
+
+  if (st.refused_park && st.error_status != CRNET_EMISMATCH)
+    fuzz_fail("a frame refused by on_parked did not fail the link");
 
   /* End of stream: the link sees EOF if it still reads; in any case its
    * owner closes it. */

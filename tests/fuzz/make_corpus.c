@@ -50,6 +50,9 @@ static void put_frame(seed *s, uint8_t kind, uint8_t coll, uint64_t seq,
   crnet__frame_header h = {.kind = kind, .coll = coll, .seq = seq,
                            .round = round, .sig = 0x5eed0000u | round,
                            .length = len};
+  if (kind == CRNET__FRAME_DATA)
+    h.call = (crnet__frame_call){.count = len, .op = -1, .root = -1,
+                                 .dtype = CRNET_BYTE};
   uint8_t hdr[CRNET__FRAME_HEADER_SIZE];
   crnet__frame_encode(&h, hdr);
   put(s, hdr, sizeof hdr);

@@ -31,12 +31,15 @@ fi
 if [ ! -f "$build/build.ninja" ]; then
   # -Dwerror=false: clang warns where gcc does not; gcc's build is the one
   # held to -Werror.
+  setup_log=$(mktemp)
   CC=clang meson setup "$build" -Dfuzz=true -Db_lundef=false -Dwerror=false \
-    >"$build.setup.log" 2>&1 || {
-    cat "$build.setup.log" >&2
+    >"$setup_log" 2>&1 || {
+    cat "$setup_log" >&2
+    rm -f "$setup_log"
     echo "fuzz: cannot set up $build" >&2
     exit 1
   }
+  rm -f "$setup_log"
 fi
 ninja -C "$build" tests/fuzz/make_corpus "${targets[@]/#/tests/fuzz/fuzz_}" \
   >"$build/fuzz-build.log" 2>&1 || {

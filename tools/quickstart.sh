@@ -4,7 +4,9 @@
 #   tools/quickstart.sh demo   install what is missing, build, run a 4-rank job
 #   tools/quickstart.sh test   install what is missing, build, run every test
 #                              suite, then again under AddressSanitizer and
-#                              UndefinedBehaviorSanitizer
+#                              UndefinedBehaviorSanitizer, then each fuzz
+#                              harness for a bounded time (tests/fuzz/run.sh,
+#                              CRNET_FUZZ_SECONDS each, default 30)
 #
 # Works on a fresh Debian 12 as root, or as a user with sudo.
 set -euo pipefail
@@ -13,9 +15,11 @@ cd "$(dirname "$0")/.."
 mode=${1:-demo}
 
 # openssh-server, openssh-client, iproute2 and procps: the multi-host test
-# (tests/multihost.sh) runs sshd in network namespaces.
+# (tests/multihost.sh) runs sshd in network namespaces. clang and
+# libclang-rt-14-dev (its libFuzzer and sanitizer runtimes, only recommended
+# by clang): the fuzz harnesses (tests/fuzz/run.sh).
 packages=(build-essential meson ninja-build pkg-config libuv1-dev libsodium-dev check python3
-  openssh-server openssh-client iproute2 procps)
+  openssh-server openssh-client iproute2 procps clang libclang-rt-14-dev)
 
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
@@ -84,6 +88,15 @@ test)
   CRNET_SIM_QUICK=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     meson test -C build-sanitize --print-errorlogs --num-processes 1 --timeout-multiplier 3 \
       --no-suite large || status=1
+  # Every fuzz harness for a bounded time (about 2.5 minutes in all at the
+  # default 30 s each, the clang build included); a crash names the
+  # harness and the input it saved.
+  fuzz_status=0
+  tests/fuzz/run.sh "${CRNET_FUZZ_SECONDS:-30}" || fuzz_status=1
+  if [ $fuzz_status -ne 0 ]; then
+    echo "FAILED: fuzzing (tests/fuzz/run.sh)"
+    status=1
+  fi
   summarise build/meson-logs/testlog.json build-sanitize/meson-logs/testlog.json || status=1
   exit $status
   ;;

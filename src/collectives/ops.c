@@ -399,6 +399,7 @@ KERNEL16(lor_bf16, bfloat16_to_float, float_to_bfloat16, EXPR_FLOR)
  * portable kernel.
  */
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 
 #define F16C_TARGET __attribute__((target("avx,f16c")))
@@ -432,9 +433,13 @@ KERNEL16_ATTR(AVX2_TARGET, sum_bf16_avx2, bfloat16_to_float,
 KERNEL16_ATTR(AVX2_TARGET, prod_bf16_avx2, bfloat16_to_float,
               float_to_bfloat16, EXPR_FPROD_PIN)
 
+/* F16C from CPUID itself: not every compiler's __builtin_cpu_supports
+ * knows the name "f16c" (clang 14 refuses it). */
 static bool cpu_has_f16c(void) {
+  unsigned int a, b, c, d;
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  return __builtin_cpu_supports("avx") && __get_cpuid(1, &a, &b, &c, &d) &&
+         (c & bit_F16C) != 0;
 }
 
 static bool cpu_has_avx2(void) {

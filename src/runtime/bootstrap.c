@@ -525,24 +525,19 @@ static void on_rdv_ready(crnet__link *l, int status) {
 /* Rank 0's options from the table become the job's: the streams per pair
  * of ranks decide how many links the mesh has. No mesh link exists yet, so
  * the slots can be laid out anew. */
-static void use_options(bootstrap *b, const uint8_t *wire) {
+static void use_options(bootstrap *b, const crnet__rdv_options *o) {
   crnet_comm *c = b->c;
-  crnet__rdv_options o;
-  if (crnet__rdv_options_decode(wire, &o) != 0) {
-    set_fatal(b, CRNET_EIO, "the rendezvous sent malformed options");
-    return;
-  }
-  if (o.streams != c->streams) {
-    crnet__peer **peers = calloc((size_t)c->size * o.streams, sizeof *peers);
+  if (o->streams != c->streams) {
+    crnet__peer **peers = calloc((size_t)c->size * o->streams, sizeof *peers);
     if (peers == NULL) {
       set_fatal(b, CRNET_ENOMEM, "out of memory");
       return;
     }
     free(c->peers);
     c->peers = peers;
-    c->streams = o.streams;
+    c->streams = o->streams;
   }
-  c->stream_min = o.stream_min;
+  c->stream_min = o->stream_min;
   if (c->streams > 1)
     crnet__debug("%u streams per peer, parts of at least %" PRIu64 " bytes",
                  (unsigned)c->streams, c->stream_min);
@@ -553,30 +548,19 @@ static void on_rdv_control(crnet__link *l, const crnet__frame_header *h,
   rdv_client *rc = (rdv_client *)l;
   bootstrap *b = rc->b;
   crnet_comm *c = b->c;
+  crnet__rdv_options options;
+  const char *why;
   if (h->kind == CRNET__FRAME_RDV_ERROR) {
     int n = h->length < 400 ? (int)h->length : 400;
     set_fatal(b, CRNET_ETIMEDOUT, "rendezvous: %.*s", n, (const char *)payload);
-  } else if (h->kind == CRNET__FRAME_RDV_TABLE &&
-             h->length == CRNET__RDV_TABLE_HEAD +
-                              (uint64_t)c->size * CRNET__RDV_ENTRY_SIZE &&
-             crnet__get_le32(payload) == (uint32_t)c->size) {
-    for (int r = 0; r < c->size; r++) {
-      if (crnet__rdv_entry_decode(payload + CRNET__RDV_TABLE_HEAD +
-                                      (size_t)r * CRNET__RDV_ENTRY_SIZE,
-                                  &c->table[r]) != 0) {
-        set_fatal(b, CRNET_EIO, "the rendezvous sent a malformed table");
-        break;
-      }
-    }
+  } else if (h->kind == CRNET__FRAME_RDV_TABLE) {
     /* Rank 0 keeps naming its own file; the others name rank 0. */
-    if (b->fatal == 0 &&
-        crnet__tuning_decode(payload + 4,
-                             c->rank == 0 ? c->tuning.source : "rank 0",
-                             &c->tuning) != 0)
-      set_fatal(b, CRNET_EIO,
-                "the rendezvous sent malformed tuning constants");
-    if (b->fatal == 0)
-      use_options(b, payload + 4 + CRNET__TUNING_WIRE_SIZE);
+    if (crnet__rdv_table_decode(payload, h->length, c->size,
+                                c->rank == 0 ? c->tuning.source : "rank 0",
+                                c->table, &c->tuning, &options, &why) != 0)
+      set_fatal(b, CRNET_EIO, "the rendezvous sent %s", why);
+    else
+      use_options(b, &options);
     if (b->fatal == 0) {
       char desc[400];
       crnet__tuning_describe(&c->tuning, c->size, desc, sizeof desc);

@@ -86,6 +86,37 @@ int crnet__rdv_options_decode(const uint8_t *in, crnet__rdv_options *o) {
   return 0;
 }
 
+int crnet__rdv_table_decode(const uint8_t *in, uint64_t len, int32_t size,
+                            const char *source, crnet__rdv_entry *entries,
+                            crnet__tuning *tuning, crnet__rdv_options *options,
+                            const char **why) {
+  crnet__rdv_options o;
+  if (size < 1 ||
+      len != CRNET__RDV_TABLE_HEAD + (uint64_t)size * CRNET__RDV_ENTRY_SIZE ||
+      crnet__get_le32(in) != (uint32_t)size) {
+    *why = "a table for another job size";
+    return CRNET_EIO;
+  }
+  for (int32_t r = 0; r < size; r++) {
+    if (crnet__rdv_entry_decode(in + CRNET__RDV_TABLE_HEAD +
+                                    (size_t)r * CRNET__RDV_ENTRY_SIZE,
+                                &entries[r]) != 0) {
+      *why = "a malformed table";
+      return CRNET_EIO;
+    }
+  }
+  if (crnet__rdv_options_decode(in + 4 + CRNET__TUNING_WIRE_SIZE, &o) != 0) {
+    *why = "malformed options";
+    return CRNET_EIO;
+  }
+  if (crnet__tuning_decode(in + 4, source, tuning) != 0) {
+    *why = "malformed tuning constants";
+    return CRNET_EIO;
+  }
+  *options = o;
+  return 0;
+}
+
 void crnet__rdv_entry_format(const crnet__rdv_entry *e, char *buf, size_t n) {
   char ip[64] = "?";
   if (e->family == 4)
@@ -210,7 +241,11 @@ static void on_conn_control(crnet__link *l, const crnet__frame_header *h,
     drop(c, "registration after the rendezvous ended");
     return;
   }
-  if (srv->by_rank[rank] != NULL || c->rank >= 0) {
+  /* A rank whose connection has gone since it registered still counts as
+   * registered (its entry stays, and so does its place in nregistered), so
+   * it cannot register again either. */
+  if (srv->by_rank[rank] != NULL || c->rank >= 0 ||
+      srv->entries[rank].family != 0) {
     snprintf(why, sizeof why, "rank %u registered twice", (unsigned)rank);
     drop(c, why);
     return;

@@ -75,6 +75,17 @@ int crnet__rdv_entry_decode(const uint8_t *in, crnet__rdv_entry *e);
 /* "host (1.2.3.4:5678)" into buf, for messages. */
 void crnet__rdv_entry_format(const crnet__rdv_entry *e, char *buf, size_t n);
 
+/* A RDV_TABLE payload of len bytes as a rank of a job of `size` ranks
+ * receives it: the entries go to entries[0..size), rank 0's tuning to
+ * *tuning (its source named `source`, as crnet__tuning_decode) and rank 0's
+ * options to *options. 0, or CRNET_EIO when the payload is not a table of
+ * this job, with *why saying what is wrong ("a malformed table", ...);
+ * entries may then be partly written, *tuning and *options are not. */
+int crnet__rdv_table_decode(const uint8_t *in, uint64_t len, int32_t size,
+                            const char *source, crnet__rdv_entry *entries,
+                            crnet__tuning *tuning, crnet__rdv_options *options,
+                            const char **why);
+
 typedef struct crnet__rdv_server crnet__rdv_server;
 
 /* Called once, from the loop. status 0: every rank got the table.

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Runs every libFuzzer harness of tests/fuzz for a bounded time.
+#
+#   tests/fuzz/run.sh [SECONDS] [TARGET...]
+#
+# SECONDS per harness (default $CRNET_FUZZ_SECONDS, else 60); TARGETs
+# default to all of them. Installs nothing: needs clang with its libFuzzer
+# runtime (Debian: clang and libclang-rt-14-dev). Builds build-fuzz with
+# -Dfuzz=true (clang, libFuzzer, AddressSanitizer, UndefinedBehaviorSanitizer),
+# writes the generated seeds (make_corpus) and fuzzes each harness on a
+# scratch copy of its corpus, so the source tree is never modified. Exits
+# non-zero, with a line naming the harness and the crashing input, if any
+# harness finds a crash, a leak, a timeout or an out-of-memory.
+#
+# CRNET_FUZZ_BUILD (default build-fuzz) and CRNET_FUZZ_WORK (default a
+# fresh temporary directory, kept only when something was found) move the
+# build and the scratch corpora.
+set -uo pipefail
+
+cd "$(dirname "$0")/../.."
+seconds=${1:-${CRNET_FUZZ_SECONDS:-60}}
+shift $(($# > 0 ? 1 : 0))
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(frame handshake link rendezvous)
+build=${CRNET_FUZZ_BUILD:-build-fuzz}
+
+if ! command -v clang >/dev/null; then
+  echo "fuzz: clang not found (Debian: apt-get install clang libclang-rt-14-dev)" >&2
+  exit 1
+fi
+if [ ! -f "$build/build.ninja" ]; then
+  # -Dwerror=false: clang warns where gcc does not; gcc's build is the one
+  # held to -Werror.
+  setup_log=$(mktemp)
+  CC=clang meson setup "$build" -Dfuzz=true -Db_lundef=false -Dwerror=false \
+    >"$setup_log" 2>&1 || {
+    cat "$setup_log" >&2
+    rm -f "$setup_log"
+    echo "fuzz: cannot set up $build" >&2
+    exit 1
+  }
+  rm -f "$setup_log"
+fi
+ninja -C "$build" tests/fuzz/make_corpus "${targets[@]/#/tests/fuzz/fuzz_}" \
+  >"$build/fuzz-build.log" 2>&1 || {
+  tail -n 40 "$build/fuzz-build.log" >&2
+  echo "fuzz: build failed" >&2
+  exit 1
+}
+
+work=${CRNET_FUZZ_WORK:-$(mktemp -d /tmp/crnet-fuzz.XXXXXX)}
+mkdir -p "$work"
+"$build/tests/fuzz/make_corpus" "$work/seeds" || exit 1
+
+status=0
+for t in "${targets[@]}"; do
+  corpus=$work/corpus-$t
+  mkdir -p "$corpus" "$work/artifacts-$t"
+  # Checked-in seeds, regression inputs and generated seeds, together.
+  for d in tests/fuzz/corpus/$t tests/fuzz/regress/$t "$work/seeds/$t"; do
+    [ -d "$d" ] && find "$d" -maxdepth 1 -type f ! -name '.*' -exec cp -t "$corpus" {} +
+  done
+  log=$work/$t.log
+  start=$(date +%s)
+  # -close_fd_mask=2: the library's log lines (a dropped connection, ...)
+  # would flood the log; libFuzzer and the sanitizers still report.
+  "$build/tests/fuzz/fuzz_$t" "$corpus" -max_total_time="$seconds" -timeout=10 \
+    -rss_limit_mb=2048 -close_fd_mask=2 -print_final_stats=1 \
+    -artifact_prefix="$work/artifacts-$t/" >"$log" 2>&1
+  rc=$?
+  stats=$(grep -E '^#[0-9]+.*(DONE|pulse|NEW|REDUCE)' "$log" | tail -n 1 |
+    sed -E 's/.*(cov: [0-9]+).*(corp: [^ ]+).*(exec\/s: [0-9]+).*/\1 \2 \3/')
+  found=$(find "$work/artifacts-$t" -type f | head -n 1)
+  if [ $rc -ne 0 ] || [ -n "$found" ]; then
+    status=1
+    grep -E 'ERROR|SUMMARY|^fuzz: ' "$log" | head -n 5 >&2
+    echo "fuzz: FAILED $t after $(($(date +%s) - start)) s: ${found:-no input saved} (log $log)" >&2
+  else
+    echo "fuzz: $t ok, $(($(date +%s) - start)) s, $stats"
+  fi
+done
+if [ $status -eq 0 ] && [ -z "${CRNET_FUZZ_WORK:-}" ]; then
+  rm -rf "$work"
+fi
+exit $status

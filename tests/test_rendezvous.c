@@ -1,0 +1,252 @@
+/* Unit tests of the rendezvous codecs (src/runtime/rendezvous.c): entries,
+ * options and the table a rank decodes with crnet__rdv_table_decode.
+ *
+ * Tables are built the way the server builds them (size, rank 0's tuning
+ * and options, then every entry) for several job sizes and decoded back;
+ * then each part is broken in turn, and the decoder must name it and leave
+ * the rank's tuning and options alone. One case is the table the server
+ * used to send when a rank registered twice (an empty entry for a rank that
+ * never came; tests/fuzz/regress/rendezvous).
+ */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "crnet.h"
+#include "frame.h"
+#include "rendezvous.h"
+#include "tuning.h"
+
+#define MAX_P 13
+
+static crnet__rdv_entry entry_of(int r) {
+  crnet__rdv_entry e;
+  memset(&e, 0, sizeof e);
+  e.family = r % 2 ? 6 : 4;
+  e.port = (uint16_t)(30000 + r);
+  for (int i = 0; i < 16; i++)
+    e.addr[i] = (uint8_t)(r * 16 + i);
+  e.pid = 1000u + (uint32_t)r;
+  snprintf(e.host, sizeof e.host, "node-%d", r);
+  return e;
+}
+
+/* The table of a job of p ranks, as send_table writes it; returns its
+ * length. */
+static size_t build_table(uint8_t *out, int p, const crnet__tuning *t,
+                          const crnet__rdv_options *o) {
+  crnet__put_le32(out, (uint32_t)p);
+  crnet__tuning_encode(t, out + 4);
+  crnet__rdv_options_encode(o, out + 4 + CRNET__TUNING_WIRE_SIZE);
+  for (int r = 0; r < p; r++) {
+    crnet__rdv_entry e = entry_of(r);
+    crnet__rdv_entry_encode(&e, out + CRNET__RDV_TABLE_HEAD +
+                                    (size_t)r * CRNET__RDV_ENTRY_SIZE);
+  }
+  return CRNET__RDV_TABLE_HEAD + (size_t)p * CRNET__RDV_ENTRY_SIZE;
+}
+
+static uint8_t table[CRNET__RDV_TABLE_HEAD + MAX_P * CRNET__RDV_ENTRY_SIZE];
+
+static void defaults(crnet__tuning *t, crnet__rdv_options *o) {
+  crnet__tuning_defaults(t);
+  t->base[CRNET__TUNING_ALPHA] = 7e-6;
+  o->streams = 3;
+  o->stream_min = 65536;
+}
+
+START_TEST(test_table_round_trip) {
+  static const int sizes[] = {1, 2, 3, 5, 13};
+  for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+    int p = sizes[k];
+    crnet__tuning t, got_t;
+    crnet__rdv_options o, got_o = {0, 0};
+    crnet__rdv_entry entries[MAX_P];
+    const char *why = NULL;
+    size_t len;
+    defaults(&t, &o);
+    len = build_table(table, p, &t, &o);
+    ck_assert_int_eq(crnet__rdv_table_decode(table, len, p, "rank 0", entries,
+                                             &got_t, &got_o, &why),
+                     0);
+    ck_assert_ptr_null(why);
+    ck_assert_uint_eq(got_o.streams, 3);
+    ck_assert_uint_eq(got_o.stream_min, 65536);
+    ck_assert(got_t.base[CRNET__TUNING_ALPHA] == 7e-6);
+    ck_assert_str_eq(got_t.source, "rank 0");
+    for (int r = 0; r < p; r++) {
+      crnet__rdv_entry e = entry_of(r);
+      ck_assert_uint_eq(entries[r].family, e.family);
+      ck_assert_uint_eq(entries[r].port, e.port);
+      ck_assert_mem_eq(entries[r].addr, e.addr, 16);
+      ck_assert_uint_eq(entries[r].pid, e.pid);
+      ck_assert_str_eq(entries[r].host, e.host);
+    }
+  }
+}
+END_TEST
+
+/* Breaks a table of 3 ranks with `breakage` and checks the refusal: the
+ * reason, and the tuning and options untouched. */
+static void expect_refused(void (*breakage)(uint8_t *, size_t *, int *),
+                           const char *want_why) {
+  crnet__tuning t, got_t;
+  crnet__rdv_options o, got_o = {12345, 678};
+  crnet__rdv_entry entries[MAX_P];
+  const char *why = NULL;
+  size_t len;
+  int p = 3;
+  defaults(&t, &o);
+  len = build_table(table, p, &t, &o);
+  breakage(table, &len, &p);
+  crnet__tuning_defaults(&got_t);
+  snprintf(got_t.source, sizeof got_t.source, "untouched");
+  ck_assert_int_eq(crnet__rdv_table_decode(table, len, p, "rank 0", entries,
+                                           &got_t, &got_o, &why),
+                   CRNET_EIO);
+  ck_assert_ptr_nonnull(why);
+  ck_assert_str_eq(why, want_why);
+  ck_assert_str_eq(got_t.source, "untouched");
+  ck_assert_uint_eq(got_o.streams, 12345);
+  ck_assert_uint_eq(got_o.stream_min, 678);
+}
+
+static void one_byte_short(uint8_t *tb, size_t *len, int *p) {
+  (void)tb;
+  (void)p;
+  (*len)--;
+}
+static void one_byte_long(uint8_t *tb, size_t *len, int *p) {
+  (void)tb;
+  (void)p;
+  (*len)++;
+}
+static void other_job_size(uint8_t *tb, size_t *len, int *p) {
+  (void)len;
+  (void)p;
+  crnet__put_le32(tb, 4);
+}
+static void rank_expects_more(uint8_t *tb, size_t *len, int *p) {
+  (void)tb;
+  (void)len;
+  *p = 4;
+}
+/* What the server sent when a rank registered twice: rank 2 never came,
+ * its entry is all zero. */
+static void empty_entry(uint8_t *tb, size_t *len, int *p) {
+  (void)len;
+  (void)p;
+  memset(tb + CRNET__RDV_TABLE_HEAD + 2 * CRNET__RDV_ENTRY_SIZE, 0,
+         CRNET__RDV_ENTRY_SIZE);
+}
+static void entry_port_zero(uint8_t *tb, size_t *len, int *p) {
+  (void)len;
+  (void)p;
+  crnet__put_le16(tb + CRNET__RDV_TABLE_HEAD + 2, 0);
+}
+static void entry_reserved_set(uint8_t *tb, size_t *len, int *p) {
+  (void)len;
+  (void)p;
+  tb[CRNET__RDV_TABLE_HEAD + CRNET__RDV_ENTRY_SIZE + 1] = 1;
+}
+static void no_streams(uint8_t *tb, size_t *len, int *p) {
+  (void)len;
+  (void)p;
+  crnet__put_le32(tb + 4 + CRNET__TUNING_WIRE_SIZE, 0);
+}
+static void too_many_streams(uint8_t *tb, size_t *len, int *p) {
+  (void)len;
+  (void)p;
+  crnet__put_le32(tb + 4 + CRNET__TUNING_WIRE_SIZE, CRNET__MAX_STREAMS + 1);
+}
+static void stream_min_zero(uint8_t *tb, size_t *len, int *p) {
+  (void)len;
+  (void)p;
+  crnet__put_le32(tb + 4 + CRNET__TUNING_WIRE_SIZE + 4, 0);
+}
+static void alpha_nan(uint8_t *tb, size_t *len, int *p) {
+  double nan = NAN;
+  uint64_t bits;
+  (void)len;
+  (void)p;
+  memcpy(&bits, &nan, sizeof bits);
+  crnet__put_le64(tb + 4, bits);
+}
+
+START_TEST(test_table_refusals) {
+  expect_refused(one_byte_short, "a table for another job size");
+  expect_refused(one_byte_long, "a table for another job size");
+  expect_refused(other_job_size, "a table for another job size");
+  expect_refused(rank_expects_more, "a table for another job size");
+  expect_refused(empty_entry, "a malformed table");
+  expect_refused(entry_port_zero, "a malformed table");
+  expect_refused(entry_reserved_set, "a malformed table");
+  expect_refused(no_streams, "malformed options");
+  expect_refused(too_many_streams, "malformed options");
+  expect_refused(stream_min_zero, "malformed options");
+  expect_refused(alpha_nan, "malformed tuning constants");
+}
+END_TEST
+
+START_TEST(test_entry_codec) {
+  crnet__rdv_entry e = entry_of(1), back;
+  uint8_t buf[CRNET__RDV_ENTRY_SIZE];
+  char text[128];
+  /* A host name filling its field loses its last byte to the NUL. */
+  memset(e.host, 'h', sizeof e.host - 1);
+  e.host[sizeof e.host - 1] = '\0';
+  crnet__rdv_entry_encode(&e, buf);
+  ck_assert_int_eq(crnet__rdv_entry_decode(buf, &back), 0);
+  ck_assert_str_eq(back.host, e.host);
+  memset(buf + 24, 'x', CRNET__RDV_HOST_BYTES);
+  ck_assert_int_eq(crnet__rdv_entry_decode(buf, &back), 0);
+  ck_assert_uint_eq(strlen(back.host), CRNET__RDV_HOST_BYTES - 1);
+  crnet__rdv_entry_format(&back, text, sizeof text);
+  ck_assert_ptr_nonnull(strstr(text, "]:30001)"));
+  for (unsigned f = 0; f < 256; f++) {
+    buf[0] = (uint8_t)f;
+    ck_assert_int_eq(crnet__rdv_entry_decode(buf, &back) == 0,
+                     f == 4 || f == 6);
+  }
+}
+END_TEST
+
+START_TEST(test_options_codec) {
+  uint8_t buf[CRNET__RDV_OPTIONS_SIZE];
+  crnet__rdv_options o, back;
+  for (uint32_t s = 0; s <= CRNET__MAX_STREAMS + 1; s++) {
+    o.streams = s;
+    o.stream_min = 1;
+    crnet__rdv_options_encode(&o, buf);
+    ck_assert_int_eq(crnet__rdv_options_decode(buf, &back) == 0,
+                     s >= 1 && s <= CRNET__MAX_STREAMS);
+  }
+  o.streams = 1;
+  o.stream_min = UINT32_MAX;
+  crnet__rdv_options_encode(&o, buf);
+  ck_assert_int_eq(crnet__rdv_options_decode(buf, &back), 0);
+  ck_assert_uint_eq(back.stream_min, UINT32_MAX);
+}
+END_TEST
+
+static Suite *rendezvous_suite(void) {
+  Suite *s = suite_create("rendezvous");
+  TCase *tc = tcase_create("codecs");
+  tcase_add_test(tc, test_table_round_trip);
+  tcase_add_test(tc, test_table_refusals);
+  tcase_add_test(tc, test_entry_codec);
+  tcase_add_test(tc, test_options_codec);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) {
+  SRunner *sr = srunner_create(rendezvous_suite());
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -73,7 +73,11 @@ for t in "${targets[@]}"; do
   found=$(find "$work/artifacts-$t" -type f | head -n 1)
   if [ $rc -ne 0 ] || [ -n "$found" ]; then
     status=1
-    grep -E 'ERROR|SUMMARY|^fuzz: ' "$log" | head -n 5 >&2
+    grep -E 'ERROR|SUMMARY' "$log" | head -n 5 >&2
+    # The harness's own reason went to the stderr that -close_fd_mask
+    # closed: replaying the input once shows it.
+    [ -n "$found" ] && "$build/tests/fuzz/fuzz_$t" "$found" 2>&1 |
+      grep -E '^fuzz: |runtime error|ERROR: (AddressSanitizer|LeakSanitizer)' | head -n 3 >&2
     echo "fuzz: FAILED $t after $(($(date +%s) - start)) s: ${found:-no input saved} (log $log)" >&2
   else
     echo "fuzz: $t ok, $(($(date +%s) - start)) s, $stats"

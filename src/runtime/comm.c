@@ -164,13 +164,8 @@ static int load_settings(const crnet_config *cfg, crnet__settings *s,
   v = cfg->init_timeout > 0 ? NULL : getenv("CRNET_INIT_TIMEOUT");
   s->init_timeout = cfg->init_timeout > 0 ? cfg->init_timeout
                                           : DEFAULT_INIT_TIMEOUT_S;
-  if (v != NULL) {
-    char *end;
-    double t = strtod(v, &end);
-    if (end == v || *end != '\0' || !(t > 0) || t > 1e6)
-      SETTINGS_FAIL("CRNET_INIT_TIMEOUT='%s' is not a number of seconds", v);
-    s->init_timeout = t;
-  }
+  if (v != NULL && parse_seconds(v, false, &s->init_timeout) != 0)
+    SETTINGS_FAIL("CRNET_INIT_TIMEOUT='%s' is not a number of seconds", v);
   /* CRNET_TIMEOUT: the most one collective may take (0 or unset: no
    * limit, unless the config sets one). */
   s->coll_timeout = cfg->timeout > 0 ? cfg->timeout : 0;
@@ -443,8 +438,10 @@ static void on_peer_control(crnet__link *l, const crnet__frame_header *h,
  * this rank can ever match it. */
 static bool on_peer_parked(crnet__link *l, const crnet__frame_header *h) {
   crnet_comm *c = ((crnet__peer *)l)->comm;
-  if (h->seq > c->seq)
+  if (h->seq > c->seq) {
+    c->parked_ahead = true; /* coll_begin looks again */
     return true;
+  }
   return h->seq == c->seq && c->cur_coll >= 0 && h->coll == c->cur_coll &&
          h->sig == c->cur_sig;
 }
@@ -904,12 +901,16 @@ int crnet__coll_begin(crnet_comm *c, crnet_collective coll, uint32_t sig,
   c->history[c->seq % CRNET__CALL_HISTORY].coll = (int)coll;
   c->history[c->seq % CRNET__CALL_HISTORY].call = c->cur_call;
   /* A frame of this call that came early was accepted because the peer was
-   * ahead; now its sequence number is this rank's own, so it must be of
-   * this very call. */
-  for (int i = 0; i < crnet__comm_nlinks(c) && c->err == 0; i++) {
-    crnet__peer *p = c->peers[i];
-    if (p != NULL && !p->closed)
-      crnet__link_recheck_parked(&p->link);
+   * ahead; now its sequence number may be this rank's own, so it must be of
+   * this very call. Only when some frame came early is there anything to
+   * look at (asking again re-marks the frames still ahead). */
+  if (c->parked_ahead) {
+    c->parked_ahead = false;
+    for (int i = 0; i < crnet__comm_nlinks(c) && c->err == 0; i++) {
+      crnet__peer *p = c->peers[i];
+      if (p != NULL && !p->closed)
+        crnet__link_recheck_parked(&p->link);
+    }
   }
   return c->err;
 }

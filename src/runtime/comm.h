@@ -125,6 +125,7 @@ struct crnet_comm {
   uint32_t cur_round;
   uint32_t cur_sig;           /* its call signature */
   crnet__frame_call cur_call; /* its arguments, sent in every DATA frame */
+  bool parked_ahead; /* a DATA frame of a later call waits on some link */
   /* The last few calls, so that a frame of a call this rank has finished
    * can be told against what this rank called then. */
   struct {

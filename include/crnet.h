@@ -205,8 +205,9 @@ CRNET_EXTERN int crnet_comm_rank(const crnet_comm *comm);
 CRNET_EXTERN int crnet_comm_size(const crnet_comm *comm);
 
 /* Fails every rank fast: their pending and later calls return CRNET_EABORTED
- * and crnet_comm_errmsg() gives `code`. The caller should then exit, with
- * `code` as its status if it likes; crlaunch reports it. */
+ * and crnet_comm_abort_code() gives `code`. Returns; the caller should then
+ * exit. Under crlaunch, crlaunch names this rank and exits with `code` (its
+ * low 8 bits, or 1 if they are 0), whatever status the ranks exit with. */
 CRNET_EXTERN int crnet_comm_abort(crnet_comm *comm, int code);
 
 /* The sticky error's explanation; without one, the reason the last call

@@ -25,6 +25,7 @@ crlaunch=$(realpath "$1")
 coll_check=$(realpath "$2")
 idle_wait=$(realpath "$3")
 launcher_rank=$(realpath "$4")
+launcher_init=$(dirname "$launcher_rank")/launcher_init
 
 skip() {
   echo "SKIP: $*"
@@ -317,6 +318,21 @@ else
 fi
 no_leftovers_within 5 && ok "the sleeping ranks were stopped on both hosts" ||
   fail "sleeping ranks outlived the job"
+
+# ---- 7b. crnet_comm_abort on a remote rank decides crlaunch's status ----------
+# Rank 3 (host 2) aborts with code 9, then waits 300 ms and exits 0; the
+# others fail because of the abort and exit 1 before it. Its agent passes
+# the abort on, so crlaunch exits 9 and names rank 3 as the one that aborted.
+
+run --hosts 10.79.0.2:2,10.79.0.3:2,10.79.0.4:2 "$launcher_init" abort 3 9
+if [ $rc -eq 9 ] &&
+  grep -q "crlaunch: rank 3 (pid [0-9]* on host 10.79.0.3) aborted the job with code 9" "$tmp/err" &&
+  [ "$(grep -c "allreduce: CRNET_EABORTED (code 9)" "$tmp/err")" -eq 5 ]; then
+  ok "rank 3 on host 2 aborting with code 9: crlaunch exits 9 in ${secs}s and names it"
+else
+  fail "rank 3 aborting with code 9: crlaunch exited $rc: $(cat "$tmp/err")"
+fi
+no_leftovers_within 5 || fail "ranks outlived the aborted job"
 
 # ---- 8. SIGTERM to crlaunch reaches the remote ranks -------------------------
 

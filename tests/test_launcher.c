@@ -885,6 +885,38 @@ START_TEST(test_crnet_cascade) {
 }
 END_TEST
 
+/* crnet_comm_abort(comm, code) on rank 2 decides crlaunch's exit status,
+ * although the others fail because of it and exit (1, or 0) before rank 2,
+ * which exits 0. A code whose low 8 bits are 0 gives 1. */
+static const struct {
+  const char *code;
+  const char *others;
+  int want;
+} abort_cases[] = {{"7", "1", 7}, {"7", "0", 7}, {"300", "1", 44},
+                   {"0", "0", 1}, {"-1", "3", 255}};
+
+START_TEST(test_crnet_abort) {
+  struct run r;
+  run(&r, NULL, 10, "-n", "4", "@INIT", "abort", "2", abort_cases[_i].code,
+      abort_cases[_i].others, NULL);
+  expect_exit(&r, abort_cases[_i].want);
+  ck_assert_msg(r.secs < 3, "took %.2f s", r.secs);
+  char want[80];
+  snprintf(want, sizeof want, ") aborted the job with code %s\n",
+           abort_cases[_i].code);
+  expect_has("stderr", r.err, "crlaunch: rank 2 (pid ");
+  expect_has("stderr", r.err, want);
+  ck_assert_msg(count(r.err, "crlaunch: rank ") == 1, "stderr:\n%s", r.err);
+  for (int i = 0; i < 4; i++) {
+    snprintf(want, sizeof want, "rank %d: allreduce: CRNET_EABORTED (code %s)",
+             i, abort_cases[_i].code);
+    if (i != 2)
+      expect_has("stderr", r.err, want);
+  }
+  cleanup(&r);
+}
+END_TEST
+
 static Suite *launcher_suite(void) {
   Suite *s = suite_create("launcher");
   TCase *tc = tcase_create("run");
@@ -925,6 +957,8 @@ static Suite *launcher_suite(void) {
   tcase_add_test(tc, test_crnet_rank_never_comes);
   tcase_add_test(tc, test_crnet_rank_dies);
   tcase_add_test(tc, test_crnet_cascade);
+  tcase_add_loop_test(tc, test_crnet_abort, 0,
+                      (int)(sizeof abort_cases / sizeof abort_cases[0]));
   suite_add_tcase(s, tc);
   return s;
 }

@@ -28,7 +28,9 @@
  *      (which tells rank 0 not to serve the rendezvous itself) added to our
  *      environment, plus the -x settings. Rank 0 shares our stdin; the others
  *      read /dev/null. stdout and stderr come back through pipes and are
- *      forwarded line by line (forward.c).
+ *      forwarded line by line (forward.c). A socket at CRNET_LAUNCHER_FD=3
+ *      carries the rank's reports to us: "abort <rank> <code>" from
+ *      crnet_comm_abort(), which then decides the exit status.
  *   5. The job then ends in one of these ways; the first one decides:
  *        - every rank exits 0;
  *        - a rank fails (non-zero status or a signal): it is named in one
@@ -57,6 +59,8 @@
  *
  * Exit status:
  *   0        every rank exited 0
+ *   c        a rank called crnet_comm_abort(comm, c) (c's low 8 bits, 1 if
+ *            they are 0), whatever the ranks' own statuses
  *   s        the first failing rank exited with status s
  *   128+k    the first failing rank was killed by signal k, or crlaunch itself
  *            got signal k (and passed it on) before any rank failed
@@ -125,7 +129,11 @@ static const int forwarded_signals[] = {SIGINT, SIGTERM, SIGHUP};
 /* Variables crlaunch sets itself; -x may not override them. */
 static const char *const reserved_vars[] = {
     "CRNET_RANK",         "CRNET_SIZE",     "CRNET_RENDEZVOUS", "CRNET_JOB_KEY",
-    "CRNET_JOB_KEY_FILE", "CRNET_LAUNCHER", NULL};
+    "CRNET_JOB_KEY_FILE", "CRNET_LAUNCHER", "CRNET_LAUNCHER_FD", NULL};
+
+/* The descriptor each rank on this host finds its report socket at
+ * (CRNET_LAUNCHER_FD): how crnet_comm_abort() tells crlaunch the code. */
+#define REPORT_FD 3
 
 struct options {
   int nranks;
@@ -170,6 +178,7 @@ struct rank {
   uv_process_t proc;
   crnet__fwd_stream out;
   crnet__fwd_stream err;
+  crnet__fwd_stream rep; /* a rank here: its reports (REPORT_FD) */
 };
 
 enum stop_reason {
@@ -213,6 +222,7 @@ struct job {
   int exit_code;
   int nsignals;  /* signals received */
   int nstopped;  /* ranks we sent SIGTERM after a failure */
+  int aborted;   /* a rank called crnet_comm_abort(); it decided */
   int finishing; /* handles are being closed */
   char **env;    /* the ranks' environment; env[rank_slot] is CRNET_RANK */
   int env_owned; /* env[env_owned..rank_slot) are ours to free */
@@ -256,8 +266,9 @@ static void usage(FILE *f) {
           "  -h, --help      print this help and exit\n"
           "  -V, --version   print the version and exit\n"
           "\n"
-          "Exit status: 0 if every rank exits 0; else the status of the first\n"
-          "rank that failed (128+signal if it was killed); 124 on --timeout;\n"
+          "Exit status: 0 if every rank exits 0; the code given to\n"
+          "crnet_comm_abort() if a rank aborted the job; else the status of the\n"
+          "first rank that failed (128+signal if it was killed); 124 on --timeout;\n"
           "128+signal if crlaunch was interrupted; 127 if the program cannot\n"
           "be started; 125 if crlaunch itself fails; 2 for bad usage.\n"
           "See crlaunch(1).\n",
@@ -624,7 +635,7 @@ static int build_env(struct job *job, const char *rendezvous) {
   int n = 0;
   while (environ[n] != NULL)
     n++;
-  job->env = calloc((size_t)(n + job->nxvars + 8), sizeof *job->env);
+  job->env = calloc((size_t)(n + job->nxvars + 9), sizeof *job->env);
   if (job->env == NULL)
     goto nomem;
   int k = 0;
@@ -633,15 +644,16 @@ static int build_env(struct job *job, const char *rendezvous) {
       job->env[k++] = environ[i];
   job->env_owned = k;
   job->rank_slot = k; /* grows as entries are added, for free_env */
-  char *add[5];
+  char *add[6];
   add[0] = str_printf("CRNET_SIZE=%d", job->size);
   add[1] = str_printf("CRNET_RENDEZVOUS=%s", rendezvous);
   add[2] = str_printf("CRNET_JOB_KEY_FILE=%s", job->keyfile);
   add[3] = str_printf("CRNET_LAUNCHER=crlaunch");
   add[4] = str_printf("CRNET_INIT_TIMEOUT=%s", job->init_timeout_str);
-  for (int i = 0; i < 5; i++)
+  add[5] = str_printf("CRNET_LAUNCHER_FD=%d", REPORT_FD);
+  for (int i = 0; i < 6; i++)
     job->env[job->rank_slot++] = add[i];
-  for (int i = 0; i < 5; i++)
+  for (int i = 0; i < 6; i++)
     if (add[i] == NULL)
       goto nomem;
   for (int i = 0; i < job->nxvars; i++) {
@@ -918,6 +930,7 @@ static void on_drain_time(uv_timer_t *t) {
   for (int i = 0; i < job->nprocs; i++) {
     crnet__fwd_drain(&job->ranks[i].out);
     crnet__fwd_drain(&job->ranks[i].err);
+    crnet__fwd_drain(&job->ranks[i].rep);
   }
 }
 
@@ -1093,26 +1106,87 @@ static void on_signal(uv_signal_t *h, int signum) {
   pass_signal(h->data, signum);
 }
 
+/* ---- a rank's abort ------------------------------------------------- */
+
+/* The exit status for crnet_comm_abort(comm, code): the code's low 8 bits,
+ * as exit(code) would give, but never 0: an aborted job did not succeed. */
+static int abort_status(int code) {
+  return (code & 0xff) != 0 ? code & 0xff : 1;
+}
+
+/* Rank `rank` (pid, on host r->host or here) called crnet_comm_abort():
+ * that is the verdict, whatever else is failing at the same moment (the
+ * other ranks fail because of the abort, and may exit first), and even if
+ * every rank then exits 0. An agent passes it on to crlaunch. */
+static void job_aborted(struct job *job, struct rank *r, int rank, int pid,
+                        int code) {
+  if (job->stop != RUNNING || job->aborted)
+    return;
+  job->aborted = 1;
+  job->judging = 0;
+  uv_timer_stop(&job->judge_timer);
+  if (job->agent != NULL) {
+    char line[128];
+    snprintf(line, sizeof line, "%s abort %d %d %d\n", job->agent->report,
+             rank, pid, code);
+    crnet__fwd_sink_line(&job->err, line);
+  } else if (r->host != NULL) {
+    crnet__log("rank %d (pid %d on host %s) aborted the job with code %d",
+               rank, pid, r->host->name, code);
+  } else {
+    crnet__log("rank %d (pid %d) aborted the job with code %d", rank, pid,
+               code);
+  }
+  job_stop(job, STOP_FAILURE, abort_status(code));
+}
+
+/* A line from a rank's report socket (crnet.h, CRNET_LAUNCHER_FD):
+ * "abort <rank> <code>". */
+static void on_rank_report(crnet__fwd_stream *s, const char *line, size_t len,
+                           void *arg) {
+  struct rank *r = arg;
+  char buf[64], tail;
+  int rank, code;
+  (void)s;
+  if (len < sizeof buf) {
+    memcpy(buf, line, len);
+    buf[len] = '\0';
+    if (sscanf(buf, "abort %d %d%c", &rank, &code, &tail) == 3 &&
+        tail == '\n' && rank == r->index) {
+      job_aborted(r->job, r, rank, r->pid, code);
+      return;
+    }
+  }
+  crnet__log("rank %d sent a malformed report (%.*s)", r->index,
+             (int)(len > 40 ? 40 : len - 1), line);
+}
+
 /* ---- starting -------------------------------------------------------- */
 
 /* Spawns r's process: `args` with `env` (NULL: ours), stdin from `in` (-1:
  * /dev/null), stdout and stderr forwarded line by line after `prefix`. A
  * detached process gets a session of its own, so that a ^C at the terminal
- * reaches only crlaunch, which passes it on in order. 0 or a libuv error
- * code. */
+ * reaches only crlaunch, which passes it on in order. A rank (not a
+ * detached SSH session) also gets its report socket at REPORT_FD. 0 or a
+ * libuv error code. */
 static int spawn_proc(struct job *job, struct rank *r, char **args,
                       char **env, int in, const char *prefix, int detached) {
   int out[2] = {-1, -1};
   int err[2] = {-1, -1};
+  int rep[2] = {-1, -1};
   int rc = uv_pipe(out, 0, 0);
   if (rc == 0)
     rc = uv_pipe(err, 0, 0);
+  /* A socket, not a pipe: a rank whose crlaunch is gone then gets EPIPE
+   * from send(MSG_NOSIGNAL) instead of a SIGPIPE that would kill it. */
+  if (rc == 0 && !detached)
+    rc = uv_socketpair(SOCK_STREAM, 0, rep, 0, 0);
   if (rc != 0)
     goto out;
 
   /* Pipes of our own rather than UV_CREATE_PIPE, which gives the ranks a
    * socket for stdout: opening /dev/stdout fails on a socket. */
-  uv_stdio_container_t stdio[3];
+  uv_stdio_container_t stdio[REPORT_FD + 1];
   if (in >= 0) {
     stdio[0].flags = UV_INHERIT_FD;
     stdio[0].data.fd = in;
@@ -1123,6 +1197,8 @@ static int spawn_proc(struct job *job, struct rank *r, char **args,
   stdio[1].data.fd = out[1];
   stdio[2].flags = UV_INHERIT_FD;
   stdio[2].data.fd = err[1];
+  stdio[REPORT_FD].flags = UV_INHERIT_FD;
+  stdio[REPORT_FD].data.fd = rep[1];
 
   uv_process_options_t po;
   memset(&po, 0, sizeof po);
@@ -1130,7 +1206,7 @@ static int spawn_proc(struct job *job, struct rank *r, char **args,
   po.file = args[0];
   po.args = args;
   po.env = env;
-  po.stdio_count = 3;
+  po.stdio_count = detached ? 3 : REPORT_FD + 1;
   po.stdio = stdio;
   po.flags = detached ? UV_PROCESS_DETACHED : 0;
   r->proc.data = r;
@@ -1158,6 +1234,18 @@ static int spawn_proc(struct job *job, struct rank *r, char **args,
   if (e != 0)
     crnet__log("cannot forward the output of rank %d: %s", r->index,
                uv_strerror(e));
+  if (rep[0] >= 0) {
+    /* Every line is a report; none reaches the sink. */
+    job->nstreams++;
+    e = crnet__fwd_start(&r->rep, &job->loop, rep[0], &job->err, "",
+                         on_stream_eof, on_stream_closed, r);
+    rep[0] = -1;
+    if (e == 0)
+      crnet__fwd_intercept(&r->rep, "", on_rank_report);
+    else
+      crnet__log("cannot read the reports of rank %d: %s", r->index,
+                 uv_strerror(e));
+  }
 out:
   /* The write ends now live in the child; ours would keep the pipes from
    * ever reaching EOF. */
@@ -1166,6 +1254,8 @@ out:
       close(out[i]);
     if (err[i] >= 0)
       close(err[i]);
+    if (rep[i] >= 0)
+      close(rep[i]);
   }
   return rc;
 }
@@ -1393,7 +1483,8 @@ static int serve_rendezvous(struct job *job, const uint8_t *key,
 }
 
 /* A line "<marker> exit <rank> <pid> <status> <signal>" from an agent: the
- * first failure on that host counts, as a rank's own exit would. */
+ * first failure on that host counts, as a rank's own exit would. Or
+ * "<marker> abort <rank> <pid> <code>": that rank aborted the job. */
 static void on_agent_report(crnet__fwd_stream *s, const char *line,
                             size_t len, void *arg) {
   struct rank *r = arg;
@@ -1405,8 +1496,14 @@ static void on_agent_report(crnet__fwd_stream *s, const char *line,
     return;
   memcpy(buf, line, len);
   buf[len] = '\0';
-  if (sscanf(buf + strlen(job->report), " exit %d %d %d %d", &rank, &pid,
-             &status, &sig) != 4 ||
+  const char *what = buf + strlen(job->report);
+  int code;
+  if (sscanf(what, " abort %d %d %d", &rank, &pid, &code) == 3 &&
+      rank >= r->index && rank < r->index + r->count) {
+    job_aborted(job, r, rank, pid, code);
+    return;
+  }
+  if (sscanf(what, " exit %d %d %d %d", &rank, &pid, &status, &sig) != 4 ||
       rank < r->index || rank >= r->index + r->count) {
     crnet__log("host %s sent a malformed report", r->host->name);
     return;

@@ -37,6 +37,7 @@
  * crlaunch can tell which rank of the whole job failed first:
  *
  *     <report marker> exit <rank> <pid> <status> <signal>
+ *     <report marker> abort <rank> <pid> <code>   (crnet_comm_abort)
  *
  * The marker is random per job and known only to crlaunch and its agents,
  * so a rank cannot forge a report by printing one. The agent's exit status

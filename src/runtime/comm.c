@@ -4,13 +4,17 @@
 #include "secret.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 
 #include "frame.h"
 #include "log.h"
@@ -1011,6 +1015,19 @@ static void size_socket_buffers(crnet_comm *c, const crnet__settings *s) {
   }
 }
 
+/* crlaunch's report socket (CRNET_LAUNCHER_FD), or -1 when there is none:
+ * not started by crlaunch, or the program closed or reused the descriptor
+ * (anything but a socket is left alone). */
+static int launcher_fd(void) {
+  const char *v = getenv("CRNET_LAUNCHER_FD");
+  struct stat st;
+  int fd;
+  if (v == NULL || parse_int(v, 0, INT_MAX, &fd) != 0 || fstat(fd, &st) != 0 ||
+      !S_ISSOCK(st.st_mode))
+    return -1;
+  return fd;
+}
+
 int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
   crnet_config defaults;
   crnet__settings s;
@@ -1028,6 +1045,11 @@ int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
     crnet_config_init(&defaults);
     cfg = &defaults;
   }
+  /* The rank's reports are for crlaunch alone, not for the programs it
+   * starts in turn. */
+  int report = launcher_fd();
+  if (report >= 0)
+    fcntl(report, F_SETFD, FD_CLOEXEC);
   c = calloc(1, sizeof *c);
   if (c == NULL) {
     snprintf(init_errmsg, sizeof init_errmsg, "out of memory");
@@ -1178,6 +1200,17 @@ int crnet_comm_abort(crnet_comm *c, int code) {
     return CRNET_EINVAL;
   if (c->err == 0) {
     c->abort_code = code;
+    /* crlaunch hears it first, before any peer can fail and exit because
+     * of it, so that it exits with `code` whatever the others do. A socket
+     * whose reader is gone gives EPIPE, not SIGPIPE; a full one (never, for
+     * one line) is not waited for. */
+    int report = launcher_fd();
+    if (report >= 0) {
+      char line[48];
+      int n = snprintf(line, sizeof line, "abort %d %d\n", c->rank, code);
+      if (send(report, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) != n)
+        crnet__debug("cannot tell crlaunch of the abort: %s", strerror(errno));
+    }
     crnet__comm_fail(c, CRNET_EABORTED, c->rank,
                      "rank %d aborted the job with code %d", c->rank, code);
     /* Give the ABORT frames a moment to leave, bounded, so a caller that

@@ -6,6 +6,12 @@
  *                               after init rank R exits CODE at once; the
  *                               others wait MS milliseconds (default 0), then
  *                               their allreduce must fail, and they exit 1
+ *   launcher_init abort R CODE [OTHERS]
+ *                               after init rank R calls crnet_comm_abort(CODE),
+ *                               waits 300 ms and exits 0; the others' allreduce
+ *                               must fail with CRNET_EABORTED and the code, and
+ *                               they exit OTHERS (default 1) at once, so
+ *                               before rank R
  *
  * With CRLT_DIR set, every rank first creates CRLT_DIR/pid.R.PID.
  */
@@ -50,6 +56,13 @@ int main(int argc, char **argv) {
   }
   if (strcmp(mode, "die") == 0 && rank == target)
     _exit(argc > 3 ? atoi(argv[3]) : 5);
+  if (strcmp(mode, "abort") == 0 && rank == target) {
+    crnet_comm_abort(comm, argc > 3 ? atoi(argv[3]) : 1);
+    struct timespec ts = {0, 300 * 1000000L};
+    nanosleep(&ts, NULL);
+    crnet_comm_destroy(comm);
+    return 0;
+  }
   if (strcmp(mode, "die") == 0 && argc > 4) {
     long ms = atol(argv[4]);
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -59,6 +72,15 @@ int main(int argc, char **argv) {
   int64_t mine = crnet_comm_rank(comm) + 1, total = 0;
   int64_t size = crnet_comm_size(comm);
   rc = crnet_allreduce(comm, &mine, &total, 1, CRNET_INT64, CRNET_SUM);
+  if (strcmp(mode, "abort") == 0) {
+    int code = argc > 3 ? atoi(argv[3]) : 1;
+    int ok = rc == CRNET_EABORTED && crnet_comm_abort_code(comm) == code;
+    fprintf(stderr, "rank %d: allreduce: %s (code %d): %s\n", rank,
+            crnet_err_name(rc), crnet_comm_abort_code(comm),
+            crnet_comm_errmsg(comm));
+    crnet_comm_destroy(comm);
+    return !ok ? 99 : argc > 4 ? atoi(argv[4]) : 1;
+  }
   if (rc != 0) {
     fprintf(stderr, "rank %d: allreduce: %s: %s\n", rank, crnet_strerror(rc),
             crnet_comm_errmsg(comm));

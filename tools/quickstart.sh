@@ -3,7 +3,8 @@
 #
 #   tools/quickstart.sh demo   install what is missing, build, run a 4-rank job
 #   tools/quickstart.sh test   install what is missing, build, run every test
-#                              suite, then again under AddressSanitizer and
+#                              suite (memcheck's `valgrind` suite among them),
+#                              then again under AddressSanitizer and
 #                              UndefinedBehaviorSanitizer, then each fuzz
 #                              harness for a bounded time (tests/fuzz/run.sh,
 #                              CRNET_FUZZ_SECONDS each, default 30)
@@ -17,9 +18,10 @@ mode=${1:-demo}
 # openssh-server, openssh-client, iproute2 and procps: the multi-host test
 # (tests/multihost.sh) runs sshd in network namespaces. clang and
 # libclang-rt-14-dev (its libFuzzer and sanitizer runtimes, only recommended
-# by clang): the fuzz harnesses (tests/fuzz/run.sh).
+# by clang): the fuzz harnesses (tests/fuzz/run.sh). valgrind: the suite
+# `valgrind` of the plain pass (tests/meson.build).
 packages=(build-essential meson ninja-build pkg-config libuv1-dev libsodium-dev check python3
-  openssh-server openssh-client iproute2 procps clang libclang-rt-14-dev)
+  openssh-server openssh-client iproute2 procps clang libclang-rt-14-dev valgrind)
 
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi

@@ -110,7 +110,7 @@ static char *slurp(const char *path, size_t *len) {
 }
 
 static void log_path(const char *dir, int rank, char *path, size_t n) {
-  snprintf(path, n, "%s/rank%d.log", dir, rank);
+  ck_assert(snprintf(path, n, "%s/rank%d.log", dir, rank) < (int)n);
 }
 
 static bool log_has(const char *dir, int rank, const char *needle) {
@@ -903,7 +903,8 @@ static bool read_report(const char *dir, int rank, probe_report *r) {
   char path[4096];
   char *text;
   int n;
-  snprintf(path, sizeof path, "%s/rank.%d", dir, rank);
+  if (snprintf(path, sizeof path, "%s/rank.%d", dir, rank) >= (int)sizeof path)
+    return false;
   text = slurp(path, NULL);
   if (text == NULL)
     return false;

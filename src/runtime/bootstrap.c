@@ -440,7 +440,10 @@ static void on_retry(uv_timer_t *t) { start_rdv_attempt(t->data); }
  * (rank 0 not started, say). */
 static void rdv_attempt_failed(bootstrap *b, const char *addr,
                                const char *why) {
-  snprintf(b->rdv_last_err, sizeof b->rdv_last_err, "%s (%s)", why, addr);
+  /* Cut short if it must be: it is only a message. */
+  if (snprintf(b->rdv_last_err, sizeof b->rdv_last_err, "%s (%s)", why,
+               addr) < 0)
+    b->rdv_last_err[0] = '\0';
   if (b->fatal != 0)
     return;
   b->rdv_next = (b->rdv_next + 1) % b->n_rdv_addrs;

@@ -106,7 +106,9 @@ typedef enum crnet_errno {
 #undef CRNET_ERRNO_ENUM_
 } crnet_errno;
 
-/* Element types. CRNET_BYTE is for data that is moved, never reduced. */
+/* Element types. CRNET_BYTE is for data that is moved: no built-in operator
+ * reduces it, but a user operator may (opaque records only the program
+ * knows the layout of). */
 typedef enum crnet_datatype {
   CRNET_INT8 = 0,
   CRNET_INT16,
@@ -228,7 +230,8 @@ CRNET_EXTERN const char *crnet_op_name(crnet_op op);
 CRNET_EXTERN const char *crnet_collective_name(crnet_collective coll);
 
 /* User operators. `commutative` = 0 restricts the op to order-preserving
- * schedules. Operators are process-wide and may be used on any comm. Every
+ * schedules. A user operator takes any datatype, CRNET_BYTE included.
+ * Operators are process-wide and may be used on any comm. Every
  * rank must create (and free) its operators in the same order, so that the
  * same handle means the same operator everywhere: calls are checked across
  * ranks by handle. */
@@ -259,7 +262,9 @@ CRNET_EXTERN int crnet_reduce_scatter(crnet_comm *comm, const void *send,
 
 /* Prefix sums in rank order: recv of rank r = send_0 (+) ... (+) send_r
  * (scan, inclusive) or send_0 (+) ... (+) send_{r-1} (exscan; rank 0's recv
- * is left untouched). send may be CRNET_IN_PLACE. Non-commutative operators
+ * is left untouched, but must still be a buffer of count elements, as on
+ * every rank, so that one mistake is caught alike everywhere). send may be
+ * CRNET_IN_PLACE. Non-commutative operators
  * are fine: every schedule that does prefix sums keeps rank order. Both
  * calls use the schedule chosen for CRNET_COLL_SCAN. */
 CRNET_EXTERN int crnet_scan(crnet_comm *comm, const void *send, void *recv,

@@ -43,8 +43,7 @@
  *
  * User operators, unlike the built-ins, are valid on every datatype including
  * CRNET_BYTE: a program may well reduce opaque records with its own function,
- * and only it knows their layout. (ops.h still says "any type but
- * CRNET_BYTE"; this file is the behaviour, the header comment is stale.)
+ * and only it knows their layout (crnet.h says so).
  */
 #include "ops.h"
 

@@ -48,6 +48,11 @@
  *                                    0: off)
  *   CRNET_SOCKET_BUFFER              socket buffer bytes per mesh link
  *                                    (default: the kernel's autotuning)
+ *   CRNET_TRACE                      a Chrome trace of every call and round
+ *                                    of this rank ("%r" or before the
+ *                                    extension: the rank)
+ *   CRNET_STATS                      1: the counters at destroy, to crlaunch
+ *                                    or stderr
  *   CRNET_ROUNDS_IN_FLIGHT           independent rounds of a schedule run
  *                                    at once (default 8; 1 to 32)
  *   CRNET_STREAMS                    TCP connections per pair of ranks
@@ -239,6 +244,44 @@ CRNET_EXTERN CRNET_NODISCARD int crnet_op_create(crnet_op *op,
                                                  crnet_user_fn *fn, void *ctx,
                                                  int commutative);
 CRNET_EXTERN int crnet_op_free(crnet_op *op);
+
+/* --- counters ---------------------------------------------------------------
+ *
+ * Every comm counts, for this rank, since crnet_comm_init or the last
+ * crnet_comm_stats_reset: per collective the calls and their cost, per peer
+ * the payload bytes and messages exchanged. Counting costs a few clock
+ * reads per round. CRNET_STATS=1 sends them to crlaunch at
+ * crnet_comm_destroy (crlaunch --stats prints the job's table), or without
+ * crlaunch prints one line per collective on stderr. CRNET_TRACE=path
+ * writes every call and round as a Chrome trace (see the README). */
+typedef struct crnet_coll_stats {
+  uint64_t calls;          /* calls that ran (refused arguments not counted) */
+  uint64_t failed;         /* of which returned an error */
+  uint64_t rounds;         /* rounds of their schedules */
+  uint64_t bytes_sent;     /* payload this rank sent ... */
+  uint64_t bytes_received; /* ... and received in them */
+  double seconds;          /* time inside the calls */
+  double wait_seconds;     /* of which waiting for messages */
+  double reduce_seconds;   /* of which reducing and copying */
+} crnet_coll_stats;
+
+typedef struct crnet_peer_stats {
+  uint64_t bytes_sent;     /* payload to that peer */
+  uint64_t bytes_received; /* payload from it */
+  uint64_t messages_sent;
+  uint64_t messages_received;
+} crnet_peer_stats;
+
+/* The counters of collective `coll` (scan and exscan count as
+ * CRNET_COLL_SCAN; both reduce-scatter calls as CRNET_COLL_REDUCE_SCATTER),
+ * or of this rank's traffic with rank `peer`. 0 or CRNET_EINVAL. */
+CRNET_EXTERN int crnet_comm_coll_stats(const crnet_comm *comm,
+                                       crnet_collective coll,
+                                       crnet_coll_stats *out);
+CRNET_EXTERN int crnet_comm_peer_stats(const crnet_comm *comm, int peer,
+                                       crnet_peer_stats *out);
+/* Sets every counter to zero. 0 or CRNET_EINVAL. */
+CRNET_EXTERN int crnet_comm_stats_reset(crnet_comm *comm);
 
 /* recv = send_0 (+) send_1 (+) ... (+) send_{p-1}, element-wise, on every
  * rank, bitwise identical everywhere. send may be CRNET_IN_PLACE. */

@@ -176,6 +176,39 @@ void crnet__call_format(uint8_t coll, uint64_t seq,
 #undef APPEND
 }
 
+/* A call's share of the counters (comm.h) and its trace event; the
+ * executor has summed its rounds into c->call_*. */
+static void call_account(crnet_comm *c, const crnet__call *call,
+                         const crnet__frame_call *fc, int rc) {
+  uint64_t now = uv_hrtime();
+  crnet_coll_stats *st = &c->coll_stats[call->coll];
+  st->calls++;
+  st->failed += rc != 0;
+  st->rounds += c->call_rounds;
+  st->bytes_sent += c->call_sent;
+  st->bytes_received += c->call_received;
+  st->seconds += (double)(now - c->coll_started) / 1e9;
+  st->wait_seconds += (double)c->call_wait_ns / 1e9;
+  st->reduce_seconds += (double)c->call_reduce_ns / 1e9;
+  if (c->trace != NULL) {
+    char what[192];
+    crnet__call_format((uint8_t)call->coll, c->seq, fc, what, sizeof what);
+    crnet__trace_call tc = {
+        .name = call->coll == CRNET_COLL_SCAN && call->exclusive
+                    ? "exscan"
+                    : crnet_collective_name(call->coll),
+        .seq = c->seq,
+        .what = what,
+        .bytes_sent = c->call_sent,
+        .bytes_received = c->call_received,
+        .wait_ns = c->call_wait_ns,
+        .reduce_ns = c->call_reduce_ns,
+        .rounds = c->call_rounds,
+        .result = rc == 0 ? "ok" : crnet_err_name(rc)};
+    crnet__trace_collective(c->trace, c->coll_started, now, &tc);
+  }
+}
+
 static int run(crnet_comm *c, crnet__call *call, const void *send, void *recv,
                crnet_datatype dt, crnet_op op) {
   crnet__schedule sched;
@@ -202,11 +235,15 @@ static int run(crnet_comm *c, crnet__call *call, const void *send, void *recv,
   rc = crnet__coll_begin(c, call->coll, sig, &fc);
   if (rc != 0)
     return rc;
+  c->call_wait_ns = c->call_reduce_ns = 0;
+  c->call_sent = c->call_received = 0;
+  c->call_rounds = 0;
   rc = crnet__build(name, call, &sched);
   if (rc == 0) {
     rc = crnet__exec(c, &sched, send, recv, call->in_place, dt, op, sig);
     crnet__sched_free(&sched);
   }
+  call_account(c, call, &fc, rc);
   crnet__coll_end(c);
   return rc;
 }

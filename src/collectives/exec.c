@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <uv.h>
 
 #include "ops.h"
 
@@ -189,6 +190,8 @@ static int run_arrived(const crnet__schedule *s, const crnet__round *r,
 
 typedef struct round_run {
   uint32_t k;
+  uint64_t started;   /* uv_hrtime at round_start */
+  uint64_t sent;      /* bytes of the send */
   crnet__xchg x;
   bool exchanging; /* x was started: round_finish must wait for it */
   bool stream;
@@ -202,6 +205,9 @@ static void round_start(crnet_comm *c, const crnet__schedule *s, uint32_t k,
                         const exec_bufs *b, uint32_t sig, round_run *rr) {
   const crnet__round *r = &s->rounds[k];
   rr->k = k;
+  rr->started = uv_hrtime();
+  rr->sent = 0;
+  rr->total = 0;
   rr->exchanging = false;
   rr->stream = false;
   rr->rc = 0;
@@ -212,6 +218,7 @@ static void round_start(crnet_comm *c, const crnet__schedule *s, uint32_t k,
   rr->siov = make_iov(s, &r->send, b, rr->ssmall);
   rr->riov = make_iov(s, &r->recv, b, rr->rsmall);
   rr->total = crnet__xfer_count(s, &r->recv) * b->esize;
+  rr->sent = crnet__xfer_count(s, &r->send) * b->esize;
   rr->stream = c->stream_piece > 0 &&
                rr->total >= STREAM_MIN_PIECES * c->stream_piece;
   if (rr->stream && r->nsteps > IOV_SMALL) {
@@ -232,11 +239,45 @@ static void round_start(crnet_comm *c, const crnet__schedule *s, uint32_t k,
   rr->exchanging = true;
 }
 
+/* The round's share of the counters (comm.h), and its trace event. The
+ * time of round_finish that was not reducing was waiting. */
+static void round_account(crnet_comm *c, const crnet__round *r,
+                          const round_run *rr, uint64_t finish_from,
+                          uint64_t reduce_ns, int rc, uint32_t lanes) {
+  uint64_t now = uv_hrtime();
+  uint64_t wait_ns = now - finish_from - reduce_ns;
+  c->call_wait_ns += wait_ns;
+  c->call_reduce_ns += reduce_ns;
+  c->call_rounds++;
+  if (rc == 0 && r->send.peer >= 0) {
+    c->peer_stats[r->send.peer].bytes_sent += rr->sent;
+    c->peer_stats[r->send.peer].messages_sent++;
+    c->call_sent += rr->sent;
+  }
+  if (rc == 0 && r->recv.peer >= 0) {
+    c->peer_stats[r->recv.peer].bytes_received += rr->total;
+    c->peer_stats[r->recv.peer].messages_received++;
+    c->call_received += rr->total;
+  }
+  if (c->trace != NULL) {
+    crnet__trace_round tr = {.k = rr->k,
+                             .lane = r->independent ? 1 + rr->k % lanes : 0,
+                             .to = r->send.peer,
+                             .from = r->recv.peer,
+                             .bytes_sent = rr->sent,
+                             .bytes_received = rr->total,
+                             .wait_ns = wait_ns,
+                             .reduce_ns = reduce_ns};
+    crnet__trace_round_done(c->trace, rr->started, now, &tr);
+  }
+}
+
 static int round_finish(crnet_comm *c, const crnet__schedule *s,
                         const exec_bufs *b, crnet_datatype dt, crnet_op op,
-                        round_run *rr) {
+                        round_run *rr, uint32_t lanes) {
   const crnet__round *r = &s->rounds[rr->k];
   int rc = rr->rc;
+  uint64_t finish_from = uv_hrtime(), reduce_ns = 0, t;
   c->cur_round = rr->k;
   if (rr->exchanging) {
     if (rr->stream) {
@@ -245,8 +286,11 @@ static int round_finish(crnet_comm *c, const crnet__schedule *s,
         uint64_t want = reduced + c->stream_piece;
         rc = crnet__xchg_wait(&rr->x, want < rr->total ? want : rr->total);
         reduced = crnet__xchg_received(&rr->x);
-        if (rc == 0)
+        if (rc == 0) {
+          t = uv_hrtime();
           rc = run_arrived(s, r, b, dt, op, rr->ss, reduced);
+          reduce_ns += uv_hrtime() - t;
+        }
       }
     }
     /* Always: wait until libuv has let go of both requests. */
@@ -254,9 +298,13 @@ static int round_finish(crnet_comm *c, const crnet__schedule *s,
     if (rc == 0)
       rc = wrc;
   }
-  if (rc == 0)
+  if (rc == 0 && r->nsteps > 0) {
+    t = uv_hrtime();
     rc = rr->stream ? run_arrived(s, r, b, dt, op, rr->ss, rr->total)
                     : run_steps(s, r, b, dt, op);
+    reduce_ns += uv_hrtime() - t;
+  }
+  round_account(c, r, rr, finish_from, reduce_ns, rc, lanes);
   if (rr->siov != NULL && rr->siov != rr->ssmall)
     free(rr->siov);
   if (rr->riov != NULL && rr->riov != rr->rsmall)
@@ -294,7 +342,7 @@ static int run_rounds(crnet_comm *c, const crnet__schedule *s,
     }
     if (head == next)
       return rc;
-    int frc = round_finish(c, s, b, dt, op, &runs[head % window]);
+    int frc = round_finish(c, s, b, dt, op, &runs[head % window], window);
     if (rc == 0)
       rc = frc;
     head++;

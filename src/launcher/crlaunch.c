@@ -2,7 +2,7 @@
  * several.
  *
  *   crlaunch -n N [--hosts LIST | --hostfile FILE] [--ssh CMD] [--encrypt]
- *            [--tag-output] [--timeout SEC] [--coll-timeout SEC]
+ *            [--tag-output] [--timeout SEC] [--coll-timeout SEC] [--stats]
  *            [-x VAR[=VAL]]... [--] prog
  *   crlaunch --agent          (on another host, started by crlaunch)
  *
@@ -73,6 +73,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <math.h>
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -141,6 +142,7 @@ struct options {
   int agent;                   /* --agent: started by crlaunch over SSH */
   int encrypt;                 /* --encrypt */
   const char *coll_timeout;    /* --coll-timeout */
+  int stats;                   /* --stats: CRNET_STATS=1, print the table */
   char coll_timeout_var[64];   /* CRNET_TIMEOUT=... for the ranks */
   const char *hosts_spec;      /* --hosts */
   const char *hostfile;        /* --hostfile */
@@ -156,6 +158,22 @@ struct options {
 };
 
 struct job;
+
+/* One collective's counters summed over the ranks that reported it. */
+struct stats_row {
+  char coll[24];
+  int nranks;
+  uint64_t calls, failed, rounds, sent, received;
+  double seconds, seconds_max, wait, reduce;
+};
+#define MAX_STATS_ROWS 16
+
+/* One rank's totals over its collectives. */
+struct rank_stats {
+  int seen;
+  uint64_t calls, sent, received;
+  double seconds;
+};
 
 /* A process crlaunch started and watches: one rank on this host, or the
  * SSH session of the agent running `count` ranks on another host. */
@@ -223,6 +241,11 @@ struct job {
   int nsignals;  /* signals received */
   int nstopped;  /* ranks we sent SIGTERM after a failure */
   int aborted;   /* a rank called crnet_comm_abort(); it decided */
+  /* The ranks' counters (CRNET_STATS, crlaunch --stats): summed per
+   * collective, and per rank; NULL until the first report. */
+  struct stats_row *stats;
+  int nstats;
+  struct rank_stats *rank_stats;
   int finishing; /* handles are being closed */
   char **env;    /* the ranks' environment; env[rank_slot] is CRNET_RANK */
   int env_owned; /* env[env_owned..rank_slot) are ours to free */
@@ -261,6 +284,9 @@ static void usage(FILE *f) {
           "                  fail any collective that takes longer than SEC\n"
           "                  seconds, naming the ranks it waits for\n"
           "                  (CRNET_TIMEOUT=SEC)\n"
+          "  --stats         print a table of the ranks' collectives at the\n"
+          "                  end: calls, time, waiting, reducing, bytes\n"
+          "                  (CRNET_STATS=1)\n"
           "  -x VAR[=VAL]    set VAR to VAL in the ranks' environment, or pass\n"
           "                  crlaunch's own value of VAR (repeatable)\n"
           "  -h, --help      print this help and exit\n"
@@ -338,6 +364,7 @@ static int parse_options(struct options *opt, int argc, char **argv) {
     OPT_REMOTE_CRLAUNCH,
     OPT_ENCRYPT,
     OPT_COLL_TIMEOUT,
+    OPT_STATS,
     OPT_AGENT
   };
   static const struct option longopts[] = {
@@ -349,6 +376,7 @@ static int parse_options(struct options *opt, int argc, char **argv) {
       {"remote-crlaunch", required_argument, NULL, OPT_REMOTE_CRLAUNCH},
       {"encrypt", no_argument, NULL, OPT_ENCRYPT},
       {"coll-timeout", required_argument, NULL, OPT_COLL_TIMEOUT},
+      {"stats", no_argument, NULL, OPT_STATS},
       {"agent", no_argument, NULL, OPT_AGENT},
       {"help", no_argument, NULL, 'h'},
       {"version", no_argument, NULL, 'V'},
@@ -407,6 +435,9 @@ static int parse_options(struct options *opt, int argc, char **argv) {
     case OPT_AGENT:
       opt->agent = 1;
       break;
+    case OPT_STATS:
+      opt->stats = 1;
+      break;
     case OPT_TIMEOUT:
       opt->timeout_s = parse_seconds(optarg, MAX_TIMEOUT_S);
       if (opt->timeout_s < 0)
@@ -455,6 +486,12 @@ static int parse_options(struct options *opt, int argc, char **argv) {
       if (names_var(opt->xvars[i], "CRNET_ENCRYPT", 13))
         return usage_error("give --encrypt or -x CRNET_ENCRYPT, not both");
     opt->xvars[opt->nxvars++] = "CRNET_ENCRYPT=1";
+  }
+  if (opt->stats) {
+    for (int i = 0; i < opt->nxvars; i++)
+      if (names_var(opt->xvars[i], "CRNET_STATS", 11))
+        return usage_error("give --stats or -x CRNET_STATS, not both");
+    opt->xvars[opt->nxvars++] = "CRNET_STATS=1";
   }
   if (opt->coll_timeout != NULL) {
     for (int i = 0; i < opt->nxvars; i++)
@@ -825,6 +862,7 @@ static void job_stop(struct job *job, enum stop_reason reason, int exit_code) {
 }
 
 static void judge_failures(struct job *job);
+static void print_stats(struct job *job);
 
 /* Once every rank is reaped and every stream closed: close the remaining
  * handles so that uv_run returns. */
@@ -834,6 +872,7 @@ static void maybe_finish(struct job *job) {
   /* Nothing is left to arrive that could change the verdict. */
   judge_failures(job);
   job->finishing = 1;
+  print_stats(job);
   /* From here on a signal would find no watcher and kill us before the key
    * file is gone; blocked, it stays pending and is dropped at exit. */
   sigset_t set;
@@ -1140,12 +1179,153 @@ static void job_aborted(struct job *job, struct rank *r, int rank, int pid,
   job_stop(job, STOP_FAILURE, abort_status(code));
 }
 
+/* A rank's counters at its end (comm.c, report_stats): "stats <rank>
+ * <collective> <calls> <failed> <rounds> <sent> <received> <seconds>
+ * <wait> <reduce>", for a rank in [first, first + count). 0, or -1 if
+ * malformed. An agent passes the line on to crlaunch. */
+static int take_stats(struct job *job, const char *line, int first,
+                      int count) {
+  struct stats_row in;
+  int rank;
+  char tail;
+  memset(&in, 0, sizeof in);
+  if (sscanf(line,
+             "stats %d %23s %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64
+             " %" SCNu64 " %lf %lf %lf%c",
+             &rank, in.coll, &in.calls, &in.failed, &in.rounds, &in.sent,
+             &in.received, &in.seconds, &in.wait, &in.reduce, &tail) != 11 ||
+      tail != '\n' || rank < first || rank >= first + count ||
+      rank >= job->size)
+    return -1;
+  if (job->agent != NULL) {
+    char up[320];
+    snprintf(up, sizeof up, "%s %s", job->agent->report, line);
+    crnet__fwd_sink_line(&job->err, up);
+    return 0;
+  }
+  if (job->stats == NULL) {
+    job->stats = calloc(MAX_STATS_ROWS, sizeof *job->stats);
+    job->rank_stats = calloc((size_t)job->size, sizeof *job->rank_stats);
+    if (job->stats == NULL || job->rank_stats == NULL) {
+      free(job->stats);
+      free(job->rank_stats);
+      job->stats = NULL;
+      job->rank_stats = NULL;
+      return 0; /* no table, the job goes on */
+    }
+  }
+  struct stats_row *row = NULL;
+  for (int i = 0; i < job->nstats && row == NULL; i++)
+    if (strcmp(job->stats[i].coll, in.coll) == 0)
+      row = &job->stats[i];
+  if (row == NULL) {
+    if (job->nstats == MAX_STATS_ROWS)
+      return -1;
+    row = &job->stats[job->nstats++];
+    snprintf(row->coll, sizeof row->coll, "%s", in.coll);
+  }
+  row->nranks++;
+  row->calls += in.calls;
+  row->failed += in.failed;
+  row->rounds += in.rounds;
+  row->sent += in.sent;
+  row->received += in.received;
+  row->seconds += in.seconds;
+  row->wait += in.wait;
+  row->reduce += in.reduce;
+  if (in.calls > 0 && in.seconds / (double)in.calls > row->seconds_max)
+    row->seconds_max = in.seconds / (double)in.calls;
+  struct rank_stats *rs = &job->rank_stats[rank];
+  rs->seen = 1;
+  rs->calls += in.calls;
+  rs->sent += in.sent;
+  rs->received += in.received;
+  rs->seconds += in.seconds;
+  return 0;
+}
+
+static double mib(uint64_t bytes) {
+  return (double)bytes / (1024.0 * 1024.0);
+}
+
+/* "12.3 us", "4.56 ms", "7.89 s" */
+static void format_time(char *buf, size_t n, double s) {
+  if (s < 1e-3)
+    snprintf(buf, n, "%.1f us", s * 1e6);
+  else if (s < 1)
+    snprintf(buf, n, "%.2f ms", s * 1e3);
+  else
+    snprintf(buf, n, "%.2f s", s);
+}
+
+/* crlaunch --stats: the table of the counters the ranks reported, on
+ * stderr once every rank is gone. Per collective: calls per rank, the mean
+ * time of a call over ranks and the slowest rank's mean, and the shares
+ * of that time spent waiting for messages and reducing; per rank: what it
+ * sent and received and its time in collectives (every rank for jobs of up
+ * to 16, else the extremes). */
+static void print_stats(struct job *job) {
+  int seen = 0;
+  if (job->stats == NULL)
+    return;
+  for (int r = 0; r < job->size; r++)
+    seen += job->rank_stats[r].seen;
+  fprintf(stderr,
+          "crlaunch: collectives of %d rank%s (CRNET_STATS; %d reported)\n"
+          "  %-15s %10s %10s %12s %12s %6s %6s %12s\n",
+          job->size, plural(job->size), seen, "collective", "calls/rank",
+          "rounds", "mean/call", "max/call", "wait", "reduce", "MiB sent");
+  for (int i = 0; i < job->nstats; i++) {
+    const struct stats_row *row = &job->stats[i];
+    char mean[24], max[24];
+    double per_call = row->calls > 0 ? row->seconds / (double)row->calls : 0;
+    format_time(mean, sizeof mean, per_call);
+    format_time(max, sizeof max, row->seconds_max);
+    fprintf(stderr, "  %-15s %10.0f %10.1f %12s %12s %5.0f%% %5.0f%% %12.2f\n",
+            row->coll, (double)row->calls / row->nranks,
+            row->calls > 0 ? (double)row->rounds / (double)row->calls : 0.0,
+            mean, max,
+            row->seconds > 0 ? 100 * row->wait / row->seconds : 0.0,
+            row->seconds > 0 ? 100 * row->reduce / row->seconds : 0.0,
+            mib(row->sent));
+  }
+  fprintf(stderr, "  %-6s %12s %12s %14s\n", "rank", "MiB sent",
+          "MiB received", "in collectives");
+  int lo = -1, hi = -1;
+  for (int r = 0; r < job->size; r++) {
+    const struct rank_stats *rs = &job->rank_stats[r];
+    if (!rs->seen)
+      continue;
+    if (lo < 0 || rs->seconds < job->rank_stats[lo].seconds)
+      lo = r;
+    if (hi < 0 || rs->seconds > job->rank_stats[hi].seconds)
+      hi = r;
+    if (job->size <= 16) {
+      char t[24];
+      format_time(t, sizeof t, rs->seconds);
+      fprintf(stderr, "  %-6d %12.2f %12.2f %14s\n", r, mib(rs->sent),
+              mib(rs->received), t);
+    }
+  }
+  if (job->size > 16 && lo >= 0) {
+    int ends[2] = {lo, hi};
+    for (int i = 0; i < 2; i++) {
+      const struct rank_stats *rs = &job->rank_stats[ends[i]];
+      char t[24];
+      format_time(t, sizeof t, rs->seconds);
+      fprintf(stderr, "  %-6d %12.2f %12.2f %14s  (%s)\n", ends[i],
+              mib(rs->sent), mib(rs->received), t,
+              i == 0 ? "least time" : "most time");
+    }
+  }
+}
+
 /* A line from a rank's report socket (crnet.h, CRNET_LAUNCHER_FD):
- * "abort <rank> <code>". */
+ * "abort <rank> <code>" or a "stats" line. */
 static void on_rank_report(crnet__fwd_stream *s, const char *line, size_t len,
                            void *arg) {
   struct rank *r = arg;
-  char buf[64], tail;
+  char buf[256], tail;
   int rank, code;
   (void)s;
   if (len < sizeof buf) {
@@ -1156,6 +1336,9 @@ static void on_rank_report(crnet__fwd_stream *s, const char *line, size_t len,
       job_aborted(r->job, r, rank, r->pid, code);
       return;
     }
+    if (strncmp(buf, "stats ", 6) == 0 &&
+        take_stats(r->job, buf, r->index, 1) == 0)
+      return;
   }
   crnet__log("rank %d sent a malformed report (%.*s)", r->index,
              (int)(len > 40 ? 40 : len - 1), line);
@@ -1489,7 +1672,7 @@ static void on_agent_report(crnet__fwd_stream *s, const char *line,
                             size_t len, void *arg) {
   struct rank *r = arg;
   struct job *job = r->job;
-  char buf[128];
+  char buf[320];
   int rank, pid, status, sig;
   (void)s;
   if (len >= sizeof buf)
@@ -1498,6 +1681,11 @@ static void on_agent_report(crnet__fwd_stream *s, const char *line,
   buf[len] = '\0';
   const char *what = buf + strlen(job->report);
   int code;
+  if (strncmp(what, " stats ", 7) == 0) {
+    if (take_stats(job, what + 1, r->index, r->count) != 0)
+      crnet__log("host %s sent a malformed report", r->host->name);
+    return;
+  }
   if (sscanf(what, " abort %d %d %d", &rank, &pid, &code) == 3 &&
       rank >= r->index && rank < r->index + r->count) {
     job_aborted(job, r, rank, pid, code);
@@ -2032,8 +2220,11 @@ static int job_run(const struct options *opt, crnet__agent_config *agent) {
   assert(rc == 0);
   exit_code = job->stop == RUNNING ? 0 : job->exit_code;
 out:
-  if (job != NULL)
+  if (job != NULL) {
     free_env(job);
+    free(job->stats);
+    free(job->rank_stats);
+  }
   free(ranks);
   free(job);
   return exit_code;

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "frame.h"
 #include "log.h"
@@ -254,6 +255,16 @@ static int load_settings(const crnet_config *cfg, crnet__settings *s,
       SETTINGS_FAIL("%s='%s' is not a schedule", env[k], v);
     snprintf(s->schedule[k], sizeof s->schedule[k], "%s",
              v != NULL && v[0] != '\0' ? v : "auto");
+  }
+  v = getenv("CRNET_TRACE");
+  if (v != NULL && v[0] != '\0' &&
+      crnet__trace_path(v, s->rank, s->trace, sizeof s->trace) != 0)
+    SETTINGS_FAIL("CRNET_TRACE='%.40s...' is too long", v);
+  v = getenv("CRNET_STATS");
+  if (v != NULL && v[0] != '\0') {
+    if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
+      SETTINGS_FAIL("CRNET_STATS='%s' is not 0 or 1", v);
+    s->stats = v[0] == '1';
   }
   if (s->size == 1)
     return 0; /* nothing to connect */
@@ -924,6 +935,8 @@ void crnet__coll_end(crnet_comm *c) { c->cur_coll = -1; }
 /* --- lifecycle ------------------------------------------------------------------ */
 
 static void free_comm(crnet_comm *c) {
+  crnet__trace_close(c->trace);
+  free(c->peer_stats);
   crnet__secret_free(c->key);
   free(c->temp);
   free(c->exec_runs);
@@ -1084,7 +1097,9 @@ int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
   c->stream_min = (uint64_t)s.stream_min;
   c->peers = calloc((size_t)c->size, sizeof *c->peers);
   c->table = calloc((size_t)c->size, sizeof *c->table);
-  if (c->peers == NULL || c->table == NULL) {
+  c->peer_stats = calloc((size_t)c->size, sizeof *c->peer_stats);
+  c->report_stats = s.stats;
+  if (c->peers == NULL || c->table == NULL || c->peer_stats == NULL) {
     free_comm(c);
     snprintf(init_errmsg, sizeof init_errmsg, "out of memory");
     return CRNET_ENOMEM;
@@ -1096,6 +1111,18 @@ int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
   }
   uv_timer_init(&c->loop, &c->deadline);
   c->deadline.data = c;
+  if (s.trace[0] != '\0') {
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    int e = crnet__trace_open(&c->trace, s.trace, c->rank, c->size, host);
+    if (e != 0) {
+      snprintf(init_errmsg, sizeof init_errmsg,
+               "CRNET_TRACE: cannot write %.300s: %s", s.trace, strerror(e));
+      close_loop(c);
+      free_comm(c);
+      return CRNET_EINVAL;
+    }
+  }
   if (c->size > 1) {
     rc = crnet__bootstrap(c, &s, init_errmsg, sizeof init_errmsg);
     if (rc != 0) {
@@ -1139,10 +1166,14 @@ static bool peers_closed(void *arg) {
   return c->open_peers == 0;
 }
 
+static void report_stats(crnet_comm *c);
+
 int crnet_comm_destroy(crnet_comm *c) {
   int rc;
   if (c == NULL)
     return 0;
+  if (c->report_stats)
+    report_stats(c);
   if (c->err == 0) {
     /* Goodbye to everyone, then wait for everyone's goodbye: after it the
      * peer sends nothing more, so closing cannot leave unread bytes that
@@ -1179,6 +1210,62 @@ const char *crnet_comm_errmsg(const crnet_comm *c) {
   if (c == NULL)
     return "comm is NULL";
   return c->err != 0 ? c->errmsg : c->callmsg;
+}
+
+/* --- counters ------------------------------------------------------------------- */
+
+int crnet_comm_coll_stats(const crnet_comm *c, crnet_collective coll,
+                          crnet_coll_stats *out) {
+  if (c == NULL || out == NULL || (unsigned)coll >= CRNET_COLL_COUNT)
+    return CRNET_EINVAL;
+  *out = c->coll_stats[coll];
+  return 0;
+}
+
+int crnet_comm_peer_stats(const crnet_comm *c, int peer,
+                          crnet_peer_stats *out) {
+  if (c == NULL || out == NULL || peer < 0 || peer >= c->size)
+    return CRNET_EINVAL;
+  *out = c->peer_stats[peer];
+  return 0;
+}
+
+int crnet_comm_stats_reset(crnet_comm *c) {
+  if (c == NULL)
+    return CRNET_EINVAL;
+  memset(c->coll_stats, 0, sizeof c->coll_stats);
+  memset(c->peer_stats, 0, sizeof *c->peer_stats * (size_t)c->size);
+  return 0;
+}
+
+/* CRNET_STATS=1 at destroy: a line per collective that ran, to crlaunch
+ * on the report socket ("stats <rank> <collective> <calls> <failed>
+ * <rounds> <sent> <received> <seconds> <wait> <reduce>", which crlaunch
+ * --stats sums into the job's table), or on stderr without crlaunch. */
+static void report_stats(crnet_comm *c) {
+  int report = launcher_fd();
+  for (int k = 0; k < CRNET_COLL_COUNT; k++) {
+    const crnet_coll_stats *st = &c->coll_stats[k];
+    char line[256];
+    if (st->calls == 0)
+      continue;
+    int n = snprintf(line, sizeof line,
+                     "stats %d %s %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
+                     " %" PRIu64 " %.9f %.9f %.9f\n",
+                     c->rank, crnet_collective_name((crnet_collective)k),
+                     st->calls, st->failed, st->rounds, st->bytes_sent,
+                     st->bytes_received, st->seconds, st->wait_seconds,
+                     st->reduce_seconds);
+    if (n <= 0 || n >= (int)sizeof line)
+      continue;
+    if (report >= 0) {
+      if (send(report, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) != n)
+        crnet__debug("cannot send the counters to crlaunch: %s",
+                     strerror(errno));
+    } else {
+      fprintf(stderr, "crnet[%d]: %s", c->rank, line);
+    }
+  }
 }
 
 int crnet_comm_abort_code(const crnet_comm *c) {

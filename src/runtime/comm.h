@@ -24,6 +24,7 @@
 #include "handshake.h"
 #include "link.h"
 #include "rendezvous.h"
+#include "trace.h"
 #include "tuning.h"
 
 /* Calls remembered for mismatch messages. */
@@ -60,6 +61,8 @@ typedef struct crnet__settings {
   int socket_buffer;     /* CRNET_SOCKET_BUFFER bytes; 0: the kernel's */
   bool encrypt;          /* CRNET_ENCRYPT: AEAD on every connection */
   char schedule[CRNET_COLL_COUNT][32];
+  char trace[4096]; /* CRNET_TRACE, the rank put in; "": none */
+  bool stats;       /* CRNET_STATS */
 } crnet__settings;
 
 struct crnet_comm {
@@ -126,6 +129,15 @@ struct crnet_comm {
   uint32_t cur_sig;           /* its call signature */
   crnet__frame_call cur_call; /* its arguments, sent in every DATA frame */
   bool parked_ahead; /* a DATA frame of a later call waits on some link */
+  /* Counters (crnet_comm_coll_stats, crnet_comm_peer_stats): per
+   * collective, and per peer (size entries); the executor adds the time a
+   * call waits and reduces to call_wait_ns and call_reduce_ns. */
+  crnet_coll_stats coll_stats[CRNET_COLL_COUNT];
+  crnet_peer_stats *peer_stats;
+  uint64_t call_wait_ns, call_reduce_ns, call_sent, call_received;
+  uint32_t call_rounds;
+  bool report_stats;    /* CRNET_STATS: report them at destroy */
+  crnet__trace *trace;  /* CRNET_TRACE, or NULL */
   /* The last few calls, so that a frame of a call this rank has finished
    * can be told against what this rank called then. */
   struct {

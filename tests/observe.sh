@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Counters, crlaunch --stats and CRNET_TRACE through real ranks.
 #
-#   tests/observe.sh CRLAUNCH STATS_CHECK HELLO
+#   tests/observe.sh CRLAUNCH STATS_CHECK HELLO TRACE_MERGE
 #
 # stats_check (tests/progs) checks the counters of every rank against a known
 # workload and across ranks; here crlaunch --stats must print the table of
@@ -13,6 +13,7 @@ set -u
 crlaunch=$1
 stats_check=$2
 hello=$3
+trace_merge=$4
 tmp=$(mktemp -d /tmp/crnet-observe.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 failures=0
@@ -75,6 +76,21 @@ PY
   ok "every rank's trace is one JSON array matching the workload"
 else
   fail "traces: see above"
+fi
+
+# tools/trace_merge.py: one timeline of every rank; a file cut short (a rank
+# that died) is read up to its last whole event.
+head -c 3000 "$tmp/trace.3.json" >"$tmp/cut.json"
+if python3 "$trace_merge" "$tmp/all.json" "$tmp"/trace.[012].json "$tmp/cut.json" >"$tmp/out" 2>&1 &&
+  python3 - "$tmp" <<'PY'; then
+import json, sys
+ev = json.load(open(sys.argv[1] + "/all.json"))
+pids = {e["pid"] for e in ev if "pid" in e}
+assert pids == {0, 1, 2, 3}, pids
+PY
+  ok "trace_merge: $(cat "$tmp/out")"
+else
+  fail "trace_merge: $(cat "$tmp/out")"
 fi
 
 # ---- 2. without crlaunch: one line per collective on stderr -----------------

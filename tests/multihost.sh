@@ -26,6 +26,7 @@ coll_check=$(realpath "$2")
 idle_wait=$(realpath "$3")
 launcher_rank=$(realpath "$4")
 launcher_init=$(dirname "$launcher_rank")/launcher_init
+stats_check=$(dirname "$launcher_rank")/stats_check
 
 skip() {
   echo "SKIP: $*"
@@ -333,6 +334,17 @@ else
   fail "rank 3 aborting with code 9: crlaunch exited $rc: $(cat "$tmp/err")"
 fi
 no_leftovers_within 5 || fail "ranks outlived the aborted job"
+
+# ---- 7c. crlaunch --stats: the agents pass their ranks' counters on ---------
+
+run --hosts 10.79.0.2:2,10.79.0.3:2,10.79.0.4:2 --stats "$stats_check"
+if [ $rc -eq 0 ] && [ "$(grep -c 'counters ok' "$tmp/out")" -eq 6 ] &&
+  grep -q "^crlaunch: collectives of 6 ranks (CRNET_STATS; 6 reported)" "$tmp/err" &&
+  grep -Eq "^  allreduce +2 " "$tmp/err"; then
+  ok "--stats over three hosts: every rank's counters reached crlaunch ($(grep -E '^  allreduce' "$tmp/err" | tr -s ' '))"
+else
+  fail "--stats over three hosts: exit $rc: $(cat "$tmp/out" "$tmp/err")"
+fi
 
 # ---- 8. SIGTERM to crlaunch reaches the remote ranks -------------------------
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Counters, crlaunch --stats and CRNET_TRACE through real ranks.
 #
-#   tests/observe.sh CRLAUNCH STATS_CHECK HELLO TRACE_MERGE
+#   tests/observe.sh CRLAUNCH STATS_CHECK HELLO TRACE_MERGE LAUNCHER_INIT
 #
 # stats_check (tests/progs) checks the counters of every rank against a known
 # workload and across ranks; here crlaunch --stats must print the table of
@@ -14,6 +14,7 @@ crlaunch=$1
 stats_check=$2
 hello=$3
 trace_merge=$4
+launcher_init=$5
 tmp=$(mktemp -d /tmp/crnet-observe.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 failures=0
@@ -91,6 +92,27 @@ PY
   ok "trace_merge: $(cat "$tmp/out")"
 else
   fail "trace_merge: $(cat "$tmp/out")"
+fi
+
+# A failing job: rank 2 exits right after init with _exit (no destroy, no
+# stdio flush), the others fail in their allreduce. The survivors' traces
+# hold the failed call with its error; rank 2's, written at open, names it.
+mkdir "$tmp/fail"
+timeout -k 5 60 "$crlaunch" -n 4 --timeout 50 -x CRNET_TRACE="$tmp/fail/t.json" \
+  "$launcher_init" die 2 5 200 >/dev/null 2>&1
+if python3 "$trace_merge" "$tmp/fail/all.json" "$tmp"/fail/t.*.json >"$tmp/out" 2>&1 &&
+  python3 - "$tmp/fail/all.json" <<'PY'; then
+import json, sys
+ev = json.load(open(sys.argv[1]))
+failed = {e["pid"] for e in ev if e.get("cat") == "collective"
+          and e["args"]["result"] == "CRNET_EPEER"}
+assert failed == {0, 1, 3}, f"failed calls on ranks {failed}"
+named = {e["pid"] for e in ev if e.get("name") == "process_name"}
+assert named == {0, 1, 2, 3}, named
+PY
+  ok "a failing job's traces: the survivors' failed calls, the lost rank named"
+else
+  fail "a failing job's traces: $(cat "$tmp/out")"
 fi
 
 # ---- 2. without crlaunch: one line per collective on stderr -----------------

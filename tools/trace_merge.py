@@ -13,6 +13,10 @@ import sys
 
 def events(path):
     text = open(path).read().rstrip()
+    if not text:
+        print(f"trace_merge: {path} is empty (its rank wrote nothing)",
+              file=sys.stderr)
+        return []
     if not text.endswith("]"):
         # Cut short: drop a torn last event, close the array.
         text = text[: text.rfind("}") + 1] + "]"

@@ -206,6 +206,8 @@ static void call_account(crnet_comm *c, const crnet__call *call,
         .rounds = c->call_rounds,
         .result = rc == 0 ? "ok" : crnet_err_name(rc)};
     crnet__trace_collective(c->trace, c->coll_started, now, &tc);
+    if (rc != 0)
+      crnet__trace_flush(c->trace);
   }
 }
 

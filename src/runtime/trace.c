@@ -123,6 +123,9 @@ int crnet__trace_open(crnet__trace **out, const char *path, int rank,
                 "\"tid\":0,\"args\":{\"sort_index\":%d}}",
           rank, rank);
   put_meta(t, "thread_name", 0, "collectives");
+  /* A rank that dies before its first failed call still leaves a file
+   * that names it. */
+  fflush(t->f);
   *out = t;
   return 0;
 }
@@ -166,6 +169,10 @@ void crnet__trace_round_done(crnet__trace *t, uint64_t t0, uint64_t t1,
           r->k, t->rank, 1 + r->lane, us_at(t, t0), (double)(t1 - t0) / 1e3,
           r->to, r->bytes_sent, r->from, r->bytes_received,
           (double)r->wait_ns / 1e3, (double)r->reduce_ns / 1e3);
+}
+
+void crnet__trace_flush(crnet__trace *t) {
+  fflush(t->f);
 }
 
 void crnet__trace_close(crnet__trace *t) {

@@ -64,6 +64,10 @@ typedef struct crnet__trace_round {
 void crnet__trace_round_done(crnet__trace *t, uint64_t t0, uint64_t t1,
                              const crnet__trace_round *r);
 
+/* Puts what is buffered into the file now: after a failed call, since a
+ * failing rank may well exit without crnet_comm_destroy, or be killed. */
+void crnet__trace_flush(crnet__trace *t);
+
 /* Writes the closing bracket and closes the file. NULL is a no-op. */
 void crnet__trace_close(crnet__trace *t);
 

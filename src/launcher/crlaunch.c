@@ -187,6 +187,8 @@ struct rank {
   int reported;            /* remote: its agent reported a failed rank: */
   int fail_rank;           /* which, and its pid (status as below) */
   int fail_pid;
+  int blamed;              /* the rank its first failure is due to (a
+                              "fail" report), or -1 */
   int pid;
   int live;     /* spawned and not yet reaped */
   int failed;   /* reaped with a non-zero status or by a signal */
@@ -986,12 +988,33 @@ static void on_drain_time(uv_timer_t *t) {
  * other failures of the moment to be reaped as well, then names the failed
  * rank that went first.
  *
- * This is the best an observer can do, and not always right: a dying
+ * That is the best an observer can do, and not always right: a dying
  * process releases its sockets and pipes in an order of the kernel's
  * choosing (recent kernels: the highest descriptor first, so its crnet
  * sockets before its stdout), and a peer woken by the socket may fail and
- * exit before the dying process gets the CPU back. Then the peer is named.
- * Exact blame needs the ranks to tell crlaunch whom they lost. */
+ * exit before the dying process gets the CPU back (measured: half the
+ * time with 4 ranks). So the ranks tell crlaunch whom they lost, on the
+ * report socket ("fail <rank> <origin>", before they exit): if the first
+ * rank to go failed because of a rank that has failed too, that one is
+ * named. */
+
+/* The failed rank that r's failure is due to, or NULL. */
+static struct rank *blamed_rank(struct job *job, const struct rank *r) {
+  if (r->blamed < 0)
+    return NULL;
+  for (int i = 0; i < job->nprocs; i++) {
+    struct rank *t = &job->ranks[i];
+    if (r->blamed < t->index || r->blamed >= t->index + t->count)
+      continue;
+    if (t == r || !t->failed)
+      return NULL;
+    /* Another host: only if its agent reported that very rank. */
+    if (t->host != NULL && !(t->reported && t->fail_rank == r->blamed))
+      return NULL;
+    return t;
+  }
+  return NULL;
+}
 
 static void mark_gone(struct rank *r) {
   if (r->gone_seq == 0)
@@ -1013,6 +1036,12 @@ static void judge_failures(struct job *job) {
       first = r;
   }
   assert(first != NULL && job->stop == RUNNING);
+  /* The ranks say whom they lost: if the first to go failed because of a
+   * rank that has failed too, that rank is the cause. One step only: two
+   * ranks of a mismatched call blame each other. */
+  struct rank *cause = blamed_rank(job, first);
+  if (cause != NULL)
+    first = cause;
   if (first->reported) {
     if (first->term_signal != 0)
       crnet__log("rank %d (pid %d on host %s) was killed by signal %d (%s)",
@@ -1179,6 +1208,21 @@ static void job_aborted(struct job *job, struct rank *r, int rank, int pid,
   job_stop(job, STOP_FAILURE, abort_status(code));
 }
 
+/* Rank `rank` (of r) failed because of rank `origin` (comm.c,
+ * report_failure): judge_failures names origin rather than rank if origin
+ * failed too. The first report of r counts; an agent passes it on. */
+static void take_blame(struct job *job, struct rank *r, int rank,
+                       int origin) {
+  if (job->agent != NULL) {
+    char up[96];
+    snprintf(up, sizeof up, "%s fail %d %d\n", job->agent->report, rank,
+             origin);
+    crnet__fwd_sink_line(&job->err, up);
+  }
+  if (r->blamed < 0)
+    r->blamed = origin;
+}
+
 /* A rank's counters at its end (comm.c, report_stats): "stats <rank>
  * <collective> <calls> <failed> <rounds> <sent> <received> <seconds>
  * <wait> <reduce>", for a rank in [first, first + count). 0, or -1 if
@@ -1339,6 +1383,12 @@ static void on_rank_report(crnet__fwd_stream *s, const char *line, size_t len,
     if (strncmp(buf, "stats ", 6) == 0 &&
         take_stats(r->job, buf, r->index, 1) == 0)
       return;
+    if (sscanf(buf, "fail %d %d%c", &rank, &code, &tail) == 3 &&
+        tail == '\n' && rank == r->index && code >= 0 &&
+        code < r->job->size) {
+      take_blame(r->job, r, rank, code);
+      return;
+    }
   }
   crnet__log("rank %d sent a malformed report (%.*s)", r->index,
              (int)(len > 40 ? 40 : len - 1), line);
@@ -1681,6 +1731,13 @@ static void on_agent_report(crnet__fwd_stream *s, const char *line,
   buf[len] = '\0';
   const char *what = buf + strlen(job->report);
   int code;
+  int origin;
+  if (sscanf(what, " fail %d %d", &rank, &origin) == 2 &&
+      rank >= r->index && rank < r->index + r->count && origin >= 0 &&
+      origin < job->size) {
+    take_blame(job, r, rank, origin);
+    return;
+  }
   if (strncmp(what, " stats ", 7) == 0) {
     if (take_stats(job, what + 1, r->index, r->count) != 0)
       crnet__log("host %s sent a malformed report", r->host->name);
@@ -2141,8 +2198,10 @@ static struct rank *make_procs(struct job *job) {
       }
     }
   }
-  for (int i = 0; i < n; i++)
+  for (int i = 0; i < n; i++) {
     ranks[i].job = job;
+    ranks[i].blamed = -1;
+  }
   return ranks;
 }
 

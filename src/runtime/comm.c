@@ -335,6 +335,21 @@ static int load_settings(const crnet_config *cfg, crnet__settings *s,
 
 /* --- the sticky error and peer events ------------------------------------- */
 
+static int launcher_fd(void);
+
+/* Tells crlaunch whom this rank's failure is due to ("fail <rank>
+ * <origin>"), so that it names the rank at fault and not the first rank
+ * whose exit it happens to see (crlaunch.c, judge_failures). */
+static void report_failure(const crnet_comm *c, int origin) {
+  int report = launcher_fd();
+  char line[48];
+  if (report < 0 || origin < 0 || origin == c->rank)
+    return;
+  int n = snprintf(line, sizeof line, "fail %d %d\n", c->rank, origin);
+  if (send(report, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) != n)
+    crnet__debug("cannot tell crlaunch of the failure: %s", strerror(errno));
+}
+
 void crnet__describe_rank(const crnet_comm *c, int rank, char *buf, size_t n) {
   char where[128];
   if (c->table != NULL && rank >= 0 && rank < c->size &&
@@ -398,6 +413,7 @@ void crnet__comm_fail(crnet_comm *c, int err, int origin, const char *fmt,
   va_end(ap);
   c->errmsg_reason_len = strlen(c->errmsg);
   crnet__debug("%s", c->errmsg);
+  report_failure(c, origin);
   tell_peers(c, origin);
 }
 
@@ -416,6 +432,7 @@ static void fail_relayed(crnet_comm *c, int err, int origin, int via,
              sizeof c->errmsg - c->errmsg_reason_len, " (relayed by rank %d)",
              via);
   crnet__debug("%s", c->errmsg);
+  report_failure(c, origin);
   tell_peers(c, origin);
 }
 

@@ -11,6 +11,9 @@
  *   crsched --cost --alpha 1e-6 --beta 1e-9 --gamma 2e-10 -m 4096 -p 22
  *   crsched --auto -p 8 -m 1048576 [--tuning FILE] [--non-commutative]
  *   crsched --crossover -p 8 [--tuning FILE] [--non-commutative]
+ *   crsched --cost --sweep -m 8,1048576 [--tuning FILE] [--dat]
+ *   crsched --dot --tree --coll reduce_scatter --schedule circulant -p 22
+ *           --rank 21
  *
  * See docs/crsched.md for the output formats and the cost model.
  *
@@ -131,6 +134,13 @@ static void usage(FILE *out) {
       "       crsched --crossover -p P [-m MAXBYTES] [--coll C]\n"
       "               [--tuning FILE] [--alpha A] [--beta B] [--gamma G]\n"
       "               [--dtype-size B] [--non-commutative] [--json]\n"
+      "       crsched --cost --sweep -m BYTES[,BYTES...] [--pmax P]\n"
+      "               [--coll C] [--schedule S] [--tuning FILE] [--alpha A]\n"
+      "               [--beta B] [--gamma G] [--dtype-size B] [--json|--dat]\n"
+      "       crsched --cost --sweep --verify [--pmax P] [--coll C]\n"
+      "               [--schedule S]\n"
+      "       crsched --dot [--tree] --coll C [--schedule S] -p P [--rank R]\n"
+      "               [--count N] [--root R]\n"
       "\n"
       "Shows one rank's schedule round by round, or (--cost) the modelled\n"
       "time of every schedule that can do the collective(s), or (--auto)\n"
@@ -163,7 +173,7 @@ static void usage(FILE *out) {
       "                   model time, per collective\n"
       "  --crossover      the sizes (bytes, from 0 to -m, default 1 GiB) at\n"
       "                   which auto's pick changes, per collective\n"
-      "  --tuning FILE    --auto, --crossover: the tuning file to use\n"
+      "  --tuning FILE    --auto, --crossover, --sweep: the tuning file\n"
       "                   (default: CRNET_TUNING_FILE, else\n"
       "                   $XDG_CONFIG_HOME/crnet/tuning or\n"
       "                   ~/.config/crnet/tuning, as a job would); --alpha,\n"
@@ -172,6 +182,19 @@ static void usage(FILE *out) {
       "                   commutative (only order-keeping schedules)\n"
       "  --all            --cost: build every rank's schedule, even when the\n"
       "                   ranks are symmetric or it takes minutes\n"
+      "  --sweep          --cost: the closed-form model (no schedule built)\n"
+      "                   of every schedule at p = 2..--pmax (default\n"
+      "                   10^6), 8 per decade and every 2^k, 2^k +- 1:\n"
+      "                   rounds, peers per rank, bytes, seconds; -m takes\n"
+      "                   a list; constants as for --auto\n"
+      "  --verify         --sweep: hold the formulas against every rank's\n"
+      "                   built schedule at every p to --pmax (default 64)\n"
+      "  --dat            --sweep: whitespace columns for gnuplot\n"
+      "  --pmax P         --sweep: the largest p\n"
+      "  --dot            Graphviz DOT: one cluster per round, an edge per\n"
+      "                   message (p <= 64)\n"
+      "  --tree           --dot: the reduction tree of block --rank\n"
+      "                   (reduce_scatter, allreduce, reduce)\n"
       "  -h, --help       this text\n",
       out);
 }

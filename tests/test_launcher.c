@@ -919,6 +919,34 @@ START_TEST(test_crnet_abort) {
 }
 END_TEST
 
+/* A wrapper that closes descriptor 3 (sudo does) takes the report socket
+ * away, and the program puts a Unix socket of its own at that number: the
+ * library must tell it from crlaunch's (CRNET_LAUNCHER_FD names the inode)
+ * and never write to it. The abort still reaches every rank; crlaunch,
+ * not told, reports the first rank that fails. */
+START_TEST(test_crnet_abort_without_report) {
+  static const char *const env[] = {"LAUNCHER_INIT_OWN_SOCKET=1", NULL};
+  struct how how = {.env = env};
+  struct run r;
+  char cmd[4200];
+  snprintf(cmd, sizeof cmd, "exec 3>&-; exec %s abort 2 7", init_prog);
+  run(&r, &how, 10, "-n", "3", "sh", "-c", cmd, NULL);
+  expect_exit(&r, 1);
+  ck_assert_msg(r.secs < 3, "took %.2f s", r.secs);
+  expect_has("stderr", r.err, "rank 0: allreduce: CRNET_EABORTED (code 7)");
+  expect_has("stderr", r.err, "rank 1: allreduce: CRNET_EABORTED (code 7)");
+  ck_assert_msg(strstr(r.err, "aborted the job with code 7\n") == NULL ||
+                    strstr(r.err, "crlaunch: rank 2") == NULL,
+                "crlaunch heard of an abort it could not be told:\n%s",
+                r.err);
+  ck_assert_msg(strstr(r.err, "malformed") == NULL &&
+                    strstr(r.err, "unexpected") == NULL &&
+                    strstr(r.err, "its own socket") == NULL,
+                "stderr:\n%s", r.err);
+  cleanup(&r);
+}
+END_TEST
+
 static Suite *launcher_suite(void) {
   Suite *s = suite_create("launcher");
   TCase *tc = tcase_create("run");
@@ -961,6 +989,7 @@ static Suite *launcher_suite(void) {
   tcase_add_loop_test(tc, test_crnet_cascade, 0, 10);
   tcase_add_loop_test(tc, test_crnet_abort, 0,
                       (int)(sizeof abort_cases / sizeof abort_cases[0]));
+  tcase_add_test(tc, test_crnet_abort_without_report);
   suite_add_tcase(s, tc);
   return s;
 }

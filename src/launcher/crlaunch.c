@@ -249,7 +249,8 @@ struct job {
   int nstats;
   struct rank_stats *rank_stats;
   int finishing; /* handles are being closed */
-  char **env;    /* the ranks' environment; env[rank_slot] is CRNET_RANK */
+  char **env;    /* the ranks' environment; env[rank_slot] is CRNET_RANK,
+                    env[rank_slot + 1] CRNET_LAUNCHER_FD (spawn_proc) */
   int env_owned; /* env[env_owned..rank_slot) are ours to free */
   int rank_slot;
   char dir[512];     /* private directory, "" once removed */
@@ -683,16 +684,15 @@ static int build_env(struct job *job, const char *rendezvous) {
       job->env[k++] = environ[i];
   job->env_owned = k;
   job->rank_slot = k; /* grows as entries are added, for free_env */
-  char *add[6];
+  char *add[5];
   add[0] = str_printf("CRNET_SIZE=%d", job->size);
   add[1] = str_printf("CRNET_RENDEZVOUS=%s", rendezvous);
   add[2] = str_printf("CRNET_JOB_KEY_FILE=%s", job->keyfile);
   add[3] = str_printf("CRNET_LAUNCHER=crlaunch");
   add[4] = str_printf("CRNET_INIT_TIMEOUT=%s", job->init_timeout_str);
-  add[5] = str_printf("CRNET_LAUNCHER_FD=%d", REPORT_FD);
-  for (int i = 0; i < 6; i++)
+  for (int i = 0; i < 5; i++)
     job->env[job->rank_slot++] = add[i];
-  for (int i = 0; i < 6; i++)
+  for (int i = 0; i < 5; i++)
     if (add[i] == NULL)
       goto nomem;
   for (int i = 0; i < job->nxvars; i++) {
@@ -1400,8 +1400,10 @@ static void on_rank_report(crnet__fwd_stream *s, const char *line, size_t len,
  * /dev/null), stdout and stderr forwarded line by line after `prefix`. A
  * detached process gets a session of its own, so that a ^C at the terminal
  * reaches only crlaunch, which passes it on in order. A rank (not a
- * detached SSH session) also gets its report socket at REPORT_FD. 0 or a
- * libuv error code. */
+ * detached SSH session) also gets its report socket at REPORT_FD, named in
+ * env[job->rank_slot + 1] as "CRNET_LAUNCHER_FD=3:<inode>": the inode lets
+ * the library tell this socket from whatever a wrapper that closed the
+ * descriptor left at that number. 0 or a libuv error code. */
 static int spawn_proc(struct job *job, struct rank *r, char **args,
                       char **env, int in, const char *prefix, int detached) {
   int out[2] = {-1, -1};
@@ -1416,6 +1418,17 @@ static int spawn_proc(struct job *job, struct rank *r, char **args,
     rc = uv_socketpair(SOCK_STREAM, 0, rep, 0, 0);
   if (rc != 0)
     goto out;
+  char rep_var[64];
+  struct stat st;
+  if (!detached && env != NULL) {
+    if (fstat(rep[1], &st) != 0) {
+      rc = uv_translate_sys_error(errno);
+      goto out;
+    }
+    snprintf(rep_var, sizeof rep_var, "CRNET_LAUNCHER_FD=%d:%llu", REPORT_FD,
+             (unsigned long long)st.st_ino);
+    env[job->rank_slot + 1] = rep_var;
+  }
 
   /* Pipes of our own rather than UV_CREATE_PIPE, which gives the ranks a
    * socket for stdout: opening /dev/stdout fails on a socket. */
@@ -1444,6 +1457,8 @@ static int spawn_proc(struct job *job, struct rank *r, char **args,
   po.flags = detached ? UV_PROCESS_DETACHED : 0;
   r->proc.data = r;
   rc = uv_spawn(&job->loop, &r->proc, &po);
+  if (!detached && env != NULL)
+    env[job->rank_slot + 1] = NULL;
   if (rc != 0) {
     /* The handle is registered with the loop even when spawning fails. */
     uv_close((uv_handle_t *)&r->proc, NULL);

@@ -16,18 +16,8 @@ set -u
 CRSCHED=${1:?usage: test_crsched_dot.sh path/to/crsched}
 TMP=$(mktemp -d) || exit 1
 trap 'rm -rf "$TMP"' EXIT
-fails=0
-checks=0
 
-ok() { checks=$((checks + 1)); echo "ok $checks - $1"; }
-fail() {
-  checks=$((checks + 1))
-  fails=$((fails + 1))
-  echo "FAIL $checks - $1"
-}
-expect() {
-  if [ "$2" = "$3" ]; then ok "$1"; else fail "$1: got '$2', want '$3'"; fi
-}
+. "$(dirname "$0")/checks.sh"
 
 # The DOT reader and the checks, in one python3 program (started once: it
 # is slow to start), run over the spec file the shell part writes.

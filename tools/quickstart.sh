@@ -19,9 +19,10 @@ mode=${1:-demo}
 # (tests/multihost.sh) runs sshd in network namespaces. clang and
 # libclang-rt-14-dev (its libFuzzer and sanitizer runtimes, only recommended
 # by clang): the fuzz harnesses (tests/fuzz/run.sh). valgrind: the suite
-# `valgrind` of the plain pass (tests/meson.build).
+# `valgrind` of the plain pass (tests/meson.build). man-db: the test
+# `install` renders the installed man pages.
 packages=(build-essential meson ninja-build pkg-config libuv1-dev libsodium-dev check python3
-  openssh-server openssh-client iproute2 procps clang libclang-rt-14-dev valgrind)
+  openssh-server openssh-client iproute2 procps clang libclang-rt-14-dev valgrind man-db)
 
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
@@ -86,7 +87,8 @@ test)
   # The simulator suites run every p up to 1000 in the plain pass; under
   # the sanitizers they stop at p = 129 (CRNET_SIM_QUICK), which keeps the
   # same builders and cuts most of the pass's time. Jobs of 13 ranks and
-  # more (suite `large`) run in the plain pass only.
+  # more (suite `large`) run in the plain pass only, and so does the test
+  # `install`, which tests/meson.build leaves out of sanitizer builds.
   CRNET_SIM_QUICK=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     meson test -C build-sanitize --print-errorlogs --num-processes 1 --timeout-multiplier 3 \
       --no-suite large || status=1

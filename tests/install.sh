@@ -38,18 +38,7 @@ MAN=${8:-}
 CC=${CC:-cc}
 MESON=${MESON:-meson}
 
-fails=0
-checks=0
-ok() { checks=$((checks + 1)); echo "ok $checks - $1"; }
-fail() {
-  checks=$((checks + 1))
-  fails=$((fails + 1))
-  echo "FAIL $checks - $1"
-}
-# expect NAME GOT WANT
-expect() {
-  if [ "$2" = "$3" ]; then ok "$1"; else fail "$1: got '$2', want '$3'"; fi
-}
+. "$(dirname "$0")/checks.sh"
 # A check that cannot go on without its predecessor ends the test here.
 give_up() {
   fail "$1"

@@ -1,10 +1,9 @@
-# The check helpers of the shell tests, sourced by them:
+# The checks of the shell tests, sourced by each: every check prints
+# "ok N - what" or "FAIL N - what" with what it saw, and counts into
+# $checks and $fails, from which the script makes its exit status.
 #
 #   . "$(dirname "$0")/checks.sh"
-#
-# ok NAME, fail NAME, expect NAME GOT WANT: each prints "ok N - NAME" or
-# "FAIL N - NAME: ..." and counts it in $checks and $fails, so the script
-# can end with: echo "$checks checks, $fails failed"; [ "$fails" -eq 0 ].
+
 fails=0
 checks=0
 

@@ -939,7 +939,8 @@ int crnet__lazy_wait(crnet_comm *c, int r) {
     crnet__describe_rank(c, r, who, sizeof who);
     crnet__comm_fail(c, CRNET_ETIMEDOUT, -1,
                      "rank %d timed out in %s #%" PRIu64 " round %" PRIu32
-                     " after %.3g s (CRNET_TIMEOUT) connecting to %s",
+                     " after %.3g s (CRNET_TIMEOUT) waiting for %s (no "
+                     "link to it yet)",
                      c->rank,
                      crnet_collective_name((crnet_collective)c->cur_coll),
                      c->seq, c->cur_round,

@@ -344,6 +344,70 @@ START_TEST(stranger_after_init_is_dropped) {
 }
 END_TEST
 
+/* --- a rank dead before any link to it -------------------------------------- */
+
+#define EARLY_SIZE 8
+#define EARLY_DEAD 5
+
+/* Rank 5 leaves right after init, without crnet_comm_destroy, before any
+ * link to it exists; the others loop allreduce and must all fail with
+ * CRNET_EPEER within 2 s of their first call, each through its own
+ * refused connection or a peer's ABORT. */
+static int rank_early_death(int rank, int p, void *arg) {
+  float v[4096] = {0};
+  crnet_comm *c;
+  int rc;
+  (void)p;
+  (void)arg;
+  setenv("CRNET_LAZY_LINKS", "1", 1);
+  if ((rc = crnet_comm_init(&c, NULL)) != 0)
+    return err_exit(rc);
+  if (rank == EARLY_DEAD)
+    _exit(EXIT_OK);
+  /* Long enough that rank 5's process is gone. */
+  usleep(100000);
+  double t0 = now_s();
+  for (int i = 0; rc == 0 && i < 1000; i++)
+    rc = crnet_allreduce(c, CRNET_IN_PLACE, v, 4096, CRNET_FLOAT, CRNET_SUM);
+  reports[rank].rc = rc;
+  reports[rank].opened = (uint64_t)((now_s() - t0) * 1e6);
+  snprintf(reports[rank].errmsg, sizeof reports[rank].errmsg, "%s",
+           crnet_comm_errmsg(c));
+  crnet_comm_destroy(c);
+  return err_exit(rc);
+}
+
+START_TEST(rank_dead_before_first_use) {
+  job j;
+  int naming = 0;
+  double worst = 0;
+  reports_map();
+  job_init(&j, EARLY_SIZE, 30);
+  run_job(&j, rank_early_death, NULL, 60);
+  for (int r = 0; r < EARLY_SIZE; r++) {
+    double dt = (double)reports[r].opened / 1e6;
+    if (r == EARLY_DEAD)
+      continue;
+    ck_assert_msg(exit_code(&j, r) == err_exit(CRNET_EPEER),
+                  "rank %d exited %d: %s", r, exit_code(&j, r),
+                  reports[r].errmsg);
+    ck_assert_msg(strstr(reports[r].errmsg, "lost rank ") != NULL &&
+                      strstr(reports[r].errmsg, "allreduce #1") != NULL,
+                  "rank %d: %s", r, reports[r].errmsg);
+    ck_assert_msg(dt < 2.0, "rank %d failed %.3f s after its first call", r,
+                  dt);
+    naming += strstr(reports[r].errmsg, "lost rank 5 ") != NULL;
+    worst = dt > worst ? dt : worst;
+  }
+  for (int r = 0; r < EARLY_SIZE; r++)
+    if (r != EARLY_DEAD && getenv("LAZY_TEST_VERBOSE") != NULL)
+      printf("  rank %d: %s\n", r, reports[r].errmsg);
+  printf("rank dead before first use: every survivor failed within %.3f s, "
+         "%d of %d naming rank %d\n",
+         worst, naming, EARLY_SIZE - 1, EARLY_DEAD);
+}
+END_TEST
+
 /* --- settings ----------------------------------------------------------------- */
 
 typedef struct bad_case {
@@ -406,6 +470,7 @@ static Suite *lazy_suite(void) {
   tcase_set_timeout(t, 90);
   tcase_add_test(t, every_collective_is_exact);
   tcase_add_test(t, stranger_after_init_is_dropped);
+  tcase_add_test(t, rank_dead_before_first_use);
   suite_add_tcase(s, t);
   t = tcase_create("settings");
   tcase_set_timeout(t, 30);

@@ -1,5 +1,6 @@
 /* Bootstrap: from (rank, size, rendezvous address, job key) to a full mesh of
- * authenticated links.
+ * authenticated links (or, with lazy links, to the table and an open
+ * listener: steps 4 and 5 are then lazy.c's, on first use).
  *
  *   1. Rank 0 starts the rendezvous server if nobody else serves it (no
  *      crlaunch: the torchrun/TCPStore pattern).
@@ -23,6 +24,11 @@
  *      afterwards), drop accepted connections still in their handshake,
  *      and return. The whole process is bounded by the init
  *      timeout; on expiry the error names the ranks that never appeared.
+ *   With lazy links (CRNET_LAZY_LINKS, rank 0's choice, which came with the
+ *   table like the streams) the bootstrap returns once it has the table;
+ *   the listener stays open and belongs to lazy.c from then on, and a
+ *   connection that comes before the table is left in the listen queue
+ *   until it is there, as in step 4.
  */
 #include <inttypes.h>
 #include <stdarg.h>

@@ -1267,10 +1267,6 @@ int crnet_comm_destroy(crnet_comm *c) {
     return 0;
   if (c->report_stats)
     report_stats(c);
-  /* Lazy links: nobody connects to a rank that is leaving (every exchange
-   * it was part of is over, so every peer it has dealt with has its link),
-   * and calls and connections under way have nothing left to do. */
-  crnet__lazy_close_all(c, NULL, 0);
   if (c->err == 0) {
     /* Goodbye to everyone linked, then wait for everyone's goodbye: after
      * it the peer sends nothing more, so closing cannot leave unread bytes
@@ -1286,6 +1282,12 @@ int crnet_comm_destroy(crnet_comm *c) {
                        "crnet_comm_destroy: peers did not leave within %d s",
                        BYE_TIMEOUT_MS / 1000);
   }
+  /* Lazy links: nobody needs to connect to a rank that is leaving (every
+   * exchange it was part of is over, so every peer it dealt with has its
+   * link), and calls have nothing left to do. Only now, after the goodbyes
+   * ran the loop: a call whose last handshake bytes still wait unread
+   * would be cut with a reset. */
+  crnet__lazy_close_all(c, NULL, 0);
   for (int i = 0; i < crnet__comm_nlinks(c); i++) {
     crnet__peer *p = c->peers[i];
     if (p != NULL && !p->closed)

@@ -208,6 +208,14 @@ static void outgoing_ready(crnet_comm *c, crnet__peer *p, int status) {
         crnet__debug("rank %d accepted but did not answer within %d s: "
                      "connecting again", r, LAZY_HS_TIMEOUT_MS / 1000);
         crnet__lazy_want(c, r);
+      } else if (status == CRNET_EAUTH &&
+                 strcmp(l->why, "closed during the handshake") != 0) {
+        /* The peer answered but the handshake does not hold: another key,
+         * another CRNET_ENCRYPT. Said as at init with the full mesh. */
+        char who[160];
+        crnet__describe_rank(c, r, who, sizeof who);
+        crnet__comm_fail(c, CRNET_EAUTH, r, "authentication with %s failed: %s",
+                         who, l->why);
       } else if (status == CRNET_ETIMEDOUT) {
         char why[96];
         snprintf(why, sizeof why, "no answer to the connection within %d s",
@@ -341,12 +349,14 @@ void crnet__lazy_close_all(crnet_comm *c, const void *abort_msg,
   for (crnet__peer *p = c->loose, *next; p != NULL; p = next) {
     next = p->loose_next;
     detach(c, p);
-    if (abort_msg != NULL && p->link.state == CRNET__LINK_READY &&
-        !p->link.failed && crnet__link_flushed(&p->link)) {
-      crnet__link_send_control(&p->link, CRNET__FRAME_ABORT, abort_msg,
-                               abort_len);
+    if (p->link.state == CRNET__LINK_READY && !p->link.failed &&
+        crnet__link_flushed(&p->link)) {
+      if (abort_msg != NULL)
+        crnet__link_send_control(&p->link, CRNET__FRAME_ABORT, abort_msg,
+                                 abort_len);
       crnet__link_close_gently(&p->link, LINGER_MS);
     } else {
+      /* In its handshake: nothing to say on it yet. */
       crnet__link_close(&p->link);
     }
   }

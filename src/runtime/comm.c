@@ -365,6 +365,21 @@ static int load_settings(const crnet_config *cfg, crnet__settings *s,
 
 /* --- the sticky error and peer events ------------------------------------- */
 
+static int launcher_fd(const crnet_comm *c);
+
+/* Tells crlaunch whom this rank's failure is due to ("fail <rank>
+ * <origin>"), so that it names the rank at fault and not the first rank
+ * whose exit it happens to see (crlaunch.c, judge_failures). */
+static void report_failure(const crnet_comm *c, int origin) {
+  int report = launcher_fd(c);
+  char line[48];
+  if (report < 0 || origin < 0 || origin == c->rank)
+    return;
+  int n = snprintf(line, sizeof line, "fail %d %d\n", c->rank, origin);
+  if (send(report, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) != n)
+    crnet__debug("cannot tell crlaunch of the failure: %s", strerror(errno));
+}
+
 void crnet__describe_rank(const crnet_comm *c, int rank, char *buf, size_t n) {
   char where[128];
   if (c->table != NULL && rank >= 0 && rank < c->size &&
@@ -444,6 +459,7 @@ void crnet__comm_fail(crnet_comm *c, int err, int origin, const char *fmt,
   va_end(ap);
   c->errmsg_reason_len = strlen(c->errmsg);
   crnet__debug("%s", c->errmsg);
+  report_failure(c, origin);
   tell_peers(c, origin);
 }
 
@@ -462,6 +478,7 @@ static void fail_relayed(crnet_comm *c, int err, int origin, int via,
              sizeof c->errmsg - c->errmsg_reason_len, " (relayed by rank %d)",
              via);
   crnet__debug("%s", c->errmsg);
+  report_failure(c, origin);
   tell_peers(c, origin);
 }
 
@@ -1117,17 +1134,45 @@ void crnet__comm_link_settings(crnet_comm *c, crnet__link *l) {
   }
 }
 
-/* crlaunch's report socket (CRNET_LAUNCHER_FD), or -1 when there is none:
- * not started by crlaunch, or the program closed or reused the descriptor
- * (anything but a socket is left alone). */
-static int launcher_fd(void) {
+/* crlaunch's report socket, found at init: CRNET_LAUNCHER_FD is
+ * "<fd>:<inode>", and the socket must be at that descriptor with that inode
+ * (a wrapper such as sudo may have closed the descriptor, and the program
+ * put a socket of its own there). Its identity is kept, so that a
+ * descriptor closed and its number reused later (for one of crnet's own
+ * TCP sockets, say) is never written to. */
+static void find_launcher(crnet_comm *c) {
   const char *v = getenv("CRNET_LAUNCHER_FD");
   struct stat st;
-  int fd;
-  if (v == NULL || parse_int(v, 0, INT_MAX, &fd) != 0 || fstat(fd, &st) != 0 ||
-      !S_ISSOCK(st.st_mode))
+  struct sockaddr_storage ss;
+  socklen_t len = sizeof ss;
+  int fd, type, end = 0;
+  unsigned long long ino;
+  socklen_t tlen = sizeof type;
+  c->report_fd = -1;
+  if (v == NULL || sscanf(v, "%d:%llu%n", &fd, &ino, &end) != 2 ||
+      v[end] != '\0' || fd < 0 || fstat(fd, &st) != 0 ||
+      !S_ISSOCK(st.st_mode) || (unsigned long long)st.st_ino != ino ||
+      getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tlen) != 0 ||
+      type != SOCK_STREAM ||
+      getsockname(fd, (struct sockaddr *)&ss, &len) != 0 ||
+      ss.ss_family != AF_UNIX)
+    return;
+  c->report_fd = fd;
+  c->report_dev = (uint64_t)st.st_dev;
+  c->report_ino = (uint64_t)st.st_ino;
+  /* The rank's reports are for crlaunch alone, not for the programs it
+   * starts in turn. */
+  fcntl(fd, F_SETFD, FD_CLOEXEC);
+}
+
+/* The report socket if it is still the one found at init, else -1. */
+static int launcher_fd(const crnet_comm *c) {
+  struct stat st;
+  if (c->report_fd < 0 || fstat(c->report_fd, &st) != 0 ||
+      (uint64_t)st.st_dev != c->report_dev ||
+      (uint64_t)st.st_ino != c->report_ino)
     return -1;
-  return fd;
+  return c->report_fd;
 }
 
 int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
@@ -1147,11 +1192,6 @@ int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
     crnet_config_init(&defaults);
     cfg = &defaults;
   }
-  /* The rank's reports are for crlaunch alone, not for the programs it
-   * starts in turn. */
-  int report = launcher_fd();
-  if (report >= 0)
-    fcntl(report, F_SETFD, FD_CLOEXEC);
   c = calloc(1, sizeof *c);
   if (c == NULL) {
     snprintf(init_errmsg, sizeof init_errmsg, "out of memory");
@@ -1173,6 +1213,8 @@ int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
   }
   c->rank = s.rank;
   c->size = s.size;
+  /* Before this comm opens any socket of its own. */
+  find_launcher(c);
   c->cur_coll = c->last_coll = -1;
   c->stream_piece = s.stream_piece;
   c->rounds_in_flight = (uint32_t)s.rounds_in_flight;
@@ -1343,7 +1385,7 @@ int crnet_comm_stats_reset(crnet_comm *c) {
  * <rounds> <sent> <received> <seconds> <wait> <reduce>", which crlaunch
  * --stats sums into the job's table), or on stderr without crlaunch. */
 static void report_stats(crnet_comm *c) {
-  int report = launcher_fd();
+  int report = launcher_fd(c);
   for (int k = 0; k < CRNET_COLL_COUNT; k++) {
     const crnet_coll_stats *st = &c->coll_stats[k];
     char line[256];
@@ -1391,7 +1433,7 @@ int crnet_comm_abort(crnet_comm *c, int code) {
      * of it, so that it exits with `code` whatever the others do. A socket
      * whose reader is gone gives EPIPE, not SIGPIPE; a full one (never, for
      * one line) is not waited for. */
-    int report = launcher_fd();
+    int report = launcher_fd(c);
     if (report >= 0) {
       char line[48];
       int n = snprintf(line, sizeof line, "abort %d %d\n", c->rank, code);

@@ -176,6 +176,10 @@ struct crnet_comm {
   uint64_t call_wait_ns, call_reduce_ns, call_sent, call_received;
   uint32_t call_rounds;
   bool report_stats;    /* CRNET_STATS: report them at destroy */
+  /* crlaunch's report socket (CRNET_LAUNCHER_FD) and its identity, or -1:
+   * aborts, whom a failure is due to, the counters (comm.c). */
+  int report_fd;
+  uint64_t report_dev, report_ino;
   crnet__trace *trace;  /* CRNET_TRACE, or NULL */
   /* The last few calls, so that a frame of a call this rank has finished
    * can be told against what this rank called then. */

@@ -11,12 +11,18 @@
  *                               waits 300 ms and exits 0; the others' allreduce
  *                               must fail with CRNET_EABORTED and the code, and
  *                               they exit OTHERS (default 1) at once, so
- *                               before rank R
+ *                               before rank R. With LAUNCHER_INIT_OWN_SOCKET
+ *                               set, every rank first opens a socket pair of
+ *                               its own (at descriptors 3 and 4 if a wrapper
+ *                               closed 3): nothing of crnet's may arrive on
+ *                               it (exit 98 if something does)
  *
  * With CRLT_DIR set, every rank first creates CRLT_DIR/pid.R.PID.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +53,11 @@ int main(int argc, char **argv) {
     return 0;
   }
 
+  int own[2] = {-1, -1};
+  if (getenv("LAUNCHER_INIT_OWN_SOCKET") != NULL &&
+      socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, own) != 0)
+    return 97;
+
   crnet_comm *comm;
   int rc = crnet_comm_init(&comm, NULL);
   if (rc != 0) {
@@ -60,6 +71,16 @@ int main(int argc, char **argv) {
     crnet_comm_abort(comm, argc > 3 ? atoi(argv[3]) : 1);
     struct timespec ts = {0, 300 * 1000000L};
     nanosleep(&ts, NULL);
+    if (own[0] >= 0) {
+      char got[64];
+      ssize_t n = read(own[1], got, sizeof got - 1);
+      if (n > 0 || (n < 0 && errno != EAGAIN)) {
+        got[n > 0 ? n : 0] = '\0';
+        fprintf(stderr, "rank %d: its own socket (fd %d) got \"%s\"\n", rank,
+                own[0], got);
+        return 98;
+      }
+    }
     crnet_comm_destroy(comm);
     return 0;
   }

@@ -4,8 +4,9 @@
  *   crlaunch -n P [-x CRNET_STREAMS=S] streams_check EXPECTED_STREAMS
  *
  * After init every rank counts its open sockets (/proc/self/fd entries that
- * are sockets): the rendezvous connection and the listener are closed by
- * then, so what is left is the mesh, EXPECTED_STREAMS · (P − 1) links. The
+ * are sockets, but crlaunch's report socket, CRNET_LAUNCHER_FD): the
+ * rendezvous connection and the listener are closed by then, so what is
+ * left is the mesh, EXPECTED_STREAMS · (P − 1) links. The
  * job-wide value is rank 0's, so a test may set CRNET_STREAMS on rank 0
  * only and expect it everywhere. Then an allreduce and an all-to-all of
  * 1 MiB per rank (split into parts across the streams when their messages
@@ -27,12 +28,13 @@ static int count_sockets(void) {
   DIR *d = opendir("/proc/self/fd");
   struct dirent *e;
   char path[300], target[64];
-  int n = 0;
+  const char *report = getenv("CRNET_LAUNCHER_FD"); /* "3:<inode>" */
+  int n = 0, report_fd = report != NULL ? atoi(report) : -1;
   if (d == NULL)
     return -1;
   while ((e = readdir(d)) != NULL) {
     ssize_t len;
-    if (e->d_name[0] == '.')
+    if (e->d_name[0] == '.' || atoi(e->d_name) == report_fd)
       continue;
     snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
     len = readlink(path, target, sizeof target - 1);

@@ -269,15 +269,18 @@ static int rank_all(int rank, int p, void *arg) {
   return bad ? EXIT_FAIL : err_exit(rc);
 }
 
-START_TEST(every_collective_is_exact) {
+/* Runs a job of p ranks of fn; every rank must succeed. */
+static void run_all_ok(int p, rank_fn fn) {
   job j;
   reports_map();
-  job_init(&j, 7, 30);
-  run_job(&j, rank_all, NULL, 60);
-  for (int r = 0; r < 7; r++)
+  job_init(&j, p, 30);
+  run_job(&j, fn, NULL, 60);
+  for (int r = 0; r < p; r++)
     ck_assert_msg(exit_code(&j, r) == EXIT_OK, "rank %d exited %d: %s", r,
                   exit_code(&j, r), reports[r].errmsg);
 }
+
+START_TEST(every_collective_is_exact) { run_all_ok(7, rank_all); }
 END_TEST
 
 /* --- listener ----------------------------------------------------------------- */
@@ -333,15 +336,7 @@ static int rank_stranger(int rank, int p, void *arg) {
   return err_exit(rc);
 }
 
-START_TEST(stranger_after_init_is_dropped) {
-  job j;
-  reports_map();
-  job_init(&j, 4, 30);
-  run_job(&j, rank_stranger, NULL, 60);
-  for (int r = 0; r < 4; r++)
-    ck_assert_msg(exit_code(&j, r) == EXIT_OK, "rank %d exited %d: %s", r,
-                  exit_code(&j, r), reports[r].errmsg);
-}
+START_TEST(stranger_after_init_is_dropped) { run_all_ok(4, rank_stranger); }
 END_TEST
 
 /* --- a rank dead before any link to it -------------------------------------- */

@@ -207,8 +207,9 @@ typedef struct crnet_config {
 CRNET_EXTERN void crnet_config_init(crnet_config *cfg);
 
 /* Joins the job: rendezvous, full mesh, authentication. Returns when every
- * link is up, or fails within the init timeout naming the ranks that never
- * appeared. On failure *comm is NULL; crnet_init_errmsg() tells why.
+ * link is up (with lazy links, CRNET_LAZY_LINKS: once every rank's address
+ * is known; links then come on first use), or fails within the init
+ * timeout naming the ranks that never appeared. On failure *comm is NULL; crnet_init_errmsg() tells why.
  * If SIGPIPE has its default action, init sets it to be ignored, so that a
  * peer's death is an error code and not the end of this process. */
 CRNET_EXTERN CRNET_NODISCARD int crnet_comm_init(crnet_comm **comm,

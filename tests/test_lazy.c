@@ -9,6 +9,10 @@
  *   results   every collective at p = 7 gives exact results.
  *   listener  open after init: a stranger that connects to a rank between
  *             calls is dropped and the job goes on.
+ *   busy      a rank that makes its first call 11 s late (past the
+ *             handshake timeout) is waited for, not taken for lost.
+ *   early     a rank that dies before any link to it: every other rank
+ *             fails with CRNET_EPEER within 2 s.
  *   settings  CRNET_LAZY_LINKS=yes and crnet_config.lazy_links = 7 fail
  *             init with CRNET_EINVAL and a message naming the setting.
  *
@@ -339,6 +343,36 @@ static int rank_stranger(int rank, int p, void *arg) {
 START_TEST(stranger_after_init_is_dropped) { run_all_ok(4, rank_stranger); }
 END_TEST
 
+/* --- a rank busy between calls ------------------------------------------------ */
+
+/* Rank 2 computes for 11 s after init, past the 10 s handshake timeout of
+ * the connections the others make to it meanwhile (its kernel accepts
+ * them, its process does not answer): that is a busy peer, not a lost one,
+ * so they connect again, and the call completes once rank 2 makes it. */
+static int rank_busy(int rank, int p, void *arg) {
+  int32_t v = rank, sum = 0;
+  crnet_comm *c;
+  int rc;
+  (void)arg;
+  setenv("CRNET_LAZY_LINKS", "1", 1);
+  if ((rc = crnet_comm_init(&c, NULL)) != 0)
+    return err_exit(rc);
+  if (rank == 2)
+    sleep(11);
+  rc = crnet_allreduce(c, &v, &sum, 1, CRNET_INT32, CRNET_SUM);
+  if (rc == 0 && sum != p * (p - 1) / 2)
+    rc = CRNET_EMISMATCH;
+  reports[rank].rc = rc;
+  snprintf(reports[rank].errmsg, sizeof reports[rank].errmsg, "%s",
+           crnet_comm_errmsg(c));
+  if (crnet_comm_destroy(c) != 0 && rc == 0)
+    rc = CRNET_EIO;
+  return err_exit(rc);
+}
+
+START_TEST(busy_peer_is_waited_for) { run_all_ok(3, rank_busy); }
+END_TEST
+
 /* --- a rank dead before any link to it -------------------------------------- */
 
 #define EARLY_SIZE 8
@@ -466,6 +500,10 @@ static Suite *lazy_suite(void) {
   tcase_add_test(t, every_collective_is_exact);
   tcase_add_test(t, stranger_after_init_is_dropped);
   tcase_add_test(t, rank_dead_before_first_use);
+  suite_add_tcase(s, t);
+  t = tcase_create("busy");
+  tcase_set_timeout(t, 60);
+  tcase_add_test(t, busy_peer_is_waited_for);
   suite_add_tcase(s, t);
   t = tcase_create("settings");
   tcase_set_timeout(t, 30);

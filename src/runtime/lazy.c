@@ -141,6 +141,9 @@ static void start_connect(crnet_comm *c, int r, uint8_t role, int k) {
     c->connecting[slot_index(c, r, k)] = p;
   else
     c->calling[r] = p;
+  /* The loop's clock stood still while the program computed between
+   * calls; the handshake deadline counts from now. */
+  uv_update_time(&c->loop);
   if (crnet__link_connect_from(&p->link, &c->loop, (struct sockaddr *)&ss,
                                from, &loose_callbacks, c, c->key,
                                CRNET__HS_MESH, c->rank, r, c->size,
@@ -197,6 +200,21 @@ static void install(crnet_comm *c, crnet__peer *p, int r, int k) {
   }
 }
 
+/* Whether a failed handshake failed in transport (the peer closed or reset
+ * it, or went silent) rather than by what the peer said: the link reports
+ * both as CRNET_EAUTH, and only the second is an authentication failure. */
+static bool transport_failure(const char *why) {
+  static const int codes[] = {UV_ECONNRESET, UV_EPIPE, UV_ETIMEDOUT,
+                              UV_ECONNREFUSED, UV_ENETUNREACH,
+                              UV_EHOSTUNREACH, UV_ECONNABORTED};
+  if (strcmp(why, "closed during the handshake") == 0)
+    return true;
+  for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
+    if (strcmp(why, uv_strerror(codes[i])) == 0)
+      return true;
+  return false;
+}
+
 static void outgoing_ready(crnet_comm *c, crnet__peer *p, int status) {
   crnet__link *l = &p->link;
   int r = p->rank;
@@ -208,8 +226,7 @@ static void outgoing_ready(crnet_comm *c, crnet__peer *p, int status) {
         crnet__debug("rank %d accepted but did not answer within %d s: "
                      "connecting again", r, LAZY_HS_TIMEOUT_MS / 1000);
         crnet__lazy_want(c, r);
-      } else if (status == CRNET_EAUTH &&
-                 strcmp(l->why, "closed during the handshake") != 0) {
+      } else if (status == CRNET_EAUTH && !transport_failure(l->why)) {
         /* The peer answered but the handshake does not hold: another key,
          * another CRNET_ENCRYPT. Said as at init with the full mesh. */
         char who[160];
@@ -328,6 +345,7 @@ void crnet__lazy_accept(crnet_comm *c) {
   crnet__peer *p = new_loose(c, CRNET__PEER_IN, -1, 0);
   if (p == NULL)
     return;
+  uv_update_time(&c->loop);
   /* On failure the link closes itself and loose_closed frees p. */
   crnet__link_accept(&p->link, &c->loop, (uv_stream_t *)&c->listener,
                      &loose_callbacks, c, c->key, c->rank, c->size,

@@ -1014,6 +1014,8 @@ int crnet__coll_begin(crnet_comm *c, crnet_collective coll, uint32_t sig,
   static const crnet__frame_call none = {.op = -1, .root = -1};
   if (c->err != 0)
     return c->err;
+  if (c->lazy)
+    crnet__lazy_resume(c);
   c->seq++;
   c->coll_started = uv_hrtime();
   c->cur_coll = c->last_coll = (int)coll;
@@ -1309,6 +1311,8 @@ int crnet_comm_destroy(crnet_comm *c) {
     return 0;
   if (c->report_stats)
     report_stats(c);
+  if (c->lazy)
+    crnet__lazy_resume(c);
   if (c->err == 0) {
     /* Goodbye to everyone linked, then wait for everyone's goodbye: after
      * it the peer sends nothing more, so closing cannot leave unread bytes

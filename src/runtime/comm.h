@@ -222,6 +222,10 @@ void crnet__lazy_want(crnet_comm *c, int r);
 int crnet__lazy_wait(crnet_comm *c, int r);
 void crnet__lazy_close_all(crnet_comm *c, const void *abort_msg,
                            size_t abort_len);
+/* The program comes back to crnet (a call, or destroy) after computing:
+ * connections in their handshake get their deadline anew, counting from
+ * now, since their answers may have been waiting unread meanwhile. */
+void crnet__lazy_resume(crnet_comm *c);
 /* Whether every stream to r has a link in c->peers. */
 bool crnet__lazy_linked(const crnet_comm *c, int r);
 /* A link just put in c->peers: apply the per-link settings (liveness,

@@ -354,6 +354,12 @@ void crnet__lazy_accept(crnet_comm *c) {
   crnet__link_set_encrypt(&p->link, encrypt_mode(c));
 }
 
+void crnet__lazy_resume(crnet_comm *c) {
+  uv_update_time(&c->loop);
+  for (crnet__peer *p = c->loose; p != NULL; p = p->loose_next)
+    crnet__link_renew_deadline(&p->link, LAZY_HS_TIMEOUT_MS);
+}
+
 static void listener_closed(uv_handle_t *h) {
   crnet_comm *c = h->data;
   c->listener_open = false;

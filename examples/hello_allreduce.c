@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "crnet.h"
+#include <crnet.h>
 
 static double now_s(void) {
   struct timespec ts;

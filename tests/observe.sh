@@ -97,16 +97,20 @@ fi
 # A failing job: rank 2 exits right after init with _exit (no destroy, no
 # stdio flush), the others fail in their allreduce. The survivors' traces
 # hold the failed call with its error; rank 2's, written at open, names it.
+# (A survivor that a loaded machine keeps from its call for the second
+# crlaunch grants after a failure is stopped before it has a call to
+# show; two of the three must have theirs.)
 mkdir "$tmp/fail"
 timeout -k 5 60 "$crlaunch" -n 4 --timeout 50 -x CRNET_TRACE="$tmp/fail/t.json" \
-  "$launcher_init" die 2 5 200 >/dev/null 2>&1
+  "$launcher_init" die 2 5 >/dev/null 2>&1
 if python3 "$trace_merge" "$tmp/fail/all.json" "$tmp"/fail/t.*.json >"$tmp/out" 2>&1 &&
   python3 - "$tmp/fail/all.json" <<'PY'; then
 import json, sys
 ev = json.load(open(sys.argv[1]))
-failed = {e["pid"] for e in ev if e.get("cat") == "collective"
-          and e["args"]["result"] == "CRNET_EPEER"}
-assert failed == {0, 1, 3}, f"failed calls on ranks {failed}"
+calls = [e for e in ev if e.get("cat") == "collective"]
+failed = {e["pid"] for e in calls if e["args"]["result"] == "CRNET_EPEER"}
+assert len(calls) == len(failed) and failed <= {0, 1, 3} and len(failed) >= 2, \
+    f"calls {[(e['pid'], e['args']['result']) for e in calls]}"
 named = {e["pid"] for e in ev if e.get("name") == "process_name"}
 assert named == {0, 1, 2, 3}, named
 PY

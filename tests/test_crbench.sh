@@ -19,21 +19,10 @@ set -u
 
 CRLAUNCH=${1:?usage: test_crbench.sh path/to/crlaunch path/to/crbench}
 CRBENCH=${2:?usage: test_crbench.sh path/to/crlaunch path/to/crbench}
-fails=0
-checks=0
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 
-ok() { checks=$((checks + 1)); echo "ok $checks - $1"; }
-fail() {
-  checks=$((checks + 1))
-  fails=$((fails + 1))
-  echo "FAIL $checks - $1"
-}
-# expect NAME GOT WANT
-expect() {
-  if [ "$2" = "$3" ]; then ok "$1"; else fail "$1: got '$2', want '$3'"; fi
-}
+. "$(dirname "$0")/checks.sh"
 
 # bench P ARGS...: runs crbench on P ranks; stdout in $tmp/out, stderr in
 # $tmp/err, exit status in $rc. Each job is bounded by crlaunch's timeout.

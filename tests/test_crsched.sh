@@ -11,19 +11,8 @@
 set -u
 
 CRSCHED=${1:?usage: test_crsched.sh path/to/crsched}
-fails=0
-checks=0
 
-ok() { checks=$((checks + 1)); echo "ok $checks - $1"; }
-fail() {
-  checks=$((checks + 1))
-  fails=$((fails + 1))
-  echo "FAIL $checks - $1"
-}
-# expect NAME GOT WANT
-expect() {
-  if [ "$2" = "$3" ]; then ok "$1"; else fail "$1: got '$2', want '$3'"; fi
-}
+. "$(dirname "$0")/checks.sh"
 
 # --- the paper's example: p = 22, rank 21 ------------------------------
 

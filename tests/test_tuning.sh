@@ -18,23 +18,13 @@ CRLAUNCH=${1:?usage: test_tuning.sh crlaunch crbench crsched allreduce_time}
 CRBENCH=${2:?usage: test_tuning.sh crlaunch crbench crsched allreduce_time}
 CRSCHED=${3:?usage: test_tuning.sh crlaunch crbench crsched allreduce_time}
 ALLREDUCE_TIME=${4:?usage: test_tuning.sh crlaunch crbench crsched allreduce_time}
-fails=0
-checks=0
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 # Nothing from the environment of whoever runs the tests.
 unset CRNET_TUNING_FILE CRNET_ALLREDUCE_SCHEDULE
 export XDG_CONFIG_HOME="$tmp/xdg"
 
-ok() { checks=$((checks + 1)); echo "ok $checks - $1"; }
-fail() {
-  checks=$((checks + 1))
-  fails=$((fails + 1))
-  echo "FAIL $checks - $1"
-}
-expect() {
-  if [ "$2" = "$3" ]; then ok "$1"; else fail "$1: got '$2', want '$3'"; fi
-}
+. "$(dirname "$0")/checks.sh"
 # contains NAME FILE TEXT: FILE has a line with TEXT in it.
 contains() {
   if grep -qF -- "$3" "$2"; then ok "$1"; else

@@ -4,7 +4,8 @@
 #   tools/quickstart.sh demo   install what is missing, build, run a 4-rank job
 #   tools/quickstart.sh test   install what is missing, build, run every test
 #                              suite (memcheck's `valgrind` suite among them),
-#                              then again under AddressSanitizer and
+#                              build a release build (-O3, not run),
+#                              then run the tests again under AddressSanitizer and
 #                              UndefinedBehaviorSanitizer, then each fuzz
 #                              harness for a bounded time (tests/fuzz/run.sh,
 #                              CRNET_FUZZ_SECONDS each, default 30)
@@ -19,9 +20,10 @@ mode=${1:-demo}
 # (tests/multihost.sh) runs sshd in network namespaces. clang and
 # libclang-rt-14-dev (its libFuzzer and sanitizer runtimes, only recommended
 # by clang): the fuzz harnesses (tests/fuzz/run.sh). valgrind: the suite
-# `valgrind` of the plain pass (tests/meson.build).
+# `valgrind` of the plain pass (tests/meson.build). man-db: the test
+# `install` renders the installed man pages.
 packages=(build-essential meson ninja-build pkg-config libuv1-dev libsodium-dev check python3
-  openssh-server openssh-client iproute2 procps clang libclang-rt-14-dev valgrind)
+  openssh-server openssh-client iproute2 procps clang libclang-rt-14-dev valgrind man-db)
 
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
@@ -82,11 +84,25 @@ test)
   build build
   status=0
   meson test -C build --print-errorlogs --num-processes 1 || status=1
+  # A release build (-O3) must compile under -Werror too: the optimiser
+  # follows values further and warns where -O2 is silent (a string that may
+  # be cut short). The library, crlaunch and the tools, as users build them;
+  # not the tests (another minute of CI for code no user compiles). Not run.
+  release_status=0
+  if [ ! -f build-release/build.ninja ]; then
+    meson setup build-release --buildtype=release -Dtests=disabled >/dev/null ||
+      release_status=1
+  fi
+  if [ $release_status -eq 0 ] && ! ninja -C build-release >build-release/ninja.log 2>&1; then
+    grep -E -A3 'error|warning' build-release/ninja.log | head -60
+    release_status=1
+  fi
   build build-sanitize -Db_sanitize=address,undefined -Db_lundef=false
   # The simulator suites run every p up to 1000 in the plain pass; under
   # the sanitizers they stop at p = 129 (CRNET_SIM_QUICK), which keeps the
   # same builders and cuts most of the pass's time. Jobs of 13 ranks and
-  # more (suite `large`) run in the plain pass only.
+  # more (suite `large`) run in the plain pass only, and so does the test
+  # `install`, which tests/meson.build leaves out of sanitizer builds.
   CRNET_SIM_QUICK=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     meson test -C build-sanitize --print-errorlogs --num-processes 1 --timeout-multiplier 3 \
       --no-suite large || status=1
@@ -97,6 +113,10 @@ test)
   tests/fuzz/run.sh "${CRNET_FUZZ_SECONDS:-30}" || fuzz_status=1
   if [ $fuzz_status -ne 0 ]; then
     echo "FAILED: fuzzing (tests/fuzz/run.sh)"
+    status=1
+  fi
+  if [ $release_status -ne 0 ]; then
+    echo "FAILED: release build (meson setup --buildtype=release build-release)"
     status=1
   fi
   summarise build/meson-logs/testlog.json build-sanitize/meson-logs/testlog.json || status=1

@@ -97,6 +97,17 @@ static void report_links(int rank, crnet_comm *c, int rc) {
   snprintf(r->errmsg, sizeof r->errmsg, "%s", crnet_comm_errmsg(c));
 }
 
+/* A rank's end: its result and message to the test, then an orderly
+ * destroy, which must succeed too. */
+static int finish_rank(int rank, crnet_comm *c, int rc) {
+  reports[rank].rc = rc;
+  snprintf(reports[rank].errmsg, sizeof reports[rank].errmsg, "%s",
+           crnet_comm_errmsg(c));
+  if (crnet_comm_destroy(c) != 0 && rc == 0)
+    rc = CRNET_EIO;
+  return err_exit(rc);
+}
+
 /* --- links ------------------------------------------------------------------ */
 
 typedef struct links_case {
@@ -332,12 +343,7 @@ static int rank_stranger(int rank, int p, void *arg) {
     if (rc == 0 && !closed)
       rc = CRNET_ETIMEDOUT;
   }
-  reports[rank].rc = rc;
-  snprintf(reports[rank].errmsg, sizeof reports[rank].errmsg, "%s",
-           crnet_comm_errmsg(c));
-  if (crnet_comm_destroy(c) != 0 && rc == 0)
-    rc = CRNET_EIO;
-  return err_exit(rc);
+  return finish_rank(rank, c, rc);
 }
 
 START_TEST(stranger_after_init_is_dropped) { run_all_ok(4, rank_stranger); }
@@ -362,12 +368,7 @@ static int rank_busy(int rank, int p, void *arg) {
   rc = crnet_allreduce(c, &v, &sum, 1, CRNET_INT32, CRNET_SUM);
   if (rc == 0 && sum != p * (p - 1) / 2)
     rc = CRNET_EMISMATCH;
-  reports[rank].rc = rc;
-  snprintf(reports[rank].errmsg, sizeof reports[rank].errmsg, "%s",
-           crnet_comm_errmsg(c));
-  if (crnet_comm_destroy(c) != 0 && rc == 0)
-    rc = CRNET_EIO;
-  return err_exit(rc);
+  return finish_rank(rank, c, rc);
 }
 
 START_TEST(busy_peer_is_waited_for) { run_all_ok(3, rank_busy); }

@@ -61,6 +61,10 @@
  *   CRNET_STREAMS_MIN_BYTES          a message is split across the streams
  *                                    only into parts of at least this many
  *                                    bytes (default 262144; rank 0's)
+ *   CRNET_LAZY_LINKS                 0, 1 or auto: connect to a peer only
+ *                                    on first use instead of the full mesh
+ *                                    at init (default auto: on from 64
+ *                                    ranks; rank 0's value is the job's)
  *
  * Network settings that do not fit the host fail init at once with
  * CRNET_EINVAL ("CRNET_IFACE=eth9: no such interface", "... no IPv6
@@ -188,13 +192,24 @@ typedef struct crnet_config {
   double timeout;           /* seconds one collective may take at most
                                (at most 1e6); 0: CRNET_TIMEOUT, else no
                                limit */
+  int lazy_links;           /* CRNET_LAZY_LINK_* (-1: CRNET_LAZY_LINKS,
+                               else auto); rank 0's is the job's */
 } crnet_config;
+
+/* crnet_config.lazy_links: connect the full mesh at init (OFF), or connect
+ * to a peer only when a collective first needs it (ON), or ON from
+ * CRNET_LAZY_LINKS_AUTO_MIN ranks (AUTO). */
+#define CRNET_LAZY_LINKS_OFF 0
+#define CRNET_LAZY_LINKS_ON 1
+#define CRNET_LAZY_LINKS_AUTO 2
+#define CRNET_LAZY_LINKS_AUTO_MIN 64
 
 CRNET_EXTERN void crnet_config_init(crnet_config *cfg);
 
 /* Joins the job: rendezvous, full mesh, authentication. Returns when every
- * link is up, or fails within the init timeout naming the ranks that never
- * appeared. On failure *comm is NULL; crnet_init_errmsg() tells why.
+ * link is up (with lazy links, CRNET_LAZY_LINKS: once every rank's address
+ * is known; links then come on first use), or fails within the init
+ * timeout naming the ranks that never appeared. On failure *comm is NULL; crnet_init_errmsg() tells why.
  * If SIGPIPE has its default action, init sets it to be ignored, so that a
  * peer's death is an error code and not the end of this process. */
 CRNET_EXTERN CRNET_NODISCARD int crnet_comm_init(crnet_comm **comm,

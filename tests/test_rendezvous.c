@@ -56,6 +56,7 @@ static void defaults(crnet__tuning *t, crnet__rdv_options *o) {
   t->base[CRNET__TUNING_ALPHA] = 7e-6;
   o->streams = 3;
   o->stream_min = 65536;
+  o->lazy = 1;
 }
 
 START_TEST(test_table_round_trip) {
@@ -63,7 +64,7 @@ START_TEST(test_table_round_trip) {
   for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
     int p = sizes[k];
     crnet__tuning t, got_t;
-    crnet__rdv_options o, got_o = {0, 0};
+    crnet__rdv_options o, got_o = {0, 0, 0};
     crnet__rdv_entry entries[MAX_P];
     const char *why = NULL;
     size_t len;
@@ -75,6 +76,7 @@ START_TEST(test_table_round_trip) {
     ck_assert_ptr_null(why);
     ck_assert_uint_eq(got_o.streams, 3);
     ck_assert_uint_eq(got_o.stream_min, 65536);
+    ck_assert_uint_eq(got_o.lazy, 1);
     ck_assert(got_t.base[CRNET__TUNING_ALPHA] == 7e-6);
     ck_assert_str_eq(got_t.source, "rank 0");
     for (int r = 0; r < p; r++) {
@@ -94,7 +96,7 @@ END_TEST
 static void expect_refused(void (*breakage)(uint8_t *, size_t *, int *),
                            const char *want_why) {
   crnet__tuning t, got_t;
-  crnet__rdv_options o, got_o = {12345, 678};
+  crnet__rdv_options o, got_o = {12345, 678, 0};
   crnet__rdv_entry entries[MAX_P];
   const char *why = NULL;
   size_t len;
@@ -216,7 +218,7 @@ END_TEST
 
 START_TEST(test_options_codec) {
   uint8_t buf[CRNET__RDV_OPTIONS_SIZE];
-  crnet__rdv_options o, back;
+  crnet__rdv_options o = {0}, back;
   for (uint32_t s = 0; s <= CRNET__MAX_STREAMS + 1; s++) {
     o.streams = s;
     o.stream_min = 1;
@@ -229,6 +231,16 @@ START_TEST(test_options_codec) {
   crnet__rdv_options_encode(&o, buf);
   ck_assert_int_eq(crnet__rdv_options_decode(buf, &back), 0);
   ck_assert_uint_eq(back.stream_min, UINT32_MAX);
+  ck_assert_uint_eq(back.lazy, 0);
+  /* Lazy links travel as a flag; a flag this build does not know is
+   * refused rather than ignored. */
+  o.lazy = 1;
+  crnet__rdv_options_encode(&o, buf);
+  ck_assert_int_eq(crnet__rdv_options_decode(buf, &back), 0);
+  ck_assert_uint_eq(back.lazy, 1);
+  ck_assert_uint_eq(back.streams, 1);
+  buf[3] = 0x80;
+  ck_assert_int_ne(crnet__rdv_options_decode(buf, &back), 0);
 }
 END_TEST
 

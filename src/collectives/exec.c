@@ -333,6 +333,13 @@ static int run_rounds(crnet_comm *c, const crnet__schedule *s,
   runs = c->exec_runs;
   if (runs == NULL)
     return CRNET_ENOMEM;
+  /* Lazy links: the peers of this call that have no link yet are all
+   * connected at once, instead of one in each round that first names one
+   * (crnet__xchg_start waits only for the round's own). */
+  for (uint32_t k = 0; c->lazy && k < s->nrounds; k++) {
+    crnet__lazy_want(c, s->rounds[k].send.peer);
+    crnet__lazy_want(c, s->rounds[k].recv.peer);
+  }
   for (;;) {
     while (rc == 0 && next < s->nrounds &&
            (next == head ||

@@ -1,5 +1,6 @@
 /* Bootstrap: from (rank, size, rendezvous address, job key) to a full mesh of
- * authenticated links.
+ * authenticated links (or, with lazy links, to the table and an open
+ * listener: steps 4 and 5 are then lazy.c's, on first use).
  *
  *   1. Rank 0 starts the rendezvous server if nobody else serves it (no
  *      crlaunch: the torchrun/TCPStore pattern).
@@ -23,6 +24,11 @@
  *      afterwards), drop accepted connections still in their handshake,
  *      and return. The whole process is bounded by the init
  *      timeout; on expiry the error names the ranks that never appeared.
+ *   With lazy links (CRNET_LAZY_LINKS, rank 0's choice, which came with the
+ *   table like the streams) the bootstrap returns once it has the table;
+ *   the listener stays open and belongs to lazy.c from then on, and a
+ *   connection that comes before the table is left in the listen queue
+ *   until it is there, as in step 4.
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -84,9 +90,6 @@ struct bootstrap {
   bool rdv_failed; /* fatal, with reason in err */
   bool have_table;
 
-  uv_tcp_t listener;
-  bool listener_open;
-  bool listening;
   bool accept_deferred; /* a connection came before the table */
 
   int connected;    /* mesh links up */
@@ -116,6 +119,15 @@ static void set_fatal(bootstrap *b, int code, const char *fmt, ...) {
 
 static void on_handle_closed(uv_handle_t *h) {
   bootstrap *b = h->data;
+  b->outstanding_handles--;
+}
+
+/* The listener's handle belongs to the comm (its data), since with lazy
+ * links it outlives the bootstrap; this is its close during the bootstrap. */
+static void on_listener_closed(uv_handle_t *h) {
+  crnet_comm *c = h->data;
+  bootstrap *b = c->boot;
+  c->listener_open = false;
   b->outstanding_handles--;
 }
 
@@ -292,7 +304,7 @@ static void close_pending(bootstrap *b) {
   b->pending = NULL;
 }
 
-static int entry_to_sockaddr(const crnet__rdv_entry *e,
+int crnet__entry_to_sockaddr(const crnet__rdv_entry *e,
                              struct sockaddr_storage *ss) {
   memset(ss, 0, sizeof *ss);
   if (e->family == 4) {
@@ -328,7 +340,7 @@ static void connect_peer(bootstrap *b, int j, int k) {
   uint64_t now = uv_now(&c->loop);
   uint64_t left = b->deadline > now ? b->deadline - now : 1;
   char who[160];
-  if (entry_to_sockaddr(&c->table[j], &ss) != 0) {
+  if (crnet__entry_to_sockaddr(&c->table[j], &ss) != 0) {
     set_fatal(b, CRNET_EIO, "rank %d registered an unusable address", j);
     return;
   }
@@ -363,12 +375,19 @@ static void connect_peer(bootstrap *b, int j, int k) {
 }
 
 static void on_mesh_connection(uv_stream_t *server, int status) {
-  bootstrap *b = server->data;
-  crnet_comm *c = b->c;
+  crnet_comm *c = server->data;
+  bootstrap *b = c->boot;
   crnet__peer *p;
   uint64_t now, left;
   if (status < 0)
     return;
+  /* With lazy links the listener outlives the bootstrap, and a peer may
+   * connect on its first use of this rank as soon as both have the table,
+   * even before this rank's bootstrap has returned. */
+  if (c->lazy && (b == NULL || b->have_table)) {
+    crnet__lazy_accept(c);
+    return;
+  }
   if (!b->have_table) {
     /* A faster rank has the table already; until we have it too we do not
      * know how many streams the job uses. Not accepting now makes libuv
@@ -399,20 +418,18 @@ static int listen_mesh(bootstrap *b, const struct sockaddr_storage *local) {
   int n = s->port_hi > 0 ? s->port_hi - s->port_lo + 1 : 1;
   int start = s->port_hi > 0 ? (c->rank + (int)getpid()) % n : 0;
   int rc = UV_EADDRINUSE;
-  uv_tcp_init(&c->loop, &b->listener);
-  b->listener.data = b;
-  b->listener_open = true;
+  uv_tcp_init(&c->loop, &c->listener);
+  c->listener.data = c;
+  c->listener_open = true;
   b->outstanding_handles++;
   for (int i = 0; i < n; i++) {
     crnet__addr_set_port(&ss, s->port_hi > 0 ? s->port_lo + (start + i) % n
                                              : 0);
-    rc = uv_tcp_bind(&b->listener, (struct sockaddr *)&ss, 0);
+    rc = uv_tcp_bind(&c->listener, (struct sockaddr *)&ss, 0);
     if (rc == 0)
-      rc = uv_listen((uv_stream_t *)&b->listener, 1024, on_mesh_connection);
-    if (rc == 0) {
-      b->listening = true;
+      rc = uv_listen((uv_stream_t *)&c->listener, 1024, on_mesh_connection);
+    if (rc == 0)
       return 0;
-    }
     if (rc != UV_EADDRINUSE)
       break;
   }
@@ -479,7 +496,7 @@ static void register_with(bootstrap *b, crnet__link *l) {
     return;
   }
   len = sizeof bound;
-  uv_tcp_getsockname(&b->listener, (struct sockaddr *)&bound, &len);
+  uv_tcp_getsockname(&c->listener, (struct sockaddr *)&bound, &len);
   if (bound.ss_family == AF_INET) {
     e.family = 4;
     e.port = ntohs(((struct sockaddr_in *)&bound)->sin_port);
@@ -498,7 +515,7 @@ static void register_with(bootstrap *b, crnet__link *l) {
   crnet__tuning_encode(&c->tuning, msg + 8 + CRNET__RDV_ENTRY_SIZE);
   crnet__rdv_options_encode(
       &(crnet__rdv_options){(uint32_t)b->s->streams,
-                            (uint32_t)b->s->stream_min},
+                            (uint32_t)b->s->stream_min, b->s->lazy},
       msg + 8 + CRNET__RDV_ENTRY_SIZE + CRNET__TUNING_WIRE_SIZE);
   if (crnet__link_send_control(l, CRNET__FRAME_RDV_REGISTER, msg, sizeof msg) !=
       0)
@@ -541,6 +558,17 @@ static void use_options(bootstrap *b, const crnet__rdv_options *o) {
     c->streams = o->streams;
   }
   c->stream_min = o->stream_min;
+  if (o->lazy && c->connecting == NULL) {
+    c->connecting = calloc((size_t)c->size * c->streams, sizeof *c->connecting);
+    c->calling = calloc((size_t)c->size, sizeof *c->calling);
+    if (c->connecting == NULL || c->calling == NULL) {
+      set_fatal(b, CRNET_ENOMEM, "out of memory");
+      return;
+    }
+  }
+  c->lazy = o->lazy != 0;
+  if (c->lazy)
+    crnet__debug("lazy links: connecting to peers on first use");
   if (c->streams > 1)
     crnet__debug("%u streams per peer, parts of at least %" PRIu64 " bytes",
                  (unsigned)c->streams, c->stream_min);
@@ -572,7 +600,7 @@ static void on_rdv_control(crnet__link *l, const crnet__frame_header *h,
     b->have_table = b->fatal == 0;
     if (b->have_table && b->accept_deferred) {
       b->accept_deferred = false;
-      on_mesh_connection((uv_stream_t *)&b->listener, 0);
+      on_mesh_connection((uv_stream_t *)&c->listener, 0);
     }
   } else {
     set_fatal(b, CRNET_EIO, "the rendezvous sent an unexpected frame");
@@ -661,7 +689,7 @@ static bool phase_rdv_done(void *arg) {
 
 static bool phase_mesh_done(void *arg) {
   bootstrap *b = arg;
-  return b->fatal != 0 ||
+  return b->fatal != 0 || b->c->lazy ||
          b->connected == (b->c->size - 1) * (int)b->c->streams;
 }
 
@@ -897,6 +925,7 @@ int crnet__bootstrap(crnet_comm *c, const crnet__settings *s, char *err,
 
   memset(&b, 0, sizeof b);
   b.c = c;
+  c->boot = &b;
   b.s = s;
   b.retry_ms = RETRY_MIN_MS;
   uv_update_time(&c->loop);
@@ -941,7 +970,8 @@ int crnet__bootstrap(crnet_comm *c, const crnet__settings *s, char *err,
   if (b.fatal != 0)
     goto done;
 
-  for (int j = 0; j < c->rank && b.fatal == 0; j++)
+  /* With lazy links nobody connects now: links come on first use. */
+  for (int j = 0; j < c->rank && b.fatal == 0 && !c->lazy; j++)
     for (int k = 0; k < (int)c->streams && b.fatal == 0; k++)
       connect_peer(&b, j, k);
   {
@@ -960,8 +990,13 @@ done:
   /* Tear down what only the bootstrap needed, and wait until libuv lets go
    * of it, since it lives in this stack frame. */
   uv_close((uv_handle_t *)&b.retry, on_handle_closed);
-  if (b.listener_open)
-    uv_close((uv_handle_t *)&b.listener, on_handle_closed);
+  if (c->listener_open && c->lazy && b.fatal == 0 && c->err == 0) {
+    /* Lazy links: the listener stays for the comm's life (lazy.c closes
+     * it), so the bootstrap no longer waits for it. */
+    b.outstanding_handles--;
+  } else if (c->listener_open) {
+    uv_close((uv_handle_t *)&c->listener, on_listener_closed);
+  }
   uv_walk(&c->loop, drop_unauthenticated, NULL);
   if (b.rdv != NULL)
     crnet__link_close(&b.rdv->link);
@@ -976,6 +1011,7 @@ done:
   }
   close_pending(&b);
   crnet__comm_run_until(c, handles_closed, &b, 0);
+  c->boot = NULL;
   free(b.retry_peer);
   if (b.fatal != 0) {
     snprintf(err, errlen, "%s", b.err);

@@ -59,6 +59,7 @@ void crnet_config_init(crnet_config *cfg) {
   cfg->rank = -1;
   cfg->size = -1;
   cfg->serve_rendezvous = -1;
+  cfg->lazy_links = -1;
 }
 
 /* --- settings ------------------------------------------------------------- */
@@ -139,6 +140,10 @@ static int load_settings(const crnet_config *cfg, crnet__settings *s,
     SETTINGS_FAIL("crnet_config.timeout %g is not a number of seconds "
                   "(0 < t <= 1e6, or 0 for CRNET_TIMEOUT)",
                   cfg->timeout);
+  if (cfg->lazy_links < -1 || cfg->lazy_links > CRNET_LAZY_LINKS_AUTO)
+    SETTINGS_FAIL("crnet_config.lazy_links %d is not -1 (CRNET_LAZY_LINKS), "
+                  "0 (off), 1 (on) or 2 (auto)",
+                  cfg->lazy_links);
   s->rank = cfg->rank;
   s->size = cfg->size;
   /* Started by Slurm (srun) and not by crlaunch: Slurm's task number and
@@ -235,6 +240,31 @@ static int load_settings(const crnet_config *cfg, crnet__settings *s,
     if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
       SETTINGS_FAIL("CRNET_ENCRYPT='%s' is not 0 or 1", v);
     s->encrypt = v[0] == '1';
+  }
+  /* CRNET_LAZY_LINKS. Auto turns lazy links on from
+   * CRNET_LAZY_LINKS_AUTO_MIN ranks: below that the full mesh is cheap (a
+   * few dozen sockets, set up in parallel in milliseconds) and keeps every
+   * collective's first call free of connection set-up, while from there on
+   * the mesh's p - 1 sockets and handshakes per rank (p^2 in the job, times
+   * CRNET_STREAMS) grow past what the schedules use (circulant and
+   * hypercube talk to 2 log2 p peers, ring to 2) and towards descriptor
+   * limits (1024 by default: p = 1024, or 128 with 8 streams). */
+  {
+    int mode = cfg->lazy_links >= 0 ? cfg->lazy_links : CRNET_LAZY_LINKS_AUTO;
+    v = cfg->lazy_links >= 0 ? NULL : getenv("CRNET_LAZY_LINKS");
+    if (v != NULL && v[0] != '\0') {
+      if (strcmp(v, "0") == 0)
+        mode = CRNET_LAZY_LINKS_OFF;
+      else if (strcmp(v, "1") == 0)
+        mode = CRNET_LAZY_LINKS_ON;
+      else if (strcmp(v, "auto") == 0)
+        mode = CRNET_LAZY_LINKS_AUTO;
+      else
+        SETTINGS_FAIL("CRNET_LAZY_LINKS='%s' is not 0, 1 or auto", v);
+    }
+    s->lazy = mode == CRNET_LAZY_LINKS_ON ||
+              (mode == CRNET_LAZY_LINKS_AUTO &&
+               s->size >= CRNET_LAZY_LINKS_AUTO_MIN);
   }
   v = getenv("CRNET_SOCKET_BUFFER");
   if (v != NULL && v[0] != '\0' &&
@@ -399,7 +429,23 @@ static void tell_peers(crnet_comm *c, int origin) {
       crnet__link_close(&p->link);
     }
   }
+  /* Lazy links: the listener closes, so that a rank connecting to this one
+   * from now on is refused at once, and calls carry the ABORT too. */
+  if (msg != NULL) {
+    crnet__put_le32(msg, (uint32_t)c->err);
+    crnet__put_le32(msg + 4, (uint32_t)c->abort_code);
+    crnet__put_le32(msg + 8, (uint32_t)origin);
+    memcpy(msg + 12, c->errmsg, textlen);
+  }
+  crnet__lazy_close_all(c, msg, msg != NULL ? 12 + textlen : 0);
   free(msg);
+}
+
+void crnet__comm_fail_lost(crnet_comm *c, int r, const char *why) {
+  char who[160], call[96];
+  crnet__describe_rank(c, r, who, sizeof who);
+  describe_call(c, call, sizeof call);
+  crnet__comm_fail(c, CRNET_EPEER, r, "lost %s%s: %s", who, call, why);
 }
 
 void crnet__comm_fail(crnet_comm *c, int err, int origin, const char *fmt,
@@ -724,6 +770,14 @@ int crnet__xchg_start(crnet_comm *c, crnet__xchg *x, int to,
   c->cur_round = round;
   if (c->err != 0)
     return c->err;
+  if (c->lazy) {
+    /* The first exchange that names a peer connects to it; both
+     * connections are started before either is waited for. */
+    crnet__lazy_want(c, from);
+    crnet__lazy_want(c, to);
+    if (crnet__lazy_wait(c, from) != 0 || crnet__lazy_wait(c, to) != 0)
+      return c->err;
+  }
   if (from >= 0) {
     uint64_t len = iov_total(riov, rn);
     uint32_t n = xchg_parts(c, len);
@@ -871,17 +925,54 @@ static void fail_timed_out(crnet_comm *c) {
                    awaited);
 }
 
+/* What the collective's CRNET_TIMEOUT leaves of its time (0: no limit). */
+static uint64_t coll_time_left_ms(const crnet_comm *c) {
+  if (c->coll_timeout_ms > 0 && c->err == 0 && c->cur_coll >= 0) {
+    uint64_t spent_ms = (uv_hrtime() - c->coll_started) / 1000000;
+    return spent_ms < c->coll_timeout_ms ? c->coll_timeout_ms - spent_ms : 1;
+  }
+  return 0;
+}
+
+typedef struct link_wait {
+  crnet_comm *c;
+  int r;
+} link_wait;
+
+static bool linked_or_failed(void *arg) {
+  link_wait *w = arg;
+  return w->c->err != 0 || crnet__lazy_linked(w->c, w->r);
+}
+
+int crnet__lazy_wait(crnet_comm *c, int r) {
+  link_wait w = {c, r};
+  if (!c->lazy || r < 0 || r >= c->size || r == c->rank || c->err != 0)
+    return c->err;
+  crnet__lazy_want(c, r);
+  if (crnet__comm_run_until(c, linked_or_failed, &w, coll_time_left_ms(c)) ==
+          CRNET_ETIMEDOUT &&
+      c->err == 0) {
+    char who[160];
+    crnet__describe_rank(c, r, who, sizeof who);
+    crnet__comm_fail(c, CRNET_ETIMEDOUT, -1,
+                     "rank %d timed out in %s #%" PRIu64 " round %" PRIu32
+                     " after %.3g s (CRNET_TIMEOUT) waiting for %s (no "
+                     "link to it yet)",
+                     c->rank,
+                     crnet_collective_name((crnet_collective)c->cur_coll),
+                     c->seq, c->cur_round,
+                     (double)c->coll_timeout_ms / 1000.0, who);
+  }
+  return c->err;
+}
+
 int crnet__xchg_wait(crnet__xchg *x, uint64_t min_got) {
   crnet_comm *c = x->c;
   xchg_wait w = {x, min_got};
   bool failed = false;
-  uint64_t limit_ms = 0;
   /* The collective's time limit; none while a failure winds up (closing
    * links ends the wait soon enough). */
-  if (c->coll_timeout_ms > 0 && c->err == 0 && c->cur_coll >= 0) {
-    uint64_t spent_ms = (uv_hrtime() - c->coll_started) / 1000000;
-    limit_ms = spent_ms < c->coll_timeout_ms ? c->coll_timeout_ms - spent_ms : 1;
-  }
+  uint64_t limit_ms = coll_time_left_ms(c);
   if (crnet__comm_run_until(c, xchg_done, &w, limit_ms) == CRNET_ETIMEDOUT) {
     fail_timed_out(c);
     crnet__comm_run_until(c, xchg_done, &w, 0);
@@ -923,6 +1014,8 @@ int crnet__coll_begin(crnet_comm *c, crnet_collective coll, uint32_t sig,
   static const crnet__frame_call none = {.op = -1, .root = -1};
   if (c->err != 0)
     return c->err;
+  if (c->lazy)
+    crnet__lazy_resume(c);
   c->seq++;
   c->coll_started = uv_hrtime();
   c->cur_coll = c->last_coll = (int)coll;
@@ -957,6 +1050,8 @@ static void free_comm(crnet_comm *c) {
   crnet__secret_free(c->key);
   free(c->temp);
   free(c->exec_runs);
+  free(c->connecting);
+  free(c->calling);
   free(c->peers);
   free(c->table);
   free(c);
@@ -1031,17 +1126,13 @@ static void wait_plan(crnet_comm *c, const crnet__settings *s) {
  * the connection goes (autotuning, which a fixed size would turn off). A
  * size the kernel refuses (above net.core.[rw]mem_max without privilege)
  * is capped by it, silently: the links work either way. */
-static void size_socket_buffers(crnet_comm *c, const crnet__settings *s) {
-  if (s->socket_buffer <= 0)
-    return;
-  for (int i = 0; i < crnet__comm_nlinks(c); i++) {
-    crnet__peer *p = c->peers[i];
-    int v = s->socket_buffer;
-    if (p == NULL || p->closed)
-      continue;
-    uv_send_buffer_size((uv_handle_t *)&p->link.tcp, &v);
-    v = s->socket_buffer;
-    uv_recv_buffer_size((uv_handle_t *)&p->link.tcp, &v);
+void crnet__comm_link_settings(crnet_comm *c, crnet__link *l) {
+  crnet__link_set_liveness(l, c->liveness_ms);
+  if (c->socket_buffer > 0) {
+    int v = c->socket_buffer;
+    uv_send_buffer_size((uv_handle_t *)&l->tcp, &v);
+    v = c->socket_buffer;
+    uv_recv_buffer_size((uv_handle_t *)&l->tcp, &v);
   }
 }
 
@@ -1141,6 +1232,10 @@ int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
   c->table = calloc((size_t)c->size, sizeof *c->table);
   c->peer_stats = calloc((size_t)c->size, sizeof *c->peer_stats);
   c->report_stats = s.stats;
+  c->encrypt = s.encrypt;
+  c->liveness_ms = (uint64_t)(s.liveness * 1000);
+  c->socket_buffer = s.socket_buffer;
+  snprintf(c->iface, sizeof c->iface, "%s", s.iface);
   if (c->peers == NULL || c->table == NULL || c->peer_stats == NULL) {
     free_comm(c);
     snprintf(init_errmsg, sizeof init_errmsg, "out of memory");
@@ -1171,6 +1266,7 @@ int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
       for (int i = 0; i < crnet__comm_nlinks(c); i++)
         if (c->peers[i] != NULL)
           crnet__link_close(&c->peers[i]->link);
+      crnet__lazy_close_all(c, NULL, 0);
       close_loop(c);
       for (int i = 0; i < crnet__comm_nlinks(c); i++)
         free(c->peers[i]);
@@ -1179,11 +1275,10 @@ int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
     }
   }
   wait_plan(c, &s);
-  size_socket_buffers(c, &s);
-  for (int i = 0; i < crnet__comm_nlinks(c); i++)
+  /* Lazy links made during the bootstrap had theirs already. */
+  for (int i = 0; i < crnet__comm_nlinks(c) && !c->lazy; i++)
     if (c->peers[i] != NULL && !c->peers[i]->closed)
-      crnet__link_set_liveness(&c->peers[i]->link,
-                               (uint64_t)(s.liveness * 1000));
+      crnet__comm_link_settings(c, &c->peers[i]->link);
   c->coll_timeout_ms = (uint64_t)(s.coll_timeout * 1000);
   *out = c;
   return 0;
@@ -1216,10 +1311,13 @@ int crnet_comm_destroy(crnet_comm *c) {
     return 0;
   if (c->report_stats)
     report_stats(c);
+  if (c->lazy)
+    crnet__lazy_resume(c);
   if (c->err == 0) {
-    /* Goodbye to everyone, then wait for everyone's goodbye: after it the
-     * peer sends nothing more, so closing cannot leave unread bytes that
-     * would turn our FIN into a reset. */
+    /* Goodbye to everyone linked, then wait for everyone's goodbye: after
+     * it the peer sends nothing more, so closing cannot leave unread bytes
+     * that would turn our FIN into a reset. Peers never linked (lazy
+     * links) play no part. */
     for (int i = 0; i < crnet__comm_nlinks(c); i++) {
       crnet__peer *p = c->peers[i];
       if (p != NULL && !p->closed && !p->link.failed)
@@ -1230,6 +1328,12 @@ int crnet_comm_destroy(crnet_comm *c) {
                        "crnet_comm_destroy: peers did not leave within %d s",
                        BYE_TIMEOUT_MS / 1000);
   }
+  /* Lazy links: nobody needs to connect to a rank that is leaving (every
+   * exchange it was part of is over, so every peer it dealt with has its
+   * link), and calls have nothing left to do. Only now, after the goodbyes
+   * ran the loop: a call whose last handshake bytes still wait unread
+   * would be cut with a reset. */
+  crnet__lazy_close_all(c, NULL, 0);
   for (int i = 0; i < crnet__comm_nlinks(c); i++) {
     crnet__peer *p = c->peers[i];
     if (p != NULL && !p->closed)

@@ -33,12 +33,28 @@
 /* The most rounds the executor keeps in flight (CRNET_ROUNDS_IN_FLIGHT). */
 #define CRNET__MAX_ROUNDS_IN_FLIGHT 32
 
+/* What a connection is to the comm. A mesh link in c->peers is DATA; with
+ * lazy links (lazy.c) a connection not (yet) in c->peers is one of the
+ * others and sits on the comm's list of loose connections. */
+enum crnet__peer_role {
+  CRNET__PEER_DATA,       /* in c->peers: carries frames */
+  CRNET__PEER_OUT,        /* our connection to a lower rank, before ready */
+  CRNET__PEER_IN,         /* accepted, handshake not over: who is it? */
+  CRNET__PEER_CALL_OUT,   /* our call to a higher rank: "connect to me" */
+  CRNET__PEER_CALL_IN,    /* a lower rank's call to us */
+};
+
 /* A mesh link and what the comm knows about it. */
 typedef struct crnet__peer {
   crnet__link link; /* first: callbacks cast back */
   crnet_comm *comm;
   bool got_bye;     /* the peer has called crnet_comm_destroy */
   bool closed;      /* handles closed */
+  uint8_t role;     /* enum crnet__peer_role */
+  int32_t rank;     /* the rank an outgoing connection goes to, else -1 */
+  uint8_t stream;   /* the stream an outgoing connection is for */
+  /* The comm's list of loose connections (lazy links only). */
+  struct crnet__peer *loose_prev, *loose_next;
 } crnet__peer;
 
 /* Settings after merging crnet_config with the environment. */
@@ -60,6 +76,7 @@ typedef struct crnet__settings {
   int stream_min;        /* CRNET_STREAMS_MIN_BYTES */
   int socket_buffer;     /* CRNET_SOCKET_BUFFER bytes; 0: the kernel's */
   bool encrypt;          /* CRNET_ENCRYPT: AEAD on every connection */
+  bool lazy;             /* CRNET_LAZY_LINKS resolved for this job size */
   char schedule[CRNET_COLL_COUNT][32];
   char trace[4096]; /* CRNET_TRACE, the rank put in; "": none */
   bool stats;       /* CRNET_STATS */
@@ -102,6 +119,28 @@ struct crnet_comm {
   crnet__peer **peers;
   crnet__rdv_entry *table;   /* everyone's address, host and pid */
   int open_peers;            /* peer links whose handles are not closed */
+
+  /* The mesh listener. Without lazy links it lives only during the
+   * bootstrap; with them, for the comm's life (until it fails or is
+   * destroyed), since a peer may connect on its first use of this rank at
+   * any time. boot is the bootstrap in progress, or NULL. */
+  uv_tcp_t listener;
+  bool listener_open;
+  void *boot;
+  /* Lazy links (CRNET_LAZY_LINKS, lazy.c): rank 0's choice is the job's.
+   * connecting[r * streams + k] is our outgoing connection of that slot
+   * while it is not ready; calling[r] our call to the higher rank r;
+   * loose lists every connection not in peers. */
+  bool lazy;
+  crnet__peer **connecting;
+  crnet__peer **calling;
+  crnet__peer *loose;
+  /* What every lazy link needs when it comes up, kept from the settings. */
+  bool encrypt;
+  uint64_t liveness_ms;
+  int socket_buffer;
+  char iface[128];
+  uint64_t links_opened; /* mesh links that became ready, for tests */
 
   /* CRNET_TIMEOUT: the most a collective may take (0: no limit), and when
    * the current one began (uv_hrtime). */
@@ -159,6 +198,40 @@ static inline int crnet__comm_nlinks(const crnet_comm *c) {
   return c->size * (int)c->streams;
 }
 
+/* The address of a rank's table entry. 0, or CRNET_EINVAL if the entry
+ * holds no usable address (bootstrap.c). */
+int crnet__entry_to_sockaddr(const crnet__rdv_entry *e,
+                             struct sockaddr_storage *ss);
+
+/* Lazy links (lazy.c). All run on the loop thread and never block but
+ * crnet__lazy_wait.
+ *
+ * crnet__lazy_accept takes a pending connection off the listener (its
+ * connection callback, after the table has come).
+ * crnet__lazy_want starts connecting to rank r if no link to it exists
+ * yet and nothing is under way: a higher rank connects every stream; a
+ * lower rank calls the higher one, which then connects. It returns at once.
+ * crnet__lazy_wait runs the loop until every stream to r is linked, or the
+ * comm fails (a refused or broken connection fails it naming r), or the
+ * collective's CRNET_TIMEOUT runs out; returns 0 or the sticky error.
+ * crnet__lazy_close_all closes the listener (unless the bootstrap still
+ * runs) and every loose connection; with the comm failed, an ABORT frame
+ * goes first on the loose connections that can carry one. Idempotent. */
+void crnet__lazy_accept(crnet_comm *c);
+void crnet__lazy_want(crnet_comm *c, int r);
+int crnet__lazy_wait(crnet_comm *c, int r);
+void crnet__lazy_close_all(crnet_comm *c, const void *abort_msg,
+                           size_t abort_len);
+/* The program comes back to crnet (a call, or destroy) after computing:
+ * connections in their handshake get their deadline anew, counting from
+ * now, since their answers may have been waiting unread meanwhile. */
+void crnet__lazy_resume(crnet_comm *c);
+/* Whether every stream to r has a link in c->peers. */
+bool crnet__lazy_linked(const crnet_comm *c, int r);
+/* A link just put in c->peers: apply the per-link settings (liveness,
+ * socket buffers) that init applies to the mesh's links. */
+void crnet__comm_link_settings(crnet_comm *c, crnet__link *l);
+
 /* Joins the job: rendezvous, mesh, handshakes. Fills c->peers and c->table.
  * On failure returns a negative code with the reason in err. */
 int crnet__bootstrap(crnet_comm *c, const crnet__settings *s, char *err,
@@ -172,6 +245,10 @@ extern const crnet__link_callbacks crnet__peer_callbacks;
  * if unknown. */
 void crnet__comm_fail(crnet_comm *c, int err, int origin, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/* crnet__comm_fail with CRNET_EPEER: "lost rank r on host (addr) during
+ * allreduce #4 round 2: why". */
+void crnet__comm_fail_lost(crnet_comm *c, int r, const char *why);
 
 /* Runs the loop until done(arg) is true, or timeout_ms passes (0: no limit).
  * Returns 0 or CRNET_ETIMEDOUT. It does not look at the sticky error; done()

@@ -218,6 +218,13 @@ static void on_hs_timeout(uv_timer_t *t) {
   hs_fail(l, CRNET_ETIMEDOUT, "handshake not completed in time");
 }
 
+void crnet__link_renew_deadline(crnet__link *l, uint64_t ms) {
+  if ((l->state == CRNET__LINK_CONNECTING ||
+       l->state == CRNET__LINK_HANDSHAKE) &&
+      !l->failed && uv_is_active((uv_handle_t *)&l->timer))
+    uv_timer_start(&l->timer, on_hs_timeout, ms, 0);
+}
+
 static void on_hs_written(uv_write_t *w, int status) {
   crnet__link *l = w->data;
   if (status < 0 && status != UV_ECANCELED && l->state == CRNET__LINK_HANDSHAKE)

@@ -270,6 +270,13 @@ void crnet__link_send(crnet__link *l, crnet__send_req *r,
 int crnet__link_send_control(crnet__link *l, uint8_t kind, const void *payload,
                              uint64_t len);
 
+/* Gives a link still connecting or in its handshake a new deadline, ms
+ * from the loop's time. For a process that comes back to its loop after
+ * a long time away (lazy links: the program computed between calls), so
+ * that a handshake whose answer has been waiting unread all along is not
+ * timed out before it is read (timers run before I/O). */
+void crnet__link_renew_deadline(crnet__link *l, uint64_t ms);
+
 /* Closes now: pending writes fail, on_closed follows. Idempotent. */
 void crnet__link_close(crnet__link *l);
 

@@ -74,14 +74,18 @@ int crnet__rdv_entry_decode(const uint8_t *in, crnet__rdv_entry *e) {
 }
 
 void crnet__rdv_options_encode(const crnet__rdv_options *o, uint8_t *out) {
-  crnet__put_le32(out, o->streams);
+  crnet__put_le16(out, (uint16_t)o->streams);
+  crnet__put_le16(out + 2, o->lazy != 0 ? 1 : 0);
   crnet__put_le32(out + 4, o->stream_min);
 }
 
 int crnet__rdv_options_decode(const uint8_t *in, crnet__rdv_options *o) {
-  o->streams = crnet__get_le32(in);
+  uint16_t flags = crnet__get_le16(in + 2);
+  o->streams = crnet__get_le16(in);
   o->stream_min = crnet__get_le32(in + 4);
-  if (o->streams < 1 || o->streams > CRNET__MAX_STREAMS || o->stream_min < 1)
+  o->lazy = flags & 1;
+  if (o->streams < 1 || o->streams > CRNET__MAX_STREAMS ||
+      o->stream_min < 1 || (flags & ~1u) != 0)
     return CRNET_EIO;
   return 0;
 }

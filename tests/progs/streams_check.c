@@ -2,6 +2,7 @@
  * ranks, and large messages still arrive whole and right across them.
  *
  *   crlaunch -n P [-x CRNET_STREAMS=S] streams_check EXPECTED_STREAMS
+ *   crlaunch -n P streams_check lazy
  *
  * After init every rank counts its open sockets (/proc/self/fd entries that
  * are sockets, but crlaunch's report socket, CRNET_LAUNCHER_FD): the
@@ -12,6 +13,13 @@
  * 1 MiB per rank (split into parts across the streams when their messages
  * are large enough, see CRNET_STREAMS_MIN_BYTES) are checked element by
  * element. Exits 0 when every rank agrees.
+ *
+ * `lazy`: the job is expected to run with lazy links (CRNET_LAZY_LINKS, by
+ * default from p = 64 on): after init a rank holds its listener and the
+ * links that ranks already in their allreduce made to it, and after the
+ * allreduce the schedule's peers (about 2 log2 p) and the listener: both
+ * far fewer than the p - 1 sockets of a full mesh. The all-to-all is left
+ * out there: pairwise all-to-all needs every link.
  */
 #include <dirent.h>
 #include <stdint.h>
@@ -49,7 +57,8 @@ static int count_sockets(void) {
 
 int main(int argc, char **argv) {
   crnet_comm *comm;
-  int expected = argc > 1 ? atoi(argv[1]) : 1;
+  int lazy = argc > 1 && strcmp(argv[1], "lazy") == 0;
+  int expected = argc > 1 && !lazy ? atoi(argv[1]) : 1;
   int rc = crnet_comm_init(&comm, NULL);
   if (rc != 0) {
     fprintf(stderr, "streams_check: init: %s\n", crnet_init_errmsg());
@@ -64,7 +73,13 @@ int main(int argc, char **argv) {
     fprintf(stderr, "streams_check: out of memory\n");
     return 1;
   }
-  if (sockets != expected * (p - 1)) {
+  if (lazy && (sockets < 1 || sockets >= p - 1)) {
+    fprintf(stderr,
+            "streams_check: rank %d has %d sockets after init, expected its "
+            "listener and fewer links than a full mesh's %d (lazy links)\n",
+            rank, sockets, p - 1);
+    wrong[0] = 1;
+  } else if (!lazy && sockets != expected * (p - 1)) {
     fprintf(stderr,
             "streams_check: rank %d has %d sockets, expected %d streams x %d "
             "peers\n",
@@ -79,14 +94,23 @@ int main(int argc, char **argv) {
     float want = (float)(p * (i % 1000) + p * (p - 1) / 2);
     wrong[1] += b[i] != want;
   }
+  int after = lazy ? count_sockets() : 0;
+  if (lazy && (after < 2 || after >= p)) {
+    fprintf(stderr,
+            "streams_check: rank %d has %d sockets after an allreduce, "
+            "expected a few links and the listener, fewer than a full "
+            "mesh's %d\n",
+            rank, after, p - 1);
+    wrong[0] = 1;
+  }
   /* All-to-all: element j of block d from rank s is s * 1000000 + j. */
   uint64_t block = COUNT / (uint64_t)p;
   for (int d = 0; rc == 0 && d < p; d++)
     for (uint64_t j = 0; j < block; j++)
       a[d * block + j] = (float)(rank * 1000000 + (int)(j % 100000));
-  if (rc == 0)
+  if (rc == 0 && !lazy)
     rc = crnet_alltoall(comm, a, b, block, CRNET_FLOAT);
-  for (int s = 0; rc == 0 && s < p; s++)
+  for (int s = 0; rc == 0 && !lazy && s < p; s++)
     for (uint64_t j = 0; j < block; j++)
       wrong[1] += b[s * block + j] != (float)(s * 1000000 + (int)(j % 100000));
   if (rc == 0)
@@ -98,7 +122,13 @@ int main(int argc, char **argv) {
     crnet_comm_destroy(comm);
     return 1;
   }
-  if (rank == 0)
+  if (rank == 0 && lazy)
+    printf("streams_check: p=%d: lazy links: %d socket(s) after init, %d "
+           "after an allreduce on rank 0 (a full mesh: %d), %lld rank(s) "
+           "with another count, %lld wrong element(s)\n",
+           p, sockets, after, p - 1, (long long)wrong[0],
+           (long long)wrong[1]);
+  else if (rank == 0)
     printf("streams_check: p=%d: %d socket(s) per rank (%d per peer), %lld "
            "rank(s) with another count, %lld wrong element(s)\n",
            p, sockets, sockets / (p > 1 ? p - 1 : 1), (long long)wrong[0],

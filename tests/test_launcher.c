@@ -947,6 +947,23 @@ START_TEST(test_crnet_abort_without_report) {
 }
 END_TEST
 
+/* The report socket takes only well-formed lines about the rank itself:
+ * garbage, another rank's abort or a stats line cut short are logged as
+ * malformed and change nothing (the job still exits 0). */
+START_TEST(test_malformed_reports) {
+  struct run r;
+  run(&r, NULL, 10, "-n", "2", "sh", "-c",
+      "echo garbage >&3; echo \"abort 7 1\" >&3; echo \"stats 0 x 1\" >&3",
+      NULL);
+  expect_exit(&r, 0);
+  expect_has("stderr", r.err, "crlaunch: rank 0 sent a malformed report (garbage)");
+  expect_has("stderr", r.err, "crlaunch: rank 1 sent a malformed report (abort 7 1)");
+  expect_has("stderr", r.err, "sent a malformed report (stats 0 x 1)");
+  ck_assert_msg(strstr(r.err, "aborted") == NULL, "stderr:\n%s", r.err);
+  cleanup(&r);
+}
+END_TEST
+
 static Suite *launcher_suite(void) {
   Suite *s = suite_create("launcher");
   TCase *tc = tcase_create("run");
@@ -990,6 +1007,7 @@ static Suite *launcher_suite(void) {
   tcase_add_loop_test(tc, test_crnet_abort, 0,
                       (int)(sizeof abort_cases / sizeof abort_cases[0]));
   tcase_add_test(tc, test_crnet_abort_without_report);
+  tcase_add_test(tc, test_malformed_reports);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -866,6 +866,22 @@ static void job_stop(struct job *job, enum stop_reason reason, int exit_code) {
 static void judge_failures(struct job *job);
 static void print_stats(struct job *job);
 
+static void report_up(struct job *job, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* An agent: one report line to crlaunch on our stderr, "<marker> " and
+ * the text (remote.h), between the ranks' forwarded lines. */
+static void report_up(struct job *job, const char *fmt, ...) {
+  char line[320];
+  va_list ap;
+  int n = snprintf(line, sizeof line, "%s ", job->agent->report);
+  va_start(ap, fmt);
+  vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+  va_end(ap);
+  strcat(line, "\n");
+  crnet__fwd_sink_line(&job->err, line);
+}
+
 /* Once every rank is reaped and every stream closed: close the remaining
  * handles so that uv_run returns. */
 static void maybe_finish(struct job *job) {
@@ -1097,12 +1113,9 @@ static void on_rank_exit(uv_process_t *proc, int64_t status, int term_signal) {
     r->term_signal = term_signal;
   }
   mark_gone(r);
-  if (job->agent != NULL && (status != 0 || term_signal != 0)) {
-    char line[128];
-    snprintf(line, sizeof line, "%s exit %d %d %d %d\n", job->agent->report,
-             r->index, r->pid, (int)status, term_signal);
-    crnet__fwd_sink_line(&job->err, line);
-  }
+  if (job->agent != NULL && (status != 0 || term_signal != 0))
+    report_up(job, "exit %d %d %d %d", r->index, r->pid, (int)status,
+              term_signal);
   job->nlive--;
   uv_close((uv_handle_t *)proc, NULL);
   ctl_close(r);
@@ -1194,10 +1207,7 @@ static void job_aborted(struct job *job, struct rank *r, int rank, int pid,
   job->judging = 0;
   uv_timer_stop(&job->judge_timer);
   if (job->agent != NULL) {
-    char line[128];
-    snprintf(line, sizeof line, "%s abort %d %d %d\n", job->agent->report,
-             rank, pid, code);
-    crnet__fwd_sink_line(&job->err, line);
+    report_up(job, "abort %d %d %d", rank, pid, code);
   } else if (r->host != NULL) {
     crnet__log("rank %d (pid %d on host %s) aborted the job with code %d",
                rank, pid, r->host->name, code);
@@ -1213,12 +1223,8 @@ static void job_aborted(struct job *job, struct rank *r, int rank, int pid,
  * failed too. The first report of r counts; an agent passes it on. */
 static void take_blame(struct job *job, struct rank *r, int rank,
                        int origin) {
-  if (job->agent != NULL) {
-    char up[96];
-    snprintf(up, sizeof up, "%s fail %d %d\n", job->agent->report, rank,
-             origin);
-    crnet__fwd_sink_line(&job->err, up);
-  }
+  if (job->agent != NULL)
+    report_up(job, "fail %d %d", rank, origin);
   if (r->blamed < 0)
     r->blamed = origin;
 }
@@ -1242,9 +1248,7 @@ static int take_stats(struct job *job, const char *line, int first,
       rank >= job->size)
     return -1;
   if (job->agent != NULL) {
-    char up[320];
-    snprintf(up, sizeof up, "%s %s", job->agent->report, line);
-    crnet__fwd_sink_line(&job->err, up);
+    report_up(job, "%.*s", (int)strlen(line) - 1, line); /* no newline */
     return 0;
   }
   if (job->stats == NULL) {

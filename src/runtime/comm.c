@@ -365,19 +365,17 @@ static int load_settings(const crnet_config *cfg, crnet__settings *s,
 
 /* --- the sticky error and peer events ------------------------------------- */
 
-static int launcher_fd(const crnet_comm *c);
+static bool tell_launcher(const crnet_comm *c, const char *line);
 
 /* Tells crlaunch whom this rank's failure is due to ("fail <rank>
  * <origin>"), so that it names the rank at fault and not the first rank
  * whose exit it happens to see (crlaunch.c, judge_failures). */
 static void report_failure(const crnet_comm *c, int origin) {
-  int report = launcher_fd(c);
   char line[48];
-  if (report < 0 || origin < 0 || origin == c->rank)
+  if (origin < 0 || origin == c->rank)
     return;
-  int n = snprintf(line, sizeof line, "fail %d %d\n", c->rank, origin);
-  if (send(report, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) != n)
-    crnet__debug("cannot tell crlaunch of the failure: %s", strerror(errno));
+  snprintf(line, sizeof line, "fail %d %d\n", c->rank, origin);
+  tell_launcher(c, line);
 }
 
 void crnet__describe_rank(const crnet_comm *c, int rank, char *buf, size_t n) {
@@ -1167,14 +1165,21 @@ static void find_launcher(crnet_comm *c) {
   fcntl(fd, F_SETFD, FD_CLOEXEC);
 }
 
-/* The report socket if it is still the one found at init, else -1. */
-static int launcher_fd(const crnet_comm *c) {
+/* Sends one report line to crlaunch, if the report socket is still the one
+ * found at init. False when there is none. A socket whose reader is gone
+ * gives EPIPE, not SIGPIPE; a full one (never, for a few lines) is not
+ * waited for. */
+static bool tell_launcher(const crnet_comm *c, const char *line) {
   struct stat st;
+  size_t n = strlen(line);
   if (c->report_fd < 0 || fstat(c->report_fd, &st) != 0 ||
       (uint64_t)st.st_dev != c->report_dev ||
       (uint64_t)st.st_ino != c->report_ino)
-    return -1;
-  return c->report_fd;
+    return false;
+  if (send(c->report_fd, line, n, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)n)
+    crnet__debug("cannot tell crlaunch \"%.*s\": %s", (int)n - 1, line,
+                 strerror(errno));
+  return true;
 }
 
 int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
@@ -1389,7 +1394,6 @@ int crnet_comm_stats_reset(crnet_comm *c) {
  * <rounds> <sent> <received> <seconds> <wait> <reduce>", which crlaunch
  * --stats sums into the job's table), or on stderr without crlaunch. */
 static void report_stats(crnet_comm *c) {
-  int report = launcher_fd(c);
   for (int k = 0; k < CRNET_COLL_COUNT; k++) {
     const crnet_coll_stats *st = &c->coll_stats[k];
     char line[256];
@@ -1404,13 +1408,8 @@ static void report_stats(crnet_comm *c) {
                      st->reduce_seconds);
     if (n <= 0 || n >= (int)sizeof line)
       continue;
-    if (report >= 0) {
-      if (send(report, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) != n)
-        crnet__debug("cannot send the counters to crlaunch: %s",
-                     strerror(errno));
-    } else {
+    if (!tell_launcher(c, line))
       fprintf(stderr, "crnet[%d]: %s", c->rank, line);
-    }
   }
 }
 
@@ -1434,16 +1433,10 @@ int crnet_comm_abort(crnet_comm *c, int code) {
   if (c->err == 0) {
     c->abort_code = code;
     /* crlaunch hears it first, before any peer can fail and exit because
-     * of it, so that it exits with `code` whatever the others do. A socket
-     * whose reader is gone gives EPIPE, not SIGPIPE; a full one (never, for
-     * one line) is not waited for. */
-    int report = launcher_fd(c);
-    if (report >= 0) {
-      char line[48];
-      int n = snprintf(line, sizeof line, "abort %d %d\n", c->rank, code);
-      if (send(report, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) != n)
-        crnet__debug("cannot tell crlaunch of the abort: %s", strerror(errno));
-    }
+     * of it, so that it exits with `code` whatever the others do. */
+    char line[48];
+    snprintf(line, sizeof line, "abort %d %d\n", c->rank, code);
+    tell_launcher(c, line);
     crnet__comm_fail(c, CRNET_EABORTED, c->rank,
                      "rank %d aborted the job with code %d", c->rank, code);
     /* Give the ABORT frames a moment to leave, bounded, so a caller that

@@ -335,6 +335,31 @@ else
 fi
 no_leftovers_within 5 || fail "ranks outlived the aborted job"
 
+# ---- 7b'. the same with lazy links: crlaunch's word reaches every rank -------
+# With lazy links most ranks have no link to rank 3 when it aborts; they hear
+# it from crlaunch, through their agents ('T' commands), and fail with the
+# abort, not with the loss of a peer. A rank killed on host 3 is then named
+# with how it ended by the ranks that lose it.
+
+run --hosts 10.79.0.2:2,10.79.0.3:2,10.79.0.4:2 -x CRNET_LAZY_LINKS=1 \
+  "$launcher_init" abort 3 9
+if [ $rc -eq 9 ] &&
+  [ "$(grep -c "allreduce: CRNET_EABORTED (code 9)" "$tmp/err")" -eq 5 ]; then
+  ok "lazy links: rank 3 on host 2 aborting with code 9 reaches all 5 others as CRNET_EABORTED"
+else
+  fail "lazy links: rank 3 aborting with code 9: crlaunch exited $rc: $(cat "$tmp/err")"
+fi
+no_leftovers_within 5 || fail "ranks outlived the aborted job"
+
+run --hosts 10.79.0.2:2,10.79.0.3:2,10.79.0.4:2 "$launcher_init" kill 5
+if [ $rc -eq $((128 + 9)) ] && grep -q "lost rank 5 " "$tmp/err" &&
+  ! grep "lost rank 5 " "$tmp/err" | grep -vq "(rank 5 was killed by signal 9 (Killed))"; then
+  ok "rank 5 on host 3 killed: the ranks that lost it say it was killed by signal 9"
+else
+  fail "rank 5 killed: crlaunch exited $rc: $(cat "$tmp/err")"
+fi
+no_leftovers_within 5 || fail "ranks outlived the failed job"
+
 # ---- 7c. crlaunch --stats: the agents pass their ranks' counters on ---------
 
 run --hosts 10.79.0.2:2,10.79.0.3:2,10.79.0.4:2 --stats "$stats_check"

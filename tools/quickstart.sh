@@ -83,7 +83,13 @@ test)
   install_missing
   build build
   status=0
-  meson test -C build --print-errorlogs --num-processes 1 || status=1
+  # The unit suite is arithmetic and simulation, no job of ranks: it runs
+  # two at a time (both cores); everything else, whose ranks must share the
+  # cores, one at a time. Two logs, both summarised below.
+  meson test -C build --print-errorlogs --num-processes 2 --suite unit \
+    --logbase unit || status=1
+  meson test -C build --print-errorlogs --num-processes 1 --no-suite unit ||
+    status=1
   # A release build (-O3) must compile under -Werror too: the optimiser
   # follows values further and warns where -O2 is silent (a string that may
   # be cut short). The library, crlaunch and the tools, as users build them;
@@ -103,9 +109,13 @@ test)
   # same builders and cuts most of the pass's time. Jobs of 13 ranks and
   # more (suite `large`) run in the plain pass only, and so does the test
   # `install`, which tests/meson.build leaves out of sanitizer builds.
-  CRNET_SIM_QUICK=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-    meson test -C build-sanitize --print-errorlogs --num-processes 1 --timeout-multiplier 3 \
-      --no-suite large || status=1
+  export CRNET_SIM_QUICK=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+  meson test -C build-sanitize --print-errorlogs --num-processes 2 --timeout-multiplier 3 \
+    --suite unit --logbase unit || status=1
+  meson test -C build-sanitize --print-errorlogs --num-processes 1 --timeout-multiplier 3 \
+    --no-suite large --no-suite unit || status=1
+  unset CRNET_SIM_QUICK ASAN_OPTIONS UBSAN_OPTIONS
   # Every fuzz harness for a bounded time (about 2.5 minutes in all at the
   # default 30 s each, the clang build included); a crash names the
   # harness and the input it saved.
@@ -119,7 +129,8 @@ test)
     echo "FAILED: release build (meson setup --buildtype=release build-release)"
     status=1
   fi
-  summarise build/meson-logs/testlog.json build-sanitize/meson-logs/testlog.json || status=1
+  summarise build/meson-logs/unit.json build/meson-logs/testlog.json \
+    build-sanitize/meson-logs/unit.json build-sanitize/meson-logs/testlog.json || status=1
   exit $status
   ;;
 *)

@@ -767,6 +767,35 @@ static void ctl_send(struct rank *r, const void *data, size_t len) {
     free(w);
 }
 
+/* Says one line to every rank, on the report socket of each rank here and
+ * after CRNET__AGENT_TELL to each agent, which passes it on (remote.h):
+ * "abort <rank> <code>" when a rank aborted the job, "fail <rank>
+ * <origin>" when a rank failed because of another, "gone <rank> <status>
+ * <signal>" when a rank's process ended. A rank that loses a peer waits a
+ * moment for this word before it fails (report.h), so that it fails with
+ * the abort and its code rather than with the loss of a peer that exited
+ * because of it, and says why the lost rank left. */
+static void tell_ranks(struct job *job, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void tell_ranks(struct job *job, const char *fmt, ...) {
+  char line[64];
+  va_list ap;
+  int n;
+  line[0] = CRNET__AGENT_TELL;
+  va_start(ap, fmt);
+  n = vsnprintf(line + 1, sizeof line - 1, fmt, ap);
+  va_end(ap);
+  if (n < 0 || (size_t)n >= sizeof line - 1)
+    return;
+  for (int i = 0; i < job->nprocs; i++) {
+    struct rank *r = &job->ranks[i];
+    if (r->host != NULL)
+      ctl_send(r, line, (size_t)n + 1);
+    else if (r->live)
+      crnet__fwd_reply(&r->rep, line + 1, (size_t)n);
+  }
+}
+
 static void ctl_close(struct rank *r) {
   if (r->ctl_open) {
     r->ctl_open = 0;
@@ -1116,6 +1145,8 @@ static void on_rank_exit(uv_process_t *proc, int64_t status, int term_signal) {
   if (job->agent != NULL && (status != 0 || term_signal != 0))
     report_up(job, "exit %d %d %d %d", r->index, r->pid, (int)status,
               term_signal);
+  if (r->host == NULL)
+    tell_ranks(job, "gone %d %d %d\n", r->index, (int)status, term_signal);
   job->nlive--;
   uv_close((uv_handle_t *)proc, NULL);
   ctl_close(r);
@@ -1215,6 +1246,7 @@ static void job_aborted(struct job *job, struct rank *r, int rank, int pid,
     crnet__log("rank %d (pid %d) aborted the job with code %d", rank, pid,
                code);
   }
+  tell_ranks(job, "abort %d %d\n", rank, code);
   job_stop(job, STOP_FAILURE, abort_status(code));
 }
 
@@ -1227,6 +1259,7 @@ static void take_blame(struct job *job, struct rank *r, int rank,
     report_up(job, "fail %d %d", rank, origin);
   if (r->blamed < 0)
     r->blamed = origin;
+  tell_ranks(job, "fail %d %d\n", rank, origin);
 }
 
 /* A rank's counters at its end (comm.c, report_stats): "stats <rank>
@@ -1774,6 +1807,7 @@ static void on_agent_report(crnet__fwd_stream *s, const char *line,
   }
   crnet__debug("host %s: rank %d (pid %d) ended with status %d, signal %d",
                r->host->name, rank, pid, status, sig);
+  tell_ranks(job, "gone %d %d %d\n", rank, status, sig);
   /* The first report counts, also when the session's exit was reaped
    * first: it names the rank where the exit status cannot. Once the verdict
    * is out, nothing changes it. */
@@ -2081,9 +2115,29 @@ static void on_silence(uv_timer_t *t) {
   job_stop(job, STOP_LOST, 128 + SIGHUP);
 }
 
+/* A line after CRNET__AGENT_TELL, for our ranks: passed on if it is one
+ * of the two crlaunch says. */
+static void take_tell_command(struct job *job, const char *line) {
+  int rank, a, b, end = 0;
+  if (sscanf(line, "abort %d %d%n", &rank, &a, &end) == 2 &&
+      line[end] == '\0')
+    tell_ranks(job, "abort %d %d\n", rank, a);
+  else if (sscanf(line, "gone %d %d %d%n", &rank, &a, &b, &end) == 3 &&
+           line[end] == '\0')
+    tell_ranks(job, "gone %d %d %d\n", rank, a, b);
+  else if (sscanf(line, "fail %d %d%n", &rank, &a, &end) == 2 &&
+           line[end] == '\0')
+    tell_ranks(job, "fail %d %d\n", rank, a);
+  else
+    crnet__log("ignored a malformed command from crlaunch");
+}
+
 static void on_ctl_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
   struct job *job = s->data;
   static int want_signum;
+  static int in_tell; /* inside the line of a CRNET__AGENT_TELL */
+  static char tell_line[64];
+  static size_t tell_len;
   if (n > 0 && job->nlive > 0)
     uv_timer_start(&job->heartbeat_timer, on_silence, job->silence_ms, 0);
   for (ssize_t i = 0; i < n; i++) {
@@ -2094,6 +2148,17 @@ static void on_ctl_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
         signal_live(job, SIGKILL);
       else if (c > 0 && c < 64)
         pass_signal(job, c);
+    } else if (in_tell) {
+      if (c == '\n') {
+        tell_line[tell_len] = '\0';
+        take_tell_command(job, tell_line);
+        in_tell = 0;
+      } else if (tell_len < sizeof tell_line - 1) {
+        tell_line[tell_len++] = c;
+      }
+    } else if (c == CRNET__AGENT_TELL) {
+      in_tell = 1;
+      tell_len = 0;
     } else if (c == CRNET__AGENT_SIGNAL) {
       want_signum = 1;
     } else if (c == CRNET__AGENT_KEY_DONE) {

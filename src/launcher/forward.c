@@ -146,7 +146,9 @@ static void on_read(uv_stream_t *h, ssize_t nread, const uv_buf_t *buf) {
     s->len += (size_t)nread;
     forward(s, 0);
   } else if (nread < 0) {
-    if (nread != UV_EOF)
+    /* A report socket (a socket, unlike the output pipes) is reset when
+     * the rank exits with lines from crlaunch unread: an end like EOF. */
+    if (nread != UV_EOF && nread != UV_ECONNRESET)
       crnet__log("lost output of a rank: %s", uv_strerror((int)nread));
     forward(s, 1);
     stream_close(s);
@@ -189,6 +191,26 @@ void crnet__fwd_intercept(crnet__fwd_stream *s, const char *marker,
   s->marker = marker;
   s->marker_len = strlen(marker);
   s->line_cb = line_cb;
+}
+
+static void on_reply_written(uv_write_t *w, int status) {
+  /* A rank that has exited cannot be told anything; that is no error. */
+  (void)status;
+  free(w);
+}
+
+void crnet__fwd_reply(crnet__fwd_stream *s, const char *data, size_t len) {
+  uv_write_t *w;
+  uv_buf_t buf;
+  if (s->sink == NULL || s->closing)
+    return;
+  w = malloc(sizeof *w + len);
+  if (w == NULL)
+    return;
+  memcpy(w + 1, data, len);
+  buf = uv_buf_init((char *)(w + 1), (unsigned)len);
+  if (uv_write(w, (uv_stream_t *)&s->pipe, &buf, 1, on_reply_written) != 0)
+    free(w);
 }
 
 void crnet__fwd_sink_line(crnet__fwd_sink *sink, const char *line) {

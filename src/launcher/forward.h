@@ -96,6 +96,11 @@ void crnet__fwd_drain(crnet__fwd_stream *s);
 void crnet__fwd_intercept(crnet__fwd_stream *s, const char *marker,
                           crnet__fwd_line_cb line_cb);
 
+/* Writes len bytes back into the stream's pipe, a socket (crlaunch's word
+ * to a rank on its report socket), without waiting for the write. Nothing
+ * if the stream is closing or was never started. */
+void crnet__fwd_reply(crnet__fwd_stream *s, const char *data, size_t len);
+
 /* Writes one whole line (with its newline) to the sink at once, between
  * the lines of the streams. */
 void crnet__fwd_sink_line(crnet__fwd_sink *sink, const char *line);

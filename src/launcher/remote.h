@@ -26,6 +26,11 @@
  *        'R'            every rank has reached the rendezvous: the agent
  *                       removes its copy of the key file
  *        'S' <signum>   pass this signal to the ranks (one byte)
+ *        'T' <line> '\n'
+ *                       tell the ranks this line on their report sockets,
+ *                       as crlaunch does its own: "abort <rank> <code>",
+ *                       "fail <rank> <origin>" or "gone <rank> <status>
+ *                       <signal>" (crlaunch.c, tell_ranks)
  *        'H'            a heartbeat, every 5 s: an agent that hears nothing
  *                       for 60 s (a partition that ends no session) takes
  *                       crlaunch for gone, as at end of file
@@ -56,6 +61,8 @@
 #define CRNET__AGENT_KEY_DONE 'R'
 #define CRNET__AGENT_SIGNAL 'S'
 #define CRNET__AGENT_HEARTBEAT 'H'
+/* Followed by a line for the ranks (see above). */
+#define CRNET__AGENT_TELL 'T'
 /* A configuration larger than this is refused (the environment sent is
  * CRNET_* and -x variables, so this is generous). */
 #define CRNET__AGENT_CONFIG_MAX (1 << 20)

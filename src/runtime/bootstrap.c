@@ -238,6 +238,13 @@ static void on_mesh_ready(crnet__link *l, int status) {
   b->connected++;
   crnet__debug("link to rank %d stream %d up (%s, cipher %s)", (int)l->peer,
                (int)l->stream, l->addr, crnet__cipher_name(l->cipher));
+  /* A peer's failure reached this rank while this link was in its
+   * handshake: the failure was told to the links ready then, and this one
+   * must hear it too, or its peer reads only the connection's end. The
+   * bootstrap still completes (init succeeds; the first call returns the
+   * error). */
+  if (c->err != 0)
+    crnet__comm_tell_late_link(c, l);
 }
 
 static void on_retry_mesh(uv_timer_t *t) {

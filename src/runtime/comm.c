@@ -4,7 +4,6 @@
 #include "secret.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <sched.h>
@@ -14,11 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "frame.h"
 #include "log.h"
+#include "report.h"
 
 #define DEFAULT_INIT_TIMEOUT_S 60.0
 /* CRNET_LIVENESS_TIMEOUT's default: see docs/RELIABILITY.md. */
@@ -365,8 +364,6 @@ static int load_settings(const crnet_config *cfg, crnet__settings *s,
 
 /* --- the sticky error and peer events ------------------------------------- */
 
-static bool tell_launcher(const crnet_comm *c, const char *line);
-
 /* Tells crlaunch whom this rank's failure is due to ("fail <rank>
  * <origin>"), so that it names the rank at fault and not the first rank
  * whose exit it happens to see (crlaunch.c, judge_failures). */
@@ -375,7 +372,7 @@ static void report_failure(const crnet_comm *c, int origin) {
   if (origin < 0 || origin == c->rank)
     return;
   snprintf(line, sizeof line, "fail %d %d\n", c->rank, origin);
-  tell_launcher(c, line);
+  crnet__report_send(c, line);
 }
 
 void crnet__describe_rank(const crnet_comm *c, int rank, char *buf, size_t n) {
@@ -400,9 +397,24 @@ static void describe_call(const crnet_comm *c, char *buf, size_t n) {
            c->cur_round);
 }
 
-static void tell_peers(crnet_comm *c, int origin) {
+/* The ABORT frame's payload: error, abort code, origin, then the reason.
+ * NULL if out of memory (links are then closed without a word). */
+static uint8_t *abort_message(const crnet_comm *c, size_t *len) {
   size_t textlen = c->errmsg_reason_len;
   uint8_t *msg = malloc(12 + textlen);
+  if (msg == NULL)
+    return NULL;
+  crnet__put_le32(msg, (uint32_t)c->err);
+  crnet__put_le32(msg + 4, (uint32_t)c->abort_code);
+  crnet__put_le32(msg + 8, (uint32_t)c->err_origin);
+  memcpy(msg + 12, c->errmsg, textlen);
+  *len = 12 + textlen;
+  return msg;
+}
+
+static void tell_peers(crnet_comm *c) {
+  size_t len = 0;
+  uint8_t *msg = abort_message(c, &len);
   for (int i = 0; i < crnet__comm_nlinks(c); i++) {
     crnet__peer *p = c->peers != NULL ? c->peers[i] : NULL;
     if (p == NULL || p->closed)
@@ -411,12 +423,7 @@ static void tell_peers(crnet_comm *c, int origin) {
      * whose peer is gone just fails the write, harmlessly. */
     if (msg != NULL && crnet__link_flushed(&p->link) &&
         p->link.state == CRNET__LINK_READY) {
-      crnet__put_le32(msg, (uint32_t)c->err);
-      crnet__put_le32(msg + 4, (uint32_t)c->abort_code);
-      crnet__put_le32(msg + 8, (uint32_t)origin);
-      memcpy(msg + 12, c->errmsg, textlen);
-      crnet__link_send_control(&p->link, CRNET__FRAME_ABORT, msg,
-                               12 + textlen);
+      crnet__link_send_control(&p->link, CRNET__FRAME_ABORT, msg, len);
       crnet__link_close_gently(&p->link, LINGER_MS);
     } else {
       /* A write of the failed collective is still going out: it cannot be
@@ -427,15 +434,24 @@ static void tell_peers(crnet_comm *c, int origin) {
       crnet__link_close(&p->link);
     }
   }
-  /* Lazy links: the listener closes, so that a rank connecting to this one
-   * from now on is refused at once, and calls carry the ABORT too. */
-  if (msg != NULL) {
-    crnet__put_le32(msg, (uint32_t)c->err);
-    crnet__put_le32(msg + 4, (uint32_t)c->abort_code);
-    crnet__put_le32(msg + 8, (uint32_t)origin);
-    memcpy(msg + 12, c->errmsg, textlen);
+  /* Links still in their handshake are told when they become ready
+   * (crnet__comm_tell_late_link). Lazy links: the listener closes, so that
+   * a rank connecting to this one from now on is refused at once, and calls
+   * carry the ABORT too. */
+  crnet__lazy_close_all(c, msg, len);
+  free(msg);
+}
+
+void crnet__comm_tell_late_link(crnet_comm *c, crnet__link *l) {
+  size_t len = 0;
+  uint8_t *msg = abort_message(c, &len);
+  if (msg != NULL && l->state == CRNET__LINK_READY &&
+      crnet__link_flushed(l)) {
+    crnet__link_send_control(l, CRNET__FRAME_ABORT, msg, len);
+    crnet__link_close_gently(l, LINGER_MS);
+  } else {
+    crnet__link_close(l);
   }
-  crnet__lazy_close_all(c, msg, msg != NULL ? 12 + textlen : 0);
   free(msg);
 }
 
@@ -449,16 +465,26 @@ void crnet__comm_fail_lost(crnet_comm *c, int r, const char *why) {
 void crnet__comm_fail(crnet_comm *c, int err, int origin, const char *fmt,
                       ...) {
   va_list ap;
+  char how[96] = "";
+  /* A lost peer: crlaunch may know why (report.h). If that rank aborted
+   * the job, the failure is the abort. */
+  if (c->err == 0 && err == CRNET_EPEER && origin >= 0 && origin != c->rank)
+    origin = crnet__report_await(c, origin, how, sizeof how);
   if (c->err != 0)
     return;
   c->err = err;
   va_start(ap, fmt);
   vsnprintf(c->errmsg, sizeof c->errmsg, fmt, ap);
   va_end(ap);
+  if (how[0] != '\0') {
+    size_t len = strlen(c->errmsg);
+    snprintf(c->errmsg + len, sizeof c->errmsg - len, " (%s)", how);
+  }
   c->errmsg_reason_len = strlen(c->errmsg);
+  c->err_origin = origin;
   crnet__debug("%s", c->errmsg);
   report_failure(c, origin);
-  tell_peers(c, origin);
+  tell_peers(c);
 }
 
 /* An ABORT frame's reason becomes this rank's error as it is, so that a
@@ -466,6 +492,10 @@ void crnet__comm_fail(crnet_comm *c, int err, int origin, const char *fmt,
  * the relaying rank is named once, after it. */
 static void fail_relayed(crnet_comm *c, int err, int origin, int via,
                          const char *reason, int reason_len) {
+  /* The relaying rank lost a peer; crlaunch may have said already that
+   * the peer aborted the job. */
+  if (c->err == 0 && err == CRNET_EPEER)
+    crnet__report_check(c);
   if (c->err != 0)
     return;
   c->err = err;
@@ -475,9 +505,10 @@ static void fail_relayed(crnet_comm *c, int err, int origin, int via,
     snprintf(c->errmsg + c->errmsg_reason_len,
              sizeof c->errmsg - c->errmsg_reason_len, " (relayed by rank %d)",
              via);
+  c->err_origin = origin;
   crnet__debug("%s", c->errmsg);
   report_failure(c, origin);
-  tell_peers(c, origin);
+  tell_peers(c);
 }
 
 static void on_peer_control(crnet__link *l, const crnet__frame_header *h,
@@ -1043,6 +1074,9 @@ void crnet__coll_end(crnet_comm *c) { c->cur_coll = -1; }
 /* --- lifecycle ------------------------------------------------------------------ */
 
 static void free_comm(crnet_comm *c) {
+  if (c->report_fd >= 0)
+    close(c->report_fd);
+  free(c->rank_end);
   crnet__trace_close(c->trace);
   free(c->peer_stats);
   crnet__secret_free(c->key);
@@ -1064,6 +1098,7 @@ static void on_walk_close(uv_handle_t *h, void *arg) {
 /* Runs the loop until every handle is closed, then closes it. Anything still
  * open here (a lingering connection) is closed outright. */
 static void close_loop(crnet_comm *c) {
+  crnet__report_close(c);
   uv_timer_stop(&c->deadline);
   if (!uv_is_closing((uv_handle_t *)&c->deadline))
     uv_close((uv_handle_t *)&c->deadline, NULL);
@@ -1134,54 +1169,6 @@ void crnet__comm_link_settings(crnet_comm *c, crnet__link *l) {
   }
 }
 
-/* crlaunch's report socket, found at init: CRNET_LAUNCHER_FD is
- * "<fd>:<inode>", and the socket must be at that descriptor with that inode
- * (a wrapper such as sudo may have closed the descriptor, and the program
- * put a socket of its own there). Its identity is kept, so that a
- * descriptor closed and its number reused later (for one of crnet's own
- * TCP sockets, say) is never written to. */
-static void find_launcher(crnet_comm *c) {
-  const char *v = getenv("CRNET_LAUNCHER_FD");
-  struct stat st;
-  struct sockaddr_storage ss;
-  socklen_t len = sizeof ss;
-  int fd, type, end = 0;
-  unsigned long long ino;
-  socklen_t tlen = sizeof type;
-  c->report_fd = -1;
-  if (v == NULL || sscanf(v, "%d:%llu%n", &fd, &ino, &end) != 2 ||
-      v[end] != '\0' || fd < 0 || fstat(fd, &st) != 0 ||
-      !S_ISSOCK(st.st_mode) || (unsigned long long)st.st_ino != ino ||
-      getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tlen) != 0 ||
-      type != SOCK_STREAM ||
-      getsockname(fd, (struct sockaddr *)&ss, &len) != 0 ||
-      ss.ss_family != AF_UNIX)
-    return;
-  c->report_fd = fd;
-  c->report_dev = (uint64_t)st.st_dev;
-  c->report_ino = (uint64_t)st.st_ino;
-  /* The rank's reports are for crlaunch alone, not for the programs it
-   * starts in turn. */
-  fcntl(fd, F_SETFD, FD_CLOEXEC);
-}
-
-/* Sends one report line to crlaunch, if the report socket is still the one
- * found at init. False when there is none. A socket whose reader is gone
- * gives EPIPE, not SIGPIPE; a full one (never, for a few lines) is not
- * waited for. */
-static bool tell_launcher(const crnet_comm *c, const char *line) {
-  struct stat st;
-  size_t n = strlen(line);
-  if (c->report_fd < 0 || fstat(c->report_fd, &st) != 0 ||
-      (uint64_t)st.st_dev != c->report_dev ||
-      (uint64_t)st.st_ino != c->report_ino)
-    return false;
-  if (send(c->report_fd, line, n, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)n)
-    crnet__debug("cannot tell crlaunch \"%.*s\": %s", (int)n - 1, line,
-                 strerror(errno));
-  return true;
-}
-
 int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
   crnet_config defaults;
   crnet__settings s;
@@ -1204,6 +1191,7 @@ int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
     snprintf(init_errmsg, sizeof init_errmsg, "out of memory");
     return CRNET_ENOMEM;
   }
+  c->report_fd = -1;
   c->key = crnet__secret_alloc(CRNET__KEY_BYTES);
   if (c->key == NULL) {
     free(c);
@@ -1221,7 +1209,7 @@ int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
   c->rank = s.rank;
   c->size = s.size;
   /* Before this comm opens any socket of its own. */
-  find_launcher(c);
+  crnet__report_find(c);
   c->cur_coll = c->last_coll = -1;
   c->stream_piece = s.stream_piece;
   c->rounds_in_flight = (uint32_t)s.rounds_in_flight;
@@ -1253,6 +1241,7 @@ int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
   }
   uv_timer_init(&c->loop, &c->deadline);
   c->deadline.data = c;
+  crnet__report_listen(c);
   if (s.trace[0] != '\0') {
     char host[256] = "";
     gethostname(host, sizeof host - 1);
@@ -1408,7 +1397,7 @@ static void report_stats(crnet_comm *c) {
                      st->reduce_seconds);
     if (n <= 0 || n >= (int)sizeof line)
       continue;
-    if (!tell_launcher(c, line))
+    if (!crnet__report_send(c, line))
       fprintf(stderr, "crnet[%d]: %s", c->rank, line);
   }
 }
@@ -1436,7 +1425,7 @@ int crnet_comm_abort(crnet_comm *c, int code) {
      * of it, so that it exits with `code` whatever the others do. */
     char line[48];
     snprintf(line, sizeof line, "abort %d %d\n", c->rank, code);
-    tell_launcher(c, line);
+    crnet__report_send(c, line);
     crnet__comm_fail(c, CRNET_EABORTED, c->rank,
                      "rank %d aborted the job with code %d", c->rank, code);
     /* Give the ABORT frames a moment to leave, bounded, so a caller that

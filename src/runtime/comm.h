@@ -151,6 +151,7 @@ struct crnet_comm {
   char errmsg[512];
   size_t errmsg_reason_len; /* the part of errmsg that is relayed to peers */
   int abort_code;
+  int err_origin; /* the rank at fault, -1 if unknown (carried by ABORT) */
 
   /* Why the last call failed without failing the job (EINVAL,
    * EUNSUPPORTED). */
@@ -176,10 +177,21 @@ struct crnet_comm {
   uint64_t call_wait_ns, call_reduce_ns, call_sent, call_received;
   uint32_t call_rounds;
   bool report_stats;    /* CRNET_STATS: report them at destroy */
-  /* crlaunch's report socket (CRNET_LAUNCHER_FD) and its identity, or -1:
-   * aborts, whom a failure is due to, the counters (comm.c). */
+  /* crlaunch's socket (report.h): our own descriptor for it, or -1; what
+   * crlaunch says is read while the loop runs. */
   int report_fd;
-  uint64_t report_dev, report_ino;
+  uv_poll_t report_poll;
+  bool report_listening;
+  /* How ranks ended, as crlaunch said: size entries allocated at its
+   * first such word. "gone": status and signal; "fail": the rank a rank
+   * failed because of (-1 if not said). */
+  struct crnet__rank_end {
+    int status, signal;
+    bool gone;
+    int blamed;
+  } *rank_end;
+  char report_in[128]; /* a line from crlaunch not yet whole */
+  size_t report_in_len;
   crnet__trace *trace;  /* CRNET_TRACE, or NULL */
   /* The last few calls, so that a frame of a call this rank has finished
    * can be told against what this rank called then. */
@@ -245,6 +257,12 @@ extern const crnet__link_callbacks crnet__peer_callbacks;
  * if unknown. */
 void crnet__comm_fail(crnet_comm *c, int err, int origin, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/* A link that became ready after this rank failed (its handshake was under
+ * way when the failure was told): sends it the ABORT the others got and
+ * closes it gently, so that the peer learns the reason instead of reading
+ * only the end of the connection. */
+void crnet__comm_tell_late_link(crnet_comm *c, crnet__link *l);
 
 /* crnet__comm_fail with CRNET_EPEER: "lost rank r on host (addr) during
  * allreduce #4 round 2: why". */

@@ -246,7 +246,8 @@ static void outgoing_ready(crnet_comm *c, crnet__peer *p, int status) {
     return;
   }
   if (c->err != 0) {
-    crnet__link_close(l);
+    detach(c, p);
+    crnet__comm_tell_late_link(c, l);
     return;
   }
   if (p->role == CRNET__PEER_OUT) {
@@ -272,10 +273,15 @@ static void incoming_ready(crnet_comm *c, crnet__peer *p, int status) {
     crnet__link_close(l);
     return;
   }
-  if (l->purpose != CRNET__HS_MESH || q == c->rank || c->err != 0) {
+  if (l->purpose != CRNET__HS_MESH || q == c->rank) {
     if (l->purpose != CRNET__HS_MESH)
       crnet__log("dropped connection from %s: not a mesh connection", l->addr);
     crnet__link_close(l);
+    return;
+  }
+  if (c->err != 0) {
+    detach(c, p);
+    crnet__comm_tell_late_link(c, l);
     return;
   }
   if (q > c->rank) {

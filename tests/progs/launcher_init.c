@@ -15,14 +15,22 @@
  *                               set, every rank first opens a socket pair of
  *                               its own (at descriptors 3 and 4 if a wrapper
  *                               closed 3): nothing of crnet's may arrive on
- *                               it (exit 98 if something does)
+ *                               it (exit 98 if something does).
+ *                               With LAUNCHER_INIT_FAKE_LAUNCHER="l1|l2|..."
+ *                               set, every rank talks to a socket of its own
+ *                               instead of crlaunch's, on which the lines
+ *                               l1, l2, ... wait "from crlaunch"
+ *   launcher_init kill R        after init rank R kills itself with SIGKILL;
+ *                               the others as for die
  *
  * With CRLT_DIR set, every rank first creates CRLT_DIR/pid.R.PID.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +66,23 @@ int main(int argc, char **argv) {
       socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, own) != 0)
     return 97;
 
+  const char *fake = getenv("LAUNCHER_INIT_FAKE_LAUNCHER");
+  int fake_fd[2] = {-1, -1};
+  if (fake != NULL) {
+    char var[64], lines[1024];
+    struct stat st;
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, fake_fd) != 0 ||
+        fstat(fake_fd[0], &st) != 0)
+      return 97;
+    snprintf(var, sizeof var, "%d:%llu", fake_fd[0],
+             (unsigned long long)st.st_ino);
+    setenv("CRNET_LAUNCHER_FD", var, 1);
+    snprintf(lines, sizeof lines, "%s", fake);
+    for (char *l = strtok(lines, "|"); l != NULL; l = strtok(NULL, "|"))
+      if (write(fake_fd[1], l, strlen(l)) < 0 || write(fake_fd[1], "\n", 1) < 0)
+        return 97;
+  }
+
   crnet_comm *comm;
   int rc = crnet_comm_init(&comm, NULL);
   if (rc != 0) {
@@ -67,6 +92,8 @@ int main(int argc, char **argv) {
   }
   if (strcmp(mode, "die") == 0 && rank == target)
     _exit(argc > 3 ? atoi(argv[3]) : 5);
+  if (strcmp(mode, "kill") == 0 && rank == target)
+    raise(SIGKILL);
   if (strcmp(mode, "abort") == 0 && rank == target) {
     crnet_comm_abort(comm, argc > 3 ? atoi(argv[3]) : 1);
     struct timespec ts = {0, 300 * 1000000L};
@@ -84,6 +111,8 @@ int main(int argc, char **argv) {
     crnet_comm_destroy(comm);
     return 0;
   }
+  if (strcmp(mode, "kill") == 0)
+    mode = "die";
   if (strcmp(mode, "die") == 0 && argc > 4) {
     long ms = atol(argv[4]);
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};

@@ -36,19 +36,26 @@ static int count_sockets(void) {
   DIR *d = opendir("/proc/self/fd");
   struct dirent *e;
   char path[300], target[64];
-  const char *report = getenv("CRNET_LAUNCHER_FD"); /* "3:<inode>" */
-  int n = 0, report_fd = report != NULL ? atoi(report) : -1;
+  /* "3:<inode>"; the library keeps a descriptor of its own for it too,
+   * so the report socket is told by its inode. */
+  const char *report = getenv("CRNET_LAUNCHER_FD");
+  const char *colon = report != NULL ? strchr(report, ':') : NULL;
+  char report_target[64] = "";
+  int n = 0;
+  if (colon != NULL)
+    snprintf(report_target, sizeof report_target, "socket:[%s]", colon + 1);
   if (d == NULL)
     return -1;
   while ((e = readdir(d)) != NULL) {
     ssize_t len;
-    if (e->d_name[0] == '.' || atoi(e->d_name) == report_fd)
+    if (e->d_name[0] == '.')
       continue;
     snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
     len = readlink(path, target, sizeof target - 1);
     if (len > 0) {
       target[len] = '\0';
-      n += strncmp(target, "socket:", 7) == 0;
+      n += strncmp(target, "socket:", 7) == 0 &&
+           strcmp(target, report_target) != 0;
     }
   }
   closedir(d);

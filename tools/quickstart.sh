@@ -108,14 +108,16 @@ test)
   # the sanitizers they stop at p = 129 (CRNET_SIM_QUICK), which keeps the
   # same builders and cuts most of the pass's time. Jobs of 13 ranks and
   # more (suite `large`) run in the plain pass only, and so does the test
-  # `install`, which tests/meson.build leaves out of sanitizer builds.
-  export CRNET_SIM_QUICK=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+  # `install`, which tests/meson.build leaves out of sanitizer builds; the
+  # multi-host cases that mostly wait for timers too (CRNET_MULTIHOST_QUICK).
+  export CRNET_SIM_QUICK=1 CRNET_MULTIHOST_QUICK=1 \
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
   meson test -C build-sanitize --print-errorlogs --num-processes 2 --timeout-multiplier 3 \
     --suite unit --logbase unit || status=1
   meson test -C build-sanitize --print-errorlogs --num-processes 1 --timeout-multiplier 3 \
     --no-suite large --no-suite unit || status=1
-  unset CRNET_SIM_QUICK ASAN_OPTIONS UBSAN_OPTIONS
+  unset CRNET_SIM_QUICK CRNET_MULTIHOST_QUICK ASAN_OPTIONS UBSAN_OPTIONS
   # Every fuzz harness for a bounded time (about 2.5 minutes in all at the
   # default 30 s each, the clang build included); a crash names the
   # harness and the input it saved.

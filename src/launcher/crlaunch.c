@@ -30,7 +30,9 @@
  *      read /dev/null. stdout and stderr come back through pipes and are
  *      forwarded line by line (forward.c). A socket at CRNET_LAUNCHER_FD=3
  *      carries the rank's reports to us: "abort <rank> <code>" from
- *      crnet_comm_abort(), which then decides the exit status.
+ *      crnet_comm_abort(), which then decides the exit status, whom a
+ *      failure is due to, counters; and our word to every rank of an abort,
+ *      a failure or a failed process (tell_ranks).
  *   5. The job then ends in one of these ways; the first one decides:
  *        - every rank exits 0;
  *        - a rank fails (non-zero status or a signal): it is named in one
@@ -771,7 +773,7 @@ static void ctl_send(struct rank *r, const void *data, size_t len) {
  * after CRNET__AGENT_TELL to each agent, which passes it on (remote.h):
  * "abort <rank> <code>" when a rank aborted the job, "fail <rank>
  * <origin>" when a rank failed because of another, "gone <rank> <status>
- * <signal>" when a rank's process ended. A rank that loses a peer waits a
+ * <signal>" when a rank's process failed. A rank that loses a peer waits a
  * moment for this word before it fails (report.h), so that it fails with
  * the abort and its code rather than with the loss of a peer that exited
  * because of it, and says why the lost rank left. */
@@ -1145,7 +1147,9 @@ static void on_rank_exit(uv_process_t *proc, int64_t status, int term_signal) {
   if (job->agent != NULL && (status != 0 || term_signal != 0))
     report_up(job, "exit %d %d %d %d", r->index, r->pid, (int)status,
               term_signal);
-  if (r->host == NULL)
+  /* Only failed ranks: a rank that ends well has said goodbye to its
+   * peers, and the word would cost p lines per exit. */
+  if (r->host == NULL && (status != 0 || term_signal != 0))
     tell_ranks(job, "gone %d %d %d\n", r->index, (int)status, term_signal);
   job->nlive--;
   uv_close((uv_handle_t *)proc, NULL);
@@ -2116,7 +2120,7 @@ static void on_silence(uv_timer_t *t) {
 }
 
 /* A line after CRNET__AGENT_TELL, for our ranks: passed on if it is one
- * of the two crlaunch says. */
+ * of the three crlaunch says. */
 static void take_tell_command(struct job *job, const char *line) {
   int rank, a, b, end = 0;
   if (sscanf(line, "abort %d %d%n", &rank, &a, &end) == 2 &&

@@ -59,9 +59,7 @@ bool crnet__report_send(const crnet_comm *c, const char *line) {
   return true;
 }
 
-/* One line from crlaunch. An abort fails the comm, unless it has failed
- * already (its reason stands) or the abort is this rank's own; "gone" and
- * "fail" are kept for crnet__report_await. */
+/* The record of rank r's end, allocated at crlaunch's first word of one. */
 static struct crnet__rank_end *rank_end(crnet_comm *c, int r) {
   if (c->rank_end == NULL) {
     c->rank_end = calloc((size_t)c->size, sizeof *c->rank_end);
@@ -73,6 +71,9 @@ static struct crnet__rank_end *rank_end(crnet_comm *c, int r) {
   return &c->rank_end[r];
 }
 
+/* One line from crlaunch. An abort fails the comm, unless it has failed
+ * already (its reason stands) or the abort is this rank's own; "gone" and
+ * "fail" are kept for crnet__report_await. */
 static void take_line(crnet_comm *c, const char *line) {
   int rank, code, status, sig, origin, end = 0;
   if (sscanf(line, "abort %d %d%n", &rank, &code, &end) == 2 &&

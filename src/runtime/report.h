@@ -5,10 +5,11 @@
  * "stats ..." at destroy with CRNET_STATS. Down, from crlaunch to every
  * rank: "abort <rank> <code>" when some rank aborted the job, so that each
  * rank learns it even when no link reaches it from the aborting rank (lazy
- * links, or a link still in its handshake); "fail <rank> <origin>" and
- * "gone <rank> <status> <signal>" when a rank failed or its process ended,
- * so that a rank that lost that peer can say why it left. What comes down is read only while the rank
- * runs its loop, inside crnet calls: nothing polls. */
+ * links, or a link still in its handshake); "fail <rank> <origin>" when a
+ * rank failed because of another and "gone <rank> <status> <signal>" when
+ * a rank's process exited non-zero or was killed, so that a rank that lost
+ * that peer can say why it left. What comes down is read only while the
+ * rank runs its loop, inside crnet calls: nothing polls. */
 #ifndef CRNET_REPORT_H
 #define CRNET_REPORT_H
 

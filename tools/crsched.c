@@ -2002,20 +2002,6 @@ static int32_t distinct_pm(const int32_t *v, int n, int32_t p) {
   return k;
 }
 
-static int ceil_log2_i(int32_t p) {
-  int k = 0;
-  while ((INT64_C(1) << k) < p)
-    k++;
-  return k;
-}
-
-static int floor_log2_i(int32_t p) {
-  int k = 0;
-  while ((INT64_C(2) << k) <= p)
-    k++;
-  return k;
-}
-
 /* The peers of the circulant schedule `name` at p: the skips after s_0 = p
  * (circulant-linear: all p-1 others), each both ways. */
 static int32_t circulant_peers(const char *name, int32_t p) {
@@ -2031,7 +2017,7 @@ static int32_t circulant_peers(const char *name, int32_t p) {
 /* Dissemination without wrap-around (circulant scan): rank r talks to
  * r + 2^k < p and r - 2^k >= 0, all distinct; the most over r. */
 static int32_t dissemination_peers(int32_t p) {
-  int L = ceil_log2_i(p);
+  int L = crnet__ceil_log2(p);
   int32_t best = 0;
   for (int32_t r = 0; r < p; r++) {
     int32_t n = 0;
@@ -2047,7 +2033,7 @@ static int32_t dissemination_peers(int32_t p) {
  * unknown. */
 static int32_t sweep_peers(const char *name, crnet_collective coll,
                            int32_t p) {
-  int L = ceil_log2_i(p), d = floor_log2_i(p);
+  int L = crnet__ceil_log2(p), d = crnet__floor_log2(p);
   int f = (INT64_C(1) << d) != p;
   if (p <= 1)
     return 0;
@@ -2342,7 +2328,7 @@ static int verify_one(const options *o, const coll_kind *k, const char *name,
     moved += a->moved[j];
     reduced += a->reduced[j];
   }
-  if ((1 << floor_log2_i(p)) != p &&
+  if ((1 << crnet__floor_log2(p)) != p &&
       ((strcmp(name, "rabenseifner") == 0 &&
         k->coll == CRNET_COLL_REDUCE_SCATTER) ||
        (strcmp(name, "hypercube") == 0 && k->coll == CRNET_COLL_ALLGATHER)))

@@ -62,20 +62,6 @@
 
 #include <string.h>
 
-static int ceil_log2(int32_t p) {
-  int k = 0;
-  while ((INT64_C(1) << k) < p)
-    k++;
-  return k;
-}
-
-static int floor_log2(int32_t p) {
-  int k = 0;
-  while ((INT64_C(2) << k) <= p)
-    k++;
-  return k;
-}
-
 /* n when p = n! (n >= 2), else 0. */
 static int factorial_of(int32_t p) {
   int64_t f = 1;
@@ -134,7 +120,7 @@ typedef struct coef {
 } coef;
 
 static bool terms_allreduce(const char *s, int32_t p, coef *c) {
-  int L = ceil_log2(p), d = floor_log2(p), n;
+  int L = crnet__ceil_log2(p), d = crnet__floor_log2(p), n;
   double q = (double)(p - 1) / p, pp = (double)(INT64_C(1) << d),
          qq = (pp - 1) / pp, f = (1 << d) != p;
   if (strcmp(s, "circulant") == 0)
@@ -157,7 +143,7 @@ static bool terms_allreduce(const char *s, int32_t p, coef *c) {
 }
 
 static bool terms_reduce_scatter(const char *s, int32_t p, coef *c) {
-  int L = ceil_log2(p), d = floor_log2(p);
+  int L = crnet__ceil_log2(p), d = crnet__floor_log2(p);
   double q = (double)(p - 1) / p, pp = (double)(INT64_C(1) << d),
          qq = (pp - 1) / pp;
   bool f = (1 << d) != p;
@@ -175,7 +161,7 @@ static bool terms_reduce_scatter(const char *s, int32_t p, coef *c) {
 }
 
 static bool terms_allgather(const char *s, int32_t p, coef *c) {
-  int L = ceil_log2(p), d = floor_log2(p), n;
+  int L = crnet__ceil_log2(p), d = crnet__floor_log2(p), n;
   double q = (double)(p - 1) / p, f = (1 << d) != p;
   if (strcmp(s, "circulant") == 0)
     *c = (coef){L, q, 0};
@@ -193,9 +179,9 @@ static bool terms_allgather(const char *s, int32_t p, coef *c) {
 static bool terms_bcast(const char *s, int32_t p, coef *c) {
   double q = (double)(p - 1) / p;
   if (strcmp(s, "circulant") == 0)
-    *c = (coef){2.0 * ceil_log2(p), 2 * q, 0};
+    *c = (coef){2.0 * crnet__ceil_log2(p), 2 * q, 0};
   else if (strcmp(s, "hypercube") == 0) /* the binomial tree */
-    *c = (coef){ceil_log2(p), ceil_log2(p), 0};
+    *c = (coef){crnet__ceil_log2(p), crnet__ceil_log2(p), 0};
   else if (strcmp(s, "ring") == 0 || strcmp(s, "circulant-linear") == 0)
     *c = (coef){2.0 * (p - 1), 2 * q, 0};
   else
@@ -204,11 +190,11 @@ static bool terms_bcast(const char *s, int32_t p, coef *c) {
 }
 
 static bool terms_reduce(const char *s, int32_t p, coef *c) {
-  int d = floor_log2(p);
+  int d = crnet__floor_log2(p);
   double q = (double)(p - 1) / p, pp = (double)(INT64_C(1) << d),
          qq = (pp - 1) / pp, f = (1 << d) != p;
   if (strcmp(s, "circulant") == 0)
-    *c = (coef){2.0 * ceil_log2(p), 2 * q, circulant_reduced(p)};
+    *c = (coef){2.0 * crnet__ceil_log2(p), 2 * q, circulant_reduced(p)};
   else if (strcmp(s, "ring") == 0)
     *c = (coef){2.0 * (p - 1), 2 * q, q};
   else if (strcmp(s, "circulant-linear") == 0)
@@ -221,7 +207,7 @@ static bool terms_reduce(const char *s, int32_t p, coef *c) {
 }
 
 static bool terms_scan(const char *s, int32_t p, bool exclusive, coef *c) {
-  int L = ceil_log2(p), d = floor_log2(p);
+  int L = crnet__ceil_log2(p), d = crnet__floor_log2(p);
   double g;
   if (strcmp(s, "circulant") == 0) {
     /* exscan: one more fold per round, but for the first, and for the
@@ -248,9 +234,9 @@ static bool terms_scan(const char *s, int32_t p, bool exclusive, coef *c) {
 }
 
 static bool terms_alltoall(const char *s, int32_t p, coef *c) {
-  int d = floor_log2(p);
+  int d = crnet__floor_log2(p);
   if (strcmp(s, "bruck") == 0)
-    *c = (coef){ceil_log2(p), bruck_volume(p), 0};
+    *c = (coef){crnet__ceil_log2(p), bruck_volume(p), 0};
   else if (strcmp(s, "pairwise") == 0)
     *c = (coef){p - 1.0, (double)(p - 1) / p, 0};
   else if (strcmp(s, "hypercube") == 0 && (1 << d) == p)
@@ -264,7 +250,7 @@ static bool terms_alltoall(const char *s, int32_t p, coef *c) {
 
 static bool terms_barrier(const char *s, int32_t p, coef *c) {
   if (strcmp(s, "circulant") == 0)
-    *c = (coef){ceil_log2(p), 0, 0};
+    *c = (coef){crnet__ceil_log2(p), 0, 0};
   else if (strcmp(s, "circulant-linear") == 0)
     *c = (coef){p - 1.0, 0, 0};
   else

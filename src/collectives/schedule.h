@@ -145,6 +145,22 @@ static inline crnet__seg crnet__seg_make(uint8_t buf, uint64_t off,
   return g;
 }
 
+/* ceil(log2 p) and floor(log2 p) for p >= 1: the round counts of the
+ * schedules (builders, the cost model, crsched). */
+static inline int crnet__ceil_log2(int32_t p) {
+  int k = 0;
+  while ((INT64_C(1) << k) < p)
+    k++;
+  return k;
+}
+
+static inline int crnet__floor_log2(int32_t p) {
+  int k = 0;
+  while ((INT64_C(2) << k) <= p)
+    k++;
+  return k;
+}
+
 /* Total elements of a send or receive. */
 uint64_t crnet__xfer_count(const crnet__schedule *s, const crnet__xfer *x);
 

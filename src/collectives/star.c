@@ -154,13 +154,6 @@ typedef struct star {
   int sigma[STAR_MAX_N + 1];    /* the label of q, sigma[1..n] */
 } star;
 
-static int ceil_log2(int32_t v) {
-  int k = 0;
-  while ((INT64_C(1) << k) < v)
-    k++;
-  return k;
-}
-
 /* n with n! <= p < (n+1)!; *pp = n!. */
 static int star_order(int32_t p, int32_t *pp) {
   int n = 1;
@@ -187,7 +180,7 @@ int crnet__star_rounds(int32_t p) {
   int n = star_order(p, &pp);
   int32_t G = (int32_t)(((int64_t)p + pp - 1) / pp);
   int c = n * (n - 1) / 2;
-  return G == 1 ? c : c + (G - 1) + 2 * ceil_log2(G);
+  return G == 1 ? c : c + (G - 1) + 2 * crnet__ceil_log2(G);
 }
 
 /* First rank of group v (v = p' gives p). */
@@ -469,7 +462,7 @@ int crnet__star_allreduce(crnet__schedule *out, int32_t p, int32_t rank,
       copy_all(&st, count);
     return crnet__sched_finish(out);
   }
-  uint32_t A = (uint32_t)st.G - 1, B = (uint32_t)ceil_log2(st.G);
+  uint32_t A = (uint32_t)st.G - 1, B = (uint32_t)crnet__ceil_log2(st.G);
   uint32_t C = (uint32_t)(st.n * (st.n - 1) / 2);
   bool set = in_place;
   if (st.g > 1) {
@@ -595,7 +588,7 @@ int crnet__star_allgather(crnet__schedule *out, int32_t p, int32_t rank,
     free(P);
     return crnet__sched_finish(out);
   }
-  uint32_t B = (uint32_t)ceil_log2(st.G);
+  uint32_t B = (uint32_t)crnet__ceil_log2(st.G);
   uint32_t C = (uint32_t)(st.n * (st.n - 1) / 2);
   fold_gather_blocks(&st, P, in_place);
   pad_to(&st, B);

@@ -487,6 +487,14 @@ void crnet__comm_fail(crnet_comm *c, int err, int origin, const char *fmt,
   tell_peers(c);
 }
 
+void crnet__comm_fail_aborted(crnet_comm *c, int rank, int code) {
+  if (c->err != 0)
+    return;
+  c->abort_code = code;
+  crnet__comm_fail(c, CRNET_EABORTED, rank,
+                   "rank %d aborted the job with code %d", rank, code);
+}
+
 /* An ABORT frame's reason becomes this rank's error as it is, so that a
  * failure relayed through several ranks still reads as the original reason;
  * the relaying rank is named once, after it. */
@@ -1420,14 +1428,12 @@ int crnet_comm_abort(crnet_comm *c, int code) {
   if (c == NULL)
     return CRNET_EINVAL;
   if (c->err == 0) {
-    c->abort_code = code;
     /* crlaunch hears it first, before any peer can fail and exit because
      * of it, so that it exits with `code` whatever the others do. */
     char line[48];
     snprintf(line, sizeof line, "abort %d %d\n", c->rank, code);
     crnet__report_send(c, line);
-    crnet__comm_fail(c, CRNET_EABORTED, c->rank,
-                     "rank %d aborted the job with code %d", c->rank, code);
+    crnet__comm_fail_aborted(c, c->rank, code);
     /* Give the ABORT frames a moment to leave, bounded, so a caller that
      * exits right after this still warns everyone. */
     crnet__comm_run_until(c, aborts_sent, c, ABORT_FLUSH_MS);

@@ -258,6 +258,11 @@ extern const crnet__link_callbacks crnet__peer_callbacks;
 void crnet__comm_fail(crnet_comm *c, int err, int origin, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* crnet__comm_fail with CRNET_EABORTED for an abort by `rank` with `code`
+ * (this rank's own, or one crlaunch tells of): "rank 2 aborted the job
+ * with code 7", and crnet_comm_abort_code() gives `code`. */
+void crnet__comm_fail_aborted(crnet_comm *c, int rank, int code);
+
 /* A link that became ready after this rank failed (its handshake was under
  * way when the failure was told): sends it the ABORT the others got and
  * closes it gently, so that the peer learns the reason instead of reading

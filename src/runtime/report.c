@@ -78,11 +78,8 @@ static void take_line(crnet_comm *c, const char *line) {
   int rank, code, status, sig, origin, end = 0;
   if (sscanf(line, "abort %d %d%n", &rank, &code, &end) == 2 &&
       line[end] == '\0' && rank >= 0 && rank < c->size) {
-    if (c->err != 0 || rank == c->rank)
-      return;
-    c->abort_code = code;
-    crnet__comm_fail(c, CRNET_EABORTED, rank,
-                     "rank %d aborted the job with code %d", rank, code);
+    if (rank != c->rank)
+      crnet__comm_fail_aborted(c, rank, code);
     return;
   }
   if (sscanf(line, "gone %d %d %d%n", &rank, &status, &sig, &end) == 3 &&

@@ -13,7 +13,8 @@
  *   - a failure of the job (a peer gone, a timeout, an abort, a mismatched call)
  *     is sticky: every later call on that communicator returns the same code,
  *     and crnet_comm_errmsg() says which peer, which collective, which round;
- *   - buffers are borrowed for the duration of the call only.
+ *   - buffers are borrowed for the duration of the call only (nonblocking
+ *     calls: until the request completes, see below).
  *
  * Environment contract (read by crnet_comm_init with cfg == NULL, and for any
  * field a crnet_config leaves unset):
@@ -61,6 +62,10 @@
  *   CRNET_STREAMS_MIN_BYTES          a message is split across the streams
  *                                    only into parts of at least this many
  *                                    bytes (default 262144; rank 0's)
+ *   CRNET_PROGRESS_THREAD            0, 1 or auto: a thread that moves
+ *                                    nonblocking calls on in the background
+ *                                    (default auto: on when the host has
+ *                                    more cores than ranks of the job)
  *   CRNET_LAZY_LINKS                 0, 1 or auto: connect to a peer only
  *                                    on first use instead of the full mesh
  *                                    at init (default auto: on from 64
@@ -194,7 +199,20 @@ typedef struct crnet_config {
                                limit */
   int lazy_links;           /* CRNET_LAZY_LINK_* (-1: CRNET_LAZY_LINKS,
                                else auto); rank 0's is the job's */
+  int progress_thread;      /* CRNET_PROGRESS_THREAD_* (-1:
+                               CRNET_PROGRESS_THREAD, else auto) */
 } crnet_config;
+
+/* crnet_config.progress_thread: whether nonblocking calls (crnet_iX) get
+ * a background thread that moves them on while the program computes and
+ * makes no crnet call (ON), or progress only inside crnet calls (OFF), or
+ * ON when this host has a core to spare for it, more cores than ranks of
+ * the job on it (AUTO). The thread starts at the first nonblocking call,
+ * so a program of blocking calls never has one, and it sleeps while no
+ * request is in flight. */
+#define CRNET_PROGRESS_THREAD_OFF 0
+#define CRNET_PROGRESS_THREAD_ON 1
+#define CRNET_PROGRESS_THREAD_AUTO 2
 
 /* crnet_config.lazy_links: connect the full mesh at init (OFF), or connect
  * to a peer only when a collective first needs it (ON), or ON from
@@ -353,6 +371,114 @@ CRNET_EXTERN int crnet_reduce(crnet_comm *comm, const void *send, void *recv,
 
 /* Returns once every rank has entered it. */
 CRNET_EXTERN int crnet_barrier(crnet_comm *comm);
+
+/* --- nonblocking calls ------------------------------------------------------
+ *
+ * Every collective crnet_X has a nonblocking twin crnet_iX with the same
+ * arguments plus `req`: it checks the arguments as crnet_X does (a bad one
+ * returns CRNET_EINVAL, sends nothing and makes no request), starts the
+ * call and returns 0 with *req set, or the comm's sticky error with *req
+ * NULL. The call then runs while the program goes on; crnet_wait(&req)
+ * returns its result, the same as crnet_X's, bit for bit. crnet_X is
+ * exactly crnet_iX followed by crnet_wait.
+ *
+ * As in MPI-3:
+ *   - the buffers belong to crnet until the request completes: the program
+ *     must not write the send buffer, nor read or write the receive buffer,
+ *     before its wait (or test) returns;
+ *   - every rank starts the collectives of a comm in the same order,
+ *     blocking and nonblocking calls counted alike (calls are numbered as
+ *     they start, and a rank that starts another call under the same number
+ *     gets CRNET_EMISMATCH); with several threads, the program orders the
+ *     starts of one comm itself, the same on every rank;
+ *   - any number of requests may be in flight on a comm; they complete as
+ *     the network allows, and may be waited for in any order.
+ *
+ * Progress. Every crnet call on a comm moves all its requests on. With a
+ * progress thread (crnet_config.progress_thread, CRNET_PROGRESS_THREAD)
+ * they also move on while the program computes and calls nothing; without
+ * one, only inside crnet calls (crnet_test is the cheap one).
+ *
+ * Threads. Any thread may start, test and wait for the requests of a comm,
+ * with or without a progress thread; two comms are independent. A request
+ * is waited for (or successfully tested) by one thread only, once: the
+ * wait frees it and sets the handle to NULL. crnet_comm_destroy must not
+ * run while another thread uses the comm, and refuses (CRNET_EINVAL,
+ * changing nothing) while requests are in flight: wait for them first, or
+ * crnet_comm_abort, which completes them with CRNET_EABORTED. Requests
+ * that are complete but were never waited for are freed by destroy.
+ *
+ * Failure. A lost peer, an abort, a mismatch, or a CRNET_TIMEOUT (counted
+ * from each request's start) fails the comm: every request in flight
+ * completes with the sticky error, and crnet_comm_errmsg says why. */
+typedef struct crnet_request crnet_request;
+
+/* Called once when a request completes, on the thread that completes it
+ * (the progress thread, or a thread in a crnet call on the comm), or at
+ * once by crnet_request_on_complete if the request is complete already.
+ * status is what the wait will return. It may start requests and test
+ * others, but must not wait for a request that is not complete, nor wait
+ * for or test its own (its wait after the callback returns is immediate). */
+typedef void crnet_request_fn(crnet_request *req, int status, void *arg);
+
+CRNET_EXTERN int crnet_iallreduce(crnet_comm *comm, const void *send,
+                                  void *recv, size_t count, crnet_datatype dt,
+                                  crnet_op op, crnet_request **req);
+CRNET_EXTERN int crnet_ireduce_scatter_block(crnet_comm *comm,
+                                             const void *send, void *recv,
+                                             size_t recvcount,
+                                             crnet_datatype dt, crnet_op op,
+                                             crnet_request **req);
+CRNET_EXTERN int crnet_ireduce_scatter(crnet_comm *comm, const void *send,
+                                       void *recv, const size_t recvcounts[],
+                                       crnet_datatype dt, crnet_op op,
+                                       crnet_request **req);
+CRNET_EXTERN int crnet_iscan(crnet_comm *comm, const void *send, void *recv,
+                             size_t count, crnet_datatype dt, crnet_op op,
+                             crnet_request **req);
+CRNET_EXTERN int crnet_iexscan(crnet_comm *comm, const void *send, void *recv,
+                               size_t count, crnet_datatype dt, crnet_op op,
+                               crnet_request **req);
+CRNET_EXTERN int crnet_ialltoall(crnet_comm *comm, const void *send,
+                                 void *recv, size_t count, crnet_datatype dt,
+                                 crnet_request **req);
+CRNET_EXTERN int crnet_iallgather(crnet_comm *comm, const void *send,
+                                  void *recv, size_t count, crnet_datatype dt,
+                                  crnet_request **req);
+CRNET_EXTERN int crnet_ibcast(crnet_comm *comm, void *buf, size_t count,
+                              crnet_datatype dt, int root,
+                              crnet_request **req);
+CRNET_EXTERN int crnet_ireduce(crnet_comm *comm, const void *send, void *recv,
+                               size_t count, crnet_datatype dt, crnet_op op,
+                               int root, crnet_request **req);
+CRNET_EXTERN int crnet_ibarrier(crnet_comm *comm, crnet_request **req);
+
+/* Waits until *req completes, frees it, sets *req to NULL and returns its
+ * result. CRNET_EINVAL (changing nothing) for a NULL or freed request, or
+ * when called where waiting could never end (see crnet_request_fn). */
+CRNET_EXTERN int crnet_wait(crnet_request **req);
+
+/* Moves the comm's requests on without sleeping. If *req is complete: as
+ * crnet_wait, and *done = 1; else returns 0 with *done = 0. */
+CRNET_EXTERN int crnet_test(crnet_request **req, int *done);
+
+/* Waits for every request of reqs[0..n) (NULL entries are skipped), frees
+ * them all and sets them to NULL, also when some fail; returns 0, or the
+ * result of the first (in array order) that failed. All must be of one
+ * comm. CRNET_EINVAL (changing nothing) for a freed request or a request
+ * given twice. */
+CRNET_EXTERN int crnet_waitall(int n, crnet_request *reqs[]);
+
+/* Waits until one of reqs[0..n) completes (NULL entries are skipped),
+ * frees it, sets it to NULL and *index to its position; returns its
+ * result. With no request at all: 0 and *index = -1. All must be of one
+ * comm. */
+CRNET_EXTERN int crnet_waitany(int n, crnet_request *reqs[], int *index);
+
+/* Calls fn(req, status, arg) once when req completes (see
+ * crnet_request_fn). One callback per request: CRNET_EINVAL for a second. */
+CRNET_EXTERN int crnet_request_on_complete(crnet_request *req,
+                                           crnet_request_fn *fn, void *arg);
 
 /* Chooses the schedule for one collective on this comm: "auto" (the
  * default), "circulant", "circulant-doubling", "circulant-linear",

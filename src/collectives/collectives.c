@@ -58,7 +58,7 @@ static int call_error(crnet_comm *c, int rc, const char *fmt, ...) {
   if (c == NULL)
     return rc;
   va_start(ap, fmt);
-  vsnprintf(c->callmsg, sizeof c->callmsg, fmt, ap);
+  vsnprintf(crnet__callmsg(c), CRNET__CALLMSG, fmt, ap);
   va_end(ap);
   return rc;
 }
@@ -68,7 +68,7 @@ static int check_common(crnet_comm *c, const char *what, crnet_datatype dt,
                         crnet_op op, bool reduces) {
   if (c == NULL)
     return CRNET_EINVAL;
-  c->callmsg[0] = '\0';
+  crnet__callmsg(c)[0] = '\0';
   if ((unsigned)dt >= CRNET_DATATYPE_COUNT)
     return call_error(c, CRNET_EINVAL, "%s: datatype %d does not exist", what,
                       (int)dt);
@@ -123,23 +123,6 @@ static int check_no_overlap(crnet_comm *c, const char *what, const void *send,
 
 /* --- running a call ---------------------------------------------------------- */
 
-/* With one rank nothing is combined, but the logical operators still promise
- * 0 or 1: x LAND x and x LOR x are exactly that. */
-static int normalise_logical(crnet_op op, crnet_datatype dt, void *buf,
-                             uint64_t count) {
-  size_t esize = crnet_datatype_size(dt);
-  void *copy;
-  if ((op != CRNET_LAND && op != CRNET_LOR) || count == 0)
-    return 0;
-  copy = malloc(count * esize);
-  if (copy == NULL)
-    return CRNET_ENOMEM;
-  memcpy(copy, buf, count * esize);
-  crnet__reduce(op, dt, copy, buf, count);
-  free(copy);
-  return 0;
-}
-
 static bool reduces(crnet_collective coll) {
   return coll == CRNET_COLL_ALLREDUCE || coll == CRNET_COLL_REDUCE_SCATTER ||
          coll == CRNET_COLL_SCAN || coll == CRNET_COLL_REDUCE;
@@ -176,99 +159,88 @@ void crnet__call_format(uint8_t coll, uint64_t seq,
 #undef APPEND
 }
 
-/* A call's share of the counters (comm.h) and its trace event; the
- * executor has summed its rounds into c->call_*. */
-static void call_account(crnet_comm *c, const crnet__call *call,
-                         const crnet__frame_call *fc, int rc) {
-  uint64_t now = uv_hrtime();
-  crnet_coll_stats *st = &c->coll_stats[call->coll];
-  st->calls++;
-  st->failed += rc != 0;
-  st->rounds += c->call_rounds;
-  st->bytes_sent += c->call_sent;
-  st->bytes_received += c->call_received;
-  st->seconds += (double)(now - c->coll_started) / 1e9;
-  st->wait_seconds += (double)c->call_wait_ns / 1e9;
-  st->reduce_seconds += (double)c->call_reduce_ns / 1e9;
-  if (c->trace != NULL) {
-    char what[192];
-    crnet__call_format((uint8_t)call->coll, c->seq, fc, what, sizeof what);
-    crnet__trace_call tc = {
-        .name = call->coll == CRNET_COLL_SCAN && call->exclusive
-                    ? "exscan"
-                    : crnet_collective_name(call->coll),
-        .seq = c->seq,
-        .what = what,
-        .bytes_sent = c->call_sent,
-        .bytes_received = c->call_received,
-        .wait_ns = c->call_wait_ns,
-        .reduce_ns = c->call_reduce_ns,
-        .rounds = c->call_rounds,
-        .result = rc == 0 ? "ok" : crnet_err_name(rc)};
-    crnet__trace_collective(c->trace, c->coll_started, now, &tc);
-    if (rc != 0)
-      crnet__trace_flush(c->trace);
-  }
-}
-
-static int run(crnet_comm *c, crnet__call *call, const void *send, void *recv,
-               crnet_datatype dt, crnet_op op) {
+/* Starts a call whose arguments are checked: the comm's choice of schedule
+ * is resolved, the schedule built, and the executor makes it a request.
+ * normalise: elements of the result that get the logical operators' 0 or
+ * 1 when the call has a single operand (see exec.h). */
+static int start(crnet_comm *c, crnet__call *call, const void *send,
+                 void *recv, crnet_datatype dt, crnet_op op,
+                 uint64_t normalise, bool blocking, crnet_request **out) {
   crnet__schedule sched;
-  crnet__frame_call fc;
+  crnet__exec_args a;
+  char chosen[sizeof c->schedule[0]];
   const char *name;
-  uint32_t id, sig;
+  uint32_t id;
   int rc;
 
   call->p = c->size;
   call->rank = c->rank;
   call->esize = (uint32_t)crnet_datatype_size(dt);
   call->tuning = &c->tuning;
-  rc = crnet__select(c->schedule[call->coll], call, &name, &id, c->callmsg,
-                     sizeof c->callmsg);
+  pthread_mutex_lock(&c->mu);
+  memcpy(chosen, c->schedule[call->coll], sizeof chosen);
+  pthread_mutex_unlock(&c->mu);
+  rc = crnet__select(chosen, call, &name, &id, crnet__callmsg(c),
+                     CRNET__CALLMSG);
   if (rc != 0)
     return rc;
-  sig = sig_of(call, dt, op, id);
-  fc.count = call->count;
-  fc.op = reduces(call->coll) ? op : -1;
-  fc.root = has_root(call->coll) ? call->root : -1;
-  fc.dtype = (uint8_t)dt;
-  fc.schedule = (uint8_t)id;
-  fc.variant = call->exclusive ? CRNET__CALL_EXCLUSIVE : 0;
-  rc = crnet__coll_begin(c, call->coll, sig, &fc);
-  if (rc != 0)
-    return rc;
-  c->call_wait_ns = c->call_reduce_ns = 0;
-  c->call_sent = c->call_received = 0;
-  c->call_rounds = 0;
+  memset(&a, 0, sizeof a);
+  a.coll = call->coll;
+  a.exclusive = call->exclusive;
+  a.sig = sig_of(call, dt, op, id);
+  a.call.count = call->count;
+  a.call.op = reduces(call->coll) ? op : -1;
+  a.call.root = has_root(call->coll) ? call->root : -1;
+  a.call.dtype = (uint8_t)dt;
+  a.call.schedule = (uint8_t)id;
+  a.call.variant = call->exclusive ? CRNET__CALL_EXCLUSIVE : 0;
+  a.send = send;
+  a.recv = recv;
+  a.in_place = call->in_place;
+  a.dt = dt;
+  a.op = op;
+  a.normalise = normalise;
+  a.blocking = blocking;
   rc = crnet__build(name, call, &sched);
-  if (rc == 0) {
-    rc = crnet__exec(c, &sched, send, recv, call->in_place, dt, op, sig);
-    crnet__sched_free(&sched);
-  }
-  call_account(c, call, &fc, rc);
-  crnet__coll_end(c);
-  return rc;
+  if (rc != 0)
+    return rc;
+  return crnet__exec_start(c, &sched, &a, out);
 }
 
 /* The common end of the reducing calls. result_count: elements of this
  * rank's result. */
-static int run_reduction(crnet_comm *c, crnet__call *call, const void *send,
-                         void *recv, crnet_datatype dt, crnet_op op,
-                         uint64_t result_count) {
-  int rc;
+static int start_reduction(crnet_comm *c, crnet__call *call, const void *send,
+                           void *recv, crnet_datatype dt, crnet_op op,
+                           uint64_t result_count, bool blocking,
+                           crnet_request **out) {
   call->in_place = send == CRNET_IN_PLACE;
   call->commutative = crnet__op_commutative(op);
-  rc = run(c, call, send, recv, dt, op);
-  if (rc == 0 && c->size == 1)
-    rc = normalise_logical(op, dt, recv, result_count);
-  return rc;
+  return start(c, call, send, recv, dt, op, c->size == 1 ? result_count : 0,
+               blocking, out);
+}
+
+/* A nonblocking call's request pointer: checked before anything else. */
+static int check_req(crnet_comm *c, const char *what, crnet_request **req) {
+  if (req != NULL) {
+    *req = NULL;
+    return 0;
+  }
+  if (c != NULL)
+    crnet__set_callmsg(c, "%s: the request pointer is NULL", what);
+  return CRNET_EINVAL;
+}
+
+/* A blocking call: its request, waited for at once. (A pointer: the
+ * request is set by the start, an argument evaluated beside it.) */
+static int wait_started(int rc, crnet_request **r) {
+  return rc != 0 ? rc : crnet_wait(r);
 }
 
 int crnet_comm_set_schedule(crnet_comm *c, crnet_collective coll,
                             const char *name) {
   if (c == NULL)
     return CRNET_EINVAL;
-  c->callmsg[0] = '\0';
+  crnet__callmsg(c)[0] = '\0';
   if ((unsigned)coll >= CRNET_COLL_COUNT)
     return call_error(c, CRNET_EINVAL,
                       "crnet_comm_set_schedule: collective %d does not exist",
@@ -286,15 +258,24 @@ int crnet_comm_set_schedule(crnet_comm *c, crnet_collective coll,
                          .tuning = &c->tuning};
     const char *chosen;
     uint32_t id;
-    return crnet__select(name, &probe, &chosen, &id, c->callmsg,
-                         sizeof c->callmsg);
+    return crnet__select(name, &probe, &chosen, &id, crnet__callmsg(c),
+                         CRNET__CALLMSG);
   }
+  pthread_mutex_lock(&c->mu);
   snprintf(c->schedule[coll], sizeof c->schedule[coll], "%s", name);
+  pthread_mutex_unlock(&c->mu);
   return 0;
 }
 
-int crnet_allreduce(crnet_comm *c, const void *send, void *recv, size_t count,
-                    crnet_datatype dt, crnet_op op) {
+/* --- the calls ---------------------------------------------------------------
+ *
+ * Each collective is one function that checks and starts it (`blocking`
+ * tells the request that its caller waits at once); crnet_X waits for it,
+ * crnet_iX hands the request to the program. */
+
+static int allreduce(crnet_comm *c, const void *send, void *recv,
+                     size_t count, crnet_datatype dt, crnet_op op,
+                     bool blocking, crnet_request **out) {
   crnet__call call = {.coll = CRNET_COLL_ALLREDUCE, .count = count};
   int rc = check_common(c, "allreduce", dt, op, true);
   if (rc != 0)
@@ -310,12 +291,26 @@ int crnet_allreduce(crnet_comm *c, const void *send, void *recv, size_t count,
                           count * crnet_datatype_size(dt));
   if (rc != 0)
     return rc;
-  return run_reduction(c, &call, send, recv, dt, op, count);
+  return start_reduction(c, &call, send, recv, dt, op, count, blocking, out);
+}
+
+int crnet_allreduce(crnet_comm *c, const void *send, void *recv, size_t count,
+                    crnet_datatype dt, crnet_op op) {
+  crnet_request *r = NULL;
+  return wait_started(allreduce(c, send, recv, count, dt, op, true, &r), &r);
+}
+
+int crnet_iallreduce(crnet_comm *c, const void *send, void *recv,
+                     size_t count, crnet_datatype dt, crnet_op op,
+                     crnet_request **req) {
+  int rc = check_req(c, "iallreduce", req);
+  return rc != 0 ? rc : allreduce(c, send, recv, count, dt, op, false, req);
 }
 
 static int reduce_scatter(crnet_comm *c, const char *what, const void *send,
                           void *recv, const uint64_t *counts,
-                          crnet_datatype dt, crnet_op op) {
+                          crnet_datatype dt, crnet_op op, bool blocking,
+                          crnet_request **out) {
   crnet__call call = {.coll = CRNET_COLL_REDUCE_SCATTER, .counts = counts};
   uint64_t total = 0, mine = counts[c->rank];
   int rc;
@@ -336,12 +331,13 @@ static int reduce_scatter(crnet_comm *c, const char *what, const void *send,
   if (rc != 0)
     return rc;
   call.count = total;
-  return run_reduction(c, &call, send, recv, dt, op, mine);
+  return start_reduction(c, &call, send, recv, dt, op, mine, blocking, out);
 }
 
-int crnet_reduce_scatter_block(crnet_comm *c, const void *send, void *recv,
-                               size_t recvcount, crnet_datatype dt,
-                               crnet_op op) {
+static int reduce_scatter_block(crnet_comm *c, const void *send, void *recv,
+                                size_t recvcount, crnet_datatype dt,
+                                crnet_op op, bool blocking,
+                                crnet_request **out) {
   uint64_t *counts;
   int rc = check_common(c, "reduce_scatter_block", dt, op, true);
   if (rc != 0)
@@ -353,14 +349,34 @@ int crnet_reduce_scatter_block(crnet_comm *c, const void *send, void *recv,
     return CRNET_ENOMEM;
   for (int r = 0; r < c->size; r++)
     counts[r] = recvcount;
-  rc = reduce_scatter(c, "reduce_scatter_block", send, recv, counts, dt, op);
+  /* The counts shape the schedule and the signature only: both are made
+   * before the call starts. */
+  rc = reduce_scatter(c, "reduce_scatter_block", send, recv, counts, dt, op,
+                      blocking, out);
   free(counts);
   return rc;
 }
 
-int crnet_reduce_scatter(crnet_comm *c, const void *send, void *recv,
-                         const size_t recvcounts[], crnet_datatype dt,
-                         crnet_op op) {
+int crnet_reduce_scatter_block(crnet_comm *c, const void *send, void *recv,
+                               size_t recvcount, crnet_datatype dt,
+                               crnet_op op) {
+  crnet_request *r = NULL;
+  return wait_started(
+      reduce_scatter_block(c, send, recv, recvcount, dt, op, true, &r), &r);
+}
+
+int crnet_ireduce_scatter_block(crnet_comm *c, const void *send, void *recv,
+                                size_t recvcount, crnet_datatype dt,
+                                crnet_op op, crnet_request **req) {
+  int rc = check_req(c, "ireduce_scatter_block", req);
+  return rc != 0 ? rc
+                 : reduce_scatter_block(c, send, recv, recvcount, dt, op,
+                                        false, req);
+}
+
+static int reduce_scatter_v(crnet_comm *c, const void *send, void *recv,
+                            const size_t recvcounts[], crnet_datatype dt,
+                            crnet_op op, bool blocking, crnet_request **out) {
   uint64_t *counts;
   int rc = check_common(c, "reduce_scatter", dt, op, true);
   if (rc != 0)
@@ -372,17 +388,36 @@ int crnet_reduce_scatter(crnet_comm *c, const void *send, void *recv,
     return CRNET_ENOMEM;
   for (int r = 0; r < c->size; r++)
     counts[r] = recvcounts[r];
-  rc = reduce_scatter(c, "reduce_scatter", send, recv, counts, dt, op);
+  rc = reduce_scatter(c, "reduce_scatter", send, recv, counts, dt, op,
+                      blocking, out);
   free(counts);
   return rc;
 }
 
+int crnet_reduce_scatter(crnet_comm *c, const void *send, void *recv,
+                         const size_t recvcounts[], crnet_datatype dt,
+                         crnet_op op) {
+  crnet_request *r = NULL;
+  return wait_started(
+      reduce_scatter_v(c, send, recv, recvcounts, dt, op, true, &r), &r);
+}
+
+int crnet_ireduce_scatter(crnet_comm *c, const void *send, void *recv,
+                          const size_t recvcounts[], crnet_datatype dt,
+                          crnet_op op, crnet_request **req) {
+  int rc = check_req(c, "ireduce_scatter", req);
+  return rc != 0 ? rc
+                 : reduce_scatter_v(c, send, recv, recvcounts, dt, op, false,
+                                    req);
+}
+
 /* recv of rank r = the prefix of ranks 0..r (or 0..r-1). With a single
- * operand the logical operators still promise 0 or 1 (see
- * normalise_logical): rank 0's scan and rank 1's exscan normalise. */
+ * operand the logical operators still promise 0 or 1 (exec.h): rank 0's
+ * scan and rank 1's exscan normalise. */
 static int prefix(crnet_comm *c, const char *what, bool exclusive,
                   const void *send, void *recv, size_t count,
-                  crnet_datatype dt, crnet_op op) {
+                  crnet_datatype dt, crnet_op op, bool blocking,
+                  crnet_request **out) {
   crnet__call call = {.coll = CRNET_COLL_SCAN, .count = count,
                       .exclusive = exclusive};
   int rc = check_common(c, what, dt, op, true);
@@ -400,24 +435,42 @@ static int prefix(crnet_comm *c, const char *what, bool exclusive,
     return rc;
   call.in_place = send == CRNET_IN_PLACE;
   call.commutative = crnet__op_commutative(op);
-  rc = run(c, &call, send, recv, dt, op);
-  if (rc == 0 && c->rank == (exclusive ? 1 : 0))
-    rc = normalise_logical(op, dt, recv, count);
-  return rc;
+  return start(c, &call, send, recv, dt, op,
+               c->rank == (exclusive ? 1 : 0) ? count : 0, blocking, out);
 }
 
 int crnet_scan(crnet_comm *c, const void *send, void *recv, size_t count,
                crnet_datatype dt, crnet_op op) {
-  return prefix(c, "scan", false, send, recv, count, dt, op);
+  crnet_request *r = NULL;
+  return wait_started(
+      prefix(c, "scan", false, send, recv, count, dt, op, true, &r), &r);
+}
+
+int crnet_iscan(crnet_comm *c, const void *send, void *recv, size_t count,
+                crnet_datatype dt, crnet_op op, crnet_request **req) {
+  int rc = check_req(c, "iscan", req);
+  return rc != 0 ? rc
+                 : prefix(c, "scan", false, send, recv, count, dt, op, false,
+                          req);
 }
 
 int crnet_exscan(crnet_comm *c, const void *send, void *recv, size_t count,
                  crnet_datatype dt, crnet_op op) {
-  return prefix(c, "exscan", true, send, recv, count, dt, op);
+  crnet_request *r = NULL;
+  return wait_started(
+      prefix(c, "exscan", true, send, recv, count, dt, op, true, &r), &r);
 }
 
-int crnet_alltoall(crnet_comm *c, const void *send, void *recv, size_t count,
-                   crnet_datatype dt) {
+int crnet_iexscan(crnet_comm *c, const void *send, void *recv, size_t count,
+                  crnet_datatype dt, crnet_op op, crnet_request **req) {
+  int rc = check_req(c, "iexscan", req);
+  return rc != 0 ? rc
+                 : prefix(c, "exscan", true, send, recv, count, dt, op, false,
+                          req);
+}
+
+static int alltoall(crnet_comm *c, const void *send, void *recv, size_t count,
+                    crnet_datatype dt, bool blocking, crnet_request **out) {
   crnet__call call = {.coll = CRNET_COLL_ALLTOALL, .count = count,
                       .commutative = true};
   int rc = check_common(c, "alltoall", dt, 0, false);
@@ -437,11 +490,24 @@ int crnet_alltoall(crnet_comm *c, const void *send, void *recv, size_t count,
   if (rc != 0)
     return rc;
   call.in_place = send == CRNET_IN_PLACE;
-  return run(c, &call, send, recv, dt, 0);
+  return start(c, &call, send, recv, dt, 0, 0, blocking, out);
 }
 
-int crnet_allgather(crnet_comm *c, const void *send, void *recv, size_t count,
-                    crnet_datatype dt) {
+int crnet_alltoall(crnet_comm *c, const void *send, void *recv, size_t count,
+                   crnet_datatype dt) {
+  crnet_request *r = NULL;
+  return wait_started(alltoall(c, send, recv, count, dt, true, &r), &r);
+}
+
+int crnet_ialltoall(crnet_comm *c, const void *send, void *recv, size_t count,
+                    crnet_datatype dt, crnet_request **req) {
+  int rc = check_req(c, "ialltoall", req);
+  return rc != 0 ? rc : alltoall(c, send, recv, count, dt, false, req);
+}
+
+static int allgather(crnet_comm *c, const void *send, void *recv,
+                     size_t count, crnet_datatype dt, bool blocking,
+                     crnet_request **out) {
   crnet__call call = {.coll = CRNET_COLL_ALLGATHER, .count = count,
                       .commutative = true};
   uint64_t *counts;
@@ -467,13 +533,25 @@ int crnet_allgather(crnet_comm *c, const void *send, void *recv, size_t count,
     counts[r] = count;
   call.counts = counts;
   call.in_place = send == CRNET_IN_PLACE;
-  rc = run(c, &call, send, recv, dt, 0);
+  rc = start(c, &call, send, recv, dt, 0, 0, blocking, out);
   free(counts);
   return rc;
 }
 
-int crnet_bcast(crnet_comm *c, void *buf, size_t count, crnet_datatype dt,
-                int root) {
+int crnet_allgather(crnet_comm *c, const void *send, void *recv, size_t count,
+                    crnet_datatype dt) {
+  crnet_request *r = NULL;
+  return wait_started(allgather(c, send, recv, count, dt, true, &r), &r);
+}
+
+int crnet_iallgather(crnet_comm *c, const void *send, void *recv,
+                     size_t count, crnet_datatype dt, crnet_request **req) {
+  int rc = check_req(c, "iallgather", req);
+  return rc != 0 ? rc : allgather(c, send, recv, count, dt, false, req);
+}
+
+static int bcast(crnet_comm *c, void *buf, size_t count, crnet_datatype dt,
+                 int root, bool blocking, crnet_request **out) {
   crnet__call call = {.coll = CRNET_COLL_BCAST, .count = count,
                       .root = root, .in_place = true, .commutative = true};
   int rc = check_common(c, "bcast", dt, 0, false);
@@ -489,11 +567,24 @@ int crnet_bcast(crnet_comm *c, void *buf, size_t count, crnet_datatype dt,
                       "works in place)");
   if (!fits(count, crnet_datatype_size(dt)))
     return call_error(c, CRNET_EINVAL, "bcast: count too large");
-  return run(c, &call, NULL, buf, dt, 0);
+  return start(c, &call, NULL, buf, dt, 0, 0, blocking, out);
 }
 
-int crnet_reduce(crnet_comm *c, const void *send, void *recv, size_t count,
-                 crnet_datatype dt, crnet_op op, int root) {
+int crnet_bcast(crnet_comm *c, void *buf, size_t count, crnet_datatype dt,
+                int root) {
+  crnet_request *r = NULL;
+  return wait_started(bcast(c, buf, count, dt, root, true, &r), &r);
+}
+
+int crnet_ibcast(crnet_comm *c, void *buf, size_t count, crnet_datatype dt,
+                 int root, crnet_request **req) {
+  int rc = check_req(c, "ibcast", req);
+  return rc != 0 ? rc : bcast(c, buf, count, dt, root, false, req);
+}
+
+static int reduce(crnet_comm *c, const void *send, void *recv, size_t count,
+                  crnet_datatype dt, crnet_op op, int root, bool blocking,
+                  crnet_request **out) {
   crnet__call call = {.coll = CRNET_COLL_REDUCE, .count = count, .root = root};
   int rc = check_common(c, "reduce", dt, op, true);
   if (rc != 0)
@@ -516,13 +607,37 @@ int crnet_reduce(crnet_comm *c, const void *send, void *recv, size_t count,
     if (rc != 0)
       return rc;
   }
-  return run_reduction(c, &call, send, recv, dt, op, count);
+  return start_reduction(c, &call, send, recv, dt, op, count, blocking, out);
 }
 
-int crnet_barrier(crnet_comm *c) {
+int crnet_reduce(crnet_comm *c, const void *send, void *recv, size_t count,
+                 crnet_datatype dt, crnet_op op, int root) {
+  crnet_request *r = NULL;
+  return wait_started(reduce(c, send, recv, count, dt, op, root, true, &r), &r);
+}
+
+int crnet_ireduce(crnet_comm *c, const void *send, void *recv, size_t count,
+                  crnet_datatype dt, crnet_op op, int root,
+                  crnet_request **req) {
+  int rc = check_req(c, "ireduce", req);
+  return rc != 0 ? rc
+                 : reduce(c, send, recv, count, dt, op, root, false, req);
+}
+
+static int barrier(crnet_comm *c, bool blocking, crnet_request **out) {
   crnet__call call = {.coll = CRNET_COLL_BARRIER, .commutative = true};
   int rc = check_common(c, "barrier", CRNET_BYTE, 0, false);
   if (rc != 0)
     return rc;
-  return run(c, &call, NULL, NULL, CRNET_BYTE, 0);
+  return start(c, &call, NULL, NULL, CRNET_BYTE, 0, 0, blocking, out);
+}
+
+int crnet_barrier(crnet_comm *c) {
+  crnet_request *r = NULL;
+  return wait_started(barrier(c, true, &r), &r);
+}
+
+int crnet_ibarrier(crnet_comm *c, crnet_request **req) {
+  int rc = check_req(c, "ibarrier", req);
+  return rc != 0 ? rc : barrier(c, false, req);
 }

@@ -6,6 +6,7 @@
 #include <uv.h>
 
 #include "ops.h"
+#include "request.h"
 
 /* Gather and scatter lists of up to this many segments live on the stack;
  * the circulant schedules need at most two per message (a wrap-around). */
@@ -178,36 +179,71 @@ static int run_arrived(const crnet__schedule *s, const crnet__round *r,
 
 /* --- running rounds -----------------------------------------------------
  *
- * A round runs in two halves: round_start posts its receive and its send,
- * round_finish waits for them (reducing pieces as they arrive when the
- * round is streamable) and runs its steps. One round after the other, that
- * is the whole story. Rounds a schedule marks independent (schedule.h) are
- * started while earlier rounds of their group are still in flight, up to
- * c->rounds_in_flight at once, so that their messages travel together and
- * the per-message latencies overlap instead of adding up (pairwise
- * all-to-all: p-1 rounds, all independent). Rounds still finish in order,
- * so steps run in round order. */
+ * A call is a request (request.h) and runs as a state machine: the progress
+ * engine calls exec_advance whenever the loop has run, and it moves the
+ * call as far as it can without blocking. A round starts (its exchange is
+ * prepared and posted as far as links and the order of calls allow), the
+ * head round, the oldest not finished, reduces what has arrived of a
+ * streamable receive, and once its exchange is complete runs its steps and
+ * finishes; then the next round becomes head. One round after the other,
+ * that is the whole story. Rounds a schedule marks independent
+ * (schedule.h) are started while earlier rounds of their group are still
+ * in flight, up to c->rounds_in_flight at once, so that their messages
+ * travel together and the per-message latencies overlap instead of adding
+ * up (pairwise all-to-all: p-1 rounds, all independent). Rounds still
+ * finish in order, so steps run in round order. Several calls in flight
+ * interleave on the links this way, each at its own pace. */
 
 typedef struct round_run {
   uint32_t k;
-  uint64_t started;   /* uv_hrtime at round_start */
-  uint64_t sent;      /* bytes of the send */
+  uint64_t started;     /* uv_hrtime at round_start */
+  uint64_t finish_from; /* when it became the head round */
+  uint64_t reduce_ns;
+  uint64_t sent;   /* bytes of the send */
+  uint64_t total;  /* bytes of the receive */
+  uint64_t reduced; /* bytes of a streamed receive reduced so far */
   crnet__xchg x;
-  bool exchanging; /* x was started: round_finish must wait for it */
+  bool exchanging; /* x was started: the round waits for it */
   bool stream;
-  uint64_t total; /* bytes of the receive */
-  int rc;         /* a failure before the exchange started */
+  int rc; /* a failure before the exchange started */
   crnet__iov ssmall[IOV_SMALL], rsmall[IOV_SMALL], *siov, *riov;
   step_stream sssmall[IOV_SMALL], *ss;
 } round_run;
 
-static void round_start(crnet_comm *c, const crnet__schedule *s, uint32_t k,
-                        const exec_bufs *b, uint32_t sig, round_run *rr) {
+/* One call in flight: the runtime's request first, then the executor's
+ * state, then `window` round_runs. */
+typedef struct exec_call {
+  crnet_request req;
+  crnet__schedule sched;
+  exec_bufs b;
+  crnet_datatype dt;
+  crnet_op op;
+  bool exclusive;          /* exscan, for its name */
+  uint64_t normalise;      /* elements of recv to normalise at the end */
+  void *temp;              /* TEMP (scratch of this call) */
+  size_t temp_bytes;
+  uint32_t window, head, next;
+  int rc;
+  /* This call's counters, added to the comm's at the end. */
+  uint64_t wait_ns, reduce_ns, sent, received;
+  uint32_t rounds;
+  round_run runs[];
+} exec_call;
+
+static void round_start(exec_call *e, uint32_t k, round_run *rr) {
+  crnet_comm *c = e->req.comm;
+  const crnet__schedule *s = &e->sched;
   const crnet__round *r = &s->rounds[k];
+  const exec_bufs *b = &e->b;
+  crnet__xchg_id id = {.coll = e->req.coll, .seq = e->req.seq,
+                       .sig = e->req.sig, .call = e->req.call};
   rr->k = k;
   rr->started = uv_hrtime();
+  rr->finish_from = rr->started;
+  rr->reduce_ns = 0;
   rr->sent = 0;
   rr->total = 0;
+  rr->reduced = 0;
   rr->exchanging = false;
   rr->stream = false;
   rr->rc = 0;
@@ -233,127 +269,155 @@ static void round_start(crnet_comm *c, const crnet__schedule *s, uint32_t k,
     return;
   }
   rr->stream = rr->stream && streamable(s, r, b->esize, rr->ss);
-  rr->rc = crnet__xchg_start(c, &rr->x, r->send.peer, rr->siov,
-                             r->send.nsegs, r->recv.peer, rr->riov,
-                             r->recv.nsegs, k, sig);
+  rr->rc = crnet__xchg_init(c, &rr->x, &e->req, &id, r->send.peer, rr->siov,
+                            r->send.nsegs, r->recv.peer, rr->riov,
+                            r->recv.nsegs, k);
   rr->exchanging = true;
+  crnet__xchg_post(&rr->x);
 }
 
-/* The round's share of the counters (comm.h), and its trace event. The
- * time of round_finish that was not reducing was waiting. */
-static void round_account(crnet_comm *c, const crnet__round *r,
-                          const round_run *rr, uint64_t finish_from,
-                          uint64_t reduce_ns, int rc, uint32_t lanes) {
+/* The round's share of the counters, and its trace event. The time since
+ * the round became the head that was not reducing was waiting. */
+static void round_account(exec_call *e, const crnet__round *r,
+                          const round_run *rr, int rc) {
+  crnet_comm *c = e->req.comm;
   uint64_t now = uv_hrtime();
-  uint64_t wait_ns = now - finish_from - reduce_ns;
-  c->call_wait_ns += wait_ns;
-  c->call_reduce_ns += reduce_ns;
-  c->call_rounds++;
-  if (rc == 0 && r->send.peer >= 0) {
-    c->peer_stats[r->send.peer].bytes_sent += rr->sent;
-    c->peer_stats[r->send.peer].messages_sent++;
-    c->call_sent += rr->sent;
+  uint64_t wait_ns = now - rr->finish_from - rr->reduce_ns;
+  crnet__req_peer *p;
+  e->wait_ns += wait_ns;
+  e->reduce_ns += rr->reduce_ns;
+  e->rounds++;
+  if (rc == 0 && r->send.peer >= 0 &&
+      (p = crnet__req_peer_find(&e->req, r->send.peer)) != NULL) {
+    p->stats.bytes_sent += rr->sent;
+    p->stats.messages_sent++;
+    e->sent += rr->sent;
   }
-  if (rc == 0 && r->recv.peer >= 0) {
-    c->peer_stats[r->recv.peer].bytes_received += rr->total;
-    c->peer_stats[r->recv.peer].messages_received++;
-    c->call_received += rr->total;
+  if (rc == 0 && r->recv.peer >= 0 &&
+      (p = crnet__req_peer_find(&e->req, r->recv.peer)) != NULL) {
+    p->stats.bytes_received += rr->total;
+    p->stats.messages_received++;
+    e->received += rr->total;
   }
   if (c->trace != NULL) {
     crnet__trace_round tr = {.k = rr->k,
-                             .lane = r->independent ? 1 + rr->k % lanes : 0,
+                             .lane = r->independent ? 1 + rr->k % e->window : 0,
                              .to = r->send.peer,
                              .from = r->recv.peer,
                              .bytes_sent = rr->sent,
                              .bytes_received = rr->total,
                              .wait_ns = wait_ns,
-                             .reduce_ns = reduce_ns};
+                             .reduce_ns = rr->reduce_ns};
     crnet__trace_round_done(c->trace, rr->started, now, &tr);
   }
 }
 
-static int round_finish(crnet_comm *c, const crnet__schedule *s,
-                        const exec_bufs *b, crnet_datatype dt, crnet_op op,
-                        round_run *rr, uint32_t lanes) {
+/* Moves the head round on: reduces what has arrived of a streamed
+ * receive, and once the exchange is complete runs the steps. True when the
+ * round is finished. */
+static bool round_try_finish(exec_call *e, round_run *rr) {
+  crnet_comm *c = e->req.comm;
+  const crnet__schedule *s = &e->sched;
   const crnet__round *r = &s->rounds[rr->k];
   int rc = rr->rc;
-  uint64_t finish_from = uv_hrtime(), reduce_ns = 0, t;
-  c->cur_round = rr->k;
+  uint64_t t;
+  e->req.round = rr->k;
   if (rr->exchanging) {
-    if (rr->stream) {
-      uint64_t reduced = 0;
-      while (rc == 0 && reduced < rr->total) {
-        uint64_t want = reduced + c->stream_piece;
-        rc = crnet__xchg_wait(&rr->x, want < rr->total ? want : rr->total);
-        reduced = crnet__xchg_received(&rr->x);
-        if (rc == 0) {
-          t = uv_hrtime();
-          rc = run_arrived(s, r, b, dt, op, rr->ss, reduced);
-          reduce_ns += uv_hrtime() - t;
-        }
+    if (rr->stream && rc == 0 && c->err == 0) {
+      /* A piece at a time, as it lands (see above). */
+      uint64_t got = crnet__xchg_received(&rr->x);
+      if (got > rr->reduced &&
+          (got - rr->reduced >= c->stream_piece || got == rr->total)) {
+        t = uv_hrtime();
+        rc = run_arrived(s, r, &e->b, e->dt, e->op, rr->ss, got);
+        rr->reduce_ns += uv_hrtime() - t;
+        rr->reduced = got;
       }
     }
-    /* Always: wait until libuv has let go of both requests. */
-    int wrc = crnet__xchg_wait(&rr->x, 0);
+    /* Also after a failure: libuv must let go of the round's memory. */
+    if (!crnet__xchg_complete(&rr->x))
+      return false;
+    int xrc = crnet__xchg_end(&rr->x);
     if (rc == 0)
-      rc = wrc;
+      rc = xrc;
   }
   if (rc == 0 && r->nsteps > 0) {
     t = uv_hrtime();
-    rc = rr->stream ? run_arrived(s, r, b, dt, op, rr->ss, rr->total)
-                    : run_steps(s, r, b, dt, op);
-    reduce_ns += uv_hrtime() - t;
+    rc = rr->stream ? run_arrived(s, r, &e->b, e->dt, e->op, rr->ss, rr->total)
+                    : run_steps(s, r, &e->b, e->dt, e->op);
+    rr->reduce_ns += uv_hrtime() - t;
   }
-  round_account(c, r, rr, finish_from, reduce_ns, rc, lanes);
+  round_account(e, r, rr, rc);
   if (rr->siov != NULL && rr->siov != rr->ssmall)
     free(rr->siov);
   if (rr->riov != NULL && rr->riov != rr->rsmall)
     free(rr->riov);
   if (rr->ss != rr->sssmall)
     free(rr->ss);
-  return rc;
+  rr->siov = rr->riov = NULL;
+  rr->ss = rr->sssmall;
+  if (rc != 0 && e->rc == 0)
+    e->rc = rc;
+  return true;
 }
 
-/* Runs every round of s: rounds [head, next) are in flight. After a failure
- * no round starts, and those in flight are finished (libuv must let go of
- * their requests before their memory goes). */
-static int run_rounds(crnet_comm *c, const crnet__schedule *s,
-                      const exec_bufs *b, crnet_datatype dt, crnet_op op,
-                      uint32_t sig) {
-  uint32_t window = c->rounds_in_flight;
-  uint32_t head = 0, next = 0;
-  round_run *runs;
-  int rc = 0;
-  if (window < 1 || window > CRNET__MAX_ROUNDS_IN_FLIGHT)
-    window = 1;
-  /* A few KiB each (an exchange holds a request per stream): kept on the
-   * comm, like TEMP. */
-  if (c->exec_runs == NULL)
-    c->exec_runs = malloc(sizeof *runs * window);
-  runs = c->exec_runs;
-  if (runs == NULL)
+/* With one operand nothing is combined, but the logical operators still
+ * promise 0 or 1: x LAND x and x LOR x are exactly that. */
+static int normalise_logical(crnet_op op, crnet_datatype dt, void *buf,
+                             uint64_t count) {
+  size_t esize = crnet_datatype_size(dt);
+  void *copy;
+  if ((op != CRNET_LAND && op != CRNET_LOR) || count == 0)
+    return 0;
+  copy = malloc(count * esize);
+  if (copy == NULL)
     return CRNET_ENOMEM;
-  /* Lazy links: the peers of this call that have no link yet are all
-   * connected at once, instead of one in each round that first names one
-   * (crnet__xchg_start waits only for the round's own). */
-  for (uint32_t k = 0; c->lazy && k < s->nrounds; k++) {
-    crnet__lazy_want(c, s->rounds[k].send.peer);
-    crnet__lazy_want(c, s->rounds[k].recv.peer);
-  }
-  for (;;) {
-    while (rc == 0 && next < s->nrounds &&
-           (next == head ||
-            (s->rounds[next].independent && next - head < window))) {
-      round_start(c, s, next, b, sig, &runs[next % window]);
-      next++;
+  memcpy(copy, buf, count * esize);
+  crnet__reduce(op, dt, copy, buf, count);
+  free(copy);
+  return 0;
+}
+
+static bool exec_advance(crnet_request *req) {
+  exec_call *e = (exec_call *)req;
+  crnet_comm *c = req->comm;
+  const crnet__schedule *s = &e->sched;
+  bool moved;
+  do {
+    moved = false;
+    while (e->rc == 0 && c->err == 0 && e->next < s->nrounds &&
+           (e->next == e->head || (s->rounds[e->next].independent &&
+                                   e->next - e->head < e->window))) {
+      round_start(e, e->next, &e->runs[e->next % e->window]);
+      e->next++;
+      moved = true;
     }
-    if (head == next)
-      return rc;
-    int frc = round_finish(c, s, b, dt, op, &runs[head % window], window);
-    if (rc == 0)
-      rc = frc;
-    head++;
-  }
+    /* Every round in flight posts what it now may, in round order, and
+     * counts receives that are over, which lets younger calls post. */
+    for (uint32_t k = e->head; k < e->next; k++) {
+      round_run *rr = &e->runs[k % e->window];
+      if (rr->exchanging) {
+        if (crnet__xchg_post(&rr->x))
+          moved = true;
+        (void)crnet__xchg_complete(&rr->x);
+      }
+    }
+    if (e->head < e->next &&
+        round_try_finish(e, &e->runs[e->head % e->window])) {
+      e->head++;
+      if (e->head < e->next)
+        e->runs[e->head % e->window].finish_from = uv_hrtime();
+      moved = true;
+    }
+  } while (moved);
+  if (e->head < e->next ||
+      (e->next < s->nrounds && e->rc == 0 && c->err == 0))
+    return false;
+  req->status = e->rc != 0 ? e->rc : c->err;
+  if (req->status == 0 && e->normalise > 0)
+    req->status = normalise_logical(e->op, e->dt, e->b.base[CRNET__BUF_RECV],
+                                    e->normalise);
+  return true;
 }
 
 /* --- scratch -----------------------------------------------------------------
@@ -366,48 +430,202 @@ static int run_rounds(crnet_comm *c, const crnet__schedule *s,
  * queue overflows, the kernel drops segments and the sender waits out
  * retransmission timeouts of 200 ms and more (measured: a 64 MiB
  * reduce-scatter at p = 4 took 635 ms with a fresh TEMP per call, 157 ms
- * with this). Scratch beyond TEMP_KEEP_BYTES is given back after the call,
- * so a rare huge call does not pin its memory. */
+ * with this). Each call in flight has its own; the comm keeps one, the
+ * largest up to TEMP_KEEP_BYTES, for the next call that needs it, so a
+ * rare huge call does not pin its memory. */
 #define TEMP_KEEP_BYTES ((size_t)256 << 20)
 
-static void *get_temp(crnet_comm *c, size_t bytes) {
-  if (c->temp_bytes >= bytes)
-    return c->temp;
-  free(c->temp);
-  c->temp_bytes = 0;
-  c->temp = malloc(bytes);
-  if (c->temp == NULL)
-    return NULL;
-  memset(c->temp, 0, bytes); /* fault every page in now, see above */
-  c->temp_bytes = bytes;
-  return c->temp;
-}
-
-static void put_temp(crnet_comm *c) {
-  if (c->temp_bytes > TEMP_KEEP_BYTES) {
-    free(c->temp);
+static int get_temp(exec_call *e, size_t bytes) {
+  crnet_comm *c = e->req.comm;
+  pthread_mutex_lock(&c->mu);
+  if (c->temp != NULL && c->temp_bytes >= bytes) {
+    e->temp = c->temp;
+    e->temp_bytes = c->temp_bytes;
     c->temp = NULL;
     c->temp_bytes = 0;
   }
+  pthread_mutex_unlock(&c->mu);
+  if (e->temp != NULL)
+    return 0;
+  e->temp = malloc(bytes);
+  if (e->temp == NULL)
+    return CRNET_ENOMEM;
+  memset(e->temp, 0, bytes); /* fault every page in now, see above */
+  e->temp_bytes = bytes;
+  return 0;
 }
 
-int crnet__exec(crnet_comm *c, const crnet__schedule *s, const void *send,
-                void *recv, bool in_place, crnet_datatype dt, crnet_op op,
-                uint32_t sig) {
-  exec_bufs b;
-  int rc = 0;
-
-  b.esize = crnet_datatype_size(dt);
-  b.base[CRNET__BUF_RECV] = recv;
-  b.base[CRNET__BUF_SEND] = in_place ? recv : (uint8_t *)(uintptr_t)send;
-  b.base[CRNET__BUF_TEMP] = NULL;
-  if (s->temp_count > 0) {
-    b.base[CRNET__BUF_TEMP] = get_temp(c, s->temp_count * b.esize);
-    if (b.base[CRNET__BUF_TEMP] == NULL)
-      return CRNET_ENOMEM;
+static void put_temp(exec_call *e) {
+  crnet_comm *c = e->req.comm;
+  void *drop = e->temp;
+  if (e->temp == NULL)
+    return;
+  pthread_mutex_lock(&c->mu);
+  if (e->temp_bytes <= TEMP_KEEP_BYTES && e->temp_bytes > c->temp_bytes) {
+    drop = c->temp;
+    c->temp = e->temp;
+    c->temp_bytes = e->temp_bytes;
   }
-  rc = run_rounds(c, s, &b, dt, op, sig);
-  if (s->temp_count > 0)
-    put_temp(c);
-  return rc;
+  pthread_mutex_unlock(&c->mu);
+  free(drop);
+  e->temp = NULL;
+  e->temp_bytes = 0;
+}
+
+/* --- the request's life ------------------------------------------------------ */
+
+/* The call's share of the comm's counters (comm.h), and its trace event. */
+static void exec_account(crnet_request *req) {
+  exec_call *e = (exec_call *)req;
+  crnet_comm *c = req->comm;
+  uint64_t now = uv_hrtime();
+  int rc = req->status;
+  pthread_mutex_lock(&c->mu);
+  crnet_coll_stats *st = &c->coll_stats[req->coll];
+  st->calls++;
+  st->failed += rc != 0;
+  st->rounds += e->rounds;
+  st->bytes_sent += e->sent;
+  st->bytes_received += e->received;
+  st->seconds += (double)(now - req->started) / 1e9;
+  st->wait_seconds += (double)e->wait_ns / 1e9;
+  st->reduce_seconds += (double)e->reduce_ns / 1e9;
+  for (uint32_t i = 0; i < req->npeers; i++) {
+    crnet_peer_stats *to = &c->peer_stats[req->peers[i].rank];
+    const crnet_peer_stats *from = &req->peers[i].stats;
+    to->bytes_sent += from->bytes_sent;
+    to->bytes_received += from->bytes_received;
+    to->messages_sent += from->messages_sent;
+    to->messages_received += from->messages_received;
+  }
+  pthread_mutex_unlock(&c->mu);
+  if (c->trace != NULL) {
+    char what[192];
+    crnet__call_format(req->coll, req->seq, &req->call, what, sizeof what);
+    crnet__trace_call tc = {
+        .name = e->exclusive ? "exscan"
+                             : crnet_collective_name(
+                                   (crnet_collective)req->coll),
+        .seq = req->seq,
+        .what = what,
+        .bytes_sent = e->sent,
+        .bytes_received = e->received,
+        .wait_ns = e->wait_ns,
+        .reduce_ns = e->reduce_ns,
+        .rounds = e->rounds,
+        .result = rc == 0 ? "ok" : crnet_err_name(rc)};
+    crnet__trace_collective(c->trace, req->started, now, &tc);
+    if (rc != 0)
+      crnet__trace_flush(c->trace);
+  }
+}
+
+static void exec_release(crnet_request *req) {
+  exec_call *e = (exec_call *)req;
+  put_temp(e);
+  crnet__sched_free(&e->sched);
+  free(req->peers);
+  req->peers = NULL;
+  req->npeers = 0;
+}
+
+static const crnet__req_ops exec_ops = {
+    .advance = exec_advance,
+    .account = exec_account,
+    .release = exec_release,
+};
+
+static int cmp_peer(const void *a, const void *b) {
+  int32_t x = ((const crnet__req_peer *)a)->rank;
+  int32_t y = ((const crnet__req_peer *)b)->rank;
+  return (x > y) - (x < y);
+}
+
+/* The call's peers and how many messages it exchanges with each (the
+ * order of calls on the wire, request.h, and its counters). */
+static int count_peers(exec_call *e) {
+  const crnet__schedule *s = &e->sched;
+  crnet__req_peer *p;
+  uint32_t n = 0, m = 0;
+  for (uint32_t k = 0; k < s->nrounds; k++)
+    n += (s->rounds[k].send.peer >= 0) + (s->rounds[k].recv.peer >= 0);
+  if (n == 0)
+    return 0;
+  p = calloc(n, sizeof *p);
+  if (p == NULL)
+    return CRNET_ENOMEM;
+  for (uint32_t k = 0; k < s->nrounds; k++) {
+    if (s->rounds[k].send.peer >= 0)
+      p[m++].rank = s->rounds[k].send.peer;
+    if (s->rounds[k].recv.peer >= 0)
+      p[m++].rank = s->rounds[k].recv.peer;
+  }
+  qsort(p, n, sizeof *p, cmp_peer);
+  m = 0;
+  for (uint32_t i = 0; i < n; i++)
+    if (m == 0 || p[m - 1].rank != p[i].rank)
+      p[m++].rank = p[i].rank;
+  e->req.peers = p;
+  e->req.npeers = m;
+  for (uint32_t k = 0; k < s->nrounds; k++) {
+    if (s->rounds[k].send.peer >= 0)
+      crnet__req_peer_find(&e->req, s->rounds[k].send.peer)->sends_left++;
+    if (s->rounds[k].recv.peer >= 0)
+      crnet__req_peer_find(&e->req, s->rounds[k].recv.peer)->recvs_left++;
+  }
+  return 0;
+}
+
+int crnet__exec_start(crnet_comm *c, crnet__schedule *s,
+                      const crnet__exec_args *a, crnet_request **out) {
+  uint32_t window = c->rounds_in_flight;
+  bool independent = false;
+  exec_call *e;
+  int rc;
+
+  *out = NULL;
+  if (window < 1 || window > CRNET__MAX_ROUNDS_IN_FLIGHT)
+    window = 1;
+  /* An exchange holds a request per stream, a few KiB each: a call whose
+   * schedule runs one round at a time needs one. */
+  for (uint32_t k = 0; k < s->nrounds && !independent; k++)
+    independent = s->rounds[k].independent;
+  if (!independent)
+    window = 1;
+  e = (exec_call *)crnet__req_alloc(
+      c, sizeof *e + sizeof(round_run) * (size_t)c->rounds_in_flight);
+  if (e == NULL) {
+    crnet__sched_free(s);
+    return CRNET_ENOMEM;
+  }
+  e->sched = *s;
+  e->window = window;
+  e->dt = a->dt;
+  e->op = a->op;
+  e->exclusive = a->exclusive;
+  e->normalise = a->normalise;
+  e->b.esize = crnet_datatype_size(a->dt);
+  e->b.base[CRNET__BUF_RECV] = a->recv;
+  e->b.base[CRNET__BUF_SEND] =
+      a->in_place ? a->recv : (uint8_t *)(uintptr_t)a->send;
+  e->b.base[CRNET__BUF_TEMP] = NULL;
+  e->req.ops = &exec_ops;
+  e->req.blocking = a->blocking;
+  e->req.coll = (uint8_t)a->coll;
+  e->req.sig = a->sig;
+  e->req.call = a->call;
+  rc = count_peers(e);
+  if (rc == 0 && s->temp_count > 0) {
+    rc = get_temp(e, s->temp_count * e->b.esize);
+    e->b.base[CRNET__BUF_TEMP] = e->temp;
+  }
+  if (rc == 0)
+    rc = crnet__req_start(c, &e->req);
+  if (rc != 0) {
+    exec_release(&e->req);
+    crnet__req_discard(&e->req);
+    return rc;
+  }
+  *out = &e->req;
+  return 0;
 }

@@ -3,8 +3,9 @@
  * It is the only code that does I/O for collectives, so what makes them fast
  * lives here once: the receive of a round is posted before its send, data
  * leaves straight from and lands straight in the regions the schedule names
- * (gather and scatter lists, no staging copies), and waiting sleeps in the
- * event loop.
+ * (gather and scatter lists, no staging copies), and nothing blocks: a call
+ * is a request (request.h) that the progress engine moves on round by round
+ * while the program waits, computes, or starts other calls.
  */
 #ifndef CRNET_EXEC_H
 #define CRNET_EXEC_H
@@ -14,14 +15,29 @@
 #include "comm.h"
 #include "schedule.h"
 
-/* Runs s for the collective begun with crnet__coll_begin. send is the
- * caller's input (ignored when in_place: SEND then names recv), recv its
- * output. sig is the call's signature, checked by every receiver. TEMP
- * (s->temp_count elements) comes from the comm's scratch, which is kept
- * between calls up to 256 MiB (see exec.c). Returns 0, CRNET_ENOMEM, or the
- * comm's sticky error. */
-int crnet__exec(crnet_comm *c, const crnet__schedule *s, const void *send,
-                void *recv, bool in_place, crnet_datatype dt, crnet_op op,
-                uint32_t sig);
+typedef struct crnet__exec_args {
+  crnet_collective coll;
+  bool exclusive;          /* exscan (its name in traces) */
+  uint32_t sig;            /* the call's signature, checked by receivers */
+  crnet__frame_call call;  /* its arguments, sent in every DATA frame */
+  const void *send;        /* the caller's input (ignored when in_place:
+                              SEND then names recv) */
+  void *recv;              /* its output */
+  bool in_place;
+  crnet_datatype dt;
+  crnet_op op;
+  uint64_t normalise;      /* > 0: the call has one operand, and that many
+                              elements of recv get the logical operators'
+                              0 or 1 at the end */
+  bool blocking;           /* the caller waits for it at once */
+} crnet__exec_args;
+
+/* Makes the call a request and starts it: s is taken (freed whatever
+ * happens). TEMP (s->temp_count elements) is the call's own, from the
+ * comm's scratch when it is free (kept between calls up to 256 MiB, see
+ * exec.c). Returns 0 with *out set, or CRNET_ENOMEM or the comm's sticky
+ * error with *out NULL. */
+int crnet__exec_start(crnet_comm *c, crnet__schedule *s,
+                      const crnet__exec_args *a, crnet_request **out);
 
 #endif

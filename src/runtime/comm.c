@@ -18,6 +18,7 @@
 #include "frame.h"
 #include "log.h"
 #include "report.h"
+#include "request.h"
 
 #define DEFAULT_INIT_TIMEOUT_S 60.0
 /* CRNET_LIVENESS_TIMEOUT's default: see docs/RELIABILITY.md. */
@@ -59,6 +60,7 @@ void crnet_config_init(crnet_config *cfg) {
   cfg->size = -1;
   cfg->serve_rendezvous = -1;
   cfg->lazy_links = -1;
+  cfg->progress_thread = -1;
 }
 
 /* --- settings ------------------------------------------------------------- */
@@ -139,6 +141,24 @@ static int load_settings(const crnet_config *cfg, crnet__settings *s,
     SETTINGS_FAIL("crnet_config.timeout %g is not a number of seconds "
                   "(0 < t <= 1e6, or 0 for CRNET_TIMEOUT)",
                   cfg->timeout);
+  if (cfg->progress_thread < -1 ||
+      cfg->progress_thread > CRNET_PROGRESS_THREAD_AUTO)
+    SETTINGS_FAIL("crnet_config.progress_thread %d is not -1 "
+                  "(CRNET_PROGRESS_THREAD), 0 (off), 1 (on) or 2 (auto)",
+                  cfg->progress_thread);
+  s->progress = cfg->progress_thread >= 0 ? cfg->progress_thread
+                                          : CRNET_PROGRESS_THREAD_AUTO;
+  v = cfg->progress_thread >= 0 ? NULL : getenv("CRNET_PROGRESS_THREAD");
+  if (v != NULL && v[0] != '\0') {
+    if (strcmp(v, "0") == 0)
+      s->progress = CRNET_PROGRESS_THREAD_OFF;
+    else if (strcmp(v, "1") == 0)
+      s->progress = CRNET_PROGRESS_THREAD_ON;
+    else if (strcmp(v, "auto") == 0)
+      s->progress = CRNET_PROGRESS_THREAD_AUTO;
+    else
+      SETTINGS_FAIL("CRNET_PROGRESS_THREAD='%s' is not 0, 1 or auto", v);
+  }
   if (cfg->lazy_links < -1 || cfg->lazy_links > CRNET_LAZY_LINKS_AUTO)
     SETTINGS_FAIL("crnet_config.lazy_links %d is not -1 (CRNET_LAZY_LINKS), "
                   "0 (off), 1 (on) or 2 (auto)",
@@ -386,15 +406,37 @@ void crnet__describe_rank(const crnet_comm *c, int rank, char *buf, size_t n) {
   }
 }
 
-/* " during allreduce #4 round 2", or "" outside collectives. */
-static void describe_call(const crnet_comm *c, char *buf, size_t n) {
-  if (c->cur_coll < 0) {
+void crnet__describe_call(const crnet_comm *c, char *buf, size_t n) {
+  const crnet_request *r = crnet__req_oldest(c);
+  if (r == NULL) {
     buf[0] = '\0';
     return;
   }
   snprintf(buf, n, " during %s #%" PRIu64 " round %" PRIu32,
-           crnet_collective_name((crnet_collective)c->cur_coll), c->seq,
-           c->cur_round);
+           crnet_collective_name((crnet_collective)r->coll), r->seq, r->round);
+}
+
+/* --- messages of calls that failed without failing the job ------------- */
+
+static _Thread_local struct {
+  const crnet_comm *comm;
+  char msg[CRNET__CALLMSG];
+} callmsg;
+
+char *crnet__callmsg(const crnet_comm *c) {
+  if (callmsg.comm != c) {
+    callmsg.comm = c;
+    callmsg.msg[0] = '\0';
+  }
+  return callmsg.msg;
+}
+
+void crnet__set_callmsg(const crnet_comm *c, const char *fmt, ...) {
+  va_list ap;
+  callmsg.comm = c;
+  va_start(ap, fmt);
+  vsnprintf(callmsg.msg, sizeof callmsg.msg, fmt, ap);
+  va_end(ap);
 }
 
 /* The ABORT frame's payload: error, abort code, origin, then the reason.
@@ -458,7 +500,7 @@ void crnet__comm_tell_late_link(crnet_comm *c, crnet__link *l) {
 void crnet__comm_fail_lost(crnet_comm *c, int r, const char *why) {
   char who[160], call[96];
   crnet__describe_rank(c, r, who, sizeof who);
-  describe_call(c, call, sizeof call);
+  crnet__describe_call(c, call, sizeof call);
   crnet__comm_fail(c, CRNET_EPEER, r, "lost %s%s: %s", who, call, why);
 }
 
@@ -472,6 +514,9 @@ void crnet__comm_fail(crnet_comm *c, int err, int origin, const char *fmt,
     origin = crnet__report_await(c, origin, how, sizeof how);
   if (c->err != 0)
     return;
+  /* Under mu: other threads read the error (crnet_comm_errmsg, and every
+   * request they start checks it). */
+  pthread_mutex_lock(&c->mu);
   c->err = err;
   va_start(ap, fmt);
   vsnprintf(c->errmsg, sizeof c->errmsg, fmt, ap);
@@ -482,6 +527,7 @@ void crnet__comm_fail(crnet_comm *c, int err, int origin, const char *fmt,
   }
   c->errmsg_reason_len = strlen(c->errmsg);
   c->err_origin = origin;
+  pthread_mutex_unlock(&c->mu);
   crnet__debug("%s", c->errmsg);
   report_failure(c, origin);
   tell_peers(c);
@@ -490,7 +536,9 @@ void crnet__comm_fail(crnet_comm *c, int err, int origin, const char *fmt,
 void crnet__comm_fail_aborted(crnet_comm *c, int rank, int code) {
   if (c->err != 0)
     return;
+  pthread_mutex_lock(&c->mu);
   c->abort_code = code;
+  pthread_mutex_unlock(&c->mu);
   crnet__comm_fail(c, CRNET_EABORTED, rank,
                    "rank %d aborted the job with code %d", rank, code);
 }
@@ -506,6 +554,7 @@ static void fail_relayed(crnet_comm *c, int err, int origin, int via,
     crnet__report_check(c);
   if (c->err != 0)
     return;
+  pthread_mutex_lock(&c->mu);
   c->err = err;
   snprintf(c->errmsg, sizeof c->errmsg, "%.*s", reason_len, reason);
   c->errmsg_reason_len = strlen(c->errmsg);
@@ -514,6 +563,7 @@ static void fail_relayed(crnet_comm *c, int err, int origin, int via,
              sizeof c->errmsg - c->errmsg_reason_len, " (relayed by rank %d)",
              via);
   c->err_origin = origin;
+  pthread_mutex_unlock(&c->mu);
   crnet__debug("%s", c->errmsg);
   report_failure(c, origin);
   tell_peers(c);
@@ -536,29 +586,55 @@ static void on_peer_control(crnet__link *l, const crnet__frame_header *h,
     int textlen = h->length - 12 > 440 ? 440 : (int)(h->length - 12);
     if (err >= 0 || err < CRNET_EIO)
       err = CRNET_EPEER;
-    if (c->err == 0 && err == CRNET_EABORTED)
+    if (c->err == 0 && err == CRNET_EABORTED) {
+      pthread_mutex_lock(&c->mu);
       c->abort_code = code;
+      pthread_mutex_unlock(&c->mu);
+    }
     fail_relayed(c, err, origin, (int)l->peer, (const char *)payload + 12,
                  textlen);
     return;
   }
-  describe_call(c, call, sizeof call);
+  crnet__describe_call(c, call, sizeof call);
   crnet__comm_fail(c, CRNET_EIO, (int)l->peer,
                    "%s sent an unexpected control frame (kind %u)%s", who,
                    (unsigned)h->kind, call);
 }
 
-/* A DATA frame came before its receive: fine if the peer is ahead (a later
- * collective, or a later round of this one), a mismatch if no receive of
- * this rank can ever match it. */
+/* A DATA frame came before its receive: fine if the peer is ahead (a call
+ * this rank has not begun, or a later round of one in flight), a mismatch
+ * if no receive of this rank can ever match it (a call it has finished,
+ * or another call under the same number). */
 static bool on_peer_parked(crnet__link *l, const crnet__frame_header *h) {
   crnet_comm *c = ((crnet__peer *)l)->comm;
+  const crnet_request *r;
   if (h->seq > c->seq) {
-    c->parked_ahead = true; /* coll_begin looks again */
+    c->parked_ahead = true; /* crnet__comm_begin_call looks again */
     return true;
   }
-  return h->seq == c->seq && c->cur_coll >= 0 && h->coll == c->cur_coll &&
-         h->sig == c->cur_sig;
+  r = crnet__req_find(c, h->seq);
+  return r != NULL && h->coll == r->coll && h->sig == r->sig;
+}
+
+void crnet__comm_begin_call(crnet_comm *c, uint8_t coll, uint64_t seq,
+                            const crnet__frame_call *call) {
+  c->seq = seq;
+  c->last_coll = coll;
+  c->history[seq % CRNET__CALL_HISTORY].seq = seq;
+  c->history[seq % CRNET__CALL_HISTORY].coll = coll;
+  c->history[seq % CRNET__CALL_HISTORY].call = *call;
+  /* A frame of this call that came early was accepted because the peer was
+   * ahead; now its sequence number may be this rank's own, so it must be of
+   * this very call. Only when some frame came early is there anything to
+   * look at (asking again re-marks the frames still ahead). */
+  if (c->parked_ahead) {
+    c->parked_ahead = false;
+    for (int i = 0; i < crnet__comm_nlinks(c) && c->err == 0; i++) {
+      crnet__peer *p = c->peers[i];
+      if (p != NULL && !p->closed)
+        crnet__link_recheck_parked(&p->link);
+    }
+  }
 }
 
 static bool same_call(const crnet__frame_call *a, const crnet__frame_call *b) {
@@ -574,25 +650,35 @@ static void fail_mismatch(crnet_comm *c, crnet__link *l, const char *why) {
   const crnet__frame_header *h = &l->hdr;
   char theirs[160], mine[160], detail[224];
   const char *verb = "called";
-  int coll = c->last_coll;
-  const crnet__frame_call *call = &c->cur_call;
+  const crnet_request *r = crnet__req_find(c, h->seq);
+  int coll = -1;
+  const crnet__frame_call *call = NULL;
   crnet__call_format(h->coll, h->seq, &h->call, theirs, sizeof theirs);
-  /* A frame of a call this rank has finished: set it against what this
-   * rank called under that number, if it is still remembered. */
-  if (h->seq < c->seq && h->seq > 0 &&
-      c->history[h->seq % CRNET__CALL_HISTORY].seq == h->seq) {
+  if (r != NULL) {
+    /* A call in flight under that number. */
+    coll = r->coll;
+    call = &r->call;
+    crnet__call_format(r->coll, r->seq, call, mine, sizeof mine);
+  } else if (h->seq <= c->seq && h->seq > 0 &&
+             c->history[h->seq % CRNET__CALL_HISTORY].seq == h->seq) {
+    /* A frame of a call this rank has finished: set it against what this
+     * rank called under that number, if it is still remembered. */
     coll = c->history[h->seq % CRNET__CALL_HISTORY].coll;
     call = &c->history[h->seq % CRNET__CALL_HISTORY].call;
     crnet__call_format((uint8_t)coll, h->seq, call, mine, sizeof mine);
-  } else if (coll < 0) {
+  } else if (c->last_coll < 0) {
     snprintf(mine, sizeof mine, "no collective yet");
   } else {
-    crnet__call_format((uint8_t)coll, c->seq, call, mine, sizeof mine);
-    if (c->cur_coll < 0)
+    const crnet_request *o = crnet__req_oldest(c);
+    uint64_t seq = o != NULL ? o->seq : c->seq;
+    coll = c->history[seq % CRNET__CALL_HISTORY].coll;
+    call = &c->history[seq % CRNET__CALL_HISTORY].call;
+    crnet__call_format((uint8_t)coll, seq, call, mine, sizeof mine);
+    if (o == NULL)
       verb = "had finished";
   }
   detail[0] = '\0';
-  if (h->coll == coll && same_call(&h->call, call))
+  if (call != NULL && h->coll == coll && same_call(&h->call, call))
     snprintf(detail, sizeof detail, ": %s", why);
   crnet__comm_fail(c, CRNET_EMISMATCH, (int)l->peer,
                    "mismatched calls: rank %d called %s but rank %d %s %s%s",
@@ -610,7 +696,7 @@ static void on_peer_error(crnet__link *l, int status, const char *why) {
     return;
   }
   crnet__describe_rank(c, (int)l->peer, who, sizeof who);
-  describe_call(c, call, sizeof call);
+  crnet__describe_call(c, call, sizeof call);
   if (status == CRNET_EPEER) {
     crnet__comm_fail(c, status, (int)l->peer, "lost %s%s: %s", who, call, why);
     crnet__link_close(l);
@@ -646,439 +732,6 @@ const crnet__link_callbacks crnet__peer_callbacks = {
     .on_closed = on_peer_closed,
 };
 
-/* --- waiting ----------------------------------------------------------------- */
-
-static void on_deadline(uv_timer_t *t) {
-  crnet_comm *c = t->data;
-  c->deadline_passed = true;
-}
-
-/* Polls the loop without sleeping for at most c->spin_ns; true if done(arg)
- * came true meanwhile.
- *
- * The spin adapts, because what decides whether it pays is not only the
- * ranks of this job: other processes may want the cores too, and then a
- * spinning rank delays the very peer it waits for. Each spin that catches
- * its event raises spin_score, each that runs out lowers it twice as much;
- * while the score is not positive the wait sleeps at once, and only every
- * SPIN_PROBE_EVERY-th wait spins again to see whether things changed. */
-#define SPIN_SCORE_MAX 8
-#define SPIN_PROBE_EVERY 64
-
-static bool spin_worth_it(crnet_comm *c) {
-  if (c->spin_score > 0)
-    return true;
-  if (++c->spin_skipped < SPIN_PROBE_EVERY)
-    return false;
-  c->spin_skipped = 0;
-  return true;
-}
-
-static bool spin(crnet_comm *c, bool (*done)(void *), void *arg) {
-  uint64_t start = uv_hrtime();
-  do {
-    uv_run(&c->loop, UV_RUN_NOWAIT);
-    /* With more ranks than cores, the peer this rank waits for may need
-     * this very core: let it have it. */
-    if (c->spin_yield)
-      sched_yield();
-    if (done(arg)) {
-      if (c->spin_score < SPIN_SCORE_MAX)
-        c->spin_score++;
-      return true;
-    }
-  } while (!c->deadline_passed && uv_hrtime() - start < c->spin_ns);
-  if (c->spin_score > -SPIN_SCORE_MAX)
-    c->spin_score -= 2;
-  return false;
-}
-
-int crnet__comm_run_until(crnet_comm *c, bool (*done)(void *), void *arg,
-                          uint64_t timeout_ms) {
-  int rc = 0;
-  c->deadline_passed = false;
-  if (timeout_ms > 0)
-    uv_timer_start(&c->deadline, on_deadline, timeout_ms, 0);
-  while (!done(arg)) {
-    if (c->deadline_passed) {
-      rc = CRNET_ETIMEDOUT;
-      break;
-    }
-    /* Bounded: after spin_ns without progress the process sleeps. */
-    if (c->spin_ns > 0 && spin_worth_it(c) && spin(c, done, arg))
-      break;
-    /* Sleeps in epoll until something happens. A loop with nothing left to
-     * wait for cannot make progress: that is a bug, not a reason to spin. */
-    if (uv_run(&c->loop, UV_RUN_ONCE) == 0 && !done(arg)) {
-      rc = CRNET_EIO;
-      break;
-    }
-  }
-  uv_timer_stop(&c->deadline);
-  return rc;
-}
-
-/* The wait of an exchange: done when every request is, or (min_got > 0)
- * as soon as min_got bytes of the receive have arrived. Once the comm has
- * failed, the receives are taken back, so the wait ends. */
-typedef struct xchg_wait {
-  crnet__xchg *x;
-  uint64_t min_got;
-} xchg_wait;
-
-static bool xchg_done(void *arg) {
-  xchg_wait *w = arg;
-  crnet__xchg *x = w->x;
-  if (x->c->err != 0)
-    for (uint32_t k = 0; k < x->nrecv; k++)
-      if (!x->recv[k].done)
-        crnet__link_cancel_recv(x->recv_link[k], &x->recv[k]);
-  if (crnet__xchg_complete(x))
-    return true;
-  return w->min_got > 0 && x->c->err == 0 && x->nrecv > 0 &&
-         crnet__xchg_received(x) >= w->min_got;
-}
-
-static uint64_t iov_total(const crnet__iov *iov, uint32_t n) {
-  uint64_t t = 0;
-  for (uint32_t i = 0; i < n; i++)
-    t += iov[i].len;
-  return t;
-}
-
-/* Parts of a message of len bytes (see crnet__xchg): both sides compute
- * the same from the same length. */
-static uint32_t xchg_parts(const crnet_comm *c, uint64_t len) {
-  uint64_t n = c->stream_min > 0 ? len / c->stream_min : 1;
-  if (n < 2 || c->streams < 2)
-    return 1;
-  return n < c->streams ? (uint32_t)n : c->streams;
-}
-
-/* Byte offset of part k of n of a message of len bytes. */
-static uint64_t part_start(uint64_t len, uint32_t n, uint32_t k) {
-  return (len / n) * k + (k < len % n ? k : len % n);
-}
-
-/* The bytes [from, to) of the list iov[0..n) as a list into out; returns
- * its length (at most n). */
-static uint32_t iov_slice(const crnet__iov *iov, uint32_t n, uint64_t from,
-                          uint64_t to, crnet__iov *out) {
-  uint32_t m = 0;
-  uint64_t at = 0;
-  for (uint32_t i = 0; i < n && at < to; i++) {
-    uint64_t lo = at > from ? at : from;
-    uint64_t hi = at + iov[i].len < to ? at + iov[i].len : to;
-    if (lo < hi) {
-      out[m].base = (uint8_t *)iov[i].base + (lo - at);
-      out[m].len = hi - lo;
-      m++;
-    }
-    at += iov[i].len;
-  }
-  return m;
-}
-
-/* The link of stream k to rank r if it can carry a message; else fails the
- * comm (naming the rank) and returns NULL. */
-static crnet__link *usable_link(crnet_comm *c, int r, uint32_t k,
-                                uint32_t round) {
-  crnet__peer *p = *crnet__comm_link(c, r, (int)k);
-  char who[160];
-  if (p != NULL && !p->closed && !p->link.failed)
-    return &p->link;
-  crnet__describe_rank(c, r, who, sizeof who);
-  crnet__comm_fail(c, CRNET_EPEER, r,
-                   "%s has left the job (%s #%" PRIu64 " round %" PRIu32
-                   " needed it)",
-                   who, crnet_collective_name((crnet_collective)c->cur_coll),
-                   c->seq, round);
-  return NULL;
-}
-
-int crnet__xchg_start(crnet_comm *c, crnet__xchg *x, int to,
-                      const crnet__iov *siov, uint32_t sn, int from,
-                      const crnet__iov *riov, uint32_t rn, uint32_t round,
-                      uint32_t sig) {
-  x->c = c;
-  x->round = round;
-  x->nsend = x->nrecv = 0;
-  x->recv_iov = NULL;
-  c->cur_round = round;
-  if (c->err != 0)
-    return c->err;
-  if (c->lazy) {
-    /* The first exchange that names a peer connects to it; both
-     * connections are started before either is waited for. */
-    crnet__lazy_want(c, from);
-    crnet__lazy_want(c, to);
-    if (crnet__lazy_wait(c, from) != 0 || crnet__lazy_wait(c, to) != 0)
-      return c->err;
-  }
-  if (from >= 0) {
-    uint64_t len = iov_total(riov, rn);
-    uint32_t n = xchg_parts(c, len);
-    crnet__iov *list = (crnet__iov *)(uintptr_t)riov;
-    if (n > 1) {
-      /* A slice of a list has at most one more entry per part. */
-      x->recv_iov = malloc(sizeof *x->recv_iov * ((size_t)rn + n));
-      if (x->recv_iov == NULL) {
-        crnet__comm_fail(c, CRNET_ENOMEM, -1, "out of memory");
-        return c->err;
-      }
-      list = x->recv_iov;
-    }
-    for (uint32_t k = 0; k < n; k++) {
-      crnet__recv_req *r = &x->recv[k];
-      crnet__link *l = usable_link(c, from, k, round);
-      if (l == NULL)
-        return c->err;
-      memset(r, 0, sizeof *r);
-      if (n > 1) {
-        uint64_t a = part_start(len, n, k), b = part_start(len, n, k + 1);
-        r->iov = list;
-        r->niov = iov_slice(riov, rn, a, b, list);
-        r->len = b - a;
-        list += r->niov;
-      } else {
-        r->iov = riov;
-        r->niov = rn;
-        r->len = len;
-      }
-      r->coll = (uint8_t)c->cur_coll;
-      r->seq = c->seq;
-      r->round = round;
-      r->sig = sig;
-      crnet__link_post_recv(l, r);
-      x->recv_link[k] = l;
-      x->nrecv = k + 1;
-    }
-  }
-  if (to >= 0) {
-    uint64_t len = iov_total(siov, sn);
-    uint32_t n = xchg_parts(c, len);
-    crnet__iov small[8], *part = small;
-    if (n > 1 && sn + 1 > 8) {
-      part = malloc(sizeof *part * ((size_t)sn + 1));
-      if (part == NULL) {
-        crnet__comm_fail(c, CRNET_ENOMEM, -1, "out of memory");
-        return c->err;
-      }
-    }
-    for (uint32_t k = 0; k < n; k++) {
-      crnet__link *l = usable_link(c, to, k, round);
-      uint64_t a = part_start(len, n, k), b = part_start(len, n, k + 1);
-      crnet__frame_header h = {.kind = CRNET__FRAME_DATA,
-                               .coll = (uint8_t)c->cur_coll,
-                               .seq = c->seq,
-                               .round = round,
-                               .sig = sig,
-                               .length = b - a,
-                               .call = c->cur_call};
-      if (l == NULL)
-        break;
-      if (n > 1)
-        crnet__link_send(l, &x->send[k], &h, part,
-                         iov_slice(siov, sn, a, b, part));
-      else
-        crnet__link_send(l, &x->send[k], &h, siov, sn);
-      x->nsend = k + 1;
-    }
-    if (part != small)
-      free(part);
-  }
-  return c->err;
-}
-
-uint64_t crnet__xchg_received(const crnet__xchg *x) {
-  uint64_t got = 0;
-  for (uint32_t k = 0; k < x->nrecv; k++) {
-    const crnet__recv_req *r = &x->recv[k];
-    if (!(r->done && r->status == 0))
-      return got + r->got;
-    got += r->len;
-  }
-  return got;
-}
-
-bool crnet__xchg_complete(const crnet__xchg *x) {
-  for (uint32_t k = 0; k < x->nsend; k++)
-    if (!x->send[k].done)
-      return false;
-  for (uint32_t k = 0; k < x->nrecv; k++)
-    if (!x->recv[k].done)
-      return false;
-  return true;
-}
-
-/* "rank 3 on host (1.2.3.4:5678), rank 5 ...": the peers this rank still
- * waits for in the current collective, those it receives from first (a
- * send waits for a peer only once its socket buffers are full). */
-static void list_awaited(crnet_comm *c, char *buf, size_t n) {
-  size_t len = 0;
-  int listed = 0, more = 0;
-  buf[0] = '\0';
-  for (int pass = 0; pass < 2 && listed == 0; pass++)
-    for (int r = 0; r < c->size; r++) {
-      bool waiting = false;
-      char who[160];
-      for (uint32_t k = 0; k < c->streams && r != c->rank; k++) {
-        crnet__peer *p = *crnet__comm_link(c, r, (int)k);
-        if (p == NULL || p->closed)
-          continue;
-        waiting = waiting || (pass == 0 ? p->link.recv != NULL
-                                        : crnet__link_busy(&p->link));
-      }
-      if (!waiting)
-        continue;
-      if (listed == 6) {
-        more++;
-        continue;
-      }
-      crnet__describe_rank(c, r, who, sizeof who);
-      if (len < n)
-        len += (size_t)snprintf(buf + len, n - len, "%s%s%s",
-                                listed > 0 ? ", " : "",
-                                pass == 1 ? "sending to " : "", who);
-      listed++;
-    }
-  if (more > 0 && len < n)
-    snprintf(buf + len, n - len, " and %d more", more);
-  if (listed == 0)
-    snprintf(buf, n, "no peer (this rank's own work)");
-}
-
-/* The collective's CRNET_TIMEOUT ran out: the job fails, naming whom this
- * rank was waiting for, so that the rank that never called is found. */
-static void fail_timed_out(crnet_comm *c) {
-  char awaited[400];
-  list_awaited(c, awaited, sizeof awaited);
-  crnet__comm_fail(c, CRNET_ETIMEDOUT, -1,
-                   "rank %d timed out in %s #%" PRIu64 " round %" PRIu32
-                   " after %.3g s (CRNET_TIMEOUT) waiting for %s",
-                   c->rank,
-                   crnet_collective_name((crnet_collective)c->cur_coll),
-                   c->seq, c->cur_round, (double)c->coll_timeout_ms / 1000.0,
-                   awaited);
-}
-
-/* What the collective's CRNET_TIMEOUT leaves of its time (0: no limit). */
-static uint64_t coll_time_left_ms(const crnet_comm *c) {
-  if (c->coll_timeout_ms > 0 && c->err == 0 && c->cur_coll >= 0) {
-    uint64_t spent_ms = (uv_hrtime() - c->coll_started) / 1000000;
-    return spent_ms < c->coll_timeout_ms ? c->coll_timeout_ms - spent_ms : 1;
-  }
-  return 0;
-}
-
-typedef struct link_wait {
-  crnet_comm *c;
-  int r;
-} link_wait;
-
-static bool linked_or_failed(void *arg) {
-  link_wait *w = arg;
-  return w->c->err != 0 || crnet__lazy_linked(w->c, w->r);
-}
-
-int crnet__lazy_wait(crnet_comm *c, int r) {
-  link_wait w = {c, r};
-  if (!c->lazy || r < 0 || r >= c->size || r == c->rank || c->err != 0)
-    return c->err;
-  crnet__lazy_want(c, r);
-  if (crnet__comm_run_until(c, linked_or_failed, &w, coll_time_left_ms(c)) ==
-          CRNET_ETIMEDOUT &&
-      c->err == 0) {
-    char who[160];
-    crnet__describe_rank(c, r, who, sizeof who);
-    crnet__comm_fail(c, CRNET_ETIMEDOUT, -1,
-                     "rank %d timed out in %s #%" PRIu64 " round %" PRIu32
-                     " after %.3g s (CRNET_TIMEOUT) waiting for %s (no "
-                     "link to it yet)",
-                     c->rank,
-                     crnet_collective_name((crnet_collective)c->cur_coll),
-                     c->seq, c->cur_round,
-                     (double)c->coll_timeout_ms / 1000.0, who);
-  }
-  return c->err;
-}
-
-int crnet__xchg_wait(crnet__xchg *x, uint64_t min_got) {
-  crnet_comm *c = x->c;
-  xchg_wait w = {x, min_got};
-  bool failed = false;
-  /* The collective's time limit; none while a failure winds up (closing
-   * links ends the wait soon enough). */
-  uint64_t limit_ms = coll_time_left_ms(c);
-  if (crnet__comm_run_until(c, xchg_done, &w, limit_ms) == CRNET_ETIMEDOUT) {
-    fail_timed_out(c);
-    crnet__comm_run_until(c, xchg_done, &w, 0);
-  }
-  if (!crnet__xchg_complete(x))
-    return c->err; /* partial progress, or a failure being wound up */
-  free(x->recv_iov);
-  x->recv_iov = NULL;
-  for (uint32_t k = 0; k < x->nsend; k++)
-    failed = failed || x->send[k].status != 0;
-  for (uint32_t k = 0; k < x->nrecv; k++)
-    failed = failed || x->recv[k].status != 0;
-  if (c->err == 0 && failed)
-    crnet__comm_fail(c, CRNET_EPEER, -1, "link failed in round %" PRIu32,
-                     x->round);
-  return c->err;
-}
-
-int crnet__sendrecv_v(crnet_comm *c, int to, const crnet__iov *siov,
-                      uint32_t sn, int from, const crnet__iov *riov,
-                      uint32_t rn, uint32_t round, uint32_t sig) {
-  crnet__xchg x;
-  int rc = crnet__xchg_start(c, &x, to, siov, sn, from, riov, rn, round, sig);
-  /* Requests live in x: wait until libuv has let go of both, also when the
-   * comm failed meanwhile (closing a link completes its requests). */
-  int wrc = crnet__xchg_wait(&x, 0);
-  return rc != 0 ? rc : wrc;
-}
-
-int crnet__sendrecv(crnet_comm *c, int to, const void *sbuf, uint64_t slen,
-                    int from, void *rbuf, uint64_t rlen, uint32_t round,
-                    uint32_t sig) {
-  crnet__iov s = {(void *)sbuf, slen}, r = {rbuf, rlen};
-  return crnet__sendrecv_v(c, to, &s, 1, from, &r, 1, round, sig);
-}
-
-int crnet__coll_begin(crnet_comm *c, crnet_collective coll, uint32_t sig,
-                      const crnet__frame_call *call) {
-  static const crnet__frame_call none = {.op = -1, .root = -1};
-  if (c->err != 0)
-    return c->err;
-  if (c->lazy)
-    crnet__lazy_resume(c);
-  c->seq++;
-  c->coll_started = uv_hrtime();
-  c->cur_coll = c->last_coll = (int)coll;
-  c->cur_round = 0;
-  c->cur_sig = sig;
-  c->cur_call = call != NULL ? *call : none;
-  c->history[c->seq % CRNET__CALL_HISTORY].seq = c->seq;
-  c->history[c->seq % CRNET__CALL_HISTORY].coll = (int)coll;
-  c->history[c->seq % CRNET__CALL_HISTORY].call = c->cur_call;
-  /* A frame of this call that came early was accepted because the peer was
-   * ahead; now its sequence number may be this rank's own, so it must be of
-   * this very call. Only when some frame came early is there anything to
-   * look at (asking again re-marks the frames still ahead). */
-  if (c->parked_ahead) {
-    c->parked_ahead = false;
-    for (int i = 0; i < crnet__comm_nlinks(c) && c->err == 0; i++) {
-      crnet__peer *p = c->peers[i];
-      if (p != NULL && !p->closed)
-        crnet__link_recheck_parked(&p->link);
-    }
-  }
-  return c->err;
-}
-
-void crnet__coll_end(crnet_comm *c) { c->cur_coll = -1; }
-
 /* --- lifecycle ------------------------------------------------------------------ */
 
 static void free_comm(crnet_comm *c) {
@@ -1089,7 +742,9 @@ static void free_comm(crnet_comm *c) {
   free(c->peer_stats);
   crnet__secret_free(c->key);
   free(c->temp);
-  free(c->exec_runs);
+  pthread_cond_destroy(&c->thread_cv);
+  pthread_cond_destroy(&c->cv);
+  pthread_mutex_destroy(&c->mu);
   free(c->connecting);
   free(c->calling);
   free(c->peers);
@@ -1107,6 +762,7 @@ static void on_walk_close(uv_handle_t *h, void *arg) {
  * open here (a lingering connection) is closed outright. */
 static void close_loop(crnet_comm *c) {
   crnet__report_close(c);
+  crnet__progress_close(c);
   uv_timer_stop(&c->deadline);
   if (!uv_is_closing((uv_handle_t *)&c->deadline))
     uv_close((uv_handle_t *)&c->deadline, NULL);
@@ -1153,6 +809,12 @@ static void wait_plan(crnet_comm *c, const crnet__settings *s) {
       local_ranks++;
   bool own_cores = local_ranks <= usable_cores();
   c->spin_yield = !own_cores;
+  /* The progress thread's auto: only where it has a core of its own, so
+   * that it never takes one from a rank's computation (docs/PERFORMANCE.md,
+   * Overlap). */
+  c->progress_mode = s->progress == CRNET_PROGRESS_THREAD_ON ||
+                     (s->progress == CRNET_PROGRESS_THREAD_AUTO &&
+                      local_ranks < usable_cores());
   if (s->spin_us >= 0)
     c->spin_ns = (uint64_t)s->spin_us * 1000;
   else if (c->size > 1)
@@ -1160,7 +822,7 @@ static void wait_plan(crnet_comm *c, const crnet__settings *s) {
                                       : DEFAULT_SPIN_SHARED_US) * 1000;
   else
     c->spin_ns = 0;
-  c->spin_score = SPIN_SCORE_MAX / 2;
+  c->spin_score = CRNET__SPIN_SCORE_MAX / 2;
 }
 
 /* Socket buffers of the mesh links: by default the kernel sizes them as
@@ -1200,6 +862,9 @@ int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
     return CRNET_ENOMEM;
   }
   c->report_fd = -1;
+  pthread_mutex_init(&c->mu, NULL);
+  pthread_cond_init(&c->cv, NULL);
+  pthread_cond_init(&c->thread_cv, NULL);
   c->key = crnet__secret_alloc(CRNET__KEY_BYTES);
   if (c->key == NULL) {
     free(c);
@@ -1218,7 +883,7 @@ int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
   c->size = s.size;
   /* Before this comm opens any socket of its own. */
   crnet__report_find(c);
-  c->cur_coll = c->last_coll = -1;
+  c->last_coll = -1;
   c->stream_piece = s.stream_piece;
   c->rounds_in_flight = (uint32_t)s.rounds_in_flight;
   for (int k = 0; k < CRNET_COLL_COUNT; k++)
@@ -1249,6 +914,12 @@ int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
   }
   uv_timer_init(&c->loop, &c->deadline);
   c->deadline.data = c;
+  if (crnet__progress_init(c) != 0) {
+    close_loop(c);
+    free_comm(c);
+    snprintf(init_errmsg, sizeof init_errmsg, "cannot set up the event loop");
+    return CRNET_EIO;
+  }
   crnet__report_listen(c);
   if (s.trace[0] != '\0') {
     char host[256] = "";
@@ -1309,8 +980,21 @@ static void report_stats(crnet_comm *c);
 
 int crnet_comm_destroy(crnet_comm *c) {
   int rc;
+  uint32_t in_flight;
   if (c == NULL)
     return 0;
+  pthread_mutex_lock(&c->mu);
+  in_flight = crnet__req_in_flight(c);
+  pthread_mutex_unlock(&c->mu);
+  if (in_flight > 0) {
+    crnet__set_callmsg(c, "crnet_comm_destroy: %u request(s) still in "
+                          "flight: wait for them first (or crnet_comm_abort, "
+                          "which completes them)",
+                       in_flight);
+    return CRNET_EINVAL;
+  }
+  crnet__progress_stop(c);
+  crnet__req_free_unwaited(c);
   if (c->report_stats)
     report_stats(c);
   if (c->lazy)
@@ -1355,9 +1039,14 @@ int crnet_comm_rank(const crnet_comm *c) { return c != NULL ? c->rank : -1; }
 int crnet_comm_size(const crnet_comm *c) { return c != NULL ? c->size : -1; }
 
 const char *crnet_comm_errmsg(const crnet_comm *c) {
+  int err;
   if (c == NULL)
     return "comm is NULL";
-  return c->err != 0 ? c->errmsg : c->callmsg;
+  pthread_mutex_lock((pthread_mutex_t *)&c->mu);
+  err = c->err;
+  pthread_mutex_unlock((pthread_mutex_t *)&c->mu);
+  /* The sticky error's message never changes once set. */
+  return err != 0 ? c->errmsg : crnet__callmsg(c);
 }
 
 /* --- counters ------------------------------------------------------------------- */
@@ -1366,7 +1055,9 @@ int crnet_comm_coll_stats(const crnet_comm *c, crnet_collective coll,
                           crnet_coll_stats *out) {
   if (c == NULL || out == NULL || (unsigned)coll >= CRNET_COLL_COUNT)
     return CRNET_EINVAL;
+  pthread_mutex_lock((pthread_mutex_t *)&c->mu);
   *out = c->coll_stats[coll];
+  pthread_mutex_unlock((pthread_mutex_t *)&c->mu);
   return 0;
 }
 
@@ -1374,15 +1065,19 @@ int crnet_comm_peer_stats(const crnet_comm *c, int peer,
                           crnet_peer_stats *out) {
   if (c == NULL || out == NULL || peer < 0 || peer >= c->size)
     return CRNET_EINVAL;
+  pthread_mutex_lock((pthread_mutex_t *)&c->mu);
   *out = c->peer_stats[peer];
+  pthread_mutex_unlock((pthread_mutex_t *)&c->mu);
   return 0;
 }
 
 int crnet_comm_stats_reset(crnet_comm *c) {
   if (c == NULL)
     return CRNET_EINVAL;
+  pthread_mutex_lock(&c->mu);
   memset(c->coll_stats, 0, sizeof c->coll_stats);
   memset(c->peer_stats, 0, sizeof *c->peer_stats * (size_t)c->size);
+  pthread_mutex_unlock(&c->mu);
   return 0;
 }
 
@@ -1411,7 +1106,13 @@ static void report_stats(crnet_comm *c) {
 }
 
 int crnet_comm_abort_code(const crnet_comm *c) {
-  return c != NULL ? c->abort_code : 0;
+  int code;
+  if (c == NULL)
+    return 0;
+  pthread_mutex_lock((pthread_mutex_t *)&c->mu);
+  code = c->abort_code;
+  pthread_mutex_unlock((pthread_mutex_t *)&c->mu);
+  return code;
 }
 
 static bool aborts_sent(void *arg) {
@@ -1427,6 +1128,7 @@ static bool aborts_sent(void *arg) {
 int crnet_comm_abort(crnet_comm *c, int code) {
   if (c == NULL)
     return CRNET_EINVAL;
+  crnet__loop_acquire(c);
   if (c->err == 0) {
     /* crlaunch hears it first, before any peer can fail and exit because
      * of it, so that it exits with `code` whatever the others do. */
@@ -1438,5 +1140,9 @@ int crnet_comm_abort(crnet_comm *c, int code) {
      * exits right after this still warns everyone. */
     crnet__comm_run_until(c, aborts_sent, c, ABORT_FLUSH_MS);
   }
+  /* Requests in flight complete with the error as their exchanges let go
+   * (at once for those whose links are closed). */
+  crnet__progress(c);
+  crnet__loop_release(c);
   return 0;
 }

@@ -17,6 +17,7 @@
 #define CRNET_COMM_H
 
 #include <stdbool.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <uv.h>
 
@@ -29,6 +30,9 @@
 
 /* Calls remembered for mismatch messages. */
 #define CRNET__CALL_HISTORY 4
+
+/* The bound of a wait's spin score (progress.c, spin). */
+#define CRNET__SPIN_SCORE_MAX 8
 
 /* The most rounds the executor keeps in flight (CRNET_ROUNDS_IN_FLIGHT). */
 #define CRNET__MAX_ROUNDS_IN_FLIGHT 32
@@ -77,6 +81,7 @@ typedef struct crnet__settings {
   int socket_buffer;     /* CRNET_SOCKET_BUFFER bytes; 0: the kernel's */
   bool encrypt;          /* CRNET_ENCRYPT: AEAD on every connection */
   bool lazy;             /* CRNET_LAZY_LINKS resolved for this job size */
+  int progress;          /* CRNET_PROGRESS_THREAD_*, as set */
   char schedule[CRNET_COLL_COUNT][32];
   char trace[4096]; /* CRNET_TRACE, the rank put in; "": none */
   bool stats;       /* CRNET_STATS */
@@ -100,10 +105,8 @@ struct crnet_comm {
   /* Rounds a schedule marks independent are run this many at a time
    * (exec.c; 1: one round after the other). */
   uint32_t rounds_in_flight;
-  /* The executor's state of the rounds in flight (rounds_in_flight of
-   * them), allocated at the first collective (exec.c). */
-  void *exec_runs;
-  /* The executor's scratch (TEMP), kept between calls (exec.c). */
+  /* The executor's scratch (TEMP), kept between calls for the next one
+   * that needs it (exec.c); under mu. */
   void *temp;
   size_t temp_bytes;
   int rank;
@@ -142,10 +145,9 @@ struct crnet_comm {
   char iface[128];
   uint64_t links_opened; /* mesh links that became ready, for tests */
 
-  /* CRNET_TIMEOUT: the most a collective may take (0: no limit), and when
-   * the current one began (uv_hrtime). */
+  /* CRNET_TIMEOUT: the most a collective may take, counted from its start
+   * (0: no limit). */
   uint64_t coll_timeout_ms;
-  uint64_t coll_started;
 
   int err; /* sticky error, 0 if none */
   char errmsg[512];
@@ -153,29 +155,48 @@ struct crnet_comm {
   int abort_code;
   int err_origin; /* the rank at fault, -1 if unknown (carried by ABORT) */
 
-  /* Why the last call failed without failing the job (EINVAL,
-   * EUNSUPPORTED). */
-  char callmsg[256];
   /* Chosen schedule per collective ("auto" unless set). */
   char schedule[CRNET_COLL_COUNT][32];
   /* The cost model's constants for auto: rank 0's, on every rank. */
   crnet__tuning tuning;
 
-  /* The call in progress (or the last one), for frames and messages. */
-  uint64_t seq; /* sequence number of the current (or last) collective */
-  int cur_coll; /* crnet_collective, or -1 outside collectives */
+  /* The last call begun on the loop (its sequence number), for frames
+   * that come early and mismatch messages. */
+  uint64_t seq;
   int last_coll; /* the last collective begun, or -1 */
-  uint32_t cur_round;
-  uint32_t cur_sig;           /* its call signature */
-  crnet__frame_call cur_call; /* its arguments, sent in every DATA frame */
   bool parked_ahead; /* a DATA frame of a later call waits on some link */
+
+  /* Requests and who runs the loop (request.h, progress.c). mu guards
+   * what threads share: the queue, the states of requests, ownership of
+   * the loop, the counters, the sticky error's fields and the caches. */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;        /* a request completed, or the loop is free */
+  pthread_cond_t thread_cv; /* the progress thread: work, or quit */
+  int owner;                /* enum in progress.c: nobody, a caller, the thread */
+  pthread_t owner_tid;
+  uint32_t wanting;         /* threads waiting to own the loop */
+  uint64_t seq_issued;      /* the last sequence number given a request */
+  uint32_t in_flight;       /* requests queued or running */
+  struct crnet_request *queue_head, *queue_tail; /* numbered, not begun */
+  struct crnet_request *run_head, *run_tail;     /* begun (owner only) */
+  struct crnet_request *done_head; /* complete, never waited for */
+  struct crnet_request *req_cache; /* freed requests, for reuse */
+  uint32_t req_cached;
+  bool in_progress;         /* crnet__progress is running (owner only) */
+  uv_prepare_t progress_prepare;
+  uv_check_t progress_check;
+  uv_async_t kick;          /* wakes the owner: a request was queued */
+  uv_timer_t coll_timer;    /* CRNET_TIMEOUT of the oldest request */
+  uint64_t timeout_seq;     /* the request whose time ran out once */
+  bool progress_handles;    /* the handles above exist */
+  int progress_mode;        /* CRNET_PROGRESS_THREAD_*, resolved: 0 or 1 */
+  bool thread_running, thread_quit;
+  pthread_t thread;
   /* Counters (crnet_comm_coll_stats, crnet_comm_peer_stats): per
    * collective, and per peer (size entries); the executor adds the time a
    * call waits and reduces to call_wait_ns and call_reduce_ns. */
   crnet_coll_stats coll_stats[CRNET_COLL_COUNT];
   crnet_peer_stats *peer_stats;
-  uint64_t call_wait_ns, call_reduce_ns, call_sent, call_received;
-  uint32_t call_rounds;
   bool report_stats;    /* CRNET_STATS: report them at destroy */
   /* crlaunch's socket (report.h): our own descriptor for it, or -1; what
    * crlaunch says is read while the loop runs. */
@@ -215,23 +236,18 @@ static inline int crnet__comm_nlinks(const crnet_comm *c) {
 int crnet__entry_to_sockaddr(const crnet__rdv_entry *e,
                              struct sockaddr_storage *ss);
 
-/* Lazy links (lazy.c). All run on the loop thread and never block but
- * crnet__lazy_wait.
+/* Lazy links (lazy.c). All run on the loop's owner and never block.
  *
  * crnet__lazy_accept takes a pending connection off the listener (its
  * connection callback, after the table has come).
  * crnet__lazy_want starts connecting to rank r if no link to it exists
  * yet and nothing is under way: a higher rank connects every stream; a
  * lower rank calls the higher one, which then connects. It returns at once.
- * crnet__lazy_wait runs the loop until every stream to r is linked, or the
- * comm fails (a refused or broken connection fails it naming r), or the
- * collective's CRNET_TIMEOUT runs out; returns 0 or the sticky error.
  * crnet__lazy_close_all closes the listener (unless the bootstrap still
  * runs) and every loose connection; with the comm failed, an ABORT frame
  * goes first on the loose connections that can carry one. Idempotent. */
 void crnet__lazy_accept(crnet_comm *c);
 void crnet__lazy_want(crnet_comm *c, int r);
-int crnet__lazy_wait(crnet_comm *c, int r);
 void crnet__lazy_close_all(crnet_comm *c, const void *abort_msg,
                            size_t abort_len);
 /* The program comes back to crnet (a call, or destroy) after computing:
@@ -279,38 +295,41 @@ void crnet__comm_fail_lost(crnet_comm *c, int r, const char *why);
 int crnet__comm_run_until(crnet_comm *c, bool (*done)(void *), void *arg,
                           uint64_t timeout_ms);
 
-/* Sends `slen` bytes to rank `to` while receiving `rlen` bytes from rank
- * `from` (either may be -1 for none), both as part of round `round` of the
- * current collective with call signature `sig`. Writes straight from sbuf and
- * reads straight into rbuf. Returns when both are done: 0, or the comm's
- * sticky error (set by this call if the failure happened here). */
-int crnet__sendrecv(crnet_comm *c, int to, const void *sbuf, uint64_t slen,
-                    int from, void *rbuf, uint64_t rlen, uint32_t round,
-                    uint32_t sig);
-
-/* The same with gather and scatter lists: iov arrays as in link.h; the
- * lengths of a send to `to` and a receive from `from` are their sums. */
-int crnet__sendrecv_v(crnet_comm *c, int to, const crnet__iov *siov,
-                      uint32_t sn, int from, const crnet__iov *riov,
-                      uint32_t rn, uint32_t round, uint32_t sig);
-
-/* The same exchange in two halves, so that the caller can work on the part
- * of the receive that has arrived while the rest is still coming (the
- * executor reduces large messages this way).
+/* An exchange: the send and the receive of one round of a request (either
+ * may be absent: -1), posted on the pair's links as soon as the links exist
+ * and the order of calls between the two ranks allows (request.h), and
+ * complete once libuv has let go of every part.
  *
- * crnet__xchg_start posts the receive and the send and returns at once: 0,
- * or the sticky error (then the exchange may still hold a posted request:
- * crnet__xchg_wait(x, 0) must follow in every case). The iov arrays and
- * the memory they name must live until the exchange is complete.
- * crnet__xchg_wait(x, n) runs the loop until the exchange is complete, or,
- * with n > 0, until at least n bytes of the receive have arrived (in iov
- * order); it returns 0 or the sticky error, and with n == 0 it returns only
- * once libuv has let go of every request. crnet__xchg_received() is the
- * number of bytes of the receive that have arrived in order (a later part
- * that came early does not count until the parts before it are in). */
+ * crnet__xchg_init prepares it and posts nothing. crnet__xchg_post posts
+ * what may be posted now, the receive first; it returns whether it posted
+ * anything. crnet__xchg_complete says whether every part has been posted
+ * and is done; once the comm has failed it takes posted receives back and
+ * gives up the parts not posted, so that it becomes true soon.
+ * crnet__xchg_received is the number of bytes of the receive that have
+ * arrived in order (a later part that came early does not count until the
+ * parts before it are in). crnet__xchg_end, after completion, frees what
+ * the exchange allocated and fails the comm if a part failed; it returns 0
+ * or the sticky error. The iov arrays and the memory they name must live
+ * until completion. */
+typedef struct crnet__xchg_id {
+  uint8_t coll;
+  uint64_t seq;
+  uint32_t sig;
+  crnet__frame_call call;
+} crnet__xchg_id;
+
 typedef struct crnet__xchg {
   crnet_comm *c;
+  struct crnet_request *req; /* NULL: outside requests (tests) */
+  crnet__xchg_id id;
   uint32_t round;
+  int to, from;
+  const crnet__iov *siov, *riov;
+  uint32_t sn, rn;
+  uint64_t slen, rlen;
+  bool send_posted, recv_posted;
+  bool recv_counted; /* the request's count of receives from `from` */
+  bool dropped;      /* the comm failed: nothing more is posted */
   /* A message of at least 2 * c->stream_min bytes travels in parts, one per
    * stream (at most c->streams, each at least stream_min bytes, in order:
    * part k is stream k's); smaller ones in one part on stream 0. */
@@ -322,20 +341,39 @@ typedef struct crnet__xchg {
   crnet__iov *recv_iov; /* the parts' scatter lists, when split (heap) */
 } crnet__xchg;
 
-int crnet__xchg_start(crnet_comm *c, crnet__xchg *x, int to,
-                      const crnet__iov *siov, uint32_t sn, int from,
-                      const crnet__iov *riov, uint32_t rn, uint32_t round,
-                      uint32_t sig);
-int crnet__xchg_wait(crnet__xchg *x, uint64_t min_got);
+int crnet__xchg_init(crnet_comm *c, crnet__xchg *x, struct crnet_request *req,
+                     const crnet__xchg_id *id, int to, const crnet__iov *siov,
+                     uint32_t sn, int from, const crnet__iov *riov,
+                     uint32_t rn, uint32_t round);
+bool crnet__xchg_post(crnet__xchg *x);
+bool crnet__xchg_posted(const crnet__xchg *x);
+bool crnet__xchg_complete(crnet__xchg *x);
 uint64_t crnet__xchg_received(const crnet__xchg *x);
-bool crnet__xchg_complete(const crnet__xchg *x);
+int crnet__xchg_end(crnet__xchg *x);
 
-/* Begins and ends a collective: checks the sticky error, numbers the call,
- * and notes its signature and arguments (call NULL: none to tell) for
- * frames and mismatch messages. */
-int crnet__coll_begin(crnet_comm *c, crnet_collective coll, uint32_t sig,
-                      const crnet__frame_call *call);
-void crnet__coll_end(crnet_comm *c);
+/* For the runtime's tests, with no request in flight: sends `slen` bytes
+ * to rank `to` while receiving `rlen` bytes from rank `from` (either may be
+ * -1), as round `round` of call number `seq` with signature `sig`, and
+ * waits until both are done. 0 or the sticky error. */
+int crnet__sendrecv(crnet_comm *c, uint64_t seq, int to, const void *sbuf,
+                    uint64_t slen, int from, void *rbuf, uint64_t rlen,
+                    uint32_t round, uint32_t sig);
+
+/* A request begins on the loop (progress.c): notes it as the last call
+ * begun, for frames that come early and mismatch messages. */
+void crnet__comm_begin_call(crnet_comm *c, uint8_t coll, uint64_t seq,
+                            const crnet__frame_call *call);
+
+/* Why the last call of this thread on c failed without failing the job
+ * (CRNET_EINVAL, CRNET_EUNSUPPORTED), for crnet_comm_errmsg: a buffer of
+ * CRNET__CALLMSG bytes of the calling thread's own, now about c. */
+#define CRNET__CALLMSG 256
+char *crnet__callmsg(const crnet_comm *c);
+void crnet__set_callmsg(const crnet_comm *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* " during allreduce #4 round 2" (the oldest call in flight), or "". */
+void crnet__describe_call(const crnet_comm *c, char *buf, size_t n);
 
 /* "allreduce #4 (100 x float, sum, schedule ring)": a call as its frames
  * describe it (collectives.c, which knows the schedules' names). */

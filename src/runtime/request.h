@@ -1,0 +1,164 @@
+/* Requests: collectives in flight, and the progress engine that moves them.
+ *
+ * Every collective is a request, the blocking calls included (they start
+ * one and wait for it at once). A request belongs to its comm's list from
+ * the moment it is started (crnet_iX, in any thread) until the wait that
+ * completes it frees it. The runtime knows nothing of schedules: the
+ * collectives layer gives each request an `advance` function that moves
+ * it as far as it can without blocking, and the progress engine calls it
+ * whenever the loop has run.
+ *
+ * Who runs the loop. A comm's libuv loop is run by one thread at a time,
+ * its owner: a thread waiting for a request (crnet_wait and the blocking
+ * calls), or the comm's progress thread (CRNET_PROGRESS_THREAD) while
+ * requests are outstanding and no thread waits. Everything that touches
+ * links, requests in flight and the sticky error's wind-up runs on the
+ * owner; other threads take c->mu only to queue a request, read its state,
+ * or take ownership in turn. The owner never holds c->mu while it runs the
+ * loop, so a thread that starts a request never waits for the network: it
+ * queues the request and, if the loop is busy, wakes its owner
+ * (uv_async_send), whose pass of the progress engine starts it.
+ *
+ * Order on the wire. Requests are numbered in the order they are started
+ * (the sequence number every frame carries), and every rank starts the
+ * calls of a comm in the same order. Frames between two ranks travel on
+ * the pair's TCP streams in that order too: a request posts no send to
+ * peer j while an older request of the comm still has sends to j, and no
+ * receive from j while an older one still has receives from j (`peers`
+ * below counts them). The oldest call in flight on every rank is thus
+ * never held back by a younger one, so it progresses exactly as it would
+ * alone, and by induction every call completes: no interleaving of
+ * outstanding calls can deadlock, and a frame that reaches a rank before
+ * its call has begun there simply waits parked at the head of its link
+ * (at most the link's staging buffer: link.h), holding back only that
+ * link, which no older call needs any more.
+ */
+#ifndef CRNET_REQUEST_H
+#define CRNET_REQUEST_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "crnet.h"
+#include "frame.h"
+
+typedef struct crnet_request crnet_request;
+
+/* What a request does with one peer: messages still to post. */
+typedef struct crnet__req_peer {
+  int32_t rank;
+  uint32_t sends_left; /* sends not yet posted */
+  uint32_t recvs_left; /* receives not yet complete */
+  crnet_peer_stats stats; /* this call's traffic with it, added at the end */
+} crnet__req_peer;
+
+typedef struct crnet__req_ops {
+  /* Called on the loop's owner after the request has begun and whenever
+   * the loop has run: moves it on as far as possible without blocking.
+   * Returns true once it is complete, with r->status set; the runtime then
+   * takes it out of flight. It must look at the comm's sticky error: once
+   * set, it ends the request (with that error) as soon as libuv has let go
+   * of the request's memory. */
+  bool (*advance)(crnet_request *r);
+  /* After completion, before the request is shown complete: the call's
+   * share of the counters (under c->mu) and its trace. */
+  void (*account)(crnet_request *r);
+  /* Frees what the layer above owns (schedule, scratch); the request's
+   * own memory is the runtime's. */
+  void (*release)(crnet_request *r);
+} crnet__req_ops;
+
+enum crnet__req_state {
+  CRNET__REQ_QUEUED,  /* numbered, not begun on the loop yet */
+  CRNET__REQ_RUNNING, /* begun: its frames may be on the wire */
+  CRNET__REQ_DONE,    /* complete: status is final; waits for its wait */
+  CRNET__REQ_FREE,    /* back in the comm's cache (a stale handle) */
+};
+
+struct crnet_request {
+  uint32_t magic;
+  uint8_t state; /* enum crnet__req_state; under c->mu */
+  bool blocking; /* started by a blocking call */
+  bool cb_set;
+  uint32_t cb_busy;  /* callbacks running now (a wait frees only after) */
+  pthread_t cb_tid;  /* the thread that runs the callback */
+  int status; /* under c->mu once DONE */
+  size_t alloc_size; /* bytes of this request's memory (the cache's) */
+  struct crnet_comm *comm;
+  const crnet__req_ops *ops;
+  crnet_request_fn *cb;
+  void *cb_arg;
+  /* The call, as every frame tells it. */
+  uint8_t coll;
+  uint64_t seq;
+  uint32_t sig;
+  crnet__frame_call call;
+  uint32_t round; /* the round being worked on, for messages */
+  uint64_t started; /* uv_hrtime when the program started it */
+  bool waiting_link; /* its round waits for a lazy link to `link_peer` */
+  int32_t link_peer;
+  /* Its peers (sorted by rank), see above. */
+  crnet__req_peer *peers;
+  uint32_t npeers;
+  /* The comm's list of requests in flight (queued and running), in
+   * sequence order. */
+  crnet_request *prev, *next;
+};
+
+#define CRNET__REQ_MAGIC 0x63726571u /* "creq" */
+
+/* A request of `size` bytes (at least sizeof(crnet_request); the layer
+ * above puts its own state behind it), zeroed but for the runtime's own
+ * fields, or NULL. crnet__req_discard gives back one that never started. */
+crnet_request *crnet__req_alloc(crnet_comm *c, size_t size);
+void crnet__req_discard(crnet_request *r);
+
+/* Numbers r and puts it in flight (any thread). r->comm, ops, coll, sig,
+ * call, peers must be set. Returns 0, or the comm's sticky error (r is then
+ * not taken: the caller frees it). On success the request is the caller's
+ * to wait for, and it may already be running on another thread. */
+int crnet__req_start(crnet_comm *c, crnet_request *r);
+
+/* Whether request r may post a send to (dir 0) or a receive from (dir 1)
+ * `peer` now: no older request in flight still has one to post (see
+ * above). NULL r: always (tests that exchange outside requests). */
+bool crnet__req_gate_open(const crnet_request *r, int32_t peer, int dir);
+
+/* r's entry for peer, or NULL. */
+crnet__req_peer *crnet__req_peer_find(crnet_request *r, int32_t peer);
+
+/* Runs the progress engine once (the loop's owner only): begins queued
+ * requests, advances those in flight, completes the finished ones. */
+void crnet__progress(crnet_comm *c);
+
+/* The oldest request in flight that has begun, or NULL: what a failure
+ * noticed by the loop is said to happen "during". Owner only. */
+crnet_request *crnet__req_oldest(const crnet_comm *c);
+
+/* The request with sequence number seq that has begun and is in flight,
+ * or NULL. Owner only. */
+crnet_request *crnet__req_find(const crnet_comm *c, uint64_t seq);
+
+/* Sets up the engine's handles and lock on a new comm's loop (init), and
+ * takes them down again (destroy; no other thread may use the comm by
+ * then). The progress thread, if any, is stopped first. */
+int crnet__progress_init(crnet_comm *c);
+void crnet__progress_stop(crnet_comm *c);
+void crnet__progress_close(crnet_comm *c);
+
+/* Takes the loop for the calling thread, waiting while another thread has
+ * it, and gives it back. For the comm's own blocking work outside
+ * requests (abort, destroy). */
+void crnet__loop_acquire(crnet_comm *c);
+void crnet__loop_release(crnet_comm *c);
+
+/* Requests in flight (queued or running): for destroy. Under c->mu. */
+uint32_t crnet__req_in_flight(const crnet_comm *c);
+
+/* Frees every request that is complete but was never waited for
+ * (destroy). */
+void crnet__req_free_unwaited(crnet_comm *c);
+
+#endif

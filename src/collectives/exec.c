@@ -413,7 +413,12 @@ static bool exec_advance(crnet_request *req) {
   if (e->head < e->next ||
       (e->next < s->nrounds && e->rc == 0 && c->err == 0))
     return false;
-  req->status = e->rc != 0 ? e->rc : c->err;
+  /* A call whose every round was done whole succeeded, also if the comm
+   * failed meanwhile (docs/RELIABILITY.md): its result is right. One that
+   * was cut short has the comm's error. */
+  if (e->rc == 0 && e->next < s->nrounds)
+    e->rc = c->err;
+  req->status = e->rc;
   if (req->status == 0 && e->normalise > 0)
     req->status = normalise_logical(e->op, e->dt, e->b.base[CRNET__BUF_RECV],
                                     e->normalise);

@@ -309,7 +309,9 @@ int crnet__comm_run_until(crnet_comm *c, bool (*done)(void *), void *arg,
  * arrived in order (a later part that came early does not count until the
  * parts before it are in). crnet__xchg_end, after completion, frees what
  * the exchange allocated and fails the comm if a part failed; it returns 0
- * or the sticky error. The iov arrays and the memory they name must live
+ * if every part was posted and succeeded (a failure the comm noticed
+ * meanwhile is then for later rounds and calls to meet), else the sticky
+ * error. The iov arrays and the memory they name must live
  * until completion. */
 typedef struct crnet__xchg_id {
   uint8_t coll;

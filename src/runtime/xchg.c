@@ -274,14 +274,16 @@ bool crnet__xchg_complete(crnet__xchg *x) {
 
 int crnet__xchg_end(crnet__xchg *x) {
   crnet_comm *c = x->c;
-  bool failed = false;
+  bool failed = !crnet__xchg_posted(x);
   free(x->recv_iov);
   x->recv_iov = NULL;
   for (uint32_t k = 0; k < x->nsend; k++)
     failed = failed || x->send[k].status != 0;
   for (uint32_t k = 0; k < x->nrecv; k++)
     failed = failed || x->recv[k].status != 0;
-  if (c->err == 0 && failed)
+  if (!failed)
+    return 0; /* done whole: a failure noticed meanwhile is the next's */
+  if (c->err == 0)
     crnet__comm_fail(c, CRNET_EPEER, -1, "link failed in round %" PRIu32,
                      x->round);
   return c->err;
@@ -311,8 +313,10 @@ int crnet__sendrecv(crnet_comm *c, uint64_t seq, int to, const void *sbuf,
   if (x == NULL)
     return CRNET_ENOMEM;
   rc = crnet__xchg_init(c, x, NULL, &id, to, &s, 1, from, &r, 1, round);
-  if (rc == 0)
-    c->seq = seq > c->seq ? seq : c->seq;
+  /* No request stands for the call: its frames that come early are taken
+   * as ahead of this rank (parked), and checked when the receive posts. */
+  if (rc == 0 && c->seq >= seq)
+    c->seq = seq - 1;
   /* Requests live in x: wait until libuv has let go of both, also when the
    * comm failed meanwhile (closing a link completes its requests). */
   crnet__comm_run_until(c, xchg_done, &w, 0);

@@ -639,13 +639,22 @@ static int check_handle(const crnet_request *r, const char *what) {
                           what);
     return CRNET_EINVAL;
   }
-  if (r->magic != CRNET__REQ_MAGIC || r->state == CRNET__REQ_FREE) {
-    crnet__set_callmsg(NULL, "%s: not a request in flight (already "
-                                "completed and freed by a wait?)",
-                          what);
+  if (r->magic != CRNET__REQ_MAGIC) {
+    crnet__set_callmsg(NULL, "%s: not a request", what);
     return CRNET_EINVAL;
   }
   return 0;
+}
+
+/* The same for a handle that is a request (mu held): one freed by a wait
+ * stays in the comm's cache for a while, and is refused. */
+static int check_live_locked(const crnet_request *r, const char *what) {
+  if (r->state != CRNET__REQ_FREE)
+    return 0;
+  crnet__set_callmsg(r->comm, "%s: not a request in flight (already "
+                              "completed and freed by a wait?)",
+                     what);
+  return CRNET_EINVAL;
 }
 
 static bool complete_and_idle(const crnet_request *r) {
@@ -759,9 +768,9 @@ int crnet_wait(crnet_request **rp) {
   a.reqs = rp;
   a.n = 1;
   pthread_mutex_lock(&c->mu);
-  if (r->state == CRNET__REQ_FREE) {
+  if ((rc = check_live_locked(r, "crnet_wait")) != 0) {
     pthread_mutex_unlock(&c->mu);
-    return check_handle(r, "crnet_wait");
+    return rc;
   }
   if (wait_any_locked(c, &a, &rc, "crnet_wait") < 0) {
     pthread_mutex_unlock(&c->mu);
@@ -790,6 +799,10 @@ int crnet_test(crnet_request **rp, int *done) {
     return rc;
   c = r->comm;
   pthread_mutex_lock(&c->mu);
+  if ((rc = check_live_locked(r, "crnet_test")) != 0) {
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+  }
   if (r->state != CRNET__REQ_DONE && c->owner == OWNER_NONE) {
     /* Nobody runs the loop: a test moves every request on, without
      * sleeping. */
@@ -880,6 +893,12 @@ int crnet_waitany(int n, crnet_request *reqs[], int *index) {
   if (c == NULL)
     return rc; /* 0 when every entry is NULL: nothing to wait for */
   pthread_mutex_lock(&c->mu);
+  for (i = 0; i < n; i++)
+    if (reqs[i] != NULL &&
+        (rc = check_live_locked(reqs[i], "crnet_waitany")) != 0) {
+      pthread_mutex_unlock(&c->mu);
+      return rc;
+    }
   i = wait_any_locked(c, &a, &rc, "crnet_waitany");
   if (i < 0) {
     pthread_mutex_unlock(&c->mu);
@@ -906,12 +925,14 @@ int crnet_request_on_complete(crnet_request *r, crnet_request_fn *fn,
   }
   c = r->comm;
   pthread_mutex_lock(&c->mu);
-  if (r->state == CRNET__REQ_FREE || r->cb_set) {
+  if ((rc = check_live_locked(r, "crnet_request_on_complete")) != 0) {
     pthread_mutex_unlock(&c->mu);
-    crnet__set_callmsg(c, "crnet_request_on_complete: %s",
-                          r->cb_set ? "the request has a callback already "
-                                      "(one per request)"
-                                    : "not a request in flight");
+    return rc;
+  }
+  if (r->cb_set) {
+    pthread_mutex_unlock(&c->mu);
+    crnet__set_callmsg(c, "crnet_request_on_complete: the request has a "
+                          "callback already (one per request)");
     return CRNET_EINVAL;
   }
   r->cb_set = true;

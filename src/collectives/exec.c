@@ -1,6 +1,7 @@
 /* The executor. See exec.h. */
 #include "exec.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uv.h>
@@ -603,6 +604,10 @@ int crnet__exec_start(crnet_comm *c, crnet__schedule *s,
     crnet__sched_free(s);
     return CRNET_ENOMEM;
   }
+  /* The request's memory may be reused: everything of the executor's
+   * but the round state (round_start sets that) starts from zero. */
+  memset((uint8_t *)e + sizeof e->req, 0,
+         offsetof(exec_call, runs) - sizeof e->req);
   e->sched = *s;
   e->window = window;
   e->dt = a->dt;

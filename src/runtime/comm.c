@@ -408,12 +408,17 @@ void crnet__describe_rank(const crnet_comm *c, int rank, char *buf, size_t n) {
 
 void crnet__describe_call(const crnet_comm *c, char *buf, size_t n) {
   const crnet_request *r = crnet__req_oldest(c);
-  if (r == NULL) {
+  if (r != NULL)
+    snprintf(buf, n, " during %s #%" PRIu64 " round %" PRIu32,
+             crnet_collective_name((crnet_collective)r->coll), r->seq,
+             r->round);
+  else if (c->done_seq > 0)
+    /* Between calls: noticed after the last one's last round. */
+    snprintf(buf, n, " after %s #%" PRIu64 " round %" PRIu32,
+             crnet_collective_name((crnet_collective)c->done_coll),
+             c->done_seq, c->done_round);
+  else
     buf[0] = '\0';
-    return;
-  }
-  snprintf(buf, n, " during %s #%" PRIu64 " round %" PRIu32,
-           crnet_collective_name((crnet_collective)r->coll), r->seq, r->round);
 }
 
 /* --- messages of calls that failed without failing the job ------------- */

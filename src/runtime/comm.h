@@ -18,6 +18,7 @@
 
 #include <stdbool.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <uv.h>
 
@@ -165,6 +166,11 @@ struct crnet_comm {
   uint64_t seq;
   int last_coll; /* the last collective begun, or -1 */
   bool parked_ahead; /* a DATA frame of a later call waits on some link */
+  /* The call completed last and its last round, for failures noticed
+   * between calls (owner only). */
+  uint64_t done_seq;
+  uint8_t done_coll;
+  uint32_t done_round;
 
   /* Requests and who runs the loop (request.h, progress.c). mu guards
    * what threads share: the queue, the states of requests, ownership of
@@ -177,6 +183,8 @@ struct crnet_comm {
   uint32_t wanting;         /* threads waiting to own the loop */
   uint64_t seq_issued;      /* the last sequence number given a request */
   uint32_t in_flight;       /* requests queued or running */
+  atomic_uint queued;       /* requests in the queue: the engine looks at
+                               the queue only when there are some */
   struct crnet_request *queue_head, *queue_tail; /* numbered, not begun */
   struct crnet_request *run_head, *run_tail;     /* begun (owner only) */
   struct crnet_request *done_head; /* complete, never waited for */

@@ -99,6 +99,7 @@ int crnet__req_start(crnet_comm *c, crnet_request *r) {
     c->queue_head = r;
   c->queue_tail = r;
   c->in_flight++;
+  atomic_fetch_add_explicit(&c->queued, 1, memory_order_release);
   if (owned_by_me(c)) {
     /* A completion callback starts a call: the pass it runs in begins it. */
   } else if (c->owner != OWNER_NONE) {
@@ -152,6 +153,9 @@ static void complete(crnet_comm *c, crnet_request *r) {
     c->run_tail = r->prev;
   if (r->ops->account != NULL)
     r->ops->account(r);
+  c->done_seq = r->seq;
+  c->done_coll = r->coll;
+  c->done_round = r->round;
   pthread_mutex_lock(&c->mu);
   r->state = CRNET__REQ_DONE;
   c->in_flight--;
@@ -185,7 +189,7 @@ void crnet__progress(crnet_comm *c) {
   c->in_progress = true;
   do {
     again = false;
-    for (;;) {
+    while (atomic_load_explicit(&c->queued, memory_order_acquire) > 0) {
       crnet_request *r;
       pthread_mutex_lock(&c->mu);
       r = c->queue_head;
@@ -196,6 +200,7 @@ void crnet__progress(crnet_comm *c) {
         else
           c->queue_tail = NULL;
         r->state = CRNET__REQ_RUNNING;
+        atomic_fetch_sub_explicit(&c->queued, 1, memory_order_relaxed);
       }
       pthread_mutex_unlock(&c->mu);
       if (r == NULL)
@@ -591,8 +596,10 @@ crnet_request *crnet__req_alloc(crnet_comm *c, size_t size) {
       return NULL;
     r->alloc_size = size;
   } else {
+    /* Only the runtime's part: the layer above sets its own (and a
+     * request's tail of round state can be tens of KiB). */
     size_t keep = r->alloc_size;
-    memset(r, 0, size);
+    memset(r, 0, sizeof *r);
     r->alloc_size = keep;
   }
   r->comm = c;

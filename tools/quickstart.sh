@@ -6,7 +6,8 @@
 #                              suite (memcheck's `valgrind` suite among them),
 #                              build a release build (-O3, not run),
 #                              then run the tests again under AddressSanitizer and
-#                              UndefinedBehaviorSanitizer, then each fuzz
+#                              UndefinedBehaviorSanitizer, the multi-threaded
+#                              ones under ThreadSanitizer, then each fuzz
 #                              harness for a bounded time (tests/fuzz/run.sh,
 #                              CRNET_FUZZ_SECONDS each, default 30)
 #
@@ -48,6 +49,16 @@ build() { # dir [meson options...]
     meson setup "$dir" "$@" >/dev/null
   fi
   ninja -C "$dir" >/dev/null
+}
+
+build_targets() { # dir "targets" [meson options...]
+  local dir=$1 targets=$2
+  shift 2
+  if [ ! -f "$dir/build.ninja" ]; then
+    meson setup "$dir" "$@" >/dev/null
+  fi
+  # shellcheck disable=SC2086
+  ninja -C "$dir" $targets >/dev/null
 }
 
 # Prints the plain closing line from meson's test log(s) and fails if any
@@ -118,6 +129,16 @@ test)
   meson test -C build-sanitize --print-errorlogs --num-processes 1 --timeout-multiplier 3 \
     --no-suite large --no-suite unit || status=1
   unset CRNET_SIM_QUICK CRNET_MULTIHOST_QUICK ASAN_OPTIONS UBSAN_OPTIONS
+  # ThreadSanitizer over the tests whose ranks run several threads (suite
+  # `threads`: requests started, tested and waited for from several
+  # threads, and the progress thread). gcc's TSan, so that -Werror holds;
+  # only what those tests need is built. A report makes the rank exit 66,
+  # which fails its test.
+  build_targets build-tsan "tests/test_requests src/crlaunch" \
+    -Db_sanitize=thread -Db_lundef=false
+  TSAN_OPTIONS=halt_on_error=0 meson test -C build-tsan --no-rebuild \
+    --print-errorlogs --num-processes 1 --timeout-multiplier 3 \
+    --suite threads --logbase threads || status=1
   # Every fuzz harness for a bounded time (about 2.5 minutes in all at the
   # default 30 s each, the clang build included); a crash names the
   # harness and the input it saved.
@@ -132,7 +153,8 @@ test)
     status=1
   fi
   summarise build/meson-logs/unit.json build/meson-logs/testlog.json \
-    build-sanitize/meson-logs/unit.json build-sanitize/meson-logs/testlog.json || status=1
+    build-sanitize/meson-logs/unit.json build-sanitize/meson-logs/testlog.json \
+    build-tsan/meson-logs/threads.json || status=1
   exit $status
   ;;
 *)

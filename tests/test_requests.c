@@ -75,6 +75,23 @@ static void count_calls(crnet_request *req, int status, void *arg) {
   ++*(int *)arg;
 }
 
+/* A completion callback that calls again: a blocking call is refused (it
+ * would wait for the engine running the callback), a nonblocking one
+ * starts. */
+typedef struct nested {
+  crnet_comm *c;
+  int blocking_rc, start_rc, wait_rc;
+  crnet_request *inner;
+} nested;
+
+static void call_again(crnet_request *req, int status, void *arg) {
+  nested *n = arg;
+  (void)status;
+  n->blocking_rc = crnet_barrier(n->c);
+  n->start_rc = crnet_ibarrier(n->c, &n->inner);
+  n->wait_rc = crnet_wait(&req); /* its own request: refused */
+}
+
 START_TEST(misuse_is_refused) {
   crnet_comm *c;
   crnet_request *r, *stale, *set[3];
@@ -145,6 +162,21 @@ START_TEST(misuse_is_refused) {
   ck_assert_int_eq(crnet_test(&r, &done), 0);
   ck_assert_int_eq(done, 1);
   ck_assert_ptr_null(r);
+
+  /* A callback set on a complete request runs on this thread, outside
+   * the engine: it may make any call, but not wait for its own request.
+   * (callback_calls_again tests one run by the engine.) */
+  {
+    nested n = {.c = c};
+    ck_assert_int_eq(crnet_ibarrier(c, &r), 0);
+    ck_assert_int_eq(crnet_request_on_complete(r, call_again, &n), 0);
+    ck_assert_int_eq(n.blocking_rc, 0);
+    ck_assert_int_eq(n.start_rc, 0);
+    ck_assert_int_eq(n.wait_rc, CRNET_EINVAL);
+    ck_assert_int_eq(crnet_wait(&r), 0);
+    ck_assert_ptr_nonnull(n.inner);
+    ck_assert_int_eq(crnet_wait(&n.inner), 0);
+  }
 
   /* One operand: the logical operators still give 0 or 1. */
   ck_assert_int_eq(crnet_iallreduce(c, &v, &out, 1, CRNET_INT32, CRNET_LAND,
@@ -472,6 +504,70 @@ START_TEST(no_progress_thread_no_progress_outside_calls) {
                   "progress thread (the test above proves nothing)",
                   r);
   }
+}
+END_TEST
+
+/* A callback run by the engine (rank 0's request completes while it waits
+ * for another) calls again: its blocking call is refused, its nonblocking
+ * one starts as call #3 and completes. Rank 1 makes the same calls without
+ * a callback (calls a callback starts are numbered when it runs: the
+ * program keeps the order the same on every rank). */
+static int rank_callback_again(int rank, int size, void *arg) {
+  crnet_comm *c;
+  crnet_request *r, *other;
+  int rc, v = rank + 1, sum = 0;
+  nested n = {.blocking_rc = 1, .start_rc = 1, .wait_rc = 1};
+  (void)arg;
+  rc = crnet_comm_init(&c, NULL);
+  if (rc != 0)
+    return err_exit(rc);
+  n.c = c;
+  if (rank == 1)
+    usleep(100000); /* rank 0's request is surely in flight at first */
+  rc = crnet_iallreduce(c, &v, &sum, 1, CRNET_INT32, CRNET_SUM, &r);
+  if (rc == 0 && rank == 0)
+    rc = crnet_request_on_complete(r, call_again, &n);
+  if (rc == 0)
+    rc = crnet_ibarrier(c, &other);
+  if (rc == 0 && rank == 1) {
+    n.blocking_rc = n.wait_rc = CRNET_EINVAL; /* as rank 0's callback */
+    n.start_rc = crnet_ibarrier(c, &n.inner);
+  }
+  if (rc == 0)
+    rc = crnet_wait(&other);
+  if (rc == 0)
+    rc = crnet_wait(&r);
+  if (rc == 0 && n.start_rc == 0)
+    rc = crnet_wait(&n.inner);
+  report_rc(rank, c, rc);
+  if (rc == 0 && (sum != size * (size + 1) / 2 || n.start_rc != 0 ||
+                  n.wait_rc != CRNET_EINVAL)) {
+    fprintf(stderr, "rank %d: sum %d, in the callback: start %d, wait %d\n",
+            rank, sum, n.start_rc, n.wait_rc);
+    rc = CRNET_EIO;
+  }
+  /* The engine ran the callback (rank 0's request was in flight when the
+   * callback was set): the blocking call in it was refused. */
+  reports[rank].flag = n.blocking_rc;
+  if (rc == 0)
+    rc = crnet_comm_destroy(c);
+  else
+    crnet_comm_destroy(c);
+  return err_exit(rc);
+}
+
+START_TEST(callback_calls_again) {
+  job j;
+  reports_map();
+  job_init(&j, 2, 20);
+  run_job(&j, rank_callback_again, NULL, 30);
+  for (int r = 0; r < 2; r++)
+    ck_assert_msg(exit_code(&j, r) == 0, "rank %d exited %d: %s", r,
+                  exit_code(&j, r), reports[r].errmsg);
+  ck_assert_msg(reports[0].flag == CRNET_EINVAL,
+                "rank 0's blocking call in a callback the engine ran "
+                "returned %d",
+                reports[0].flag);
 }
 END_TEST
 
@@ -886,6 +982,7 @@ static Suite *requests_suite(bool unit_only) {
   tcase_set_timeout(t, 120);
   tcase_add_test(t, progress_thread_completes_while_computing);
   tcase_add_test(t, no_progress_thread_no_progress_outside_calls);
+  tcase_add_test(t, callback_calls_again);
   suite_add_tcase(s, t);
 
   t = tcase_create("failure");

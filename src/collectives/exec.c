@@ -480,13 +480,13 @@ static void put_temp(exec_call *e) {
 
 /* --- the request's life ------------------------------------------------------ */
 
-/* The call's share of the comm's counters (comm.h), and its trace event. */
+/* The call's share of the comm's counters (comm.h), and its trace event
+ * (c->mu held: request.h). */
 static void exec_account(crnet_request *req) {
   exec_call *e = (exec_call *)req;
   crnet_comm *c = req->comm;
   uint64_t now = uv_hrtime();
   int rc = req->status;
-  pthread_mutex_lock(&c->mu);
   crnet_coll_stats *st = &c->coll_stats[req->coll];
   st->calls++;
   st->failed += rc != 0;
@@ -504,7 +504,6 @@ static void exec_account(crnet_request *req) {
     to->messages_sent += from->messages_sent;
     to->messages_received += from->messages_received;
   }
-  pthread_mutex_unlock(&c->mu);
   if (c->trace != NULL) {
     char what[192];
     crnet__call_format(req->coll, req->seq, &req->call, what, sizeof what);
@@ -530,7 +529,8 @@ static void exec_release(crnet_request *req) {
   exec_call *e = (exec_call *)req;
   put_temp(e);
   crnet__sched_free(&e->sched);
-  free(req->peers);
+  if (req->peers != req->peers_small)
+    free(req->peers);
   req->peers = NULL;
   req->npeers = 0;
 }
@@ -557,9 +557,11 @@ static int count_peers(exec_call *e) {
     n += (s->rounds[k].send.peer >= 0) + (s->rounds[k].recv.peer >= 0);
   if (n == 0)
     return 0;
-  p = calloc(n, sizeof *p);
+  p = n <= CRNET__REQ_PEERS_SMALL ? e->req.peers_small
+                                  : calloc(n, sizeof *p);
   if (p == NULL)
     return CRNET_ENOMEM;
+  memset(p, 0, sizeof *p * n);
   for (uint32_t k = 0; k < s->nrounds; k++) {
     if (s->rounds[k].send.peer >= 0)
       p[m++].rank = s->rounds[k].send.peer;

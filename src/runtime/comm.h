@@ -181,6 +181,7 @@ struct crnet_comm {
   int owner;                /* enum in progress.c: nobody, a caller, the thread */
   pthread_t owner_tid;
   uint32_t wanting;         /* threads waiting to own the loop */
+  uint32_t cv_waiters;      /* threads asleep on cv */
   uint64_t seq_issued;      /* the last sequence number given a request */
   uint32_t in_flight;       /* requests queued or running */
   atomic_uint queued;       /* requests in the queue: the engine looks at

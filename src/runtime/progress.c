@@ -80,6 +80,17 @@ int crnet__req_start(crnet_comm *c, crnet_request *r) {
     pthread_mutex_unlock(&c->mu);
     return err;
   }
+  if (r->blocking && owned_by_me(c)) {
+    /* A completion callback (the engine runs it) may start calls, but a
+     * blocking one would wait for the engine that waits for it. Refused
+     * before it is numbered: nothing starts. */
+    pthread_mutex_unlock(&c->mu);
+    crnet__set_callmsg(c, "%s: a blocking call in a completion callback "
+                          "would never return (start it with its "
+                          "nonblocking twin instead)",
+                       crnet_collective_name((crnet_collective)r->coll));
+    return CRNET_EINVAL;
+  }
   r->magic = CRNET__REQ_MAGIC;
   r->state = CRNET__REQ_QUEUED;
   r->status = 0;
@@ -151,12 +162,12 @@ static void complete(crnet_comm *c, crnet_request *r) {
     r->next->prev = r->prev;
   else
     c->run_tail = r->prev;
-  if (r->ops->account != NULL)
-    r->ops->account(r);
   c->done_seq = r->seq;
   c->done_coll = r->coll;
   c->done_round = r->round;
   pthread_mutex_lock(&c->mu);
+  if (r->ops->account != NULL)
+    r->ops->account(r);
   r->state = CRNET__REQ_DONE;
   c->in_flight--;
   r->prev = NULL;
@@ -169,13 +180,15 @@ static void complete(crnet_comm *c, crnet_request *r) {
     r->cb_busy++;
     r->cb_tid = pthread_self();
   }
-  pthread_cond_broadcast(&c->cv);
+  if (c->cv_waiters > 0)
+    pthread_cond_broadcast(&c->cv);
   pthread_mutex_unlock(&c->mu);
   if (cb != NULL) {
     cb(r, r->status, r->cb_arg);
     pthread_mutex_lock(&c->mu);
     r->cb_busy--;
-    pthread_cond_broadcast(&c->cv);
+    if (c->cv_waiters > 0)
+      pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);
   }
 }
@@ -410,7 +423,9 @@ static void acquire_locked(crnet_comm *c) {
   while (c->owner != OWNER_NONE) {
     if (c->owner == OWNER_THREAD)
       kick_owner(c);
+    c->cv_waiters++;
     pthread_cond_wait(&c->cv, &c->mu);
+    c->cv_waiters--;
   }
   c->wanting--;
   c->owner = OWNER_CALLER;
@@ -754,7 +769,9 @@ static int wait_any_locked(crnet_comm *c, any_of *a, int *rc, const char *what) 
     c->wanting++;
     if (c->owner == OWNER_THREAD)
       kick_owner(c);
+    c->cv_waiters++;
     pthread_cond_wait(&c->cv, &c->mu);
+    c->cv_waiters--;
     c->wanting--;
   }
 }
@@ -956,7 +973,8 @@ int crnet_request_on_complete(crnet_request *r, crnet_request_fn *fn,
   fn(r, r->status, arg);
   pthread_mutex_lock(&c->mu);
   r->cb_busy--;
-  pthread_cond_broadcast(&c->cv);
+  if (c->cv_waiters > 0)
+    pthread_cond_broadcast(&c->cv);
   pthread_mutex_unlock(&c->mu);
   return 0;
 }

@@ -62,13 +62,17 @@ typedef struct crnet__req_ops {
    * set, it ends the request (with that error) as soon as libuv has let go
    * of the request's memory. */
   bool (*advance)(crnet_request *r);
-  /* After completion, before the request is shown complete: the call's
-   * share of the counters (under c->mu) and its trace. */
+  /* After completion, before the request is shown complete, with c->mu
+   * held: the call's share of the counters, and its trace. */
   void (*account)(crnet_request *r);
   /* Frees what the layer above owns (schedule, scratch); the request's
    * own memory is the runtime's. */
   void (*release)(crnet_request *r);
 } crnet__req_ops;
+
+/* Peers a request keeps without an allocation: a circulant schedule's
+ * 2 log2 p at p = 16, a ring's 2. */
+#define CRNET__REQ_PEERS_SMALL 8
 
 enum crnet__req_state {
   CRNET__REQ_QUEUED,  /* numbered, not begun on the loop yet */
@@ -99,9 +103,10 @@ struct crnet_request {
   uint64_t started; /* uv_hrtime when the program started it */
   bool waiting_link; /* its round waits for a lazy link to `link_peer` */
   int32_t link_peer;
-  /* Its peers (sorted by rank), see above. */
+  /* Its peers (sorted by rank), see above: peers_small when they fit. */
   crnet__req_peer *peers;
   uint32_t npeers;
+  crnet__req_peer peers_small[CRNET__REQ_PEERS_SMALL];
   /* The comm's list of requests in flight (queued and running), in
    * sequence order. */
   crnet_request *prev, *next;
@@ -116,7 +121,8 @@ crnet_request *crnet__req_alloc(crnet_comm *c, size_t size);
 void crnet__req_discard(crnet_request *r);
 
 /* Numbers r and puts it in flight (any thread). r->comm, ops, coll, sig,
- * call, peers must be set. Returns 0, or the comm's sticky error (r is then
+ * call, peers must be set. Returns 0, or the comm's sticky error, or
+ * CRNET_EINVAL for a blocking call from a completion callback (r is then
  * not taken: the caller frees it). On success the request is the caller's
  * to wait for, and it may already be running on another thread. */
 int crnet__req_start(crnet_comm *c, crnet_request *r);

@@ -159,6 +159,44 @@ void crnet__call_format(uint8_t coll, uint64_t seq,
 #undef APPEND
 }
 
+/* What `auto` chose for the last call of each collective, so that a program
+ * that calls with the same shape again (the usual case: a training step, a
+ * solver's iteration) skips the model: pricing every candidate costs a few
+ * thousand instructions, as much as the rest of a small call's own work.
+ * The choice depends only on the collective, p, the bytes, the operator's
+ * commutativity, exclusive and the tuning (select.h), fixed per comm but
+ * for the bytes and the flags in the key. Calls with per-rank counts are
+ * priced every time. Under c->mu. */
+static bool auto_key_matches(const struct crnet__auto_memo *m,
+                             const crnet__call *call) {
+  return m->name != NULL && m->count == call->count &&
+         m->esize == call->esize && m->commutative == call->commutative &&
+         m->exclusive == call->exclusive;
+}
+
+static const char *auto_cached(const crnet_comm *c, const crnet__call *call,
+                               const char *chosen, uint32_t *id) {
+  const struct crnet__auto_memo *m = &c->auto_memo[call->coll];
+  if (call->counts != NULL || strcmp(chosen, "auto") != 0 ||
+      !auto_key_matches(m, call))
+    return NULL;
+  *id = m->id;
+  return m->name;
+}
+
+static void auto_remember(crnet_comm *c, const crnet__call *call,
+                          const char *chosen, const char *name, uint32_t id) {
+  struct crnet__auto_memo *m = &c->auto_memo[call->coll];
+  if (call->counts != NULL || strcmp(chosen, "auto") != 0)
+    return;
+  m->count = call->count;
+  m->esize = call->esize;
+  m->commutative = call->commutative;
+  m->exclusive = call->exclusive;
+  m->name = name;
+  m->id = id;
+}
+
 /* Starts a call whose arguments are checked: the comm's choice of schedule
  * is resolved, the schedule built, and the executor makes it a request.
  * normalise: elements of the result that get the logical operators' 0 or
@@ -179,11 +217,17 @@ static int start(crnet_comm *c, crnet__call *call, const void *send,
   call->tuning = &c->tuning;
   pthread_mutex_lock(&c->mu);
   memcpy(chosen, c->schedule[call->coll], sizeof chosen);
+  name = auto_cached(c, call, chosen, &id);
   pthread_mutex_unlock(&c->mu);
-  rc = crnet__select(chosen, call, &name, &id, crnet__callmsg(c),
-                     CRNET__CALLMSG);
-  if (rc != 0)
-    return rc;
+  if (name == NULL) {
+    rc = crnet__select(chosen, call, &name, &id, crnet__callmsg(c),
+                       CRNET__CALLMSG);
+    if (rc != 0)
+      return rc;
+    pthread_mutex_lock(&c->mu);
+    auto_remember(c, call, chosen, name, id);
+    pthread_mutex_unlock(&c->mu);
+  }
   memset(&a, 0, sizeof a);
   a.coll = call->coll;
   a.exclusive = call->exclusive;

@@ -533,6 +533,7 @@ void crnet__comm_fail(crnet_comm *c, int err, int origin, const char *fmt,
   c->errmsg_reason_len = strlen(c->errmsg);
   c->err_origin = origin;
   pthread_mutex_unlock(&c->mu);
+  c->progress_dirty = true; /* every request in flight ends */
   crnet__debug("%s", c->errmsg);
   report_failure(c, origin);
   tell_peers(c);
@@ -569,6 +570,7 @@ static void fail_relayed(crnet_comm *c, int err, int origin, int via,
              via);
   c->err_origin = origin;
   pthread_mutex_unlock(&c->mu);
+  c->progress_dirty = true;
   crnet__debug("%s", c->errmsg);
   report_failure(c, origin);
   tell_peers(c);
@@ -835,6 +837,10 @@ static void wait_plan(crnet_comm *c, const crnet__settings *s) {
  * size the kernel refuses (above net.core.[rw]mem_max without privilege)
  * is capped by it, silently: the links work either way. */
 void crnet__comm_link_settings(crnet_comm *c, crnet__link *l) {
+  /* The progress engine looks at requests when their links moved, and a
+   * new link is itself news (a round may wait for it: lazy links). */
+  l->io_flag = &c->progress_dirty;
+  c->progress_dirty = true;
   crnet__link_set_liveness(l, c->liveness_ms);
   if (c->socket_buffer > 0) {
     int v = c->socket_buffer;

@@ -156,8 +156,17 @@ struct crnet_comm {
   int abort_code;
   int err_origin; /* the rank at fault, -1 if unknown (carried by ABORT) */
 
-  /* Chosen schedule per collective ("auto" unless set). */
+  /* Chosen schedule per collective ("auto" unless set); under mu. */
   char schedule[CRNET_COLL_COUNT][32];
+  /* What auto chose for the last call of each collective and its shape
+   * (collectives.c); under mu. */
+  struct crnet__auto_memo {
+    uint64_t count;
+    uint32_t esize;
+    bool commutative, exclusive;
+    const char *name; /* NULL: nothing remembered */
+    uint32_t id;
+  } auto_memo[CRNET_COLL_COUNT];
   /* The cost model's constants for auto: rank 0's, on every rank. */
   crnet__tuning tuning;
 
@@ -192,6 +201,9 @@ struct crnet_comm {
   struct crnet_request *req_cache; /* freed requests, for reuse */
   uint32_t req_cached;
   bool in_progress;         /* crnet__progress is running (owner only) */
+  bool progress_dirty;      /* a link moved, a link came, the comm failed:
+                               the engine has something to look at (owner
+                               only; link.h io_flag) */
   uv_prepare_t progress_prepare;
   uv_check_t progress_check;
   uv_async_t kick;          /* wakes the owner: a request was queued */

@@ -98,6 +98,13 @@ void crnet__format_sockaddr(const struct sockaddr *sa, char *buf, size_t n) {
   }
 }
 
+/* Something a request may be waiting for happened on the link (see
+ * crnet__link.io_flag). */
+static void note_io(crnet__link *l) {
+  if (l->io_flag != NULL)
+    *l->io_flag = true;
+}
+
 static void on_handle_closed(uv_handle_t *h) {
   crnet__link *l = h->data;
   if (--l->handles_open > 0)
@@ -105,6 +112,7 @@ static void on_handle_closed(uv_handle_t *h) {
   free(l->control);
   l->control = NULL;
   drop_handshake(l);
+  note_io(l);
   fail_queued(l, CRNET_EPEER);
   crnet__seal_free(l->tx);
   crnet__seal_free(l->rx);
@@ -145,6 +153,7 @@ static void stop_reading(crnet__link *l) {
 /* Completes a posted receive, successfully or not. */
 static void finish_recv(crnet__link *l, int status) {
   crnet__recv_req *r = l->recv;
+  note_io(l);
   if (r == NULL)
     return;
   l->recv = NULL;
@@ -155,6 +164,7 @@ static void finish_recv(crnet__link *l, int status) {
 /* The first failure of an established link: stop reading, fail the posted
  * receive, tell the owner once. */
 static void link_fail(crnet__link *l, int status, const char *why) {
+  note_io(l);
   if (l->failed)
     return;
   l->failed = true;
@@ -793,6 +803,7 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
   char why[128];
   if (n == 0)
     return;
+  note_io(l);
   if (n < 0) {
     if (l->draining) {
       crnet__link_close(l);
@@ -874,6 +885,7 @@ void crnet__link_post_recv(crnet__link *l, crnet__recv_req *r) {
 }
 
 void crnet__link_cancel_recv(crnet__link *l, crnet__recv_req *r) {
+  note_io(l);
   if (l->recv == r) {
     l->recv = NULL;
     /* A payload half read into r cannot be resumed into anything else. */
@@ -892,6 +904,7 @@ static void on_send_done(uv_write_t *w, int status) {
   crnet__send_req *r = (crnet__send_req *)w;
   crnet__link *l = w->data;
   char why[128];
+  note_io(l);
   l->pending_writes--;
   r->status = status == 0 ? 0 : CRNET_EPEER;
   r->done = true;
@@ -1023,6 +1036,7 @@ static void on_chunk_written(uv_write_t *w, int status) {
   out_chunk *ch = (out_chunk *)w;
   crnet__link *l = w->data;
   char why[128];
+  note_io(l);
   l->chunks_in_flight--;
   if (status < 0) {
     put_chunk(l, ch);

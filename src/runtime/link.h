@@ -183,6 +183,11 @@ struct crnet__link {
   int pending_writes;
   bool failed;
   int handles_open;
+  /* Set true whenever a receive or send request on the link may have
+   * moved (bytes read, a write done, a failure), so that the owner's
+   * progress engine runs only when there is something to look at. NULL:
+   * none. */
+  bool *io_flag;
 
   /* Encryption (all NULL or 0 on a plaintext link). */
   crnet__seal *tx, *rx;

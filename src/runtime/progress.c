@@ -199,8 +199,15 @@ void crnet__progress(crnet_comm *c) {
   bool again;
   if (c->in_progress)
     return;
+  /* Nothing moved since the last pass: every request is where it was
+   * (the loop runs the engine twice per turn, and a spinning wait turns
+   * it often). */
+  if (!c->progress_dirty &&
+      atomic_load_explicit(&c->queued, memory_order_acquire) == 0)
+    return;
   c->in_progress = true;
   do {
+    c->progress_dirty = false;
     again = false;
     while (atomic_load_explicit(&c->queued, memory_order_acquire) > 0) {
       crnet_request *r;

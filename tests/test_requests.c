@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "crnet.h"
@@ -504,6 +505,65 @@ START_TEST(no_progress_thread_no_progress_outside_calls) {
                   "progress thread (the test above proves nothing)",
                   r);
   }
+}
+END_TEST
+
+/* The progress thread sleeps while it waits: rank 0 starts a call that
+ * rank 1 joins only a second later, and sleeps meanwhile; the CPU time its
+ * process spends in that second (both threads) stays near zero. */
+static int rank_idle(int rank, int size, void *arg) {
+  crnet_config cfg;
+  crnet_comm *c;
+  crnet_request *r;
+  int rc, v = 1, sum = 0;
+  (void)arg;
+  crnet_config_init(&cfg);
+  cfg.progress_thread = CRNET_PROGRESS_THREAD_ON;
+  rc = crnet_comm_init(&c, &cfg);
+  if (rc != 0)
+    return err_exit(rc);
+  rc = crnet_barrier(c);
+  if (rc == 0 && rank == 1)
+    usleep(1200000);
+  if (rc == 0)
+    rc = crnet_iallreduce(c, &v, &sum, 1, CRNET_INT32, CRNET_SUM, &r);
+  if (rc == 0 && rank == 0) {
+    struct rusage a, b;
+    getrusage(RUSAGE_SELF, &a);
+    usleep(1000000);
+    getrusage(RUSAGE_SELF, &b);
+    reports[rank].t_event =
+        (double)(b.ru_utime.tv_sec - a.ru_utime.tv_sec) +
+        (double)(b.ru_stime.tv_sec - a.ru_stime.tv_sec) +
+        (double)(b.ru_utime.tv_usec - a.ru_utime.tv_usec) / 1e6 +
+        (double)(b.ru_stime.tv_usec - a.ru_stime.tv_usec) / 1e6;
+  }
+  if (rc == 0)
+    rc = crnet_wait(&r);
+  if (rc == 0 && sum != size)
+    rc = CRNET_EIO;
+  report_rc(rank, c, rc);
+  if (rc == 0)
+    rc = crnet_comm_destroy(c);
+  else
+    crnet_comm_destroy(c);
+  return err_exit(rc);
+}
+
+START_TEST(progress_thread_sleeps_while_waiting) {
+  job j;
+  reports_map();
+  job_init(&j, 2, 20);
+  run_job(&j, rank_idle, NULL, 30);
+  for (int r = 0; r < 2; r++)
+    ck_assert_msg(exit_code(&j, r) == 0, "rank %d exited %d: %s", r,
+                  exit_code(&j, r), reports[r].errmsg);
+  printf("progress thread waiting 1 s for a peer: %.1f ms of CPU\n",
+         reports[0].t_event * 1e3);
+  ck_assert_msg(reports[0].t_event < 0.05,
+                "rank 0 used %.3f s of CPU in 1 s with a request in flight "
+                "and nothing arriving",
+                reports[0].t_event);
 }
 END_TEST
 
@@ -983,6 +1043,7 @@ static Suite *requests_suite(bool unit_only) {
   tcase_add_test(t, progress_thread_completes_while_computing);
   tcase_add_test(t, no_progress_thread_no_progress_outside_calls);
   tcase_add_test(t, callback_calls_again);
+  tcase_add_test(t, progress_thread_sleeps_while_waiting);
   suite_add_tcase(s, t);
 
   t = tcase_create("failure");

@@ -250,9 +250,10 @@ CRNET_EXTERN int crnet_comm_size(const crnet_comm *comm);
  * low 8 bits, or 1 if they are 0), whatever status the ranks exit with. */
 CRNET_EXTERN int crnet_comm_abort(crnet_comm *comm, int code);
 
-/* The sticky error's explanation; without one, the reason the last call
- * on this comm returned CRNET_EINVAL or CRNET_EUNSUPPORTED, if it gave one
- * ("" otherwise). Valid until the next call on the communicator. */
+/* The sticky error's explanation; without one, the reason the calling
+ * thread's last call on this comm returned CRNET_EINVAL or
+ * CRNET_EUNSUPPORTED, if it gave one ("" otherwise). Valid until the
+ * thread's next call on the communicator. */
 CRNET_EXTERN const char *crnet_comm_errmsg(const crnet_comm *comm);
 
 /* The code given to crnet_comm_abort() by whichever rank aborted, or 0. */

@@ -201,6 +201,7 @@ struct crnet_comm {
   struct crnet_request *req_cache; /* freed requests, for reuse */
   uint32_t req_cached;
   bool in_progress;         /* crnet__progress is running (owner only) */
+  uint64_t loop_seen_ms;    /* uv_now when the loop last polled */
   bool progress_dirty;      /* a link moved, a link came, the comm failed:
                                the engine has something to look at (owner
                                only; link.h io_flag) */
@@ -273,7 +274,8 @@ void crnet__lazy_close_all(crnet_comm *c, const void *abort_msg,
                            size_t abort_len);
 /* The program comes back to crnet (a call, or destroy) after computing:
  * connections in their handshake get their deadline anew, counting from
- * now, since their answers may have been waiting unread meanwhile. */
+ * now, since their answers may have been waiting unread meanwhile; only if
+ * the loop has not run for a while (LAZY_RESUME_GAP_MS). */
 void crnet__lazy_resume(crnet_comm *c);
 /* Whether every stream to r has a link in c->peers. */
 bool crnet__lazy_linked(const crnet_comm *c, int r);

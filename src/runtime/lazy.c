@@ -53,6 +53,9 @@
  * after which a peer that never answered the SYN counts as unreachable. */
 #define LAZY_HS_TIMEOUT_MS 10000
 #define LINGER_MS 1000
+/* crnet__lazy_resume renews deadlines only when the loop has not run for
+ * this long. */
+#define LAZY_RESUME_GAP_MS 500
 
 static const crnet__link_callbacks loose_callbacks;
 
@@ -362,6 +365,11 @@ void crnet__lazy_accept(crnet_comm *c) {
 
 void crnet__lazy_resume(crnet_comm *c) {
   uv_update_time(&c->loop);
+  /* Only after a real absence: a program that tests a request every
+   * millisecond must not keep pushing the deadline of a connection nobody
+   * answers (a partitioned peer) out of reach. */
+  if (uv_now(&c->loop) - c->loop_seen_ms < LAZY_RESUME_GAP_MS)
+    return;
   for (crnet__peer *p = c->loose; p != NULL; p = p->loose_next)
     crnet__link_renew_deadline(&p->link, LAZY_HS_TIMEOUT_MS);
 }

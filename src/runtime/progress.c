@@ -127,6 +127,8 @@ int crnet__req_start(crnet_comm *c, crnet_request *r) {
     thread_start_locked(c);
   pthread_mutex_unlock(&c->mu);
   if (drive) {
+    if (c->lazy)
+      crnet__lazy_resume(c);
     crnet__progress(c);
     uv_run(&c->loop, UV_RUN_NOWAIT);
     pthread_mutex_lock(&c->mu);
@@ -241,7 +243,11 @@ void crnet__progress(crnet_comm *c) {
 }
 
 static void on_progress_prepare(uv_prepare_t *h) { crnet__progress(h->data); }
-static void on_progress_check(uv_check_t *h) { crnet__progress(h->data); }
+static void on_progress_check(uv_check_t *h) {
+  crnet_comm *c = h->data;
+  c->loop_seen_ms = uv_now(&c->loop);
+  crnet__progress(c);
+}
 static void on_kick(uv_async_t *h) { (void)h; /* the check handle runs */ }
 
 /* --- CRNET_TIMEOUT -------------------------------------------------------- */
@@ -840,6 +846,8 @@ int crnet_test(crnet_request **rp, int *done) {
     c->owner = OWNER_CALLER;
     c->owner_tid = pthread_self();
     pthread_mutex_unlock(&c->mu);
+    if (c->lazy)
+      crnet__lazy_resume(c);
     crnet__progress(c);
     uv_run(&c->loop, UV_RUN_NOWAIT);
     pthread_mutex_lock(&c->mu);

@@ -893,6 +893,76 @@ START_TEST(abort_completes_own_requests) {
 }
 END_TEST
 
+/* A watchdog thread aborts while the main thread waits for a peer that
+ * does not come (rank 1 starts its call 5 s late): the wait returns
+ * CRNET_EABORTED at once, whoever runs the loop. */
+static void *watchdog(void *arg) {
+  crnet_comm *c = arg;
+  usleep(300000);
+  crnet_comm_abort(c, 7);
+  return NULL;
+}
+
+static int rank_watchdog(int rank, int size, void *arg) {
+  const bool *thread = arg;
+  crnet_config cfg;
+  crnet_comm *c;
+  crnet_request *r;
+  pthread_t t;
+  int rc, v = 1, sum = 0;
+  double t0;
+  (void)size;
+  crnet_config_init(&cfg);
+  cfg.progress_thread =
+      *thread ? CRNET_PROGRESS_THREAD_ON : CRNET_PROGRESS_THREAD_OFF;
+  rc = crnet_comm_init(&c, &cfg);
+  if (rc != 0)
+    return err_exit(rc);
+  if (rank == 1) {
+    usleep(5000000);
+    /* Rank 0's frame and then its ABORT wait for rank 1. If its init
+     * read the frame already (parked), the call completes from it before
+     * the loop reads the ABORT behind: then the next call meets it. */
+    rc = crnet_allreduce(c, &v, &sum, 1, CRNET_INT32, CRNET_SUM);
+    if (rc == 0)
+      rc = crnet_barrier(c);
+    report_rc(rank, c, rc);
+    crnet_comm_destroy(c);
+    return err_exit(rc);
+  }
+  t0 = now_s();
+  rc = crnet_iallreduce(c, &v, &sum, 1, CRNET_INT32, CRNET_SUM, &r);
+  if (rc == 0) {
+    pthread_create(&t, NULL, watchdog, c);
+    rc = crnet_wait(&r);
+    pthread_join(t, NULL);
+  }
+  reports[rank].t_event = now_s() - t0;
+  report_rc(rank, c, rc);
+  reports[rank].flag = crnet_comm_abort_code(c);
+  crnet_comm_destroy(c);
+  return err_exit(rc);
+}
+
+START_TEST(watchdog_thread_aborts_a_wait) {
+  bool thread = _i == 0;
+  job j;
+  reports_map();
+  job_init(&j, 2, 20);
+  run_job(&j, rank_watchdog, &thread, 30);
+  for (int r = 0; r < 2; r++)
+    ck_assert_msg(exit_code(&j, r) == err_exit(CRNET_EABORTED),
+                  "progress thread %s: rank %d exited %d: %s",
+                  thread ? "on" : "off", r, exit_code(&j, r),
+                  reports[r].errmsg);
+  ck_assert_int_eq(reports[0].flag, 7);
+  ck_assert_msg(reports[0].t_event < 3.0,
+                "rank 0's wait returned %.2f s after its start (the abort "
+                "came at 0.3 s)",
+                reports[0].t_event);
+}
+END_TEST
+
 /* --- threads --------------------------------------------------------------- */
 
 #define NTHREADED 200
@@ -1059,6 +1129,7 @@ static Suite *requests_suite(bool unit_only) {
   t = tcase_create("threads");
   tcase_set_timeout(t, 240);
   tcase_add_loop_test(t, threads_share_a_comm, 0, 2);
+  tcase_add_loop_test(t, watchdog_thread_aborts_a_wait, 0, 2);
   suite_add_tcase(s, t);
   return s;
 }

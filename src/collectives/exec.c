@@ -414,12 +414,12 @@ static bool exec_advance(crnet_request *req) {
   if (e->head < e->next ||
       (e->next < s->nrounds && e->rc == 0 && c->err == 0))
     return false;
-  /* A call whose every round was done whole succeeded, also if the comm
-   * failed meanwhile (docs/RELIABILITY.md): its result is right. One that
-   * was cut short has the comm's error. */
-  if (e->rc == 0 && e->next < s->nrounds)
-    e->rc = c->err;
-  req->status = e->rc;
+  /* A failure the comm noticed before the call completed is the call's
+   * too (crnet.h: pending and later calls return it), even when its last
+   * round's messages were all through: the engine completes a call in the
+   * pass right after its last message, so only a failure noticed in that
+   * same turn of the loop can meet a call that was in fact done. */
+  req->status = e->rc != 0 ? e->rc : c->err;
   if (req->status == 0 && e->normalise > 0)
     req->status = normalise_logical(e->op, e->dt, e->b.base[CRNET__BUF_RECV],
                                     e->normalise);

@@ -1136,21 +1136,34 @@ static bool aborts_sent(void *arg) {
   return true;
 }
 
+void crnet__comm_abort_now(crnet_comm *c, int code) {
+  char line[48];
+  if (c->err != 0)
+    return;
+  /* crlaunch hears it first, before any peer can fail and exit because
+   * of it, so that it exits with `code` whatever the others do. */
+  snprintf(line, sizeof line, "abort %d %d\n", c->rank, code);
+  crnet__report_send(c, line);
+  crnet__comm_fail_aborted(c, c->rank, code);
+}
+
 int crnet_comm_abort(crnet_comm *c, int code) {
   if (c == NULL)
     return CRNET_EINVAL;
-  crnet__loop_acquire(c);
-  if (c->err == 0) {
-    /* crlaunch hears it first, before any peer can fail and exit because
-     * of it, so that it exits with `code` whatever the others do. */
-    char line[48];
-    snprintf(line, sizeof line, "abort %d %d\n", c->rank, code);
-    crnet__report_send(c, line);
-    crnet__comm_fail_aborted(c, c->rank, code);
-    /* Give the ABORT frames a moment to leave, bounded, so a caller that
-     * exits right after this still warns everyone. */
-    crnet__comm_run_until(c, aborts_sent, c, ABORT_FLUSH_MS);
+  if (crnet__loop_owned_by_me(c)) {
+    /* From a completion callback, inside the engine's pass: the loop runs
+     * on when the callback returns, and sends the ABORT frames. */
+    crnet__comm_abort_now(c, code);
+    return 0;
   }
+  /* Another thread may be waiting on the loop for a peer that never
+   * answers: it aborts for us, at once. */
+  crnet__abort_by_owner(c, code);
+  crnet__loop_acquire(c);
+  crnet__comm_abort_now(c, code);
+  /* Give the ABORT frames a moment to leave, bounded, so a caller that
+   * exits right after this still warns everyone. */
+  crnet__comm_run_until(c, aborts_sent, c, ABORT_FLUSH_MS);
   /* Requests in flight complete with the error as their exchanges let go
    * (at once for those whose links are closed). */
   crnet__progress(c);

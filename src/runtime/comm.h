@@ -191,6 +191,8 @@ struct crnet_comm {
   pthread_t owner_tid;
   uint32_t wanting;         /* threads waiting to own the loop */
   uint32_t cv_waiters;      /* threads asleep on cv */
+  bool abort_asked;         /* crnet_comm_abort from another thread */
+  int abort_asked_code;
   uint64_t seq_issued;      /* the last sequence number given a request */
   uint32_t in_flight;       /* requests queued or running */
   atomic_uint queued;       /* requests in the queue: the engine looks at
@@ -297,6 +299,10 @@ extern const crnet__link_callbacks crnet__peer_callbacks;
 void crnet__comm_fail(crnet_comm *c, int err, int origin, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* This rank aborts the job (crnet_comm_abort; the loop's owner only):
+ * tells crlaunch, then fails the comm with CRNET_EABORTED. */
+void crnet__comm_abort_now(crnet_comm *c, int code);
+
 /* crnet__comm_fail with CRNET_EABORTED for an abort by `rank` with `code`
  * (this rank's own, or one crlaunch tells of): "rank 2 aborted the job
  * with code 7", and crnet_comm_abort_code() gives `code`. */
@@ -332,9 +338,7 @@ int crnet__comm_run_until(crnet_comm *c, bool (*done)(void *), void *arg,
  * arrived in order (a later part that came early does not count until the
  * parts before it are in). crnet__xchg_end, after completion, frees what
  * the exchange allocated and fails the comm if a part failed; it returns 0
- * if every part was posted and succeeded (a failure the comm noticed
- * meanwhile is then for later rounds and calls to meet), else the sticky
- * error. The iov arrays and the memory they name must live
+ * if every part was posted and succeeded, else the sticky error. The iov arrays and the memory they name must live
  * until completion. */
 typedef struct crnet__xchg_id {
   uint8_t coll;

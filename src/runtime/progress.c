@@ -248,7 +248,50 @@ static void on_progress_check(uv_check_t *h) {
   c->loop_seen_ms = uv_now(&c->loop);
   crnet__progress(c);
 }
-static void on_kick(uv_async_t *h) { (void)h; /* the check handle runs */ }
+/* Another thread queued a request (the check handle's pass begins it), or
+ * wants the loop (uv_run returns, and the owner looks), or aborts the job
+ * while this thread waits (crnet__abort_by_owner). */
+static void on_kick(uv_async_t *h) {
+  crnet_comm *c = h->data;
+  int code = 0;
+  bool abort_now;
+  pthread_mutex_lock(&c->mu);
+  abort_now = c->abort_asked;
+  code = c->abort_asked_code;
+  c->abort_asked = false;
+  pthread_mutex_unlock(&c->mu);
+  if (!abort_now)
+    return;
+  crnet__comm_abort_now(c, code);
+  pthread_mutex_lock(&c->mu);
+  if (c->cv_waiters > 0)
+    pthread_cond_broadcast(&c->cv);
+  pthread_mutex_unlock(&c->mu);
+}
+
+bool crnet__loop_owned_by_me(crnet_comm *c) {
+  bool mine;
+  pthread_mutex_lock(&c->mu);
+  mine = owned_by_me(c);
+  pthread_mutex_unlock(&c->mu);
+  return mine;
+}
+
+void crnet__abort_by_owner(crnet_comm *c, int code) {
+  pthread_mutex_lock(&c->mu);
+  if (c->err == 0 && c->owner != OWNER_NONE && !owned_by_me(c)) {
+    c->abort_asked = true;
+    c->abort_asked_code = code;
+    kick_owner(c);
+    while (c->err == 0 && c->abort_asked && c->owner != OWNER_NONE) {
+      c->cv_waiters++;
+      pthread_cond_wait(&c->cv, &c->mu);
+      c->cv_waiters--;
+    }
+    c->abort_asked = false;
+  }
+  pthread_mutex_unlock(&c->mu);
+}
 
 /* --- CRNET_TIMEOUT -------------------------------------------------------- */
 

@@ -160,6 +160,16 @@ void crnet__progress_close(crnet_comm *c);
 void crnet__loop_acquire(crnet_comm *c);
 void crnet__loop_release(crnet_comm *c);
 
+/* Whether the calling thread runs the comm's loop now (a completion
+ * callback's thread). */
+bool crnet__loop_owned_by_me(crnet_comm *c);
+
+/* crnet_comm_abort while another thread runs the loop (a wait for a peer
+ * that may never answer: the very case abort is for, from a watchdog
+ * thread): asks that thread to abort at once and returns once it has, or
+ * at once if nobody runs the loop. */
+void crnet__abort_by_owner(crnet_comm *c, int code);
+
 /* Requests in flight (queued or running): for destroy. Under c->mu. */
 uint32_t crnet__req_in_flight(const crnet_comm *c);
 

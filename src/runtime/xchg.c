@@ -282,7 +282,7 @@ int crnet__xchg_end(crnet__xchg *x) {
   for (uint32_t k = 0; k < x->nrecv; k++)
     failed = failed || x->recv[k].status != 0;
   if (!failed)
-    return 0; /* done whole: a failure noticed meanwhile is the next's */
+    return 0;
   if (c->err == 0)
     crnet__comm_fail(c, CRNET_EPEER, -1, "link failed in round %" PRIu32,
                      x->round);

@@ -558,11 +558,22 @@ static void fail_relayed(crnet_comm *c, int err, int origin, int via,
    * the peer aborted the job. */
   if (c->err == 0 && err == CRNET_EPEER)
     crnet__report_check(c);
+  char awaited[200] = "";
   if (c->err != 0)
     return;
+  /* A timeout names whom the timed-out rank waited for, which may itself
+   * wait for another: each rank that relays it and waits too says for
+   * whom, so that the chain leads to the rank that never called whichever
+   * rank's clock ran out first. */
+  if (err == CRNET_ETIMEDOUT && crnet__req_oldest(c) != NULL)
+    crnet__list_awaited(c, awaited, sizeof awaited);
   pthread_mutex_lock(&c->mu);
   c->err = err;
-  snprintf(c->errmsg, sizeof c->errmsg, "%.*s", reason_len, reason);
+  if (awaited[0] != '\0' && strncmp(awaited, "no peer", 7) != 0)
+    snprintf(c->errmsg, sizeof c->errmsg, "%.*s; rank %d was waiting for %s",
+             reason_len, reason, c->rank, awaited);
+  else
+    snprintf(c->errmsg, sizeof c->errmsg, "%.*s", reason_len, reason);
   c->errmsg_reason_len = strlen(c->errmsg);
   if (via != origin)
     snprintf(c->errmsg + c->errmsg_reason_len,

@@ -401,6 +401,11 @@ char *crnet__callmsg(const crnet_comm *c);
 void crnet__set_callmsg(const crnet_comm *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* "rank 3 on host (1.2.3.4:5678), rank 5 ...": the peers this rank waits
+ * for (posted receives first, then sends the kernel has not taken), or
+ * "no peer (this rank's own work)" (progress.c). */
+void crnet__list_awaited(crnet_comm *c, char *buf, size_t n);
+
 /* " during allreduce #4 round 2" (the oldest call in flight), or "". */
 void crnet__describe_call(const crnet_comm *c, char *buf, size_t n);
 

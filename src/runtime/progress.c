@@ -298,7 +298,7 @@ void crnet__abort_by_owner(crnet_comm *c, int code) {
 /* "rank 3 on host (1.2.3.4:5678), rank 5 ...": the peers this rank still
  * waits for, those it receives from first (a send waits for a peer only
  * once its socket buffers are full). */
-static void list_awaited(crnet_comm *c, char *buf, size_t n) {
+void crnet__list_awaited(crnet_comm *c, char *buf, size_t n) {
   size_t len = 0;
   int listed = 0, more = 0;
   buf[0] = '\0';
@@ -341,7 +341,7 @@ static void fail_timed_out(crnet_comm *c, crnet_request *r) {
     crnet__describe_rank(c, r->link_peer, who, sizeof who);
     snprintf(awaited, sizeof awaited, "%s (no link to it yet)", who);
   } else {
-    list_awaited(c, awaited, sizeof awaited);
+    crnet__list_awaited(c, awaited, sizeof awaited);
   }
   crnet__comm_fail(c, CRNET_ETIMEDOUT, -1,
                    "rank %d timed out in %s #%" PRIu64 " round %" PRIu32

@@ -830,9 +830,10 @@ static void wait_plan(crnet_comm *c, const crnet__settings *s) {
   /* The progress thread's auto: only where it has a core of its own, so
    * that it never takes one from a rank's computation (docs/PERFORMANCE.md,
    * Overlap). */
-  c->progress_mode = s->progress == CRNET_PROGRESS_THREAD_ON ||
-                     (s->progress == CRNET_PROGRESS_THREAD_AUTO &&
-                      local_ranks < usable_cores());
+  c->progress_mode = c->size > 1 &&
+                     (s->progress == CRNET_PROGRESS_THREAD_ON ||
+                      (s->progress == CRNET_PROGRESS_THREAD_AUTO &&
+                       local_ranks < usable_cores()));
   if (s->spin_us >= 0)
     c->spin_ns = (uint64_t)s->spin_us * 1000;
   else if (c->size > 1)

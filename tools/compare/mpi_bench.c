@@ -18,13 +18,39 @@
  * --check runs one more call per row on an exact integer pattern, with the
  * receive buffer preset to -1 (never a right value), and counts wrong
  * elements over all ranks. MPI_BENCH_CORRUPT=R makes rank R spoil one
- * checked element, to test the check itself. */
+ * checked element, to test the check itself.
+ *
+ * --overlap (allreduce only) asks instead how much of a nonblocking
+ * allreduce hides behind work that makes no MPI call, i.e. whether the
+ * library progresses in the background. Per (size, kind) row, each
+ * repetition times four series, each after its own barrier and with the
+ * slowest rank taken as above: a blocking MPI_Allreduce (t_comm);
+ * MPI_Iallreduce then MPI_Wait with nothing between (t_nb); the work alone
+ * (t_work); MPI_Iallreduce, the work, MPI_Wait (t_over). They are
+ * interleaved repetition by repetition so that noise on a shared machine
+ * falls on all of them alike. The row gives their medians and
+ *   overlap = 1 - (t_over - max(t_comm, t_work)) / min(t_comm, t_work),
+ * unclamped: 1 when the collective hides entirely behind the work, 0 when
+ * the two simply add up; t_nb tells a nonblocking algorithm slower than the
+ * blocking one (overlap below 0) from a lack of background progress.
+ *
+ * The work (--work sleep, cpu or both, the default; the flags and the JSON
+ * keys are those of crbench --overlap) is sized to take t_comm as measured
+ * just before (a first, shorter series of blocking calls): "sleep" sleeps
+ * that long (the core is
+ * free, as for a program waiting on a device), "cpu" runs floating-point
+ * multiply-adds over a small array, calibrated with every rank working at
+ * once, as they do in the timed repetitions. A row whose t_work comes out
+ * more than 20 % off t_comm is run again with the work resized (up to 3
+ * tries; "tries" says how many). With --check, the overlapped call is the
+ * one checked. */
 #define _POSIX_C_SOURCE 200809L
 #include <mpi.h>
 
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -38,6 +64,21 @@
 #define BUF_ALIGN 64
 #define MIN_ITERS 3
 #define PRESET (-1.0f)
+
+/* The "cpu" work: multiply-adds over an array small enough to stay in L1,
+ * so that it is bound by arithmetic, not by memory traffic that would
+ * compete with the collective's copies. One unit = CPU_SWEEPS sweeps. */
+#define CPU_ELEMS 256
+#define CPU_SWEEPS 16
+/* Repetitions of the blocking call that size the work (fewer than ITERS:
+ * only the order of magnitude must be right, t_work is measured anyway). */
+#define OV_PROBE_ITERS 5
+/* A row is run again (OV_TRIES in all) while t_work is further than this
+ * fraction from t_comm. */
+#define OV_TRIES 3
+#define OV_TOLERANCE 0.2
+
+enum work_kind { W_SLEEP = 1, W_CPU = 2 };
 
 enum coll_id {
   C_ALLREDUCE,
@@ -75,6 +116,9 @@ struct options {
   double budget;
   const char *lib;
   bool check, json, help;
+  bool overlap; /* --overlap: overlap rows instead of the plain ones */
+  int work;     /* --work: a mask of enum work_kind */
+  bool have_work;
 };
 
 struct layout {
@@ -116,6 +160,13 @@ static const char usage_text[] =
     "      --check          check every size's result (one more call)\n"
     "      --json           one JSON object per row, as crbench --json,\n"
     "                       plus \"lib\"\n"
+    "      --overlap        allreduce only: time the overlap of\n"
+    "                       MPI_Iallreduce with work that makes no MPI call.\n"
+    "                       Rows give t_comm, t_work, t_over (medians) and\n"
+    "                       overlap = 1 - (t_over - max(t_comm, t_work)) /\n"
+    "                       min(t_comm, t_work) (1 hidden, 0 serial), and\n"
+    "                       t_nb (MPI_Iallreduce; MPI_Wait alone)\n"
+    "      --work W         --overlap's work: sleep, cpu or both (default)\n"
     "  -h, --help           print this text and exit\n"
     "\n"
     "Exit status: 0 right (or unchecked), 1 a wrong result or a failed\n"
@@ -175,6 +226,8 @@ static int parse_options(int argc, char **argv, struct options *o, bool speak) {
       {"budget", required_argument, NULL, 't'},
       {"check", no_argument, NULL, 'C'},
       {"json", no_argument, NULL, 'J'},
+      {"overlap", no_argument, NULL, 'O'},
+      {"work", required_argument, NULL, 'W'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
   };
@@ -191,6 +244,8 @@ static int parse_options(int argc, char **argv, struct options *o, bool speak) {
   o->budget = 0;
   o->lib = "mpi";
   o->check = o->json = o->help = false;
+  o->overlap = o->have_work = false;
+  o->work = W_SLEEP | W_CPU;
   opterr = 0;
   while ((c = getopt_long(argc, argv, ":c:b:e:f:i:n:w:r:l:t:h", longopts,
                           NULL)) != -1) {
@@ -261,6 +316,20 @@ static int parse_options(int argc, char **argv, struct options *o, bool speak) {
     case 'J':
       o->json = true;
       break;
+    case 'O':
+      o->overlap = true;
+      break;
+    case 'W':
+      if (strcmp(optarg, "sleep") == 0)
+        o->work = W_SLEEP;
+      else if (strcmp(optarg, "cpu") == 0)
+        o->work = W_CPU;
+      else if (strcmp(optarg, "both") == 0)
+        o->work = W_SLEEP | W_CPU;
+      else
+        bad = "bad work (sleep, cpu or both)";
+      o->have_work = true;
+      break;
     case 'h':
       o->help = true;
       break;
@@ -288,6 +357,16 @@ static int parse_options(int argc, char **argv, struct options *o, bool speak) {
   if (o->max_bytes < o->min_bytes) {
     if (speak)
       fprintf(stderr, PROG ": -e is smaller than -b\n");
+    return EXIT_USAGE;
+  }
+  if (o->overlap && o->coll->id != C_ALLREDUCE) {
+    if (speak)
+      fprintf(stderr, PROG ": --overlap measures allreduce only\n");
+    return EXIT_USAGE;
+  }
+  if (o->have_work && !o->overlap) {
+    if (speak)
+      fprintf(stderr, PROG ": --work goes with --overlap\n");
     return EXIT_USAGE;
   }
   return 0;
@@ -547,6 +626,309 @@ static void print_row(const struct bench *b, const struct layout *l,
   fflush(stdout);
 }
 
+/* ------------------------------------------------------------------------
+ * Overlap (--overlap)
+ */
+
+static float cpu_buf[CPU_ELEMS];
+/* The cpu work leaves its result here, so that the compiler must compute
+ * it. */
+static volatile float cpu_sink;
+
+/* CPU-bound work: units * CPU_SWEEPS sweeps of x = x * a + c. The fixed
+ * point is 1, so the values stay normal floats (no subnormal slow path)
+ * however long it runs. No MPI call: whatever the collective does meanwhile
+ * is the library's own background progress. */
+static void work_cpu(int64_t units) {
+  float acc = 0;
+  for (int64_t u = 0; u < units; u++)
+    for (int s = 0; s < CPU_SWEEPS; s++)
+      for (int i = 0; i < CPU_ELEMS; i++)
+        cpu_buf[i] = cpu_buf[i] * 0.9999f + 0.0001f;
+  for (int i = 0; i < CPU_ELEMS; i++)
+    acc += cpu_buf[i];
+  cpu_sink = acc;
+}
+
+/* Work that leaves the core free: sleeps until secs after the call, to an
+ * absolute deadline so that a signal cannot lengthen it. */
+static void work_sleep(double secs) {
+  struct timespec t;
+  long long ns;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  ns = (long long)t.tv_nsec + (long long)(secs * 1e9);
+  t.tv_sec += (time_t)(ns / 1000000000);
+  t.tv_nsec = (long)(ns % 1000000000);
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &t, NULL) == EINTR)
+    ;
+}
+
+struct work {
+  enum work_kind kind;
+  double secs;   /* sleep: how long */
+  int64_t units; /* cpu: how many units */
+};
+
+static void do_work(const struct work *w) {
+  if (w->kind == W_SLEEP)
+    work_sleep(w->secs);
+  else
+    work_cpu(w->units);
+}
+
+/* The median of v[0..n), which it sorts. */
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* Seconds that units of cpu work take with every rank working at once, as
+ * in the timed repetitions (where, with more ranks than cores, the ranks
+ * share the cores); the slowest rank's. */
+static double cpu_time(const struct bench *b, int64_t units) {
+  int rc;
+  double t0, dt;
+  if ((rc = MPI_Barrier(MPI_COMM_WORLD)) != MPI_SUCCESS)
+    fail(b, "calibration barrier", rc);
+  t0 = now_s();
+  work_cpu(units);
+  dt = now_s() - t0;
+  MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return dt;
+}
+
+/* The number of cpu units that takes about target seconds: doubles a trial
+ * count until it takes a measurable time, scales it to the target, then
+ * corrects twice on the median of a few runs of the scaled count (a short
+ * trial scales badly: timer resolution, caches, clock ramp-up). Every rank
+ * gets the same count, as every step uses the slowest rank's time. */
+static int64_t calibrate_cpu(const struct bench *b, double target) {
+  double floor_s = target / 4 < 0.01 ? target / 4 : 0.01, dt, t[OV_PROBE_ITERS];
+  int64_t units = 1;
+  while ((dt = cpu_time(b, units)) < floor_s && units < (INT64_C(1) << 40))
+    units *= 2;
+  for (int pass = 0; pass < 3; pass++) {
+    double scaled = (double)units * target / (dt > 0 ? dt : 1e-9);
+    units = scaled < 1 ? 1 : (int64_t)(scaled + 0.5);
+    if (pass == 2)
+      break;
+    for (int k = 0; k < OV_PROBE_ITERS; k++)
+      t[k] = cpu_time(b, units);
+    dt = median(t, OV_PROBE_ITERS);
+  }
+  return units;
+}
+
+static void overlapped_call(const struct bench *b, const struct layout *l,
+                            const struct work *w) {
+  MPI_Request req;
+  int rc = MPI_Iallreduce(b->send, b->recv, (int)l->count, MPI_FLOAT, MPI_SUM,
+                          MPI_COMM_WORLD, &req);
+  if (rc != MPI_SUCCESS)
+    fail(b, "MPI_Iallreduce", rc);
+  do_work(w);
+  if ((rc = MPI_Wait(&req, MPI_STATUS_IGNORE)) != MPI_SUCCESS)
+    fail(b, "MPI_Wait", rc);
+}
+
+/* The time the work of a row is sized to: warm-up calls (blocking and
+ * nonblocking, as a library may set up its nonblocking schedules on first
+ * use), then the median of OV_PROBE_ITERS timed blocking calls. */
+static double probe_comm(struct bench *b, const struct layout *l) {
+  const struct work none = {W_SLEEP, 0, 0};
+  double t0;
+  int rc, warm = b->o->warmup > 0 ? b->o->warmup : 1;
+  for (int k = 0; k < warm; k++) {
+    if ((rc = call(b, l)) != MPI_SUCCESS)
+      fail(b, "warm-up call", rc);
+    overlapped_call(b, l, &none);
+  }
+  for (int k = 0; k < OV_PROBE_ITERS; k++) {
+    if ((rc = MPI_Barrier(MPI_COMM_WORLD)) != MPI_SUCCESS)
+      fail(b, "timing barrier", rc);
+    t0 = now_s();
+    rc = call(b, l);
+    b->times[k] = now_s() - t0;
+    if (rc != MPI_SUCCESS)
+      fail(b, "timed call", rc);
+  }
+  MPI_Allreduce(MPI_IN_PLACE, b->times, OV_PROBE_ITERS, MPI_DOUBLE, MPI_MAX,
+                MPI_COMM_WORLD);
+  return median(b->times, OV_PROBE_ITERS);
+}
+
+struct overlap_row {
+  /* Medians, seconds: the blocking call, MPI_Iallreduce + MPI_Wait with
+   * nothing between, the work alone, and the call with the work between. */
+  double t_comm, t_nb, t_work, t_over;
+  double overlap;
+  uint64_t wrong;
+  int iters, tries;
+};
+
+enum ov_series { S_COMM, S_NB, S_WORK, S_OVER, S_COUNT };
+
+/* One timed repetition of one series on this rank, after a barrier. */
+static double time_one(const struct bench *b, const struct layout *l,
+                       const struct work *w, enum ov_series what) {
+  static const struct work none = {W_SLEEP, 0, 0};
+  double t0, dt;
+  int rc = MPI_Barrier(MPI_COMM_WORLD);
+  if (rc != MPI_SUCCESS)
+    fail(b, "timing barrier", rc);
+  t0 = now_s();
+  switch (what) {
+  case S_COMM:
+    if ((rc = call(b, l)) != MPI_SUCCESS)
+      fail(b, "timed call", rc);
+    break;
+  case S_NB:
+    overlapped_call(b, l, &none);
+    break;
+  case S_WORK:
+    do_work(w);
+    break;
+  case S_OVER:
+  case S_COUNT:
+    overlapped_call(b, l, w);
+    break;
+  }
+  dt = now_s() - t0;
+  return dt;
+}
+
+/* Times one (size, work) row: repetitions of the four series, interleaved,
+ * each repetition's slowest rank, medians. est is about t_comm. */
+static void run_overlap_row(struct bench *b, const struct layout *l,
+                            const struct work *w, double est,
+                            struct overlap_row *r) {
+  const struct options *o = b->o;
+  int iters = o->iters;
+  double lo, hi;
+
+  /* A repetition takes about 4 est: the work is sized to est, and the
+   * nonblocking call alone should take about as long as the blocking one. */
+  if (o->budget > 0 && 4 * est * iters > o->budget) {
+    int cut = (int)(o->budget / (4 * est));
+    int floor_iters = iters < MIN_ITERS ? iters : MIN_ITERS;
+    iters = cut < floor_iters ? floor_iters : cut;
+  }
+  for (int k = 0; k < iters; k++)
+    for (int s = 0; s < S_COUNT; s++)
+      b->times[s * iters + k] = time_one(b, l, w, (enum ov_series)s);
+  r->wrong = 0;
+  if (o->check) {
+    /* The nonblocking call is the one under test here: check it with the
+     * work running, as it was timed. */
+    fill_inputs(b, l);
+    overlapped_call(b, l, w);
+    if (b->corrupt == b->rank && l->recv_elems > 0)
+      b->recv[l->recv_elems - 1] += 0.5f; /* self-test of the check */
+    r->wrong = count_wrong(b, l);
+    MPI_Allreduce(MPI_IN_PLACE, &r->wrong, 1, MPI_UINT64_T, MPI_SUM,
+                  MPI_COMM_WORLD);
+  }
+  MPI_Allreduce(MPI_IN_PLACE, b->times, S_COUNT * iters, MPI_DOUBLE, MPI_MAX,
+                MPI_COMM_WORLD);
+  r->t_comm = median(b->times + S_COMM * iters, iters);
+  r->t_nb = median(b->times + S_NB * iters, iters);
+  r->t_work = median(b->times + S_WORK * iters, iters);
+  r->t_over = median(b->times + S_OVER * iters, iters);
+  lo = r->t_comm < r->t_work ? r->t_comm : r->t_work;
+  hi = r->t_comm < r->t_work ? r->t_work : r->t_comm;
+  /* Unclamped on purpose: below 0, the overlapped call cost more than the
+   * two in series; above 1, less than the longer of the two alone. NAN
+   * (null in JSON) when there is nothing to hide. */
+  r->overlap = lo > 0 ? 1 - (r->t_over - hi) / lo : NAN;
+  r->iters = iters;
+}
+
+static void print_overlap_row(const struct bench *b, const struct layout *l,
+                              const struct work *w,
+                              const struct overlap_row *r) {
+  const struct options *o = b->o;
+  const char *kind = w->kind == W_SLEEP ? "sleep" : "cpu";
+  if (o->json) {
+    printf("{\"coll\": \"%s\", \"size\": %zu, \"count\": %zu, \"type\": "
+           "\"float\", \"op\": \"sum\", \"schedule\": \"%s\", \"root\": -1, "
+           "\"p\": %d, \"mode\": \"overlap\", \"work\": \"%s\", "
+           "\"t_comm_us\": %.9g, \"t_work_us\": %.9g, \"t_over_us\": %.9g, "
+           "\"t_nb_us\": %.9g, ",
+           o->coll->name, l->bytes, l->count, o->lib, b->p, kind,
+           r->t_comm * 1e6, r->t_work * 1e6, r->t_over * 1e6, r->t_nb * 1e6);
+    if (isnan(r->overlap))
+      printf("\"overlap\": null, ");
+    else
+      printf("\"overlap\": %.9g, ", r->overlap);
+    if (w->kind == W_CPU)
+      printf("\"work_units\": %" PRId64 ", ", w->units);
+    else
+      printf("\"work_units\": null, ");
+    if (o->check)
+      printf("\"wrong\": %" PRIu64, r->wrong);
+    else
+      printf("\"wrong\": null");
+    printf(", \"iters\": %d, \"tries\": %d, \"lib\": \"%s\"}\n", r->iters,
+           r->tries, o->lib);
+  } else {
+    char w_s[32];
+    if (o->check)
+      snprintf(w_s, sizeof w_s, "%" PRIu64, r->wrong);
+    else
+      snprintf(w_s, sizeof w_s, "N/A");
+    printf("  %10zu  %12zu  %12s  %5s  %10.2f  %10.2f  %10.2f  %8.3f  %10.2f"
+           "  %6s  %5d  %5d\n",
+           l->bytes, l->count, o->lib, kind, r->t_comm * 1e6, r->t_work * 1e6,
+           r->t_over * 1e6, r->overlap, r->t_nb * 1e6, w_s, r->iters,
+           r->tries);
+  }
+  fflush(stdout);
+}
+
+/* One size of --overlap: sizes the work from a probe of the blocking call,
+ * then a row per work kind. A row whose t_work is off t_comm by more than
+ * OV_TOLERANCE (the probe was few calls on a noisy machine, nanosleep
+ * overshoots by tens of microseconds) is run again with the work resized
+ * from that row's own figures, up to OV_TRIES times in all; the last try
+ * is the row. Every rank takes the same decisions: the medians come from
+ * the same reduced times. Returns the number of wrong elements. */
+static uint64_t run_overlap_size(struct bench *b, const struct layout *l) {
+  static const enum work_kind kinds[] = {W_SLEEP, W_CPU};
+  uint64_t wrong = 0;
+  double est = probe_comm(b, l);
+  for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+    struct work w = {kinds[k], est, 0};
+    struct overlap_row r;
+    if (!(b->o->work & (int)kinds[k]))
+      continue;
+    if (w.kind == W_CPU)
+      w.units = calibrate_cpu(b, est);
+    for (int tries = 1;; tries++) {
+      double ratio;
+      run_overlap_row(b, l, &w, est, &r);
+      r.tries = tries;
+      wrong += r.wrong;
+      ratio = r.t_comm > 0 ? r.t_work / r.t_comm : 1;
+      if (tries == OV_TRIES ||
+          (ratio > 1 - OV_TOLERANCE && ratio < 1 + OV_TOLERANCE))
+        break;
+      est = r.t_comm;
+      if (w.kind == W_SLEEP) {
+        /* The overshoot is about constant: aim below by that much. */
+        w.secs += r.t_comm - r.t_work;
+        if (w.secs < 0)
+          w.secs = 0;
+      } else {
+        double units = (double)w.units / ratio;
+        w.units = units < 1 ? 1 : (int64_t)(units + 0.5);
+      }
+    }
+    if (b->rank == 0)
+      print_overlap_row(b, l, &w, &r);
+  }
+  return wrong;
+}
+
 static void *alloc_buffer(size_t elems) {
   size_t bytes = elems * sizeof(float);
   size_t n = (bytes + BUF_ALIGN - 1) / BUF_ALIGN * BUF_ALIGN;
@@ -586,7 +968,11 @@ int main(int argc, char **argv) {
     int bad = big.count > (size_t)INT32_MAX;
     b.send = alloc_buffer(big.send_elems);
     b.recv = alloc_buffer(big.recv_elems);
-    b.times = malloc((size_t)o.iters * sizeof *b.times);
+    /* --overlap keeps S_COUNT series per row, its probe OV_PROBE_ITERS. */
+    size_t n_times = o.overlap ? S_COUNT * (size_t)o.iters : (size_t)o.iters;
+    if (n_times < OV_PROBE_ITERS)
+      n_times = OV_PROBE_ITERS;
+    b.times = malloc(n_times * sizeof *b.times);
     int failed = bad || b.send == NULL || b.recv == NULL || b.times == NULL;
     MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (failed) {
@@ -602,13 +988,19 @@ int main(int argc, char **argv) {
     MPI_Get_version(&version, &subversion);
     MPI_Get_library_version(libname, &liblen);
     libname[strcspn(libname, "\n")] = '\0';
-    printf("# " PROG ": %s, p = %d, float sum, iters %d, warmup %d, check %s\n"
-           "# %s (MPI %d.%d)\n#\n",
-           o.coll->name, b.p, o.iters, o.warmup, o.check ? "yes" : "no",
-           libname, version, subversion);
-    printf("# %10s  %12s  %6s  %5s  %12s  %4s  %10s  %8s  %8s  %6s  %5s\n",
-           "size(B)", "count", "type", "redop", "lib", "root", "time(us)",
-           "algbw", "busbw", "#wrong", "iters");
+    printf("# " PROG ": %s%s, p = %d, float sum, iters %d, warmup %d, "
+           "check %s\n# %s (MPI %d.%d)\n#\n",
+           o.coll->name, o.overlap ? " overlap" : "", b.p, o.iters, o.warmup,
+           o.check ? "yes" : "no", libname, version, subversion);
+    if (o.overlap)
+      printf("# %10s  %12s  %12s  %5s  %10s  %10s  %10s  %8s  %10s  %6s  %5s"
+             "  %5s\n",
+             "size(B)", "count", "lib", "work", "t_comm(us)", "t_work(us)",
+             "t_over(us)", "overlap", "t_nb(us)", "#wrong", "iters", "tries");
+    else
+      printf("# %10s  %12s  %6s  %5s  %12s  %4s  %10s  %8s  %8s  %6s  %5s\n",
+             "size(B)", "count", "type", "redop", "lib", "root", "time(us)",
+             "algbw", "busbw", "#wrong", "iters");
     fflush(stdout);
   }
 
@@ -618,11 +1010,15 @@ int main(int argc, char **argv) {
     int iters;
     uint64_t wrong;
     fill_inputs(&b, &l);
-    wrong = run_row(&b, &l, &t, &iters);
+    if (o.overlap) {
+      wrong = run_overlap_size(&b, &l);
+    } else {
+      wrong = run_row(&b, &l, &t, &iters);
+      if (b.rank == 0)
+        print_row(&b, &l, t, wrong, iters);
+    }
     if (wrong != 0)
       any_wrong = 1;
-    if (b.rank == 0)
-      print_row(&b, &l, t, wrong, iters);
     if (o.factor != 0) {
       if (s > o.max_bytes / o.factor)
         break;

@@ -2,7 +2,8 @@
 # The long soak: random collectives at p ranks for a number of minutes,
 # every result checked (tests/progs/soak.c).
 #
-#   tools/soak.sh P MINUTES [soak options: --seed S --max-bytes B --trace]
+#   tools/soak.sh P MINUTES [soak options: --seed S --max-bytes B
+#                            --in-flight K --trace]
 #
 # BUILD (default: build next to this script's directory) is the meson build
 # directory. Rank 0 prints the seed first and one line of counts at the end;
@@ -10,7 +11,7 @@
 # seed, the step and the call: rerun with the same P and --seed to replay it.
 set -eu
 if [ $# -lt 2 ]; then
-  echo "usage: $0 P MINUTES [--seed S] [--max-bytes B] [--trace]" >&2
+  echo "usage: $0 P MINUTES [--seed S] [--max-bytes B] [--in-flight K] [--trace]" >&2
   exit 2
 fi
 p=$1

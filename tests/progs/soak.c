@@ -2,7 +2,7 @@
  * checked exactly.
  *
  *   crlaunch -n P ./soak [--count N | --minutes M] [--seed S]
- *                        [--max-bytes B] [--trace]
+ *                        [--max-bytes B] [--in-flight K] [--trace]
  *
  * Where coll_check walks a fixed matrix, this program draws its calls at
  * random, so that a long run meets combinations no table lists: a schedule
@@ -62,6 +62,39 @@
  * exits 1 if any rank saw one (after MAX_REPORTS reports, or on any error
  * of the communicator, the rank aborts the job so the others stop fast).
  *
+ * In flight (--in-flight K, 2 to 64; default 1, every call blocking as
+ * above). The same calls, drawn in the same order (step n is the same call
+ * whatever K is, so a failure replays with --in-flight 1 to see whether it
+ * needs calls in flight), are started in batches of K with the nonblocking
+ * crnet_iX, each with its own buffers, each with the schedule set just
+ * before its start (a call keeps the schedule it started with, so a batch
+ * holds many schedules at once). A generator of its own, the same on every
+ * rank, shapes the batches: now and then a step between two starts runs
+ * blocking while the others are in flight (one sequence of calls for both
+ * kinds). Another, seeded with the seed and the rank, decides how this rank
+ * completes its batch, so that ranks wait in different orders: crnet_wait
+ * on one request, a loop of crnet_test on one (and on another each turn,
+ * yielding or sleeping a little between turns, as a program computing
+ * would), crnet_waitany over the batch with holes where requests are done,
+ * crnet_waitall over a part of it, and now and then a crnet_test while the
+ * batch is still starting; a quarter of the requests get a
+ * crnet_request_on_complete callback when they start and some more later
+ * (perhaps when complete already, so it runs at once), and each callback
+ * must have run exactly once, with status 0 and its own request, by the
+ * time its request's wait returns, and no more by the end of the batch.
+ * Each call is checked as it completes, exactly as above; at the end of
+ * the batch its buffers must still hold what they held then (nothing
+ * writes into a completed call), and the results every rank holds alike
+ * feed the shared hash in step order (which every rank follows alike,
+ * whatever its order of completion), then the ranks compare it. A
+ * refusal comes from the start (crnet_iX returns CRNET_EUNSUPPORTED and
+ * makes no request), where the step falls back to auto and starts again,
+ * as the blocking step does; a refusal from a wait would leave the ranks no
+ * common point to fall back at and is a failure. A rank holds the send and
+ * receive buffers of K calls at once: up to 2·K·B bytes. The last line
+ * adds rank 0's counts: calls started, blocking calls between starts,
+ * completions by each way, callbacks.
+ *
  * The schedules, per the README's table:
  *   allreduce       circulant, circulant-doubling, circulant-linear,
  *                   circulant-sqrt, ring, hypercube, rabenseifner, star,
@@ -79,7 +112,9 @@
  *   circulant, ring in scan; others may refuse.
  */
 #include <inttypes.h>
+#include <sched.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -95,6 +130,7 @@
 #define MAX_REPORTS 10
 #define DEFAULT_MAX_BYTES (4u << 20)
 #define PROGRESS_EVERY_S 60
+#define MAX_IN_FLIGHT 64
 
 /* --- what a step can be --------------------------------------------------- */
 
@@ -227,7 +263,9 @@ static uint64_t below(uint64_t n) { return n == 0 ? 0 : rng() % n; }
 /* --- user operators -------------------------------------------------------- */
 
 static int user_ctx_tag;
-static int user_misuse;
+/* Atomic: with calls in flight the operators may run on the progress
+ * thread. */
+static atomic_int user_misuse;
 
 /* x (+) y = x + y + x*y modulo 2^w: (1+x)(1+y) - 1, commutative and
  * associative. */
@@ -236,7 +274,7 @@ static uint64_t comm_combine(uint64_t x, uint64_t y) { return x + y + x * y; }
 static void user_comm_fn(const void *in, void *inout, size_t count,
                          crnet_datatype dt, void *ctx) {
   if (ctx != &user_ctx_tag || !(is_int(dt) || dt == CRNET_BYTE)) {
-    user_misuse = 1;
+    atomic_store(&user_misuse, 1);
     return;
   }
   switch (crnet_datatype_size(dt)) {
@@ -273,7 +311,7 @@ static uint64_t affine_then(uint64_t first, uint64_t second) {
 static void user_noncomm_fn(const void *in, void *inout, size_t count,
                             crnet_datatype dt, void *ctx) {
   if (ctx != &user_ctx_tag || (dt != CRNET_UINT64 && dt != CRNET_INT64)) {
-    user_misuse = 1;
+    atomic_store(&user_misuse, 1);
     return;
   }
   for (size_t i = 0; i < count; i++)
@@ -297,7 +335,23 @@ typedef struct step {
   int root;
   bool null_recv;  /* reduce at a non-root: recv NULL */
   uint64_t salt;   /* mixes seed and step into the inputs */
+  const char *how; /* in flight: how it ran or completed; NULL otherwise */
 } step;
+
+/* The in-flight mode's own generators, apart from the draws' (rng), so that
+ * step n is the same call whatever --in-flight is. */
+typedef struct gen {
+  uint64_t state;
+} gen;
+
+static uint64_t gen_next(gen *g) {
+  g->state += GOLDEN;
+  return mix(g->state);
+}
+
+static uint64_t gen_below(gen *g, uint64_t n) {
+  return n == 0 ? 0 : gen_next(g) % n;
+}
 
 typedef struct ctx {
   crnet_comm *comm;
@@ -313,6 +367,12 @@ typedef struct ctx {
   uint64_t shared_hash;
   bool broken;
   int corrupt_rank; /* SOAK_CORRUPT: this rank expects one wrong element */
+  /* In flight: K, the batches' shape (alike on every rank) and this rank's
+   * order of completion, and counts of what happened. */
+  int in_flight;
+  gen shape, order;
+  uint64_t started, between, by_wait, by_test, by_waitany, by_waitall,
+      callbacks;
 } ctx;
 
 static size_t width(crnet_datatype dt) { return crnet_datatype_size(dt); }
@@ -559,17 +619,19 @@ static bool guards_ok(const buf *b) {
 static void describe(const ctx *x, const step *s, char *out, size_t n) {
   snprintf(out, n,
            "seed %" PRIu64 " p %d step %" PRIu64 " %s schedule %s dt %s op %s "
-           "count %zu%s%s root %d",
+           "count %zu%s%s root %d%s%s%s",
            x->seed, x->p, s->n, kind_name[s->kind], s->schedule,
            crnet_datatype_name(s->dt), kind_reduces(s->kind) ? op_label[s->opk] : "-", s->count,
            s->kind == K_RS ? " (irregular)" : "",
-           s->in_place ? " in place" : "", s->root);
+           s->in_place ? " in place" : "", s->root,
+           s->how != NULL ? " (" : "", s->how != NULL ? s->how : "",
+           s->how != NULL ? ")" : "");
 }
 
 static void report(ctx *x, const step *s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void report(ctx *x, const step *s, const char *fmt, ...) {
-  char d[256], m[512];
+  char d[384], m[512];
   va_list ap;
   x->failures++;
   if (x->reports++ >= MAX_REPORTS)
@@ -611,13 +673,21 @@ static bool compare(ctx *x, const step *s, const char *what,
   return false;
 }
 
-static void mix_shared(ctx *x, const uint8_t *b, size_t n) {
+static uint64_t fnv(const uint8_t *b, size_t n) {
   uint64_t h = 1469598103934665603ull;
   for (size_t i = 0; i < n; i++) {
     h ^= b[i];
     h *= 1099511628211ull;
   }
+  return h;
+}
+
+static void mix_hash(ctx *x, uint64_t h, size_t n) {
   x->shared_hash = mix(x->shared_hash ^ h ^ n);
+}
+
+static void mix_shared(ctx *x, const uint8_t *b, size_t n) {
+  mix_hash(x, fnv(b, n), n);
 }
 
 /* --- one step --------------------------------------------------------------- */
@@ -671,23 +741,69 @@ static int call(ctx *x, const step *s, const void *send, void *recv,
   }
 }
 
+/* Starts the same call with the nonblocking twin. */
+static int icall(ctx *x, const step *s, const void *send, void *recv,
+                 void *rbuf, crnet_request **req) {
+  crnet_comm *c = x->comm;
+  switch (s->kind) {
+  case K_ALLREDUCE:
+    return crnet_iallreduce(c, send, recv, s->count, s->dt, s->op, req);
+  case K_RSB:
+    return crnet_ireduce_scatter_block(c, send, recv, s->count, s->dt, s->op,
+                                       req);
+  case K_RS:
+    return crnet_ireduce_scatter(c, send, recv, s->counts, s->dt, s->op, req);
+  case K_SCAN:
+    return crnet_iscan(c, send, recv, s->count, s->dt, s->op, req);
+  case K_EXSCAN:
+    return crnet_iexscan(c, send, recv, s->count, s->dt, s->op, req);
+  case K_ALLTOALL:
+    return crnet_ialltoall(c, send, recv, s->count, s->dt, req);
+  case K_ALLGATHER:
+    return crnet_iallgather(c, send, recv, s->count, s->dt, req);
+  case K_BCAST:
+    return crnet_ibcast(c, rbuf, s->count, s->dt, s->root, req);
+  case K_REDUCE:
+    return crnet_ireduce(c, send,
+                         s->null_recv && x->rank != s->root ? NULL : recv,
+                         s->count, s->dt, s->op, s->root, req);
+  default:
+    return crnet_ibarrier(c, req);
+  }
+}
+
 static void complement(uint8_t *dst, const uint8_t *src, size_t n) {
   for (size_t i = 0; i < n; i++)
     dst[i] = (uint8_t)~src[i];
 }
 
-static void run_step(ctx *x, step *s) {
+/* One call from its buffers to its checks: what a blocking step holds for
+ * the length of the call, and a call in flight until its batch ends. */
+typedef struct call_state {
+  step *s;
+  size_t send_elems, recv_elems, want_elems, want_at;
+  buf sb, rb;
+  uint8_t *want, *before;
+  bool check_untouched; /* recv must stay as it was */
+} call_state;
+
+/* The per-rank input bases of step s: value() and fill_bytes() read them,
+ * so they are set again before a call in flight is checked. */
+static void set_bases(ctx *x, const step *s) {
+  for (int r = 0; r <= x->p; r++)
+    x->base[r] = mix(s->salt + (uint64_t)r * 0xd1b54a32d192ed03ull);
+}
+
+/* Sizes, the expected result, and the buffers filled for the call. */
+static void prepare(ctx *x, call_state *cs) {
+  step *s = cs->s;
   const int p = x->p, me = x->rank;
   const size_t w = width(s->dt);
   size_t send_elems = 0, recv_elems = 0, want_elems = 0, want_at = 0;
   uint64_t my_off = 0, total = 0;
-  buf sb = {0}, rb = {0};
-  uint8_t *want = NULL, *before = NULL;
-  bool check_untouched = false; /* recv must stay as it was */
-  int rc;
+  uint8_t *want;
 
-  for (int r = 0; r <= p; r++)
-    x->base[r] = mix(s->salt + (uint64_t)r * 0xd1b54a32d192ed03ull);
+  set_bases(x, s);
 
   /* Sizes: send elements, recv elements, and which recv elements hold the
    * result (want_at, want_elems). */
@@ -726,9 +842,13 @@ static void run_step(ctx *x, step *s) {
   default:
     break;
   }
+  cs->send_elems = send_elems;
+  cs->recv_elems = recv_elems;
+  cs->want_elems = want_elems;
+  cs->want_at = want_at;
 
   /* The expected result. */
-  want = xmalloc(want_elems * w);
+  want = cs->want = xmalloc(want_elems * w);
   switch (s->kind) {
   case K_ALLREDUCE:
   case K_RSB:
@@ -778,59 +898,137 @@ static void run_step(ctx *x, step *s) {
   }
 
   /* The buffers. */
-  buf_make(&sb, send_elems * w);
-  buf_make(&rb, recv_elems * w);
+  buf_make(&cs->sb, send_elems * w);
+  buf_make(&cs->rb, recv_elems * w);
+  uint8_t *sp = cs->sb.p, *rp = cs->rb.p;
   if (kind_reduces(s->kind))
-    fill_values(x, s, me, 0, send_elems, sb.p);
+    fill_values(x, s, me, 0, send_elems, sp);
   else if (s->kind == K_ALLTOALL || s->kind == K_ALLGATHER)
-    fill_bytes(x, me, 0, send_elems * w, sb.p);
+    fill_bytes(x, me, 0, send_elems * w, sp);
+  else
+    memset(sp, 0, send_elems * w); /* unused (bcast), but hashed in flight */
   /* recv: the complement of the result where the result goes, so that an
    * element never written shows; the input where in place. */
   if (recv_elems > 0)
-    fill_bytes(x, p, 0, recv_elems * w, rb.p);
+    fill_bytes(x, p, 0, recv_elems * w, rp);
   if (s->in_place) {
     if (s->kind == K_ALLGATHER)
-      memcpy(rb.p + (size_t)me * s->count * w, sb.p, s->count * w);
+      memcpy(rp + (size_t)me * s->count * w, sp, s->count * w);
     else
-      memcpy(rb.p, sb.p, send_elems * w);
+      memcpy(rp, sp, send_elems * w);
   } else if (s->kind == K_BCAST) {
     if (me == s->root)
-      memcpy(rb.p, want, want_elems * w);
+      memcpy(rp, want, want_elems * w);
     else
-      complement(rb.p, want, want_elems * w);
+      complement(rp, want, want_elems * w);
   } else if (!(s->kind == K_EXSCAN && me == 0)) {
-    complement(rb.p + want_at * w, want, want_elems * w);
+    complement(rp + want_at * w, want, want_elems * w);
   }
   if (s->kind == K_ALLGATHER && s->in_place)
     for (int j = 0; j < p; j++)
       if (j != me)
-        complement(rb.p + (size_t)j * s->count * w,
+        complement(rp + (size_t)j * s->count * w,
                    want + (size_t)j * s->count * w, s->count * w);
-  if (s->kind == K_REDUCE && me != s->root)
-    check_untouched = true;
-  if (refusal_allowed(x, s) || check_untouched) {
-    before = xmalloc(recv_elems * w);
-    memcpy(before, rb.p, recv_elems * w);
+  cs->check_untouched = s->kind == K_REDUCE && me != s->root;
+  cs->before = NULL;
+  if (refusal_allowed(x, s) || cs->check_untouched) {
+    cs->before = xmalloc(recv_elems * w);
+    memcpy(cs->before, rp, recv_elems * w);
   }
+}
 
-  rc = call(x, s, s->in_place ? CRNET_IN_PLACE : sb.p, rb.p, rb.p);
+/* Starts (blocking: runs) the call on the prepared buffers. */
+static int go(ctx *x, call_state *cs, crnet_request **req) {
+  const void *send = cs->s->in_place ? CRNET_IN_PLACE : cs->sb.p;
+  if (req == NULL)
+    return call(x, cs->s, send, cs->rb.p, cs->rb.p);
+  return icall(x, cs->s, send, cs->rb.p, cs->rb.p, req);
+}
+
+/* A call refused with CRNET_EUNSUPPORTED: whether the documentation allows
+ * the refusal (else it is reported). */
+static bool refusal_ok(ctx *x, call_state *cs) {
+  const size_t w = width(cs->s->dt);
+  if (!refusal_allowed(x, cs->s)) {
+    report(x, cs->s, "refused (%s) a call the documentation says it can do",
+           crnet_comm_errmsg(x->comm));
+    return false;
+  }
+  if (crnet_comm_errmsg(x->comm)[0] == '\0')
+    report(x, cs->s, "refused without a reason");
+  if (memcmp(cs->before, cs->rb.p, cs->recv_elems * w) != 0)
+    report(x, cs->s, "refused, but wrote the receive buffer");
+  x->refused++;
+  return true;
+}
+
+/* After an allowed refusal: auto for the collective, on every rank alike,
+ * for the call to be made again. */
+static int fall_back(ctx *x, call_state *cs) {
+  int rc = crnet_comm_set_schedule(x->comm, kind_coll[cs->s->kind], "auto");
+  if (rc == 0)
+    cs->s->schedule = "auto (after a refusal)";
+  return rc;
+}
+
+/* The checks of a call that returned 0. */
+static void check(ctx *x, call_state *cs) {
+  step *s = cs->s;
+  const int me = x->rank;
+  const size_t w = width(s->dt);
+  const size_t send_elems = cs->send_elems, recv_elems = cs->recv_elems;
+
+  if (atomic_exchange(&user_misuse, 0))
+    report(x, s, "a user operator was called with a wrong datatype or context");
+  if (!guards_ok(&cs->sb) || !guards_ok(&cs->rb))
+    report(x, s, "a guard byte around a buffer was overwritten");
+  if (!s->in_place && kind_reduces(s->kind) && send_elems > 0) {
+    uint8_t *orig = xmalloc(send_elems * w);
+    fill_values(x, s, me, 0, send_elems, orig);
+    if (memcmp(orig, cs->sb.p, send_elems * w) != 0)
+      report(x, s, "the send buffer changed");
+    free(orig);
+  } else if (!s->in_place && send_elems > 0 && s->kind != K_BCAST) {
+    uint8_t *orig = xmalloc(send_elems * w);
+    fill_bytes(x, me, 0, send_elems * w, orig);
+    if (memcmp(orig, cs->sb.p, send_elems * w) != 0)
+      report(x, s, "the send buffer changed");
+    free(orig);
+  }
+  if (cs->check_untouched) {
+    if (memcmp(cs->before, cs->rb.p, recv_elems * w) != 0)
+      report(x, s, "a non-root's receive buffer was written");
+  } else if (s->kind != K_BARRIER) {
+    compare(x, s, s->kind == K_EXSCAN && me == 0 ? "rank 0's buffer (untouched)"
+                                                 : "result",
+            cs->rb.p + cs->want_at * w, cs->want, cs->want_elems, w, 0);
+  }
+}
+
+/* Whether the step's result is one every rank holds alike. */
+static bool shared_result(const step *s) {
+  return s->kind == K_ALLREDUCE || s->kind == K_ALLGATHER ||
+         s->kind == K_BCAST;
+}
+
+static void free_expectations(call_state *cs) {
+  free(cs->before);
+  free(cs->want);
+  cs->before = cs->want = NULL;
+}
+
+static void run_step(ctx *x, step *s) {
+  call_state cs = {.s = s};
+  int rc;
+
+  prepare(x, &cs);
+  rc = go(x, &cs, NULL);
   if (rc == CRNET_EUNSUPPORTED) {
-    crnet_collective coll = kind_coll[s->kind];
-    if (!refusal_allowed(x, s)) {
-      report(x, s, "refused (%s) a call the documentation says it can do",
-             crnet_comm_errmsg(x->comm));
+    if (!refusal_ok(x, &cs))
       goto out;
-    }
-    if (crnet_comm_errmsg(x->comm)[0] == '\0')
-      report(x, s, "refused without a reason");
-    if (memcmp(before, rb.p, recv_elems * w) != 0)
-      report(x, s, "refused, but wrote the receive buffer");
-    x->refused++;
-    rc = crnet_comm_set_schedule(x->comm, coll, "auto");
-    if (rc == 0) {
-      s->schedule = "auto (after a refusal)";
-      rc = call(x, s, s->in_place ? CRNET_IN_PLACE : sb.p, rb.p, rb.p);
-    }
+    rc = fall_back(x, &cs);
+    if (rc == 0)
+      rc = go(x, &cs, NULL);
   }
   if (rc != 0) {
     report(x, s, "returned %s: %s", crnet_err_name(rc),
@@ -838,43 +1036,14 @@ static void run_step(ctx *x, step *s) {
     x->broken = true;
     goto out;
   }
-  if (user_misuse) {
-    report(x, s, "a user operator was called with a wrong datatype or context");
-    user_misuse = 0;
-  }
-
-  /* The checks. */
-  if (!guards_ok(&sb) || !guards_ok(&rb))
-    report(x, s, "a guard byte around a buffer was overwritten");
-  if (!s->in_place && kind_reduces(s->kind) && send_elems > 0) {
-    uint8_t *orig = xmalloc(send_elems * w);
-    fill_values(x, s, me, 0, send_elems, orig);
-    if (memcmp(orig, sb.p, send_elems * w) != 0)
-      report(x, s, "the send buffer changed");
-    free(orig);
-  } else if (!s->in_place && send_elems > 0 && s->kind != K_BCAST) {
-    uint8_t *orig = xmalloc(send_elems * w);
-    fill_bytes(x, me, 0, send_elems * w, orig);
-    if (memcmp(orig, sb.p, send_elems * w) != 0)
-      report(x, s, "the send buffer changed");
-    free(orig);
-  }
-  if (check_untouched) {
-    if (memcmp(before, rb.p, recv_elems * w) != 0)
-      report(x, s, "a non-root's receive buffer was written");
-  } else if (s->kind != K_BARRIER) {
-    compare(x, s, s->kind == K_EXSCAN && me == 0 ? "rank 0's buffer (untouched)"
-                                                 : "result",
-            rb.p + want_at * w, want, want_elems, w, 0);
-  }
-  if (s->kind == K_ALLREDUCE || s->kind == K_ALLGATHER || s->kind == K_BCAST)
-    mix_shared(x, rb.p, want_elems * w);
+  check(x, &cs);
+  if (shared_result(s))
+    mix_shared(x, cs.rb.p, cs.want_elems * width(s->dt));
 
 out:
-  free(before);
-  free(want);
-  buf_free(&sb);
-  buf_free(&rb);
+  free_expectations(&cs);
+  buf_free(&cs.sb);
+  buf_free(&cs.rb);
 }
 
 /* --- drawing a step ------------------------------------------------------- */
@@ -987,13 +1156,16 @@ static double now_s(void) {
 static void usage(void) {
   fprintf(stderr,
           "usage: soak [--count N | --minutes M] [--seed S] [--max-bytes B] "
-          "[--trace]\n"
+          "[--in-flight K] [--trace]\n"
           "  --count N      run N steps (default 1000 without --minutes)\n"
           "  --minutes M    run until M minutes are up (rank 0 decides)\n"
           "  --seed S       the random sequence (default: from the clock)\n"
           "  --max-bytes B  largest buffer per rank (default %u)\n"
+          "  --in-flight K  start K calls nonblocking, then complete them "
+          "(1 to %d;\n"
+          "                 default 1: every call blocking)\n"
           "  --trace        rank 0 prints every step before running it\n",
-          DEFAULT_MAX_BYTES);
+          DEFAULT_MAX_BYTES, MAX_IN_FLIGHT);
 }
 
 static bool parse_u64(const char *v, uint64_t *out) {
@@ -1002,6 +1174,478 @@ static bool parse_u64(const char *v, uint64_t *out) {
     return false;
   *out = strtoull(v, &end, 0);
   return *end == '\0';
+}
+
+/* Counts a step that ran (in flight: that started). */
+static void count_step(ctx *x, const step *s) {
+  size_t w = width(s->dt);
+  size_t m = s->count * w;
+  x->steps++;
+  x->per_kind[s->kind]++;
+  x->in_place += s->in_place;
+  x->user_calls += s->opk >= OP_USER_COMM && kind_reduces(s->kind);
+  if (s->kind == K_RSB || s->kind == K_ALLTOALL || s->kind == K_ALLGATHER)
+    m *= (size_t)x->p;
+  if (s->kind == K_BARRIER)
+    m = 0;
+  x->bytes += m;
+}
+
+/* Results held alike must be alike; then rank 0 says whether to stop.
+ * Returns 1 to stop, 0 to go on, -1 if the communicator failed (said on
+ * stderr). */
+static int sync_point(ctx *x, const step *s, uint64_t n, double minutes,
+                      double t0, double *last_progress) {
+  uint64_t h[2] = {x->shared_hash, ~x->shared_hash}, hmax[2];
+  int32_t stop = 0;
+  int rc = crnet_allreduce(x->comm, h, hmax, 2, CRNET_UINT64, CRNET_MAX);
+  if (rc == 0 && (hmax[0] != h[0] || hmax[1] != h[1]))
+    report(x, s, "results every rank should hold alike (allreduce, "
+                 "allgather, bcast) differ between ranks by step %" PRIu64,
+           n);
+  if (x->rank == 0) {
+    double t = now_s();
+    stop = minutes > 0 && t - t0 >= minutes * 60;
+    if (minutes > 0 && t - *last_progress >= PROGRESS_EVERY_S) {
+      printf("soak: %" PRIu64 " steps, %.0f s, %" PRIu64 " failures here\n",
+             x->steps, t - t0, x->failures);
+      fflush(stdout);
+      *last_progress = t;
+    }
+  }
+  if (rc == 0)
+    rc = crnet_bcast(x->comm, &stop, 1, CRNET_INT32, 0);
+  if (rc != 0) {
+    fprintf(stderr, "soak: rank %d: sync after step %" PRIu64 ": %s: %s\n",
+            x->rank, n, crnet_err_name(rc), crnet_comm_errmsg(x->comm));
+    return -1;
+  }
+  return stop != 0;
+}
+
+static void trace_step(const ctx *x, const step *s, const char *what) {
+  char d[384];
+  if (!x->trace || x->rank != 0)
+    return;
+  describe(x, s, d, sizeof d);
+  printf("soak: %s%s\n", what, d);
+  fflush(stdout);
+}
+
+/* Sets the drawn schedule for the step's collective: every schedule drawn
+ * can do it, says the table above. */
+static void set_schedule(ctx *x, const step *s) {
+  int rc = crnet_comm_set_schedule(x->comm, kind_coll[s->kind], s->schedule);
+  if (rc != 0) {
+    report(x, s, "crnet_comm_set_schedule: %s: %s", crnet_err_name(rc),
+           crnet_comm_errmsg(x->comm));
+    x->broken = true;
+  }
+}
+
+/* --- calls in flight ------------------------------------------------------ */
+
+/* How a step of a batch ran or completed (describe() names it). */
+static const char HOW_STARTED[] = "in flight";
+static const char HOW_BETWEEN[] = "blocking, with calls in flight";
+static const char HOW_WAIT[] = "in flight, completed by crnet_wait";
+static const char HOW_TEST[] = "in flight, completed by crnet_test";
+static const char HOW_WAITANY[] = "in flight, completed by crnet_waitany";
+static const char HOW_WAITALL[] = "in flight, completed by crnet_waitall";
+
+/* A call in flight, and what its completion must show. */
+typedef struct flight {
+  step s; /* its own draw (and counts) */
+  call_state cs;
+  crnet_request *req;     /* NULL: not started, or completed */
+  crnet_request *started; /* the handle as started: the callback's */
+  bool active;            /* started in this batch */
+  bool done;
+  bool cb_set;
+  /* Written by the callback, perhaps on the progress thread. */
+  atomic_int cb_calls, cb_status, cb_wrong_req;
+  uint64_t shared_h;       /* the result's hash, mixed in step order */
+  uint64_t sum_sb, sum_rb; /* the buffers, guards included, at completion */
+} flight;
+
+static void on_complete(crnet_request *req, int status, void *arg) {
+  flight *f = arg;
+  if (req != f->started)
+    atomic_store(&f->cb_wrong_req, 1);
+  atomic_store(&f->cb_status, status);
+  atomic_fetch_add(&f->cb_calls, 1);
+}
+
+static bool pending(const flight *f) { return f->active && !f->done; }
+
+static void add_callback(ctx *x, flight *f) {
+  int rc = crnet_request_on_complete(f->req, on_complete, f);
+  if (rc != 0) {
+    report(x, &f->s, "crnet_request_on_complete returned %s: %s",
+           crnet_err_name(rc), crnet_comm_errmsg(x->comm));
+    x->broken = true;
+    return;
+  }
+  f->cb_set = true;
+  x->callbacks++;
+}
+
+static uint64_t buf_sum(const buf *b) {
+  return fnv(b->raw, b->len + 2 * GUARD);
+}
+
+/* The request of f completed with rc (its handle is NULL now): the checks
+ * a blocking call gets, and the callback's. */
+static void completed(ctx *x, flight *f, int rc, const char *how) {
+  step *s = &f->s;
+  f->done = true;
+  f->req = NULL;
+  s->how = how;
+  if (how == HOW_WAIT)
+    x->by_wait++;
+  else if (how == HOW_TEST)
+    x->by_test++;
+  else if (how == HOW_WAITANY)
+    x->by_waitany++;
+  else
+    x->by_waitall++;
+  if (x->trace && x->rank == 0) {
+    printf("soak: step %" PRIu64 " %s\n", s->n, how);
+    fflush(stdout);
+  }
+  if (rc != 0) {
+    if (rc == CRNET_EUNSUPPORTED)
+      report(x, s, "refused (%s) at its completion, not at its start, where "
+                   "every rank could have fallen back alike",
+             crnet_comm_errmsg(x->comm));
+    else
+      report(x, s, "returned %s: %s", crnet_err_name(rc),
+             crnet_comm_errmsg(x->comm));
+    x->broken = true;
+    return;
+  }
+  /* The wait returns after the callback has returned. */
+  if (f->cb_set) {
+    int calls = atomic_load(&f->cb_calls);
+    if (calls != 1)
+      report(x, s, "its completion callback ran %d times by its completion",
+             calls);
+    else if (atomic_load(&f->cb_status) != 0)
+      report(x, s, "its completion callback was given status %s",
+             crnet_err_name(atomic_load(&f->cb_status)));
+    if (atomic_load(&f->cb_wrong_req))
+      report(x, s, "its completion callback was given another request");
+  }
+  set_bases(x, s);
+  check(x, &f->cs);
+  if (shared_result(s))
+    f->shared_h = fnv(f->cs.rb.p, f->cs.want_elems * width(s->dt));
+  f->sum_sb = buf_sum(&f->cs.sb);
+  f->sum_rb = buf_sum(&f->cs.rb);
+  free_expectations(&f->cs);
+}
+
+/* Prepares and starts the call of f (its step drawn, its schedule set). */
+static void start_one(ctx *x, flight *f) {
+  int rc;
+  f->cs = (call_state){.s = &f->s};
+  f->req = f->started = NULL;
+  f->active = f->done = f->cb_set = false;
+  atomic_store(&f->cb_calls, 0);
+  atomic_store(&f->cb_status, 0);
+  atomic_store(&f->cb_wrong_req, 0);
+  prepare(x, &f->cs);
+  rc = go(x, &f->cs, &f->req);
+  if (rc == CRNET_EUNSUPPORTED) {
+    if (f->req != NULL)
+      report(x, &f->s, "refused, but made a request");
+    if (!refusal_ok(x, &f->cs))
+      goto unstarted;
+    rc = fall_back(x, &f->cs);
+    if (rc == 0)
+      rc = go(x, &f->cs, &f->req);
+  }
+  if (rc != 0) {
+    report(x, &f->s, "returned %s at its start: %s", crnet_err_name(rc),
+           crnet_comm_errmsg(x->comm));
+    x->broken = true;
+    goto unstarted;
+  }
+  if (f->req == NULL) {
+    report(x, &f->s, "started (0) without a request");
+    x->broken = true;
+    goto unstarted;
+  }
+  f->active = true;
+  f->started = f->req;
+  x->started++;
+  /* A quarter get their callback now, while surely in flight. */
+  if (gen_below(&x->order, 4) == 0)
+    add_callback(x, f);
+  return;
+
+unstarted:
+  free_expectations(&f->cs);
+  buf_free(&f->cs.sb);
+  buf_free(&f->cs.rb);
+}
+
+/* A random pending call of fl[0..nf) (without a callback if no_cb), or
+ * NULL. */
+static flight *pick(ctx *x, flight *fl, int nf, bool no_cb) {
+  int n = 0;
+  for (int i = 0; i < nf; i++)
+    n += pending(&fl[i]) && !(no_cb && fl[i].cb_set);
+  if (n == 0)
+    return NULL;
+  int k = (int)gen_below(&x->order, (uint64_t)n);
+  for (int i = 0; i < nf; i++)
+    if (pending(&fl[i]) && !(no_cb && fl[i].cb_set) && k-- == 0)
+      return &fl[i];
+  return NULL;
+}
+
+/* idx[0..n) in this rank's random order. */
+static void shuffle(ctx *x, int *idx, int n) {
+  for (int i = n - 1; i > 0; i--) {
+    int j = (int)gen_below(&x->order, (uint64_t)i + 1), t = idx[i];
+    idx[i] = idx[j];
+    idx[j] = t;
+  }
+}
+
+/* One crnet_test of f; completes it if done. */
+static void test_one(ctx *x, flight *f) {
+  int done = -1;
+  int rc = crnet_test(&f->req, &done);
+  if (done == 1) {
+    if (f->req != NULL)
+      report(x, &f->s, "crnet_test said done but left the handle set");
+    completed(x, f, rc, HOW_TEST);
+  } else if (done != 0 || rc != 0 || f->req == NULL) {
+    report(x, &f->s, "crnet_test: not done (%d) but returned %s or cleared "
+                     "the handle", done, crnet_err_name(rc));
+    x->broken = true;
+  }
+}
+
+/* Tests `target` until it is done, and with it one other pending call a
+ * turn (which may complete too); between turns a yield, or now and then a
+ * sleep of up to a quarter of a millisecond, as a program computing
+ * between its tests would. */
+static void test_until(ctx *x, flight *fl, int nf, flight *target) {
+  for (;;) {
+    flight *other = pick(x, fl, nf, false);
+    if (other != NULL && other != target)
+      test_one(x, other);
+    if (!x->broken)
+      test_one(x, target);
+    if (target->done || x->broken)
+      return;
+    if (gen_below(&x->order, 4) == 0) {
+      struct timespec ts = {0, 1000 * (long)(1 + gen_below(&x->order, 250))};
+      nanosleep(&ts, NULL);
+    } else {
+      sched_yield();
+    }
+  }
+}
+
+/* crnet_waitany over the whole batch in this rank's order, with holes
+ * (NULL) where calls are done. */
+static void wait_any(ctx *x, flight *fl, int nf) {
+  crnet_request *arr[MAX_IN_FLIGHT];
+  int idx[MAX_IN_FLIGHT], got = -2;
+  flight *f;
+  for (int i = 0; i < nf; i++)
+    idx[i] = i;
+  shuffle(x, idx, nf);
+  for (int i = 0; i < nf; i++)
+    arr[i] = pending(&fl[idx[i]]) ? fl[idx[i]].req : NULL;
+  int rc = crnet_waitany(nf, arr, &got);
+  if (got < 0 || got >= nf || !pending(&fl[idx[got]])) {
+    f = pick(x, fl, nf, false);
+    report(x, &f->s, "crnet_waitany over %d requests returned %s and index "
+                     "%d, not one of a pending request", nf,
+           crnet_err_name(rc), got);
+    x->broken = true;
+    return;
+  }
+  for (int i = 0; i < nf; i++) {
+    crnet_request *now = i == got || !pending(&fl[idx[i]]) ? NULL
+                                                           : fl[idx[i]].req;
+    if (arr[i] != now) {
+      report(x, &fl[idx[got]].s, "crnet_waitany: entry %d of %d is %s after "
+                                 "it returned index %d", i, nf,
+             arr[i] == NULL ? "NULL" : "a request", got);
+      x->broken = true;
+      return;
+    }
+  }
+  completed(x, &fl[idx[got]], rc, HOW_WAITANY);
+}
+
+/* crnet_waitall over `first` and about half the other pending calls, in
+ * this rank's order, with some holes (done calls, NULL). */
+static void wait_all(ctx *x, flight *fl, int nf, flight *first) {
+  crnet_request *arr[MAX_IN_FLIGHT];
+  int idx[MAX_IN_FLIGHT], n = 0;
+  for (int i = 0; i < nf; i++)
+    if (&fl[i] == first || (pending(&fl[i]) && gen_below(&x->order, 2)) ||
+        (!pending(&fl[i]) && gen_below(&x->order, 3) == 0))
+      idx[n++] = i;
+  shuffle(x, idx, n);
+  for (int i = 0; i < n; i++)
+    arr[i] = pending(&fl[idx[i]]) ? fl[idx[i]].req : NULL;
+  int rc = crnet_waitall(n, arr);
+  for (int i = 0; i < n; i++) {
+    if (arr[i] != NULL) {
+      report(x, &fl[idx[i]].s, "crnet_waitall left a handle set");
+      x->broken = true;
+    }
+  }
+  if (rc != 0) {
+    report(x, &first->s, "crnet_waitall over %d entries returned %s: %s", n,
+           crnet_err_name(rc), crnet_comm_errmsg(x->comm));
+    x->broken = true;
+  }
+  if (x->broken)
+    return;
+  for (int i = 0; i < n; i++)
+    if (pending(&fl[idx[i]]))
+      completed(x, &fl[idx[i]], 0, HOW_WAITALL);
+}
+
+/* Completes the batch fl[0..nf) in this rank's order and ways. */
+static void complete_all(ctx *x, flight *fl, int nf) {
+  flight *f;
+  while (!x->broken && (f = pick(x, fl, nf, false)) != NULL) {
+    /* Some callbacks come late: perhaps the call is complete already and
+     * the callback runs at once, here. */
+    if (gen_below(&x->order, 8) == 0) {
+      flight *g = pick(x, fl, nf, true);
+      if (g != NULL)
+        add_callback(x, g);
+      if (x->broken)
+        return;
+    }
+    switch (gen_below(&x->order, 8)) {
+    case 0:
+    case 1:
+    case 2: {
+      int rc = crnet_wait(&f->req);
+      if (f->req != NULL) {
+        report(x, &f->s, "crnet_wait left the handle set");
+        x->broken = true;
+        return;
+      }
+      completed(x, f, rc, HOW_WAIT);
+      break;
+    }
+    case 3:
+    case 4:
+      test_until(x, fl, nf, f);
+      break;
+    case 5:
+    case 6:
+      wait_any(x, fl, nf);
+      break;
+    default:
+      wait_all(x, fl, nf, f);
+    }
+  }
+}
+
+/* The batch is complete: callbacks ran once, buffers are as they were at
+ * their completion, and the shared results go into the hash in step
+ * order. Frees the buffers. */
+static void end_batch(ctx *x, flight *fl, int nf) {
+  crnet_request *none[MAX_IN_FLIGHT] = {NULL};
+  int got = -2, rc;
+
+  /* Nothing left: waitany finds nothing, waitall has nothing to wait for. */
+  rc = crnet_waitany(nf, none, &got);
+  if (rc != 0 || got != -1)
+    report(x, &fl[0].s, "crnet_waitany over %d NULL entries returned %s and "
+                        "index %d, not 0 and -1", nf, crnet_err_name(rc), got);
+  rc = crnet_waitall(nf, none);
+  if (rc != 0)
+    report(x, &fl[0].s, "crnet_waitall over %d NULL entries returned %s", nf,
+           crnet_err_name(rc));
+  for (int i = 0; i < nf; i++) {
+    flight *f = &fl[i];
+    if (!f->active)
+      continue;
+    if (f->cb_set && atomic_load(&f->cb_calls) != 1)
+      report(x, &f->s, "its completion callback ran %d times by the end of "
+                       "its batch", atomic_load(&f->cb_calls));
+    if (buf_sum(&f->cs.sb) != f->sum_sb || buf_sum(&f->cs.rb) != f->sum_rb)
+      report(x, &f->s, "its send or receive buffer (or a guard) changed "
+                       "after the call completed");
+    if (shared_result(&f->s))
+      mix_hash(x, f->shared_h, f->cs.want_elems * width(f->s.dt));
+    buf_free(&f->cs.sb);
+    buf_free(&f->cs.rb);
+    f->active = false;
+  }
+}
+
+/* The in-flight run: batches of x->in_flight calls started, then
+ * completed, until `count` steps (have_count) or the minutes are up.
+ * Returns false if the job is to be aborted. */
+static bool soak_in_flight(ctx *x, flight *fl, step *b, bool have_count,
+                           uint64_t count, double minutes, double t0) {
+  double last_progress = t0;
+  uint64_t n = 0;
+  const uint64_t end = have_count ? count : UINT64_MAX;
+
+  while (n < end) {
+    int nf = 0;
+    const step *last = NULL;
+    while (nf < x->in_flight && n < end) {
+      /* Now and then a blocking call between two starts. */
+      bool blocking = nf > 0 && gen_below(&x->shape, 6) == 0;
+      step *s = blocking ? b : &fl[nf].s;
+      s->n = n++;
+      draw(x, s);
+      s->how = blocking ? HOW_BETWEEN : HOW_STARTED;
+      set_schedule(x, s);
+      trace_step(x, s, blocking ? "" : "start ");
+      if (!x->broken) {
+        if (blocking) {
+          run_step(x, s);
+          x->between++;
+        } else {
+          start_one(x, &fl[nf]);
+        }
+      }
+      if (!blocking)
+        nf++;
+      if (x->broken)
+        return false;
+      count_step(x, s);
+      last = s;
+      /* This rank tests a call in flight now and then, so that some
+       * complete while the later ones are still starting. */
+      flight *f = gen_below(&x->order, 4) == 0 ? pick(x, fl, nf, false) : NULL;
+      if (f != NULL)
+        test_one(x, f);
+      if (x->broken)
+        return false;
+    }
+    complete_all(x, fl, nf);
+    if (x->broken)
+      return false;
+    end_batch(x, fl, nf);
+    if (x->broken)
+      return false;
+    int stop = sync_point(x, last, n - 1, minutes, t0, &last_progress);
+    if (stop < 0)
+      return false;
+    if (stop)
+      break;
+  }
+  return true;
 }
 
 /* Every rank learns the sum of everyone's failures. */
@@ -1018,10 +1662,12 @@ int main(int argc, char **argv) {
   double minutes = 0;
   bool have_seed = false, have_count = false;
   step s = {0};
+  flight *fl = NULL;
   double t0, last_progress;
   int rc, status = 0;
 
   x.max_bytes = DEFAULT_MAX_BYTES;
+  x.in_flight = 1;
   x.corrupt_rank = getenv("SOAK_CORRUPT") != NULL ? atoi(getenv("SOAK_CORRUPT"))
                                                   : -1;
   for (int i = 1; i < argc; i++) {
@@ -1038,6 +1684,10 @@ int main(int argc, char **argv) {
       i++;
     } else if (strcmp(a, "--max-bytes") == 0 && parse_u64(v, &u) && u >= 64) {
       x.max_bytes = (size_t)u;
+      i++;
+    } else if (strcmp(a, "--in-flight") == 0 && parse_u64(v, &u) && u >= 1 &&
+               u <= MAX_IN_FLIGHT) {
+      x.in_flight = (int)u;
       i++;
     } else if (strcmp(a, "--trace") == 0) {
       x.trace = true;
@@ -1069,9 +1719,18 @@ int main(int argc, char **argv) {
   }
   x.seed = seed;
   rng_state = seed;
+  /* In flight: the batches' shape alike on every rank, the order of
+   * completion this rank's own. */
+  x.shape.state = mix(seed ^ 0x7368617065ull);
+  x.order.state = mix(seed ^ mix(0x6f72646572ull + (uint64_t)x.rank));
   if (x.rank == 0) {
-    printf("soak: p %d seed %" PRIu64 " (replay: --seed %" PRIu64 ")\n", x.p,
-           seed, seed);
+    if (x.in_flight > 1)
+      printf("soak: p %d seed %" PRIu64 " (replay: --seed %" PRIu64
+             " --in-flight %d)\n",
+             x.p, seed, seed, x.in_flight);
+    else
+      printf("soak: p %d seed %" PRIu64 " (replay: --seed %" PRIu64 ")\n",
+             x.p, seed, seed);
     fflush(stdout);
   }
   if (crnet_op_create(&x.user_comm, user_comm_fn, &user_ctx_tag, 1) != 0 ||
@@ -1084,76 +1743,41 @@ int main(int argc, char **argv) {
   /* base[p] is a pattern no rank sends: the receive buffers' filling. */
   x.base = xmalloc(sizeof *x.base * ((size_t)x.p + 1));
   s.counts = xmalloc(sizeof *s.counts * (size_t)x.p);
+  if (x.in_flight > 1) {
+    fl = xmalloc(sizeof *fl * (size_t)x.in_flight);
+    memset(fl, 0, sizeof *fl * (size_t)x.in_flight);
+    for (int i = 0; i < x.in_flight; i++)
+      fl[i].s.counts = xmalloc(sizeof *s.counts * (size_t)x.p);
+  }
 
   t0 = last_progress = now_s();
-  for (uint64_t n = 0;; n++) {
-    if (have_count && n >= count)
-      break;
-    s.n = n;
-    draw(&x, &s);
-    /* The table above says every schedule drawn can do the collective. */
-    rc = crnet_comm_set_schedule(x.comm, kind_coll[s.kind], s.schedule);
-    if (rc != 0) {
-      report(&x, &s, "crnet_comm_set_schedule: %s: %s", crnet_err_name(rc),
-             crnet_comm_errmsg(x.comm));
-      x.broken = true;
-    }
-    if (x.trace && x.rank == 0) {
-      char d[256];
-      describe(&x, &s, d, sizeof d);
-      printf("soak: %s\n", d);
-      fflush(stdout);
-    }
-    if (!x.broken)
-      run_step(&x, &s);
-    if (x.broken) {
+  if (x.in_flight > 1) {
+    if (!soak_in_flight(&x, fl, &s, have_count, count, minutes, t0)) {
       crnet_comm_abort(x.comm, 1);
       return 1;
     }
-    x.steps++;
-    x.per_kind[s.kind]++;
-    x.in_place += s.in_place;
-    x.user_calls += s.opk >= OP_USER_COMM && kind_reduces(s.kind);
-    {
-      size_t w = width(s.dt);
-      size_t m = s.count * w;
-      if (s.kind == K_RSB || s.kind == K_ALLTOALL || s.kind == K_ALLGATHER)
-        m *= (size_t)x.p;
-      if (s.kind == K_BARRIER)
-        m = 0;
-      x.bytes += m;
-    }
-
-    if (n % SYNC_EVERY == SYNC_EVERY - 1) {
-      /* Results held alike must be alike; then rank 0 says whether to
-       * stop. */
-      uint64_t h[2] = {x.shared_hash, ~x.shared_hash}, hmax[2];
-      int32_t stop = 0;
-      rc = crnet_allreduce(x.comm, h, hmax, 2, CRNET_UINT64, CRNET_MAX);
-      if (rc == 0 && (hmax[0] != h[0] || hmax[1] != h[1]))
-        report(&x, &s, "results every rank should hold alike (allreduce, "
-                       "allgather, bcast) differ between ranks by step %" PRIu64,
-               n);
-      if (x.rank == 0) {
-        double t = now_s();
-        stop = minutes > 0 && t - t0 >= minutes * 60;
-        if (minutes > 0 && t - last_progress >= PROGRESS_EVERY_S) {
-          printf("soak: %" PRIu64 " steps, %.0f s, %" PRIu64 " failures here\n",
-                 x.steps, t - t0, x.failures);
-          fflush(stdout);
-          last_progress = t;
-        }
-      }
-      if (rc == 0)
-        rc = crnet_bcast(x.comm, &stop, 1, CRNET_INT32, 0);
-      if (rc != 0) {
-        fprintf(stderr, "soak: rank %d: sync after step %" PRIu64 ": %s: %s\n",
-                x.rank, n, crnet_err_name(rc), crnet_comm_errmsg(x.comm));
+  } else {
+    for (uint64_t n = 0; !have_count || n < count; n++) {
+      s.n = n;
+      draw(&x, &s);
+      set_schedule(&x, &s);
+      trace_step(&x, &s, "");
+      if (!x.broken)
+        run_step(&x, &s);
+      if (x.broken) {
         crnet_comm_abort(x.comm, 1);
         return 1;
       }
-      if (stop)
-        break;
+      count_step(&x, &s);
+      if (n % SYNC_EVERY == SYNC_EVERY - 1) {
+        int stop = sync_point(&x, &s, n, minutes, t0, &last_progress);
+        if (stop < 0) {
+          crnet_comm_abort(x.comm, 1);
+          return 1;
+        }
+        if (stop)
+          break;
+      }
     }
   }
 
@@ -1165,9 +1789,16 @@ int main(int argc, char **argv) {
     for (int k = 0; k < K_COUNT; k++)
       printf(" %s %" PRIu64, kind_name[k], x.per_kind[k]);
     printf(" in_place %" PRIu64 " user_op %" PRIu64 " refused %" PRIu64
-           " MiB %.1f failures %" PRIu64 "\n",
+           " MiB %.1f failures %" PRIu64,
            x.in_place, x.user_calls, x.refused,
            (double)x.bytes / (1024.0 * 1024.0), failures);
+    if (x.in_flight > 1)
+      printf(" in_flight %d started %" PRIu64 " blocking_between %" PRIu64
+             " by_wait %" PRIu64 " by_test %" PRIu64 " by_waitany %" PRIu64
+             " by_waitall %" PRIu64 " callbacks %" PRIu64,
+             x.in_flight, x.started, x.between, x.by_wait, x.by_test,
+             x.by_waitany, x.by_waitall, x.callbacks);
+    printf("\n");
     fflush(stdout);
   }
   if (failures != 0)
@@ -1181,5 +1812,8 @@ int main(int argc, char **argv) {
   }
   free(x.base);
   free(s.counts);
+  for (int i = 0; fl != NULL && i < x.in_flight; i++)
+    free(fl[i].s.counts);
+  free(fl);
   return status;
 }

@@ -4,7 +4,9 @@
 # --check over sizes 8..64K; the rows, sizes, counts, roots and bandwidth
 # arithmetic in its JSON (parsed by python3); a wrong element seen as one;
 # the text table; the link-limit probe at p = 2 and 3 and the efficiency
-# beside rows of 1 MiB; and usage errors.
+# beside rows of 1 MiB; --overlap's rows at p = 2 (their form and
+# arithmetic, never their figures, which are the machine's); and usage
+# errors.
 #
 #   tests/test_crbench.sh path/to/crlaunch path/to/crbench
 #
@@ -227,6 +229,89 @@ expect "--no-link-limit: no efficiency" \
   "$(python3 -c 'import json,sys; print(json.load(sys.stdin)["efficiency"])' <"$tmp/out")" \
   None
 
+# --- overlap ----------------------------------------------------------------
+
+# The JSON rows: one per (size, work), every key, positive times, and an
+# overlap that is a number and is the formula of the three times printed.
+# Nothing here asserts a figure: how much overlaps is the machine's.
+overlap_rows() {
+  python3 -c '
+import json, math, os, sys
+coll, p, root, sizes, works = (sys.argv[1], int(sys.argv[2]),
+                               int(sys.argv[3]), sys.argv[4].split(","),
+                               sys.argv[5].split(","))
+env = os.environ.get("CRNET_PROGRESS_THREAD") or None
+setting = {None: "default", "0": "off", "1": "on"}.get(env, env)
+source = "CRNET_PROGRESS_THREAD" if env else None
+keys = {"mode", "coll", "size", "count", "type", "op", "schedule", "root",
+        "p", "work", "t_comm_us", "t_work_us", "t_over_us", "overlap",
+        "progress_thread", "progress_thread_from", "iters", "warmup"}
+rows = [json.loads(l) for l in sys.stdin if l.strip()]
+want = [(int(s), w) for s in sizes for w in works]
+problems = []
+if [(r.get("size"), r.get("work")) for r in rows] != want:
+    problems.append("(size, work) %s, want %s" % (
+        [(r.get("size"), r.get("work")) for r in rows], want))
+for r in rows:
+    if set(r) != keys:
+        problems.append("keys %s" % sorted(set(r) ^ keys))
+        break
+    if (r["mode"], r["coll"], r["p"], r["root"], r["type"], r["schedule"],
+            r["iters"], r["warmup"]) != ("overlap", coll, p, root, "float",
+                                         "auto", 2, 1):
+        problems.append("row %s" % r)
+    if (r["progress_thread"], r["progress_thread_from"]) != (setting, source):
+        problems.append("progress thread %s from %s, want %s from %s" % (
+            r["progress_thread"], r["progress_thread_from"], setting, source))
+    ts = [r["t_comm_us"], r["t_work_us"], r["t_over_us"]]
+    if not all(isinstance(t, (int, float)) and t > 0 for t in ts):
+        problems.append("%s %s: times %s" % (r["size"], r["work"], ts))
+        continue
+    ov = r["overlap"]
+    if isinstance(ov, bool) or not isinstance(ov, (int, float)) \
+            or not math.isfinite(ov):
+        problems.append("%s %s: overlap %r" % (r["size"], r["work"], ov))
+        continue
+    lo, hi = min(ts[:2]), max(ts[:2])
+    want_ov = 1 - (ts[2] - hi) / lo
+    if abs(ov - want_ov) > 1e-6 * max(1, ts[2] / lo, hi / lo):
+        problems.append("%s %s: overlap %s, the times give %s" % (
+            r["size"], r["work"], ov, want_ov))
+print("ok" if not problems else "; ".join(problems[:5]))
+' "$@" <"$tmp/out"
+}
+bench 2 --overlap -b 64K -e 256K -n 2 -w 1 --json
+expect "--overlap: exit status" "$rc" 0
+expect "--overlap: rows" \
+  "$(overlap_rows allreduce 2 -1 65536,262144 sleep,cpu)" ok
+# (a size that took over a second says so on stderr: not an error)
+expect "--overlap: nothing on stderr" "$(grep -v ' B done (' "$tmp/err")" ""
+bench 2 --overlap -c bcast -r 1 -b 64K -e 256K -f 2 -n 2 -w 1 --work sleep \
+  --json
+expect "--overlap bcast, sleep only: exit status" "$rc" 0
+expect "--overlap bcast, sleep only: rows" \
+  "$(overlap_rows bcast 2 1 65536,131072,262144 sleep)" ok
+# The text table: the header says p and the progress thread as the program
+# saw it, from the environment (-x) or the option.
+"$CRLAUNCH" -n 2 --timeout 60 -x CRNET_PROGRESS_THREAD=1 "$CRBENCH" \
+  --overlap -b 64K -e 256K -n 2 -w 1 --work cpu >"$tmp/out" 2>"$tmp/err"
+expect "--overlap text, CRNET_PROGRESS_THREAD=1: exit status" "$?" 0
+expect "--overlap text: the header" "$(grep -c \
+  -e '^# crbench --overlap: allreduce, p = 2, type float, op sum, schedule auto, iters 2, warmup 1$' \
+  -e '^# progress thread: on (CRNET_PROGRESS_THREAD=1)$' \
+  -e '^#  *size  *count  *type  *redop  *schedule  *t_comm  *t_work  *t_over  *overlap  *work$' \
+  "$tmp/out")" 3
+expect "--overlap text: rows of size count type redop schedule, numbers, work" \
+  "$(grep -v '^#' "$tmp/out" | awk '{
+    num = $6 > 0 && $7 > 0 && $8 > 0 && $9 ~ /^-?[0-9]+\.[0-9]+$/
+    printf "%d %s %s %s %s %s %d %s|", NF, $1, $2, $3, $4, $5, num, $10 }')" \
+  "10 65536 16384 float sum auto 1 cpu|10 262144 65536 float sum auto 1 cpu|"
+bench 2 --overlap -c reduce_scatter -b 64K -e 64K -n 2 -w 1 --work sleep \
+  --progress-thread off
+expect "--overlap --progress-thread off: exit status" "$rc" 0
+expect "--overlap --progress-thread off: the header says so" \
+  "$(grep -c '^# progress thread: off (--progress-thread' "$tmp/out")" 1
+
 # --- usage ------------------------------------------------------------------
 
 "$CRBENCH" -h >"$tmp/out" 2>&1
@@ -261,6 +346,13 @@ usage_error "--link-limit on one rank" 1 --link-limit
 usage_error "--calibrate on one rank" 1 --calibrate
 usage_error "--calibrate and --link-limit" 2 --calibrate --link-limit
 usage_error "--tuning-out without --calibrate" 2 --tuning-out x
+usage_error "--overlap --work bogus" 2 --overlap --work bogus
+usage_error "--overlap --progress-thread bogus" 2 --overlap \
+  --progress-thread sometimes
+usage_error "--work without --overlap" 2 --work cpu
+usage_error "--overlap with two schedules" 2 --overlap -s ring,circulant
+usage_error "--overlap of a barrier" 2 --overlap -c barrier
+usage_error "--overlap and --calibrate" 2 --overlap --calibrate
 
 echo "$checks checks, $fails failed"
 [ "$fails" -eq 0 ]

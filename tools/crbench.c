@@ -71,7 +71,9 @@
  * how much of what this machine's TCP can do in that pattern the
  * collective gets. --no-link-limit skips the probe; --link-limit runs it
  * alone. --calibrate (crbench_calibrate.c) measures the cost model's
- * constants for `auto` and writes the tuning file.
+ * constants for `auto` and writes the tuning file. --overlap
+ * (crbench_overlap.c) measures how much of a nonblocking call hides
+ * behind computation that makes no crnet call.
  *
  * Errors: bad arguments give one line on stderr (from rank 0) and exit status
  * 2 on every rank; the arguments are parsed before crnet_comm_init, and the
@@ -124,6 +126,16 @@
  * beyond about 1 MiB TCP loopback's cost per byte grows on the machines
  * measured so far (docs/TUNING.md), which no linear model fits. */
 #define CALIBRATE_MAX_BYTES ((size_t)1 << 20)
+/* --overlap's sweep unless -b, -e, -f, -w say otherwise: from where a
+ * call lasts long enough to hide something worth hiding (about a
+ * millisecond on loopback) to where it lasts a tenth of a second, in four
+ * steps, so that the default run stays under a minute at p = 2 on two
+ * cores (each repetition runs the call, the work and both together). */
+#define OVERLAP_MIN_BYTES ((size_t)1 << 20)
+#define OVERLAP_MAX_BYTES ((size_t)64 << 20)
+#define OVERLAP_FACTOR 4
+#define OVERLAP_ITERS 20
+#define OVERLAP_WARMUP 3
 
 enum {
   EXIT_RIGHT = 0,
@@ -145,6 +157,12 @@ static const char USAGE[] =
     "    crlaunch -n P crbench --calibrate [--tuning-out FILE] [-e MAX]\n"
     "                          [-n ITERS] [-w WARMUP] [-d TYPE] [-o OP]\n"
     "                          [--json]\n"
+    "    crlaunch -n P crbench --overlap [--work sleep|cpu|both]\n"
+    "                          [--progress-thread on|off|auto] [-c COLL]\n"
+    "                          [-s SCHEDULE] [-b MIN] [-e MAX]\n"
+    "                          [-f FACTOR | -i INCREMENT] [-d TYPE] [-o OP]\n"
+    "                          [-n ITERS] [-w WARMUP] [-r ROOT] [--json]\n"
+    "                          [-v]\n"
     "\n"
     "DESCRIPTION\n"
     "    For each size from MIN to MAX and each schedule, runs WARMUP calls\n"
@@ -203,6 +221,15 @@ static const char USAGE[] =
     "                         file (see CALIBRATION)\n"
     "        --tuning-out F   --calibrate writes F instead of the file the\n"
     "                         library reads\n"
+    "        --overlap        how much of a nonblocking call hides behind\n"
+    "                         computation (see OVERLAP); defaults there:\n"
+    "                         -b 1M -e 64M -f 4 -n 20 -w 3\n"
+    "        --work W         --overlap's work: sleep, cpu or both\n"
+    "                         (default)\n"
+    "        --progress-thread M\n"
+    "                         --overlap: the job's progress thread on, off\n"
+    "                         or auto (crnet_config.progress_thread),\n"
+    "                         instead of CRNET_PROGRESS_THREAD\n"
     "    -v, --verbose        progress after every size, and a note for each\n"
     "                         schedule -s all leaves out\n"
     "    -h, --help           print this text and exit\n"
@@ -250,6 +277,28 @@ static const char USAGE[] =
     "    keeping the figures of other P. The next job's auto uses them\n"
     "    (docs/TUNING.md).\n"
     "\n"
+    "OVERLAP\n"
+    "    --overlap times, per size and kind of work, each the median over\n"
+    "    ITERS repetitions of the slowest rank's time:\n"
+    "      t_comm   one blocking call of COLL (-c: any but barrier)\n"
+    "      t_work   the work alone, made to last the median t_comm of a\n"
+    "               first pass (the same on every rank)\n"
+    "      t_over   the nonblocking call started, the work, then its wait\n"
+    "    and prints overlap = 1 - (t_over - max(t_comm, t_work)) /\n"
+    "    min(t_comm, t_work), not clamped: 1 the shorter hid entirely\n"
+    "    behind the longer, 0 they ran in turn. A repetition is barrier,\n"
+    "    call, barrier, work, barrier, overlapped run. The work makes no\n"
+    "    crnet call, so only a progress thread moves the request meanwhile.\n"
+    "    sleep: nanosleep (the core is free, as while waiting on a disk);\n"
+    "    cpu: multiply-adds in cache, calibrated per rank (the core is\n"
+    "    busy). One schedule (-s NAME or auto). Columns: size(B) count type\n"
+    "    redop schedule t_comm(us) t_work(us) t_over(us) overlap work; the\n"
+    "    header says p and the progress thread setting (--progress-thread,\n"
+    "    else CRNET_PROGRESS_THREAD, else default). --json: one object per\n"
+    "    row: mode coll size count type op schedule root p work t_comm_us\n"
+    "    t_work_us t_over_us overlap progress_thread progress_thread_from\n"
+    "    iters warmup.\n"
+    "\n"
     "EXIT STATUS\n"
     "    0 every result right (or unchecked); 1 a wrong result or a failed\n"
     "    call (crnet_comm_errmsg on stderr); 2 bad usage.\n"
@@ -259,7 +308,8 @@ static const char USAGE[] =
     "    crlaunch -n 4 crbench -c alltoall -s bruck,pairwise -b 1K -e 1M "
     "--json\n"
     "    crlaunch -n 4 crbench --calibrate\n"
-    "    crlaunch -n 4 crbench --link-limit\n";
+    "    crlaunch -n 4 crbench --link-limit\n"
+    "    crlaunch -n 2 -x CRNET_PROGRESS_THREAD=1 crbench --overlap\n";
 
 /* ------------------------------------------------------------------------
  * What crbench knows of the collectives and the library's names.
@@ -386,6 +436,9 @@ struct options {
   bool link_only;     /* --link-limit */
   bool no_link;       /* --no-link-limit */
   const char *tuning_out;
+  bool overlap;        /* --overlap */
+  unsigned work;       /* --work: CRBENCH_WORK_* */
+  int progress_thread; /* --progress-thread, or -1 */
 };
 
 /* Only rank 0 talks about usage. Before init the rank comes from the
@@ -459,7 +512,10 @@ enum {
   OPT_CALIBRATE,
   OPT_TUNING_OUT,
   OPT_LINK_LIMIT,
-  OPT_NO_LINK_LIMIT
+  OPT_NO_LINK_LIMIT,
+  OPT_OVERLAP,
+  OPT_WORK,
+  OPT_PROGRESS_THREAD
 };
 
 /* Parses argv into *o. Returns 0, or EXIT_USAGE after one line on stderr
@@ -483,12 +539,16 @@ static int parse_args(int argc, char **argv, struct options *o) {
       {"tuning-out", required_argument, NULL, OPT_TUNING_OUT},
       {"link-limit", no_argument, NULL, OPT_LINK_LIMIT},
       {"no-link-limit", no_argument, NULL, OPT_NO_LINK_LIMIT},
+      {"overlap", no_argument, NULL, OPT_OVERLAP},
+      {"work", required_argument, NULL, OPT_WORK},
+      {"progress-thread", required_argument, NULL, OPT_PROGRESS_THREAD},
       {"verbose", no_argument, NULL, 'v'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
   };
   bool speak = env_rank_is_zero(), have_max = false, have_factor = false,
-       have_increment = false;
+       have_increment = false, have_min = false, have_iters = false,
+       have_warmup = false, have_work = false;
   int ch, v;
 
   memset(o, 0, sizeof *o);
@@ -500,6 +560,8 @@ static int parse_args(int argc, char **argv, struct options *o) {
   o->op = &ops[0];      /* sum */
   o->iters = DEFAULT_ITERS;
   o->warmup = DEFAULT_WARMUP;
+  o->work = CRBENCH_WORK_SLEEP | CRBENCH_WORK_CPU;
+  o->progress_thread = -1;
 
   opterr = 0;
   while ((ch = getopt_long(argc, argv, ":c:s:b:e:f:i:d:o:n:w:r:vh", longopts,
@@ -534,6 +596,7 @@ static int parse_args(int argc, char **argv, struct options *o) {
       }
       if (ch == 'b') {
         o->min_bytes = n;
+        have_min = true;
       } else if (ch == 'e') {
         o->max_bytes = n;
         have_max = true;
@@ -581,12 +644,14 @@ static int parse_args(int argc, char **argv, struct options *o) {
         usage_error(speak, "-n: '%s' is not a count >= 1", optarg);
         return EXIT_USAGE;
       }
+      have_iters = true;
       break;
     case 'w':
       if (!parse_int(optarg, 0, &o->warmup)) {
         usage_error(speak, "-w: '%s' is not a count >= 0", optarg);
         return EXIT_USAGE;
       }
+      have_warmup = true;
       break;
     case 'r':
       if (!parse_int(optarg, 0, &o->root)) {
@@ -616,6 +681,35 @@ static int parse_args(int argc, char **argv, struct options *o) {
     case OPT_NO_LINK_LIMIT:
       o->no_link = true;
       break;
+    case OPT_OVERLAP:
+      o->overlap = true;
+      break;
+    case OPT_WORK:
+      if (strcmp(optarg, "sleep") == 0) {
+        o->work = CRBENCH_WORK_SLEEP;
+      } else if (strcmp(optarg, "cpu") == 0) {
+        o->work = CRBENCH_WORK_CPU;
+      } else if (strcmp(optarg, "both") == 0) {
+        o->work = CRBENCH_WORK_SLEEP | CRBENCH_WORK_CPU;
+      } else {
+        usage_error(speak, "--work: '%s' is not sleep, cpu or both", optarg);
+        return EXIT_USAGE;
+      }
+      have_work = true;
+      break;
+    case OPT_PROGRESS_THREAD:
+      if (strcmp(optarg, "on") == 0) {
+        o->progress_thread = CRNET_PROGRESS_THREAD_ON;
+      } else if (strcmp(optarg, "off") == 0) {
+        o->progress_thread = CRNET_PROGRESS_THREAD_OFF;
+      } else if (strcmp(optarg, "auto") == 0) {
+        o->progress_thread = CRNET_PROGRESS_THREAD_AUTO;
+      } else {
+        usage_error(speak, "--progress-thread: '%s' is not on, off or auto",
+                    optarg);
+        return EXIT_USAGE;
+      }
+      break;
     case 'v':
       o->verbose = true;
       break;
@@ -643,15 +737,49 @@ static int parse_args(int argc, char **argv, struct options *o) {
     usage_error(speak, "-f and -i exclude each other");
     return EXIT_USAGE;
   }
-  if (o->calibrate + o->link_only + o->no_link > 1) {
+  if (o->calibrate + o->link_only + o->no_link + o->overlap > 1) {
     usage_error(speak,
-                "--calibrate, --link-limit and --no-link-limit exclude each "
-                "other");
+                "--calibrate, --link-limit, --no-link-limit and --overlap "
+                "exclude each other");
     return EXIT_USAGE;
   }
   if (o->tuning_out != NULL && !o->calibrate) {
     usage_error(speak, "--tuning-out is for --calibrate");
     return EXIT_USAGE;
+  }
+  if ((have_work || o->progress_thread >= 0) && !o->overlap) {
+    usage_error(speak, "--%s is for --overlap",
+                have_work ? "work" : "progress-thread");
+    return EXIT_USAGE;
+  }
+  if (o->overlap) {
+    /* --overlap times one schedule; -s all or a list would multiply a run
+     * that is long already (each repetition is three runs). */
+    if (strcmp(o->schedule, "all") == 0 || strchr(o->schedule, ',') != NULL) {
+      usage_error(speak, "--overlap takes one schedule, not '%s'", o->schedule);
+      return EXIT_USAGE;
+    }
+    if (!crbench_overlap_supports(o->coll->name)) {
+      usage_error(speak, "--overlap cannot time %s: it moves no data",
+                  o->coll->name);
+      return EXIT_USAGE;
+    }
+    if (o->check) {
+      usage_error(speak, "--check is not for --overlap");
+      return EXIT_USAGE;
+    }
+    if (!have_min)
+      o->min_bytes = OVERLAP_MIN_BYTES;
+    if (!have_min && !have_max) {
+      o->max_bytes = OVERLAP_MAX_BYTES;
+      have_max = true;
+    }
+    if (!have_factor && !have_increment)
+      o->factor = OVERLAP_FACTOR;
+    if (!have_iters)
+      o->iters = OVERLAP_ITERS;
+    if (!have_warmup)
+      o->warmup = OVERLAP_WARMUP;
   }
   if (o->calibrate && (!have_max || o->max_bytes == 0))
     o->max_bytes = CALIBRATE_MAX_BYTES;
@@ -1442,6 +1570,37 @@ static int calibrate_main(struct bench *b) {
   return EXIT_RIGHT;
 }
 
+static int overlap_main(struct bench *b) {
+  const struct options *o = b->o;
+  struct crbench_overlap ov = {.coll = o->coll->name,
+                               .dt = o->type->dt,
+                               .op = o->op->op,
+                               .root = o->root,
+                               .iters = o->iters,
+                               .warmup = o->warmup,
+                               .work = o->work,
+                               .progress_thread = o->progress_thread,
+                               .json = o->json,
+                               .verbose = o->verbose};
+  size_t *sizes;
+  int status = choose_schedules(b); /* one name: parse_args saw to it */
+  if (status != 0)
+    return status;
+  ov.schedule = b->sched[0];
+  sizes = sweep_sizes(o, &ov.nsizes);
+  if (sizes == NULL) {
+    fprintf(stderr, PROG ": rank %d: out of memory\n", b->rank);
+    crnet_comm_abort(b->comm, EXIT_WRONG);
+    return EXIT_WRONG;
+  }
+  ov.sizes = sizes;
+  status = crbench_overlap(b->comm, &ov) != 0 ? EXIT_WRONG : EXIT_RIGHT;
+  if (status != EXIT_RIGHT)
+    crnet_comm_abort(b->comm, EXIT_WRONG);
+  free(sizes);
+  return status;
+}
+
 /* ------------------------------------------------------------------------
  * main
  */
@@ -1547,7 +1706,17 @@ int main(int argc, char **argv) {
             o.type->name, crnet_datatype_size(o.type->dt), b.ts);
     return EXIT_WRONG;
   }
-  if (crnet_comm_init(&b.comm, NULL) != 0) {
+  /* Only --progress-thread needs a crnet_config; without it, NULL leaves
+   * every setting to the environment, as for any program. */
+  if (o.progress_thread >= 0) {
+    crnet_config cfg;
+    crnet_config_init(&cfg);
+    cfg.progress_thread = o.progress_thread;
+    rc = crnet_comm_init(&b.comm, &cfg);
+  } else {
+    rc = crnet_comm_init(&b.comm, NULL);
+  }
+  if (rc != 0) {
     fprintf(stderr, PROG ": crnet_comm_init: %s\n", crnet_init_errmsg());
     return EXIT_WRONG;
   }
@@ -1576,8 +1745,11 @@ int main(int argc, char **argv) {
     return EXIT_WRONG;
   }
 
-  if (o.link_only || o.calibrate) {
-    status = o.link_only ? link_main(&b) : calibrate_main(&b);
+  if (o.link_only || o.calibrate || o.overlap) {
+    status = o.link_only   ? link_main(&b)
+             : o.calibrate ? calibrate_main(&b)
+                           : overlap_main(&b);
+    free(b.sched_list);
     rc = crnet_comm_destroy(b.comm);
     if (rc != 0 && status == EXIT_RIGHT) {
       fprintf(stderr, PROG ": rank %d: crnet_comm_destroy: %s\n", b.rank,

@@ -1,6 +1,8 @@
 /* crbench's parts beside the benchmark loop (crbench.c): the loopback-limit
- * probe (crbench_link.c) and the calibration of the cost model
- * (crbench_calibrate.c). Like crbench.c they use crnet's public API only.
+ * probe (crbench_link.c), the calibration of the cost model
+ * (crbench_calibrate.c) and the overlap of nonblocking calls with
+ * computation (crbench_overlap.c). Like crbench.c they use crnet's public
+ * API only.
  *
  * Every function here is collective: all ranks call it alike, and it
  * returns the same status on every rank (0, or 1 after rank-local reasons
@@ -62,5 +64,35 @@ struct crbench_calibration {
 /* Measures α, β and γ on this job (see crbench_calibrate.c), prints them
  * and the fit (rank 0), and rank 0 writes them into the tuning file. */
 int crbench_calibrate(crnet_comm *comm, const struct crbench_calibration *c);
+
+/* --- overlap -------------------------------------------------------------- */
+
+/* The work --overlap runs beside a nonblocking call (a mask: --work both
+ * is the two). */
+#define CRBENCH_WORK_SLEEP 1u /* nanosleep: the core is free */
+#define CRBENCH_WORK_CPU 2u   /* arithmetic in cache: the core is busy */
+
+struct crbench_overlap {
+  const char *coll;     /* one crbench_overlap_supports() accepts */
+  const char *schedule; /* one name, set for coll on every row */
+  const size_t *sizes;  /* the sweep (-b, -e, -f or -i), ascending */
+  size_t nsizes;
+  crnet_datatype dt;    /* -d */
+  crnet_op op;          /* -o, for the reductions */
+  int root;             /* -r, for bcast and reduce; below p */
+  int iters, warmup;
+  unsigned work;        /* CRBENCH_WORK_* */
+  int progress_thread;  /* --progress-thread as given to crnet_comm_init
+                           (CRNET_PROGRESS_THREAD_*), or -1: not given */
+  bool json, verbose;
+};
+
+/* Whether --overlap can time collective `coll` (crbench's -c names). */
+bool crbench_overlap_supports(const char *coll);
+
+/* For each size and kind of work, times the blocking call, the work
+ * alone, and the nonblocking call with the work between its start and
+ * its wait, and prints (rank 0) one row each with the overlap. */
+int crbench_overlap(crnet_comm *comm, const struct crbench_overlap *o);
 
 #endif

@@ -111,20 +111,27 @@ int crnet__req_start(crnet_comm *c, crnet_request *r) {
   c->queue_tail = r;
   c->in_flight++;
   atomic_fetch_add_explicit(&c->queued, 1, memory_order_release);
+  if (!r->blocking && c->progress_mode)
+    thread_start_locked(c);
   if (owned_by_me(c)) {
     /* A completion callback starts a call: the pass it runs in begins it. */
   } else if (c->owner != OWNER_NONE) {
     kick_owner(c); /* its pass begins the request */
+  } else if (!r->blocking && c->thread_running) {
+    /* The progress thread begins it: the program goes back to computing
+     * at once (writing and reading a large call's first messages here
+     * would take the caller milliseconds). */
+    pthread_cond_signal(&c->thread_cv);
   } else if (!r->blocking) {
-    /* The loop is free: begin the call now, so that its first messages
+    /* No progress thread: begin the call now, so that its first messages
      * leave before the program goes back to computing. A blocking call
      * begins it in its wait. */
-    c->owner = OWNER_CALLER;
-    c->owner_tid = pthread_self();
     drive = true;
   }
-  if (c->progress_mode && !r->blocking)
-    thread_start_locked(c);
+  if (drive) {
+    c->owner = OWNER_CALLER;
+    c->owner_tid = pthread_self();
+  }
   pthread_mutex_unlock(&c->mu);
   if (drive) {
     if (c->lazy)

@@ -561,10 +561,10 @@ static void thread_start_locked(crnet_comm *c) {
   pthread_attr_t attr;
   if (c->thread_running || c->thread_quit)
     return;
+  /* The default stack: the thread runs the program's own code too (user
+   * reduction operators, completion callbacks), and untouched stack pages
+   * cost nothing. */
   pthread_attr_init(&attr);
-  /* The thread runs the loop's callbacks and the reductions; 256 KiB is
-   * ample and keeps a job of many comms light. */
-  pthread_attr_setstacksize(&attr, 256 << 10);
   if (pthread_create(&c->thread, &attr, thread_main, c) == 0) {
     c->thread_running = true;
 #if defined(__linux__)

@@ -829,6 +829,15 @@ static int wait_any_locked(crnet_comm *c, any_of *a, int *rc, const char *what) 
       }
       continue;
     }
+    if (c->owner == OWNER_THREAD && c->spin_ns == 0) {
+      /* The progress thread runs the loop and this wait would not spin
+       * (more ranks than cores): taking the loop over would only add two
+       * wake-ups; the completion wakes this thread. */
+      c->cv_waiters++;
+      pthread_cond_wait(&c->cv, &c->mu);
+      c->cv_waiters--;
+      continue;
+    }
     c->wanting++;
     if (c->owner == OWNER_THREAD)
       kick_owner(c);

@@ -1,12 +1,14 @@
-/* crbench's parts beside the benchmark loop (crbench.c): the loopback-limit
- * probe (crbench_link.c), the calibration of the cost model
- * (crbench_calibrate.c) and the overlap of nonblocking calls with
- * computation (crbench_overlap.c). Like crbench.c they use crnet's public
- * API only.
+/* crbench's parts beside the benchmark loop (crbench.c): the command line
+ * (crbench_options.c), the loopback-limit probe (crbench_link.c), the
+ * calibration of the cost model (crbench_calibrate.c) and the overlap of
+ * nonblocking calls with computation (crbench_overlap.c). Like crbench.c
+ * they use crnet's public API only.
  *
- * Every function here is collective: all ranks call it alike, and it
- * returns the same status on every rank (0, or 1 after rank-local reasons
- * on stderr; the caller then aborts the job).
+ * Every function of the probe, the calibration and the overlap is
+ * collective: all ranks call it alike, and it returns the same status on
+ * every rank (0, or 1 after rank-local reasons on stderr; the caller then
+ * aborts the job). The command line's functions run before
+ * crnet_comm_init and talk to no other rank.
  */
 #ifndef CRBENCH_H
 #define CRBENCH_H
@@ -24,6 +26,94 @@ double crbench_now(void);
 
 /* The median of v[0..n) (sorts v). */
 double crbench_median(double *v, size_t n);
+
+/* --- the command line (crbench_options.c) ------------------------------ */
+
+/* crbench's exit statuses, the same on every rank. */
+enum {
+  EXIT_RIGHT = 0,
+  EXIT_WRONG = 1, /* a wrong result, or a failed call */
+  EXIT_USAGE = 2,
+};
+
+/* What crbench knows of the collectives and the library's names: the
+ * entries of the tables -c, -d and -o look names up in. */
+enum coll {
+  C_ALLREDUCE,
+  C_REDUCE_SCATTER,
+  C_ALLGATHER,
+  C_ALLTOALL,
+  C_BCAST,
+  C_REDUCE,
+  C_SCAN,
+  C_EXSCAN,
+  C_BARRIER,
+};
+
+/* busbw = algbw · factor (nccl-tests' PERFORMANCE.md). */
+enum bus_factor {
+  BUS_ALLREDUCE, /* 2(p-1)/p */
+  BUS_SPREAD,    /* (p-1)/p */
+  BUS_ONE,
+};
+
+struct coll_desc {
+  const char *name;
+  enum coll id;
+  crnet_collective schedule_of; /* for crnet_comm_set_schedule */
+  bool reduces;                 /* takes -d's operator */
+  bool rooted;
+  enum bus_factor factor;
+};
+
+struct type_desc {
+  const char *name;
+  crnet_datatype dt;
+  size_t size;
+  bool is_float;
+  bool is_signed;
+};
+
+struct op_desc {
+  const char *name;
+  crnet_op op;
+  bool integer_only;
+};
+
+/* The command line, parsed; defaults filled in. */
+struct options {
+  const struct coll_desc *coll;
+  const char *schedule; /* as given: a name, a list, or "all" */
+  size_t min_bytes, max_bytes;
+  size_t factor; /* 0: step by increment */
+  size_t increment;
+  const struct type_desc *type;
+  const struct op_desc *op;
+  int iters, warmup, root;
+  bool check, json, verbose, help;
+  bool calibrate;     /* --calibrate */
+  bool link_only;     /* --link-limit */
+  bool no_link;       /* --no-link-limit */
+  const char *tuning_out;
+  bool overlap;        /* --overlap */
+  unsigned work;       /* --work: CRBENCH_WORK_* */
+  int progress_thread; /* --progress-thread, or -1 */
+};
+
+/* The usage text that -h prints (rank 0). */
+extern const char crbench_usage[];
+
+/* Whether this process is rank 0 by the environment crlaunch sets (or
+ * the only one, without it): usage is spoken of before init. */
+bool crbench_env_rank_is_zero(void);
+
+/* Prints "crbench: <fmt...> (crbench -h for help)" on stderr if speak. */
+void crbench_usage_error(bool speak, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Parses argv into *o. Returns 0, or EXIT_USAGE after one line on stderr
+ * (from rank 0 only). Checks that need p are left to the caller. */
+int crbench_parse_args(int argc, char **argv, struct options *o);
 
 /* --- the link limit ------------------------------------------------------- */
 

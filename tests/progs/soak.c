@@ -63,37 +63,11 @@
  * of the communicator, the rank aborts the job so the others stop fast).
  *
  * In flight (--in-flight K, 2 to 64; default 1, every call blocking as
- * above). The same calls, drawn in the same order (step n is the same call
- * whatever K is, so a failure replays with --in-flight 1 to see whether it
- * needs calls in flight), are started in batches of K with the nonblocking
- * crnet_iX, each with its own buffers, each with the schedule set just
- * before its start (a call keeps the schedule it started with, so a batch
- * holds many schedules at once). A generator of its own, the same on every
- * rank, shapes the batches: now and then a step between two starts runs
- * blocking while the others are in flight (one sequence of calls for both
- * kinds). Another, seeded with the seed and the rank, decides how this rank
- * completes its batch, so that ranks wait in different orders: crnet_wait
- * on one request, a loop of crnet_test on one (and on another each turn,
- * yielding or sleeping a little between turns, as a program computing
- * would), crnet_waitany over the batch with holes where requests are done,
- * crnet_waitall over a part of it, and now and then a crnet_test while the
- * batch is still starting; a quarter of the requests get a
- * crnet_request_on_complete callback when they start and some more later
- * (perhaps when complete already, so it runs at once), and each callback
- * must have run exactly once, with status 0 and its own request, by the
- * time its request's wait returns, and no more by the end of the batch.
- * Each call is checked as it completes, exactly as above; at the end of
- * the batch its buffers must still hold what they held then (nothing
- * writes into a completed call), and the results every rank holds alike
- * feed the shared hash in step order (which every rank follows alike,
- * whatever its order of completion), then the ranks compare it. A
- * refusal comes from the start (crnet_iX returns CRNET_EUNSUPPORTED and
- * makes no request), where the step falls back to auto and starts again,
- * as the blocking step does; a refusal from a wait would leave the ranks no
- * common point to fall back at and is a failure. A rank holds the send and
- * receive buffers of K calls at once: up to 2·K·B bytes. The last line
- * adds rank 0's counts: calls started, blocking calls between starts,
- * completions by each way, callbacks.
+ * above), the same calls, drawn in the same order, are started in batches
+ * of K with the nonblocking crnet_iX and completed in orders that differ
+ * from rank to rank; soak_inflight.c holds that mode and says how. The
+ * last line then adds rank 0's counts: calls started, blocking calls
+ * between starts, completions by each way, callbacks.
  *
  * The schedules, per the README's table:
  *   allreduce       circulant, circulant-doubling, circulant-linear,
@@ -112,7 +86,6 @@
  *   circulant, ring in scan; others may refuse.
  */
 #include <inttypes.h>
-#include <sched.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -123,30 +96,15 @@
 #include <time.h>
 
 #include "crnet.h"
+#include "soak.h"
 
-#define GUARD 32
 #define GUARD_BYTE 0xA5
 #define SYNC_EVERY 8
 #define MAX_REPORTS 10
 #define DEFAULT_MAX_BYTES (4u << 20)
 #define PROGRESS_EVERY_S 60
-#define MAX_IN_FLIGHT 64
 
 /* --- what a step can be --------------------------------------------------- */
-
-enum kind {
-  K_ALLREDUCE,
-  K_RSB,
-  K_RS,
-  K_SCAN,
-  K_EXSCAN,
-  K_ALLTOALL,
-  K_ALLGATHER,
-  K_BCAST,
-  K_REDUCE,
-  K_BARRIER,
-  K_COUNT
-};
 
 static const char *const kind_name[K_COUNT] = {
     "allreduce", "reduce_scatter_block", "reduce_scatter", "scan", "exscan",
@@ -260,6 +218,18 @@ static uint64_t rng(void) {
 
 static uint64_t below(uint64_t n) { return n == 0 ? 0 : rng() % n; }
 
+/* The in-flight mode's generators (struct gen, soak.h) step like rng, each
+ * on a state of its own, so that step n is the same call whatever
+ * --in-flight is. */
+static uint64_t gen_next(gen *g) {
+  g->state += GOLDEN;
+  return mix(g->state);
+}
+
+uint64_t gen_below(gen *g, uint64_t n) {
+  return n == 0 ? 0 : gen_next(g) % n;
+}
+
 /* --- user operators -------------------------------------------------------- */
 
 static int user_ctx_tag;
@@ -321,61 +291,7 @@ static void user_noncomm_fn(const void *in, void *inout, size_t count,
 
 /* --- values ---------------------------------------------------------------- */
 
-/* One step's call, as every rank drew it. */
-typedef struct step {
-  uint64_t n;      /* step number */
-  enum kind kind;
-  const char *schedule;
-  int opk;         /* operator kind, < OP_KINDS */
-  crnet_op op;     /* the handle */
-  crnet_datatype dt;
-  size_t count;    /* elements per block (irregular: see counts) */
-  size_t *counts;  /* reduce_scatter: p entries */
-  bool in_place;
-  int root;
-  bool null_recv;  /* reduce at a non-root: recv NULL */
-  uint64_t salt;   /* mixes seed and step into the inputs */
-  const char *how; /* in flight: how it ran or completed; NULL otherwise */
-} step;
-
-/* The in-flight mode's own generators, apart from the draws' (rng), so that
- * step n is the same call whatever --in-flight is. */
-typedef struct gen {
-  uint64_t state;
-} gen;
-
-static uint64_t gen_next(gen *g) {
-  g->state += GOLDEN;
-  return mix(g->state);
-}
-
-static uint64_t gen_below(gen *g, uint64_t n) {
-  return n == 0 ? 0 : gen_next(g) % n;
-}
-
-typedef struct ctx {
-  crnet_comm *comm;
-  int p, rank;
-  uint64_t seed;
-  size_t max_bytes;
-  bool trace;
-  crnet_op user_comm, user_noncomm;
-  uint64_t *base; /* p per-rank input bases of the current step */
-  /* counts */
-  uint64_t steps, per_kind[K_COUNT], in_place, user_calls, refused,
-      bytes, failures, reports;
-  uint64_t shared_hash;
-  bool broken;
-  int corrupt_rank; /* SOAK_CORRUPT: this rank expects one wrong element */
-  /* In flight: K, the batches' shape (alike on every rank) and this rank's
-   * order of completion, and counts of what happened. */
-  int in_flight;
-  gen shape, order;
-  uint64_t started, between, by_wait, by_test, by_waitany, by_waitall,
-      callbacks;
-} ctx;
-
-static size_t width(crnet_datatype dt) { return crnet_datatype_size(dt); }
+size_t width(crnet_datatype dt) { return crnet_datatype_size(dt); }
 
 /* Sign- or zero-extends the low w bytes of x. */
 static int64_t extend(uint64_t x, crnet_datatype dt) {
@@ -579,13 +495,7 @@ static void fill_values(const ctx *x, const step *s, int r, uint64_t from,
 
 /* --- buffers with guards ----------------------------------------------------- */
 
-typedef struct buf {
-  uint8_t *raw;
-  uint8_t *p; /* raw + GUARD */
-  size_t len;
-} buf;
-
-static void *xmalloc(size_t n) {
+void *xmalloc(size_t n) {
   void *q = malloc(n == 0 ? 1 : n);
   if (q == NULL) {
     fprintf(stderr, "soak: out of memory (%zu bytes)\n", n);
@@ -602,7 +512,7 @@ static void buf_make(buf *b, size_t len) {
   memset(b->p + len, GUARD_BYTE, GUARD);
 }
 
-static void buf_free(buf *b) {
+void buf_free(buf *b) {
   free(b->raw);
   b->raw = b->p = NULL;
 }
@@ -628,9 +538,7 @@ static void describe(const ctx *x, const step *s, char *out, size_t n) {
            s->how != NULL ? ")" : "");
 }
 
-static void report(ctx *x, const step *s, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void report(ctx *x, const step *s, const char *fmt, ...) {
+void report(ctx *x, const step *s, const char *fmt, ...) {
   char d[384], m[512];
   va_list ap;
   x->failures++;
@@ -673,7 +581,7 @@ static bool compare(ctx *x, const step *s, const char *what,
   return false;
 }
 
-static uint64_t fnv(const uint8_t *b, size_t n) {
+uint64_t fnv(const uint8_t *b, size_t n) {
   uint64_t h = 1469598103934665603ull;
   for (size_t i = 0; i < n; i++) {
     h ^= b[i];
@@ -682,7 +590,7 @@ static uint64_t fnv(const uint8_t *b, size_t n) {
   return h;
 }
 
-static void mix_hash(ctx *x, uint64_t h, size_t n) {
+void mix_hash(ctx *x, uint64_t h, size_t n) {
   x->shared_hash = mix(x->shared_hash ^ h ^ n);
 }
 
@@ -777,25 +685,15 @@ static void complement(uint8_t *dst, const uint8_t *src, size_t n) {
     dst[i] = (uint8_t)~src[i];
 }
 
-/* One call from its buffers to its checks: what a blocking step holds for
- * the length of the call, and a call in flight until its batch ends. */
-typedef struct call_state {
-  step *s;
-  size_t send_elems, recv_elems, want_elems, want_at;
-  buf sb, rb;
-  uint8_t *want, *before;
-  bool check_untouched; /* recv must stay as it was */
-} call_state;
-
 /* The per-rank input bases of step s: value() and fill_bytes() read them,
  * so they are set again before a call in flight is checked. */
-static void set_bases(ctx *x, const step *s) {
+void set_bases(ctx *x, const step *s) {
   for (int r = 0; r <= x->p; r++)
     x->base[r] = mix(s->salt + (uint64_t)r * 0xd1b54a32d192ed03ull);
 }
 
 /* Sizes, the expected result, and the buffers filled for the call. */
-static void prepare(ctx *x, call_state *cs) {
+void prepare(ctx *x, call_state *cs) {
   step *s = cs->s;
   const int p = x->p, me = x->rank;
   const size_t w = width(s->dt);
@@ -938,7 +836,7 @@ static void prepare(ctx *x, call_state *cs) {
 }
 
 /* Starts (blocking: runs) the call on the prepared buffers. */
-static int go(ctx *x, call_state *cs, crnet_request **req) {
+int go(ctx *x, call_state *cs, crnet_request **req) {
   const void *send = cs->s->in_place ? CRNET_IN_PLACE : cs->sb.p;
   if (req == NULL)
     return call(x, cs->s, send, cs->rb.p, cs->rb.p);
@@ -947,7 +845,7 @@ static int go(ctx *x, call_state *cs, crnet_request **req) {
 
 /* A call refused with CRNET_EUNSUPPORTED: whether the documentation allows
  * the refusal (else it is reported). */
-static bool refusal_ok(ctx *x, call_state *cs) {
+bool refusal_ok(ctx *x, call_state *cs) {
   const size_t w = width(cs->s->dt);
   if (!refusal_allowed(x, cs->s)) {
     report(x, cs->s, "refused (%s) a call the documentation says it can do",
@@ -964,7 +862,7 @@ static bool refusal_ok(ctx *x, call_state *cs) {
 
 /* After an allowed refusal: auto for the collective, on every rank alike,
  * for the call to be made again. */
-static int fall_back(ctx *x, call_state *cs) {
+int fall_back(ctx *x, call_state *cs) {
   int rc = crnet_comm_set_schedule(x->comm, kind_coll[cs->s->kind], "auto");
   if (rc == 0)
     cs->s->schedule = "auto (after a refusal)";
@@ -972,7 +870,7 @@ static int fall_back(ctx *x, call_state *cs) {
 }
 
 /* The checks of a call that returned 0. */
-static void check(ctx *x, call_state *cs) {
+void check(ctx *x, call_state *cs) {
   step *s = cs->s;
   const int me = x->rank;
   const size_t w = width(s->dt);
@@ -1006,18 +904,18 @@ static void check(ctx *x, call_state *cs) {
 }
 
 /* Whether the step's result is one every rank holds alike. */
-static bool shared_result(const step *s) {
+bool shared_result(const step *s) {
   return s->kind == K_ALLREDUCE || s->kind == K_ALLGATHER ||
          s->kind == K_BCAST;
 }
 
-static void free_expectations(call_state *cs) {
+void free_expectations(call_state *cs) {
   free(cs->before);
   free(cs->want);
   cs->before = cs->want = NULL;
 }
 
-static void run_step(ctx *x, step *s) {
+void run_step(ctx *x, step *s) {
   call_state cs = {.s = s};
   int rc;
 
@@ -1067,7 +965,7 @@ static size_t draw_count(const ctx *x, size_t per_rank_factor, size_t w) {
   return n < cap ? n : cap;
 }
 
-static void draw(ctx *x, step *s) {
+void draw(ctx *x, step *s) {
   static const int kind_weight[K_COUNT] = {4, 2, 2, 2, 2, 2, 2, 2, 2, 1};
   int sum = 0, pick;
   const char *const *list;
@@ -1177,7 +1075,7 @@ static bool parse_u64(const char *v, uint64_t *out) {
 }
 
 /* Counts a step that ran (in flight: that started). */
-static void count_step(ctx *x, const step *s) {
+void count_step(ctx *x, const step *s) {
   size_t w = width(s->dt);
   size_t m = s->count * w;
   x->steps++;
@@ -1194,7 +1092,7 @@ static void count_step(ctx *x, const step *s) {
 /* Results held alike must be alike; then rank 0 says whether to stop.
  * Returns 1 to stop, 0 to go on, -1 if the communicator failed (said on
  * stderr). */
-static int sync_point(ctx *x, const step *s, uint64_t n, double minutes,
+int sync_point(ctx *x, const step *s, uint64_t n, double minutes,
                       double t0, double *last_progress) {
   uint64_t h[2] = {x->shared_hash, ~x->shared_hash}, hmax[2];
   int32_t stop = 0;
@@ -1223,7 +1121,7 @@ static int sync_point(ctx *x, const step *s, uint64_t n, double minutes,
   return stop != 0;
 }
 
-static void trace_step(const ctx *x, const step *s, const char *what) {
+void trace_step(const ctx *x, const step *s, const char *what) {
   char d[384];
   if (!x->trace || x->rank != 0)
     return;
@@ -1234,418 +1132,13 @@ static void trace_step(const ctx *x, const step *s, const char *what) {
 
 /* Sets the drawn schedule for the step's collective: every schedule drawn
  * can do it, says the table above. */
-static void set_schedule(ctx *x, const step *s) {
+void set_schedule(ctx *x, const step *s) {
   int rc = crnet_comm_set_schedule(x->comm, kind_coll[s->kind], s->schedule);
   if (rc != 0) {
     report(x, s, "crnet_comm_set_schedule: %s: %s", crnet_err_name(rc),
            crnet_comm_errmsg(x->comm));
     x->broken = true;
   }
-}
-
-/* --- calls in flight ------------------------------------------------------ */
-
-/* How a step of a batch ran or completed (describe() names it). */
-static const char HOW_STARTED[] = "in flight";
-static const char HOW_BETWEEN[] = "blocking, with calls in flight";
-static const char HOW_WAIT[] = "in flight, completed by crnet_wait";
-static const char HOW_TEST[] = "in flight, completed by crnet_test";
-static const char HOW_WAITANY[] = "in flight, completed by crnet_waitany";
-static const char HOW_WAITALL[] = "in flight, completed by crnet_waitall";
-
-/* A call in flight, and what its completion must show. */
-typedef struct flight {
-  step s; /* its own draw (and counts) */
-  call_state cs;
-  crnet_request *req;     /* NULL: not started, or completed */
-  crnet_request *started; /* the handle as started: the callback's */
-  bool active;            /* started in this batch */
-  bool done;
-  bool cb_set;
-  /* Written by the callback, perhaps on the progress thread. */
-  atomic_int cb_calls, cb_status, cb_wrong_req;
-  uint64_t shared_h;       /* the result's hash, mixed in step order */
-  uint64_t sum_sb, sum_rb; /* the buffers, guards included, at completion */
-} flight;
-
-static void on_complete(crnet_request *req, int status, void *arg) {
-  flight *f = arg;
-  if (req != f->started)
-    atomic_store(&f->cb_wrong_req, 1);
-  atomic_store(&f->cb_status, status);
-  atomic_fetch_add(&f->cb_calls, 1);
-}
-
-static bool pending(const flight *f) { return f->active && !f->done; }
-
-static void add_callback(ctx *x, flight *f) {
-  int rc = crnet_request_on_complete(f->req, on_complete, f);
-  if (rc != 0) {
-    report(x, &f->s, "crnet_request_on_complete returned %s: %s",
-           crnet_err_name(rc), crnet_comm_errmsg(x->comm));
-    x->broken = true;
-    return;
-  }
-  f->cb_set = true;
-  x->callbacks++;
-}
-
-static uint64_t buf_sum(const buf *b) {
-  return fnv(b->raw, b->len + 2 * GUARD);
-}
-
-/* The request of f completed with rc (its handle is NULL now): the checks
- * a blocking call gets, and the callback's. */
-static void completed(ctx *x, flight *f, int rc, const char *how) {
-  step *s = &f->s;
-  f->done = true;
-  f->req = NULL;
-  s->how = how;
-  if (how == HOW_WAIT)
-    x->by_wait++;
-  else if (how == HOW_TEST)
-    x->by_test++;
-  else if (how == HOW_WAITANY)
-    x->by_waitany++;
-  else
-    x->by_waitall++;
-  if (x->trace && x->rank == 0) {
-    printf("soak: step %" PRIu64 " %s\n", s->n, how);
-    fflush(stdout);
-  }
-  if (rc != 0) {
-    if (rc == CRNET_EUNSUPPORTED)
-      report(x, s, "refused (%s) at its completion, not at its start, where "
-                   "every rank could have fallen back alike",
-             crnet_comm_errmsg(x->comm));
-    else
-      report(x, s, "returned %s: %s", crnet_err_name(rc),
-             crnet_comm_errmsg(x->comm));
-    x->broken = true;
-    return;
-  }
-  /* The wait returns after the callback has returned. */
-  if (f->cb_set) {
-    int calls = atomic_load(&f->cb_calls);
-    if (calls != 1)
-      report(x, s, "its completion callback ran %d times by its completion",
-             calls);
-    else if (atomic_load(&f->cb_status) != 0)
-      report(x, s, "its completion callback was given status %s",
-             crnet_err_name(atomic_load(&f->cb_status)));
-    if (atomic_load(&f->cb_wrong_req))
-      report(x, s, "its completion callback was given another request");
-  }
-  set_bases(x, s);
-  check(x, &f->cs);
-  if (shared_result(s))
-    f->shared_h = fnv(f->cs.rb.p, f->cs.want_elems * width(s->dt));
-  f->sum_sb = buf_sum(&f->cs.sb);
-  f->sum_rb = buf_sum(&f->cs.rb);
-  free_expectations(&f->cs);
-}
-
-/* Prepares and starts the call of f (its step drawn, its schedule set). */
-static void start_one(ctx *x, flight *f) {
-  int rc;
-  f->cs = (call_state){.s = &f->s};
-  f->req = f->started = NULL;
-  f->active = f->done = f->cb_set = false;
-  atomic_store(&f->cb_calls, 0);
-  atomic_store(&f->cb_status, 0);
-  atomic_store(&f->cb_wrong_req, 0);
-  prepare(x, &f->cs);
-  rc = go(x, &f->cs, &f->req);
-  if (rc == CRNET_EUNSUPPORTED) {
-    if (f->req != NULL)
-      report(x, &f->s, "refused, but made a request");
-    if (!refusal_ok(x, &f->cs))
-      goto unstarted;
-    rc = fall_back(x, &f->cs);
-    if (rc == 0)
-      rc = go(x, &f->cs, &f->req);
-  }
-  if (rc != 0) {
-    report(x, &f->s, "returned %s at its start: %s", crnet_err_name(rc),
-           crnet_comm_errmsg(x->comm));
-    x->broken = true;
-    goto unstarted;
-  }
-  if (f->req == NULL) {
-    report(x, &f->s, "started (0) without a request");
-    x->broken = true;
-    goto unstarted;
-  }
-  f->active = true;
-  f->started = f->req;
-  x->started++;
-  /* A quarter get their callback now, while surely in flight. */
-  if (gen_below(&x->order, 4) == 0)
-    add_callback(x, f);
-  return;
-
-unstarted:
-  free_expectations(&f->cs);
-  buf_free(&f->cs.sb);
-  buf_free(&f->cs.rb);
-}
-
-/* A random pending call of fl[0..nf) (without a callback if no_cb), or
- * NULL. */
-static flight *pick(ctx *x, flight *fl, int nf, bool no_cb) {
-  int n = 0;
-  for (int i = 0; i < nf; i++)
-    n += pending(&fl[i]) && !(no_cb && fl[i].cb_set);
-  if (n == 0)
-    return NULL;
-  int k = (int)gen_below(&x->order, (uint64_t)n);
-  for (int i = 0; i < nf; i++)
-    if (pending(&fl[i]) && !(no_cb && fl[i].cb_set) && k-- == 0)
-      return &fl[i];
-  return NULL;
-}
-
-/* idx[0..n) in this rank's random order. */
-static void shuffle(ctx *x, int *idx, int n) {
-  for (int i = n - 1; i > 0; i--) {
-    int j = (int)gen_below(&x->order, (uint64_t)i + 1), t = idx[i];
-    idx[i] = idx[j];
-    idx[j] = t;
-  }
-}
-
-/* One crnet_test of f; completes it if done. */
-static void test_one(ctx *x, flight *f) {
-  int done = -1;
-  int rc = crnet_test(&f->req, &done);
-  if (done == 1) {
-    if (f->req != NULL)
-      report(x, &f->s, "crnet_test said done but left the handle set");
-    completed(x, f, rc, HOW_TEST);
-  } else if (done != 0 || rc != 0 || f->req == NULL) {
-    report(x, &f->s, "crnet_test: not done (%d) but returned %s or cleared "
-                     "the handle", done, crnet_err_name(rc));
-    x->broken = true;
-  }
-}
-
-/* Tests `target` until it is done, and with it one other pending call a
- * turn (which may complete too); between turns a yield, or now and then a
- * sleep of up to a quarter of a millisecond, as a program computing
- * between its tests would. */
-static void test_until(ctx *x, flight *fl, int nf, flight *target) {
-  for (;;) {
-    flight *other = pick(x, fl, nf, false);
-    if (other != NULL && other != target)
-      test_one(x, other);
-    if (!x->broken)
-      test_one(x, target);
-    if (target->done || x->broken)
-      return;
-    if (gen_below(&x->order, 4) == 0) {
-      struct timespec ts = {0, 1000 * (long)(1 + gen_below(&x->order, 250))};
-      nanosleep(&ts, NULL);
-    } else {
-      sched_yield();
-    }
-  }
-}
-
-/* crnet_waitany over the whole batch in this rank's order, with holes
- * (NULL) where calls are done. */
-static void wait_any(ctx *x, flight *fl, int nf) {
-  crnet_request *arr[MAX_IN_FLIGHT];
-  int idx[MAX_IN_FLIGHT], got = -2;
-  flight *f;
-  for (int i = 0; i < nf; i++)
-    idx[i] = i;
-  shuffle(x, idx, nf);
-  for (int i = 0; i < nf; i++)
-    arr[i] = pending(&fl[idx[i]]) ? fl[idx[i]].req : NULL;
-  int rc = crnet_waitany(nf, arr, &got);
-  if (got < 0 || got >= nf || !pending(&fl[idx[got]])) {
-    f = pick(x, fl, nf, false);
-    report(x, &f->s, "crnet_waitany over %d requests returned %s and index "
-                     "%d, not one of a pending request", nf,
-           crnet_err_name(rc), got);
-    x->broken = true;
-    return;
-  }
-  for (int i = 0; i < nf; i++) {
-    crnet_request *now = i == got || !pending(&fl[idx[i]]) ? NULL
-                                                           : fl[idx[i]].req;
-    if (arr[i] != now) {
-      report(x, &fl[idx[got]].s, "crnet_waitany: entry %d of %d is %s after "
-                                 "it returned index %d", i, nf,
-             arr[i] == NULL ? "NULL" : "a request", got);
-      x->broken = true;
-      return;
-    }
-  }
-  completed(x, &fl[idx[got]], rc, HOW_WAITANY);
-}
-
-/* crnet_waitall over `first` and about half the other pending calls, in
- * this rank's order, with some holes (done calls, NULL). */
-static void wait_all(ctx *x, flight *fl, int nf, flight *first) {
-  crnet_request *arr[MAX_IN_FLIGHT];
-  int idx[MAX_IN_FLIGHT], n = 0;
-  for (int i = 0; i < nf; i++)
-    if (&fl[i] == first || (pending(&fl[i]) && gen_below(&x->order, 2)) ||
-        (!pending(&fl[i]) && gen_below(&x->order, 3) == 0))
-      idx[n++] = i;
-  shuffle(x, idx, n);
-  for (int i = 0; i < n; i++)
-    arr[i] = pending(&fl[idx[i]]) ? fl[idx[i]].req : NULL;
-  int rc = crnet_waitall(n, arr);
-  for (int i = 0; i < n; i++) {
-    if (arr[i] != NULL) {
-      report(x, &fl[idx[i]].s, "crnet_waitall left a handle set");
-      x->broken = true;
-    }
-  }
-  if (rc != 0) {
-    report(x, &first->s, "crnet_waitall over %d entries returned %s: %s", n,
-           crnet_err_name(rc), crnet_comm_errmsg(x->comm));
-    x->broken = true;
-  }
-  if (x->broken)
-    return;
-  for (int i = 0; i < n; i++)
-    if (pending(&fl[idx[i]]))
-      completed(x, &fl[idx[i]], 0, HOW_WAITALL);
-}
-
-/* Completes the batch fl[0..nf) in this rank's order and ways. */
-static void complete_all(ctx *x, flight *fl, int nf) {
-  flight *f;
-  while (!x->broken && (f = pick(x, fl, nf, false)) != NULL) {
-    /* Some callbacks come late: perhaps the call is complete already and
-     * the callback runs at once, here. */
-    if (gen_below(&x->order, 8) == 0) {
-      flight *g = pick(x, fl, nf, true);
-      if (g != NULL)
-        add_callback(x, g);
-      if (x->broken)
-        return;
-    }
-    switch (gen_below(&x->order, 8)) {
-    case 0:
-    case 1:
-    case 2: {
-      int rc = crnet_wait(&f->req);
-      if (f->req != NULL) {
-        report(x, &f->s, "crnet_wait left the handle set");
-        x->broken = true;
-        return;
-      }
-      completed(x, f, rc, HOW_WAIT);
-      break;
-    }
-    case 3:
-    case 4:
-      test_until(x, fl, nf, f);
-      break;
-    case 5:
-    case 6:
-      wait_any(x, fl, nf);
-      break;
-    default:
-      wait_all(x, fl, nf, f);
-    }
-  }
-}
-
-/* The batch is complete: callbacks ran once, buffers are as they were at
- * their completion, and the shared results go into the hash in step
- * order. Frees the buffers. */
-static void end_batch(ctx *x, flight *fl, int nf) {
-  crnet_request *none[MAX_IN_FLIGHT] = {NULL};
-  int got = -2, rc;
-
-  /* Nothing left: waitany finds nothing, waitall has nothing to wait for. */
-  rc = crnet_waitany(nf, none, &got);
-  if (rc != 0 || got != -1)
-    report(x, &fl[0].s, "crnet_waitany over %d NULL entries returned %s and "
-                        "index %d, not 0 and -1", nf, crnet_err_name(rc), got);
-  rc = crnet_waitall(nf, none);
-  if (rc != 0)
-    report(x, &fl[0].s, "crnet_waitall over %d NULL entries returned %s", nf,
-           crnet_err_name(rc));
-  for (int i = 0; i < nf; i++) {
-    flight *f = &fl[i];
-    if (!f->active)
-      continue;
-    if (f->cb_set && atomic_load(&f->cb_calls) != 1)
-      report(x, &f->s, "its completion callback ran %d times by the end of "
-                       "its batch", atomic_load(&f->cb_calls));
-    if (buf_sum(&f->cs.sb) != f->sum_sb || buf_sum(&f->cs.rb) != f->sum_rb)
-      report(x, &f->s, "its send or receive buffer (or a guard) changed "
-                       "after the call completed");
-    if (shared_result(&f->s))
-      mix_hash(x, f->shared_h, f->cs.want_elems * width(f->s.dt));
-    buf_free(&f->cs.sb);
-    buf_free(&f->cs.rb);
-    f->active = false;
-  }
-}
-
-/* The in-flight run: batches of x->in_flight calls started, then
- * completed, until `count` steps (have_count) or the minutes are up.
- * Returns false if the job is to be aborted. */
-static bool soak_in_flight(ctx *x, flight *fl, step *b, bool have_count,
-                           uint64_t count, double minutes, double t0) {
-  double last_progress = t0;
-  uint64_t n = 0;
-  const uint64_t end = have_count ? count : UINT64_MAX;
-
-  while (n < end) {
-    int nf = 0;
-    const step *last = NULL;
-    while (nf < x->in_flight && n < end) {
-      /* Now and then a blocking call between two starts. */
-      bool blocking = nf > 0 && gen_below(&x->shape, 6) == 0;
-      step *s = blocking ? b : &fl[nf].s;
-      s->n = n++;
-      draw(x, s);
-      s->how = blocking ? HOW_BETWEEN : HOW_STARTED;
-      set_schedule(x, s);
-      trace_step(x, s, blocking ? "" : "start ");
-      if (!x->broken) {
-        if (blocking) {
-          run_step(x, s);
-          x->between++;
-        } else {
-          start_one(x, &fl[nf]);
-        }
-      }
-      if (!blocking)
-        nf++;
-      if (x->broken)
-        return false;
-      count_step(x, s);
-      last = s;
-      /* This rank tests a call in flight now and then, so that some
-       * complete while the later ones are still starting. */
-      flight *f = gen_below(&x->order, 4) == 0 ? pick(x, fl, nf, false) : NULL;
-      if (f != NULL)
-        test_one(x, f);
-      if (x->broken)
-        return false;
-    }
-    complete_all(x, fl, nf);
-    if (x->broken)
-      return false;
-    end_batch(x, fl, nf);
-    if (x->broken)
-      return false;
-    int stop = sync_point(x, last, n - 1, minutes, t0, &last_progress);
-    if (stop < 0)
-      return false;
-    if (stop)
-      break;
-  }
-  return true;
 }
 
 /* Every rank learns the sum of everyone's failures. */
@@ -1743,12 +1236,8 @@ int main(int argc, char **argv) {
   /* base[p] is a pattern no rank sends: the receive buffers' filling. */
   x.base = xmalloc(sizeof *x.base * ((size_t)x.p + 1));
   s.counts = xmalloc(sizeof *s.counts * (size_t)x.p);
-  if (x.in_flight > 1) {
-    fl = xmalloc(sizeof *fl * (size_t)x.in_flight);
-    memset(fl, 0, sizeof *fl * (size_t)x.in_flight);
-    for (int i = 0; i < x.in_flight; i++)
-      fl[i].s.counts = xmalloc(sizeof *s.counts * (size_t)x.p);
-  }
+  if (x.in_flight > 1)
+    fl = flights_make(x.in_flight, x.p);
 
   t0 = last_progress = now_s();
   if (x.in_flight > 1) {
@@ -1812,8 +1301,6 @@ int main(int argc, char **argv) {
   }
   free(x.base);
   free(s.counts);
-  for (int i = 0; fl != NULL && i < x.in_flight; i++)
-    free(fl[i].s.counts);
-  free(fl);
+  flights_free(fl, x.in_flight);
   return status;
 }

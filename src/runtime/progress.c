@@ -28,6 +28,36 @@ static bool owned_by_me(const crnet_comm *c) {
   return c->owner != OWNER_NONE && pthread_equal(c->owner_tid, pthread_self());
 }
 
+/* The calling thread takes the loop (mu held; nobody owns it). */
+static void take_locked(crnet_comm *c) {
+  c->owner = OWNER_CALLER;
+  c->owner_tid = pthread_self();
+}
+
+/* Sleeps on c->cv (mu held) until a completion, a callback's end or the
+ * loop's release wakes it; wake_locked wakes only when someone sleeps. */
+static void sleep_locked(crnet_comm *c) {
+  c->cv_waiters++;
+  pthread_cond_wait(&c->cv, &c->mu);
+  c->cv_waiters--;
+}
+
+static void wake_locked(crnet_comm *c) {
+  if (c->cv_waiters > 0)
+    pthread_cond_broadcast(&c->cv);
+}
+
+/* Runs fn, the completion callback of r, on this thread (mu not held;
+ * cb_busy counted by the caller under mu): a wait frees r only after. */
+static void run_callback(crnet_comm *c, crnet_request *r, crnet_request_fn *fn,
+                         void *arg) {
+  fn(r, r->status, arg);
+  pthread_mutex_lock(&c->mu);
+  r->cb_busy--;
+  wake_locked(c);
+  pthread_mutex_unlock(&c->mu);
+}
+
 /* --- the list in flight ------------------------------------------------- */
 
 crnet__req_peer *crnet__req_peer_find(crnet_request *r, int32_t peer) {
@@ -71,6 +101,7 @@ static void kick_owner(crnet_comm *c) {
 
 static void release_locked(crnet_comm *c);
 static void thread_start_locked(crnet_comm *c);
+static void move_on_locked(crnet_comm *c);
 
 int crnet__req_start(crnet_comm *c, crnet_request *r) {
   bool drive = false;
@@ -128,20 +159,9 @@ int crnet__req_start(crnet_comm *c, crnet_request *r) {
      * begins it in its wait. */
     drive = true;
   }
-  if (drive) {
-    c->owner = OWNER_CALLER;
-    c->owner_tid = pthread_self();
-  }
+  if (drive)
+    move_on_locked(c);
   pthread_mutex_unlock(&c->mu);
-  if (drive) {
-    if (c->lazy)
-      crnet__lazy_resume(c);
-    crnet__progress(c);
-    uv_run(&c->loop, UV_RUN_NOWAIT);
-    pthread_mutex_lock(&c->mu);
-    release_locked(c);
-    pthread_mutex_unlock(&c->mu);
-  }
   return 0;
 }
 
@@ -189,17 +209,10 @@ static void complete(crnet_comm *c, crnet_request *r) {
     r->cb_busy++;
     r->cb_tid = pthread_self();
   }
-  if (c->cv_waiters > 0)
-    pthread_cond_broadcast(&c->cv);
+  wake_locked(c);
   pthread_mutex_unlock(&c->mu);
-  if (cb != NULL) {
-    cb(r, r->status, r->cb_arg);
-    pthread_mutex_lock(&c->mu);
-    r->cb_busy--;
-    if (c->cv_waiters > 0)
-      pthread_cond_broadcast(&c->cv);
-    pthread_mutex_unlock(&c->mu);
-  }
+  if (cb != NULL)
+    run_callback(c, r, cb, r->cb_arg);
 }
 
 static void arm_timeout(crnet_comm *c);
@@ -271,8 +284,7 @@ static void on_kick(uv_async_t *h) {
     return;
   crnet__comm_abort_now(c, code);
   pthread_mutex_lock(&c->mu);
-  if (c->cv_waiters > 0)
-    pthread_cond_broadcast(&c->cv);
+  wake_locked(c);
   pthread_mutex_unlock(&c->mu);
 }
 
@@ -290,11 +302,8 @@ void crnet__abort_by_owner(crnet_comm *c, int code) {
     c->abort_asked = true;
     c->abort_asked_code = code;
     kick_owner(c);
-    while (c->err == 0 && c->abort_asked && c->owner != OWNER_NONE) {
-      c->cv_waiters++;
-      pthread_cond_wait(&c->cv, &c->mu);
-      c->cv_waiters--;
-    }
+    while (c->err == 0 && c->abort_asked && c->owner != OWNER_NONE)
+      sleep_locked(c);
     c->abort_asked = false;
   }
   pthread_mutex_unlock(&c->mu);
@@ -480,19 +489,31 @@ static void release_locked(crnet_comm *c) {
     pthread_cond_signal(&c->thread_cv);
 }
 
+/* With the loop free (mu held): takes it, moves every request on without
+ * sleeping (one pass of the engine and one turn of the loop), gives it
+ * back; mu is held again on return. What a start without a progress
+ * thread and crnet_test do. */
+static void move_on_locked(crnet_comm *c) {
+  take_locked(c);
+  pthread_mutex_unlock(&c->mu);
+  if (c->lazy)
+    crnet__lazy_resume(c);
+  crnet__progress(c);
+  uv_run(&c->loop, UV_RUN_NOWAIT);
+  pthread_mutex_lock(&c->mu);
+  release_locked(c);
+}
+
 /* Waits (mu held) until the loop is free and takes it. */
 static void acquire_locked(crnet_comm *c) {
   c->wanting++;
   while (c->owner != OWNER_NONE) {
     if (c->owner == OWNER_THREAD)
       kick_owner(c);
-    c->cv_waiters++;
-    pthread_cond_wait(&c->cv, &c->mu);
-    c->cv_waiters--;
+    sleep_locked(c);
   }
   c->wanting--;
-  c->owner = OWNER_CALLER;
-  c->owner_tid = pthread_self();
+  take_locked(c);
 }
 
 void crnet__loop_acquire(crnet_comm *c) {
@@ -814,8 +835,7 @@ static int wait_any_locked(crnet_comm *c, any_of *a, int *rc, const char *what) 
       return -1;
     }
     if (!done_busy && c->owner == OWNER_NONE) {
-      c->owner = OWNER_CALLER;
-      c->owner_tid = pthread_self();
+      take_locked(c);
       pthread_mutex_unlock(&c->mu);
       drive(c, a);
       pthread_mutex_lock(&c->mu);
@@ -833,17 +853,13 @@ static int wait_any_locked(crnet_comm *c, any_of *a, int *rc, const char *what) 
       /* The progress thread runs the loop and this wait would not spin
        * (more ranks than cores): taking the loop over would only add two
        * wake-ups; the completion wakes this thread. */
-      c->cv_waiters++;
-      pthread_cond_wait(&c->cv, &c->mu);
-      c->cv_waiters--;
+      sleep_locked(c);
       continue;
     }
     c->wanting++;
     if (c->owner == OWNER_THREAD)
       kick_owner(c);
-    c->cv_waiters++;
-    pthread_cond_wait(&c->cv, &c->mu);
-    c->cv_waiters--;
+    sleep_locked(c);
     c->wanting--;
   }
 }
@@ -902,15 +918,7 @@ int crnet_test(crnet_request **rp, int *done) {
   if (r->state != CRNET__REQ_DONE && c->owner == OWNER_NONE) {
     /* Nobody runs the loop: a test moves every request on, without
      * sleeping. */
-    c->owner = OWNER_CALLER;
-    c->owner_tid = pthread_self();
-    pthread_mutex_unlock(&c->mu);
-    if (c->lazy)
-      crnet__lazy_resume(c);
-    crnet__progress(c);
-    uv_run(&c->loop, UV_RUN_NOWAIT);
-    pthread_mutex_lock(&c->mu);
-    release_locked(c);
+    move_on_locked(c);
   }
   if (!complete_and_idle(r)) {
     pthread_mutex_unlock(&c->mu);
@@ -1044,11 +1052,6 @@ int crnet_request_on_complete(crnet_request *r, crnet_request_fn *fn,
   r->cb_busy++;
   r->cb_tid = pthread_self();
   pthread_mutex_unlock(&c->mu);
-  fn(r, r->status, arg);
-  pthread_mutex_lock(&c->mu);
-  r->cb_busy--;
-  if (c->cv_waiters > 0)
-    pthread_cond_broadcast(&c->cv);
-  pthread_mutex_unlock(&c->mu);
+  run_callback(c, r, fn, arg);
   return 0;
 }

@@ -6,7 +6,8 @@
 #   tools/bench/ab_crbench.sh REPS P "CRBENCH ARGS" NAME=BUILD_DIR...
 #
 # Each BUILD_DIR is a meson build with src/crlaunch and tools/crbench. Per
-# repetition every build runs `crbench CRBENCH ARGS` once. Prints, per size,
+# repetition every build runs `crbench CRBENCH ARGS` once, under crlaunch
+# with $AB_CRLAUNCH_ARGS if set (e.g. "-x CRNET_SPIN_US=0"). Prints, per size,
 # the median over repetitions of crbench's time and busbw per build, and
 # the median of the per-repetition ratios of each build's time to the
 # first build's.
@@ -22,7 +23,7 @@ for rep in $(seq 1 "$reps"); do
     name=${spec%%=*}
     dir=${spec#*=}
     # shellcheck disable=SC2086
-    "$dir/src/crlaunch" -n "$p" "$dir/tools/crbench" $args 2>/dev/null |
+    "$dir/src/crlaunch" -n "$p" ${AB_CRLAUNCH_ARGS:-} "$dir/tools/crbench" $args 2>/dev/null |
       awk -v b="$name" -v rep="$rep" '$1 ~ /^[0-9]+$/ {print b, rep, $1, $7, $9}' >>"$out"
   done
 done

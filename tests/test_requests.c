@@ -68,6 +68,13 @@ static void report_rc(int rank, crnet_comm *c, int rc) {
             crnet_comm_errmsg(c));
 }
 
+/* Destroys the comm; the call's own error, if any, stays the result (a
+ * failed comm's destroy returns the sticky error again). */
+static int destroy_keeping(crnet_comm *c, int rc) {
+  int d = crnet_comm_destroy(c);
+  return rc != 0 ? rc : d;
+}
+
 /* --- args: a job of one ------------------------------------------------------ */
 
 static void count_calls(crnet_request *req, int status, void *arg) {
@@ -297,10 +304,7 @@ static int rank_every_collective(int rank, int size, void *arg) {
               rank, i);
       rc = CRNET_EIO;
     }
-  if (rc == 0)
-    rc = crnet_comm_destroy(c);
-  else
-    crnet_comm_destroy(c);
+  rc = destroy_keeping(c, rc);
   for (int i = 0; i < NCOLL; i++) {
     free(got[i]);
     free(want[i]);
@@ -378,10 +382,7 @@ static int rank_mixed(int rank, int size, void *arg) {
                   rank, i, len[i], k);
         rc = CRNET_EIO;
       }
-  if (rc == 0)
-    rc = crnet_comm_destroy(c);
-  else
-    crnet_comm_destroy(c);
+  rc = destroy_keeping(c, rc);
   for (int i = 0; i < NMIXED; i++)
     free(buf[i]);
   return err_exit(rc);
@@ -463,10 +464,7 @@ static int rank_progress(int rank, int size, void *arg) {
     if (v[i] != (double)(i % 1000) * size + size * (size - 1) / 2.0)
       rc = CRNET_EIO;
   report_rc(rank, c, rc);
-  if (rc == 0)
-    rc = crnet_comm_destroy(c);
-  else
-    crnet_comm_destroy(c);
+  rc = destroy_keeping(c, rc);
   free(v);
   return err_exit(rc);
 }
@@ -543,10 +541,7 @@ static int rank_idle(int rank, int size, void *arg) {
   if (rc == 0 && sum != size)
     rc = CRNET_EIO;
   report_rc(rank, c, rc);
-  if (rc == 0)
-    rc = crnet_comm_destroy(c);
-  else
-    crnet_comm_destroy(c);
+  rc = destroy_keeping(c, rc);
   return err_exit(rc);
 }
 
@@ -609,10 +604,7 @@ static int rank_callback_again(int rank, int size, void *arg) {
   /* The engine ran the callback (rank 0's request was in flight when the
    * callback was set): the blocking call in it was refused. */
   reports[rank].flag = n.blocking_rc;
-  if (rc == 0)
-    rc = crnet_comm_destroy(c);
-  else
-    crnet_comm_destroy(c);
+  rc = destroy_keeping(c, rc);
   return err_exit(rc);
 }
 
@@ -756,10 +748,7 @@ static int rank_destroy_early(int rank, int size, void *arg) {
   if (rc == 0 && sum != size * (size + 1) / 2)
     rc = CRNET_EIO;
   report_rc(rank, c, rc);
-  if (rc == 0)
-    rc = crnet_comm_destroy(c);
-  else
-    crnet_comm_destroy(c);
+  rc = destroy_keeping(c, rc);
   return err_exit(rc);
 }
 
@@ -1071,10 +1060,7 @@ static int rank_threads(int rank, int size, void *arg) {
         break;
       }
   report_rc(rank, h.c, rc);
-  if (rc == 0)
-    rc = crnet_comm_destroy(h.c);
-  else
-    crnet_comm_destroy(h.c);
+  rc = destroy_keeping(h.c, rc);
   for (int i = 0; i < NTHREADED; i++)
     free(h.bufs[i]);
   return err_exit(rc);

@@ -486,8 +486,8 @@ CRNET_EXTERN int crnet_request_on_complete(crnet_request *req,
  * "circulant-sqrt", "ring", ... Every rank must choose alike. The environment
  * variable CRNET_<COLLECTIVE>_SCHEDULE (e.g. CRNET_ALLREDUCE_SCHEDULE) sets
  * the initial choice. CRNET_EINVAL for an unknown name, CRNET_EUNSUPPORTED
- * for a schedule that cannot do that collective (crnet_comm_errmsg says
- * why). A schedule that cannot serve a particular call (a non-commutative
+ * for a schedule that cannot do that collective on this comm's number of
+ * ranks (crnet_comm_errmsg says why; the choice before stays). A schedule that cannot serve a particular call (a non-commutative
  * operator on a schedule that reorders operands) makes that call return
  * CRNET_EUNSUPPORTED. */
 CRNET_EXTERN int crnet_comm_set_schedule(crnet_comm *comm,

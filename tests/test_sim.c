@@ -25,6 +25,7 @@
 #include "circulant.h"
 #include "crnet.h"
 #include "schedule.h"
+#include "select.h"
 #include "sim.h"
 
 static const char *seqs[] = {"circulant", "circulant-doubling",
@@ -570,6 +571,61 @@ static int sim2(crnet__schedule *a, crnet__schedule *b, char *err) {
   return rc;
 }
 
+/* What crnet__select accepts it can build: every schedule, every collective
+ * it names, p = 1..64, every rank, with and without IN_PLACE, three roots,
+ * counts 0 and 6, exscan too. crnet_comm_set_schedule refuses by
+ * crnet__select, so a gap here would be a schedule that set_schedule
+ * accepts and then every call refuses. */
+START_TEST(test_select_builds) {
+  uint64_t counts[64];
+  int built = 0;
+  for (size_t i = 0; crnet__schedule_name(i) != NULL; i++) {
+    const char *nm = crnet__schedule_name(i);
+    for (int coll = 0; coll < CRNET_COLL_COUNT; coll++) {
+      if (!crnet__schedule_known(nm, (crnet_collective)coll))
+        continue;
+      for (int32_t p = 1; p <= 64; p++) {
+        for (int32_t k = 0; k < p; k++)
+          counts[k] = (uint64_t)(k % 3);
+        for (int v = 0; v < 24; v++) {
+          int ex = v & 1, ip = (v >> 1) & 1, rt = (v >> 2) % 3;
+          uint64_t cnt = v >= 12 ? 6 : 0;
+          crnet__call call = {.coll = (crnet_collective)coll,
+                              .p = p,
+                              .count = cnt,
+                              .counts = counts,
+                              .root = rt == 0 ? 0 : rt == 1 ? p / 2 : p - 1,
+                              .in_place = ip,
+                              .commutative = true,
+                              .exclusive = ex,
+                              .esize = 4};
+          const char *name;
+          uint32_t id;
+          char why[256];
+          if (ex && coll != CRNET_COLL_SCAN)
+            continue;
+          if (crnet__select(nm, &call, &name, &id, why, sizeof why) != 0)
+            continue;
+          for (int32_t r = 0; r < p; r++) {
+            crnet__schedule s;
+            int rc;
+            call.rank = r;
+            rc = crnet__build(name, &call, &s);
+            ck_assert_msg(rc == 0,
+                          "%s %s p=%d rank %d: selected but not built (%d)",
+                          nm, crnet_collective_name((crnet_collective)coll),
+                          p, r, rc);
+            crnet__sched_free(&s);
+            built++;
+          }
+        }
+      }
+    }
+  }
+  ck_assert_int_gt(built, 100000);
+}
+END_TEST
+
 START_TEST(test_sim_rejects) {
   crnet__schedule a, b;
   char err[256];
@@ -814,6 +870,7 @@ int main(void) {
   tcase_set_timeout(tc, 600);
   tcase_add_test(tc, test_skips);
   tcase_add_test(tc, test_sim_rejects);
+  tcase_add_test(tc, test_select_builds);
   tcase_add_test(tc, test_order_detected);
   tcase_add_test(tc, test_golden_rs);
   tcase_add_test(tc, test_golden_ar);

@@ -297,13 +297,19 @@ int crnet_comm_set_schedule(crnet_comm *c, crnet_collective coll,
                       "crnet_comm_set_schedule: no schedule is called "
                       "'%.20s...' (names are shorter than %zu characters)",
                       name, sizeof c->schedule[0]);
-  if (!crnet__schedule_known(name, coll)) {
+  /* What set_schedule can know, it checks: the name, the collective and
+   * this comm's p (hypercube all-to-all needs a power of two). What depends
+   * on a call's arguments (a non-commutative operator on a schedule that
+   * reorders operands) is refused by that call. */
+  if (strcmp(name, "auto") != 0) {
     crnet__call probe = {.coll = coll, .p = c->size, .commutative = true,
                          .tuning = &c->tuning};
     const char *chosen;
     uint32_t id;
-    return crnet__select(name, &probe, &chosen, &id, crnet__callmsg(c),
-                         CRNET__CALLMSG);
+    int rc = crnet__select(name, &probe, &chosen, &id, crnet__callmsg(c),
+                           CRNET__CALLMSG);
+    if (rc != 0)
+      return rc;
   }
   pthread_mutex_lock(&c->mu);
   snprintf(c->schedule[coll], sizeof c->schedule[coll], "%s", name);

@@ -79,8 +79,9 @@
  * Errors: bad arguments give one line on stderr (from rank 0) and exit status
  * 2 on every rank; the arguments are parsed before crnet_comm_init, and the
  * checks that need p (the root, the schedule names) right after it, alike on
- * every rank, so all ranks agree without talking. A call that returns
- * CRNET_EUNSUPPORTED (hypercube all-to-all at a p that is not a power of two)
+ * every rank, so all ranks agree without talking. -s all leaves out, with a
+ * note, a schedule that cannot serve this p (hypercube all-to-all at a p
+ * that is not a power of two). A call that returns CRNET_EUNSUPPORTED
  * skips that row with a note on stderr; any other failure prints
  * crnet_comm_errmsg(), aborts the job and exits 1. Exit status 1 too when any
  * #wrong is not 0.
@@ -816,7 +817,11 @@ static int choose_schedules(struct bench *b) {
       int rc = crnet_comm_set_schedule(b->comm, sc, known_schedules[k]);
       if (rc == 0)
         b->sched[b->nsched++] = known_schedules[k];
-      else if (speak && (o->verbose || rc != CRNET_EUNSUPPORTED))
+      /* Quiet about schedules that cannot do the collective at all; a
+       * note for one that cannot at this p (hypercube all-to-all). */
+      else if (speak && (o->verbose || rc != CRNET_EUNSUPPORTED ||
+                         strstr(crnet_comm_errmsg(b->comm), "cannot do") ==
+                             NULL))
         fprintf(stderr, PROG ": -s all: leaving out %s: %s: %s\n",
                 known_schedules[k], crnet_err_name(rc),
                 crnet_comm_errmsg(b->comm));

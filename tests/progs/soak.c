@@ -40,8 +40,10 @@
  * allgather and bcast, everything. The non-commutative operator composes
  * affine maps x -> a*x + b modulo 2^32 in rank order; a schedule that
  * reorders operands must refuse it (CRNET_EUNSUPPORTED), and then the step
- * falls back to auto and counts the refusal, as it does for hypercube
- * all-to-all when p is not a power of two. Any other refusal is a failure.
+ * falls back to auto and counts the refusal; hypercube all-to-all when p is
+ * not a power of two must be refused when it is chosen
+ * (crnet_comm_set_schedule), and the step runs on auto. Any other refusal
+ * is a failure.
  *
  * Each call is also checked for: send buffer unchanged, 32 guard bytes on
  * either side of every buffer untouched, every result element written (the
@@ -602,15 +604,19 @@ static void mix_shared(ctx *x, const uint8_t *b, size_t n) {
 
 static bool pow2(int p) { return (p & (p - 1)) == 0; }
 
-/* Whether a refusal of this call is what the documentation allows:
- * hypercube all-to-all when p is not a power of two, and a non-commutative
- * operator on a schedule that may reorder operands (every schedule that
- * does scan keeps rank order there). */
+/* Whether set_schedule must refuse the step's schedule at this p. */
+static bool refused_at_p(const ctx *x, const step *s) {
+  return s->kind == K_ALLTOALL && strcmp(s->schedule, "hypercube") == 0 &&
+         !pow2(x->p);
+}
+
+/* Whether a refusal of this call is what the documentation allows: a
+ * non-commutative operator on a schedule that may reorder operands (every
+ * schedule that does scan keeps rank order there). */
 static bool refusal_allowed(const ctx *x, const step *s) {
   static const char *const reordering[] = {"circulant", "circulant-doubling",
                                            "circulant-sqrt", "ring"};
-  if (s->kind == K_ALLTOALL && strcmp(s->schedule, "hypercube") == 0)
-    return !pow2(x->p);
+  (void)x;
   if (s->opk != OP_USER_NONCOMM || s->kind == K_SCAN || s->kind == K_EXSCAN)
     return false;
   for (size_t i = 0; i < sizeof reordering / sizeof reordering[0]; i++)
@@ -1131,9 +1137,24 @@ void trace_step(const ctx *x, const step *s, const char *what) {
 }
 
 /* Sets the drawn schedule for the step's collective: every schedule drawn
- * can do it, says the table above. */
-void set_schedule(ctx *x, const step *s) {
+ * can do it, says the table above, but hypercube all-to-all at a p that is
+ * not a power of two, which must be refused with a reason (the step then
+ * runs on auto). */
+void set_schedule(ctx *x, step *s) {
   int rc = crnet_comm_set_schedule(x->comm, kind_coll[s->kind], s->schedule);
+  if (refused_at_p(x, s)) {
+    if (rc != CRNET_EUNSUPPORTED ||
+        strstr(crnet_comm_errmsg(x->comm), "power of two") == NULL) {
+      report(x, s, "crnet_comm_set_schedule: %s (%s), but p = %d is not a "
+                   "power of two",
+             crnet_err_name(rc), crnet_comm_errmsg(x->comm), x->p);
+      x->broken = true;
+      return;
+    }
+    x->refused++;
+    s->schedule = "auto (hypercube refused at this p)";
+    rc = crnet_comm_set_schedule(x->comm, kind_coll[s->kind], "auto");
+  }
   if (rc != 0) {
     report(x, s, "crnet_comm_set_schedule: %s: %s", crnet_err_name(rc),
            crnet_comm_errmsg(x->comm));

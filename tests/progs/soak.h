@@ -120,7 +120,7 @@ void count_step(ctx *x, const step *s);
 int sync_point(ctx *x, const step *s, uint64_t n, double minutes, double t0,
                double *last_progress);
 void trace_step(const ctx *x, const step *s, const char *what);
-void set_schedule(ctx *x, const step *s);
+void set_schedule(ctx *x, step *s);
 
 /* --- in soak_inflight.c -------------------------------------------------- */
 

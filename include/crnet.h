@@ -111,7 +111,8 @@ extern "C" {
   XX(EMISMATCH, -6, "ranks made mismatched collective calls")                  \
   XX(EUNSUPPORTED, -7, "the chosen schedule cannot do this call")              \
   XX(EABORTED, -8, "the job was aborted")                                      \
-  XX(EIO, -9, "network or system error")
+  XX(EIO, -9, "network or system error")                                       \
+  XX(ETRUNCATE, -10, "message larger than the receive buffer")
 
 typedef enum crnet_errno {
   CRNET_OK = 0,
@@ -238,11 +239,39 @@ CRNET_EXTERN const char *crnet_init_errmsg(void);
 
 /* Leaves the job in order: every rank's data is delivered and the links close
  * without a reset. Returns the communicator's sticky error, if any. NULL is a
- * no-op. */
+ * no-op.
+ *
+ * A comm made by crnet_comm_split or crnet_comm_dup is destroyed locally
+ * (no goodbye: its peers need nothing from it once its calls are over),
+ * in any order with the others made from the same world; the comm of
+ * crnet_comm_init goes last: destroying it while any comm made from it is
+ * alive returns CRNET_EINVAL and changes nothing. A comm with requests in
+ * flight is refused the same way. */
 CRNET_EXTERN int crnet_comm_destroy(crnet_comm *comm);
 
 CRNET_EXTERN int crnet_comm_rank(const crnet_comm *comm);
 CRNET_EXTERN int crnet_comm_size(const crnet_comm *comm);
+
+/* crnet_comm_split's color for a rank that joins no new comm. */
+#define CRNET_UNDEFINED (-32766)
+
+/* Sub-communicators, as MPI_Comm_split and MPI_Comm_dup. Collective over
+ * `comm`: every rank of it calls, in the same order as its other calls on
+ * it. Ranks that pass the same color >= 0 form one new comm, numbered by
+ * key, ties by their rank in `comm`; a rank that passes CRNET_UNDEFINED
+ * gets *newcomm = NULL. crnet_comm_dup makes a comm of the same ranks in
+ * the same order. The new comm has its own calls, schedule choices (copied
+ * from `comm`), counters and sticky error, and shares the links of the
+ * comm of crnet_comm_init: its frames name it (a context id agreed by the
+ * split), so calls of different comms may be in flight at once, in any
+ * order across comms, from any threads. A rank lost fails every comm that
+ * has it, and only those; an abort fails every comm. At most 1023 comms
+ * made this way are alive at once in a job (CRNET_ENOMEM beyond).
+ * CRNET_EINVAL for a color < 0 other than CRNET_UNDEFINED, or NULL
+ * pointers; the comm's sticky error if it has failed. */
+CRNET_EXTERN int crnet_comm_split(crnet_comm *comm, int color, int key,
+                                  crnet_comm **newcomm);
+CRNET_EXTERN int crnet_comm_dup(crnet_comm *comm, crnet_comm **newcomm);
 
 /* Fails every rank fast: their pending and later calls return CRNET_EABORTED
  * and crnet_comm_abort_code() gives `code`. Returns; the caller should then
@@ -481,14 +510,73 @@ CRNET_EXTERN int crnet_waitany(int n, crnet_request *reqs[], int *index);
 CRNET_EXTERN int crnet_request_on_complete(crnet_request *req,
                                            crnet_request_fn *fn, void *arg);
 
+/* --- point-to-point messages -----------------------------------------------
+ *
+ * As MPI's: a message goes from one rank of a comm to another, with a tag
+ * (0 to CRNET_TAG_MAX); a receive names its source and tag, or
+ * CRNET_ANY_SOURCE / CRNET_ANY_TAG. Messages from one source to one
+ * receiver on one comm are received in the order they were sent, among
+ * those a receive can match (non-overtaking). A receive posted before its
+ * message arrives gets it straight into its buffer. A message sent before
+ * its receive is posted waits at the receiver: up to CRNET_EAGER_BYTES
+ * bytes (and a budget of CRNET_EAGER_BUDGET bytes per sender, see below)
+ * it is sent at once and kept; beyond, only its announcement travels, and
+ * the data follows once the receive is posted (rendezvous): no amount of
+ * unexpected traffic exhausts a receiver's memory. A message longer than
+ * the receive buffer fails that receive with CRNET_ETRUNCATE (naming both
+ * sizes) and is dropped whole, so the next message is intact; the send
+ * succeeds. Messages to oneself work the same way. crnet_send returns once
+ * the buffer may be reused (an eager message is with the kernel; a large
+ * one has been received): a send to a rank that never receives it may
+ * wait forever, as in MPI. CRNET_TIMEOUT bounds collectives, not
+ * point-to-point calls; a lost peer, an abort or a failure of the comm
+ * completes them with its error. isend and irecv return requests of the
+ * same kind as the nonblocking collectives (crnet_wait, crnet_test, ...);
+ * their buffers must stay untouched until completion. */
+#define CRNET_ANY_SOURCE (-1)
+#define CRNET_ANY_TAG (-1)
+#define CRNET_TAG_MAX 0x7fffffff
+#define CRNET_EAGER_BYTES (64 * 1024)
+#define CRNET_EAGER_BUDGET (4 * 1024 * 1024)
+
+/* What a receive got: its source (rank in the comm), tag and size. */
+typedef struct crnet_status {
+  int source;
+  int tag;
+  size_t bytes;
+  int error; /* the receive's result (0, CRNET_ETRUNCATE, ...) */
+} crnet_status;
+
+CRNET_EXTERN int crnet_send(crnet_comm *comm, const void *buf, size_t count,
+                            crnet_datatype dt, int dest, int tag);
+/* status may be NULL. */
+CRNET_EXTERN int crnet_recv(crnet_comm *comm, void *buf, size_t count,
+                            crnet_datatype dt, int source, int tag,
+                            crnet_status *status);
+/* A send and a receive at once (neither waits for the other to start). */
+CRNET_EXTERN int crnet_sendrecv(crnet_comm *comm, const void *sendbuf,
+                                size_t sendcount, crnet_datatype sendtype,
+                                int dest, int sendtag, void *recvbuf,
+                                size_t recvcount, crnet_datatype recvtype,
+                                int source, int recvtag, crnet_status *status);
+CRNET_EXTERN int crnet_isend(crnet_comm *comm, const void *buf, size_t count,
+                             crnet_datatype dt, int dest, int tag,
+                             crnet_request **req);
+/* status (may be NULL) is filled when the request completes, before its
+ * wait returns: it must stay valid until then. */
+CRNET_EXTERN int crnet_irecv(crnet_comm *comm, void *buf, size_t count,
+                             crnet_datatype dt, int source, int tag,
+                             crnet_status *status, crnet_request **req);
+
 /* Chooses the schedule for one collective on this comm: "auto" (the
  * default), "circulant", "circulant-doubling", "circulant-linear",
  * "circulant-sqrt", "ring", ... Every rank must choose alike. The environment
  * variable CRNET_<COLLECTIVE>_SCHEDULE (e.g. CRNET_ALLREDUCE_SCHEDULE) sets
  * the initial choice. CRNET_EINVAL for an unknown name, CRNET_EUNSUPPORTED
  * for a schedule that cannot do that collective on this comm's number of
- * ranks (crnet_comm_errmsg says why; the choice before stays). A schedule that cannot serve a particular call (a non-commutative
- * operator on a schedule that reorders operands) makes that call return
+ * ranks (crnet_comm_errmsg says why; the choice before stays). A schedule
+ * that cannot serve a particular call (a non-commutative operator on a
+ * schedule that reorders operands) makes that call return
  * CRNET_EUNSUPPORTED. */
 CRNET_EXTERN int crnet_comm_set_schedule(crnet_comm *comm,
                                          crnet_collective coll,

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -156,4 +157,27 @@ bool listening_on(int port) {
   }
   fclose(f);
   return found;
+}
+
+static rank_report *shared_reports;
+
+rank_report *reports_map(void) {
+  if (shared_reports == NULL) {
+    void *m = mmap(NULL, sizeof *shared_reports * MAX_RANKS,
+                   PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ck_assert_msg(m != MAP_FAILED, "mmap failed");
+    shared_reports = m;
+  }
+  memset(shared_reports, 0, sizeof *shared_reports * MAX_RANKS);
+  return shared_reports;
+}
+
+void report_call(int rank, crnet_comm *c, int rc) {
+  rank_report *r = &shared_reports[rank];
+  r->rc = rc;
+  r->returned = now_s();
+  snprintf(r->errmsg, sizeof r->errmsg, "%s", crnet_comm_errmsg(c));
+  if (rc != 0)
+    fprintf(stderr, "rank %d: %s: %s\n", rank, crnet_err_name(rc),
+            crnet_comm_errmsg(c));
 }

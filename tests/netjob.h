@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "crnet.h"
 #include "handshake.h"
 
 #define MAX_RANKS 16
@@ -57,5 +58,21 @@ int connect_loopback(int port);
 /* True once something listens on 127.0.0.1:port (from /proc/net/tcp, so
  * without connecting). */
 bool listening_on(int port);
+
+/* What each rank tells the test beyond its exit status, through memory
+ * shared by the forked ranks: reports() maps MAX_RANKS of them once and
+ * zeroes them (call it in the test before starting the ranks). */
+typedef struct rank_report {
+  int rc;
+  double returned; /* now_s() when the call returned */
+  double t_event;  /* a time the rank noted (its kill, its callback) */
+  int flag;
+  char errmsg[512];
+} rank_report;
+
+rank_report *reports_map(void);
+/* Notes a call's result and the comm's message in rank's report (and on
+ * stderr when it failed). */
+void report_call(int rank, crnet_comm *c, int rc);
 
 #endif

@@ -16,7 +16,9 @@
 
 static const uint8_t all_kinds[] = {
     CRNET__FRAME_DATA,         CRNET__FRAME_ABORT,     CRNET__FRAME_BYE,
-    CRNET__FRAME_RDV_REGISTER, CRNET__FRAME_RDV_TABLE, CRNET__FRAME_RDV_ERROR,
+    CRNET__FRAME_MSG,          CRNET__FRAME_RTS,       CRNET__FRAME_CTS,
+    CRNET__FRAME_RDATA,        CRNET__FRAME_CREDIT,    CRNET__FRAME_RDV_REGISTER,
+    CRNET__FRAME_RDV_TABLE,    CRNET__FRAME_RDV_ERROR,
 };
 #define NKINDS (sizeof all_kinds / sizeof all_kinds[0])
 
@@ -53,7 +55,7 @@ static int same_header(const crnet__frame_header *a,
          a->call.op == b->call.op && a->call.root == b->call.root &&
          a->call.dtype == b->call.dtype &&
          a->call.schedule == b->call.schedule &&
-         a->call.variant == b->call.variant;
+         a->call.variant == b->call.variant && a->ctx == b->ctx;
 }
 
 /* Decodes bytes that must be rejected and checks the whole failure
@@ -79,6 +81,7 @@ START_TEST(test_layout_known_bytes) {
       .round = 0x11223344u,
       .sig = 0xA1B2C3D4u,
       .length = 0x000000F0E0D0C0B0u,
+      .ctx = 0x0203,
       .call = {.count = 0x1112131415161718u,
                .op = -1,
                .root = 0x21222324,
@@ -88,7 +91,7 @@ START_TEST(test_layout_known_bytes) {
   };
   static const uint8_t want[CRNET__FRAME_HEADER_SIZE] = {
       'C',  'R',  'N',  'F',                          /* magic */
-      0x02,                                           /* version */
+      0x03,                                           /* version */
       0x01,                                           /* kind DATA */
       0x05,                                           /* coll BCAST */
       0x00,                                           /* flags */
@@ -102,7 +105,8 @@ START_TEST(test_layout_known_bytes) {
       CRNET_DOUBLE,                                   /* dtype */
       0x31,                                           /* schedule */
       0x01,                                           /* variant */
-      0x00, 0x00, 0x00, 0x00, 0x00,                   /* reserved */
+      0x00,                                           /* reserved */
+      0x03, 0x02, 0x00, 0x00,                         /* ctx */
   };
   uint8_t got[CRNET__FRAME_HEADER_SIZE];
   memset(got, 0x5A, sizeof got);
@@ -251,8 +255,9 @@ START_TEST(test_coll_rules) {
 END_TEST
 
 /* The call fields: any values in a DATA frame but for the datatype (in
- * range), the variant (known bits) and the reserved bytes (zero); nothing at
- * all in the other kinds. */
+ * range), the variant (known bits) and the reserved byte (zero); nothing at
+ * all in the other kinds. The context id (bytes 52-55): below
+ * CRNET__FRAME_CTX_MAX in DATA and ABORT frames, zero in the others. */
 START_TEST(test_call_rules) {
   for (size_t k = 0; k < NKINDS; k++) {
     uint8_t kind = all_kinds[k];
@@ -264,9 +269,15 @@ START_TEST(test_call_rules) {
     crnet__frame_encode(&h, buf);
     for (int off = 32; off < CRNET__FRAME_HEADER_SIZE; off++)
       for (unsigned v = 1; v < 256; v++) {
-        int ok = data && off < 51 &&
-                 (off != 48 || v < CRNET_DATATYPE_COUNT) &&
-                 (off != 50 || v == CRNET__CALL_EXCLUSIVE);
+        int has_ctx = data || kind == CRNET__FRAME_ABORT ||
+                      kind == CRNET__FRAME_MSG || kind == CRNET__FRAME_RTS ||
+                      kind == CRNET__FRAME_CTS || kind == CRNET__FRAME_RDATA;
+        int ok = (data && off < 51 &&
+                  (off != 48 || v < CRNET_DATATYPE_COUNT) &&
+                  (off != 50 || v == CRNET__CALL_EXCLUSIVE)) ||
+                 (has_ctx && off == 52) ||
+                 (has_ctx && off == 53 &&
+                  ((uint32_t)v << 8) < CRNET__FRAME_CTX_MAX);
         memcpy(b, buf, sizeof b);
         b[off] = (uint8_t)v;
         snprintf(what, sizeof what, "kind %u byte %d = %u", kind, off, v);
@@ -376,6 +387,8 @@ START_TEST(test_random_headers_canonical) {
       buf[50] &= (buf[9] & 1) ? 0xff : 0x01;
       if (buf[10] & 7)
         memset(buf + 51, 0, 5);
+      if (buf[11] & 3)
+        buf[53] &= 3;
     }
     crnet__frame_header h = sentinel();
     const char *why = NULL;

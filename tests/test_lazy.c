@@ -38,11 +38,11 @@
 #include "netjob.h"
 
 /* What each rank tells the test, in shared memory. */
-typedef struct report {
+typedef struct lazy_report {
   int rc;
-  int peers_linked;   /* ranks with a link in c->peers */
-  int links;          /* links in c->peers, streams counted */
-  uint64_t opened;    /* c->links_opened */
+  int peers_linked;   /* ranks with a link in c->w->peers */
+  int links;          /* links in c->w->peers, streams counted */
+  uint64_t opened;    /* c->w->links_opened */
   int sockets;        /* TCP/Unix sockets among the process's descriptors */
   bool lazy;          /* the job's choice */
   char errmsg[512];
@@ -50,7 +50,7 @@ typedef struct report {
 
 static report *reports;
 
-static void reports_map(void) {
+static void lazy_reports_map(void) {
   if (reports == NULL) {
     reports = mmap(NULL, sizeof *reports * MAX_RANKS, PROT_READ | PROT_WRITE,
                    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -82,11 +82,11 @@ static int count_sockets(void) {
 static void report_links(int rank, crnet_comm *c, int rc) {
   report *r = &reports[rank];
   r->rc = rc;
-  r->lazy = c->lazy;
-  r->opened = c->links_opened;
+  r->lazy = c->w->lazy;
+  r->opened = c->w->links_opened;
   for (int q = 0; q < c->size; q++) {
     bool any = false;
-    for (int k = 0; k < (int)c->streams; k++) {
+    for (int k = 0; k < (int)c->w->streams; k++) {
       bool up = *crnet__comm_link(c, q, k) != NULL;
       r->links += up;
       any = any || up;
@@ -147,7 +147,7 @@ static int rank_allreduce(int rank, int size, void *arg) {
 static void run_links(int p, const links_case *lc, int *max_peers,
                       bool *lazy) {
   job j;
-  reports_map();
+  lazy_reports_map();
   job_init(&j, p, 30);
   run_job(&j, rank_allreduce, (void *)lc, 60);
   *max_peers = 0;
@@ -287,7 +287,7 @@ static int rank_all(int rank, int p, void *arg) {
 /* Runs a job of p ranks of fn; every rank must succeed. */
 static void run_all_ok(int p, rank_fn fn) {
   job j;
-  reports_map();
+  lazy_reports_map();
   job_init(&j, p, 30);
   run_job(&j, fn, NULL, 60);
   for (int r = 0; r < p; r++)
@@ -317,7 +317,7 @@ static int rank_stranger(int rank, int p, void *arg) {
      * instead of waiting for more until its timeout. */
     uint8_t junk[CRNET__HS_HELLO_SIZE];
     memset(junk, 'x', sizeof junk);
-    fd = connect_loopback(c->table[rank].port);
+    fd = connect_loopback(c->w->table[rank].port);
     if (fd < 0 || write(fd, junk, sizeof junk) != (ssize_t)sizeof junk)
       rc = CRNET_EIO;
   }
@@ -411,7 +411,7 @@ START_TEST(rank_dead_before_first_use) {
   job j;
   int naming = 0;
   double worst = 0;
-  reports_map();
+  lazy_reports_map();
   job_init(&j, EARLY_SIZE, 30);
   run_job(&j, rank_early_death, NULL, 60);
   for (int r = 0; r < EARLY_SIZE; r++) {
@@ -475,7 +475,7 @@ static const bad_case bad_cases[] = {
 START_TEST(bad_setting_fails_init) {
   const bad_case *b = &bad_cases[_i];
   job j;
-  reports_map();
+  lazy_reports_map();
   job_init(&j, 2, 10);
   run_job(&j, rank_bad, (void *)b, 20);
   for (int r = 0; r < 2; r++) {

@@ -533,7 +533,7 @@ static int rank_port_range(int rank, int size, void *arg) {
     return err_exit(rc);
   }
   for (int r = 0; r < c->size; r++)
-    if (c->table[r].port < range[0] || c->table[r].port > range[1])
+    if (c->w->table[r].port < range[0] || c->w->table[r].port > range[1])
       rc = CRNET_EIO;
   crnet_comm_destroy(c);
   return err_exit(rc);
@@ -613,8 +613,8 @@ static int table_is(crnet_comm *c, const char *ip) {
   char got[64];
   int rc = 0;
   for (int r = 0; r < c->size; r++) {
-    uv_inet_ntop(c->table[r].family == 6 ? AF_INET6 : AF_INET,
-                 c->table[r].addr, got, sizeof got);
+    uv_inet_ntop(c->w->table[r].family == 6 ? AF_INET6 : AF_INET,
+                 c->w->table[r].addr, got, sizeof got);
     if (strcmp(got, ip) != 0) {
       fprintf(stderr, "rank %d: rank %d registered %s, not %s\n", c->rank, r,
                 got, ip);

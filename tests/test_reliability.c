@@ -26,24 +26,11 @@
 #include "crnet.h"
 #include "netjob.h"
 
-/* What each rank reports to the test through shared memory. */
-typedef struct report {
-  int rc;
-  double returned; /* now_s() when the failing call returned */
-  char errmsg[512];
-} report;
+/* What each rank reports to the test (netjob.h). */
+typedef rank_report report;
+static report *reports;
 
-static report *reports; /* MAX_RANKS of them, shared with the ranks */
-
-static void reports_map(void) {
-  if (reports == NULL) {
-    reports = mmap(NULL, sizeof *reports * MAX_RANKS, PROT_READ | PROT_WRITE,
-                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    ck_assert_msg(reports != MAP_FAILED, "mmap failed");
-  }
-  memset(reports, 0, sizeof *reports * MAX_RANKS);
-}
-
+/* A failing call's result, quietly: these tests fail calls on purpose. */
 static void report_error(int rank, crnet_comm *c, int rc) {
   reports[rank].rc = rc;
   reports[rank].returned = now_s();
@@ -199,7 +186,7 @@ START_TEST(mismatched_calls_fail_everywhere) {
   const mismatch_case *mc = &mismatch_cases[_i];
   job j;
   double t0;
-  reports_map();
+  reports = reports_map();
   job_init(&j, mc->size, 20);
   t0 = now_s();
   run_job(&j, rank_mismatch, (void *)mc, 30);
@@ -245,7 +232,7 @@ static int rank_one_more(int rank, int size, void *arg) {
 
 START_TEST(one_call_more_fails) {
   job j;
-  reports_map();
+  reports = reports_map();
   job_init(&j, 4, 20);
   run_job(&j, rank_one_more, NULL, 30);
   for (int r = 0; r < 4; r++) {
@@ -285,7 +272,7 @@ static int rank_late(int rank, int size, void *arg) {
 START_TEST(rank_that_never_calls_is_named) {
   job j;
   bool named = false;
-  reports_map();
+  reports = reports_map();
   job_init(&j, 4, 20);
   run_job(&j, rank_late, NULL, 30);
   for (int r = 0; r < 4; r++) {
@@ -336,7 +323,7 @@ static int rank_many_quick(int rank, int size, void *arg) {
 
 START_TEST(timeout_is_per_collective) {
   job j;
-  reports_map();
+  reports = reports_map();
   job_init(&j, 3, 20);
   run_job(&j, rank_many_quick, NULL, 30);
   for (int r = 0; r < 3; r++)
@@ -397,7 +384,7 @@ static int cmp_double(const void *a, const void *b) {
 static void kill_one(const call *k, const char *name) {
   job j;
   double t_kill, worst = 0;
-  reports_map();
+  reports = reports_map();
   if (loops == NULL)
     loops = mmap(NULL, sizeof *loops * MAX_RANKS, PROT_READ | PROT_WRITE,
                  MAP_SHARED | MAP_ANONYMOUS, -1, 0);

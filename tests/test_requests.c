@@ -38,35 +38,9 @@
 #include "crnet.h"
 #include "netjob.h"
 
-/* What each rank reports to the test through shared memory. */
-typedef struct report {
-  int rc;
-  double returned;  /* now_s() when the call returned */
-  double t_event;   /* a time the rank noted (its kill, its callback) */
-  int flag;
-  char errmsg[512];
-} report;
-
-static report *reports; /* MAX_RANKS of them, shared with the ranks */
-
-static void reports_map(void) {
-  if (reports == NULL) {
-    reports = mmap(NULL, sizeof *reports * MAX_RANKS, PROT_READ | PROT_WRITE,
-                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    ck_assert_msg(reports != MAP_FAILED, "mmap failed");
-  }
-  memset(reports, 0, sizeof *reports * MAX_RANKS);
-}
-
-static void report_rc(int rank, crnet_comm *c, int rc) {
-  reports[rank].rc = rc;
-  reports[rank].returned = now_s();
-  snprintf(reports[rank].errmsg, sizeof reports[rank].errmsg, "%s",
-           crnet_comm_errmsg(c));
-  if (rc != 0)
-    fprintf(stderr, "rank %d: %s: %s\n", rank, crnet_err_name(rc),
-            crnet_comm_errmsg(c));
-}
+/* What each rank reports to the test (netjob.h). */
+typedef rank_report report;
+static report *reports;
 
 /* Destroys the comm; the call's own error, if any, stays the result (a
  * failed comm's destroy returns the sticky error again). */
@@ -297,7 +271,7 @@ static int rank_every_collective(int rank, int size, void *arg) {
     rc = crnet_wait(&reqs[order[i]]);
   for (int i = 0; i < NCOLL && rc == 0; i++)
     rc = coll_call(c, i, send, want[i], counts, NULL);
-  report_rc(rank, c, rc);
+  report_call(rank, c, rc);
   for (int i = 0; i < NCOLL && rc == 0; i++)
     if (memcmp(got[i], want[i], sizeof(double) * n) != 0) {
       fprintf(stderr, "rank %d: call %d in flight differs from blocking\n",
@@ -316,7 +290,7 @@ static int rank_every_collective(int rank, int size, void *arg) {
 START_TEST(every_collective_in_flight) {
   int p = 2 + _i; /* 2 .. 5 */
   job j;
-  reports_map();
+  reports = reports_map();
   job_init(&j, p, 20);
   run_job(&j, rank_every_collective, NULL, 120);
   for (int r = 0; r < p; r++)
@@ -372,7 +346,7 @@ static int rank_mixed(int rank, int size, void *arg) {
   }
   if (rc == 0)
     rc = crnet_waitall(NMIXED, reqs);
-  report_rc(rank, c, rc);
+  report_call(rank, c, rc);
   for (int i = 0; i < NMIXED && rc == 0; i++)
     for (size_t k = 0; k < len[i]; k++)
       if (buf[i][k] !=
@@ -391,7 +365,7 @@ static int rank_mixed(int rank, int size, void *arg) {
 START_TEST(sixteen_mixed_in_flight) {
   int p = _i == 0 ? 4 : 3;
   job j;
-  reports_map();
+  reports = reports_map();
   job_init(&j, p, 20);
   run_job(&j, rank_mixed, NULL, 120);
   for (int r = 0; r < p; r++)
@@ -463,7 +437,7 @@ static int rank_progress(int rank, int size, void *arg) {
   for (size_t i = 0; rc == 0 && i < PROGRESS_ELEMS; i++)
     if (v[i] != (double)(i % 1000) * size + size * (size - 1) / 2.0)
       rc = CRNET_EIO;
-  report_rc(rank, c, rc);
+  report_call(rank, c, rc);
   rc = destroy_keeping(c, rc);
   free(v);
   return err_exit(rc);
@@ -472,7 +446,7 @@ static int rank_progress(int rank, int size, void *arg) {
 START_TEST(progress_thread_completes_while_computing) {
   progress_case pc = {.thread = true, .compute_s = 10};
   job j;
-  reports_map();
+  reports = reports_map();
   job_init(&j, 2, 20);
   run_job(&j, rank_progress, &pc, 60);
   for (int r = 0; r < 2; r++) {
@@ -492,7 +466,7 @@ END_TEST
 START_TEST(no_progress_thread_no_progress_outside_calls) {
   progress_case pc = {.thread = false, .compute_s = 0.5};
   job j;
-  reports_map();
+  reports = reports_map();
   job_init(&j, 2, 20);
   run_job(&j, rank_progress, &pc, 60);
   for (int r = 0; r < 2; r++) {
@@ -540,14 +514,14 @@ static int rank_idle(int rank, int size, void *arg) {
     rc = crnet_wait(&r);
   if (rc == 0 && sum != size)
     rc = CRNET_EIO;
-  report_rc(rank, c, rc);
+  report_call(rank, c, rc);
   rc = destroy_keeping(c, rc);
   return err_exit(rc);
 }
 
 START_TEST(progress_thread_sleeps_while_waiting) {
   job j;
-  reports_map();
+  reports = reports_map();
   job_init(&j, 2, 20);
   run_job(&j, rank_idle, NULL, 30);
   for (int r = 0; r < 2; r++)
@@ -594,7 +568,7 @@ static int rank_callback_again(int rank, int size, void *arg) {
     rc = crnet_wait(&r);
   if (rc == 0 && n.start_rc == 0)
     rc = crnet_wait(&n.inner);
-  report_rc(rank, c, rc);
+  report_call(rank, c, rc);
   if (rc == 0 && (sum != size * (size + 1) / 2 || n.start_rc != 0 ||
                   n.wait_rc != CRNET_EINVAL)) {
     fprintf(stderr, "rank %d: sum %d, in the callback: start %d, wait %d\n",
@@ -610,7 +584,7 @@ static int rank_callback_again(int rank, int size, void *arg) {
 
 START_TEST(callback_calls_again) {
   job j;
-  reports_map();
+  reports = reports_map();
   job_init(&j, 2, 20);
   run_job(&j, rank_callback_again, NULL, 30);
   for (int r = 0; r < 2; r++)
@@ -650,7 +624,7 @@ static int rank_killed(int rank, int size, void *arg) {
   }
   if (rc == 0)
     rc = crnet_waitall(NKILL, reqs);
-  report_rc(rank, c, rc);
+  report_call(rank, c, rc);
   for (int i = 0; i < NKILL; i++)
     if (reqs[i] != NULL)
       rc = CRNET_EIO; /* waitall frees them all */
@@ -660,7 +634,7 @@ static int rank_killed(int rank, int size, void *arg) {
 
 START_TEST(killed_rank_fails_every_request) {
   job j;
-  reports_map();
+  reports = reports_map();
   job_init(&j, 4, 20);
   run_job(&j, rank_killed, NULL, 30);
   for (int r = 0; r < 4; r++) {
@@ -702,14 +676,14 @@ static int rank_mismatch(int rank, int size, void *arg) {
    * mismatch was seen: its next call meets the sticky error. */
   if (rc == 0)
     rc = crnet_barrier(c);
-  report_rc(rank, c, rc);
+  report_call(rank, c, rc);
   crnet_comm_destroy(c);
   return err_exit(rc);
 }
 
 START_TEST(mismatch_between_calls_in_flight) {
   job j;
-  reports_map();
+  reports = reports_map();
   job_init(&j, 3, 20);
   run_job(&j, rank_mismatch, NULL, 30);
   for (int r = 0; r < 3; r++) {
@@ -747,14 +721,14 @@ static int rank_destroy_early(int rank, int size, void *arg) {
     rc = crnet_wait(&r);
   if (rc == 0 && sum != size * (size + 1) / 2)
     rc = CRNET_EIO;
-  report_rc(rank, c, rc);
+  report_call(rank, c, rc);
   rc = destroy_keeping(c, rc);
   return err_exit(rc);
 }
 
 START_TEST(destroy_refuses_while_in_flight) {
   job j;
-  reports_map();
+  reports = reports_map();
   job_init(&j, 2, 20);
   run_job(&j, rank_destroy_early, NULL, 30);
   for (int r = 0; r < 2; r++)
@@ -784,7 +758,7 @@ static int rank_timeout(int rank, int size, void *arg) {
     usleep(1500000);
   if (rc == 0)
     rc = crnet_wait(&r);
-  report_rc(rank, c, rc);
+  report_call(rank, c, rc);
   crnet_comm_destroy(c);
   return err_exit(rc);
 }
@@ -792,7 +766,7 @@ static int rank_timeout(int rank, int size, void *arg) {
 START_TEST(timeout_counts_from_the_start) {
   job j;
   double dt;
-  reports_map();
+  reports = reports_map();
   job_init(&j, 2, 20);
   run_job(&j, rank_timeout, NULL, 30);
   dt = reports[0].returned - reports[0].t_event;
@@ -823,7 +797,7 @@ static int rank_abort(int rank, int size, void *arg) {
   rc = crnet_iallreduce(c, &v, &sum, 1, CRNET_INT32, CRNET_SUM, &r);
   if (rc == 0)
     rc = crnet_wait(&r);
-  report_rc(rank, c, rc);
+  report_call(rank, c, rc);
   reports[rank].flag = crnet_comm_abort_code(c);
   crnet_comm_destroy(c);
   return err_exit(rc);
@@ -831,7 +805,7 @@ static int rank_abort(int rank, int size, void *arg) {
 
 START_TEST(abort_completes_requests) {
   job j;
-  reports_map();
+  reports = reports_map();
   job_init(&j, 3, 20);
   run_job(&j, rank_abort, NULL, 30);
   for (int r = 0; r < 2; r++) {
@@ -865,14 +839,14 @@ static int rank_abort_own(int rank, int size, void *arg) {
    * (rank 1 had not started). */
   if (rc == 0 && rank == 1)
     rc = crnet_barrier(c);
-  report_rc(rank, c, rc);
+  report_call(rank, c, rc);
   crnet_comm_destroy(c);
   return err_exit(rc);
 }
 
 START_TEST(abort_completes_own_requests) {
   job j;
-  reports_map();
+  reports = reports_map();
   job_init(&j, 2, 20);
   run_job(&j, rank_abort_own, NULL, 30);
   for (int r = 0; r < 2; r++)
@@ -915,7 +889,7 @@ static int rank_watchdog(int rank, int size, void *arg) {
     rc = crnet_allreduce(c, &v, &sum, 1, CRNET_INT32, CRNET_SUM);
     if (rc == 0)
       rc = crnet_barrier(c);
-    report_rc(rank, c, rc);
+    report_call(rank, c, rc);
     crnet_comm_destroy(c);
     return err_exit(rc);
   }
@@ -927,7 +901,7 @@ static int rank_watchdog(int rank, int size, void *arg) {
     pthread_join(t, NULL);
   }
   reports[rank].t_event = now_s() - t0;
-  report_rc(rank, c, rc);
+  report_call(rank, c, rc);
   reports[rank].flag = crnet_comm_abort_code(c);
   crnet_comm_destroy(c);
   return err_exit(rc);
@@ -936,7 +910,7 @@ static int rank_watchdog(int rank, int size, void *arg) {
 START_TEST(watchdog_thread_aborts_a_wait) {
   bool thread = _i == 0;
   job j;
-  reports_map();
+  reports = reports_map();
   job_init(&j, 2, 20);
   run_job(&j, rank_watchdog, &thread, 30);
   for (int r = 0; r < 2; r++)
@@ -1059,7 +1033,7 @@ static int rank_threads(int rank, int size, void *arg) {
         rc = CRNET_EIO;
         break;
       }
-  report_rc(rank, h.c, rc);
+  report_call(rank, h.c, rc);
   rc = destroy_keeping(h.c, rc);
   for (int i = 0; i < NTHREADED; i++)
     free(h.bufs[i]);
@@ -1069,7 +1043,7 @@ static int rank_threads(int rank, int size, void *arg) {
 START_TEST(threads_share_a_comm) {
   bool thread = _i == 0;
   job j;
-  reports_map();
+  reports = reports_map();
   job_init(&j, 3, 20);
   run_job(&j, rank_threads, &thread, 120);
   for (int r = 0; r < 3; r++)

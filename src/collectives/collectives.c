@@ -166,7 +166,7 @@ void crnet__call_format(uint8_t coll, uint64_t seq,
  * The choice depends only on the collective, p, the bytes, the operator's
  * commutativity, exclusive and the tuning (select.h), fixed per comm but
  * for the bytes and the flags in the key. Calls with per-rank counts are
- * priced every time. Under c->mu. */
+ * priced every time. Under c->w->mu. */
 static bool auto_key_matches(const struct crnet__auto_memo *m,
                              const crnet__call *call) {
   return m->name != NULL && m->count == call->count &&
@@ -214,19 +214,19 @@ static int start(crnet_comm *c, crnet__call *call, const void *send,
   call->p = c->size;
   call->rank = c->rank;
   call->esize = (uint32_t)crnet_datatype_size(dt);
-  call->tuning = &c->tuning;
-  pthread_mutex_lock(&c->mu);
+  call->tuning = &c->w->tuning;
+  pthread_mutex_lock(&c->w->mu);
   memcpy(chosen, c->schedule[call->coll], sizeof chosen);
   name = auto_cached(c, call, chosen, &id);
-  pthread_mutex_unlock(&c->mu);
+  pthread_mutex_unlock(&c->w->mu);
   if (name == NULL) {
     rc = crnet__select(chosen, call, &name, &id, crnet__callmsg(c),
                        CRNET__CALLMSG);
     if (rc != 0)
       return rc;
-    pthread_mutex_lock(&c->mu);
+    pthread_mutex_lock(&c->w->mu);
     auto_remember(c, call, chosen, name, id);
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_unlock(&c->w->mu);
   }
   memset(&a, 0, sizeof a);
   a.coll = call->coll;
@@ -303,7 +303,7 @@ int crnet_comm_set_schedule(crnet_comm *c, crnet_collective coll,
    * reorders operands) is refused by that call. */
   if (strcmp(name, "auto") != 0) {
     crnet__call probe = {.coll = coll, .p = c->size, .commutative = true,
-                         .tuning = &c->tuning};
+                         .tuning = &c->w->tuning};
     const char *chosen;
     uint32_t id;
     int rc = crnet__select(name, &probe, &chosen, &id, crnet__callmsg(c),
@@ -311,9 +311,9 @@ int crnet_comm_set_schedule(crnet_comm *c, crnet_collective coll,
     if (rc != 0)
       return rc;
   }
-  pthread_mutex_lock(&c->mu);
+  pthread_mutex_lock(&c->w->mu);
   snprintf(c->schedule[coll], sizeof c->schedule[coll], "%s", name);
-  pthread_mutex_unlock(&c->mu);
+  pthread_mutex_unlock(&c->w->mu);
   return 0;
 }
 

@@ -97,7 +97,7 @@ static int run_steps(const crnet__schedule *s, const crnet__round *r,
  * Rounds whose steps chain (a fold of several vectors into one, a copy
  * before a reduce) run their steps after the receive, as before. */
 
-/* A piece (c->stream_piece bytes, CRNET_STREAM_PIECE) is reduced once at
+/* A piece (c->w->stream_piece bytes, CRNET_STREAM_PIECE) is reduced once at
  * least that much more has arrived. Receives of fewer than this many
  * pieces are reduced whole: a piece costs a pass through the loop, which
  * only pays off for large messages. */
@@ -189,7 +189,7 @@ static int run_arrived(const crnet__schedule *s, const crnet__round *r,
  * finishes; then the next round becomes head. One round after the other,
  * that is the whole story. Rounds a schedule marks independent
  * (schedule.h) are started while earlier rounds of their group are still
- * in flight, up to c->rounds_in_flight at once, so that their messages
+ * in flight, up to c->w->rounds_in_flight at once, so that their messages
  * travel together and the per-message latencies overlap instead of adding
  * up (pairwise all-to-all: p-1 rounds, all independent). Rounds still
  * finish in order, so steps run in round order. Several calls in flight
@@ -256,8 +256,8 @@ static void round_start(exec_call *e, uint32_t k, round_run *rr) {
   rr->riov = make_iov(s, &r->recv, b, rr->rsmall);
   rr->total = crnet__xfer_count(s, &r->recv) * b->esize;
   rr->sent = crnet__xfer_count(s, &r->send) * b->esize;
-  rr->stream = c->stream_piece > 0 &&
-               rr->total >= STREAM_MIN_PIECES * c->stream_piece;
+  rr->stream = c->w->stream_piece > 0 &&
+               rr->total >= STREAM_MIN_PIECES * c->w->stream_piece;
   if (rr->stream && r->nsteps > IOV_SMALL) {
     rr->ss = malloc(sizeof *rr->ss * r->nsteps);
     if (rr->ss == NULL) {
@@ -300,7 +300,7 @@ static void round_account(exec_call *e, const crnet__round *r,
     p->stats.messages_received++;
     e->received += rr->total;
   }
-  if (c->trace != NULL) {
+  if (c->w->trace != NULL) {
     crnet__trace_round tr = {.k = rr->k,
                              .lane = r->independent ? 1 + rr->k % e->window : 0,
                              .to = r->send.peer,
@@ -309,7 +309,7 @@ static void round_account(exec_call *e, const crnet__round *r,
                              .bytes_received = rr->total,
                              .wait_ns = wait_ns,
                              .reduce_ns = rr->reduce_ns};
-    crnet__trace_round_done(c->trace, rr->started, now, &tr);
+    crnet__trace_round_done(c->w->trace, rr->started, now, &tr);
   }
 }
 
@@ -328,7 +328,7 @@ static bool round_try_finish(exec_call *e, round_run *rr) {
       /* A piece at a time, as it lands (see above). */
       uint64_t got = crnet__xchg_received(&rr->x);
       if (got > rr->reduced &&
-          (got - rr->reduced >= c->stream_piece || got == rr->total)) {
+          (got - rr->reduced >= c->w->stream_piece || got == rr->total)) {
         t = uv_hrtime();
         rc = run_arrived(s, r, &e->b, e->dt, e->op, rr->ss, got);
         rr->reduce_ns += uv_hrtime() - t;
@@ -443,14 +443,14 @@ static bool exec_advance(crnet_request *req) {
 
 static int get_temp(exec_call *e, size_t bytes) {
   crnet_comm *c = e->req.comm;
-  pthread_mutex_lock(&c->mu);
-  if (c->temp != NULL && c->temp_bytes >= bytes) {
-    e->temp = c->temp;
-    e->temp_bytes = c->temp_bytes;
-    c->temp = NULL;
-    c->temp_bytes = 0;
+  pthread_mutex_lock(&c->w->mu);
+  if (c->w->temp != NULL && c->w->temp_bytes >= bytes) {
+    e->temp = c->w->temp;
+    e->temp_bytes = c->w->temp_bytes;
+    c->w->temp = NULL;
+    c->w->temp_bytes = 0;
   }
-  pthread_mutex_unlock(&c->mu);
+  pthread_mutex_unlock(&c->w->mu);
   if (e->temp != NULL)
     return 0;
   e->temp = malloc(bytes);
@@ -466,13 +466,13 @@ static void put_temp(exec_call *e) {
   void *drop = e->temp;
   if (e->temp == NULL)
     return;
-  pthread_mutex_lock(&c->mu);
-  if (e->temp_bytes <= TEMP_KEEP_BYTES && e->temp_bytes > c->temp_bytes) {
-    drop = c->temp;
-    c->temp = e->temp;
-    c->temp_bytes = e->temp_bytes;
+  pthread_mutex_lock(&c->w->mu);
+  if (e->temp_bytes <= TEMP_KEEP_BYTES && e->temp_bytes > c->w->temp_bytes) {
+    drop = c->w->temp;
+    c->w->temp = e->temp;
+    c->w->temp_bytes = e->temp_bytes;
   }
-  pthread_mutex_unlock(&c->mu);
+  pthread_mutex_unlock(&c->w->mu);
   free(drop);
   e->temp = NULL;
   e->temp_bytes = 0;
@@ -481,7 +481,7 @@ static void put_temp(exec_call *e) {
 /* --- the request's life ------------------------------------------------------ */
 
 /* The call's share of the comm's counters (comm.h), and its trace event
- * (c->mu held: request.h). */
+ * (c->w->mu held: request.h). */
 static void exec_account(crnet_request *req) {
   exec_call *e = (exec_call *)req;
   crnet_comm *c = req->comm;
@@ -504,7 +504,7 @@ static void exec_account(crnet_request *req) {
     to->messages_sent += from->messages_sent;
     to->messages_received += from->messages_received;
   }
-  if (c->trace != NULL) {
+  if (c->w->trace != NULL) {
     char what[192];
     crnet__call_format(req->coll, req->seq, &req->call, what, sizeof what);
     crnet__trace_call tc = {
@@ -519,9 +519,9 @@ static void exec_account(crnet_request *req) {
         .reduce_ns = e->reduce_ns,
         .rounds = e->rounds,
         .result = rc == 0 ? "ok" : crnet_err_name(rc)};
-    crnet__trace_collective(c->trace, req->started, now, &tc);
+    crnet__trace_collective(c->w->trace, req->started, now, &tc);
     if (rc != 0)
-      crnet__trace_flush(c->trace);
+      crnet__trace_flush(c->w->trace);
   }
 }
 
@@ -586,7 +586,7 @@ static int count_peers(exec_call *e) {
 
 int crnet__exec_start(crnet_comm *c, crnet__schedule *s,
                       const crnet__exec_args *a, crnet_request **out) {
-  uint32_t window = c->rounds_in_flight;
+  uint32_t window = c->w->rounds_in_flight;
   bool independent = false;
   exec_call *e;
   int rc;
@@ -601,7 +601,7 @@ int crnet__exec_start(crnet_comm *c, crnet__schedule *s,
   if (!independent)
     window = 1;
   e = (exec_call *)crnet__req_alloc(
-      c, sizeof *e + sizeof(round_run) * (size_t)c->rounds_in_flight);
+      c, sizeof *e + sizeof(round_run) * (size_t)c->w->rounds_in_flight);
   if (e == NULL) {
     crnet__sched_free(s);
     return CRNET_ENOMEM;

@@ -99,7 +99,7 @@ struct bootstrap {
    * the job already failed) and keeps the comm's loop alive. */
   crnet__peer **pending;
   int npending, pending_cap;
-  bool *retry_peer; /* links (as c->peers) to connect again */
+  bool *retry_peer; /* links (as c->w->peers) to connect again */
   int outstanding_handles;
   int fatal; /* a negative code once the bootstrap cannot succeed */
   char err[512];
@@ -126,8 +126,8 @@ static void on_handle_closed(uv_handle_t *h) {
  * links it outlives the bootstrap; this is its close during the bootstrap. */
 static void on_listener_closed(uv_handle_t *h) {
   crnet_comm *c = h->data;
-  bootstrap *b = c->boot;
-  c->listener_open = false;
+  bootstrap *b = c->w->boot;
+  c->w->listener_open = false;
   b->outstanding_handles--;
 }
 
@@ -158,9 +158,9 @@ static int iface_source(bootstrap *b, int family, const struct sockaddr **out,
 static void connect_peer(bootstrap *b, int j, int k);
 static void on_retry_mesh(uv_timer_t *t);
 
-/* The slot of l in c->peers, or NULL while it is not known who l is. */
+/* The slot of l in c->w->peers, or NULL while it is not known who l is. */
 static crnet__peer **slot_of(crnet_comm *c, const crnet__link *l) {
-  if (l->peer < 0 || l->peer >= c->size || l->stream >= c->streams)
+  if (l->peer < 0 || l->peer >= c->size || l->stream >= c->w->streams)
     return NULL;
   return crnet__comm_link(c, l->peer, l->stream);
 }
@@ -182,7 +182,7 @@ static void peer_closed(crnet__link *l) {
   /* A link that could not even start closes without on_ready. */
   if (l->cb == &mesh_boot_callbacks && l->owner != NULL)
     forget_pending(l->owner, p);
-  c->open_peers--;
+  c->w->open_peers--;
   if (slot != NULL && *slot == p)
     *slot = NULL;
   free(p);
@@ -213,7 +213,7 @@ static void on_mesh_ready(crnet__link *l, int status) {
                 l->why);
     else
       crnet__debug("connecting to %s: %s; retrying", who, l->why);
-    b->retry_peer[(size_t)l->peer * c->streams + l->stream] = true;
+    b->retry_peer[(size_t)l->peer * c->w->streams + l->stream] = true;
     if (!uv_is_active((uv_handle_t *)&b->retry))
       uv_timer_start(&b->retry, on_retry_mesh, RETRY_MAX_MS / 5, 0);
     crnet__link_close(l);
@@ -249,7 +249,7 @@ static void on_mesh_ready(crnet__link *l, int status) {
 
 static void on_retry_mesh(uv_timer_t *t) {
   bootstrap *b = t->data;
-  int streams = (int)b->c->streams;
+  int streams = (int)b->c->w->streams;
   for (int j = 0; j < b->c->rank && b->fatal == 0; j++) {
     for (int k = 0; k < streams; k++) {
       if (b->retry_peer[j * streams + k]) {
@@ -295,7 +295,7 @@ static crnet__peer *new_peer(bootstrap *b) {
   if (p == NULL)
     return NULL;
   p->comm = b->c;
-  b->c->open_peers++;
+  b->c->w->open_peers++;
   b->pending[b->npending++] = p;
   return p;
 }
@@ -344,10 +344,10 @@ static void connect_peer(bootstrap *b, int j, int k) {
   const struct sockaddr *src;
   const char *why;
   crnet__peer *p;
-  uint64_t now = uv_now(&c->loop);
+  uint64_t now = uv_now(&c->w->loop);
   uint64_t left = b->deadline > now ? b->deadline - now : 1;
   char who[160];
-  if (crnet__entry_to_sockaddr(&c->table[j], &ss) != 0) {
+  if (crnet__entry_to_sockaddr(&c->w->table[j], &ss) != 0) {
     set_fatal(b, CRNET_EIO, "rank %d registered an unusable address", j);
     return;
   }
@@ -362,18 +362,18 @@ static void connect_peer(bootstrap *b, int j, int k) {
     set_fatal(b, CRNET_ENOMEM, "out of memory");
     return;
   }
-  if (crnet__link_connect_from(&p->link, &c->loop, (struct sockaddr *)&ss,
-                               src, &mesh_boot_callbacks, b, c->key,
+  if (crnet__link_connect_from(&p->link, &c->w->loop, (struct sockaddr *)&ss,
+                               src, &mesh_boot_callbacks, b, c->w->key,
                                CRNET__HS_MESH, c->rank, j, c->size,
                                left) != 0) {
     /* The link closes itself; try again later, as after a refusal. */
     crnet__debug("connecting to rank %d: %s; retrying", j, p->link.why);
-    b->retry_peer[(size_t)j * c->streams + (size_t)k] = true;
+    b->retry_peer[(size_t)j * c->w->streams + (size_t)k] = true;
     if (!uv_is_active((uv_handle_t *)&b->retry))
       uv_timer_start(&b->retry, on_retry_mesh, RETRY_MAX_MS / 5, 0);
     return;
   }
-  crnet__link_set_streams(&p->link, (uint8_t)k, (uint8_t)c->streams);
+  crnet__link_set_streams(&p->link, (uint8_t)k, (uint8_t)c->w->streams);
   crnet__link_set_encrypt(&p->link, encrypt_mode(b));
   /* The peer rank and stream are known on this side before the handshake,
    * for messages about failed attempts and for retries. */
@@ -383,7 +383,7 @@ static void connect_peer(bootstrap *b, int j, int k) {
 
 static void on_mesh_connection(uv_stream_t *server, int status) {
   crnet_comm *c = server->data;
-  bootstrap *b = c->boot;
+  bootstrap *b = c->w->boot;
   crnet__peer *p;
   uint64_t now, left;
   if (status < 0)
@@ -391,7 +391,7 @@ static void on_mesh_connection(uv_stream_t *server, int status) {
   /* With lazy links the listener outlives the bootstrap, and a peer may
    * connect on its first use of this rank as soon as both have the table,
    * even before this rank's bootstrap has returned. */
-  if (c->lazy && (b == NULL || b->have_table)) {
+  if (c->w->lazy && (b == NULL || b->have_table)) {
     crnet__lazy_accept(c);
     return;
   }
@@ -406,12 +406,12 @@ static void on_mesh_connection(uv_stream_t *server, int status) {
   p = new_peer(b);
   if (p == NULL)
     return;
-  now = uv_now(&c->loop);
+  now = uv_now(&c->w->loop);
   left = b->deadline > now ? b->deadline - now : 1;
   /* On failure the link closes itself and peer_closed frees p. */
-  crnet__link_accept(&p->link, &c->loop, server, &mesh_boot_callbacks, b,
-                     c->key, c->rank, c->size, left < 10000 ? left : 10000);
-  crnet__link_set_streams(&p->link, 0, (uint8_t)c->streams);
+  crnet__link_accept(&p->link, &c->w->loop, server, &mesh_boot_callbacks, b,
+                     c->w->key, c->rank, c->size, left < 10000 ? left : 10000);
+  crnet__link_set_streams(&p->link, 0, (uint8_t)c->w->streams);
   crnet__link_set_encrypt(&p->link, encrypt_mode(b));
 }
 
@@ -425,16 +425,16 @@ static int listen_mesh(bootstrap *b, const struct sockaddr_storage *local) {
   int n = s->port_hi > 0 ? s->port_hi - s->port_lo + 1 : 1;
   int start = s->port_hi > 0 ? (c->rank + (int)getpid()) % n : 0;
   int rc = UV_EADDRINUSE;
-  uv_tcp_init(&c->loop, &c->listener);
-  c->listener.data = c;
-  c->listener_open = true;
+  uv_tcp_init(&c->w->loop, &c->w->listener);
+  c->w->listener.data = c;
+  c->w->listener_open = true;
   b->outstanding_handles++;
   for (int i = 0; i < n; i++) {
     crnet__addr_set_port(&ss, s->port_hi > 0 ? s->port_lo + (start + i) % n
                                              : 0);
-    rc = uv_tcp_bind(&c->listener, (struct sockaddr *)&ss, 0);
+    rc = uv_tcp_bind(&c->w->listener, (struct sockaddr *)&ss, 0);
     if (rc == 0)
-      rc = uv_listen((uv_stream_t *)&c->listener, 1024, on_mesh_connection);
+      rc = uv_listen((uv_stream_t *)&c->w->listener, 1024, on_mesh_connection);
     if (rc == 0)
       return 0;
     if (rc != UV_EADDRINUSE)
@@ -503,7 +503,7 @@ static void register_with(bootstrap *b, crnet__link *l) {
     return;
   }
   len = sizeof bound;
-  uv_tcp_getsockname(&c->listener, (struct sockaddr *)&bound, &len);
+  uv_tcp_getsockname(&c->w->listener, (struct sockaddr *)&bound, &len);
   if (bound.ss_family == AF_INET) {
     e.family = 4;
     e.port = ntohs(((struct sockaddr_in *)&bound)->sin_port);
@@ -519,7 +519,7 @@ static void register_with(bootstrap *b, crnet__link *l) {
   crnet__put_le32(msg, (uint32_t)c->rank);
   crnet__put_le32(msg + 4, (uint32_t)c->size);
   crnet__rdv_entry_encode(&e, msg + 8);
-  crnet__tuning_encode(&c->tuning, msg + 8 + CRNET__RDV_ENTRY_SIZE);
+  crnet__tuning_encode(&c->w->tuning, msg + 8 + CRNET__RDV_ENTRY_SIZE);
   crnet__rdv_options_encode(
       &(crnet__rdv_options){(uint32_t)b->s->streams,
                             (uint32_t)b->s->stream_min, b->s->lazy},
@@ -554,31 +554,31 @@ static void on_rdv_ready(crnet__link *l, int status) {
  * the slots can be laid out anew. */
 static void use_options(bootstrap *b, const crnet__rdv_options *o) {
   crnet_comm *c = b->c;
-  if (o->streams != c->streams) {
+  if (o->streams != c->w->streams) {
     crnet__peer **peers = calloc((size_t)c->size * o->streams, sizeof *peers);
     if (peers == NULL) {
       set_fatal(b, CRNET_ENOMEM, "out of memory");
       return;
     }
-    free(c->peers);
-    c->peers = peers;
-    c->streams = o->streams;
+    free(c->w->peers);
+    c->w->peers = peers;
+    c->w->streams = o->streams;
   }
-  c->stream_min = o->stream_min;
-  if (o->lazy && c->connecting == NULL) {
-    c->connecting = calloc((size_t)c->size * c->streams, sizeof *c->connecting);
-    c->calling = calloc((size_t)c->size, sizeof *c->calling);
-    if (c->connecting == NULL || c->calling == NULL) {
+  c->w->stream_min = o->stream_min;
+  if (o->lazy && c->w->connecting == NULL) {
+    c->w->connecting = calloc((size_t)c->size * c->w->streams, sizeof *c->w->connecting);
+    c->w->calling = calloc((size_t)c->size, sizeof *c->w->calling);
+    if (c->w->connecting == NULL || c->w->calling == NULL) {
       set_fatal(b, CRNET_ENOMEM, "out of memory");
       return;
     }
   }
-  c->lazy = o->lazy != 0;
-  if (c->lazy)
+  c->w->lazy = o->lazy != 0;
+  if (c->w->lazy)
     crnet__debug("lazy links: connecting to peers on first use");
-  if (c->streams > 1)
+  if (c->w->streams > 1)
     crnet__debug("%u streams per peer, parts of at least %" PRIu64 " bytes",
-                 (unsigned)c->streams, c->stream_min);
+                 (unsigned)c->w->streams, c->w->stream_min);
 }
 
 static void on_rdv_control(crnet__link *l, const crnet__frame_header *h,
@@ -594,20 +594,20 @@ static void on_rdv_control(crnet__link *l, const crnet__frame_header *h,
   } else if (h->kind == CRNET__FRAME_RDV_TABLE) {
     /* Rank 0 keeps naming its own file; the others name rank 0. */
     if (crnet__rdv_table_decode(payload, h->length, c->size,
-                                c->rank == 0 ? c->tuning.source : "rank 0",
-                                c->table, &c->tuning, &options, &why) != 0)
+                                c->rank == 0 ? c->w->tuning.source : "rank 0",
+                                c->w->table, &c->w->tuning, &options, &why) != 0)
       set_fatal(b, CRNET_EIO, "the rendezvous sent %s", why);
     else
       use_options(b, &options);
     if (b->fatal == 0) {
       char desc[400];
-      crnet__tuning_describe(&c->tuning, c->size, desc, sizeof desc);
+      crnet__tuning_describe(&c->w->tuning, c->size, desc, sizeof desc);
       crnet__debug("tuning: %s", desc);
     }
     b->have_table = b->fatal == 0;
     if (b->have_table && b->accept_deferred) {
       b->accept_deferred = false;
-      on_mesh_connection((uv_stream_t *)&c->listener, 0);
+      on_mesh_connection((uv_stream_t *)&c->w->listener, 0);
     }
   } else {
     set_fatal(b, CRNET_EIO, "the rendezvous sent an unexpected frame");
@@ -633,7 +633,7 @@ static const crnet__link_callbacks rdv_client_callbacks = {
 
 static void start_rdv_attempt(bootstrap *b) {
   crnet_comm *c = b->c;
-  uint64_t now = uv_now(&c->loop);
+  uint64_t now = uv_now(&c->w->loop);
   const struct sockaddr *addr =
       (const struct sockaddr *)&b->rdv_addrs[b->rdv_next];
   const struct sockaddr *src;
@@ -652,8 +652,8 @@ static void start_rdv_attempt(bootstrap *b) {
   rc->b = b;
   b->rdv = rc;
   b->outstanding_handles++;
-  if (crnet__link_connect_from(&rc->link, &c->loop, addr, src,
-                               &rdv_client_callbacks, b, c->key,
+  if (crnet__link_connect_from(&rc->link, &c->w->loop, addr, src,
+                               &rdv_client_callbacks, b, c->w->key,
                                CRNET__HS_RENDEZVOUS, c->rank,
                                CRNET__RANK_RENDEZVOUS, c->size,
                                b->deadline + RDV_VERDICT_GRACE_MS - now) != 0) {
@@ -696,8 +696,8 @@ static bool phase_rdv_done(void *arg) {
 
 static bool phase_mesh_done(void *arg) {
   bootstrap *b = arg;
-  return b->fatal != 0 || b->c->lazy ||
-         b->connected == (b->c->size - 1) * (int)b->c->streams;
+  return b->fatal != 0 || b->c->w->lazy ||
+         b->connected == (b->c->size - 1) * (int)b->c->w->streams;
 }
 
 static bool handles_closed(void *arg) {
@@ -732,7 +732,7 @@ static void list_missing(bootstrap *b, char *buf, size_t n) {
   buf[0] = '\0';
   for (int r = 0; r < c->size && used + 24 < n; r++) {
     bool linked = true;
-    for (int k = 0; k < (int)c->streams; k++)
+    for (int k = 0; k < (int)c->w->streams; k++)
       linked = linked && *crnet__comm_link(c, r, k) != NULL;
     if (r == c->rank || linked)
       continue;
@@ -764,7 +764,7 @@ static int resolve_with_retry(bootstrap *b, uv_getaddrinfo_t *req,
   bool told = false;
   for (;;) {
     /* Without a callback libuv resolves synchronously. */
-    int rc = uv_getaddrinfo(&b->c->loop, req, NULL, s->rdv_host, port, hints);
+    int rc = uv_getaddrinfo(&b->c->w->loop, req, NULL, s->rdv_host, port, hints);
     if (rc == 0)
       return 0;
     uint64_t spent = uv_hrtime() - start;
@@ -910,7 +910,7 @@ static int serve_rendezvous(bootstrap *b) {
         uv_ip4_addr("0.0.0.0", s->rdv_port, (struct sockaddr_in *)&at);
     }
   }
-  rc = crnet__rdv_server_listen(&b->server, &b->c->loop, b->c->key,
+  rc = crnet__rdv_server_listen(&b->server, &b->c->w->loop, b->c->w->key,
                                 b->c->size, (const struct sockaddr *)&at,
                                 s->init_timeout, on_server_done, b, reason,
                                 sizeof reason);
@@ -932,12 +932,12 @@ int crnet__bootstrap(crnet_comm *c, const crnet__settings *s, char *err,
 
   memset(&b, 0, sizeof b);
   b.c = c;
-  c->boot = &b;
+  c->w->boot = &b;
   b.s = s;
   b.retry_ms = RETRY_MIN_MS;
-  uv_update_time(&c->loop);
-  b.deadline = uv_now(&c->loop) + timeout_ms;
-  uv_timer_init(&c->loop, &b.retry);
+  uv_update_time(&c->w->loop);
+  b.deadline = uv_now(&c->w->loop) + timeout_ms;
+  uv_timer_init(&c->w->loop, &b.retry);
   b.retry.data = &b;
   b.outstanding_handles = 1;
 
@@ -978,11 +978,11 @@ int crnet__bootstrap(crnet_comm *c, const crnet__settings *s, char *err,
     goto done;
 
   /* With lazy links nobody connects now: links come on first use. */
-  for (int j = 0; j < c->rank && b.fatal == 0 && !c->lazy; j++)
-    for (int k = 0; k < (int)c->streams && b.fatal == 0; k++)
+  for (int j = 0; j < c->rank && b.fatal == 0 && !c->w->lazy; j++)
+    for (int k = 0; k < (int)c->w->streams && b.fatal == 0; k++)
       connect_peer(&b, j, k);
   {
-    uint64_t now = uv_now(&c->loop);
+    uint64_t now = uv_now(&c->w->loop);
     uint64_t left = b.deadline > now ? b.deadline - now : 1;
     if (crnet__comm_run_until(c, phase_mesh_done, &b, left) != 0 &&
         b.fatal == 0) {
@@ -997,14 +997,14 @@ done:
   /* Tear down what only the bootstrap needed, and wait until libuv lets go
    * of it, since it lives in this stack frame. */
   uv_close((uv_handle_t *)&b.retry, on_handle_closed);
-  if (c->listener_open && c->lazy && b.fatal == 0 && c->err == 0) {
+  if (c->w->listener_open && c->w->lazy && b.fatal == 0 && c->err == 0) {
     /* Lazy links: the listener stays for the comm's life (lazy.c closes
      * it), so the bootstrap no longer waits for it. */
     b.outstanding_handles--;
-  } else if (c->listener_open) {
-    uv_close((uv_handle_t *)&c->listener, on_listener_closed);
+  } else if (c->w->listener_open) {
+    uv_close((uv_handle_t *)&c->w->listener, on_listener_closed);
   }
-  uv_walk(&c->loop, drop_unauthenticated, NULL);
+  uv_walk(&c->w->loop, drop_unauthenticated, NULL);
   if (b.rdv != NULL)
     crnet__link_close(&b.rdv->link);
   if (b.server != NULL) {
@@ -1018,7 +1018,7 @@ done:
   }
   close_pending(&b);
   crnet__comm_run_until(c, handles_closed, &b, 0);
-  c->boot = NULL;
+  c->w->boot = NULL;
   free(b.retry_peer);
   if (b.fatal != 0) {
     snprintf(err, errlen, "%s", b.err);

@@ -382,391 +382,32 @@ static int load_settings(const crnet_config *cfg, crnet__settings *s,
   return 0;
 }
 
-/* --- the sticky error and peer events ------------------------------------- */
-
-/* Tells crlaunch whom this rank's failure is due to ("fail <rank>
- * <origin>"), so that it names the rank at fault and not the first rank
- * whose exit it happens to see (crlaunch.c, judge_failures). */
-static void report_failure(const crnet_comm *c, int origin) {
-  char line[48];
-  if (origin < 0 || origin == c->rank)
-    return;
-  snprintf(line, sizeof line, "fail %d %d\n", c->rank, origin);
-  crnet__report_send(c, line);
-}
-
-void crnet__describe_rank(const crnet_comm *c, int rank, char *buf, size_t n) {
-  char where[128];
-  if (c->table != NULL && rank >= 0 && rank < c->size &&
-      c->table[rank].family != 0) {
-    crnet__rdv_entry_format(&c->table[rank], where, sizeof where);
-    snprintf(buf, n, "rank %d on %s", rank, where);
-  } else {
-    snprintf(buf, n, "rank %d", rank);
-  }
-}
-
-void crnet__describe_call(const crnet_comm *c, char *buf, size_t n) {
-  const crnet_request *r = crnet__req_oldest(c);
-  if (r != NULL)
-    snprintf(buf, n, " during %s #%" PRIu64 " round %" PRIu32,
-             crnet_collective_name((crnet_collective)r->coll), r->seq,
-             r->round);
-  else if (c->done_seq > 0)
-    /* Between calls: noticed after the last one's last round. */
-    snprintf(buf, n, " after %s #%" PRIu64 " round %" PRIu32,
-             crnet_collective_name((crnet_collective)c->done_coll),
-             c->done_seq, c->done_round);
-  else
-    buf[0] = '\0';
-}
-
-/* --- messages of calls that failed without failing the job ------------- */
-
-static _Thread_local struct {
-  const crnet_comm *comm;
-  char msg[CRNET__CALLMSG];
-} callmsg;
-
-char *crnet__callmsg(const crnet_comm *c) {
-  if (callmsg.comm != c) {
-    callmsg.comm = c;
-    callmsg.msg[0] = '\0';
-  }
-  return callmsg.msg;
-}
-
-void crnet__set_callmsg(const crnet_comm *c, const char *fmt, ...) {
-  va_list ap;
-  callmsg.comm = c;
-  va_start(ap, fmt);
-  vsnprintf(callmsg.msg, sizeof callmsg.msg, fmt, ap);
-  va_end(ap);
-}
-
-/* The ABORT frame's payload: error, abort code, origin, then the reason.
- * NULL if out of memory (links are then closed without a word). */
-static uint8_t *abort_message(const crnet_comm *c, size_t *len) {
-  size_t textlen = c->errmsg_reason_len;
-  uint8_t *msg = malloc(12 + textlen);
-  if (msg == NULL)
-    return NULL;
-  crnet__put_le32(msg, (uint32_t)c->err);
-  crnet__put_le32(msg + 4, (uint32_t)c->abort_code);
-  crnet__put_le32(msg + 8, (uint32_t)c->err_origin);
-  memcpy(msg + 12, c->errmsg, textlen);
-  *len = 12 + textlen;
-  return msg;
-}
-
-static void tell_peers(crnet_comm *c) {
-  size_t len = 0;
-  uint8_t *msg = abort_message(c, &len);
-  for (int i = 0; i < crnet__comm_nlinks(c); i++) {
-    crnet__peer *p = c->peers != NULL ? c->peers[i] : NULL;
-    if (p == NULL || p->closed)
-      continue;
-    /* A link that failed by protocol (a mismatched frame) still writes; one
-     * whose peer is gone just fails the write, harmlessly. */
-    if (msg != NULL && crnet__link_flushed(&p->link) &&
-        p->link.state == CRNET__LINK_READY) {
-      crnet__link_send_control(&p->link, CRNET__FRAME_ABORT, msg, len);
-      crnet__link_close_gently(&p->link, LINGER_MS);
-    } else {
-      /* A write of the failed collective is still going out: it cannot be
-       * interrupted by a frame, and its buffer belongs to the caller, who is
-       * about to get control back. Closing cancels it. (A write the kernel
-       * has taken whole, whose callback has not run yet, is no obstacle:
-       * the ABORT frame above follows it.) */
-      crnet__link_close(&p->link);
-    }
-  }
-  /* Links still in their handshake are told when they become ready
-   * (crnet__comm_tell_late_link). Lazy links: the listener closes, so that
-   * a rank connecting to this one from now on is refused at once, and calls
-   * carry the ABORT too. */
-  crnet__lazy_close_all(c, msg, len);
-  free(msg);
-}
-
-void crnet__comm_tell_late_link(crnet_comm *c, crnet__link *l) {
-  size_t len = 0;
-  uint8_t *msg = abort_message(c, &len);
-  if (msg != NULL && l->state == CRNET__LINK_READY &&
-      crnet__link_flushed(l)) {
-    crnet__link_send_control(l, CRNET__FRAME_ABORT, msg, len);
-    crnet__link_close_gently(l, LINGER_MS);
-  } else {
-    crnet__link_close(l);
-  }
-  free(msg);
-}
-
-void crnet__comm_fail_lost(crnet_comm *c, int r, const char *why) {
-  char who[160], call[96];
-  crnet__describe_rank(c, r, who, sizeof who);
-  crnet__describe_call(c, call, sizeof call);
-  crnet__comm_fail(c, CRNET_EPEER, r, "lost %s%s: %s", who, call, why);
-}
-
-void crnet__comm_fail(crnet_comm *c, int err, int origin, const char *fmt,
-                      ...) {
-  va_list ap;
-  char how[96] = "";
-  /* A lost peer: crlaunch may know why (report.h). If that rank aborted
-   * the job, the failure is the abort. */
-  if (c->err == 0 && err == CRNET_EPEER && origin >= 0 && origin != c->rank)
-    origin = crnet__report_await(c, origin, how, sizeof how);
-  if (c->err != 0)
-    return;
-  /* Under mu: other threads read the error (crnet_comm_errmsg, and every
-   * request they start checks it). */
-  pthread_mutex_lock(&c->mu);
-  c->err = err;
-  va_start(ap, fmt);
-  vsnprintf(c->errmsg, sizeof c->errmsg, fmt, ap);
-  va_end(ap);
-  if (how[0] != '\0') {
-    size_t len = strlen(c->errmsg);
-    snprintf(c->errmsg + len, sizeof c->errmsg - len, " (%s)", how);
-  }
-  c->errmsg_reason_len = strlen(c->errmsg);
-  c->err_origin = origin;
-  pthread_mutex_unlock(&c->mu);
-  c->progress_dirty = true; /* every request in flight ends */
-  crnet__debug("%s", c->errmsg);
-  report_failure(c, origin);
-  tell_peers(c);
-}
-
-void crnet__comm_fail_aborted(crnet_comm *c, int rank, int code) {
-  if (c->err != 0)
-    return;
-  pthread_mutex_lock(&c->mu);
-  c->abort_code = code;
-  pthread_mutex_unlock(&c->mu);
-  crnet__comm_fail(c, CRNET_EABORTED, rank,
-                   "rank %d aborted the job with code %d", rank, code);
-}
-
-/* An ABORT frame's reason becomes this rank's error as it is, so that a
- * failure relayed through several ranks still reads as the original reason;
- * the relaying rank is named once, after it. */
-static void fail_relayed(crnet_comm *c, int err, int origin, int via,
-                         const char *reason, int reason_len) {
-  /* The relaying rank lost a peer; crlaunch may have said already that
-   * the peer aborted the job. */
-  if (c->err == 0 && err == CRNET_EPEER)
-    crnet__report_check(c);
-  char awaited[200] = "";
-  if (c->err != 0)
-    return;
-  /* A timeout names whom the timed-out rank waited for, which may itself
-   * wait for another: each rank that relays it and waits too says for
-   * whom, so that the chain leads to the rank that never called whichever
-   * rank's clock ran out first. */
-  if (err == CRNET_ETIMEDOUT && crnet__req_oldest(c) != NULL)
-    crnet__list_awaited(c, awaited, sizeof awaited);
-  pthread_mutex_lock(&c->mu);
-  c->err = err;
-  if (awaited[0] != '\0' && strncmp(awaited, "no peer", 7) != 0)
-    snprintf(c->errmsg, sizeof c->errmsg, "%.*s; rank %d was waiting for %s",
-             reason_len, reason, c->rank, awaited);
-  else
-    snprintf(c->errmsg, sizeof c->errmsg, "%.*s", reason_len, reason);
-  c->errmsg_reason_len = strlen(c->errmsg);
-  if (via != origin)
-    snprintf(c->errmsg + c->errmsg_reason_len,
-             sizeof c->errmsg - c->errmsg_reason_len, " (relayed by rank %d)",
-             via);
-  c->err_origin = origin;
-  pthread_mutex_unlock(&c->mu);
-  c->progress_dirty = true;
-  crnet__debug("%s", c->errmsg);
-  report_failure(c, origin);
-  tell_peers(c);
-}
-
-static void on_peer_control(crnet__link *l, const crnet__frame_header *h,
-                            const uint8_t *payload) {
-  crnet__peer *p = (crnet__peer *)l;
-  crnet_comm *c = p->comm;
-  char who[160], call[96];
-  if (h->kind == CRNET__FRAME_BYE) {
-    p->got_bye = true;
-    return;
-  }
-  crnet__describe_rank(c, (int)l->peer, who, sizeof who);
-  if (h->kind == CRNET__FRAME_ABORT && h->length >= 12) {
-    int err = (int32_t)crnet__get_le32(payload);
-    int code = (int32_t)crnet__get_le32(payload + 4);
-    int origin = (int32_t)crnet__get_le32(payload + 8);
-    int textlen = h->length - 12 > 440 ? 440 : (int)(h->length - 12);
-    if (err >= 0 || err < CRNET_EIO)
-      err = CRNET_EPEER;
-    if (c->err == 0 && err == CRNET_EABORTED) {
-      pthread_mutex_lock(&c->mu);
-      c->abort_code = code;
-      pthread_mutex_unlock(&c->mu);
-    }
-    fail_relayed(c, err, origin, (int)l->peer, (const char *)payload + 12,
-                 textlen);
-    return;
-  }
-  crnet__describe_call(c, call, sizeof call);
-  crnet__comm_fail(c, CRNET_EIO, (int)l->peer,
-                   "%s sent an unexpected control frame (kind %u)%s", who,
-                   (unsigned)h->kind, call);
-}
-
-/* A DATA frame came before its receive: fine if the peer is ahead (a call
- * this rank has not begun, or a later round of one in flight), a mismatch
- * if no receive of this rank can ever match it (a call it has finished,
- * or another call under the same number). */
-static bool on_peer_parked(crnet__link *l, const crnet__frame_header *h) {
-  crnet_comm *c = ((crnet__peer *)l)->comm;
-  const crnet_request *r;
-  if (h->seq > c->seq) {
-    c->parked_ahead = true; /* crnet__comm_begin_call looks again */
-    return true;
-  }
-  r = crnet__req_find(c, h->seq);
-  return r != NULL && h->coll == r->coll && h->sig == r->sig;
-}
-
-void crnet__comm_begin_call(crnet_comm *c, uint8_t coll, uint64_t seq,
-                            const crnet__frame_call *call) {
-  c->seq = seq;
-  c->last_coll = coll;
-  c->history[seq % CRNET__CALL_HISTORY].seq = seq;
-  c->history[seq % CRNET__CALL_HISTORY].coll = coll;
-  c->history[seq % CRNET__CALL_HISTORY].call = *call;
-  /* A frame of this call that came early was accepted because the peer was
-   * ahead; now its sequence number may be this rank's own, so it must be of
-   * this very call. Only when some frame came early is there anything to
-   * look at (asking again re-marks the frames still ahead). */
-  if (c->parked_ahead) {
-    c->parked_ahead = false;
-    for (int i = 0; i < crnet__comm_nlinks(c) && c->err == 0; i++) {
-      crnet__peer *p = c->peers[i];
-      if (p != NULL && !p->closed)
-        crnet__link_recheck_parked(&p->link);
-    }
-  }
-}
-
-static bool same_call(const crnet__frame_call *a, const crnet__frame_call *b) {
-  return a->count == b->count && a->op == b->op && a->root == b->root &&
-         a->dtype == b->dtype && a->schedule == b->schedule &&
-         a->variant == b->variant;
-}
-
-/* The message of a mismatch found on link l (l->hdr is the peer's frame):
- * what each side called, in words, and how their frames differ when the
- * words alone do not show it. */
-static void fail_mismatch(crnet_comm *c, crnet__link *l, const char *why) {
-  const crnet__frame_header *h = &l->hdr;
-  char theirs[160], mine[160], detail[224];
-  const char *verb = "called";
-  const crnet_request *r = crnet__req_find(c, h->seq);
-  int coll = -1;
-  const crnet__frame_call *call = NULL;
-  crnet__call_format(h->coll, h->seq, &h->call, theirs, sizeof theirs);
-  if (r != NULL) {
-    /* A call in flight under that number. */
-    coll = r->coll;
-    call = &r->call;
-    crnet__call_format(r->coll, r->seq, call, mine, sizeof mine);
-  } else if (h->seq <= c->seq && h->seq > 0 &&
-             c->history[h->seq % CRNET__CALL_HISTORY].seq == h->seq) {
-    /* A frame of a call this rank has finished: set it against what this
-     * rank called under that number, if it is still remembered. */
-    coll = c->history[h->seq % CRNET__CALL_HISTORY].coll;
-    call = &c->history[h->seq % CRNET__CALL_HISTORY].call;
-    crnet__call_format((uint8_t)coll, h->seq, call, mine, sizeof mine);
-  } else if (c->last_coll < 0) {
-    snprintf(mine, sizeof mine, "no collective yet");
-  } else {
-    const crnet_request *o = crnet__req_oldest(c);
-    uint64_t seq = o != NULL ? o->seq : c->seq;
-    coll = c->history[seq % CRNET__CALL_HISTORY].coll;
-    call = &c->history[seq % CRNET__CALL_HISTORY].call;
-    crnet__call_format((uint8_t)coll, seq, call, mine, sizeof mine);
-    if (o == NULL)
-      verb = "had finished";
-  }
-  detail[0] = '\0';
-  if (call != NULL && h->coll == coll && same_call(&h->call, call))
-    snprintf(detail, sizeof detail, ": %s", why);
-  crnet__comm_fail(c, CRNET_EMISMATCH, (int)l->peer,
-                   "mismatched calls: rank %d called %s but rank %d %s %s%s",
-                   (int)l->peer, theirs, c->rank, verb, mine, detail);
-}
-
-static void on_peer_error(crnet__link *l, int status, const char *why) {
-  crnet__peer *p = (crnet__peer *)l;
-  crnet_comm *c = p->comm;
-  char who[160], call[96];
-  if (p->got_bye && status == CRNET_EPEER) {
-    /* The peer said goodbye and closed: an orderly departure. If a later call
-     * needs this link, posting on it fails and names the departure. */
-    crnet__link_close(l);
-    return;
-  }
-  crnet__describe_rank(c, (int)l->peer, who, sizeof who);
-  crnet__describe_call(c, call, sizeof call);
-  if (status == CRNET_EPEER) {
-    crnet__comm_fail(c, status, (int)l->peer, "lost %s%s: %s", who, call, why);
-    crnet__link_close(l);
-    return;
-  }
-  /* The peer is alive but said something wrong: comm_fail tells it why
-   * (ABORT) and closes the link gently, so the reason arrives. */
-  if (status == CRNET_EMISMATCH)
-    fail_mismatch(c, l, why);
-  else
-    crnet__comm_fail(c, status, (int)l->peer, "%s%s: %s", who, call, why);
-  crnet__link_close_gently(l, LINGER_MS);
-}
-
-static void on_peer_ready(crnet__link *l, int status) {
-  /* Links switch to these callbacks only once ready. */
-  (void)l;
-  (void)status;
-}
-
-static void on_peer_closed(crnet__link *l) {
-  crnet__peer *p = (crnet__peer *)l;
-  crnet_comm *c = p->comm;
-  p->closed = true;
-  c->open_peers--;
-}
-
-const crnet__link_callbacks crnet__peer_callbacks = {
-    .on_ready = on_peer_ready,
-    .on_control = on_peer_control,
-    .on_parked = on_peer_parked,
-    .on_error = on_peer_error,
-    .on_closed = on_peer_closed,
-};
-
 /* --- lifecycle ------------------------------------------------------------------ */
 
+/* A comm's own memory; the world's goes with the world comm. */
 static void free_comm(crnet_comm *c) {
-  if (c->report_fd >= 0)
-    close(c->report_fd);
-  free(c->rank_end);
-  crnet__trace_close(c->trace);
+  crnet__world *w = c->w;
   free(c->peer_stats);
-  crnet__secret_free(c->key);
-  free(c->temp);
-  pthread_cond_destroy(&c->thread_cv);
-  pthread_cond_destroy(&c->cv);
-  pthread_mutex_destroy(&c->mu);
-  free(c->connecting);
-  free(c->calling);
-  free(c->peers);
-  free(c->table);
+  free(c->world);
+  free(c->local);
+  crnet__p2p_comm_free(c);
+  if (w != NULL && w->comms[0] == c) {
+    crnet__p2p_world_free(w);
+    if (w->report_fd >= 0)
+      close(w->report_fd);
+    free(w->rank_end);
+    crnet__trace_close(w->trace);
+    crnet__secret_free(w->key);
+    free(w->temp);
+    pthread_cond_destroy(&w->thread_cv);
+    pthread_cond_destroy(&w->cv);
+    pthread_mutex_destroy(&w->mu);
+    free(w->connecting);
+    free(w->calling);
+    free(w->peers);
+    free(w->table);
+    free(w);
+  }
   free(c);
 }
 
@@ -781,16 +422,16 @@ static void on_walk_close(uv_handle_t *h, void *arg) {
 static void close_loop(crnet_comm *c) {
   crnet__report_close(c);
   crnet__progress_close(c);
-  uv_timer_stop(&c->deadline);
-  if (!uv_is_closing((uv_handle_t *)&c->deadline))
-    uv_close((uv_handle_t *)&c->deadline, NULL);
-  while (uv_run(&c->loop, UV_RUN_DEFAULT) != 0)
+  uv_timer_stop(&c->w->deadline);
+  if (!uv_is_closing((uv_handle_t *)&c->w->deadline))
+    uv_close((uv_handle_t *)&c->w->deadline, NULL);
+  while (uv_run(&c->w->loop, UV_RUN_DEFAULT) != 0)
     ;
-  if (uv_loop_close(&c->loop) == UV_EBUSY) {
-    uv_walk(&c->loop, on_walk_close, NULL);
-    while (uv_run(&c->loop, UV_RUN_DEFAULT) != 0)
+  if (uv_loop_close(&c->w->loop) == UV_EBUSY) {
+    uv_walk(&c->w->loop, on_walk_close, NULL);
+    while (uv_run(&c->w->loop, UV_RUN_DEFAULT) != 0)
       ;
-    uv_loop_close(&c->loop);
+    uv_loop_close(&c->w->loop);
   }
 }
 
@@ -820,28 +461,28 @@ static int usable_cores(void) {
  * helps while each of them has a core; beyond that a polling rank steals
  * the core its peer needs to answer. */
 static void wait_plan(crnet_comm *c, const crnet__settings *s) {
-  const char *me = c->table != NULL ? c->table[c->rank].host : "";
+  const char *me = c->w->table != NULL ? c->w->table[c->rank].host : "";
   int local_ranks = 1; /* this one included */
-  for (int r = 0; r < c->size && c->table != NULL; r++)
-    if (r != c->rank && strcmp(c->table[r].host, me) == 0)
+  for (int r = 0; r < c->size && c->w->table != NULL; r++)
+    if (r != c->rank && strcmp(c->w->table[r].host, me) == 0)
       local_ranks++;
   bool own_cores = local_ranks <= usable_cores();
-  c->spin_yield = !own_cores;
+  c->w->spin_yield = !own_cores;
   /* The progress thread's auto: only where it has a core of its own, so
    * that it never takes one from a rank's computation (docs/PERFORMANCE.md,
    * Overlap). */
-  c->progress_mode = c->size > 1 &&
+  c->w->progress_mode = c->size > 1 &&
                      (s->progress == CRNET_PROGRESS_THREAD_ON ||
                       (s->progress == CRNET_PROGRESS_THREAD_AUTO &&
                        local_ranks < usable_cores()));
   if (s->spin_us >= 0)
-    c->spin_ns = (uint64_t)s->spin_us * 1000;
+    c->w->spin_ns = (uint64_t)s->spin_us * 1000;
   else if (c->size > 1)
-    c->spin_ns = (uint64_t)(own_cores ? DEFAULT_SPIN_US
+    c->w->spin_ns = (uint64_t)(own_cores ? DEFAULT_SPIN_US
                                       : DEFAULT_SPIN_SHARED_US) * 1000;
   else
-    c->spin_ns = 0;
-  c->spin_score = CRNET__SPIN_SCORE_MAX / 2;
+    c->w->spin_ns = 0;
+  c->w->spin_score = CRNET__SPIN_SCORE_MAX / 2;
 }
 
 /* Socket buffers of the mesh links: by default the kernel sizes them as
@@ -851,13 +492,13 @@ static void wait_plan(crnet_comm *c, const crnet__settings *s) {
 void crnet__comm_link_settings(crnet_comm *c, crnet__link *l) {
   /* The progress engine looks at requests when their links moved, and a
    * new link is itself news (a round may wait for it: lazy links). */
-  l->io_flag = &c->progress_dirty;
-  c->progress_dirty = true;
-  crnet__link_set_liveness(l, c->liveness_ms);
-  if (c->socket_buffer > 0) {
-    int v = c->socket_buffer;
+  l->io_flag = &c->w->progress_dirty;
+  c->w->progress_dirty = true;
+  crnet__link_set_liveness(l, c->w->liveness_ms);
+  if (c->w->socket_buffer > 0) {
+    int v = c->w->socket_buffer;
     uv_send_buffer_size((uv_handle_t *)&l->tcp, &v);
-    v = c->socket_buffer;
+    v = c->w->socket_buffer;
     uv_recv_buffer_size((uv_handle_t *)&l->tcp, &v);
   }
 }
@@ -880,63 +521,70 @@ int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
     cfg = &defaults;
   }
   c = calloc(1, sizeof *c);
-  if (c == NULL) {
-    snprintf(init_errmsg, sizeof init_errmsg, "out of memory");
-    return CRNET_ENOMEM;
-  }
-  c->report_fd = -1;
-  pthread_mutex_init(&c->mu, NULL);
-  pthread_cond_init(&c->cv, NULL);
-  pthread_cond_init(&c->thread_cv, NULL);
-  c->key = crnet__secret_alloc(CRNET__KEY_BYTES);
-  if (c->key == NULL) {
+  if (c != NULL)
+    c->w = calloc(1, sizeof *c->w);
+  if (c == NULL || c->w == NULL) {
     free(c);
     snprintf(init_errmsg, sizeof init_errmsg, "out of memory");
     return CRNET_ENOMEM;
   }
-  rc = load_settings(cfg, &s, c->key);
+  /* The world comm: context 0, the job's ranks as they are. */
+  c->w->comms[0] = c;
+  c->w->ncomms = 1;
+  c->w->report_fd = -1;
+  pthread_mutex_init(&c->w->mu, NULL);
+  pthread_cond_init(&c->w->cv, NULL);
+  pthread_cond_init(&c->w->thread_cv, NULL);
+  c->w->key = crnet__secret_alloc(CRNET__KEY_BYTES);
+  if (c->w->key == NULL) {
+    free(c->w);
+    free(c);
+    snprintf(init_errmsg, sizeof init_errmsg, "out of memory");
+    return CRNET_ENOMEM;
+  }
+  rc = load_settings(cfg, &s, c->w->key);
   if (rc == 0)
-    rc = crnet__tuning_init(&c->tuning, s.rank, init_errmsg,
+    rc = crnet__tuning_init(&c->w->tuning, s.rank, init_errmsg,
                             sizeof init_errmsg);
   if (rc != 0) {
     free_comm(c);
     return rc;
   }
-  c->rank = s.rank;
-  c->size = s.size;
+  c->rank = c->w->rank = s.rank;
+  c->size = c->w->size = s.size;
   /* Before this comm opens any socket of its own. */
   crnet__report_find(c);
   c->last_coll = -1;
-  c->stream_piece = s.stream_piece;
-  c->rounds_in_flight = (uint32_t)s.rounds_in_flight;
+  c->w->stream_piece = s.stream_piece;
+  c->w->rounds_in_flight = (uint32_t)s.rounds_in_flight;
   for (int k = 0; k < CRNET_COLL_COUNT; k++)
     snprintf(c->schedule[k], sizeof c->schedule[k], "%s", s.schedule[k]);
   ignore_sigpipe();
   snprintf(prefix, sizeof prefix, "crnet[%d]: ", c->rank);
   crnet__log_set_prefix(prefix);
   /* One stream per peer until the rendezvous says otherwise (bootstrap). */
-  c->streams = 1;
-  c->stream_min = (uint64_t)s.stream_min;
-  c->peers = calloc((size_t)c->size, sizeof *c->peers);
-  c->table = calloc((size_t)c->size, sizeof *c->table);
+  c->w->streams = 1;
+  c->w->stream_min = (uint64_t)s.stream_min;
+  c->w->peers = calloc((size_t)c->size, sizeof *c->w->peers);
+  c->w->table = calloc((size_t)c->size, sizeof *c->w->table);
   c->peer_stats = calloc((size_t)c->size, sizeof *c->peer_stats);
-  c->report_stats = s.stats;
-  c->encrypt = s.encrypt;
-  c->liveness_ms = (uint64_t)(s.liveness * 1000);
-  c->socket_buffer = s.socket_buffer;
-  snprintf(c->iface, sizeof c->iface, "%s", s.iface);
-  if (c->peers == NULL || c->table == NULL || c->peer_stats == NULL) {
+  c->w->report_stats = s.stats;
+  c->w->encrypt = s.encrypt;
+  c->w->liveness_ms = (uint64_t)(s.liveness * 1000);
+  c->w->socket_buffer = s.socket_buffer;
+  snprintf(c->w->iface, sizeof c->w->iface, "%s", s.iface);
+  if (c->w->peers == NULL || c->w->table == NULL || c->peer_stats == NULL) {
     free_comm(c);
     snprintf(init_errmsg, sizeof init_errmsg, "out of memory");
     return CRNET_ENOMEM;
   }
-  if (uv_loop_init(&c->loop) != 0) {
+  if (uv_loop_init(&c->w->loop) != 0) {
     free_comm(c);
     snprintf(init_errmsg, sizeof init_errmsg, "cannot create an event loop");
     return CRNET_EIO;
   }
-  uv_timer_init(&c->loop, &c->deadline);
-  c->deadline.data = c;
+  uv_timer_init(&c->w->loop, &c->w->deadline);
+  c->w->deadline.data = c;
   if (crnet__progress_init(c) != 0) {
     close_loop(c);
     free_comm(c);
@@ -947,7 +595,7 @@ int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
   if (s.trace[0] != '\0') {
     char host[256] = "";
     gethostname(host, sizeof host - 1);
-    int e = crnet__trace_open(&c->trace, s.trace, c->rank, c->size, host);
+    int e = crnet__trace_open(&c->w->trace, s.trace, c->rank, c->size, host);
     if (e != 0) {
       snprintf(init_errmsg, sizeof init_errmsg,
                "CRNET_TRACE: cannot write %.300s: %s", s.trace, strerror(e));
@@ -960,32 +608,32 @@ int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
     rc = crnet__bootstrap(c, &s, init_errmsg, sizeof init_errmsg);
     if (rc != 0) {
       for (int i = 0; i < crnet__comm_nlinks(c); i++)
-        if (c->peers[i] != NULL)
-          crnet__link_close(&c->peers[i]->link);
+        if (c->w->peers[i] != NULL)
+          crnet__link_close(&c->w->peers[i]->link);
       crnet__lazy_close_all(c, NULL, 0);
       close_loop(c);
       for (int i = 0; i < crnet__comm_nlinks(c); i++)
-        free(c->peers[i]);
+        free(c->w->peers[i]);
       free_comm(c);
       return rc;
     }
   }
   wait_plan(c, &s);
   /* Lazy links made during the bootstrap had theirs already. */
-  for (int i = 0; i < crnet__comm_nlinks(c) && !c->lazy; i++)
-    if (c->peers[i] != NULL && !c->peers[i]->closed)
-      crnet__comm_link_settings(c, &c->peers[i]->link);
-  c->coll_timeout_ms = (uint64_t)(s.coll_timeout * 1000);
+  for (int i = 0; i < crnet__comm_nlinks(c) && !c->w->lazy; i++)
+    if (c->w->peers[i] != NULL && !c->w->peers[i]->closed)
+      crnet__comm_link_settings(c, &c->w->peers[i]->link);
+  c->w->coll_timeout_ms = (uint64_t)(s.coll_timeout * 1000);
   *out = c;
   return 0;
 }
 
 static bool goodbyes_done(void *arg) {
   crnet_comm *c = arg;
-  if (c->err != 0)
+  if (c->w->torn_down)
     return true;
   for (int i = 0; i < crnet__comm_nlinks(c); i++) {
-    crnet__peer *p = c->peers[i];
+    crnet__peer *p = c->w->peers[i];
     if (p == NULL || p->closed || p->link.failed)
       continue;
     if (!p->got_bye || crnet__link_busy(&p->link))
@@ -996,19 +644,36 @@ static bool goodbyes_done(void *arg) {
 
 static bool peers_closed(void *arg) {
   crnet_comm *c = arg;
-  return c->open_peers == 0;
+  return c->w->open_peers == 0;
 }
 
 static void report_stats(crnet_comm *c);
 
+/* A comm made by crnet_comm_split or crnet_comm_dup goes: local, the
+ * links stay the world's. Frames its peers send it from now on name a
+ * context this rank no longer has: a mismatch, as it should be. */
+static int destroy_derived(crnet_comm *c) {
+  crnet__world *w = c->w;
+  int rc = c->err;
+  if (w->report_stats)
+    report_stats(c);
+  pthread_mutex_lock(&w->mu);
+  w->comms[c->ctx] = NULL;
+  w->ncomms--;
+  pthread_mutex_unlock(&w->mu);
+  free_comm(c);
+  return rc;
+}
+
 int crnet_comm_destroy(crnet_comm *c) {
   int rc;
-  uint32_t in_flight;
+  uint32_t in_flight, others;
   if (c == NULL)
     return 0;
-  pthread_mutex_lock(&c->mu);
+  pthread_mutex_lock(&c->w->mu);
   in_flight = crnet__req_in_flight(c);
-  pthread_mutex_unlock(&c->mu);
+  others = c->w->ncomms - 1;
+  pthread_mutex_unlock(&c->w->mu);
   if (in_flight > 0) {
     crnet__set_callmsg(c, "crnet_comm_destroy: %u request(s) still in "
                           "flight: wait for them first (or crnet_comm_abort, "
@@ -1016,19 +681,35 @@ int crnet_comm_destroy(crnet_comm *c) {
                        in_flight);
     return CRNET_EINVAL;
   }
+  if (c->ctx != 0) {
+    /* Not while the loop's owner may be looking at it (a completion
+     * callback of another comm's request may destroy it: that thread owns
+     * the loop, and the engine does not touch this comm after its last
+     * request completed). */
+    return destroy_derived(c);
+  }
+  if (others > 0) {
+    crnet__set_callmsg(c, "crnet_comm_destroy: %u communicator(s) made from "
+                          "this one by crnet_comm_split or crnet_comm_dup "
+                          "are alive: destroy them first",
+                       others);
+    return CRNET_EINVAL;
+  }
   crnet__progress_stop(c);
   crnet__req_free_unwaited(c);
-  if (c->report_stats)
+  if (c->w->report_stats)
     report_stats(c);
-  if (c->lazy)
+  if (c->w->lazy)
     crnet__lazy_resume(c);
-  if (c->err == 0) {
+  if (!c->w->torn_down) {
     /* Goodbye to everyone linked, then wait for everyone's goodbye: after
      * it the peer sends nothing more, so closing cannot leave unread bytes
      * that would turn our FIN into a reset. Peers never linked (lazy
-     * links) play no part. */
+     * links) play no part. With the world comm failed, the links still
+     * open are those of comms that had not (tell_members closed the
+     * others): their peers may still be finishing calls with this rank. */
     for (int i = 0; i < crnet__comm_nlinks(c); i++) {
-      crnet__peer *p = c->peers[i];
+      crnet__peer *p = c->w->peers[i];
       if (p != NULL && !p->closed && !p->link.failed)
         crnet__link_send_control(&p->link, CRNET__FRAME_BYE, NULL, 0);
     }
@@ -1044,17 +725,104 @@ int crnet_comm_destroy(crnet_comm *c) {
    * would be cut with a reset. */
   crnet__lazy_close_all(c, NULL, 0);
   for (int i = 0; i < crnet__comm_nlinks(c); i++) {
-    crnet__peer *p = c->peers[i];
+    crnet__peer *p = c->w->peers[i];
     if (p != NULL && !p->closed)
       crnet__link_close_gently(&p->link, LINGER_MS);
   }
   crnet__comm_run_until(c, peers_closed, c, 0);
   for (int i = 0; i < crnet__comm_nlinks(c); i++)
-    free(c->peers[i]);
+    free(c->w->peers[i]);
   rc = c->err;
   close_loop(c);
   free_comm(c);
   return rc;
+}
+
+/* --- derived comms -------------------------------------------------------- */
+
+void crnet__split_enter(crnet_comm *parent) {
+  atomic_fetch_add(&parent->w->splits, 1);
+}
+
+void crnet__split_leave(crnet_comm *parent) {
+  crnet__world *w = parent->w;
+  atomic_fetch_sub(&w->splits, 1);
+  /* Frames that waited for an id this rank did not know are looked at
+   * again by the loop's owner, at its next pass: of the new comm, they
+   * wait for its calls; of none, they are a mismatch now. */
+  atomic_store(&w->recheck_asked, true);
+  if (w->progress_handles)
+    uv_async_send(&w->kick);
+}
+
+void crnet__ctx_offer(crnet_comm *parent, uint64_t mask[CRNET__CTX_WORDS]) {
+  crnet__world *w = parent->w;
+  pthread_mutex_lock(&w->mu);
+  for (uint32_t i = 0; i < CRNET__CTX_WORDS; i++)
+    mask[i] = ~w->ctx_reserved[i];
+  for (uint32_t id = 0; id < CRNET__MAX_CTX; id++)
+    if (w->comms[id] != NULL)
+      mask[id / 64] &= ~((uint64_t)1 << (id % 64));
+  pthread_mutex_unlock(&w->mu);
+  mask[0] &= ~(uint64_t)1; /* the world's */
+}
+
+bool crnet__ctx_reserve(crnet_comm *parent, uint32_t id) {
+  crnet__world *w = parent->w;
+  uint64_t bit = (uint64_t)1 << (id % 64);
+  bool ok;
+  pthread_mutex_lock(&w->mu);
+  ok = id > 0 && id < CRNET__MAX_CTX && w->comms[id] == NULL &&
+       (w->ctx_reserved[id / 64] & bit) == 0;
+  if (ok)
+    w->ctx_reserved[id / 64] |= bit;
+  pthread_mutex_unlock(&w->mu);
+  return ok;
+}
+
+void crnet__ctx_release(crnet_comm *parent, uint32_t id) {
+  crnet__world *w = parent->w;
+  pthread_mutex_lock(&w->mu);
+  if (id < CRNET__MAX_CTX)
+    w->ctx_reserved[id / 64] &= ~((uint64_t)1 << (id % 64));
+  pthread_mutex_unlock(&w->mu);
+}
+
+int crnet__comm_derive(crnet_comm *parent, uint32_t ctx, int rank, int size,
+                       const int32_t *world, crnet_comm **out) {
+  crnet__world *w = parent->w;
+  crnet_comm *c = calloc(1, sizeof *c);
+  *out = NULL;
+  if (c == NULL)
+    return CRNET_ENOMEM;
+  c->w = w;
+  c->ctx = ctx;
+  c->rank = rank;
+  c->size = size;
+  c->last_coll = -1;
+  c->err_origin = -1;
+  c->world = malloc(sizeof *c->world * (size_t)size);
+  c->local = malloc(sizeof *c->local * (size_t)w->size);
+  c->peer_stats = calloc((size_t)size, sizeof *c->peer_stats);
+  if (c->world == NULL || c->local == NULL || c->peer_stats == NULL) {
+    free_comm(c);
+    return CRNET_ENOMEM;
+  }
+  for (int j = 0; j < w->size; j++)
+    c->local[j] = -1;
+  for (int r = 0; r < size; r++) {
+    c->world[r] = world[r];
+    c->local[world[r]] = r;
+  }
+  pthread_mutex_lock(&w->mu);
+  memcpy(c->schedule, parent->schedule, sizeof c->schedule);
+  w->ctx_reserved[ctx / 64] &= ~((uint64_t)1 << (ctx % 64));
+  w->comms[ctx] = c;
+  w->ncomms++;
+  crnet__p2p_adopt(c);
+  pthread_mutex_unlock(&w->mu);
+  *out = c;
+  return 0;
 }
 
 int crnet_comm_rank(const crnet_comm *c) { return c != NULL ? c->rank : -1; }
@@ -1065,9 +833,9 @@ const char *crnet_comm_errmsg(const crnet_comm *c) {
   int err;
   if (c == NULL)
     return "comm is NULL";
-  pthread_mutex_lock((pthread_mutex_t *)&c->mu);
+  pthread_mutex_lock((pthread_mutex_t *)&c->w->mu);
   err = c->err;
-  pthread_mutex_unlock((pthread_mutex_t *)&c->mu);
+  pthread_mutex_unlock((pthread_mutex_t *)&c->w->mu);
   /* The sticky error's message never changes once set. */
   return err != 0 ? c->errmsg : crnet__callmsg(c);
 }
@@ -1078,9 +846,9 @@ int crnet_comm_coll_stats(const crnet_comm *c, crnet_collective coll,
                           crnet_coll_stats *out) {
   if (c == NULL || out == NULL || (unsigned)coll >= CRNET_COLL_COUNT)
     return CRNET_EINVAL;
-  pthread_mutex_lock((pthread_mutex_t *)&c->mu);
+  pthread_mutex_lock((pthread_mutex_t *)&c->w->mu);
   *out = c->coll_stats[coll];
-  pthread_mutex_unlock((pthread_mutex_t *)&c->mu);
+  pthread_mutex_unlock((pthread_mutex_t *)&c->w->mu);
   return 0;
 }
 
@@ -1088,19 +856,19 @@ int crnet_comm_peer_stats(const crnet_comm *c, int peer,
                           crnet_peer_stats *out) {
   if (c == NULL || out == NULL || peer < 0 || peer >= c->size)
     return CRNET_EINVAL;
-  pthread_mutex_lock((pthread_mutex_t *)&c->mu);
+  pthread_mutex_lock((pthread_mutex_t *)&c->w->mu);
   *out = c->peer_stats[peer];
-  pthread_mutex_unlock((pthread_mutex_t *)&c->mu);
+  pthread_mutex_unlock((pthread_mutex_t *)&c->w->mu);
   return 0;
 }
 
 int crnet_comm_stats_reset(crnet_comm *c) {
   if (c == NULL)
     return CRNET_EINVAL;
-  pthread_mutex_lock(&c->mu);
+  pthread_mutex_lock(&c->w->mu);
   memset(c->coll_stats, 0, sizeof c->coll_stats);
   memset(c->peer_stats, 0, sizeof *c->peer_stats * (size_t)c->size);
-  pthread_mutex_unlock(&c->mu);
+  pthread_mutex_unlock(&c->w->mu);
   return 0;
 }
 
@@ -1117,14 +885,14 @@ static void report_stats(crnet_comm *c) {
     int n = snprintf(line, sizeof line,
                      "stats %d %s %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
                      " %" PRIu64 " %.9f %.9f %.9f\n",
-                     c->rank, crnet_collective_name((crnet_collective)k),
+                     c->w->rank, crnet_collective_name((crnet_collective)k),
                      st->calls, st->failed, st->rounds, st->bytes_sent,
                      st->bytes_received, st->seconds, st->wait_seconds,
                      st->reduce_seconds);
     if (n <= 0 || n >= (int)sizeof line)
       continue;
     if (!crnet__report_send(c, line))
-      fprintf(stderr, "crnet[%d]: %s", c->rank, line);
+      fprintf(stderr, "crnet[%d]: %s", c->w->rank, line);
   }
 }
 
@@ -1132,16 +900,16 @@ int crnet_comm_abort_code(const crnet_comm *c) {
   int code;
   if (c == NULL)
     return 0;
-  pthread_mutex_lock((pthread_mutex_t *)&c->mu);
+  pthread_mutex_lock((pthread_mutex_t *)&c->w->mu);
   code = c->abort_code;
-  pthread_mutex_unlock((pthread_mutex_t *)&c->mu);
+  pthread_mutex_unlock((pthread_mutex_t *)&c->w->mu);
   return code;
 }
 
 static bool aborts_sent(void *arg) {
   crnet_comm *c = arg;
   for (int i = 0; i < crnet__comm_nlinks(c); i++) {
-    crnet__peer *p = c->peers[i];
+    crnet__peer *p = c->w->peers[i];
     if (p != NULL && !p->closed && crnet__link_busy(&p->link))
       return false;
   }
@@ -1150,13 +918,13 @@ static bool aborts_sent(void *arg) {
 
 void crnet__comm_abort_now(crnet_comm *c, int code) {
   char line[48];
-  if (c->err != 0)
+  if (c->w->torn_down)
     return;
   /* crlaunch hears it first, before any peer can fail and exit because
    * of it, so that it exits with `code` whatever the others do. */
-  snprintf(line, sizeof line, "abort %d %d\n", c->rank, code);
+  snprintf(line, sizeof line, "abort %d %d\n", c->w->rank, code);
   crnet__report_send(c, line);
-  crnet__comm_fail_aborted(c, c->rank, code);
+  crnet__comm_fail_aborted(c, c->w->rank, code);
 }
 
 int crnet_comm_abort(crnet_comm *c, int code) {

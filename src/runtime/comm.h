@@ -88,7 +88,19 @@ typedef struct crnet__settings {
   bool stats;       /* CRNET_STATS */
 } crnet__settings;
 
-struct crnet_comm {
+/* Context ids: a comm's id travels in every frame it sends (frame.h), so
+ * that the comms of a process share its links and a frame of one is never
+ * taken for another's. The world comm is context 0; crnet_comm_split and
+ * crnet_comm_dup agree on a free id over the parent (comm_split.c). Two
+ * comms with one id never share a rank. */
+#define CRNET__MAX_CTX CRNET__FRAME_CTX_MAX
+
+/* What the comms of one job in this process share: the loop, the links,
+ * the requests in flight and the engine that moves them, the progress
+ * thread, the socket to crlaunch. The world comm (crnet_comm_init) owns it;
+ * every comm derived from it points to it (c->w) and it outlives them:
+ * crnet_comm_destroy refuses the world comm while others are alive. */
+typedef struct crnet__world {
   uv_loop_t loop;
   uv_timer_t deadline; /* bounds the current wait */
   bool deadline_passed;
@@ -110,7 +122,7 @@ struct crnet_comm {
    * that needs it (exec.c); under mu. */
   void *temp;
   size_t temp_bytes;
-  int rank;
+  int rank; /* in the job (the world comm's rank) */
   int size;
   uint8_t *key; /* CRNET__KEY_BYTES, in secret memory (secret.h) */
   /* TCP streams per pair of ranks, and the smallest part a message is
@@ -118,8 +130,8 @@ struct crnet_comm {
    * CRNET_STREAMS_MIN_BYTES, see crnet__xchg_start). */
   uint32_t streams;
   uint64_t stream_min;
-  /* The mesh links: stream k to rank r is peers[r * streams + k] (NULL for
-   * r == rank); size * streams entries. */
+  /* The mesh links, by world rank: stream k to rank r is
+   * peers[r * streams + k] (NULL for r == rank); size * streams entries. */
   crnet__peer **peers;
   crnet__rdv_entry *table;   /* everyone's address, host and pid */
   int open_peers;            /* peer links whose handles are not closed */
@@ -149,41 +161,32 @@ struct crnet_comm {
   /* CRNET_TIMEOUT: the most a collective may take, counted from its start
    * (0: no limit). */
   uint64_t coll_timeout_ms;
-
-  int err; /* sticky error, 0 if none */
-  char errmsg[512];
-  size_t errmsg_reason_len; /* the part of errmsg that is relayed to peers */
-  int abort_code;
-  int err_origin; /* the rank at fault, -1 if unknown (carried by ABORT) */
-
-  /* Chosen schedule per collective ("auto" unless set); under mu. */
-  char schedule[CRNET_COLL_COUNT][32];
-  /* What auto chose for the last call of each collective and its shape
-   * (collectives.c); under mu. */
-  struct crnet__auto_memo {
-    uint64_t count;
-    uint32_t esize;
-    bool commutative, exclusive;
-    const char *name; /* NULL: nothing remembered */
-    uint32_t id;
-  } auto_memo[CRNET_COLL_COUNT];
   /* The cost model's constants for auto: rank 0's, on every rank. */
   crnet__tuning tuning;
 
-  /* The last call begun on the loop (its sequence number), for frames
-   * that come early and mismatch messages. */
-  uint64_t seq;
-  int last_coll; /* the last collective begun, or -1 */
-  bool parked_ahead; /* a DATA frame of a later call waits on some link */
-  /* The call completed last and its last round, for failures noticed
-   * between calls (owner only). */
-  uint64_t done_seq;
-  uint8_t done_coll;
-  uint32_t done_round;
+  /* The comms alive in this process, by context id (NULL: free), and how
+   * many; comm_split.c hands out ids. splits is the number of
+   * crnet_comm_split and crnet_comm_dup calls under way here: while one
+   * is, a frame that names an id this rank does not know yet may be of the
+   * comm it is making (a peer that finished first), and waits. */
+  struct crnet_comm *comms[CRNET__MAX_CTX];
+  uint32_t ncomms;
+  atomic_uint splits;
+  /* Ids a split under way on this rank has proposed (under mu), and the
+   * owner's cue to look at parked frames again once a split ends. */
+  uint64_t ctx_reserved[CRNET__MAX_CTX / 64];
+  atomic_bool recheck_asked;
+  /* Every comm of the job has failed: the links are closed. */
+  bool torn_down;
+  /* Point-to-point (p2p.c): per job rank, the eager budget and the
+   * rendezvous under way (size entries, made at the first message);
+   * messages that came for a comm this rank is still making (under mu). */
+  struct crnet__p2p_peer *p2p_peers;
+  struct crnet__p2p_msg *p2p_orphans;
 
   /* Requests and who runs the loop (request.h, progress.c). mu guards
    * what threads share: the queue, the states of requests, ownership of
-   * the loop, the counters, the sticky error's fields and the caches. */
+   * the loop, the counters, the sticky errors' fields and the caches. */
   pthread_mutex_t mu;
   pthread_cond_t cv;        /* a request completed, or the loop is free */
   pthread_cond_t thread_cv; /* the progress thread: work, or quit */
@@ -193,8 +196,7 @@ struct crnet_comm {
   uint32_t cv_waiters;      /* threads asleep on cv */
   bool abort_asked;         /* crnet_comm_abort from another thread */
   int abort_asked_code;
-  uint64_t seq_issued;      /* the last sequence number given a request */
-  uint32_t in_flight;       /* requests queued or running */
+  uint32_t in_flight;       /* requests queued or running, of every comm */
   atomic_uint queued;       /* requests in the queue: the engine looks at
                                the queue only when there are some */
   struct crnet_request *queue_head, *queue_tail; /* numbered, not begun */
@@ -204,23 +206,19 @@ struct crnet_comm {
   uint32_t req_cached;
   bool in_progress;         /* crnet__progress is running (owner only) */
   uint64_t loop_seen_ms;    /* uv_now when the loop last polled */
-  bool progress_dirty;      /* a link moved, a link came, the comm failed:
+  bool progress_dirty;      /* a link moved, a link came, a comm failed:
                                the engine has something to look at (owner
                                only; link.h io_flag) */
   uv_prepare_t progress_prepare;
   uv_check_t progress_check;
   uv_async_t kick;          /* wakes the owner: a request was queued */
   uv_timer_t coll_timer;    /* CRNET_TIMEOUT of the oldest request */
-  uint64_t timeout_seq;     /* the request whose time ran out once */
+  const struct crnet_request *timeout_req; /* whose time ran out once */
+  uint64_t timeout_seq;
   bool progress_handles;    /* the handles above exist */
   int progress_mode;        /* CRNET_PROGRESS_THREAD_*, resolved: 0 or 1 */
   bool thread_running, thread_quit;
   pthread_t thread;
-  /* Counters (crnet_comm_coll_stats, crnet_comm_peer_stats): per
-   * collective, and per peer (size entries); the executor adds the time a
-   * call waits and reduces to call_wait_ns and call_reduce_ns. */
-  crnet_coll_stats coll_stats[CRNET_COLL_COUNT];
-  crnet_peer_stats *peer_stats;
   bool report_stats;    /* CRNET_STATS: report them at destroy */
   /* crlaunch's socket (report.h): our own descriptor for it, or -1; what
    * crlaunch says is read while the loop runs. */
@@ -238,6 +236,58 @@ struct crnet_comm {
   char report_in[128]; /* a line from crlaunch not yet whole */
   size_t report_in_len;
   crnet__trace *trace;  /* CRNET_TRACE, or NULL */
+} crnet__world;
+
+/* A communicator: a group of the job's ranks, numbered 0..size-1, with its
+ * own calls, schedule choices, counters and sticky error, on the links of
+ * the world it belongs to. */
+struct crnet_comm {
+  crnet__world *w;
+  uint32_t ctx;   /* context id: 0 for the world comm */
+  int rank;       /* in this comm */
+  int size;
+  /* This comm's rank r is the job's world[r]; the job's rank j is this
+   * comm's local[j], or -1 for a rank outside it (w->size entries). NULL
+   * for the world comm, where the two are the same. */
+  int32_t *world;
+  int32_t *local;
+
+  int err; /* sticky error, 0 if none */
+  char errmsg[512];
+  size_t errmsg_reason_len; /* the part of errmsg that is relayed to peers */
+  int abort_code;
+  int err_origin; /* the rank at fault (world rank), -1 if unknown */
+
+  /* Chosen schedule per collective ("auto" unless set); under mu. */
+  char schedule[CRNET_COLL_COUNT][32];
+  /* What auto chose for the last call of each collective and its shape
+   * (collectives.c); under mu. */
+  struct crnet__auto_memo {
+    uint64_t count;
+    uint32_t esize;
+    bool commutative, exclusive;
+    const char *name; /* NULL: nothing remembered */
+    uint32_t id;
+  } auto_memo[CRNET_COLL_COUNT];
+
+  /* The last call begun on the loop (its sequence number), for frames
+   * that come early and mismatch messages. */
+  uint64_t seq;
+  int last_coll; /* the last collective begun, or -1 */
+  bool parked_ahead; /* a DATA frame of a later call waits on some link */
+  /* The call completed last and its last round, for failures noticed
+   * between calls (owner only). */
+  uint64_t done_seq;
+  uint8_t done_coll;
+  uint32_t done_round;
+  uint64_t seq_issued; /* the last sequence number given a request */
+  uint32_t in_flight;  /* this comm's requests queued or running */
+  /* Counters (crnet_comm_coll_stats, crnet_comm_peer_stats): per
+   * collective, and per peer (size entries, by this comm's ranks); the
+   * executor adds the time a call waits and reduces to call_wait_ns and
+   * call_reduce_ns. */
+  crnet_coll_stats coll_stats[CRNET_COLL_COUNT];
+  crnet_peer_stats *peer_stats;
   /* The last few calls, so that a frame of a call this rank has finished
    * can be told against what this rank called then. */
   struct {
@@ -245,14 +295,66 @@ struct crnet_comm {
     int coll;
     crnet__frame_call call;
   } history[CRNET__CALL_HISTORY];
+  /* Point-to-point (p2p.c; the loop's owner only): receives posted and not
+   * matched yet, and messages come and not received yet, each in order. */
+  struct crnet__p2p_req *p2p_posted, *p2p_posted_tail;
+  struct crnet__p2p_msg *p2p_unexp, *p2p_unexp_tail;
 };
+
+/* The job's rank of this comm's rank r, and this comm's rank of the job's
+ * rank j (-1: not a member). */
+static inline int crnet__world_rank(const crnet_comm *c, int r) {
+  return c->world != NULL ? c->world[r] : r;
+}
+static inline int crnet__local_rank(const crnet_comm *c, int j) {
+  return c->local != NULL ? c->local[j] : j;
+}
+
+
+/* --- derived comms (crnet_comm_split, crnet_comm_dup: split.c) ---------
+ *
+ * A context id for a new comm is agreed over its parent: each rank offers
+ * the ids it neither uses nor has offered to another split under way
+ * (crnet__ctx_offer), the ranks keep the lowest id all offered, and each
+ * reserves it; if a concurrent split on some rank took it meanwhile, they
+ * agree to try again. crnet__split_enter / _leave bracket the agreement:
+ * while a split is under way, a frame that names an id this rank does not
+ * know yet waits (a peer that finished first may already use the new
+ * comm); after it, such a frame is a mismatch. */
+#define CRNET__CTX_WORDS (CRNET__MAX_CTX / 64)
+void crnet__split_enter(crnet_comm *parent);
+void crnet__split_leave(crnet_comm *parent);
+void crnet__ctx_offer(crnet_comm *parent, uint64_t mask[CRNET__CTX_WORDS]);
+bool crnet__ctx_reserve(crnet_comm *parent, uint32_t id);
+void crnet__ctx_release(crnet_comm *parent, uint32_t id);
+/* Makes the comm of context id `ctx` (reserved) whose rank r is the job's
+ * world[r] (size entries, this rank at `rank`), with the parent's choices
+ * of schedule; the reservation becomes the comm's. 0 or CRNET_ENOMEM. */
+int crnet__comm_derive(crnet_comm *parent, uint32_t ctx, int rank, int size,
+                       const int32_t *world, crnet_comm **out);
+
+/* --- point-to-point (p2p.c) ----------------------------------------------
+ * The links' callbacks for MSG and RDATA headers (on_message) and for the
+ * other point-to-point frames (MSG read whole, RTS, CTS, CREDIT). */
+crnet__recv_req *crnet__p2p_on_message(crnet__link *l,
+                                       const crnet__frame_header *h);
+void crnet__p2p_on_control(crnet__link *l, const crnet__frame_header *h,
+                           const uint8_t *payload);
+/* A new comm takes the messages that came for it while it was being made
+ * (mu held). */
+void crnet__p2p_adopt(crnet_comm *c);
+/* After a split: messages for a comm that was not made are a mismatch. */
+void crnet__p2p_check_orphans(crnet__world *w);
+/* Frees what is left of a comm's messages (destroy), and the world's. */
+void crnet__p2p_comm_free(crnet_comm *c);
+void crnet__p2p_world_free(crnet__world *w);
 
 /* The link slot of stream k to rank r, and the number of slots. */
 static inline crnet__peer **crnet__comm_link(crnet_comm *c, int r, int k) {
-  return &c->peers[(size_t)r * c->streams + (size_t)k];
+  return &c->w->peers[(size_t)r * c->w->streams + (size_t)k];
 }
 static inline int crnet__comm_nlinks(const crnet_comm *c) {
-  return c->size * (int)c->streams;
+  return c->w->size * (int)c->w->streams;
 }
 
 /* The address of a rank's table entry. 0, or CRNET_EINVAL if the entry
@@ -293,19 +395,40 @@ int crnet__bootstrap(crnet_comm *c, const crnet__settings *s, char *err,
 /* The callbacks every mesh link uses once established. */
 extern const crnet__link_callbacks crnet__peer_callbacks;
 
-/* Records the sticky error (the first one wins), tells reachable peers with
- * an ABORT frame, and closes the links. origin is the rank at fault, or -1
- * if unknown. */
+/* Failures (fail.c; the loop's owner only). crnet__comm_fail records
+ * comm c's sticky error (the first one wins), tells c's members with an
+ * ABORT frame naming c, and closes the links no comm alive needs. origin
+ * is the job rank at fault, or -1 if unknown. */
 void crnet__comm_fail(crnet_comm *c, int err, int origin, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* Fails every comm that has job rank j with the same message (a link to j
+ * that cannot be used: garbage, a failed handshake, an unusable address). */
+void crnet__world_fail_peer(crnet__world *w, int j, int err, const char *fmt,
+                            ...) __attribute__((format(printf, 4, 5)));
+
+/* Fails every comm. */
+void crnet__world_fail_all(crnet__world *w, int err, int origin,
+                           const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Job rank j is lost (its connection closed or failed): every comm that
+ * has it fails with CRNET_EPEER, "lost rank r on host (addr) during
+ * allreduce #4 round 2: why", after crlaunch's word on j if it comes
+ * within CRNET__REPORT_VERDICT_MS. Comms without j go on. */
+void crnet__world_lost(crnet__world *w, int j, const char *why);
+
+/* Asks every link with a parked frame whether it may wait on (a call
+ * began, a comm was made). */
+void crnet__world_recheck_parked(crnet__world *w);
+
 /* This rank aborts the job (crnet_comm_abort; the loop's owner only):
- * tells crlaunch, then fails the comm with CRNET_EABORTED. */
+ * tells crlaunch, then fails every comm with CRNET_EABORTED. */
 void crnet__comm_abort_now(crnet_comm *c, int code);
 
-/* crnet__comm_fail with CRNET_EABORTED for an abort by `rank` with `code`
- * (this rank's own, or one crlaunch tells of): "rank 2 aborted the job
- * with code 7", and crnet_comm_abort_code() gives `code`. */
+/* Every comm fails with CRNET_EABORTED for an abort by job rank `rank`
+ * with `code` (this rank's own, or one crlaunch tells of): "rank 2 aborted
+ * the job with code 7", and crnet_comm_abort_code() gives `code`. */
 void crnet__comm_fail_aborted(crnet_comm *c, int rank, int code);
 
 /* A link that became ready after this rank failed (its handshake was under
@@ -313,10 +436,6 @@ void crnet__comm_fail_aborted(crnet_comm *c, int rank, int code);
  * closes it gently, so that the peer learns the reason instead of reading
  * only the end of the connection. */
 void crnet__comm_tell_late_link(crnet_comm *c, crnet__link *l);
-
-/* crnet__comm_fail with CRNET_EPEER: "lost rank r on host (addr) during
- * allreduce #4 round 2: why". */
-void crnet__comm_fail_lost(crnet_comm *c, int r, const char *why);
 
 /* Runs the loop until done(arg) is true, or timeout_ms passes (0: no limit).
  * Returns 0 or CRNET_ETIMEDOUT. It does not look at the sticky error; done()

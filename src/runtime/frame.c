@@ -32,6 +32,7 @@ enum {
   OFF_SCHEDULE = 49,
   OFF_VARIANT = 50,
   OFF_RESERVED = 51,
+  OFF_CTX = 52,
   OFF_END = 56,
 };
 
@@ -49,6 +50,8 @@ _Static_assert(OFF_COUNT == OFF_LENGTH + 8 && OFF_OP == OFF_COUNT + 8 &&
                    OFF_VARIANT == OFF_SCHEDULE + 1 &&
                    OFF_RESERVED == OFF_VARIANT + 1,
                "call fields are contiguous");
+_Static_assert(OFF_CTX == OFF_RESERVED + 1 && OFF_CTX + 4 == OFF_END,
+               "the context id ends the header");
 _Static_assert(OFF_END == CRNET__FRAME_HEADER_SIZE, "the header is 56 bytes");
 _Static_assert(CRNET_DATATYPE_COUNT <= 0x100, "a datatype fits its byte");
 _Static_assert(CRNET__FRAME_VERSION >= 0 && CRNET__FRAME_VERSION <= 0xff,
@@ -60,6 +63,11 @@ static int known_kind(uint8_t kind) {
   case CRNET__FRAME_DATA:
   case CRNET__FRAME_ABORT:
   case CRNET__FRAME_BYE:
+  case CRNET__FRAME_MSG:
+  case CRNET__FRAME_RTS:
+  case CRNET__FRAME_CTS:
+  case CRNET__FRAME_RDATA:
+  case CRNET__FRAME_CREDIT:
   case CRNET__FRAME_RDV_REGISTER:
   case CRNET__FRAME_RDV_TABLE:
   case CRNET__FRAME_RDV_ERROR:
@@ -89,6 +97,13 @@ static const char *check_fields(const crnet__frame_header *h,
     return "unknown call variant";
   if (h->flags != 0)
     return "unknown flags";
+  if (h->ctx >= CRNET__FRAME_CTX_MAX)
+    return "context id out of range";
+  if (h->ctx != 0 && h->kind != CRNET__FRAME_DATA &&
+      h->kind != CRNET__FRAME_ABORT && h->kind != CRNET__FRAME_MSG &&
+      h->kind != CRNET__FRAME_RTS && h->kind != CRNET__FRAME_CTS &&
+      h->kind != CRNET__FRAME_RDATA)
+    return "context id set on a frame of no communicator";
   if (h->length > max_length)
     return "payload longer than allowed";
   return NULL;
@@ -112,7 +127,8 @@ void crnet__frame_encode(const crnet__frame_header *h,
   out[OFF_DTYPE] = h->call.dtype;
   out[OFF_SCHEDULE] = h->call.schedule;
   out[OFF_VARIANT] = h->call.variant;
-  memset(out + OFF_RESERVED, 0, OFF_END - OFF_RESERVED);
+  out[OFF_RESERVED] = 0;
+  crnet__put_le32(out + OFF_CTX, h->ctx);
 }
 
 int crnet__frame_decode(const uint8_t in[CRNET__FRAME_HEADER_SIZE],
@@ -142,11 +158,11 @@ int crnet__frame_decode(const uint8_t in[CRNET__FRAME_HEADER_SIZE],
   d.call.dtype = in[OFF_DTYPE];
   d.call.schedule = in[OFF_SCHEDULE];
   d.call.variant = in[OFF_VARIANT];
-  for (int i = OFF_RESERVED; i < OFF_END; i++)
-    if (in[i] != 0) {
-      problem = "reserved header bytes not zero";
-      goto out;
-    }
+  d.ctx = crnet__get_le32(in + OFF_CTX);
+  if (in[OFF_RESERVED] != 0) {
+    problem = "reserved header bytes not zero";
+    goto out;
+  }
   problem = check_fields(&d, max_length);
   if (problem == NULL)
     *h = d;

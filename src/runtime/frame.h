@@ -21,7 +21,9 @@
  *       48    1 dtype    crnet_datatype
  *       49    1 schedule schedule id (select.c)
  *       50    1 variant  CRNET__CALL_EXCLUSIVE or 0
- *       51    5 reserved zero
+ *       51    1 reserved zero
+ *       52    4 ctx      the communicator's context id (0: the world's), in
+ *                        DATA and ABORT frames; 0 in others
  *
  * The signature is what the receiver compares; the call fields are there so
  * that a mismatch can be told in words on both sides ("rank 2 called
@@ -40,13 +42,22 @@
 #include "crnet.h"
 
 #define CRNET__FRAME_HEADER_SIZE 56
-#define CRNET__FRAME_VERSION 2
+#define CRNET__FRAME_VERSION 3
 #define CRNET__FRAME_MAGIC "CRNF"
+/* Context ids are below this (comm.h, CRNET__MAX_CTX). */
+#define CRNET__FRAME_CTX_MAX 1024
 
 enum crnet__frame_kind {
   CRNET__FRAME_DATA = 1,  /* collective payload */
-  CRNET__FRAME_ABORT = 2, /* payload: i32 code, i32 origin rank, text */
+  CRNET__FRAME_ABORT = 2, /* payload: i32 error, i32 code, i32 origin rank,
+                             u32 flags, text (fail.c) */
   CRNET__FRAME_BYE = 3,   /* orderly close: nothing follows on this link */
+  /* Point-to-point messages (p2p.c); seq and round as said there. */
+  CRNET__FRAME_MSG = 4,    /* a message sent eagerly: its payload */
+  CRNET__FRAME_RTS = 5,    /* a message to rendezvous for: u64 bytes */
+  CRNET__FRAME_CTS = 6,    /* the receive is posted: u32 flags */
+  CRNET__FRAME_RDATA = 7,  /* the payload of a rendezvous */
+  CRNET__FRAME_CREDIT = 8, /* eager bytes given back: u64 */
   CRNET__FRAME_RDV_REGISTER = 16, /* rank -> rendezvous: its address */
   CRNET__FRAME_RDV_TABLE = 17,    /* rendezvous -> rank: every address */
   CRNET__FRAME_RDV_ERROR = 18,    /* rendezvous -> rank: text */
@@ -73,6 +84,7 @@ typedef struct crnet__frame_header {
   uint32_t round;
   uint32_t sig;
   uint64_t length;
+  uint32_t ctx;
   crnet__frame_call call; /* DATA frames only */
 } crnet__frame_header;
 

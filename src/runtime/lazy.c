@@ -60,29 +60,29 @@
 static const crnet__link_callbacks loose_callbacks;
 
 static size_t slot_index(const crnet_comm *c, int r, int k) {
-  return (size_t)r * c->streams + (size_t)k;
+  return (size_t)r * c->w->streams + (size_t)k;
 }
 
 bool crnet__lazy_linked(const crnet_comm *c, int r) {
-  for (uint32_t k = 0; k < c->streams; k++)
-    if (c->peers[slot_index(c, r, (int)k)] == NULL)
+  for (uint32_t k = 0; k < c->w->streams; k++)
+    if (c->w->peers[slot_index(c, r, (int)k)] == NULL)
       return false;
   return true;
 }
 
 static void loose_add(crnet_comm *c, crnet__peer *p) {
   p->loose_prev = NULL;
-  p->loose_next = c->loose;
-  if (c->loose != NULL)
-    c->loose->loose_prev = p;
-  c->loose = p;
+  p->loose_next = c->w->loose;
+  if (c->w->loose != NULL)
+    c->w->loose->loose_prev = p;
+  c->w->loose = p;
 }
 
 static void loose_remove(crnet_comm *c, crnet__peer *p) {
   if (p->loose_prev != NULL)
     p->loose_prev->loose_next = p->loose_next;
-  else if (c->loose == p)
-    c->loose = p->loose_next;
+  else if (c->w->loose == p)
+    c->w->loose = p->loose_next;
   if (p->loose_next != NULL)
     p->loose_next->loose_prev = p->loose_prev;
   p->loose_prev = p->loose_next = NULL;
@@ -97,7 +97,7 @@ static crnet__peer *new_loose(crnet_comm *c, uint8_t role, int rank,
   p->role = role;
   p->rank = rank;
   p->stream = (uint8_t)stream;
-  c->open_peers++;
+  c->w->open_peers++;
   loose_add(c, p);
   return p;
 }
@@ -106,14 +106,14 @@ static crnet__peer *new_loose(crnet_comm *c, uint8_t role, int rank,
  * became a link), so that a later need starts another. */
 static void detach(crnet_comm *c, crnet__peer *p) {
   if (p->role == CRNET__PEER_OUT &&
-      c->connecting[slot_index(c, p->rank, p->stream)] == p)
-    c->connecting[slot_index(c, p->rank, p->stream)] = NULL;
-  if (p->role == CRNET__PEER_CALL_OUT && c->calling[p->rank] == p)
-    c->calling[p->rank] = NULL;
+      c->w->connecting[slot_index(c, p->rank, p->stream)] == p)
+    c->w->connecting[slot_index(c, p->rank, p->stream)] = NULL;
+  if (p->role == CRNET__PEER_CALL_OUT && c->w->calling[p->rank] == p)
+    c->w->calling[p->rank] = NULL;
 }
 
 static uint8_t encrypt_mode(const crnet_comm *c) {
-  return c->encrypt ? CRNET__HS_ENCRYPT : CRNET__HS_PLAIN;
+  return c->w->encrypt ? CRNET__HS_ENCRYPT : CRNET__HS_PLAIN;
 }
 
 static void start_connect(crnet_comm *c, int r, uint8_t role, int k) {
@@ -121,41 +121,41 @@ static void start_connect(crnet_comm *c, int r, uint8_t role, int k) {
   const struct sockaddr *from = NULL;
   char why[128];
   crnet__peer *p;
-  if (crnet__entry_to_sockaddr(&c->table[r], &ss) != 0) {
-    crnet__comm_fail(c, CRNET_EIO, r, "rank %d registered an unusable address",
-                     r);
+  if (crnet__entry_to_sockaddr(&c->w->table[r], &ss) != 0) {
+    crnet__world_fail_peer(c->w, r, CRNET_EIO,
+                           "rank %d registered an unusable address", r);
     return;
   }
-  if (c->iface[0] != '\0') {
-    if (crnet__iface_address(c->iface, ss.ss_family, &src, why, sizeof why) !=
+  if (c->w->iface[0] != '\0') {
+    if (crnet__iface_address(c->w->iface, ss.ss_family, &src, why, sizeof why) !=
         0) {
-      crnet__comm_fail(c, CRNET_EINVAL, -1, "CRNET_IFACE=%s: %s (to reach "
-                       "rank %d)", c->iface, why, r);
+      crnet__world_fail_peer(c->w, r, CRNET_EINVAL, "CRNET_IFACE=%s: %s (to reach "
+                       "rank %d)", c->w->iface, why, r);
       return;
     }
     from = (const struct sockaddr *)&src;
   }
   p = new_loose(c, role, r, k);
   if (p == NULL) {
-    crnet__comm_fail(c, CRNET_ENOMEM, -1, "out of memory");
+    crnet__world_fail_peer(c->w, r, CRNET_ENOMEM, "out of memory");
     return;
   }
   if (role == CRNET__PEER_OUT)
-    c->connecting[slot_index(c, r, k)] = p;
+    c->w->connecting[slot_index(c, r, k)] = p;
   else
-    c->calling[r] = p;
+    c->w->calling[r] = p;
   /* The loop's clock stood still while the program computed between
    * calls; the handshake deadline counts from now. */
-  uv_update_time(&c->loop);
-  if (crnet__link_connect_from(&p->link, &c->loop, (struct sockaddr *)&ss,
-                               from, &loose_callbacks, c, c->key,
+  uv_update_time(&c->w->loop);
+  if (crnet__link_connect_from(&p->link, &c->w->loop, (struct sockaddr *)&ss,
+                               from, &loose_callbacks, c, c->w->key,
                                CRNET__HS_MESH, c->rank, r, c->size,
                                LAZY_HS_TIMEOUT_MS) != 0) {
     /* The link closes itself and loose_closed forgets it. */
-    crnet__comm_fail_lost(c, r, p->link.why);
+    crnet__world_lost(c->w, r, p->link.why);
     return;
   }
-  crnet__link_set_streams(&p->link, (uint8_t)k, (uint8_t)c->streams);
+  crnet__link_set_streams(&p->link, (uint8_t)k, (uint8_t)c->w->streams);
   crnet__link_set_encrypt(&p->link, encrypt_mode(c));
   /* Known before the handshake, for messages about a failed attempt. */
   p->link.peer = r;
@@ -166,36 +166,36 @@ static void start_connect(crnet_comm *c, int r, uint8_t role, int k) {
 }
 
 void crnet__lazy_want(crnet_comm *c, int r) {
-  if (!c->lazy || r < 0 || r >= c->size || r == c->rank || c->err != 0 ||
+  if (!c->w->lazy || r < 0 || r >= c->size || r == c->rank || c->w->torn_down ||
       crnet__lazy_linked(c, r))
     return;
   if (c->rank > r) {
-    for (int k = 0; k < (int)c->streams && c->err == 0; k++) {
+    for (int k = 0; k < (int)c->w->streams && !c->w->torn_down; k++) {
       size_t i = slot_index(c, r, k);
-      if (c->peers[i] == NULL && c->connecting[i] == NULL)
+      if (c->w->peers[i] == NULL && c->w->connecting[i] == NULL)
         start_connect(c, r, CRNET__PEER_OUT, k);
     }
-  } else if (c->calling[r] == NULL) {
+  } else if (c->w->calling[r] == NULL) {
     start_connect(c, r, CRNET__PEER_CALL_OUT, 0);
   }
 }
 
-/* Puts a ready connection into c->peers as stream `k` to rank r. */
+/* Puts a ready connection into c->w->peers as stream `k` to rank r. */
 static void install(crnet_comm *c, crnet__peer *p, int r, int k) {
   detach(c, p);
   loose_remove(c, p);
   p->role = CRNET__PEER_DATA;
   p->link.cb = &crnet__peer_callbacks;
-  c->peers[slot_index(c, r, k)] = p;
-  c->links_opened++;
+  c->w->peers[slot_index(c, r, k)] = p;
+  c->w->links_opened++;
   crnet__comm_link_settings(c, &p->link);
   crnet__debug("link to rank %d stream %d up (%s, cipher %s)", r, k,
                p->link.addr, crnet__cipher_name(p->link.cipher));
   /* Our call to r, if any, has done its work. One still in its handshake
    * is closed when that ends (outgoing_ready), so that r reads its end
    * whole instead of a connection cut midway. */
-  if (crnet__lazy_linked(c, r) && c->calling[r] != NULL) {
-    crnet__peer *call = c->calling[r];
+  if (crnet__lazy_linked(c, r) && c->w->calling[r] != NULL) {
+    crnet__peer *call = c->w->calling[r];
     if (call->link.state == CRNET__LINK_READY) {
       detach(c, call);
       crnet__link_close_gently(&call->link, LINGER_MS);
@@ -224,7 +224,7 @@ static void outgoing_ready(crnet_comm *c, crnet__peer *p, int status) {
   bool obsolete = p->role == CRNET__PEER_CALL_OUT && crnet__lazy_linked(c, r);
   if (status != 0) {
     detach(c, p);
-    if (c->err == 0 && !obsolete) {
+    if (!c->w->torn_down && !obsolete) {
       if (status == CRNET_ETIMEDOUT && l->state == CRNET__LINK_HANDSHAKE) {
         crnet__debug("rank %d accepted but did not answer within %d s: "
                      "connecting again", r, LAZY_HS_TIMEOUT_MS / 1000);
@@ -234,27 +234,28 @@ static void outgoing_ready(crnet_comm *c, crnet__peer *p, int status) {
          * another CRNET_ENCRYPT. Said as at init with the full mesh. */
         char who[160];
         crnet__describe_rank(c, r, who, sizeof who);
-        crnet__comm_fail(c, CRNET_EAUTH, r, "authentication with %s failed: %s",
+        crnet__world_fail_peer(c->w, r, CRNET_EAUTH,
+                               "authentication with %s failed: %s",
                          who, l->why);
       } else if (status == CRNET_ETIMEDOUT) {
         char why[96];
         snprintf(why, sizeof why, "no answer to the connection within %d s",
                  LAZY_HS_TIMEOUT_MS / 1000);
-        crnet__comm_fail_lost(c, r, why);
+        crnet__world_lost(c->w, r, why);
       } else {
-        crnet__comm_fail_lost(c, r, l->why);
+        crnet__world_lost(c->w, r, l->why);
       }
     }
     crnet__link_close(l);
     return;
   }
-  if (c->err != 0) {
+  if (c->w->torn_down) {
     detach(c, p);
     crnet__comm_tell_late_link(c, l);
     return;
   }
   if (p->role == CRNET__PEER_OUT) {
-    if (c->peers[slot_index(c, r, p->stream)] != NULL) {
+    if (c->w->peers[slot_index(c, r, p->stream)] != NULL) {
       /* Only one connection per slot is ever under way; defensive. */
       crnet__link_close(l);
       return;
@@ -282,14 +283,14 @@ static void incoming_ready(crnet_comm *c, crnet__peer *p, int status) {
     crnet__link_close(l);
     return;
   }
-  if (c->err != 0) {
+  if (c->w->torn_down) {
     detach(c, p);
     crnet__comm_tell_late_link(c, l);
     return;
   }
   if (q > c->rank) {
-    if (l->stream >= c->streams ||
-        c->peers[slot_index(c, q, l->stream)] != NULL) {
+    if (l->stream >= c->w->streams ||
+        c->w->peers[slot_index(c, q, l->stream)] != NULL) {
       crnet__log("dropped connection from %s: rank %d is connected already",
                  l->addr, q);
       crnet__link_close(l);
@@ -327,9 +328,9 @@ static void loose_error(crnet__link *l, int status, const char *why) {
   (void)status;
   /* Our call is how we would learn that the higher rank is gone while we
    * wait for its links; once they are here it does not matter. */
-  if (p->role == CRNET__PEER_CALL_OUT && c->err == 0 &&
+  if (p->role == CRNET__PEER_CALL_OUT && !c->w->torn_down &&
       !crnet__lazy_linked(c, p->rank))
-    crnet__comm_fail_lost(c, p->rank, why);
+    crnet__world_lost(c->w, p->rank, why);
   detach(c, p);
   crnet__link_close(l);
 }
@@ -339,7 +340,7 @@ static void loose_closed(crnet__link *l) {
   crnet_comm *c = p->comm;
   detach(c, p);
   loose_remove(c, p);
-  c->open_peers--;
+  c->w->open_peers--;
   free(p);
 }
 
@@ -354,37 +355,37 @@ void crnet__lazy_accept(crnet_comm *c) {
   crnet__peer *p = new_loose(c, CRNET__PEER_IN, -1, 0);
   if (p == NULL)
     return;
-  uv_update_time(&c->loop);
+  uv_update_time(&c->w->loop);
   /* On failure the link closes itself and loose_closed frees p. */
-  crnet__link_accept(&p->link, &c->loop, (uv_stream_t *)&c->listener,
-                     &loose_callbacks, c, c->key, c->rank, c->size,
+  crnet__link_accept(&p->link, &c->w->loop, (uv_stream_t *)&c->w->listener,
+                     &loose_callbacks, c, c->w->key, c->rank, c->size,
                      LAZY_HS_TIMEOUT_MS);
-  crnet__link_set_streams(&p->link, 0, (uint8_t)c->streams);
+  crnet__link_set_streams(&p->link, 0, (uint8_t)c->w->streams);
   crnet__link_set_encrypt(&p->link, encrypt_mode(c));
 }
 
 void crnet__lazy_resume(crnet_comm *c) {
-  uv_update_time(&c->loop);
+  uv_update_time(&c->w->loop);
   /* Only after a real absence: a program that tests a request every
    * millisecond must not keep pushing the deadline of a connection nobody
    * answers (a partitioned peer) out of reach. */
-  if (uv_now(&c->loop) - c->loop_seen_ms < LAZY_RESUME_GAP_MS)
+  if (uv_now(&c->w->loop) - c->w->loop_seen_ms < LAZY_RESUME_GAP_MS)
     return;
-  for (crnet__peer *p = c->loose; p != NULL; p = p->loose_next)
+  for (crnet__peer *p = c->w->loose; p != NULL; p = p->loose_next)
     crnet__link_renew_deadline(&p->link, LAZY_HS_TIMEOUT_MS);
 }
 
 static void listener_closed(uv_handle_t *h) {
   crnet_comm *c = h->data;
-  c->listener_open = false;
+  c->w->listener_open = false;
 }
 
 void crnet__lazy_close_all(crnet_comm *c, const void *abort_msg,
                            size_t abort_len) {
-  if (c->listener_open && c->boot == NULL &&
-      !uv_is_closing((uv_handle_t *)&c->listener))
-    uv_close((uv_handle_t *)&c->listener, listener_closed);
-  for (crnet__peer *p = c->loose, *next; p != NULL; p = next) {
+  if (c->w->listener_open && c->w->boot == NULL &&
+      !uv_is_closing((uv_handle_t *)&c->w->listener))
+    uv_close((uv_handle_t *)&c->w->listener, listener_closed);
+  for (crnet__peer *p = c->w->loose, *next; p != NULL; p = next) {
     next = p->loose_next;
     detach(c, p);
     if (p->link.state == CRNET__LINK_READY && !p->link.failed &&

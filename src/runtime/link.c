@@ -1,6 +1,7 @@
 /* Links: the handshake driver and the frame reader/writer over libuv.
  * See link.h for the contract. The whole file runs on the loop thread. */
 #include "link.h"
+#include "log.h"
 #include "secret.h"
 
 #include <assert.h>
@@ -105,12 +106,15 @@ static void note_io(crnet__link *l) {
     *l->io_flag = true;
 }
 
+static void free_early(crnet__link *l);
+
 static void on_handle_closed(uv_handle_t *h) {
   crnet__link *l = h->data;
   if (--l->handles_open > 0)
     return;
   free(l->control);
   l->control = NULL;
+  free_early(l);
   drop_handshake(l);
   note_io(l);
   fail_queued(l, CRNET_EPEER);
@@ -150,15 +154,40 @@ static void stop_reading(crnet__link *l) {
   l->reading = false;
 }
 
-/* Completes a posted receive, successfully or not. */
+/* Completes the receive the current frame goes to, successfully or not;
+ * a failure completes every posted receive too. A frame being drained
+ * (see start_drain) was no receive's yet: its buffer goes. */
 static void finish_recv(crnet__link *l, int status) {
   crnet__recv_req *r = l->recv;
   note_io(l);
+  if (status != 0)
+    while (l->posted != NULL) {
+      crnet__recv_req *q = l->posted;
+      l->posted = q->next;
+      q->next = NULL;
+      q->status = status;
+      q->done = true;
+    }
   if (r == NULL)
     return;
   l->recv = NULL;
+  if (r == &l->drain) {
+    free(l->drain_iov.base);
+    l->drain_iov.base = NULL;
+    return;
+  }
   r->status = status;
   r->done = true;
+}
+
+static void free_early(crnet__link *l) {
+  while (l->early != NULL) {
+    crnet__early *e = l->early;
+    l->early = e->next;
+    free(e->payload);
+    free(e);
+  }
+  l->early_tail = NULL;
 }
 
 /* The first failure of an established link: stop reading, fail the posted
@@ -461,9 +490,15 @@ static uint8_t *recv_cursor(crnet__recv_req *r, uint64_t *room) {
   return (uint8_t *)r->iov[r->cur].base + r->cur_got;
 }
 
+/* Whether the current frame's payload goes to l->recv: a DATA frame
+ * whose receive is there, or a message the owner matched (on_message). */
+static bool to_recv(const crnet__link *l) {
+  return l->have_header && l->recv != NULL &&
+         (l->hdr.kind == CRNET__FRAME_DATA || l->msg_recv);
+}
+
 static bool data_payload_pending(const crnet__link *l) {
-  return l->have_header && l->hdr.kind == CRNET__FRAME_DATA && l->recv != NULL &&
-         l->recv->got < l->recv->len;
+  return to_recv(l) && l->recv->got < l->recv->len;
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
@@ -501,7 +536,8 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   }
   if (data_payload_pending(l)) {
     buf->base = (char *)recv_cursor(l->recv, &want);
-  } else if (l->have_header && l->hdr.kind != CRNET__FRAME_DATA) {
+  } else if (l->have_header && l->hdr.kind != CRNET__FRAME_DATA &&
+             !to_recv(l)) {
     want = l->hdr.length - l->control_got;
     buf->base = (char *)l->control + l->control_got;
   } else {
@@ -524,14 +560,15 @@ static const char *coll_name(uint8_t coll) {
   return crnet_collective_name((crnet_collective)coll);
 }
 
-/* Checks the DATA header against the posted receive. */
-static bool header_matches(crnet__link *l) {
-  const crnet__frame_header *h = &l->hdr;
-  const crnet__recv_req *r = l->recv;
+/* Checks a DATA header against the receive it is for: false, with the
+ * link failed, on a mismatch. */
+static bool frame_matches(crnet__link *l, const crnet__frame_header *h,
+                          const crnet__recv_req *r) {
   char why[sizeof l->why];
   if (h->coll == r->coll && h->seq == r->seq && h->round == r->round &&
       h->sig == r->sig && h->length == r->len)
     return true;
+  l->bad_hdr = *h;
   snprintf(why, sizeof why,
            "rank %d sent %s #%" PRIu64 " round %" PRIu32 " (signature %08" PRIx32
            ", %" PRIu64 " bytes) but rank %d expected %s #%" PRIu64
@@ -543,14 +580,95 @@ static bool header_matches(crnet__link *l) {
   return false;
 }
 
+static bool header_matches(crnet__link *l) {
+  return frame_matches(l, &l->hdr, l->recv);
+}
+
+/* The posted receive of context ctx, taken off the list, or NULL. */
+static crnet__recv_req *take_posted(crnet__link *l, uint32_t ctx) {
+  for (crnet__recv_req **at = &l->posted; *at != NULL; at = &(*at)->next)
+    if ((*at)->ctx == ctx) {
+      crnet__recv_req *r = *at;
+      *at = r->next;
+      r->next = NULL;
+      return r;
+    }
+  return NULL;
+}
+
+/* Copies a drained frame's payload into receive r and completes it. */
+static void deliver_early(crnet__link *l, const crnet__frame_header *h,
+                          const uint8_t *payload, crnet__recv_req *r) {
+  uint64_t at = 0;
+  if (!frame_matches(l, h, r)) {
+    if (!r->done) {
+      r->status = CRNET_EMISMATCH;
+      r->done = true;
+    }
+    return;
+  }
+  for (uint32_t i = 0; i < r->niov && at < h->length; i++) {
+    memcpy(r->iov[i].base, payload + at, r->iov[i].len);
+    at += r->iov[i].len;
+  }
+  r->got = r->len;
+  r->status = 0;
+  r->done = true;
+  note_io(l);
+}
+
 /* A DATA frame that arrives before its receive is posted is shown to the
  * owner at once, so that a frame no later receive can match (a collective
  * this rank has finished, or another call with the same sequence number)
  * fails the link now instead of waiting parked for a receive that will
  * never come. */
-static void parked_check(crnet__link *l) {
-  if (l->cb->on_parked != NULL && !l->cb->on_parked(l, &l->hdr))
+static int parked_check(crnet__link *l) {
+  int a = l->cb->on_parked != NULL ? l->cb->on_parked(l, &l->hdr)
+                                   : CRNET__PARK_WAIT;
+  if (a == CRNET__PARK_REFUSE) {
+    l->bad_hdr = l->hdr;
     link_fail(l, CRNET_EMISMATCH, "a frame no receive of this rank will match");
+  }
+  return a;
+}
+
+/* Reads the parked frame's payload into memory of its own (see link.h,
+ * early frames), so that the frames behind it can reach the receives
+ * posted for other comms; discard: the frame's comm has failed, and the
+ * payload is dropped once read. False if out of memory (the link fails). */
+static bool start_drain_len(crnet__link *l, bool discard, uint64_t len) {
+  void *buf = malloc(len > 0 ? len : 1);
+  if (buf == NULL || len > SIZE_MAX) {
+    free(buf);
+    link_fail(l, CRNET_ENOMEM, "out of memory for a frame that came early");
+    return false;
+  }
+  crnet__debug("drain %s frame ctx %u len %llu", discard ? "discard" : "keep", (unsigned)l->hdr.ctx, (unsigned long long)len);
+  l->drain_iov.base = buf;
+  l->drain_iov.len = len;
+  memset(&l->drain, 0, sizeof l->drain);
+  l->drain.iov = &l->drain_iov;
+  l->drain.niov = 1;
+  l->drain.len = len;
+  l->drain_discard = discard;
+  l->recv = &l->drain;
+  return true;
+}
+
+static bool start_drain(crnet__link *l, bool discard) {
+  return start_drain_len(l, discard, l->hdr.length);
+}
+
+/* A DATA frame whose receive is not posted: parks, or drains when a
+ * receive of another comm is posted behind it (or its comm failed). True
+ * if its payload is to be read now (draining). */
+static bool park_or_drain(crnet__link *l) {
+  int a = parked_check(l);
+  if (a == CRNET__PARK_REFUSE)
+    return false;
+  if (a == CRNET__PARK_DISCARD || l->posted != NULL)
+    return start_drain(l, a == CRNET__PARK_DISCARD);
+  return false;
 }
 
 void crnet__link_set_liveness(crnet__link *l, uint64_t ms) {
@@ -571,13 +689,69 @@ void crnet__link_set_liveness(crnet__link *l, uint64_t ms) {
   (void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &v, sizeof v);
 }
 
+static void process_stage(crnet__link *l);
+static void pump_records(crnet__link *l);
+
+/* Parses on after the parked frame began to drain. */
+static void resume_after_drain(crnet__link *l) {
+  if (l->rx != NULL)
+    pump_records(l);
+  else if (link_usable(l)) {
+    process_stage(l);
+    if (link_usable(l) && !(parked(l) && stage_full(l)))
+      start_reading(l);
+  }
+}
+
 void crnet__link_recheck_parked(crnet__link *l) {
-  if (link_usable(l) && parked(l))
-    parked_check(l);
+  if (link_usable(l) && parked(l) && park_or_drain(l))
+    resume_after_drain(l);
+}
+
+/* A drained frame is in: to the receive of its comm if one is posted by
+ * now, else kept with the early frames. */
+static void drain_done(crnet__link *l) {
+  crnet__frame_header h = l->hdr;
+  uint8_t *payload = l->drain_iov.base;
+  crnet__recv_req *r;
+  crnet__early *e;
+  l->drain_iov.base = NULL;
+  l->recv = NULL;
+  l->have_header = false;
+  note_io(l);
+  if (l->drain_discard) {
+    free(payload);
+    return;
+  }
+  r = take_posted(l, h.ctx);
+  if (r != NULL) {
+    deliver_early(l, &h, payload, r);
+    free(payload);
+    return;
+  }
+  e = malloc(sizeof *e);
+  if (e == NULL) {
+    free(payload);
+    link_fail(l, CRNET_ENOMEM, "out of memory for a frame that came early");
+    return;
+  }
+  e->next = NULL;
+  e->hdr = h;
+  e->payload = payload;
+  if (l->early_tail != NULL)
+    l->early_tail->next = e;
+  else
+    l->early = e;
+  l->early_tail = e;
 }
 
 static void data_done(crnet__link *l) {
+  if (l->recv == &l->drain) {
+    drain_done(l);
+    return;
+  }
   l->have_header = false;
+  l->msg_recv = false;
   finish_recv(l, 0);
 }
 
@@ -607,11 +781,33 @@ static bool header_arrived(crnet__link *l) {
   }
   l->have_header = true;
   if (l->hdr.kind == CRNET__FRAME_DATA) {
-    if (l->recv == NULL) {
-      parked_check(l);
-      return false; /* parked: see process_stage */
-    }
+    /* Its comm's receive, if posted; an early frame of the same comm
+     * never waits while one is (post_recv takes those first). */
+    l->recv = take_posted(l, l->hdr.ctx);
+    if (l->recv == NULL)
+      return park_or_drain(l); /* false: parked, see process_stage */
     return header_matches(l);
+  }
+  if ((l->hdr.kind == CRNET__FRAME_MSG || l->hdr.kind == CRNET__FRAME_RDATA) &&
+      l->cb->on_message != NULL) {
+    /* A message: into the receive the owner matched it to, if any (the
+     * program's own buffer); else whole into memory, as a control frame. */
+    crnet__recv_req *r = l->cb->on_message(l, &l->hdr);
+    if (!link_usable(l))
+      return false;
+    if (r != NULL) {
+      if (r->len != l->hdr.length) {
+        link_fail(l, CRNET_EIO, "a message's receive has the wrong length");
+        return false;
+      }
+      r->got = r->cur = 0;
+      r->cur_got = 0;
+      r->done = false;
+      r->status = 0;
+      l->recv = r;
+      l->msg_recv = true;
+      return true;
+    }
   }
   if (l->hdr.length > CRNET__CONTROL_MAX) {
     snprintf(msg, sizeof msg, "rank %d sent an oversized control frame",
@@ -653,7 +849,7 @@ static void process_stage(crnet__link *l) {
       if (!header_arrived(l))
         break;
     }
-    if (l->hdr.kind == CRNET__FRAME_DATA) {
+    if (l->hdr.kind == CRNET__FRAME_DATA || to_recv(l)) {
       if (l->recv == NULL)
         break; /* parked */
       stage_to_recv(l);
@@ -843,7 +1039,7 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
   if (buf->base == (char *)l->stage + l->stage_len) {
     l->stage_len += (uint32_t)n;
     process_stage(l);
-  } else if (l->hdr.kind == CRNET__FRAME_DATA) {
+  } else if (to_recv(l)) {
     l->recv->got += (uint64_t)n;
     l->recv->cur_got += (uint64_t)n;
     if (l->recv->got == l->recv->len)
@@ -855,20 +1051,62 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
   }
 }
 
+bool crnet__link_recv_posted(const crnet__link *l, uint32_t ctx) {
+  if (l->recv != NULL && l->recv != &l->drain && l->recv->ctx == ctx)
+    return true;
+  for (const crnet__recv_req *q = l->posted; q != NULL; q = q->next)
+    if (q->ctx == ctx)
+      return true;
+  return false;
+}
+
 void crnet__link_post_recv(crnet__link *l, crnet__recv_req *r) {
-  assert(l->recv == NULL);
   r->got = 0;
   r->cur = 0;
   r->cur_got = 0;
   r->done = false;
   r->status = 0;
+  r->next = NULL;
   if (l->failed || l->state != CRNET__LINK_READY) {
     r->status = CRNET_EPEER;
     r->done = true;
     return;
   }
+  /* A frame of its comm that came early and was drained goes first. */
+  for (crnet__early **at = &l->early; *at != NULL; at = &(*at)->next)
+    if ((*at)->hdr.ctx == r->ctx) {
+      crnet__early *e = *at;
+      *at = e->next;
+      if (l->early_tail == e) {
+        l->early_tail = NULL;
+        for (crnet__early *t = l->early; t != NULL; t = t->next)
+          l->early_tail = t;
+      }
+      deliver_early(l, &e->hdr, e->payload, r);
+      free(e->payload);
+      free(e);
+      return;
+    }
+  if (!(parked(l) && l->hdr.ctx == r->ctx)) {
+    /* It waits for its frame. A frame of another comm parked at the head
+     * of the link now stands in its way: it drains. */
+    crnet__recv_req **at = &l->posted;
+    while (*at != NULL)
+      at = &(*at)->next;
+    *at = r;
+    if (link_usable(l) && parked(l)) {
+      if (park_or_drain(l))
+        resume_after_drain(l);
+      return;
+    }
+    if (l->rx != NULL)
+      pump_records(l);
+    else if (link_usable(l) && !(parked(l) && stage_full(l)))
+      start_reading(l);
+    return;
+  }
   l->recv = r;
-  if (l->have_header && l->hdr.kind == CRNET__FRAME_DATA) {
+  {
     /* The parked header meets its receive. Whatever of its payload was
      * staged is copied now, and the frames staged behind it are parsed
      * (the next DATA frame parks again; a control frame's callback runs
@@ -886,11 +1124,23 @@ void crnet__link_post_recv(crnet__link *l, crnet__recv_req *r) {
 
 void crnet__link_cancel_recv(crnet__link *l, crnet__recv_req *r) {
   note_io(l);
+  for (crnet__recv_req **at = &l->posted; *at != NULL; at = &(*at)->next)
+    if (*at == r) {
+      *at = r->next;
+      r->next = NULL;
+      break;
+    }
   if (l->recv == r) {
+    /* Its frame is being read: the rest of it is read and dropped, so
+     * that the frames behind it, of other comms, still come. */
+    uint64_t rest = r->len - r->got;
     l->recv = NULL;
-    /* A payload half read into r cannot be resumed into anything else. */
-    if (l->have_header && l->hdr.kind == CRNET__FRAME_DATA && r->got > 0)
-      link_fail(l, CRNET_EIO, "receive abandoned mid-frame");
+    l->msg_recv = false;
+    if (l->have_header && rest > 0) {
+      start_drain_len(l, true, rest);
+    } else if (l->have_header) {
+      l->have_header = false;
+    }
   }
   if (!r->done) {
     r->status = CRNET_EPEER;
@@ -1230,7 +1480,19 @@ static int send_control_sealed(crnet__link *l, const crnet__frame_header *h,
 
 int crnet__link_send_control(crnet__link *l, uint8_t kind, const void *payload,
                              uint64_t len) {
-  crnet__frame_header h = {.kind = kind, .length = len};
+  return crnet__link_send_control_ctx(l, kind, 0, payload, len);
+}
+
+int crnet__link_send_control_ctx(crnet__link *l, uint8_t kind, uint32_t ctx,
+                                 const void *payload, uint64_t len) {
+  crnet__frame_header h = {.kind = kind, .length = len, .ctx = ctx};
+  return crnet__link_send_control_hdr(l, &h, payload);
+}
+
+int crnet__link_send_control_hdr(crnet__link *l, const crnet__frame_header *hp,
+                                 const void *payload) {
+  crnet__frame_header h = *hp;
+  uint64_t len = h.length;
   control_write *cw;
   uv_buf_t b;
   /* A link that failed on reading may still write: that is how a rank tells

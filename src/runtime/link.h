@@ -27,6 +27,17 @@
  *   - any other frame is read whole into a heap buffer (bounded size) and
  *     handed to the owner's on_control callback.
  *
+ * Comms. The comms of a process share its links (comm.h): every DATA frame
+ * names its comm's context id, and a link holds a posted receive per comm.
+ * A frame goes to the receive of its comm. A frame whose receive is not
+ * posted parks as above while no receive of another comm waits on the link;
+ * when one does, the parked frame is read whole into memory of its own (an
+ * early frame) so that the link moves on, and the receive of its comm,
+ * once posted, takes it from there with one copy. So calls of different
+ * comms never hold each other back, whatever order the ranks call them in,
+ * and a program that does not interleave comms never copies. A frame of a
+ * comm that has failed is read and dropped.
+ *
  * Writing. crnet__link_send writes the header and the payload with one
  * uv_write straight from the caller's memory; the request must stay alive
  * until its `done` flag is set (success or failure, always eventually set,
@@ -107,13 +118,29 @@ typedef struct crnet__recv_req {
   uint64_t got;     /* bytes arrived in all */
   uint32_t cur;     /* iov being filled */
   uint64_t cur_got; /* bytes arrived in iov[cur] */
+  uint32_t ctx; /* the comm's context id (frame.h) */
   uint8_t coll;
   uint64_t seq;
   uint32_t round;
   uint32_t sig;
   bool done;
   int status;
+  struct crnet__recv_req *next; /* the link's list of posted receives */
 } crnet__recv_req;
+
+/* A DATA frame read before its receive was posted (see "Comms" above). */
+typedef struct crnet__early {
+  struct crnet__early *next;
+  crnet__frame_header hdr;
+  uint8_t *payload;
+} crnet__early;
+
+/* What on_parked says of a frame whose receive is not posted. */
+enum crnet__park {
+  CRNET__PARK_WAIT = 0, /* a receive of this rank will take it */
+  CRNET__PARK_DISCARD,  /* its comm has failed: read it and drop it */
+  CRNET__PARK_REFUSE,   /* no receive ever will: a mismatch */
+};
 
 /* A send of one frame. `done` as for receives. */
 typedef struct crnet__send_req {
@@ -131,10 +158,15 @@ typedef struct crnet__link_callbacks {
   void (*on_control)(crnet__link *l, const crnet__frame_header *h,
                      const uint8_t *payload);
   /* Optional: a DATA frame whose receive is not posted has arrived (the
-   * peer is ahead). Return false if no receive this link will post can
-   * match it: the link then fails with CRNET_EMISMATCH, l->hdr still holding
-   * the frame's header when on_error runs. */
-  bool (*on_parked)(crnet__link *l, const crnet__frame_header *h);
+   * peer is ahead): enum crnet__park. On CRNET__PARK_REFUSE the link fails
+   * with CRNET_EMISMATCH, l->bad_hdr holding the frame's header when
+   * on_error runs. */
+  int (*on_parked)(crnet__link *l, const crnet__frame_header *h);
+  /* Optional: a MSG or RDATA frame's header has come (point-to-point,
+   * p2p.c). Return the receive its payload goes to (len = the frame's
+   * length), or NULL to have it read whole into memory and handed to
+   * on_control like a control frame. The owner may fail the link instead. */
+  crnet__recv_req *(*on_message)(crnet__link *l, const crnet__frame_header *h);
   /* The first failure: a negative code and a reason. */
   void (*on_error)(crnet__link *l, int status, const char *why);
   /* Handles closed; the link may be freed. */
@@ -176,7 +208,15 @@ struct crnet__link {
   crnet__frame_header hdr;
   uint8_t *control; /* payload buffer of a control frame */
   uint64_t control_got;
-  crnet__recv_req *recv; /* posted receive, or NULL */
+  crnet__recv_req *recv;   /* the receive the current frame goes to */
+  crnet__recv_req *posted; /* receives waiting for their frame, one per
+                              comm at most, in the order posted */
+  crnet__early *early, *early_tail; /* drained frames, in arrival order */
+  crnet__recv_req drain;   /* the receive of a frame being drained */
+  crnet__iov drain_iov;
+  bool drain_discard;
+  crnet__frame_header bad_hdr; /* the frame of a mismatch, for on_error */
+  bool msg_recv; /* the current MSG or RDATA frame goes to recv */
   bool reading;
   bool draining; /* closing: read and discard until EOF */
 
@@ -243,9 +283,10 @@ void crnet__link_set_streams(crnet__link *l, uint8_t stream, uint8_t streams);
  * server FOLLOWs each rank. Call right after connect or accept. */
 void crnet__link_set_encrypt(crnet__link *l, uint8_t mode);
 
-/* Posts the receive for the next DATA frame. At most one receive may be
- * posted per link. */
+/* Posts the receive for the next DATA frame of comm r->ctx. At most one
+ * receive per comm may be posted on a link (crnet__link_recv_posted). */
 void crnet__link_post_recv(crnet__link *l, crnet__recv_req *r);
+bool crnet__link_recv_posted(const crnet__link *l, uint32_t ctx);
 
 /* Takes back a posted receive that is no longer wanted (the collective failed
  * elsewhere). Safe if r is not posted. */
@@ -271,9 +312,15 @@ void crnet__link_send(crnet__link *l, crnet__send_req *r,
                       const crnet__frame_header *h, const crnet__iov *iov,
                       uint32_t niov);
 
-/* Sends a control frame; the payload is copied, nothing to keep alive. */
+/* Sends a control frame; the payload is copied, nothing to keep alive.
+ * The _ctx variant names a comm (ABORT frames). */
 int crnet__link_send_control(crnet__link *l, uint8_t kind, const void *payload,
                              uint64_t len);
+int crnet__link_send_control_ctx(crnet__link *l, uint8_t kind, uint32_t ctx,
+                                 const void *payload, uint64_t len);
+/* The same with a whole header (h->length bytes of payload). */
+int crnet__link_send_control_hdr(crnet__link *l, const crnet__frame_header *h,
+                                 const void *payload);
 
 /* Gives a link still connecting or in its handshake a new deadline, ms
  * from the loop's time. For a process that comes back to its loop after

@@ -11,7 +11,7 @@
 #include "comm.h"
 #include "log.h"
 
-/* Who runs the comm's loop (c->owner). */
+/* Who runs the comm's loop (c->w->owner). */
 enum { OWNER_NONE = 0, OWNER_CALLER, OWNER_THREAD };
 
 /* Freed requests kept for reuse: a program that calls in a loop allocates
@@ -25,26 +25,26 @@ enum { OWNER_NONE = 0, OWNER_CALLER, OWNER_THREAD };
 #define TIMEOUT_GRACE_MS 10
 
 static bool owned_by_me(const crnet_comm *c) {
-  return c->owner != OWNER_NONE && pthread_equal(c->owner_tid, pthread_self());
+  return c->w->owner != OWNER_NONE && pthread_equal(c->w->owner_tid, pthread_self());
 }
 
 /* The calling thread takes the loop (mu held; nobody owns it). */
 static void take_locked(crnet_comm *c) {
-  c->owner = OWNER_CALLER;
-  c->owner_tid = pthread_self();
+  c->w->owner = OWNER_CALLER;
+  c->w->owner_tid = pthread_self();
 }
 
-/* Sleeps on c->cv (mu held) until a completion, a callback's end or the
+/* Sleeps on c->w->cv (mu held) until a completion, a callback's end or the
  * loop's release wakes it; wake_locked wakes only when someone sleeps. */
 static void sleep_locked(crnet_comm *c) {
-  c->cv_waiters++;
-  pthread_cond_wait(&c->cv, &c->mu);
-  c->cv_waiters--;
+  c->w->cv_waiters++;
+  pthread_cond_wait(&c->w->cv, &c->w->mu);
+  c->w->cv_waiters--;
 }
 
 static void wake_locked(crnet_comm *c) {
-  if (c->cv_waiters > 0)
-    pthread_cond_broadcast(&c->cv);
+  if (c->w->cv_waiters > 0)
+    pthread_cond_broadcast(&c->w->cv);
 }
 
 /* Runs fn, the completion callback of r, on this thread (mu not held;
@@ -52,10 +52,10 @@ static void wake_locked(crnet_comm *c) {
 static void run_callback(crnet_comm *c, crnet_request *r, crnet_request_fn *fn,
                          void *arg) {
   fn(r, r->status, arg);
-  pthread_mutex_lock(&c->mu);
+  pthread_mutex_lock(&c->w->mu);
   r->cb_busy--;
   wake_locked(c);
-  pthread_mutex_unlock(&c->mu);
+  pthread_mutex_unlock(&c->w->mu);
 }
 
 /* --- the list in flight ------------------------------------------------- */
@@ -75,19 +75,29 @@ crnet__req_peer *crnet__req_peer_find(crnet_request *r, int32_t peer) {
 bool crnet__req_gate_open(const crnet_request *r, int32_t peer, int dir) {
   if (r == NULL)
     return true;
-  for (crnet_request *y = r->comm->run_head; y != NULL && y != r; y = y->next) {
-    const crnet__req_peer *p = crnet__req_peer_find(y, peer);
+  for (crnet_request *y = r->comm->w->run_head; y != NULL && y != r;
+       y = y->next) {
+    const crnet__req_peer *p;
+    if (y->comm != r->comm)
+      continue; /* the order is per comm: other comms' frames never meet
+                   this one's receives (link.h, Comms) */
+    p = crnet__req_peer_find(y, peer);
     if (p != NULL && (dir == 0 ? p->sends_left : p->recvs_left) > 0)
       return false;
   }
   return true;
 }
 
-crnet_request *crnet__req_oldest(const crnet_comm *c) { return c->run_head; }
+crnet_request *crnet__req_oldest(const crnet_comm *c) {
+  for (crnet_request *r = c->w->run_head; r != NULL; r = r->next)
+    if (r->comm == c && !r->p2p)
+      return r;
+  return NULL;
+}
 
 crnet_request *crnet__req_find(const crnet_comm *c, uint64_t seq) {
-  for (crnet_request *r = c->run_head; r != NULL; r = r->next)
-    if (r->seq == seq)
+  for (crnet_request *r = c->w->run_head; r != NULL; r = r->next)
+    if (r->comm == c && !r->p2p && r->seq == seq)
       return r;
   return NULL;
 }
@@ -95,8 +105,8 @@ crnet_request *crnet__req_find(const crnet_comm *c, uint64_t seq) {
 uint32_t crnet__req_in_flight(const crnet_comm *c) { return c->in_flight; }
 
 static void kick_owner(crnet_comm *c) {
-  if (c->progress_handles)
-    uv_async_send(&c->kick);
+  if (c->w->progress_handles)
+    uv_async_send(&c->w->kick);
 }
 
 static void release_locked(crnet_comm *c);
@@ -105,21 +115,22 @@ static void move_on_locked(crnet_comm *c);
 
 int crnet__req_start(crnet_comm *c, crnet_request *r) {
   bool drive = false;
-  pthread_mutex_lock(&c->mu);
+  pthread_mutex_lock(&c->w->mu);
   if (c->err != 0) {
     int err = c->err;
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_unlock(&c->w->mu);
     return err;
   }
   if (r->blocking && owned_by_me(c)) {
     /* A completion callback (the engine runs it) may start calls, but a
      * blocking one would wait for the engine that waits for it. Refused
      * before it is numbered: nothing starts. */
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_unlock(&c->w->mu);
     crnet__set_callmsg(c, "%s: a blocking call in a completion callback "
                           "would never return (start it with its "
                           "nonblocking twin instead)",
-                       crnet_collective_name((crnet_collective)r->coll));
+                       r->p2p ? "point-to-point"
+                              : crnet_collective_name((crnet_collective)r->coll));
     return CRNET_EINVAL;
   }
   r->magic = CRNET__REQ_MAGIC;
@@ -129,30 +140,31 @@ int crnet__req_start(crnet_comm *c, crnet_request *r) {
   r->cb = NULL;
   r->cb_arg = NULL;
   r->cb_busy = 0;
-  r->seq = ++c->seq_issued;
+  r->seq = r->p2p ? 0 : ++c->seq_issued;
+  c->in_flight++;
   r->started = uv_hrtime();
   r->round = 0;
   r->waiting_link = false;
   r->next = NULL;
-  r->prev = c->queue_tail;
-  if (c->queue_tail != NULL)
-    c->queue_tail->next = r;
+  r->prev = c->w->queue_tail;
+  if (c->w->queue_tail != NULL)
+    c->w->queue_tail->next = r;
   else
-    c->queue_head = r;
-  c->queue_tail = r;
-  c->in_flight++;
-  atomic_fetch_add_explicit(&c->queued, 1, memory_order_release);
-  if (!r->blocking && c->progress_mode)
+    c->w->queue_head = r;
+  c->w->queue_tail = r;
+  c->w->in_flight++;
+  atomic_fetch_add_explicit(&c->w->queued, 1, memory_order_release);
+  if (!r->blocking && c->w->progress_mode)
     thread_start_locked(c);
   if (owned_by_me(c)) {
     /* A completion callback starts a call: the pass it runs in begins it. */
-  } else if (c->owner != OWNER_NONE) {
+  } else if (c->w->owner != OWNER_NONE) {
     kick_owner(c); /* its pass begins the request */
-  } else if (!r->blocking && c->thread_running) {
+  } else if (!r->blocking && c->w->thread_running) {
     /* The progress thread begins it: the program goes back to computing
      * at once (writing and reading a large call's first messages here
      * would take the caller milliseconds). */
-    pthread_cond_signal(&c->thread_cv);
+    pthread_cond_signal(&c->w->thread_cv);
   } else if (!r->blocking) {
     /* No progress thread: begin the call now, so that its first messages
      * leave before the program goes back to computing. A blocking call
@@ -161,56 +173,66 @@ int crnet__req_start(crnet_comm *c, crnet_request *r) {
   }
   if (drive)
     move_on_locked(c);
-  pthread_mutex_unlock(&c->mu);
+  pthread_mutex_unlock(&c->w->mu);
   return 0;
 }
 
 /* --- the engine --------------------------------------------------------- */
 
-static void begin(crnet_comm *c, crnet_request *r) {
-  r->prev = c->run_tail;
+static void begin(crnet__world *w, crnet_request *r) {
+  crnet_comm *c = r->comm;
+  (void)w;
+  r->prev = c->w->run_tail;
   r->next = NULL;
-  if (c->run_tail != NULL)
-    c->run_tail->next = r;
+  if (c->w->run_tail != NULL)
+    c->w->run_tail->next = r;
   else
-    c->run_head = r;
-  c->run_tail = r;
+    c->w->run_head = r;
+  c->w->run_tail = r;
+  if (r->p2p)
+    return; /* its advance asks for the link it needs */
   crnet__comm_begin_call(c, r->coll, r->seq, &r->call);
-  if (c->lazy)
+  if (c->w->lazy)
     for (uint32_t i = 0; i < r->npeers; i++)
-      crnet__lazy_want(c, r->peers[i].rank);
+      crnet__lazy_want(c->w->comms[0],
+                       crnet__world_rank(c, r->peers[i].rank));
 }
 
-static void complete(crnet_comm *c, crnet_request *r) {
+static void complete(crnet_comm *wc, crnet_request *r) {
   crnet_request_fn *cb = NULL;
+  crnet_comm *c = r->comm;
+  (void)wc;
   if (r->prev != NULL)
     r->prev->next = r->next;
   else
-    c->run_head = r->next;
+    c->w->run_head = r->next;
   if (r->next != NULL)
     r->next->prev = r->prev;
   else
-    c->run_tail = r->prev;
-  c->done_seq = r->seq;
-  c->done_coll = r->coll;
-  c->done_round = r->round;
-  pthread_mutex_lock(&c->mu);
+    c->w->run_tail = r->prev;
+  if (!r->p2p) {
+    c->done_seq = r->seq;
+    c->done_coll = r->coll;
+    c->done_round = r->round;
+  }
+  pthread_mutex_lock(&c->w->mu);
   if (r->ops->account != NULL)
     r->ops->account(r);
   r->state = CRNET__REQ_DONE;
+  c->w->in_flight--;
   c->in_flight--;
   r->prev = NULL;
-  r->next = c->done_head;
-  if (c->done_head != NULL)
-    c->done_head->prev = r;
-  c->done_head = r;
+  r->next = c->w->done_head;
+  if (c->w->done_head != NULL)
+    c->w->done_head->prev = r;
+  c->w->done_head = r;
   if (r->cb_set) {
     cb = r->cb;
     r->cb_busy++;
     r->cb_tid = pthread_self();
   }
   wake_locked(c);
-  pthread_mutex_unlock(&c->mu);
+  pthread_mutex_unlock(&c->w->mu);
   if (cb != NULL)
     run_callback(c, r, cb, r->cb_arg);
 }
@@ -219,53 +241,58 @@ static void arm_timeout(crnet_comm *c);
 
 void crnet__progress(crnet_comm *c) {
   bool again;
-  if (c->in_progress)
+  if (c->w->in_progress)
     return;
   /* Nothing moved since the last pass: every request is where it was
    * (the loop runs the engine twice per turn, and a spinning wait turns
    * it often). */
-  if (!c->progress_dirty &&
-      atomic_load_explicit(&c->queued, memory_order_acquire) == 0)
+  if (!c->w->progress_dirty &&
+      atomic_load_explicit(&c->w->queued, memory_order_acquire) == 0 &&
+      !atomic_load_explicit(&c->w->recheck_asked, memory_order_acquire))
     return;
-  c->in_progress = true;
+  c->w->in_progress = true;
+  if (atomic_exchange(&c->w->recheck_asked, false)) {
+    crnet__world_recheck_parked(c->w);
+    crnet__p2p_check_orphans(c->w);
+  }
   do {
-    c->progress_dirty = false;
+    c->w->progress_dirty = false;
     again = false;
-    while (atomic_load_explicit(&c->queued, memory_order_acquire) > 0) {
+    while (atomic_load_explicit(&c->w->queued, memory_order_acquire) > 0) {
       crnet_request *r;
-      pthread_mutex_lock(&c->mu);
-      r = c->queue_head;
+      pthread_mutex_lock(&c->w->mu);
+      r = c->w->queue_head;
       if (r != NULL) {
-        c->queue_head = r->next;
-        if (c->queue_head != NULL)
-          c->queue_head->prev = NULL;
+        c->w->queue_head = r->next;
+        if (c->w->queue_head != NULL)
+          c->w->queue_head->prev = NULL;
         else
-          c->queue_tail = NULL;
+          c->w->queue_tail = NULL;
         r->state = CRNET__REQ_RUNNING;
-        atomic_fetch_sub_explicit(&c->queued, 1, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&c->w->queued, 1, memory_order_relaxed);
       }
-      pthread_mutex_unlock(&c->mu);
+      pthread_mutex_unlock(&c->w->mu);
       if (r == NULL)
         break;
-      begin(c, r);
+      begin(c->w, r);
     }
-    for (crnet_request *r = c->run_head, *next; r != NULL; r = next) {
+    for (crnet_request *r = c->w->run_head, *next; r != NULL; r = next) {
       next = r->next;
       if (r->ops->advance(r)) {
         complete(c, r);
         again = true;
-        next = c->run_head; /* a younger call may post now */
+        next = c->w->run_head; /* a younger call may post now */
       }
     }
   } while (again);
   arm_timeout(c);
-  c->in_progress = false;
+  c->w->in_progress = false;
 }
 
 static void on_progress_prepare(uv_prepare_t *h) { crnet__progress(h->data); }
 static void on_progress_check(uv_check_t *h) {
   crnet_comm *c = h->data;
-  c->loop_seen_ms = uv_now(&c->loop);
+  c->w->loop_seen_ms = uv_now(&c->w->loop);
   crnet__progress(c);
 }
 /* Another thread queued a request (the check handle's pass begins it), or
@@ -275,38 +302,38 @@ static void on_kick(uv_async_t *h) {
   crnet_comm *c = h->data;
   int code = 0;
   bool abort_now;
-  pthread_mutex_lock(&c->mu);
-  abort_now = c->abort_asked;
-  code = c->abort_asked_code;
-  c->abort_asked = false;
-  pthread_mutex_unlock(&c->mu);
+  pthread_mutex_lock(&c->w->mu);
+  abort_now = c->w->abort_asked;
+  code = c->w->abort_asked_code;
+  c->w->abort_asked = false;
+  pthread_mutex_unlock(&c->w->mu);
   if (!abort_now)
     return;
   crnet__comm_abort_now(c, code);
-  pthread_mutex_lock(&c->mu);
+  pthread_mutex_lock(&c->w->mu);
   wake_locked(c);
-  pthread_mutex_unlock(&c->mu);
+  pthread_mutex_unlock(&c->w->mu);
 }
 
 bool crnet__loop_owned_by_me(crnet_comm *c) {
   bool mine;
-  pthread_mutex_lock(&c->mu);
+  pthread_mutex_lock(&c->w->mu);
   mine = owned_by_me(c);
-  pthread_mutex_unlock(&c->mu);
+  pthread_mutex_unlock(&c->w->mu);
   return mine;
 }
 
 void crnet__abort_by_owner(crnet_comm *c, int code) {
-  pthread_mutex_lock(&c->mu);
-  if (c->err == 0 && c->owner != OWNER_NONE && !owned_by_me(c)) {
-    c->abort_asked = true;
-    c->abort_asked_code = code;
+  pthread_mutex_lock(&c->w->mu);
+  if (c->err == 0 && c->w->owner != OWNER_NONE && !owned_by_me(c)) {
+    c->w->abort_asked = true;
+    c->w->abort_asked_code = code;
     kick_owner(c);
-    while (c->err == 0 && c->abort_asked && c->owner != OWNER_NONE)
+    while (c->err == 0 && c->w->abort_asked && c->w->owner != OWNER_NONE)
       sleep_locked(c);
-    c->abort_asked = false;
+    c->w->abort_asked = false;
   }
-  pthread_mutex_unlock(&c->mu);
+  pthread_mutex_unlock(&c->w->mu);
 }
 
 /* --- CRNET_TIMEOUT -------------------------------------------------------- */
@@ -322,12 +349,14 @@ void crnet__list_awaited(crnet_comm *c, char *buf, size_t n) {
     for (int r = 0; r < c->size; r++) {
       bool waiting = false;
       char who[160];
-      for (uint32_t k = 0; k < c->streams && r != c->rank; k++) {
-        crnet__peer *p = *crnet__comm_link(c, r, (int)k);
+      int j = crnet__world_rank(c, r);
+      for (uint32_t k = 0; k < c->w->streams && r != c->rank; k++) {
+        crnet__peer *p = *crnet__comm_link(c, j, (int)k);
         if (p == NULL || p->closed)
           continue;
-        waiting = waiting || (pass == 0 ? p->link.recv != NULL
-                                        : crnet__link_busy(&p->link));
+        waiting = waiting ||
+                  (pass == 0 ? crnet__link_recv_posted(&p->link, c->ctx)
+                             : crnet__link_busy(&p->link));
       }
       if (!waiting)
         continue;
@@ -350,7 +379,8 @@ void crnet__list_awaited(crnet_comm *c, char *buf, size_t n) {
 
 /* The request's CRNET_TIMEOUT ran out: the job fails, naming whom this
  * rank was waiting for, so that the rank that never called is found. */
-static void fail_timed_out(crnet_comm *c, crnet_request *r) {
+static void fail_timed_out(crnet_request *r) {
+  crnet_comm *c = r->comm;
   char awaited[400];
   if (r->waiting_link) {
     char who[160];
@@ -363,56 +393,79 @@ static void fail_timed_out(crnet_comm *c, crnet_request *r) {
                    "rank %d timed out in %s #%" PRIu64 " round %" PRIu32
                    " after %.3g s (CRNET_TIMEOUT) waiting for %s",
                    c->rank, crnet_collective_name((crnet_collective)r->coll),
-                   r->seq, r->round, (double)c->coll_timeout_ms / 1000.0,
+                   r->seq, r->round, (double)c->w->coll_timeout_ms / 1000.0,
                    awaited);
+}
+
+/* The oldest request in flight whose comm has not failed: requests begin
+ * in the order they were started, whatever their comm. */
+static crnet_request *oldest_live(const crnet__world *w) {
+  for (crnet_request *r = w->run_head; r != NULL; r = r->next)
+    if (r->comm->err == 0 && !r->p2p)
+      return r;
+  return NULL;
+}
+
+/* Whether some request in flight may still complete: one of a comm that
+ * has not failed. */
+static bool any_live(const crnet__world *w) {
+  for (crnet_request *r = w->run_head; r != NULL; r = r->next)
+    if (r->comm->err == 0)
+      return true;
+  return false;
+}
+
+static bool timeout_is(const crnet__world *w, const crnet_request *r) {
+  return w->timeout_req == r && w->timeout_seq == r->seq;
 }
 
 static void on_coll_timer(uv_timer_t *t) {
   crnet_comm *c = t->data;
-  crnet_request *r = c->run_head;
+  crnet_request *r = oldest_live(c->w);
   uint64_t now = uv_hrtime();
-  if (r == NULL || c->err != 0)
+  if (r == NULL)
     return;
-  if (now - r->started < c->coll_timeout_ms * 1000000)
+  if (now - r->started < c->w->coll_timeout_ms * 1000000)
     return; /* that one completed; crnet__progress armed the next */
-  if (c->timeout_seq != r->seq) {
-    c->timeout_seq = r->seq;
-    uv_timer_start(&c->coll_timer, on_coll_timer, TIMEOUT_GRACE_MS, 0);
+  if (!timeout_is(c->w, r)) {
+    c->w->timeout_req = r;
+    c->w->timeout_seq = r->seq;
+    uv_timer_start(&c->w->coll_timer, on_coll_timer, TIMEOUT_GRACE_MS, 0);
     return;
   }
-  fail_timed_out(c, r);
+  fail_timed_out(r);
   crnet__progress(c);
 }
 
 /* The oldest request's deadline is the nearest: requests are numbered as
  * they start. */
 static void arm_timeout(crnet_comm *c) {
-  crnet_request *r = c->run_head;
+  crnet_request *r = oldest_live(c->w);
   uint64_t now, due_ms;
-  if (c->coll_timeout_ms == 0 || !c->progress_handles)
+  if (c->w->coll_timeout_ms == 0 || !c->w->progress_handles)
     return;
-  if (r == NULL || c->err != 0) {
-    uv_timer_stop(&c->coll_timer);
+  if (r == NULL) {
+    uv_timer_stop(&c->w->coll_timer);
     return;
   }
-  if (c->timeout_seq == r->seq && uv_is_active((uv_handle_t *)&c->coll_timer))
+  if (timeout_is(c->w, r) && uv_is_active((uv_handle_t *)&c->w->coll_timer))
     return; /* in its grace */
   now = uv_hrtime();
-  due_ms = (r->started + c->coll_timeout_ms * 1000000 > now)
-               ? (r->started + c->coll_timeout_ms * 1000000 - now + 999999) /
+  due_ms = (r->started + c->w->coll_timeout_ms * 1000000 > now)
+               ? (r->started + c->w->coll_timeout_ms * 1000000 - now + 999999) /
                      1000000
                : 0;
-  uv_timer_start(&c->coll_timer, on_coll_timer, due_ms, 0);
+  uv_timer_start(&c->w->coll_timer, on_coll_timer, due_ms, 0);
 }
 
 /* --- running the loop -------------------------------------------------- */
 
 static void on_deadline(uv_timer_t *t) {
   crnet_comm *c = t->data;
-  c->deadline_passed = true;
+  c->w->deadline_passed = true;
 }
 
-/* Polls the loop without sleeping for at most c->spin_ns; true if done(arg)
+/* Polls the loop without sleeping for at most c->w->spin_ns; true if done(arg)
  * came true meanwhile.
  *
  * The spin adapts, because what decides whether it pays is not only the
@@ -425,55 +478,55 @@ static void on_deadline(uv_timer_t *t) {
 #define SPIN_PROBE_EVERY 64
 
 static bool spin_worth_it(crnet_comm *c) {
-  if (c->spin_score > 0)
+  if (c->w->spin_score > 0)
     return true;
-  if (++c->spin_skipped < SPIN_PROBE_EVERY)
+  if (++c->w->spin_skipped < SPIN_PROBE_EVERY)
     return false;
-  c->spin_skipped = 0;
+  c->w->spin_skipped = 0;
   return true;
 }
 
 static bool spin(crnet_comm *c, bool (*done)(void *), void *arg) {
   uint64_t start = uv_hrtime();
   do {
-    uv_run(&c->loop, UV_RUN_NOWAIT);
+    uv_run(&c->w->loop, UV_RUN_NOWAIT);
     /* With more ranks than cores, the peer this rank waits for may need
      * this very core: let it have it. */
-    if (c->spin_yield)
+    if (c->w->spin_yield)
       sched_yield();
     if (done(arg)) {
-      if (c->spin_score < SPIN_SCORE_MAX)
-        c->spin_score++;
+      if (c->w->spin_score < SPIN_SCORE_MAX)
+        c->w->spin_score++;
       return true;
     }
-  } while (!c->deadline_passed && uv_hrtime() - start < c->spin_ns);
-  if (c->spin_score > -SPIN_SCORE_MAX)
-    c->spin_score -= 2;
+  } while (!c->w->deadline_passed && uv_hrtime() - start < c->w->spin_ns);
+  if (c->w->spin_score > -SPIN_SCORE_MAX)
+    c->w->spin_score -= 2;
   return false;
 }
 
 int crnet__comm_run_until(crnet_comm *c, bool (*done)(void *), void *arg,
                           uint64_t timeout_ms) {
   int rc = 0;
-  c->deadline_passed = false;
+  c->w->deadline_passed = false;
   if (timeout_ms > 0)
-    uv_timer_start(&c->deadline, on_deadline, timeout_ms, 0);
+    uv_timer_start(&c->w->deadline, on_deadline, timeout_ms, 0);
   while (!done(arg)) {
-    if (c->deadline_passed) {
+    if (c->w->deadline_passed) {
       rc = CRNET_ETIMEDOUT;
       break;
     }
     /* Bounded: after spin_ns without progress the process sleeps. */
-    if (c->spin_ns > 0 && spin_worth_it(c) && spin(c, done, arg))
+    if (c->w->spin_ns > 0 && spin_worth_it(c) && spin(c, done, arg))
       break;
     /* Sleeps in epoll until something happens. A loop with nothing left to
      * wait for cannot make progress: that is a bug, not a reason to spin. */
-    if (uv_run(&c->loop, UV_RUN_ONCE) == 0 && !done(arg)) {
+    if (uv_run(&c->w->loop, UV_RUN_ONCE) == 0 && !done(arg)) {
       rc = CRNET_EIO;
       break;
     }
   }
-  uv_timer_stop(&c->deadline);
+  uv_timer_stop(&c->w->deadline);
   return rc;
 }
 
@@ -482,11 +535,11 @@ int crnet__comm_run_until(crnet_comm *c, bool (*done)(void *), void *arg,
 /* Gives the loop back: to a thread that waits for it, else to the progress
  * thread while requests are in flight. */
 static void release_locked(crnet_comm *c) {
-  c->owner = OWNER_NONE;
-  if (c->wanting > 0)
-    pthread_cond_broadcast(&c->cv);
-  else if (c->thread_running && c->in_flight > 0)
-    pthread_cond_signal(&c->thread_cv);
+  c->w->owner = OWNER_NONE;
+  if (c->w->wanting > 0)
+    pthread_cond_broadcast(&c->w->cv);
+  else if (c->w->thread_running && c->w->in_flight > 0)
+    pthread_cond_signal(&c->w->thread_cv);
 }
 
 /* With the loop free (mu held): takes it, moves every request on without
@@ -495,84 +548,84 @@ static void release_locked(crnet_comm *c) {
  * thread and crnet_test do. */
 static void move_on_locked(crnet_comm *c) {
   take_locked(c);
-  pthread_mutex_unlock(&c->mu);
-  if (c->lazy)
+  pthread_mutex_unlock(&c->w->mu);
+  if (c->w->lazy)
     crnet__lazy_resume(c);
   crnet__progress(c);
-  uv_run(&c->loop, UV_RUN_NOWAIT);
-  pthread_mutex_lock(&c->mu);
+  uv_run(&c->w->loop, UV_RUN_NOWAIT);
+  pthread_mutex_lock(&c->w->mu);
   release_locked(c);
 }
 
 /* Waits (mu held) until the loop is free and takes it. */
 static void acquire_locked(crnet_comm *c) {
-  c->wanting++;
-  while (c->owner != OWNER_NONE) {
-    if (c->owner == OWNER_THREAD)
+  c->w->wanting++;
+  while (c->w->owner != OWNER_NONE) {
+    if (c->w->owner == OWNER_THREAD)
       kick_owner(c);
     sleep_locked(c);
   }
-  c->wanting--;
+  c->w->wanting--;
   take_locked(c);
 }
 
 void crnet__loop_acquire(crnet_comm *c) {
-  pthread_mutex_lock(&c->mu);
+  pthread_mutex_lock(&c->w->mu);
   acquire_locked(c);
-  pthread_mutex_unlock(&c->mu);
-  if (c->lazy)
+  pthread_mutex_unlock(&c->w->mu);
+  if (c->w->lazy)
     crnet__lazy_resume(c);
 }
 
 void crnet__loop_release(crnet_comm *c) {
-  pthread_mutex_lock(&c->mu);
+  pthread_mutex_lock(&c->w->mu);
   release_locked(c);
-  pthread_mutex_unlock(&c->mu);
+  pthread_mutex_unlock(&c->w->mu);
 }
 
 /* The loop has nothing left that could complete what is in flight: a bug,
  * reported as one rather than a hang. */
 static void fail_stuck(crnet_comm *c) {
-  crnet__comm_fail(c, CRNET_EIO, -1,
-                   "rank %d: %u call(s) in flight but nothing left to wait "
-                   "for (a bug in crnet)",
-                   c->rank, c->in_flight);
+  crnet__world_fail_all(c->w, CRNET_EIO, -1,
+                        "rank %d: %u call(s) in flight but nothing left to "
+                        "wait for (a bug in crnet)",
+                        c->w->rank, c->w->in_flight);
 }
 
 /* --- the progress thread --------------------------------------------------- */
 
 static void *thread_main(void *arg) {
   crnet_comm *c = arg;
-  pthread_mutex_lock(&c->mu);
+  pthread_mutex_lock(&c->w->mu);
   for (;;) {
-    while (!c->thread_quit &&
-           (c->owner != OWNER_NONE || c->wanting > 0 || c->in_flight == 0))
-      pthread_cond_wait(&c->thread_cv, &c->mu);
-    if (c->thread_quit)
+    while (!c->w->thread_quit &&
+           (c->w->owner != OWNER_NONE || c->w->wanting > 0 || c->w->in_flight == 0))
+      pthread_cond_wait(&c->w->thread_cv, &c->w->mu);
+    if (c->w->thread_quit)
       break;
-    c->owner = OWNER_THREAD;
-    c->owner_tid = pthread_self();
-    pthread_mutex_unlock(&c->mu);
-    if (c->lazy)
+    c->w->owner = OWNER_THREAD;
+    c->w->owner_tid = pthread_self();
+    pthread_mutex_unlock(&c->w->mu);
+    if (c->w->lazy)
       crnet__lazy_resume(c);
     for (;;) {
       /* No spinning here: the program computes meanwhile, and a thread
        * that polls would take its core. Waiters spin, in their waits. */
       crnet__progress(c);
-      int alive = uv_run(&c->loop, UV_RUN_ONCE);
-      pthread_mutex_lock(&c->mu);
-      if (c->thread_quit || c->wanting > 0 || c->in_flight == 0)
+      int alive = uv_run(&c->w->loop, UV_RUN_ONCE);
+      pthread_mutex_lock(&c->w->mu);
+      if (c->w->thread_quit || c->w->wanting > 0 || c->w->in_flight == 0)
         break;
-      pthread_mutex_unlock(&c->mu);
+      pthread_mutex_unlock(&c->w->mu);
       if (!alive) {
         crnet__progress(c);
-        if (c->run_head != NULL && c->err == 0)
+        if (any_live(c->w))
           fail_stuck(c);
       }
     }
     release_locked(c);
   }
-  pthread_mutex_unlock(&c->mu);
+  pthread_mutex_unlock(&c->w->mu);
   return NULL;
 }
 
@@ -580,75 +633,77 @@ static void *thread_main(void *arg) {
  * program that makes only blocking calls never has one. */
 static void thread_start_locked(crnet_comm *c) {
   pthread_attr_t attr;
-  if (c->thread_running || c->thread_quit)
+  if (c->w->thread_running || c->w->thread_quit)
     return;
   /* The default stack: the thread runs the program's own code too (user
    * reduction operators, completion callbacks), and untouched stack pages
    * cost nothing. */
   pthread_attr_init(&attr);
-  if (pthread_create(&c->thread, &attr, thread_main, c) == 0) {
-    c->thread_running = true;
+  /* The thread works for the world comm, which outlives every other. */
+  if (pthread_create(&c->w->thread, &attr, thread_main, c->w->comms[0]) ==
+      0) {
+    c->w->thread_running = true;
 #if defined(__linux__)
-    pthread_setname_np(c->thread, "crnet-progress");
+    pthread_setname_np(c->w->thread, "crnet-progress");
 #endif
-    if (c->owner == OWNER_NONE && c->in_flight > 0)
-      pthread_cond_signal(&c->thread_cv);
+    if (c->w->owner == OWNER_NONE && c->w->in_flight > 0)
+      pthread_cond_signal(&c->w->thread_cv);
   } else {
     crnet__log("cannot start the progress thread; requests progress inside "
                 "crnet calls only");
-    c->progress_mode = 0;
+    c->w->progress_mode = 0;
   }
   pthread_attr_destroy(&attr);
 }
 
 void crnet__progress_stop(crnet_comm *c) {
   bool join;
-  pthread_mutex_lock(&c->mu);
-  c->thread_quit = true;
-  join = c->thread_running;
-  c->thread_running = false;
-  pthread_cond_broadcast(&c->thread_cv);
-  if (c->owner == OWNER_THREAD)
+  pthread_mutex_lock(&c->w->mu);
+  c->w->thread_quit = true;
+  join = c->w->thread_running;
+  c->w->thread_running = false;
+  pthread_cond_broadcast(&c->w->thread_cv);
+  if (c->w->owner == OWNER_THREAD)
     kick_owner(c);
-  pthread_mutex_unlock(&c->mu);
+  pthread_mutex_unlock(&c->w->mu);
   if (join)
-    pthread_join(c->thread, NULL);
+    pthread_join(c->w->thread, NULL);
 }
 
 /* --- set-up ------------------------------------------------------------------ */
 
 int crnet__progress_init(crnet_comm *c) {
-  if (uv_prepare_init(&c->loop, &c->progress_prepare) != 0 ||
-      uv_check_init(&c->loop, &c->progress_check) != 0 ||
-      uv_async_init(&c->loop, &c->kick, on_kick) != 0 ||
-      uv_timer_init(&c->loop, &c->coll_timer) != 0)
+  if (uv_prepare_init(&c->w->loop, &c->w->progress_prepare) != 0 ||
+      uv_check_init(&c->w->loop, &c->w->progress_check) != 0 ||
+      uv_async_init(&c->w->loop, &c->w->kick, on_kick) != 0 ||
+      uv_timer_init(&c->w->loop, &c->w->coll_timer) != 0)
     return CRNET_EIO;
-  c->progress_prepare.data = c;
-  c->progress_check.data = c;
-  c->kick.data = c;
-  c->coll_timer.data = c;
+  c->w->progress_prepare.data = c;
+  c->w->progress_check.data = c;
+  c->w->kick.data = c;
+  c->w->coll_timer.data = c;
   /* None of them keeps the loop alive: a wait with nothing else to wait
    * for is a bug that crnet__comm_run_until reports. The engine runs
    * before the loop sleeps (after the write callbacks of the pending
    * phase) and after it polled. */
-  uv_prepare_start(&c->progress_prepare, on_progress_prepare);
-  uv_check_start(&c->progress_check, on_progress_check);
-  uv_unref((uv_handle_t *)&c->progress_prepare);
-  uv_unref((uv_handle_t *)&c->progress_check);
-  uv_unref((uv_handle_t *)&c->kick);
-  uv_unref((uv_handle_t *)&c->coll_timer);
-  c->progress_handles = true;
+  uv_prepare_start(&c->w->progress_prepare, on_progress_prepare);
+  uv_check_start(&c->w->progress_check, on_progress_check);
+  uv_unref((uv_handle_t *)&c->w->progress_prepare);
+  uv_unref((uv_handle_t *)&c->w->progress_check);
+  uv_unref((uv_handle_t *)&c->w->kick);
+  uv_unref((uv_handle_t *)&c->w->coll_timer);
+  c->w->progress_handles = true;
   return 0;
 }
 
 void crnet__progress_close(crnet_comm *c) {
-  if (!c->progress_handles)
+  if (!c->w->progress_handles)
     return;
-  c->progress_handles = false;
-  uv_close((uv_handle_t *)&c->progress_prepare, NULL);
-  uv_close((uv_handle_t *)&c->progress_check, NULL);
-  uv_close((uv_handle_t *)&c->kick, NULL);
-  uv_close((uv_handle_t *)&c->coll_timer, NULL);
+  c->w->progress_handles = false;
+  uv_close((uv_handle_t *)&c->w->progress_prepare, NULL);
+  uv_close((uv_handle_t *)&c->w->progress_check, NULL);
+  uv_close((uv_handle_t *)&c->w->kick, NULL);
+  uv_close((uv_handle_t *)&c->w->coll_timer, NULL);
 }
 
 /* --- requests: freeing ------------------------------------------------------ */
@@ -659,19 +714,19 @@ static void free_locked(crnet_comm *c, crnet_request *r) {
   if (r->prev != NULL)
     r->prev->next = r->next;
   else
-    c->done_head = r->next;
+    c->w->done_head = r->next;
   if (r->next != NULL)
     r->next->prev = r->prev;
   r->state = CRNET__REQ_FREE;
   if (r->ops->release != NULL) {
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_unlock(&c->w->mu);
     r->ops->release(r);
-    pthread_mutex_lock(&c->mu);
+    pthread_mutex_lock(&c->w->mu);
   }
-  if (c->req_cached < REQ_CACHE_MAX) {
-    r->next = c->req_cache;
-    c->req_cache = r;
-    c->req_cached++;
+  if (c->w->req_cached < REQ_CACHE_MAX) {
+    r->next = c->w->req_cache;
+    c->w->req_cache = r;
+    c->w->req_cached++;
   } else {
     r->magic = 0;
     free(r);
@@ -680,15 +735,15 @@ static void free_locked(crnet_comm *c, crnet_request *r) {
 
 crnet_request *crnet__req_alloc(crnet_comm *c, size_t size) {
   crnet_request *r = NULL, **at;
-  pthread_mutex_lock(&c->mu);
-  for (at = &c->req_cache; *at != NULL; at = &(*at)->next)
+  pthread_mutex_lock(&c->w->mu);
+  for (at = &c->w->req_cache; *at != NULL; at = &(*at)->next)
     if ((*at)->alloc_size >= size) {
       r = *at;
       *at = r->next;
-      c->req_cached--;
+      c->w->req_cached--;
       break;
     }
-  pthread_mutex_unlock(&c->mu);
+  pthread_mutex_unlock(&c->w->mu);
   if (r == NULL) {
     r = calloc(1, size);
     if (r == NULL)
@@ -708,30 +763,30 @@ crnet_request *crnet__req_alloc(crnet_comm *c, size_t size) {
 
 void crnet__req_discard(crnet_request *r) {
   crnet_comm *c = r->comm;
-  pthread_mutex_lock(&c->mu);
+  pthread_mutex_lock(&c->w->mu);
   r->state = CRNET__REQ_FREE;
-  if (c->req_cached < REQ_CACHE_MAX) {
-    r->next = c->req_cache;
-    c->req_cache = r;
-    c->req_cached++;
+  if (c->w->req_cached < REQ_CACHE_MAX) {
+    r->next = c->w->req_cache;
+    c->w->req_cache = r;
+    c->w->req_cached++;
     r = NULL;
   }
-  pthread_mutex_unlock(&c->mu);
+  pthread_mutex_unlock(&c->w->mu);
   free(r);
 }
 
 void crnet__req_free_unwaited(crnet_comm *c) {
-  pthread_mutex_lock(&c->mu);
-  while (c->done_head != NULL)
-    free_locked(c, c->done_head);
-  while (c->req_cache != NULL) {
-    crnet_request *r = c->req_cache;
-    c->req_cache = r->next;
+  pthread_mutex_lock(&c->w->mu);
+  while (c->w->done_head != NULL)
+    free_locked(c, c->w->done_head);
+  while (c->w->req_cache != NULL) {
+    crnet_request *r = c->w->req_cache;
+    c->w->req_cache = r->next;
     r->magic = 0;
     free(r);
   }
-  c->req_cached = 0;
-  pthread_mutex_unlock(&c->mu);
+  c->w->req_cached = 0;
+  pthread_mutex_unlock(&c->w->mu);
 }
 
 /* --- waiting ---------------------------------------------------------------- */
@@ -763,6 +818,13 @@ static int check_live_locked(const crnet_request *r, const char *what) {
   return CRNET_EINVAL;
 }
 
+/* A request that failed with a reason of its own: the waiting thread's
+ * crnet_comm_errmsg says it. */
+static void note_why(crnet_comm *c, const crnet_request *r, int status) {
+  if (status != 0 && r->why != NULL)
+    crnet__set_callmsg(r->comm != NULL ? r->comm : c, "%s", r->why);
+}
+
 static bool complete_and_idle(const crnet_request *r) {
   return r->state == CRNET__REQ_DONE && r->cb_busy == 0;
 }
@@ -783,16 +845,16 @@ static bool any_done(void *arg) {
 /* Runs the loop (owned by this thread) until one of a's requests is
  * complete. */
 static void drive(crnet_comm *c, any_of *a) {
-  if (c->lazy)
+  if (c->w->lazy)
     crnet__lazy_resume(c);
   crnet__progress(c);
   while (!any_done(a)) {
     if (crnet__comm_run_until(c, any_done, a, 0) != 0 && !any_done(a)) {
       crnet__progress(c);
-      if (!any_done(a) && c->err == 0)
+      if (!any_done(a) && any_live(c->w))
         fail_stuck(c);
       crnet__progress(c);
-      if (!any_done(a) && uv_run(&c->loop, UV_RUN_ONCE) == 0) {
+      if (!any_done(a) && uv_run(&c->w->loop, UV_RUN_ONCE) == 0) {
         crnet__progress(c);
         if (!any_done(a))
           break; /* nothing can ever move: give up rather than spin */
@@ -834,11 +896,11 @@ static int wait_any_locked(crnet_comm *c, any_of *a, int *rc, const char *what) 
       *rc = CRNET_EINVAL;
       return -1;
     }
-    if (!done_busy && c->owner == OWNER_NONE) {
+    if (!done_busy && c->w->owner == OWNER_NONE) {
       take_locked(c);
-      pthread_mutex_unlock(&c->mu);
+      pthread_mutex_unlock(&c->w->mu);
       drive(c, a);
-      pthread_mutex_lock(&c->mu);
+      pthread_mutex_lock(&c->w->mu);
       release_locked(c);
       if (!any_done(a)) {
         crnet__set_callmsg(c, "%s: the loop stopped with the request "
@@ -849,18 +911,18 @@ static int wait_any_locked(crnet_comm *c, any_of *a, int *rc, const char *what) 
       }
       continue;
     }
-    if (c->owner == OWNER_THREAD && c->spin_ns == 0) {
+    if (c->w->owner == OWNER_THREAD && c->w->spin_ns == 0) {
       /* The progress thread runs the loop and this wait would not spin
        * (more ranks than cores): taking the loop over would only add two
        * wake-ups; the completion wakes this thread. */
       sleep_locked(c);
       continue;
     }
-    c->wanting++;
-    if (c->owner == OWNER_THREAD)
+    c->w->wanting++;
+    if (c->w->owner == OWNER_THREAD)
       kick_owner(c);
     sleep_locked(c);
-    c->wanting--;
+    c->w->wanting--;
   }
 }
 
@@ -879,18 +941,19 @@ int crnet_wait(crnet_request **rp) {
   c = r->comm;
   a.reqs = rp;
   a.n = 1;
-  pthread_mutex_lock(&c->mu);
+  pthread_mutex_lock(&c->w->mu);
   if ((rc = check_live_locked(r, "crnet_wait")) != 0) {
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_unlock(&c->w->mu);
     return rc;
   }
   if (wait_any_locked(c, &a, &rc, "crnet_wait") < 0) {
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_unlock(&c->w->mu);
     return rc;
   }
   status = r->status;
+  note_why(c, r, status);
   free_locked(c, r);
-  pthread_mutex_unlock(&c->mu);
+  pthread_mutex_unlock(&c->w->mu);
   *rp = NULL;
   return status;
 }
@@ -910,23 +973,24 @@ int crnet_test(crnet_request **rp, int *done) {
   if ((rc = check_handle(r, "crnet_test")) != 0)
     return rc;
   c = r->comm;
-  pthread_mutex_lock(&c->mu);
+  pthread_mutex_lock(&c->w->mu);
   if ((rc = check_live_locked(r, "crnet_test")) != 0) {
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_unlock(&c->w->mu);
     return rc;
   }
-  if (r->state != CRNET__REQ_DONE && c->owner == OWNER_NONE) {
+  if (r->state != CRNET__REQ_DONE && c->w->owner == OWNER_NONE) {
     /* Nobody runs the loop: a test moves every request on, without
      * sleeping. */
     move_on_locked(c);
   }
   if (!complete_and_idle(r)) {
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_unlock(&c->w->mu);
     return 0;
   }
   status = r->status;
+  note_why(c, r, status);
   free_locked(c, r);
-  pthread_mutex_unlock(&c->mu);
+  pthread_mutex_unlock(&c->w->mu);
   *rp = NULL;
   *done = 1;
   return status;
@@ -950,9 +1014,10 @@ static crnet_comm *check_set(int n, crnet_request *reqs[], int *rc,
       continue;
     if ((*rc = check_handle(reqs[i], what)) != 0)
       return NULL;
-    if (c != NULL && reqs[i]->comm != c) {
-      crnet__set_callmsg(NULL, "%s: the requests belong to different "
-                                  "comms (wait for each comm's apart)",
+    if (c != NULL && reqs[i]->comm->w != c->w) {
+      crnet__set_callmsg(NULL, "%s: the requests belong to comms of "
+                                  "different crnet_comm_init calls (wait for "
+                                  "each one's apart)",
                             what);
       *rc = CRNET_EINVAL;
       return NULL;
@@ -998,21 +1063,22 @@ int crnet_waitany(int n, crnet_request *reqs[], int *index) {
   c = check_set(n, reqs, &rc, "crnet_waitany");
   if (c == NULL)
     return rc; /* 0 when every entry is NULL: nothing to wait for */
-  pthread_mutex_lock(&c->mu);
+  pthread_mutex_lock(&c->w->mu);
   for (i = 0; i < n; i++)
     if (reqs[i] != NULL &&
         (rc = check_live_locked(reqs[i], "crnet_waitany")) != 0) {
-      pthread_mutex_unlock(&c->mu);
+      pthread_mutex_unlock(&c->w->mu);
       return rc;
     }
   i = wait_any_locked(c, &a, &rc, "crnet_waitany");
   if (i < 0) {
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_unlock(&c->w->mu);
     return rc;
   }
   status = reqs[i]->status;
+  note_why(c, reqs[i], status);
   free_locked(c, reqs[i]);
-  pthread_mutex_unlock(&c->mu);
+  pthread_mutex_unlock(&c->w->mu);
   reqs[i] = NULL;
   *index = i;
   return status;
@@ -1030,13 +1096,13 @@ int crnet_request_on_complete(crnet_request *r, crnet_request_fn *fn,
     return CRNET_EINVAL;
   }
   c = r->comm;
-  pthread_mutex_lock(&c->mu);
+  pthread_mutex_lock(&c->w->mu);
   if ((rc = check_live_locked(r, "crnet_request_on_complete")) != 0) {
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_unlock(&c->w->mu);
     return rc;
   }
   if (r->cb_set) {
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_unlock(&c->w->mu);
     crnet__set_callmsg(c, "crnet_request_on_complete: the request has a "
                           "callback already (one per request)");
     return CRNET_EINVAL;
@@ -1045,13 +1111,13 @@ int crnet_request_on_complete(crnet_request *r, crnet_request_fn *fn,
   r->cb = fn;
   r->cb_arg = arg;
   if (r->state != CRNET__REQ_DONE) {
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_unlock(&c->w->mu);
     return 0;
   }
   /* Complete already: the callback runs now, on this thread, once. */
   r->cb_busy++;
   r->cb_tid = pthread_self();
-  pthread_mutex_unlock(&c->mu);
+  pthread_mutex_unlock(&c->w->mu);
   run_callback(c, r, fn, arg);
   return 0;
 }

@@ -29,7 +29,7 @@ void crnet__report_find(crnet_comm *c) {
   int fd, type, end = 0, own;
   unsigned long long ino;
   socklen_t tlen = sizeof type;
-  c->report_fd = -1;
+  c->w->report_fd = -1;
   if (v == NULL || sscanf(v, "%d:%llu%n", &fd, &ino, &end) != 2 ||
       v[end] != '\0' || fd < 0 || fstat(fd, &st) != 0 ||
       !S_ISSOCK(st.st_mode) || (unsigned long long)st.st_ino != ino ||
@@ -44,16 +44,16 @@ void crnet__report_find(crnet_comm *c) {
     crnet__debug("cannot keep crlaunch's socket: %s", strerror(errno));
     return;
   }
-  c->report_fd = own;
+  c->w->report_fd = own;
 }
 
 /* A send to a socket whose reader is gone gives EPIPE, not SIGPIPE; a full
  * one (never, for a few lines) is not waited for. */
 bool crnet__report_send(const crnet_comm *c, const char *line) {
   size_t n = strlen(line);
-  if (c->report_fd < 0)
+  if (c->w->report_fd < 0)
     return false;
-  if (send(c->report_fd, line, n, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)n)
+  if (send(c->w->report_fd, line, n, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)n)
     crnet__debug("cannot tell crlaunch \"%.*s\": %s", (int)n - 1, line,
                  strerror(errno));
   return true;
@@ -61,14 +61,14 @@ bool crnet__report_send(const crnet_comm *c, const char *line) {
 
 /* The record of rank r's end, allocated at crlaunch's first word of one. */
 static struct crnet__rank_end *rank_end(crnet_comm *c, int r) {
-  if (c->rank_end == NULL) {
-    c->rank_end = calloc((size_t)c->size, sizeof *c->rank_end);
-    if (c->rank_end == NULL)
+  if (c->w->rank_end == NULL) {
+    c->w->rank_end = calloc((size_t)c->size, sizeof *c->w->rank_end);
+    if (c->w->rank_end == NULL)
       return NULL;
     for (int i = 0; i < c->size; i++)
-      c->rank_end[i].blamed = -1;
+      c->w->rank_end[i].blamed = -1;
   }
-  return &c->rank_end[r];
+  return &c->w->rank_end[r];
 }
 
 /* One line from crlaunch. An abort fails the comm, unless it has failed
@@ -106,9 +106,9 @@ static void take_line(crnet_comm *c, const char *line) {
 }
 
 static void stop_listening(crnet_comm *c) {
-  if (c->report_listening) {
-    c->report_listening = false;
-    uv_close((uv_handle_t *)&c->report_poll, NULL);
+  if (c->w->report_listening) {
+    c->w->report_listening = false;
+    uv_close((uv_handle_t *)&c->w->report_poll, NULL);
   }
 }
 
@@ -117,8 +117,8 @@ static void read_lines(crnet_comm *c) {
   char *nl;
   ssize_t n;
   for (;;) {
-    n = recv(c->report_fd, c->report_in + c->report_in_len,
-             sizeof c->report_in - 1 - c->report_in_len, MSG_DONTWAIT);
+    n = recv(c->w->report_fd, c->w->report_in + c->w->report_in_len,
+             sizeof c->w->report_in - 1 - c->w->report_in_len, MSG_DONTWAIT);
     if (n < 0 && errno == EINTR)
       continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -128,17 +128,17 @@ static void read_lines(crnet_comm *c) {
       stop_listening(c);
       return;
     }
-    c->report_in_len += (size_t)n;
-    c->report_in[c->report_in_len] = '\0';
-    while ((nl = strchr(c->report_in, '\n')) != NULL) {
+    c->w->report_in_len += (size_t)n;
+    c->w->report_in[c->w->report_in_len] = '\0';
+    while ((nl = strchr(c->w->report_in, '\n')) != NULL) {
       *nl = '\0';
-      take_line(c, c->report_in);
-      c->report_in_len -= (size_t)(nl + 1 - c->report_in);
-      memmove(c->report_in, nl + 1, c->report_in_len + 1);
+      take_line(c, c->w->report_in);
+      c->w->report_in_len -= (size_t)(nl + 1 - c->w->report_in);
+      memmove(c->w->report_in, nl + 1, c->w->report_in_len + 1);
     }
-    if (c->report_in_len == sizeof c->report_in - 1) {
+    if (c->w->report_in_len == sizeof c->w->report_in - 1) {
       crnet__log("ignored an overlong line from crlaunch");
-      c->report_in_len = 0;
+      c->w->report_in_len = 0;
     }
   }
 }
@@ -153,7 +153,7 @@ static void on_report_readable(uv_poll_t *h, int status, int events) {
 }
 
 void crnet__report_check(crnet_comm *c) {
-  if (c->report_listening)
+  if (c->w->report_listening)
     read_lines(c);
 }
 
@@ -162,9 +162,9 @@ void crnet__report_check(crnet_comm *c) {
 static bool said_end(const crnet_comm *c, int r, char *how, size_t howlen) {
   const struct crnet__rank_end *e;
   int n = 0;
-  if (c->rank_end == NULL)
+  if (c->w->rank_end == NULL)
     return false;
-  e = &c->rank_end[r];
+  e = &c->w->rank_end[r];
   if (!e->gone && e->blamed < 0)
     return false;
   if (e->blamed >= 0)
@@ -190,15 +190,15 @@ int crnet__report_await(crnet_comm *c, int lost, char *how, size_t howlen) {
     return lost;
   for (;;) {
     uint64_t now = uv_hrtime();
-    if (c->report_listening)
+    if (c->w->report_listening)
       read_lines(c);
     if (c->err != 0)
       return lost;
     if (said_end(c, lost, how, howlen))
-      return c->rank_end[lost].blamed >= 0 ? c->rank_end[lost].blamed : lost;
-    if (!c->report_listening || now >= until)
+      return c->w->rank_end[lost].blamed >= 0 ? c->w->rank_end[lost].blamed : lost;
+    if (!c->w->report_listening || now >= until)
       return lost;
-    pfd.fd = c->report_fd;
+    pfd.fd = c->w->report_fd;
     pfd.events = POLLIN;
     pfd.revents = 0;
     if (poll(&pfd, 1, (int)((until - now + 999999) / 1000000)) == 0)
@@ -207,17 +207,17 @@ int crnet__report_await(crnet_comm *c, int lost, char *how, size_t howlen) {
 }
 
 void crnet__report_listen(crnet_comm *c) {
-  if (c->report_fd < 0 || c->report_listening)
+  if (c->w->report_fd < 0 || c->w->report_listening)
     return;
-  if (uv_poll_init(&c->loop, &c->report_poll, c->report_fd) != 0)
+  if (uv_poll_init(&c->w->loop, &c->w->report_poll, c->w->report_fd) != 0)
     return;
-  c->report_poll.data = c;
-  c->report_listening = true;
+  c->w->report_poll.data = c;
+  c->w->report_listening = true;
   /* Read whenever the loop runs, which is inside crnet calls; it does not
    * keep the loop alive (a wait with nothing else to wait for is a bug that
    * crnet__comm_run_until reports, not a reason to sleep forever). */
-  uv_unref((uv_handle_t *)&c->report_poll);
-  if (uv_poll_start(&c->report_poll, UV_READABLE, on_report_readable) != 0)
+  uv_unref((uv_handle_t *)&c->w->report_poll);
+  if (uv_poll_start(&c->w->report_poll, UV_READABLE, on_report_readable) != 0)
     stop_listening(c);
 }
 

@@ -94,6 +94,13 @@ struct crnet_request {
   const crnet__req_ops *ops;
   crnet_request_fn *cb;
   void *cb_arg;
+  /* A point-to-point message (p2p.c), not a collective: not numbered, not
+   * in the order of calls, not bound by CRNET_TIMEOUT. */
+  bool p2p;
+  /* Why it failed, if the layer above says more than the sticky error
+   * (a truncated message): the wait that frees it makes this the waiting
+   * thread's crnet_comm_errmsg. NULL: nothing to say. */
+  const char *why;
   /* The call, as every frame tells it. */
   uint8_t coll;
   uint64_t seq;

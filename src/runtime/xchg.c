@@ -21,10 +21,10 @@ static uint64_t iov_total(const crnet__iov *iov, uint32_t n) {
 /* Parts of a message of len bytes (see crnet__xchg): both sides compute
  * the same from the same length. */
 static uint32_t xchg_parts(const crnet_comm *c, uint64_t len) {
-  uint64_t n = c->stream_min > 0 ? len / c->stream_min : 1;
-  if (n < 2 || c->streams < 2)
+  uint64_t n = c->w->stream_min > 0 ? len / c->w->stream_min : 1;
+  if (n < 2 || c->w->streams < 2)
     return 1;
-  return n < c->streams ? (uint32_t)n : c->streams;
+  return n < c->w->streams ? (uint32_t)n : c->w->streams;
 }
 
 /* Byte offset of part k of n of a message of len bytes. */
@@ -51,20 +51,22 @@ static uint32_t iov_slice(const crnet__iov *iov, uint32_t n, uint64_t from,
   return m;
 }
 
-/* The link of stream k to rank r if it can carry a message; else fails the
- * comm (naming the rank) and returns NULL. */
+/* The link of stream k to the comm's rank r if it can carry a message;
+ * else fails every comm that has that rank (naming it) and returns NULL. */
 static crnet__link *usable_link(crnet__xchg *x, int r, uint32_t k) {
   crnet_comm *c = x->c;
-  crnet__peer *p = *crnet__comm_link(c, r, (int)k);
+  int j = crnet__world_rank(c, r);
+  crnet__peer *p = *crnet__comm_link(c, j, (int)k);
   char who[160];
   if (p != NULL && !p->closed && !p->link.failed)
     return &p->link;
   crnet__describe_rank(c, r, who, sizeof who);
-  crnet__comm_fail(c, CRNET_EPEER, r,
-                   "%s has left the job (%s #%" PRIu64 " round %" PRIu32
-                   " needed it)",
-                   who, crnet_collective_name((crnet_collective)x->id.coll),
-                   x->id.seq, x->round);
+  crnet__world_fail_peer(c->w, j, CRNET_EPEER,
+                         "%s has left the job (%s #%" PRIu64 " round %" PRIu32
+                         " needed it)",
+                         who,
+                         crnet_collective_name((crnet_collective)x->id.coll),
+                         x->id.seq, x->round);
   return NULL;
 }
 
@@ -93,12 +95,15 @@ int crnet__xchg_init(crnet_comm *c, crnet__xchg *x, crnet_request *req,
   return c->err;
 }
 
-/* Whether every stream to r is linked; with lazy links, asks for them. */
+/* Whether every stream to the comm's rank r is linked; with lazy links,
+ * asks for them. */
 static bool linked(crnet__xchg *x, int r) {
   crnet_comm *c = x->c;
-  if (!c->lazy || crnet__lazy_linked(c, r))
+  crnet_comm *world = c->w->comms[0];
+  int j = crnet__world_rank(c, r);
+  if (!c->w->lazy || crnet__lazy_linked(world, j))
     return true;
-  crnet__lazy_want(c, r);
+  crnet__lazy_want(world, j);
   if (x->req != NULL) {
     x->req->waiting_link = true;
     x->req->link_peer = r;
@@ -113,13 +118,13 @@ static bool post_recv(crnet__xchg *x) {
   crnet__link *l[CRNET__MAX_STREAMS];
   if (!crnet__req_gate_open(x->req, x->from, 1) || !linked(x, x->from))
     return false;
-  /* A link holds one posted receive: an older call's, or an earlier
-   * round's, is still being filled (request.h). */
+  /* A link holds one posted receive per comm: an older call's, or an
+   * earlier round's, is still being filled (request.h). */
   for (uint32_t k = 0; k < n; k++) {
     l[k] = usable_link(x, x->from, k);
     if (l[k] == NULL)
       return false;
-    if (l[k]->recv != NULL)
+    if (crnet__link_recv_posted(l[k], c->ctx))
       return false;
   }
   if (n > 1) {
@@ -145,6 +150,7 @@ static bool post_recv(crnet__xchg *x) {
       r->niov = x->rn;
       r->len = x->rlen;
     }
+    r->ctx = c->ctx;
     r->coll = x->id.coll;
     r->seq = x->id.seq;
     r->round = x->round;
@@ -175,7 +181,8 @@ static bool post_send(crnet__xchg *x) {
     }
   }
   for (uint32_t k = 0; k < n; k++) {
-    crnet__link *l = &(*crnet__comm_link(c, x->to, (int)k))->link;
+    crnet__link *l =
+        &(*crnet__comm_link(c, crnet__world_rank(c, x->to), (int)k))->link;
     uint64_t a = part_start(x->slen, n, k), b = part_start(x->slen, n, k + 1);
     crnet__frame_header h = {.kind = CRNET__FRAME_DATA,
                              .coll = x->id.coll,
@@ -183,6 +190,7 @@ static bool post_send(crnet__xchg *x) {
                              .round = x->round,
                              .sig = x->id.sig,
                              .length = b - a,
+                             .ctx = c->ctx,
                              .call = x->id.call};
     x->nsend = k + 1;
     if (n > 1)

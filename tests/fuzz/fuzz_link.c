@@ -89,13 +89,13 @@ static void on_control(crnet__link *l, const crnet__frame_header *h,
 
 /* The owner's say on a parked DATA frame: now and then, that no receive
  * will ever match it (the link must then fail with CRNET_EMISMATCH). */
-static bool on_parked(crnet__link *l, const crnet__frame_header *h) {
+static int on_parked(crnet__link *l, const crnet__frame_header *h) {
   (void)l;
   (void)h;
   if (fuzz_prng(&st.state) % 16 != 3)
-    return true;
+    return CRNET__PARK_WAIT;
   st.refused_park = true;
-  return false;
+  return CRNET__PARK_REFUSE;
 }
 
 static void on_error(crnet__link *l, int status, const char *why) {
@@ -186,6 +186,7 @@ static bool post_receive(void) {
   free(st.buf);
   st.buf = NULL;
   memset(r, 0, sizeof *r);
+  r->ctx = link_.hdr.ctx;
   r->coll = link_.hdr.coll;
   r->seq = link_.hdr.seq;
   r->round = link_.hdr.round;

@@ -1,0 +1,528 @@
+/* Point-to-point messages through real ranks on loopback (netjob.h): order,
+ * tags and wildcards, statuses, messages that come before their receive
+ * (eager and rendezvous), truncation, messages to oneself, sendrecv,
+ * messages on sub-communicators and beside collectives, the memory a
+ * flood of unexpected messages takes, a lost peer, and misuse.
+ *
+ * Cases (CK_RUN_CASE): "order", "unexpected", "edges", "comms", "memory",
+ * "failure"; argument "unit" runs the argument checks in a job of one.
+ */
+#include <check.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "crnet.h"
+#include "netjob.h"
+
+static rank_report *reports;
+
+#define FAIL_IF(cond, ...)                                                     \
+  do {                                                                         \
+    if (cond) {                                                                \
+      fprintf(stderr, "rank %d, line %d: ", rank, __LINE__);                   \
+      fprintf(stderr, __VA_ARGS__);                                            \
+      fprintf(stderr, "\n");                                                   \
+      return EXIT_FAIL;                                                        \
+    }                                                                          \
+  } while (0)
+
+#define CALL(expr)                                                             \
+  do {                                                                         \
+    int rc_ = (expr);                                                          \
+    FAIL_IF(rc_ != 0, "%s: %s: %s", #expr, crnet_err_name(rc_),                \
+            crnet_comm_errmsg(c));                                             \
+  } while (0)
+
+static crnet_comm *init_or_die(int rank) {
+  crnet_comm *c = NULL;
+  if (crnet_comm_init(&c, NULL) != 0) {
+    fprintf(stderr, "rank %d: init: %s\n", rank, crnet_init_errmsg());
+    exit(EXIT_FAIL);
+  }
+  return c;
+}
+
+/* Byte i of message `id` from rank `src`. */
+static uint8_t pattern(int src, int id, size_t i) {
+  return (uint8_t)(src * 131 + id * 31 + i * 7 + (i >> 9));
+}
+
+static void fill(uint8_t *b, size_t n, int src, int id) {
+  for (size_t i = 0; i < n; i++)
+    b[i] = pattern(src, id, i);
+}
+
+static bool check(const uint8_t *b, size_t n, int src, int id) {
+  for (size_t i = 0; i < n; i++)
+    if (b[i] != pattern(src, id, i))
+      return false;
+  return true;
+}
+
+/* Sizes across the eager bound and beyond. */
+static const size_t sizes[] = {0,     1,     1000,      CRNET_EAGER_BYTES,
+                               CRNET_EAGER_BYTES + 1,   3 << 20, 17};
+#define NSIZES (sizeof sizes / sizeof sizes[0])
+
+/* --- order: non-overtaking, tags, wildcards, statuses ---------------------- */
+
+static int rank_order(int rank, int size, void *arg) {
+  crnet_comm *c = init_or_die(rank);
+  uint8_t *buf = malloc(3 << 20);
+  crnet_status st;
+  (void)arg;
+  FAIL_IF(buf == NULL, "out of memory");
+  if (rank == 0) {
+    /* Every size, twice, alternating two tags: nonblocking, since rank 1
+     * receives them out of order (a blocking send of a rendezvous size
+     * would wait for its receive, as in MPI). */
+    enum { M = 2 * NSIZES };
+    crnet_request *r[M];
+    uint8_t *b[M];
+    for (int k = 0; k < M; k++) {
+      b[k] = malloc(sizes[k % NSIZES] + 1);
+      FAIL_IF(b[k] == NULL, "out of memory");
+      fill(b[k], sizes[k % NSIZES], 0, k);
+      CALL(crnet_isend(c, b[k], sizes[k % NSIZES], CRNET_UINT8, 1, k % 2,
+                       &r[k]));
+    }
+    CALL(crnet_waitall(M, r));
+    for (int k = 0; k < M; k++)
+      free(b[k]);
+  } else if (rank == 1) {
+    /* Tag 1 first: the tag-0 messages before them wait, in order. */
+    for (int k = 1; k < 2 * (int)NSIZES; k += 2) {
+      CALL(crnet_recv(c, buf, 3 << 20, CRNET_UINT8, 0, 1, &st));
+      FAIL_IF(st.source != 0 || st.tag != 1 ||
+                  st.bytes != sizes[k % NSIZES] || st.error != 0,
+              "status %d/%d/%zu/%d for message %d", st.source, st.tag,
+              st.bytes, st.error, k);
+      FAIL_IF(!check(buf, st.bytes, 0, k), "message %d's bytes", k);
+    }
+    for (int k = 0; k < 2 * (int)NSIZES; k += 2) {
+      CALL(crnet_recv(c, buf, 3 << 20, CRNET_UINT8, CRNET_ANY_SOURCE,
+                      CRNET_ANY_TAG, &st));
+      FAIL_IF(st.source != 0 || st.tag != 0 || st.bytes != sizes[k % NSIZES],
+              "wildcard status %d/%d/%zu for message %d", st.source, st.tag,
+              st.bytes, k);
+      FAIL_IF(!check(buf, st.bytes, 0, k), "message %d's bytes", k);
+    }
+  }
+  /* Every rank but 0 sends rank 0 one message, tag = its rank; rank 0
+   * takes them from any source and checks each status. */
+  if (rank != 0) {
+    fill(buf, 100 + (size_t)rank, rank, 1000);
+    CALL(crnet_send(c, buf, 100 + (size_t)rank, CRNET_UINT8, 0, rank));
+  } else {
+    int seen = 0;
+    for (int k = 1; k < size; k++) {
+      CALL(crnet_recv(c, buf, 4096, CRNET_UINT8, CRNET_ANY_SOURCE,
+                      CRNET_ANY_TAG, &st));
+      FAIL_IF(st.tag != st.source || st.bytes != 100 + (size_t)st.source,
+              "status %d/%d/%zu", st.source, st.tag, st.bytes);
+      FAIL_IF(!check(buf, st.bytes, st.source, 1000), "bytes of %d",
+              st.source);
+      seen |= 1 << st.source;
+    }
+    FAIL_IF(seen != (1 << size) - 2, "sources seen %x", seen);
+  }
+  /* A ring shift with sendrecv (after a barrier: rank 0's wildcards above
+   * would take its message). */
+  CALL(crnet_barrier(c));
+  {
+    int64_t out[3] = {rank, rank * 2, rank * 3}, in[3] = {-1, -1, -1};
+    int left = (rank + size - 1) % size, right = (rank + 1) % size;
+    CALL(crnet_sendrecv(c, out, 3, CRNET_INT64, right, 7, in, 3, CRNET_INT64,
+                        left, 7, &st));
+    FAIL_IF(in[0] != left || in[2] != 3 * left || st.source != left,
+            "sendrecv got %lld from %d", (long long)in[0], st.source);
+  }
+  free(buf);
+  CALL(crnet_comm_destroy(c));
+  return EXIT_OK;
+}
+
+START_TEST(order_tags_wildcards) {
+  static const int ps[] = {2, 3, 5};
+  for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) {
+    job j;
+    job_init(&j, ps[i], 30);
+    run_job(&j, rank_order, NULL, 120);
+    for (int r = 0; r < j.size; r++)
+      ck_assert_msg(exit_code(&j, r) == EXIT_OK,
+                    "p=%d rank %d exited %d (its stderr says why)", j.size, r,
+                    exit_code(&j, r));
+  }
+}
+END_TEST
+
+/* --- unexpected: messages that come before their receive ------------------ */
+
+static int rank_unexpected(int rank, int size, void *arg) {
+  crnet_comm *c = init_or_die(rank);
+  enum { N = 64 };
+  uint8_t *bufs[N];
+  crnet_request *req[N];
+  int done = 0;
+  crnet_status st;
+  (void)arg;
+  (void)size;
+  for (int k = 0; k < N; k++) {
+    bufs[k] = malloc(sizes[k % NSIZES] + 1);
+    FAIL_IF(bufs[k] == NULL, "out of memory");
+  }
+  if (rank == 0) {
+    for (int k = 0; k < N; k++) {
+      fill(bufs[k], sizes[k % NSIZES], 0, k);
+      CALL(crnet_isend(c, bufs[k], sizes[k % NSIZES], CRNET_UINT8, 1, k,
+                       &req[k]));
+    }
+    CALL(crnet_barrier(c));
+    /* Rank 1 has posted nothing yet: a rendezvous send cannot be done. */
+    CALL(crnet_test(&req[5], &done));
+    FAIL_IF(done, "a 3 MiB send completed before its receive was posted");
+    CALL(crnet_barrier(c));
+    CALL(crnet_waitall(N, req));
+  } else if (rank == 1) {
+    CALL(crnet_barrier(c));
+    CALL(crnet_barrier(c));
+    /* In reverse order of tags: everything waits unexpected. */
+    for (int k = N - 1; k >= 0; k--) {
+      CALL(crnet_recv(c, bufs[k], sizes[k % NSIZES], CRNET_UINT8, 0, k, &st));
+      FAIL_IF(st.bytes != sizes[k % NSIZES] || !check(bufs[k], st.bytes, 0, k),
+              "message %d", k);
+    }
+  } else {
+    CALL(crnet_barrier(c));
+    CALL(crnet_barrier(c));
+  }
+  /* Collectives and messages in between: an isend before an allreduce,
+   * received after it. */
+  {
+    int64_t v = rank, x = 42 + rank, y = -1;
+    crnet_request *s = NULL;
+    if (rank == 0)
+      CALL(crnet_isend(c, &x, 1, CRNET_INT64, 1, 3, &s));
+    CALL(crnet_allreduce(c, CRNET_IN_PLACE, &v, 1, CRNET_INT64, CRNET_SUM));
+    if (rank == 1) {
+      CALL(crnet_recv(c, &y, 1, CRNET_INT64, 0, 3, NULL));
+      FAIL_IF(y != 42, "got %lld", (long long)y);
+    }
+    if (rank == 0)
+      CALL(crnet_wait(&s));
+  }
+  for (int k = 0; k < N; k++)
+    free(bufs[k]);
+  CALL(crnet_comm_destroy(c));
+  return EXIT_OK;
+}
+
+START_TEST(unexpected_messages) {
+  job j;
+  job_init(&j, 3, 30);
+  run_job(&j, rank_unexpected, NULL, 120);
+  for (int r = 0; r < j.size; r++)
+    ck_assert_msg(exit_code(&j, r) == EXIT_OK,
+                  "rank %d exited %d (its stderr says why)", r,
+                  exit_code(&j, r));
+}
+END_TEST
+
+/* --- edges: truncation, oneself ---------------------------------------------- */
+
+static int rank_edges(int rank, int size, void *arg) {
+  crnet_comm *c = init_or_die(rank);
+  uint8_t small[10], *big = malloc(1 << 20), *out = malloc(1 << 20);
+  crnet_status st;
+  crnet_request *r;
+  int rc;
+  (void)arg;
+  (void)size;
+  FAIL_IF(big == NULL || out == NULL, "out of memory");
+  if (rank == 0) {
+    fill(out, 1 << 20, 0, 1);
+    CALL(crnet_send(c, out, 100, CRNET_UINT8, 1, 1));     /* eager */
+    CALL(crnet_send(c, out, 1 << 20, CRNET_UINT8, 1, 1)); /* rendezvous */
+    CALL(crnet_send(c, out, 5, CRNET_UINT8, 1, 1));       /* intact */
+    CALL(crnet_send(c, out, 1 << 20, CRNET_UINT8, 1, 2)); /* intact */
+  } else if (rank == 1) {
+    for (int k = 0; k < 2; k++) {
+      rc = crnet_recv(c, small, sizeof small, CRNET_UINT8, 0, 1, &st);
+      FAIL_IF(rc != CRNET_ETRUNCATE || st.error != CRNET_ETRUNCATE,
+              "recv %d: %s, want CRNET_ETRUNCATE", k, crnet_err_name(rc));
+      FAIL_IF(st.bytes != (k == 0 ? 100u : 1u << 20), "truncated size %zu",
+              st.bytes);
+      FAIL_IF(strstr(crnet_comm_errmsg(c), k == 0 ? "100 bytes"
+                                                  : "1048576 bytes") == NULL ||
+                  strstr(crnet_comm_errmsg(c), "the 10 of") == NULL,
+              "message: %s", crnet_comm_errmsg(c));
+    }
+    CALL(crnet_recv(c, small, sizeof small, CRNET_UINT8, 0, 1, &st));
+    FAIL_IF(st.bytes != 5 || !check(small, 5, 0, 1), "after truncation");
+    CALL(crnet_recv(c, big, 1 << 20, CRNET_UINT8, 0, 2, &st));
+    FAIL_IF(!check(big, 1 << 20, 0, 1), "large after truncation");
+  }
+  /* To oneself: small blocking (kept), large nonblocking (in place). */
+  fill(out, 1 << 20, rank, 9);
+  CALL(crnet_send(c, out, 300, CRNET_UINT8, rank, 4));
+  CALL(crnet_recv(c, big, 1 << 20, CRNET_UINT8, rank, 4, &st));
+  FAIL_IF(st.bytes != 300 || st.source != rank || !check(big, 300, rank, 9),
+          "small to self");
+  CALL(crnet_isend(c, out, 1 << 20, CRNET_UINT8, rank, 5, &r));
+  CALL(crnet_recv(c, big, 1 << 20, CRNET_UINT8, CRNET_ANY_SOURCE, 5, &st));
+  CALL(crnet_wait(&r));
+  FAIL_IF(!check(big, 1 << 20, rank, 9), "large to self");
+  free(big);
+  free(out);
+  CALL(crnet_comm_destroy(c));
+  return EXIT_OK;
+}
+
+START_TEST(truncation_and_self) {
+  job j;
+  job_init(&j, 2, 30);
+  run_job(&j, rank_edges, NULL, 120);
+  for (int r = 0; r < j.size; r++)
+    ck_assert_msg(exit_code(&j, r) == EXIT_OK,
+                  "rank %d exited %d (its stderr says why)", r,
+                  exit_code(&j, r));
+}
+END_TEST
+
+/* --- comms: messages of a sub-comm and of the world never meet ------------ */
+
+static int rank_comms(int rank, int size, void *arg) {
+  crnet_comm *c = init_or_die(rank), *d = NULL, *rev = NULL;
+  int64_t a = -1, b = -1;
+  crnet_request *r[2];
+  (void)arg;
+  CALL(crnet_comm_dup(c, &d));
+  CALL(crnet_comm_split(c, 0, size - rank, &rev)); /* ranks reversed */
+  /* The same tag on the world and on the dup: each gets its own. */
+  if (rank == 0) {
+    int64_t x = 100, y = 200;
+    CALL(crnet_send(c, &x, 1, CRNET_INT64, 1, 9));
+    CALL(crnet_send(d, &y, 1, CRNET_INT64, 1, 9));
+  } else if (rank == 1) {
+    CALL(crnet_irecv(d, &b, 1, CRNET_INT64, 0, 9, NULL, &r[0]));
+    CALL(crnet_irecv(c, &a, 1, CRNET_INT64, 0, 9, NULL, &r[1]));
+    CALL(crnet_waitall(2, r));
+    FAIL_IF(a != 100 || b != 200, "world got %lld, dup %lld", (long long)a,
+            (long long)b);
+  }
+  /* On the reversed comm, rank numbers are its own. */
+  {
+    int me = crnet_comm_rank(rev), n = crnet_comm_size(rev);
+    int64_t v = me, got = -1;
+    crnet_status st;
+    CALL(crnet_sendrecv(rev, &v, 1, CRNET_INT64, (me + 1) % n, 0, &got, 1,
+                        CRNET_INT64, (me + n - 1) % n, 0, &st));
+    FAIL_IF(got != (me + n - 1) % n || st.source != (me + n - 1) % n,
+            "reversed comm: got %lld from %d", (long long)got, st.source);
+  }
+  CALL(crnet_comm_destroy(rev));
+  CALL(crnet_comm_destroy(d));
+  CALL(crnet_comm_destroy(c));
+  return EXIT_OK;
+}
+
+START_TEST(messages_keep_to_their_comm) {
+  job j;
+  job_init(&j, 4, 30);
+  run_job(&j, rank_comms, NULL, 60);
+  for (int r = 0; r < j.size; r++)
+    ck_assert_msg(exit_code(&j, r) == EXIT_OK,
+                  "rank %d exited %d (its stderr says why)", r,
+                  exit_code(&j, r));
+}
+END_TEST
+
+/* --- memory: a flood of unexpected messages ------------------------------- */
+
+#define FLOOD 2000
+#define FLOOD_BYTES (32 * 1024) /* 62.5 MiB in all */
+
+static long rss_kib(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  long v = -1;
+  while (f != NULL && fgets(line, sizeof line, f) != NULL)
+    if (sscanf(line, "VmRSS: %ld kB", &v) == 1)
+      break;
+  if (f != NULL)
+    fclose(f);
+  return v;
+}
+
+/* Rank 0 sends 2000 messages of 32 KiB that rank 1 receives only after a
+ * last message it waits for: they all come unexpected. What rank 1 holds
+ * meanwhile is bounded by the eager budget, not by the 62.5 MiB sent. */
+static int rank_memory(int rank, int size, void *arg) {
+  crnet_comm *c = init_or_die(rank);
+  uint8_t *buf = malloc(FLOOD_BYTES);
+  (void)arg;
+  (void)size;
+  FAIL_IF(buf == NULL, "out of memory");
+  if (rank == 0) {
+    crnet_request **r = calloc(FLOOD, sizeof *r);
+    FAIL_IF(r == NULL, "out of memory");
+    fill(buf, FLOOD_BYTES, 0, 0);
+    for (int k = 0; k < FLOOD; k++)
+      CALL(crnet_isend(c, buf, FLOOD_BYTES, CRNET_UINT8, 1, 1, &r[k]));
+    CALL(crnet_send(c, buf, 1, CRNET_UINT8, 1, 2));
+    CALL(crnet_waitall(FLOOD, r));
+    free(r);
+  } else {
+    long before = rss_kib(), after;
+    CALL(crnet_recv(c, buf, 1, CRNET_UINT8, 0, 2, NULL));
+    after = rss_kib();
+    reports[rank].flag = (int)(after - before);
+    for (int k = 0; k < FLOOD; k++) {
+      crnet_status st;
+      CALL(crnet_recv(c, buf, FLOOD_BYTES, CRNET_UINT8, 0, 1, &st));
+      FAIL_IF(st.bytes != FLOOD_BYTES || !check(buf, FLOOD_BYTES, 0, 0),
+              "message %d", k);
+    }
+  }
+  free(buf);
+  CALL(crnet_comm_destroy(c));
+  return EXIT_OK;
+}
+
+START_TEST(unexpected_memory_is_bounded) {
+  job j;
+  reports = reports_map();
+  job_init(&j, 2, 30);
+  run_job(&j, rank_memory, NULL, 120);
+  for (int r = 0; r < j.size; r++)
+    ck_assert_msg(exit_code(&j, r) == EXIT_OK,
+                  "rank %d exited %d (its stderr says why)", r,
+                  exit_code(&j, r));
+  printf("rank 1 grew by %d KiB holding 2000 unexpected 32 KiB messages "
+         "(62.5 MiB sent)\n",
+         reports[1].flag);
+  /* The budget (4 MiB) plus an announcement per message and the
+   * allocator's slack; far below what was sent. */
+  ck_assert_msg(reports[1].flag < 16 * 1024, "rank 1 grew by %d KiB",
+                reports[1].flag);
+}
+END_TEST
+
+/* --- failure: a lost peer ends a receive ------------------------------------- */
+
+static int rank_failure(int rank, int size, void *arg) {
+  crnet_comm *c = init_or_die(rank);
+  int64_t x = 0;
+  int rc;
+  (void)arg;
+  (void)size;
+  CALL(crnet_barrier(c));
+  reports[rank].flag = 1;
+  if (rank == 1) {
+    while (__atomic_load_n(&reports[0].flag, __ATOMIC_ACQUIRE) == 0)
+      usleep(1000);
+    reports[rank].t_event = now_s();
+    raise(SIGKILL);
+  }
+  rc = crnet_recv(c, &x, 1, CRNET_INT64, 1, 0, NULL);
+  report_call(rank, c, rc);
+  FAIL_IF(rc != CRNET_EPEER, "recv: %s, want CRNET_EPEER", crnet_err_name(rc));
+  crnet_comm_destroy(c);
+  return EXIT_OK;
+}
+
+START_TEST(lost_peer_ends_a_receive) {
+  job j;
+  reports = reports_map();
+  job_init(&j, 2, 30);
+  run_job(&j, rank_failure, NULL, 60);
+  ck_assert_msg(exit_code(&j, 0) == EXIT_OK, "rank 0 exited %d",
+                exit_code(&j, 0));
+  ck_assert_msg(reports[0].returned - reports[1].t_event < 2.0,
+                "rank 0 took %.3f s", reports[0].returned - reports[1].t_event);
+  ck_assert_msg(strstr(reports[0].errmsg, "rank 1") != NULL, "%s",
+                reports[0].errmsg);
+}
+END_TEST
+
+/* --- misuse, in a job of one ------------------------------------------------- */
+
+START_TEST(misuse_is_refused) {
+  crnet_comm *c = NULL;
+  crnet_request *r = (crnet_request *)1;
+  int64_t x = 0;
+  unsetenv("CRNET_RANK");
+  unsetenv("CRNET_SIZE");
+  ck_assert_int_eq(crnet_comm_init(&c, NULL), 0);
+  ck_assert_int_eq(crnet_send(NULL, &x, 1, CRNET_INT64, 0, 0), CRNET_EINVAL);
+  ck_assert_int_eq(crnet_send(c, &x, 1, CRNET_INT64, 1, 0), CRNET_EINVAL);
+  ck_assert_ptr_nonnull(strstr(crnet_comm_errmsg(c), "not a rank"));
+  ck_assert_int_eq(crnet_send(c, &x, 1, CRNET_INT64, 0, -1), CRNET_EINVAL);
+  ck_assert_ptr_nonnull(strstr(crnet_comm_errmsg(c), "negative"));
+  ck_assert_int_eq(crnet_send(c, &x, 1, CRNET_INT64, CRNET_ANY_SOURCE, 0),
+                   CRNET_EINVAL);
+  ck_assert_int_eq(crnet_send(c, NULL, 1, CRNET_INT64, 0, 0), CRNET_EINVAL);
+  ck_assert_int_eq(crnet_send(c, &x, 1, (crnet_datatype)99, 0, 0),
+                   CRNET_EINVAL);
+  ck_assert_int_eq(crnet_recv(c, &x, 1, CRNET_INT64, 3, 0, NULL), CRNET_EINVAL);
+  ck_assert_int_eq(crnet_recv(c, &x, 1, CRNET_INT64, 0, -7, NULL),
+                   CRNET_EINVAL);
+  ck_assert_int_eq(crnet_isend(c, &x, 1, CRNET_INT64, 0, 0, NULL),
+                   CRNET_EINVAL);
+  ck_assert_int_eq(crnet_irecv(c, &x, 1, CRNET_INT64, 5, 0, NULL, &r),
+                   CRNET_EINVAL);
+  ck_assert_ptr_null(r);
+  /* A sendrecv with one bad half starts nothing. */
+  ck_assert_int_eq(crnet_sendrecv(c, &x, 1, CRNET_INT64, 0, 0, &x, 1,
+                                  CRNET_INT64, 0, -3, NULL),
+                   CRNET_EINVAL);
+  /* Nothing was left in flight: the comm goes. */
+  x = 5;
+  ck_assert_int_eq(crnet_sendrecv(c, &x, 1, CRNET_INT64, 0, 0, &x, 1,
+                                  CRNET_INT64, 0, 0, NULL),
+                   0);
+  ck_assert_int_eq(x, 5);
+  ck_assert_int_eq(crnet_comm_destroy(c), 0);
+}
+END_TEST
+
+int main(int argc, char **argv) {
+  bool unit = argc > 1 && strcmp(argv[1], "unit") == 0;
+  Suite *s = suite_create(unit ? "p2p-unit" : "p2p");
+  TCase *t;
+  SRunner *sr;
+  int failed;
+  if (unit) {
+    t = tcase_create("misuse");
+    tcase_add_test(t, misuse_is_refused);
+    suite_add_tcase(s, t);
+  } else {
+    const struct {
+      const char *name;
+      const TTest *test;
+    } cases[] = {
+        {"order", order_tags_wildcards},
+        {"unexpected", unexpected_messages},
+        {"edges", truncation_and_self},
+        {"comms", messages_keep_to_their_comm},
+        {"memory", unexpected_memory_is_bounded},
+        {"failure", lost_peer_ends_a_receive},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+      t = tcase_create(cases[i].name);
+      tcase_set_timeout(t, 300);
+      tcase_add_test(t, cases[i].test);
+      suite_add_tcase(s, t);
+    }
+  }
+  sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed == 0 ? 0 : 1;
+}

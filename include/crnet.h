@@ -167,13 +167,18 @@ typedef enum crnet_collective {
   CRNET_COLL_BCAST,
   CRNET_COLL_REDUCE,
   CRNET_COLL_BARRIER,
+  CRNET_COLL_GATHER,
+  CRNET_COLL_SCATTER,
+  CRNET_COLL_ALLTOALLV,
   CRNET_COLL_COUNT
 } crnet_collective;
 
 /* As the send buffer: the operation works in place on the receive buffer.
- * Never a receive buffer; distinct send and receive buffers must not
- * overlap (both: CRNET_EINVAL). */
-#define CRNET_IN_PLACE ((const void *)1)
+ * Never a receive buffer, but for the root of crnet_scatter (its block then
+ * stays in the send buffer, as MPI_IN_PLACE there); distinct send and
+ * receive buffers must not overlap (both: CRNET_EINVAL). A plain void
+ * pointer, so that it passes as either kind of buffer. */
+#define CRNET_IN_PLACE ((void *)1)
 
 /* A user reduction: inout[i] = in[i] (+) inout[i] for i < count. `in` always
  * holds the contribution of the lower-ranked processes. */
@@ -402,6 +407,43 @@ CRNET_EXTERN int crnet_reduce(crnet_comm *comm, const void *send, void *recv,
 /* Returns once every rank has entered it. */
 CRNET_EXTERN int crnet_barrier(crnet_comm *comm);
 
+/* The rooted and vector shapes, as MPI's (counts in elements).
+ *
+ * gather: the root's recv gets p blocks of count elements, block r from
+ * rank r's send (recv is ignored elsewhere and may be NULL); CRNET_IN_PLACE
+ * as the root's send: its block is in recv already. scatter: rank r's recv
+ * gets block r of the root's send (p blocks of count; send is ignored
+ * elsewhere); CRNET_IN_PLACE as the root's recv: its block stays in send.
+ * Schedules "binomial" (a tree, ceil(log2 p) rounds) and "linear" (the
+ * root and every rank directly).
+ *
+ * allgatherv: every rank's recv gets recvcounts[r] elements from rank r at
+ * displs[r] (displs NULL: packed in rank order); sendcount must be
+ * recvcounts[rank]; CRNET_IN_PLACE as send: this rank's block is at its
+ * place in recv. The allgather schedules (CRNET_COLL_ALLGATHER) take the
+ * irregular blocks; displacements that are not packed cost one copy of the
+ * result at the end.
+ *
+ * alltoallv: this rank sends sendcounts[j] elements from send +
+ * sdispls[j] to rank j and receives recvcounts[j] elements from rank j at
+ * recv + rdispls[j] (a NULL displs array: packed by the counts). Every pair
+ * must agree (rank j's sendcounts[i] is rank i's recvcounts[j]): a
+ * disagreement is a mismatch. Schedules "pairwise" (several exchanges in
+ * flight) and "ring" (one at a time). */
+CRNET_EXTERN int crnet_gather(crnet_comm *comm, const void *send, void *recv,
+                              size_t count, crnet_datatype dt, int root);
+CRNET_EXTERN int crnet_scatter(crnet_comm *comm, const void *send, void *recv,
+                               size_t count, crnet_datatype dt, int root);
+CRNET_EXTERN int crnet_allgatherv(crnet_comm *comm, const void *send,
+                                  size_t sendcount, void *recv,
+                                  const size_t recvcounts[],
+                                  const size_t displs[], crnet_datatype dt);
+CRNET_EXTERN int crnet_alltoallv(crnet_comm *comm, const void *send,
+                                 const size_t sendcounts[],
+                                 const size_t sdispls[], void *recv,
+                                 const size_t recvcounts[],
+                                 const size_t rdispls[], crnet_datatype dt);
+
 /* --- nonblocking calls ------------------------------------------------------
  *
  * Every collective crnet_X has a nonblocking twin crnet_iX with the same
@@ -482,6 +524,23 @@ CRNET_EXTERN int crnet_ireduce(crnet_comm *comm, const void *send, void *recv,
                                size_t count, crnet_datatype dt, crnet_op op,
                                int root, crnet_request **req);
 CRNET_EXTERN int crnet_ibarrier(crnet_comm *comm, crnet_request **req);
+CRNET_EXTERN int crnet_igather(crnet_comm *comm, const void *send, void *recv,
+                               size_t count, crnet_datatype dt, int root,
+                               crnet_request **req);
+CRNET_EXTERN int crnet_iscatter(crnet_comm *comm, const void *send,
+                                void *recv, size_t count, crnet_datatype dt,
+                                int root, crnet_request **req);
+CRNET_EXTERN int crnet_iallgatherv(crnet_comm *comm, const void *send,
+                                   size_t sendcount, void *recv,
+                                   const size_t recvcounts[],
+                                   const size_t displs[], crnet_datatype dt,
+                                   crnet_request **req);
+CRNET_EXTERN int crnet_ialltoallv(crnet_comm *comm, const void *send,
+                                  const size_t sendcounts[],
+                                  const size_t sdispls[], void *recv,
+                                  const size_t recvcounts[],
+                                  const size_t rdispls[], crnet_datatype dt,
+                                  crnet_request **req);
 
 /* Waits until *req completes, frees it, sets *req to NULL and returns its
  * result. CRNET_EINVAL (changing nothing) for a NULL or freed request, or

@@ -1086,6 +1086,12 @@ int main(int argc, char **argv) {
     return EXIT_WRONG;
   }
 
+  if (o.p2p != 0) {
+    status = crbench_p2p(b.comm, &o);
+    free(b.sched_list);
+    rc = crnet_comm_destroy(b.comm);
+    return rc != 0 && status == EXIT_RIGHT ? EXIT_WRONG : status;
+  }
   if (o.link_only || o.calibrate || o.overlap) {
     status = o.link_only   ? link_main(&b)
              : o.calibrate ? calibrate_main(&b)

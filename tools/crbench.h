@@ -96,6 +96,9 @@ struct options {
   bool no_link;       /* --no-link-limit */
   const char *tuning_out;
   bool overlap;        /* --overlap */
+  int p2p;             /* --p2p: CRBENCH_P2P_* */
+  bool p2p_iters;      /* -n given with --p2p */
+  bool p2p_warmup;     /* -w given with --p2p */
   unsigned work;       /* --work: CRBENCH_WORK_* */
   int progress_thread; /* --progress-thread, or -1 */
 };
@@ -154,6 +157,13 @@ struct crbench_calibration {
 /* Measures α, β and γ on this job (see crbench_calibrate.c), prints them
  * and the fit (rank 0), and rank 0 writes them into the tuning file. */
 int crbench_calibrate(crnet_comm *comm, const struct crbench_calibration *c);
+
+/* --- point-to-point ------------------------------------------------------- */
+
+/* --p2p: ping-pong latency or windowed bandwidth between ranks 0 and 1, as
+ * the OSU micro-benchmarks' osu_latency and osu_bw (crbench_p2p.c). */
+enum { CRBENCH_P2P_NONE = 0, CRBENCH_P2P_LATENCY, CRBENCH_P2P_BW };
+int crbench_p2p(crnet_comm *comm, const struct options *o);
 
 /* --- overlap -------------------------------------------------------------- */
 

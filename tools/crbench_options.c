@@ -125,6 +125,11 @@ const char crbench_usage[] =
     "                         file (see CALIBRATION)\n"
     "        --tuning-out F   --calibrate writes F instead of the file the\n"
     "                         library reads\n"
+    "        --p2p latency|bw point-to-point between ranks 0 and 1, as the OSU\n"
+    "                         micro-benchmarks: osu_latency's ping-pong (half\n"
+    "                         a round trip, us) or osu_bw's window of 64\n"
+    "                         messages (MB/s = 10^6 bytes/s); sizes 0 (1 for\n"
+    "                         bw) to 4M by 2 unless -b -e -f say otherwise\n"
     "        --overlap        how much of a nonblocking call hides behind\n"
     "                         computation (see OVERLAP); defaults there:\n"
     "                         -b 1M -e 64M -f 4 -n 20 -w 3\n"
@@ -335,7 +340,8 @@ enum {
   OPT_NO_LINK_LIMIT,
   OPT_OVERLAP,
   OPT_WORK,
-  OPT_PROGRESS_THREAD
+  OPT_PROGRESS_THREAD,
+  OPT_P2P
 };
 
 /* Parses argv into *o. Returns 0, or EXIT_USAGE after one line on stderr
@@ -362,6 +368,7 @@ int crbench_parse_args(int argc, char **argv, struct options *o) {
       {"overlap", no_argument, NULL, OPT_OVERLAP},
       {"work", required_argument, NULL, OPT_WORK},
       {"progress-thread", required_argument, NULL, OPT_PROGRESS_THREAD},
+      {"p2p", required_argument, NULL, OPT_P2P},
       {"verbose", no_argument, NULL, 'v'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
@@ -504,6 +511,16 @@ int crbench_parse_args(int argc, char **argv, struct options *o) {
     case OPT_OVERLAP:
       o->overlap = true;
       break;
+    case OPT_P2P:
+      if (strcmp(optarg, "latency") == 0) {
+        o->p2p = CRBENCH_P2P_LATENCY;
+      } else if (strcmp(optarg, "bw") == 0) {
+        o->p2p = CRBENCH_P2P_BW;
+      } else {
+        crbench_usage_error(speak, "--p2p: '%s' is not latency or bw", optarg);
+        return EXIT_USAGE;
+      }
+      break;
     case OPT_WORK:
       if (strcmp(optarg, "sleep") == 0) {
         o->work = CRBENCH_WORK_SLEEP;
@@ -557,11 +574,36 @@ int crbench_parse_args(int argc, char **argv, struct options *o) {
     crbench_usage_error(speak, "-f and -i exclude each other");
     return EXIT_USAGE;
   }
-  if (o->calibrate + o->link_only + o->no_link + o->overlap > 1) {
+  if (o->calibrate + o->link_only + o->no_link + o->overlap +
+          (o->p2p != 0) > 1) {
     crbench_usage_error(speak,
-                "--calibrate, --link-limit, --no-link-limit and --overlap "
-                "exclude each other");
+                "--calibrate, --link-limit, --no-link-limit, --overlap and "
+                "--p2p exclude each other");
     return EXIT_USAGE;
+  }
+  if (o->p2p != 0) {
+    /* The OSU sweeps unless -b, -e, -f say otherwise: osu_latency from 0
+     * bytes, osu_bw from 1, both to 4 MiB by factors of 2. */
+    if (o->check) {
+      crbench_usage_error(speak, "--check is not for --p2p");
+      return EXIT_USAGE;
+    }
+    if (!have_min)
+      o->min_bytes = o->p2p == CRBENCH_P2P_LATENCY ? 0 : 1;
+    if (!have_max)
+      o->max_bytes = (size_t)4 << 20;
+    if (!have_factor && !have_increment)
+      o->factor = 2;
+    if (have_increment)
+      o->factor = 0;
+    o->p2p_iters = have_iters;
+    o->p2p_warmup = have_warmup;
+    if (o->max_bytes < o->min_bytes) {
+      crbench_usage_error(speak, "-e %zu is below -b %zu", o->max_bytes,
+                          o->min_bytes);
+      return EXIT_USAGE;
+    }
+    return 0;
   }
   if (o->tuning_out != NULL && !o->calibrate) {
     crbench_usage_error(speak, "--tuning-out is for --calibrate");

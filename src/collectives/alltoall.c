@@ -68,6 +68,28 @@
  * Memory as Bruck. Over Bruck it only buys symmetric pairs (each link
  * carries one exchange per round, as on a real hypercube).
  *
+ * ALLTOALLV (MPI_Alltoallv: a count and a displacement per pair, so rank r
+ * sends s_j = scounts[j] elements to j and receives r_j = rcounts[j] from
+ * j). Store-and-forward would need TEMP sized by other ranks' counts, which
+ * a rank does not know, so both schedules are direct, PAIRWISE's peers:
+ * round j = 1 .. p-1 sends SEND[sdispls[to] ..+ s_to] to `to` and receives
+ * RECV[rdispls[from] ..+ r_from] from `from`, straight, with to = from =
+ * r XOR j for p a power of two (pairwise only), else to = r+j and from =
+ * r-j; the own block is copied in round 1. Every message is declared even
+ * when empty: were empty ones dropped, a program whose counts disagree
+ * (rank j's scounts[r] != rank r's rcounts[j]) would leave one side waiting
+ * for a message the other never sends; declared, it is a length mismatch
+ * the executor reports.
+ *   alltoallv_pairwise: the rounds are independent (each has its own peer
+ *     and its own regions, provided the receive regions do not overlap, as
+ *     MPI requires), so the executor keeps several in flight.
+ *   alltoallv_ring: the same exchanges in dependent rounds, one at a time:
+ *     in flight at once only one message each way, whatever the counts.
+ *   Rounds p-1 (1 for p = 1: the copy). Per rank sum_{j != r} s_j sent and
+ *   sum_{j != r} r_j received. Cost: (p-1)·α + max(sent, received)·β for
+ *   the ring; pairwise overlaps the α terms up to the executor's window.
+ *   No TEMP.
+ *
  * Worked example, p = 5, rank 0 (blocks by destination):
  *   pairwise (not a power of two): round j sends block j to j, receives
  *     block 5-j from 5-j: (1; 4), (2; 3), (3; 2), (4; 1). In place: rounds
@@ -299,4 +321,65 @@ int crnet__alltoall_hypercube(crnet__schedule *out, int32_t p, int32_t rank,
   if (p < 1 || (p & (p - 1)) != 0)
     return CRNET_EINVAL;
   return index_alg(out, p, rank, count, in_place, true);
+}
+
+/* Checks alltoallv's arguments and starts the schedule: 0 or
+ * CRNET_EINVAL. */
+static int v_start(crnet__schedule *out, int32_t p, int32_t rank,
+                   const uint64_t *scounts, const uint64_t *sdispls,
+                   const uint64_t *rcounts, const uint64_t *rdispls) {
+  if (out == NULL || p < 1 || rank < 0 || rank >= p || scounts == NULL ||
+      sdispls == NULL || rcounts == NULL || rdispls == NULL ||
+      scounts[rank] != rcounts[rank])
+    return CRNET_EINVAL;
+  for (int32_t j = 0; j < p; j++)
+    if (scounts[j] > UINT64_MAX - sdispls[j] ||
+        rcounts[j] > UINT64_MAX - rdispls[j])
+      return CRNET_EINVAL;
+  crnet__sched_init(out, p, rank);
+  return 0;
+}
+
+static int alltoallv(crnet__schedule *out, int32_t p, int32_t rank,
+                     const uint64_t *scounts, const uint64_t *sdispls,
+                     const uint64_t *rcounts, const uint64_t *rdispls,
+                     bool independent) {
+  int rc = v_start(out, p, rank, scounts, sdispls, rcounts, rdispls);
+  if (rc != 0)
+    return rc;
+  bool xor = independent && (p & (p - 1)) == 0;
+  /* Round 1 always exists: with p = 1 it holds the copy alone. */
+  for (int32_t j = 1; j < p || j == 1; j++) {
+    if (j > 1 && independent)
+      crnet__sched_round_independent(out);
+    else
+      crnet__sched_round(out);
+    if (j < p) {
+      int32_t to = xor ? rank ^ j : amod((int64_t)rank + j, p);
+      int32_t from = xor ? rank ^ j : amod((int64_t)rank - j, p);
+      crnet__sched_send_peer(out, to);
+      crnet__sched_send(out, to, CRNET__BUF_SEND, sdispls[to], scounts[to]);
+      crnet__sched_recv_peer(out, from);
+      crnet__sched_recv(out, from, CRNET__BUF_RECV, rdispls[from],
+                        rcounts[from]);
+    }
+    if (j == 1)
+      crnet__sched_copy(
+          out, crnet__seg_make(CRNET__BUF_SEND, sdispls[rank], scounts[rank]),
+          crnet__seg_make(CRNET__BUF_RECV, rdispls[rank], scounts[rank]));
+  }
+  return crnet__sched_finish(out);
+}
+
+int crnet__alltoallv_pairwise(crnet__schedule *out, int32_t p, int32_t rank,
+                              const uint64_t *scounts, const uint64_t *sdispls,
+                              const uint64_t *rcounts,
+                              const uint64_t *rdispls) {
+  return alltoallv(out, p, rank, scounts, sdispls, rcounts, rdispls, true);
+}
+
+int crnet__alltoallv_ring(crnet__schedule *out, int32_t p, int32_t rank,
+                          const uint64_t *scounts, const uint64_t *sdispls,
+                          const uint64_t *rcounts, const uint64_t *rdispls) {
+  return alltoallv(out, p, rank, scounts, sdispls, rcounts, rdispls, false);
 }

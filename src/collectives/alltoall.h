@@ -1,7 +1,8 @@
 /* All-to-all (personalized, MPI_Alltoall semantics) schedules: pairwise
  * exchange, ring store-and-forward, Bruck's log-round algorithm and the
- * hypercube store-and-forward variant. See
- * alltoall.c for the algorithms, their costs and memory.
+ * hypercube store-and-forward variant; and two for MPI_Alltoallv (a count
+ * and a displacement per pair): pairwise, and the same exchanges one at a
+ * time. See alltoall.c for the algorithms, their costs and memory.
  *
  * Conventions as circulant.h: every builder is pure, fills a caller-owned
  * crnet__schedule `out` (uninitialised on entry) and returns 0, CRNET_EINVAL
@@ -31,5 +32,21 @@ int crnet__alltoall_bruck(crnet__schedule *out, int32_t p, int32_t rank,
 /* p must be a power of two (else CRNET_EINVAL). */
 int crnet__alltoall_hypercube(crnet__schedule *out, int32_t p, int32_t rank,
                               uint64_t count, bool in_place);
+
+/* All-to-all with a block size per pair (MPI_Alltoallv semantics): this
+ * rank sends scounts[j] elements from SEND at sdispls[j] to rank j and
+ * receives rcounts[j] elements into RECV at rdispls[j] from rank j; its own
+ * block is a local copy. Each rank passes its own arrays, of p entries; the
+ * program guarantees rank j's scounts[r] equals rank r's rcounts[j]. The
+ * receive regions must not overlap (send regions may). No in place, no
+ * TEMP. CRNET_EINVAL also for a NULL array, scounts[rank] != rcounts[rank]
+ * or a displacement + count beyond 2^64. */
+int crnet__alltoallv_pairwise(crnet__schedule *out, int32_t p, int32_t rank,
+                              const uint64_t *scounts, const uint64_t *sdispls,
+                              const uint64_t *rcounts,
+                              const uint64_t *rdispls);
+int crnet__alltoallv_ring(crnet__schedule *out, int32_t p, int32_t rank,
+                          const uint64_t *scounts, const uint64_t *sdispls,
+                          const uint64_t *rcounts, const uint64_t *rdispls);
 
 #endif

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "calls.h"
 #include "comm.h"
 #include "exec.h"
 #include "ops.h"
@@ -38,7 +39,9 @@ static uint32_t sig_of(const crnet__call *call, crnet_datatype dt, crnet_op op,
   sig_state s = {1469598103934665603ull};
   sig_add(&s, (uint64_t)call->coll);
   sig_add(&s, call->count);
-  if (call->counts != NULL)
+  /* alltoallv's counts are each rank's own: the frames' lengths check
+   * them, pair by pair. */
+  if (call->counts != NULL && call->coll != CRNET_COLL_ALLTOALLV)
     for (int32_t r = 0; r < call->p; r++)
       sig_add(&s, call->counts[r]);
   sig_add(&s, (uint64_t)dt);
@@ -129,7 +132,8 @@ static bool reduces(crnet_collective coll) {
 }
 
 static bool has_root(crnet_collective coll) {
-  return coll == CRNET_COLL_BCAST || coll == CRNET_COLL_REDUCE;
+  return coll == CRNET_COLL_BCAST || coll == CRNET_COLL_REDUCE ||
+         coll == CRNET_COLL_GATHER || coll == CRNET_COLL_SCATTER;
 }
 
 void crnet__call_format(uint8_t coll, uint64_t seq,
@@ -240,11 +244,18 @@ static int start(crnet_comm *c, crnet__call *call, const void *send,
   a.call.variant = call->exclusive ? CRNET__CALL_EXCLUSIVE : 0;
   a.send = send;
   a.recv = recv;
-  a.in_place = call->in_place;
+  /* In place, SEND names RECV; but a scatter's in place is the root's
+   * receive buffer: its data stays in SEND (the builder then writes no
+   * RECV). */
+  a.in_place = call->in_place && call->coll != CRNET_COLL_SCATTER;
   a.dt = dt;
   a.op = op;
   a.normalise = normalise;
   a.blocking = blocking;
+  a.unpack_counts = call->displs != NULL ? call->counts : NULL;
+  a.unpack_displs = call->displs;
+  a.rank = call->rank;
+  a.p = call->p;
   rc = crnet__build(name, call, &sched);
   if (rc != 0)
     return rc;
@@ -690,4 +701,31 @@ int crnet_barrier(crnet_comm *c) {
 int crnet_ibarrier(crnet_comm *c, crnet_request **req) {
   int rc = check_req(c, "ibarrier", req);
   return rc != 0 ? rc : barrier(c, false, req);
+}
+
+/* --- for the other calls' files (calls.h) ------------------------------ */
+
+int crnet__coll_start(crnet_comm *c, crnet__call *call, const void *send,
+                      void *recv, crnet_datatype dt, bool blocking,
+                      crnet_request **out) {
+  return start(c, call, send, recv, dt, 0, 0, blocking, out);
+}
+
+int crnet__coll_check(crnet_comm *c, const char *what, crnet_datatype dt) {
+  return check_common(c, what, dt, 0, false);
+}
+
+int crnet__coll_check_req(crnet_comm *c, const char *what,
+                          crnet_request **req) {
+  return check_req(c, what, req);
+}
+
+bool crnet__coll_fits(uint64_t count, size_t esize) {
+  return fits(count, esize);
+}
+
+int crnet__coll_no_overlap(crnet_comm *c, const char *what, const void *send,
+                           size_t send_bytes, const void *recv,
+                           size_t recv_bytes) {
+  return check_no_overlap(c, what, send, send_bytes, recv, recv_bytes);
 }

@@ -228,8 +228,27 @@ typedef struct exec_call {
   /* This call's counters, added to the comm's at the end. */
   uint64_t wait_ns, reduce_ns, sent, received;
   uint32_t rounds;
+  /* allgatherv with displacements (exec.h): the packed result, where its
+   * blocks go, and the caller's buffer; NULL when none. */
+  uint8_t *packed;
+  uint64_t *unpack; /* p counts, then p displacements */
+  int32_t p;
+  uint8_t *user_recv;
   round_run runs[];
 } exec_call;
+
+/* The packed blocks to their places (exec.h, unpack). */
+static void unpack_result(exec_call *e) {
+  uint64_t at = 0;
+  size_t es = e->b.esize;
+  for (int32_t b = 0; b < e->p; b++) {
+    uint64_t n = e->unpack[b];
+    if (n > 0)
+      memcpy(e->user_recv + e->unpack[e->p + b] * es, e->packed + at * es,
+             n * es);
+    at += n;
+  }
+}
 
 static void round_start(exec_call *e, uint32_t k, round_run *rr) {
   crnet_comm *c = e->req.comm;
@@ -420,6 +439,8 @@ static bool exec_advance(crnet_request *req) {
    * pass right after its last message, so only a failure noticed in that
    * same turn of the loop can meet a call that was in fact done. */
   req->status = e->rc != 0 ? e->rc : c->err;
+  if (req->status == 0 && e->packed != NULL)
+    unpack_result(e);
   if (req->status == 0 && e->normalise > 0)
     req->status = normalise_logical(e->op, e->dt, e->b.base[CRNET__BUF_RECV],
                                     e->normalise);
@@ -527,6 +548,10 @@ static void exec_account(crnet_request *req) {
 
 static void exec_release(crnet_request *req) {
   exec_call *e = (exec_call *)req;
+  free(e->packed);
+  free(e->unpack);
+  e->packed = NULL;
+  e->unpack = NULL;
   put_temp(e);
   crnet__sched_free(&e->sched);
   if (req->peers != req->peers_small)
@@ -584,6 +609,36 @@ static int count_peers(exec_call *e) {
   return 0;
 }
 
+/* allgatherv with displacements: the schedule runs on a packed buffer
+ * (exec.h). */
+static int prepare_unpack(exec_call *e, const crnet__exec_args *a) {
+  uint64_t total = 0, mine = 0;
+  size_t es = e->b.esize;
+  e->p = a->p;
+  e->unpack = malloc(sizeof *e->unpack * 2 * (size_t)a->p);
+  if (e->unpack == NULL)
+    return CRNET_ENOMEM;
+  for (int32_t b = 0; b < a->p; b++) {
+    e->unpack[b] = a->unpack_counts[b];
+    e->unpack[a->p + b] = a->unpack_displs[b];
+    if (b == a->rank)
+      mine = total;
+    total += a->unpack_counts[b];
+  }
+  e->packed = malloc(total > 0 ? total * es : 1);
+  if (e->packed == NULL)
+    return CRNET_ENOMEM;
+  e->user_recv = a->recv;
+  if (a->in_place && a->unpack_counts[a->rank] > 0)
+    memcpy(e->packed + mine * es,
+           (const uint8_t *)a->recv + a->unpack_displs[a->rank] * es,
+           a->unpack_counts[a->rank] * es);
+  e->b.base[CRNET__BUF_RECV] = e->packed;
+  e->b.base[CRNET__BUF_SEND] =
+      a->in_place ? e->packed : (uint8_t *)(uintptr_t)a->send;
+  return 0;
+}
+
 int crnet__exec_start(crnet_comm *c, crnet__schedule *s,
                       const crnet__exec_args *a, crnet_request **out) {
   uint32_t window = c->w->rounds_in_flight;
@@ -627,6 +682,8 @@ int crnet__exec_start(crnet_comm *c, crnet__schedule *s,
   e->req.sig = a->sig;
   e->req.call = a->call;
   rc = count_peers(e);
+  if (rc == 0 && a->unpack_displs != NULL)
+    rc = prepare_unpack(e, a);
   if (rc == 0 && s->temp_count > 0) {
     rc = get_temp(e, s->temp_count * e->b.esize);
     e->b.base[CRNET__BUF_TEMP] = e->temp;

@@ -30,6 +30,13 @@ typedef struct crnet__exec_args {
                               elements of recv get the logical operators'
                               0 or 1 at the end */
   bool blocking;           /* the caller waits for it at once */
+  /* allgatherv with displacements: the schedule fills a packed buffer of
+   * the call's own (block b at the sum of the counts before it), and at
+   * the end block b goes to recv + unpack_displs[b] (p entries each,
+   * elements). In place, this rank's block is first taken from recv +
+   * unpack_displs[rank]. NULL: recv is packed already. */
+  const uint64_t *unpack_counts, *unpack_displs;
+  int32_t rank, p;
 } crnet__exec_args;
 
 /* Makes the call a request and starts it: s is taken (freed whatever

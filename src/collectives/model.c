@@ -99,6 +99,8 @@ double crnet__model_bytes(const crnet__call *call) {
   switch (call->coll) {
   case CRNET_COLL_REDUCE_SCATTER:
   case CRNET_COLL_ALLGATHER:
+  case CRNET_COLL_GATHER:
+  case CRNET_COLL_SCATTER:
     if (call->counts == NULL)
       return (double)call->count * esize *
              (call->coll == CRNET_COLL_ALLGATHER ? call->p : 1);
@@ -108,6 +110,10 @@ double crnet__model_bytes(const crnet__call *call) {
   case CRNET_COLL_ALLTOALL:
     return (double)call->count * call->p * esize;
   case CRNET_COLL_BARRIER:
+    return 0;
+  case CRNET_COLL_ALLTOALLV:
+    /* Each rank's own counts: not a figure every rank shares, so the
+     * choice may not depend on it (auto decides by p alone). */
     return 0;
   default:
     return (double)call->count * esize;
@@ -248,6 +254,31 @@ static bool terms_alltoall(const char *s, int32_t p, coef *c) {
   return true;
 }
 
+/* Gather and scatter: the root receives (sends) every other block once; the
+ * tree does it in ceil(log2 p) rounds, the busiest message of round k
+ * being min(2^k, p - 2^k) blocks, p - 1 in all; the linear one in p - 1
+ * rounds of a block each. */
+static bool terms_rooted(const char *s, int32_t p, coef *c) {
+  double q = (double)(p - 1) / p;
+  if (strcmp(s, "binomial") == 0)
+    *c = (coef){crnet__ceil_log2(p), q, 0};
+  else if (strcmp(s, "linear") == 0)
+    *c = (coef){p - 1.0, q, 0};
+  else
+    return false;
+  return true;
+}
+
+/* All-to-all with per-peer counts: p - 1 exchanges either way (m is 0:
+ * see crnet__model_bytes). */
+static bool terms_alltoallv(const char *s, int32_t p, coef *c) {
+  if (strcmp(s, "pairwise") == 0 || strcmp(s, "ring") == 0)
+    *c = (coef){p - 1.0, 0, 0};
+  else
+    return false;
+  return true;
+}
+
 static bool terms_barrier(const char *s, int32_t p, coef *c) {
   if (strcmp(s, "circulant") == 0)
     *c = (coef){crnet__ceil_log2(p), 0, 0};
@@ -301,6 +332,13 @@ bool crnet__model_terms_of(const char *name, const crnet__call *call,
     break;
   case CRNET_COLL_BARRIER:
     ok = terms_barrier(name, p, &c);
+    break;
+  case CRNET_COLL_GATHER:
+  case CRNET_COLL_SCATTER:
+    ok = terms_rooted(name, p, &c);
+    break;
+  case CRNET_COLL_ALLTOALLV:
+    ok = terms_alltoallv(name, p, &c);
     break;
   default:
     ok = false;

@@ -11,8 +11,9 @@
  *
  * m is the bytes of the collective's vector: allreduce, bcast, reduce,
  * scan: count elements; reduce-scatter: the whole input (the sum of the
- * blocks); allgather: the whole output; all-to-all: the whole send buffer.
- * A barrier has m = 0.
+ * blocks); allgather, gather, scatter: the whole gathered vector;
+ * all-to-all: the whole send buffer. A barrier has m = 0, and so has
+ * alltoallv, whose counts are each rank's own (auto chooses by p there).
  */
 #ifndef CRNET_MODEL_H
 #define CRNET_MODEL_H

@@ -28,6 +28,7 @@
 #include "hypercube.h"
 #include "model.h"
 #include "ring.h"
+#include "rooted.h"
 #include "star.h"
 
 /* allgather-reduce holds p vectors of m bytes in TEMP: a memory bound, not
@@ -39,6 +40,7 @@
   (BIT(CRNET_COLL_ALLREDUCE) | BIT(CRNET_COLL_REDUCE_SCATTER) |                \
    BIT(CRNET_COLL_ALLGATHER) | BIT(CRNET_COLL_BCAST) |                         \
    BIT(CRNET_COLL_REDUCE) | BIT(CRNET_COLL_BARRIER))
+#define ROOTED_COLLS (BIT(CRNET_COLL_GATHER) | BIT(CRNET_COLL_SCATTER))
 #define REDUCING_COLLS                                                         \
   (BIT(CRNET_COLL_ALLREDUCE) | BIT(CRNET_COLL_REDUCE_SCATTER) |                \
    BIT(CRNET_COLL_REDUCE) | BIT(CRNET_COLL_SCAN))
@@ -51,7 +53,9 @@ enum family {
   FAMILY_STAR,         /* star graph S_n */
   FAMILY_PAIRWISE,     /* all-to-all pairwise exchange */
   FAMILY_BRUCK,        /* all-to-all, circulant with concatenation */
-  FAMILY_GATHER_REDUCE /* allreduce: circulant allgather + local fold */
+  FAMILY_GATHER_REDUCE, /* allreduce: circulant allgather + local fold */
+  FAMILY_BINOMIAL,      /* gather, scatter: the binomial tree (rooted.c) */
+  FAMILY_LINEAR         /* gather, scatter: the root and each rank */
 };
 
 /* Whether the schedule's reductions keep rank order. */
@@ -77,7 +81,7 @@ static const schedule_desc schedules[] = {
      BIT(CRNET_COLL_ALLREDUCE) | BIT(CRNET_COLL_REDUCE_SCATTER) |
          BIT(CRNET_COLL_ALLGATHER) | BIT(CRNET_COLL_BCAST) |
          BIT(CRNET_COLL_REDUCE) | BIT(CRNET_COLL_ALLTOALL) |
-         BIT(CRNET_COLL_SCAN),
+         BIT(CRNET_COLL_SCAN) | BIT(CRNET_COLL_ALLTOALLV),
      ORDER_NEVER},
     {"hypercube", FAMILY_HYPERCUBE,
      BIT(CRNET_COLL_ALLREDUCE) | BIT(CRNET_COLL_ALLGATHER) |
@@ -90,10 +94,13 @@ static const schedule_desc schedules[] = {
      ORDER_ALWAYS},
     {"star", FAMILY_STAR,
      BIT(CRNET_COLL_ALLREDUCE) | BIT(CRNET_COLL_ALLGATHER), ORDER_ALWAYS},
-    {"pairwise", FAMILY_PAIRWISE, BIT(CRNET_COLL_ALLTOALL), ORDER_NEVER},
+    {"pairwise", FAMILY_PAIRWISE,
+     BIT(CRNET_COLL_ALLTOALL) | BIT(CRNET_COLL_ALLTOALLV), ORDER_NEVER},
     {"bruck", FAMILY_BRUCK, BIT(CRNET_COLL_ALLTOALL), ORDER_NEVER},
     {"allgather-reduce", FAMILY_GATHER_REDUCE, BIT(CRNET_COLL_ALLREDUCE),
      ORDER_ALWAYS},
+    {"binomial", FAMILY_BINOMIAL, ROOTED_COLLS, ORDER_NEVER},
+    {"linear", FAMILY_LINEAR, ROOTED_COLLS, ORDER_NEVER},
 };
 
 #define NSCHEDULES (sizeof schedules / sizeof schedules[0])
@@ -114,7 +121,9 @@ const char *crnet__schedule_env_name(crnet_collective coll) {
       "CRNET_ALLREDUCE_SCHEDULE", "CRNET_REDUCE_SCATTER_SCHEDULE",
       "CRNET_SCAN_SCHEDULE",      "CRNET_ALLTOALL_SCHEDULE",
       "CRNET_ALLGATHER_SCHEDULE", "CRNET_BCAST_SCHEDULE",
-      "CRNET_REDUCE_SCHEDULE",    "CRNET_BARRIER_SCHEDULE"};
+      "CRNET_REDUCE_SCHEDULE",    "CRNET_BARRIER_SCHEDULE",
+      "CRNET_GATHER_SCHEDULE",    "CRNET_SCATTER_SCHEDULE",
+      "CRNET_ALLTOALLV_SCHEDULE"};
   return (unsigned)coll < CRNET_COLL_COUNT ? names[coll] : "?";
 }
 
@@ -172,6 +181,8 @@ static const char *const *auto_candidates(crnet_collective coll) {
                                          "ring", NULL};
   static const char *const scan[] = {"circulant", "hypercube", "ring", NULL};
   static const char *const barrier[] = {"circulant", "circulant-linear", NULL};
+  static const char *const rooted[] = {"binomial", "linear", NULL};
+  static const char *const alltoallv[] = {"pairwise", "ring", NULL};
   switch (coll) {
   case CRNET_COLL_ALLREDUCE:
     return allreduce;
@@ -189,6 +200,11 @@ static const char *const *auto_candidates(crnet_collective coll) {
     return scan;
   case CRNET_COLL_BARRIER:
     return barrier;
+  case CRNET_COLL_GATHER:
+  case CRNET_COLL_SCATTER:
+    return rooted;
+  case CRNET_COLL_ALLTOALLV:
+    return alltoallv;
   default:
     return NULL;
   }
@@ -377,6 +393,9 @@ static int build_ring(const crnet__call *c, crnet__schedule *out) {
   case CRNET_COLL_SCAN:
     return crnet__ring_scan(out, c->p, c->rank, c->count, c->in_place,
                             c->exclusive);
+  case CRNET_COLL_ALLTOALLV:
+    return crnet__alltoallv_ring(out, c->p, c->rank, c->counts, c->sdispls,
+                                 c->rcounts, c->rdispls);
   default:
     return CRNET_EINVAL;
   }
@@ -456,6 +475,10 @@ int crnet__build(const char *name, const crnet__call *call,
   case FAMILY_RABENSEIFNER:
     return build_rabenseifner(call, out);
   case FAMILY_PAIRWISE:
+    if (call->coll == CRNET_COLL_ALLTOALLV)
+      return crnet__alltoallv_pairwise(out, call->p, call->rank, call->counts,
+                                       call->sdispls, call->rcounts,
+                                       call->rdispls);
     return crnet__alltoall_pairwise(out, call->p, call->rank, call->count,
                                     call->in_place);
   case FAMILY_BRUCK:
@@ -465,6 +488,18 @@ int crnet__build(const char *name, const crnet__call *call,
     return build_star(call, out);
   case FAMILY_GATHER_REDUCE:
     return build_gather_reduce(call, out);
+  case FAMILY_BINOMIAL:
+    return call->coll == CRNET_COLL_GATHER
+               ? crnet__gather_binomial(out, call->p, call->rank, call->root,
+                                        call->counts, call->in_place)
+               : crnet__scatter_binomial(out, call->p, call->rank, call->root,
+                                         call->counts, call->in_place);
+  case FAMILY_LINEAR:
+    return call->coll == CRNET_COLL_GATHER
+               ? crnet__gather_linear(out, call->p, call->rank, call->root,
+                                      call->counts, call->in_place)
+               : crnet__scatter_linear(out, call->p, call->rank, call->root,
+                                       call->counts, call->in_place);
   }
   return CRNET_EINVAL;
 }

@@ -19,7 +19,16 @@ typedef struct crnet__call {
   int32_t p, rank;
   uint64_t count; /* allreduce, reduce, bcast, scan: vector length;
                      all-to-all: elements per peer */
-  const uint64_t *counts; /* reduce-scatter, allgather: p block lengths */
+  const uint64_t *counts; /* reduce-scatter, allgather, gather, scatter: p
+                             block lengths; alltoallv: what this rank sends
+                             each rank */
+  /* alltoallv: where each rank's block starts in SEND, how much comes from
+   * each rank and where it goes in RECV (p entries each, elements) */
+  const uint64_t *sdispls, *rcounts, *rdispls;
+  /* allgatherv: where block b goes in the caller's receive buffer (p
+   * entries, elements); NULL: packed, in order. The schedule itself always
+   * works on packed blocks (exec.h, unpack). */
+  const uint64_t *displs;
   int32_t root;
   bool in_place;
   bool commutative; /* of the operator; true where nothing is reduced */

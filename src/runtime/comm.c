@@ -296,7 +296,9 @@ static int load_settings(const crnet_config *cfg, crnet__settings *s,
         "CRNET_ALLREDUCE_SCHEDULE", "CRNET_REDUCE_SCATTER_SCHEDULE",
         "CRNET_SCAN_SCHEDULE",      "CRNET_ALLTOALL_SCHEDULE",
         "CRNET_ALLGATHER_SCHEDULE", "CRNET_BCAST_SCHEDULE",
-        "CRNET_REDUCE_SCHEDULE",    "CRNET_BARRIER_SCHEDULE"};
+        "CRNET_REDUCE_SCHEDULE",    "CRNET_BARRIER_SCHEDULE",
+        "CRNET_GATHER_SCHEDULE",    "CRNET_SCATTER_SCHEDULE",
+        "CRNET_ALLTOALLV_SCHEDULE"};
     /* Stored as given; the collectives layer checks names when it uses
      * them, and crnet_comm_set_schedule when they are set. */
     v = getenv(env[k]);

@@ -46,6 +46,12 @@ const char *crnet_collective_name(crnet_collective coll) {
     return "reduce";
   case CRNET_COLL_BARRIER:
     return "barrier";
+  case CRNET_COLL_GATHER:
+    return "gather";
+  case CRNET_COLL_SCATTER:
+    return "scatter";
+  case CRNET_COLL_ALLTOALLV:
+    return "alltoallv";
   case CRNET_COLL_COUNT:
     break;
   }

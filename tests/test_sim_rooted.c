@@ -60,7 +60,7 @@ static uint64_t enc(int32_t src, int32_t dst, uint64_t e) {
 
 #define DEC(v)                                                                 \
   (int)((v) >> 40 & 0x7fffff), (int)((v) >> 20 & 0xfffff),                     \
-      (unsigned long long)((v)&0xfffff)
+      (unsigned long long)((v) % 0x100000)
 
 static const int32_t ps[] = {
     1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14,  15,  16, 17,

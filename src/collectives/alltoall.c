@@ -86,9 +86,9 @@
  *   alltoallv_ring: the same exchanges in dependent rounds, one at a time:
  *     in flight at once only one message each way, whatever the counts.
  *   Rounds p-1 (1 for p = 1: the copy). Per rank sum_{j != r} s_j sent and
- *   sum_{j != r} r_j received. Cost: (p-1)·α + max(sent, received)·β for
- *   the ring; pairwise overlaps the α terms up to the executor's window.
- *   No TEMP.
+ *   sum_{j != r} r_j received. Cost of the ring: the sum over its rounds
+ *   of α + max(s_to, r_from)·β; pairwise overlaps the rounds up to the
+ *   executor's window. No TEMP.
  *
  * Worked example, p = 5, rank 0 (blocks by destination):
  *   pairwise (not a power of two): round j sends block j to j, receives
@@ -104,6 +104,8 @@
  *     round 0 and lands in RECV block 2 in round 1. 5 blocks sent.
  *   hypercube: needs a power of two; p = 4, rank 1 (R[i] = block 1^i):
  *     round 0 with rank 0: R[1], R[3]; round 1 with rank 3: R[2], R[3].
+ *   alltoallv (both): the pairwise peers (1; 4), (2; 3), (3; 2), (4; 1),
+ *     each block with its own count and displacement, empty ones too.
  */
 #include "alltoall.h"
 

@@ -18,7 +18,8 @@
  *   RECV at P (one or two segments). v's message lists its own block from
  *   SEND, then TEMP: no copy. The root copies its own block SEND ->
  *   RECV[P[root]] in round 0 (not in place).
- *   Rounds: the root L, v > 0 lowbit(v) + 1. Per rank: v sends its
+ *   Rounds: the root L (p = 1: one for the copy, none in place), v > 0
+ *   lowbit(v) + 1. Per rank: v sends its
  *   subtree's elements; the root receives m - counts[root]. Equal blocks
  *   of c: L·α + (p-1)·c·β at the root (Grama: ts·log p + tw·m(p-1)).
  *   TEMP: v's subtree less its own block ((2^lowbit(v) - 1)·c at most);

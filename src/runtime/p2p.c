@@ -411,6 +411,8 @@ static bool send_advance(crnet_request *r) {
       q->iov.len = q->bytes;
       q->phase = PH_WRITING;
       crnet__link_send(l, &q->wr, &h, &q->iov, 1);
+      if (q->wr.done) /* the kernel took it whole at once */
+        return finish(q, q->wr.status == 0 ? 0 : CRNET_EPEER) && done_now(q);
     } else {
       crnet__frame_header h = {.kind = CRNET__FRAME_RTS, .ctx = c->ctx,
                                .round = (uint32_t)q->tag,

@@ -185,7 +185,7 @@ expect "cost: rows per collective" \
 import json, sys, collections
 c = collections.Counter(json.loads(l)["coll"] for l in sys.stdin)
 print(" ".join("%s=%d" % kv for kv in sorted(c.items())))
-')" "allgather=7 allreduce=9 alltoall=3 barrier=4 bcast=6 exscan=3 reduce=6 reduce_scatter=6 scan=3"
+')" "allgather=7 allreduce=9 alltoall=3 alltoallv=2 barrier=4 bcast=6 exscan=3 gather=2 reduce=6 reduce_scatter=6 scan=3 scatter=2"
 expect "cost: allreduce schedules" \
   "$(printf '%s\n' "$rows" | python3 -c '
 import json, sys
@@ -224,7 +224,7 @@ bad = [r["coll"] for r in rows
        or r["time"] != min(r["candidates"].values())
        or r["candidates"][r["auto"]] != r["time"]]
 print(len(rows), bad)')
-expect "--auto p=8: 9 collectives, each pick the cheapest" "$got" "9 []"
+expect "--auto p=8: 12 collectives, each pick the cheapest" "$got" "12 []"
 # Rounds dear: the fewest rounds; bytes dear: the least volume.
 pick() { # pick P M COLL ARGS...
   p=$1 m=$2 coll=$3

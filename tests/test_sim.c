@@ -573,11 +573,11 @@ static int sim2(crnet__schedule *a, crnet__schedule *b, char *err) {
 
 /* What crnet__select accepts it can build: every schedule, every collective
  * it names, p = 1..64, every rank, with and without IN_PLACE, three roots,
- * counts 0 and 6, exscan too. crnet_comm_set_schedule refuses by
+ * counts 0 and 6, exscan too (alltoallv: irregular counts, packed). crnet_comm_set_schedule refuses by
  * crnet__select, so a gap here would be a schedule that set_schedule
  * accepts and then every call refuses. */
 START_TEST(test_select_builds) {
-  uint64_t counts[64];
+  uint64_t counts[64], displs[64];
   int built = 0;
   for (size_t i = 0; crnet__schedule_name(i) != NULL; i++) {
     const char *nm = crnet__schedule_name(i);
@@ -585,8 +585,10 @@ START_TEST(test_select_builds) {
       if (!crnet__schedule_known(nm, (crnet_collective)coll))
         continue;
       for (int32_t p = 1; p <= 64; p++) {
-        for (int32_t k = 0; k < p; k++)
+        for (int32_t k = 0; k < p; k++) {
           counts[k] = (uint64_t)(k % 3);
+          displs[k] = k > 0 ? displs[k - 1] + counts[k - 1] : 0;
+        }
         for (int v = 0; v < 24; v++) {
           int ex = v & 1, ip = (v >> 1) & 1, rt = (v >> 2) % 3;
           uint64_t cnt = v >= 12 ? 6 : 0;
@@ -598,7 +600,10 @@ START_TEST(test_select_builds) {
                               .in_place = ip,
                               .commutative = true,
                               .exclusive = ex,
-                              .esize = 4};
+                              .esize = 4,
+                              .sdispls = displs,
+                              .rcounts = counts,
+                              .rdispls = displs};
           const char *name;
           uint32_t id;
           char why[256];

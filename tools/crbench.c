@@ -138,6 +138,8 @@ static const char *const known_schedules[] = {
     "pairwise",
     "bruck",
     "allgather-reduce",
+    "binomial",
+    "linear",
 };
 #define NKNOWN (sizeof known_schedules / sizeof known_schedules[0])
 #define MAX_SCHEDULES 32 /* names in one -s list */
@@ -197,6 +199,7 @@ struct bench {
   size_t nsched;
   char *sched_list; /* a copy of -s, split into sched[] */
   bool any_wrong;
+  size_t *counts; /* the v-variants' per-rank counts (p entries) */
   struct crbench_link link; /* the probe's result, if it ran */
   bool have_link;
 };
@@ -230,12 +233,21 @@ static struct layout layout_of(const struct bench *b, size_t size) {
     l.bytes = l.send_elems * ts;
     break;
   case C_ALLGATHER:
+  case C_ALLGATHERV:
+  case C_GATHER:
     l.count = l.block = size / ts / p;
     l.send_elems = l.count;
     l.recv_elems = l.count * p;
     l.bytes = l.recv_elems * ts;
     break;
+  case C_SCATTER:
+    l.count = l.block = size / ts / p;
+    l.send_elems = l.count * p;
+    l.recv_elems = l.count;
+    l.bytes = l.send_elems * ts;
+    break;
   case C_ALLTOALL:
+  case C_ALLTOALLV:
     l.count = l.block = size / ts / p;
     l.send_elems = l.recv_elems = l.count * p;
     l.bytes = l.send_elems * ts;
@@ -471,9 +483,18 @@ static void fill_inputs(const struct bench *b, const struct layout *l) {
       encode(o->type->dt, input_value(b, b->rank, i), b->send + i * ts);
     break;
   case C_ALLGATHER:
+  case C_ALLGATHERV:
+  case C_GATHER:
     fill_moved(b->send, l->count * ts, (uint64_t)b->rank, 0);
     break;
+  case C_SCATTER:
+    if (b->rank == o->root)
+      for (int d = 0; d < b->p; d++)
+        fill_moved(b->send + (size_t)d * l->block * ts, l->block * ts,
+                   (uint64_t)o->root, (uint64_t)d);
+    break;
   case C_ALLTOALL:
+  case C_ALLTOALLV:
     for (int d = 0; d < b->p; d++)
       fill_moved(b->send + (size_t)d * l->block * ts, l->block * ts,
                  (uint64_t)b->rank, (uint64_t)d);
@@ -497,6 +518,8 @@ static bool recv_untouched(const struct bench *b) {
     return b->rank != b->o->root;
   case C_BCAST: /* the root's buffer is the source */
     return b->rank == b->o->root;
+  case C_GATHER: /* only the root receives */
+    return b->rank != b->o->root;
   default:
     return false;
   }
@@ -530,9 +553,20 @@ static void expected_elem(const struct bench *b, const struct layout *l,
       encode(dt, fold_value(b, b->rank, i), out);
     return;
   case C_ALLGATHER:
+  case C_ALLGATHERV:
     move_elem(b->ts, i / l->block, 0, i % l->block, out);
     return;
+  case C_GATHER:
+    if (b->rank == o->root)
+      move_elem(b->ts, i / l->block, 0, i % l->block, out);
+    else
+      move_elem(b->ts, UNTOUCHED_SOURCE, (uint64_t)b->rank, i, out);
+    return;
+  case C_SCATTER:
+    move_elem(b->ts, (uint64_t)o->root, (uint64_t)b->rank, i, out);
+    return;
   case C_ALLTOALL:
+  case C_ALLTOALLV:
     move_elem(b->ts, i / l->block, (uint64_t)b->rank, i % l->block, out);
     return;
   case C_BCAST:
@@ -615,6 +649,20 @@ static int call(const struct bench *b, const struct layout *l) {
     return crnet_exscan(b->comm, b->send, b->recv, l->count, dt, op);
   case C_BARRIER:
     return crnet_barrier(b->comm);
+  case C_GATHER:
+    return crnet_gather(b->comm, b->send, b->recv, l->count, dt, o->root);
+  case C_SCATTER:
+    return crnet_scatter(b->comm, b->send, b->recv, l->count, dt, o->root);
+  case C_ALLGATHERV:
+    for (int r = 0; r < b->p; r++)
+      b->counts[r] = l->count;
+    return crnet_allgatherv(b->comm, b->send, l->count, b->recv, b->counts,
+                            NULL, dt);
+  case C_ALLTOALLV:
+    for (int r = 0; r < b->p; r++)
+      b->counts[r] = l->count;
+    return crnet_alltoallv(b->comm, b->send, b->counts, NULL, b->recv,
+                           b->counts, NULL, dt);
   }
   return CRNET_EINVAL;
 }
@@ -1112,7 +1160,9 @@ int main(int argc, char **argv) {
   b.send = alloc_buffer(buf_bytes);
   b.recv = alloc_buffer(buf_bytes);
   b.times = calloc((size_t)o.iters, sizeof *b.times);
-  alloc_failed = b.send == NULL || b.recv == NULL || b.times == NULL;
+  b.counts = calloc((size_t)b.p, sizeof *b.counts);
+  alloc_failed = b.send == NULL || b.recv == NULL || b.times == NULL ||
+                 b.counts == NULL;
   /* Every rank must know before anyone starts calling collectives. */
   rc = crnet_allreduce(b.comm, CRNET_IN_PLACE, &alloc_failed, 1, CRNET_INT32,
                        CRNET_MAX);
@@ -1130,6 +1180,7 @@ int main(int argc, char **argv) {
   free(b.send);
   free(b.recv);
   free(b.times);
+  free(b.counts);
   free(b.sched_list);
   rc = crnet_comm_destroy(b.comm);
   if (rc != 0 && status == EXIT_RIGHT) {

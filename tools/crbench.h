@@ -48,6 +48,10 @@ enum coll {
   C_SCAN,
   C_EXSCAN,
   C_BARRIER,
+  C_GATHER,
+  C_SCATTER,
+  C_ALLGATHERV, /* uniform counts through crnet_allgatherv */
+  C_ALLTOALLV,  /* uniform counts through crnet_alltoallv */
 };
 
 /* busbw = algbw · factor (nccl-tests' PERFORMANCE.md). */

@@ -236,6 +236,11 @@ static const struct coll_desc colls[] = {
     {"scan", C_SCAN, CRNET_COLL_SCAN, true, false, BUS_ONE},
     {"exscan", C_EXSCAN, CRNET_COLL_SCAN, true, false, BUS_ONE},
     {"barrier", C_BARRIER, CRNET_COLL_BARRIER, false, false, BUS_ONE},
+    {"gather", C_GATHER, CRNET_COLL_GATHER, false, true, BUS_SPREAD},
+    {"scatter", C_SCATTER, CRNET_COLL_SCATTER, false, true, BUS_SPREAD},
+    {"allgatherv", C_ALLGATHERV, CRNET_COLL_ALLGATHER, false, false,
+     BUS_SPREAD},
+    {"alltoallv", C_ALLTOALLV, CRNET_COLL_ALLTOALLV, false, false, BUS_SPREAD},
 };
 #define NCOLLS (sizeof colls / sizeof colls[0])
 

@@ -76,8 +76,16 @@ static const coll_kind known_colls[] = {
     {"barrier", CRNET_COLL_BARRIER, false},
     {"scan", CRNET_COLL_SCAN, false},
     {"exscan", CRNET_COLL_SCAN, true},
-    {"alltoall", CRNET_COLL_ALLTOALL, false}};
+    {"alltoall", CRNET_COLL_ALLTOALL, false},
+    {"gather", CRNET_COLL_GATHER, false},
+    {"scatter", CRNET_COLL_SCATTER, false},
+    {"alltoallv", CRNET_COLL_ALLTOALLV, false}};
 #define NKNOWN_COLLS (sizeof known_colls / sizeof known_colls[0])
+
+/* All-to-all and alltoallv: blocks of count per peer, not a vector. */
+static bool is_a2a(crnet_collective coll) {
+  return coll == CRNET_COLL_ALLTOALL || coll == CRNET_COLL_ALLTOALLV;
+}
 
 static const char *coll_label(crnet_collective coll, bool exclusive) {
   for (size_t i = 0; i < NKNOWN_COLLS; i++)
@@ -158,7 +166,8 @@ static void usage(FILE *out) {
       "  --count N        vector length in elements, cut into p blocks\n"
       "                   (default p: one element per block); alltoall:\n"
       "                   elements per peer (default 1)\n"
-      "  --counts a,b,..  p block lengths (reduce_scatter, allgather)\n"
+      "  --counts a,b,..  p block lengths (reduce_scatter, allgather,\n"
+      "                   gather, scatter)\n"
       "  --dtype-size B   bytes per element (default 4)\n"
       "  --root R         root of bcast and reduce (default 0)\n"
       "  --in-place       the in-place variant\n"
@@ -480,8 +489,10 @@ static int check_options(options *o) {
   if (o->counts_arg != NULL && o->have_count)
     return bad_usage("give --count or --counts, not both");
   if (o->counts_arg != NULL && o->coll != CRNET_COLL_REDUCE_SCATTER &&
-      o->coll != CRNET_COLL_ALLGATHER)
-    return bad_usage("--counts is for reduce_scatter and allgather");
+      o->coll != CRNET_COLL_ALLGATHER && o->coll != CRNET_COLL_GATHER &&
+      o->coll != CRNET_COLL_SCATTER)
+    return bad_usage("--counts is for reduce_scatter, allgather, gather and "
+                     "scatter");
   return 0;
 }
 
@@ -606,8 +617,10 @@ static layout layout_of(const crnet__call *call, const blocks *b) {
   int64_t own = (int64_t)b->prefix[call->rank];
   if (call->coll == CRNET_COLL_REDUCE_SCATTER && !call->in_place)
     l.base[CRNET__BUF_RECV] = own;
-  if (call->coll == CRNET_COLL_ALLGATHER)
+  if (call->coll == CRNET_COLL_ALLGATHER || call->coll == CRNET_COLL_GATHER)
     l.base[CRNET__BUF_SEND] = own;
+  if (call->coll == CRNET_COLL_SCATTER && !call->in_place)
+    l.base[CRNET__BUF_RECV] = own;
   if (call->coll == CRNET_COLL_BARRIER || call->coll == CRNET_COLL_SCAN)
     l.base[CRNET__BUF_SEND] = l.base[CRNET__BUF_RECV] = -1; /* not blocks */
   return l;
@@ -979,9 +992,16 @@ static crnet__call call_for(const options *o, crnet_collective coll,
   c.esize = (uint32_t)o->dtype_size;
   c.p = o->p;
   c.rank = rank;
-  /* alltoall: the blocks are the p blocks of count per peer */
-  c.count = coll == CRNET_COLL_ALLTOALL ? b->counts[0] : b->prefix[o->p];
+  /* alltoall: the blocks are the p blocks of count per peer; alltoallv:
+   * the same, as per-peer counts and packed displacements */
+  c.count = is_a2a(coll)
+                ? b->counts[0]
+                : b->prefix[o->p];
   c.counts = b->counts;
+  if (coll == CRNET_COLL_ALLTOALLV) {
+    c.sdispls = c.rdispls = b->prefix;
+    c.rcounts = b->counts;
+  }
   c.root = o->root;
   c.in_place = o->in_place;
   c.commutative = true;
@@ -1005,7 +1025,7 @@ static int view_main(const options *o) {
   view v;
   uint64_t count = o->have_count ? o->count : (uint64_t)o->p;
   int rc;
-  if (o->coll == CRNET_COLL_ALLTOALL) {
+  if (is_a2a(o->coll)) {
     if (!o->have_count)
       count = 1;
     if (count > UINT64_MAX / (uint64_t)o->p)
@@ -1298,7 +1318,7 @@ static int cost_rows(const options *o, const blocks *vec, const blocks *a2a,
     bool excl = known_colls[c].exclusive;
     if (o->have_coll && (coll != o->coll || excl != o->exclusive))
       continue;
-    b = coll == CRNET_COLL_ALLTOALL ? a2a : vec;
+    b = is_a2a(coll) ? a2a : vec;
     if (o->schedule != NULL) {
       crnet__call call = call_for(o, coll, excl, 0, b);
       const char *name;
@@ -1356,7 +1376,7 @@ static int cost_main(const options *o) {
   }
   rc = cost_rows(o, &b, &a2a, rows, &n);
   for (size_t i = 0; i < n && rc == 0; i++)
-    rc = cost_one(o, rows[i].coll == CRNET_COLL_ALLTOALL ? &a2a : &b, &rows[i]);
+    rc = cost_one(o, is_a2a(rows[i].coll) ? &a2a : &b, &rows[i]);
   if (rc == 0) {
     qsort(rows, n, sizeof rows[0], by_time);
     print_cost(o, rows, n);
@@ -1410,7 +1430,7 @@ static int load_tuning(const options *o, crnet__tuning *t) {
 static int auto_call(const options *o, const crnet__tuning *t,
                      const coll_kind *k, uint64_t elems, blocks *b,
                      crnet__call *call) {
-  uint64_t n = k->coll == CRNET_COLL_ALLTOALL
+  uint64_t n = is_a2a(k->coll)
                    ? elems / (uint64_t)o->p * (uint64_t)o->p
                    : elems;
   if (blocks_make(b, o->p, n, NULL) != 0)
@@ -1532,7 +1552,7 @@ static int crossover_main(const options *o) {
   for (size_t i = 0; i < NKNOWN_COLLS; i++) {
     const coll_kind *k = &known_colls[i];
     /* alltoall's pick only changes at whole elements per peer */
-    uint64_t step = k->coll == CRNET_COLL_ALLTOALL ? (uint64_t)o->p : 1;
+    uint64_t step = is_a2a(k->coll) ? (uint64_t)o->p : 1;
     uint64_t prev = 0, next;
     const char *cur, *name;
     double secs;
@@ -1944,7 +1964,7 @@ static int dot_main(const options *o) {
                            : (o->have_count ? o->count : (uint64_t)o->p);
   crnet__call call;
   int rc;
-  if (o->coll == CRNET_COLL_ALLTOALL)
+  if (is_a2a(o->coll))
     count = (o->have_count ? o->count : 1) * (uint64_t)o->p;
   rc = blocks_make(&b, o->p, count, o->counts_arg);
   if (rc != 0)
@@ -2039,6 +2059,12 @@ static int32_t sweep_peers(const char *name, crnet_collective coll,
     return 0;
   if (p == 2)
     return 1;
+  if (coll == CRNET_COLL_ALLTOALLV) /* both exchange with every rank */
+    return p - 1;
+  if (strcmp(name, "binomial") == 0) /* the root's children */
+    return L;
+  if (strcmp(name, "linear") == 0) /* the root and every rank */
+    return p - 1;
   if (strcmp(name, "ring") == 0)
     return 2;
   if (strcmp(name, "pairwise") == 0)
@@ -2117,7 +2143,7 @@ static crnet__call sweep_call(const options *o, const coll_kind *k, int32_t p,
   c.tuning = t;
   /* crnet__model_bytes: allgather per rank, all-to-all per peer, the
    * others the whole vector */
-  c.count = k->coll == CRNET_COLL_ALLGATHER || k->coll == CRNET_COLL_ALLTOALL
+  c.count = k->coll == CRNET_COLL_ALLGATHER || is_a2a(k->coll)
                 ? 1
                 : (uint64_t)p;
   return c;
@@ -2288,7 +2314,7 @@ static int verify_one(const options *o, const coll_kind *k, const char *name,
                       int32_t p, verify_acc *a, const blocks *b,
                       const blocks *a2a) {
   const uint64_t esize = 4;
-  const blocks *bl = k->coll == CRNET_COLL_ALLTOALL ? a2a : b;
+  const blocks *bl = is_a2a(k->coll) ? a2a : b;
   options vo = *o;
   crnet__call mc;
   crnet__model_terms mt;
@@ -2301,6 +2327,7 @@ static int verify_one(const options *o, const coll_kind *k, const char *name,
   vo.all = false;
   mc = call_for(&vo, k->coll, k->exclusive, 0, bl);
   mc.counts = NULL; /* the model takes equal blocks */
+  mc.sdispls = mc.rcounts = mc.rdispls = NULL;
   if (k->coll == CRNET_COLL_ALLGATHER)
     mc.count = bl->counts[0];
   if (!crnet__model_terms_of(name, &mc, &mt))

@@ -112,9 +112,12 @@ double crnet__model_bytes(const crnet__call *call) {
   case CRNET_COLL_BARRIER:
     return 0;
   case CRNET_COLL_ALLTOALLV:
-    /* Each rank's own counts: not a figure every rank shares, so the
-     * choice may not depend on it (auto decides by p alone). */
-    return 0;
+    /* A call's counts are each rank's own: not a figure every rank
+     * shares, so auto's choice may not depend on them (it decides by p
+     * alone). A tool's call with equal blocks and no per-rank arrays
+     * (crsched) is priced as the all-to-all it is. */
+    return call->rcounts != NULL ? 0
+                                 : (double)call->count * call->p * esize;
   default:
     return (double)call->count * esize;
   }
@@ -269,11 +272,12 @@ static bool terms_rooted(const char *s, int32_t p, coef *c) {
   return true;
 }
 
-/* All-to-all with per-peer counts: p - 1 exchanges either way (m is 0:
- * see crnet__model_bytes). */
+/* All-to-all with per-peer counts: p - 1 exchanges of a block each either
+ * way (pairwise several in flight, ring one at a time); for a program's
+ * call m is 0 (see crnet__model_bytes). */
 static bool terms_alltoallv(const char *s, int32_t p, coef *c) {
   if (strcmp(s, "pairwise") == 0 || strcmp(s, "ring") == 0)
-    *c = (coef){p - 1.0, 0, 0};
+    *c = (coef){p - 1.0, (double)(p - 1) / p, 0};
   else
     return false;
   return true;

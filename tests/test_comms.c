@@ -4,10 +4,13 @@
  * a failure (a lost rank fails the comms that have it, and only those),
  * frames of a comm the receiver does not have, and misuse.
  *
- * Cases (CK_RUN_CASE): "split", "interleave", "scope", "misuse"; argument
- * "unit" runs only the job of one.
+ * Cases (CK_RUN_CASE): "split", "interleave", "scope", "misuse", "threads"
+ * (comms driven by threads of their own, for ThreadSanitizer); argument
+ * "unit" runs only the job of one. Run with CRNET_LAZY_LINKS=1 too
+ * (meson: comms-lazy): a sub-comm's calls open only the links they use.
  */
 #include <check.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -327,6 +330,78 @@ START_TEST(lost_rank_fails_only_its_comms) {
 }
 END_TEST
 
+/* --- threads: comms driven by threads of their own ------------------------ */
+
+#define THREAD_CALLS 200
+
+typedef struct worker {
+  crnet_comm *comm;
+  int rank, size, rc;
+} worker;
+
+/* 200 allreduces of a size that varies, checked, on this thread's comm. */
+static void *work(void *arg) {
+  worker *wk = arg;
+  int64_t v[300];
+  for (int i = 0; i < THREAD_CALLS && wk->rc == 0; i++) {
+    size_t n = 1 + (size_t)(i * 37) % 300;
+    for (size_t k = 0; k < n; k++)
+      v[k] = (int64_t)(wk->rank + 1) * (int64_t)(k + i);
+    wk->rc = crnet_allreduce(wk->comm, CRNET_IN_PLACE, v, n, CRNET_INT64,
+                             CRNET_SUM);
+    for (size_t k = 0; k < n && wk->rc == 0; k++)
+      if (v[k] != (int64_t)wk->size * (wk->size + 1) / 2 * (int64_t)(k + i))
+        wk->rc = -100;
+  }
+  return NULL;
+}
+
+/* Two threads, each with its own dup, call at once; the main thread calls
+ * on the world meanwhile. The three comms' calls interleave on the same
+ * links in whatever order the threads make them on each rank. */
+static int rank_threads(int rank, int size, void *arg) {
+  crnet_comm *c = init_or_die(rank);
+  pthread_t t[2];
+  worker wk[2];
+  int64_t x;
+  (void)arg;
+  for (int k = 0; k < 2; k++) {
+    wk[k] = (worker){NULL, rank, size, 0};
+    FAIL_IF(crnet_comm_dup(c, &wk[k].comm) != 0, "dup");
+  }
+  for (int k = 0; k < 2; k++)
+    FAIL_IF(pthread_create(&t[k], NULL, work, &wk[k]) != 0, "thread");
+  for (int i = 0; i < 50; i++) {
+    x = rank;
+    FAIL_IF(crnet_allreduce(c, CRNET_IN_PLACE, &x, 1, CRNET_INT64,
+                            CRNET_SUM) != 0 ||
+                x != (int64_t)size * (size - 1) / 2,
+            "world allreduce %d: %s", i, crnet_comm_errmsg(c));
+  }
+  for (int k = 0; k < 2; k++) {
+    pthread_join(t[k], NULL);
+    FAIL_IF(wk[k].rc != 0, "thread %d: %d: %s", k, wk[k].rc,
+            crnet_comm_errmsg(wk[k].comm));
+    FAIL_IF(crnet_comm_destroy(wk[k].comm) != 0, "destroy");
+  }
+  FAIL_IF(crnet_comm_destroy(c) != 0, "destroy world");
+  return EXIT_OK;
+}
+
+START_TEST(comms_on_threads) {
+  static const int sizes[] = {2, 3};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    job j;
+    job_init(&j, sizes[i], 30);
+    run_job(&j, rank_threads, NULL, 200);
+    for (int r = 0; r < j.size; r++)
+      ck_assert_msg(exit_code(&j, r) == EXIT_OK,
+                    "p=%d rank %d exited %d (its stderr says why)", j.size, r,
+                    exit_code(&j, r));
+  }
+}
+END_TEST
+
 /* --- misuse ------------------------------------------------------------------ */
 
 static int rank_misuse(int rank, int size, void *arg) {
@@ -469,6 +544,10 @@ int main(int argc, char **argv) {
     t = tcase_create("scope");
     tcase_set_timeout(t, 200);
     tcase_add_test(t, lost_rank_fails_only_its_comms);
+    suite_add_tcase(s, t);
+    t = tcase_create("threads");
+    tcase_set_timeout(t, 400);
+    tcase_add_test(t, comms_on_threads);
     suite_add_tcase(s, t);
     t = tcase_create("misuse");
     tcase_set_timeout(t, 200);

@@ -169,7 +169,9 @@ typedef struct crnet__world {
    * crnet_comm_split and crnet_comm_dup calls under way here: while one
    * is, a frame that names an id this rank does not know yet may be of the
    * comm it is making (a peer that finished first), and waits. */
-  struct crnet_comm *comms[CRNET__MAX_CTX];
+  /* Atomic: the loop's owner looks a frame's comm up while another
+   * thread's split or destroy may be setting an entry (under mu). */
+  struct crnet_comm *_Atomic comms[CRNET__MAX_CTX];
   uint32_t ncomms;
   atomic_uint splits;
   /* Ids a split under way on this rank has proposed (under mu), and the

@@ -172,7 +172,7 @@ static const struct schedule schedules[] = {
      BIT(CRNET_COLL_ALLREDUCE) | BIT(CRNET_COLL_REDUCE_SCATTER) |
          BIT(CRNET_COLL_ALLGATHER) | BIT(CRNET_COLL_BCAST) |
          BIT(CRNET_COLL_REDUCE) | BIT(CRNET_COLL_ALLTOALL) |
-         BIT(CRNET_COLL_SCAN),
+         BIT(CRNET_COLL_SCAN) | BIT(CRNET_COLL_ALLTOALLV),
      KEEPS_IN_SCAN, false},
     {"hypercube",
      BIT(CRNET_COLL_ALLREDUCE) | BIT(CRNET_COLL_ALLGATHER) |
@@ -185,9 +185,16 @@ static const struct schedule schedules[] = {
      KEEPS_ORDER, false},
     {"star", BIT(CRNET_COLL_ALLREDUCE) | BIT(CRNET_COLL_ALLGATHER),
      KEEPS_ORDER, false},
-    {"pairwise", BIT(CRNET_COLL_ALLTOALL), REORDERS, false},
+    {"pairwise", BIT(CRNET_COLL_ALLTOALL) | BIT(CRNET_COLL_ALLTOALLV),
+     REORDERS, false},
     {"bruck", BIT(CRNET_COLL_ALLTOALL), REORDERS, false},
     {"allgather-reduce", BIT(CRNET_COLL_ALLREDUCE), KEEPS_ORDER, false},
+    /* gather, scatter and alltoallv are chosen here (and refused where
+     * the table says so) but run by tests/test_vector.c */
+    {"binomial", BIT(CRNET_COLL_GATHER) | BIT(CRNET_COLL_SCATTER), REORDERS,
+     false},
+    {"linear", BIT(CRNET_COLL_GATHER) | BIT(CRNET_COLL_SCATTER), REORDERS,
+     false},
 };
 #define NSCHEDULES (sizeof schedules / sizeof schedules[0])
 

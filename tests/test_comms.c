@@ -432,15 +432,30 @@ static int rank_misuse(int rank, int size, void *arg) {
   rc = crnet_iallreduce(d, CRNET_IN_PLACE, &b, 1, CRNET_INT64, CRNET_SUM,
                         &req[1]);
   FAIL_IF(rc != 0, "iallreduce dup: %s", crnet_err_name(rc));
-  /* A comm with a request in flight is not destroyed. */
-  rc = crnet_comm_destroy(d);
-  FAIL_IF(rc != CRNET_EINVAL, "destroy with a request in flight: %s",
-          crnet_err_name(rc));
   rc = crnet_waitany(2, req, &idx);
   FAIL_IF(rc != 0 || idx < 0, "waitany: %s", crnet_err_name(rc));
   rc = crnet_waitall(2, req);
   FAIL_IF(rc != 0, "waitall: %s", crnet_err_name(rc));
   FAIL_IF(a != (int64_t)size * (size - 1) / 2 || b != 2 * a, "sums");
+  /* A comm with a request in flight is not destroyed: a receive whose
+   * message comes only after the refusal. */
+  {
+    crnet_request *rr = NULL;
+    int64_t got = -1, mine = rank;
+    rc = crnet_irecv(d, &got, 1, CRNET_INT64, (rank + size - 1) % size, 999,
+                     NULL, &rr);
+    FAIL_IF(rc != 0, "irecv: %s", crnet_err_name(rc));
+    rc = crnet_comm_destroy(d);
+    FAIL_IF(rc != CRNET_EINVAL, "destroy with a request in flight: %s",
+            crnet_err_name(rc));
+    /* Every rank has tried before any message goes. */
+    FAIL_IF(crnet_barrier(c) != 0, "barrier");
+    rc = crnet_send(d, &mine, 1, CRNET_INT64, (rank + 1) % size, 999);
+    FAIL_IF(rc != 0, "send: %s", crnet_err_name(rc));
+    rc = crnet_wait(&rr);
+    FAIL_IF(rc != 0 || got != (rank + size - 1) % size, "recv: %s",
+            crnet_err_name(rc));
+  }
   FAIL_IF(crnet_comm_destroy(d) != 0, "destroy dup");
   rc = crnet_comm_destroy(c);
   FAIL_IF(rc != 0, "destroy world: %s", crnet_err_name(rc));

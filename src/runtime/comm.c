@@ -657,6 +657,7 @@ static void report_stats(crnet_comm *c);
 static int destroy_derived(crnet_comm *c) {
   crnet__world *w = c->w;
   int rc = c->err;
+  crnet__req_free_unwaited_of(c);
   if (w->report_stats)
     report_stats(c);
   pthread_mutex_lock(&w->mu);

@@ -775,6 +775,18 @@ void crnet__req_discard(crnet_request *r) {
   free(r);
 }
 
+void crnet__req_free_unwaited_of(crnet_comm *c) {
+  pthread_mutex_lock(&c->w->mu);
+  for (crnet_request *r = c->w->done_head, *next; r != NULL; r = next) {
+    next = r->next;
+    if (r->comm == c && r->cb_busy == 0) {
+      free_locked(c, r);
+      next = c->w->done_head; /* free_locked let go of mu: start over */
+    }
+  }
+  pthread_mutex_unlock(&c->w->mu);
+}
+
 void crnet__req_free_unwaited(crnet_comm *c) {
   pthread_mutex_lock(&c->w->mu);
   while (c->w->done_head != NULL)

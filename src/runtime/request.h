@@ -181,7 +181,9 @@ void crnet__abort_by_owner(crnet_comm *c, int code);
 uint32_t crnet__req_in_flight(const crnet_comm *c);
 
 /* Frees every request that is complete but was never waited for
- * (destroy). */
+ * (destroy), and the cache; the _of variant only comm c's (the destroy of
+ * a derived comm). */
 void crnet__req_free_unwaited(crnet_comm *c);
+void crnet__req_free_unwaited_of(crnet_comm *c);
 
 #endif

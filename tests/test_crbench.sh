@@ -63,19 +63,26 @@ want_scheds = {
     "scan": ["auto", "circulant", "ring", "hypercube"],
     "exscan": ["auto", "circulant", "ring", "hypercube"],
     "barrier": circ,
+    "gather": ["auto", "binomial", "linear"],
+    "scatter": ["auto", "binomial", "linear"],
+    "allgatherv": circ + ["ring", "hypercube", "star"],
+    "alltoallv": ["auto", "ring", "pairwise"],
 }[coll]
 # (size, count) per requested size, as nccl-tests count them.
 def shape(s):
     if coll == "barrier":
         return (0, 0)
-    if coll in ("reduce_scatter", "allgather", "alltoall"):
+    if coll in ("reduce_scatter", "allgather", "alltoall", "gather",
+                "scatter", "allgatherv", "alltoallv"):
         c = s // tsize // p
         return (c * p * tsize, c)
     return (s // tsize * tsize, s // tsize)
 want_shapes = [(0, 0)] if coll == "barrier" else [shape(s) for s in sizes]
 factor = {"allreduce": 2 * (p - 1) / p, "reduce_scatter": (p - 1) / p,
-          "allgather": (p - 1) / p, "alltoall": (p - 1) / p}.get(coll, 1.0)
-rooted = coll in ("bcast", "reduce")
+          "allgather": (p - 1) / p, "alltoall": (p - 1) / p,
+          "gather": (p - 1) / p, "scatter": (p - 1) / p,
+          "allgatherv": (p - 1) / p, "alltoallv": (p - 1) / p}.get(coll, 1.0)
+rooted = coll in ("bcast", "reduce", "gather", "scatter")
 
 rows = [json.loads(line) for line in sys.stdin if line.strip()]
 problems = []
@@ -130,7 +137,7 @@ SIZES="8 32 128 512 2048 8192 32768" # -b 8 -e 64K -f 4
 
 for p in 3 4; do
   for coll in allreduce reduce_scatter allgather alltoall bcast reduce scan \
-    exscan barrier; do
+    exscan barrier gather scatter allgatherv alltoallv; do
     bench "$p" -c "$coll" -s all -b 8 -e 64K -f 4 -r $((p - 1)) -n 2 -w 1 \
       --check --json
     expect "p=$p $coll exit status" "$rc" 0

@@ -656,11 +656,26 @@ static void report_stats(crnet_comm *c);
  * context this rank no longer has: a mismatch, as it should be. */
 static int destroy_derived(crnet_comm *c) {
   crnet__world *w = c->w;
+  crnet_comm *world = w->comms[0];
   int rc = c->err;
   crnet__req_free_unwaited_of(c);
-  if (w->report_stats)
-    report_stats(c);
   pthread_mutex_lock(&w->mu);
+  /* CRNET_STATS reports a rank's calls once, at the world's destroy: the
+   * comm's counters join the world's (crnet_comm_coll_stats on the world
+   * comm then counts them too). */
+  for (int k = 0; k < CRNET_COLL_COUNT && world != NULL && w->report_stats;
+       k++) {
+    crnet_coll_stats *to = &world->coll_stats[k];
+    const crnet_coll_stats *from = &c->coll_stats[k];
+    to->calls += from->calls;
+    to->failed += from->failed;
+    to->rounds += from->rounds;
+    to->bytes_sent += from->bytes_sent;
+    to->bytes_received += from->bytes_received;
+    to->seconds += from->seconds;
+    to->wait_seconds += from->wait_seconds;
+    to->reduce_seconds += from->reduce_seconds;
+  }
   w->comms[c->ctx] = NULL;
   w->ncomms--;
   pthread_mutex_unlock(&w->mu);

@@ -181,3 +181,10 @@ void report_call(int rank, crnet_comm *c, int rc) {
     fprintf(stderr, "rank %d: %s: %s\n", rank, crnet_err_name(rc),
             crnet_comm_errmsg(c));
 }
+
+void expect_all_ok(const job *j, const char *what) {
+  for (int r = 0; r < j->size; r++)
+    ck_assert_msg(exit_code(j, r) == EXIT_OK,
+                  "%s: p=%d rank %d exited %d (its stderr says why)", what,
+                  j->size, r, exit_code(j, r));
+}

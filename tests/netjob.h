@@ -49,6 +49,9 @@ void start_rank(job *j, int rank, rank_fn fn, void *arg, const char *key);
 void wait_job(job *j, double timeout_s);
 /* Starts every rank with fn and waits. */
 void run_job(job *j, rank_fn fn, void *arg, double timeout_s);
+/* Checks (ck_assert) that every rank exited EXIT_OK, naming `what`, p and
+ * the first rank that did not. */
+void expect_all_ok(const job *j, const char *what);
 /* A rank's exit status, or -1 if it died by a signal. */
 int exit_code(const job *j, int rank);
 /* The exit status that stands for crnet error rc. */

@@ -154,10 +154,7 @@ START_TEST(split_like_mpi) {
     job j;
     job_init(&j, sizes[i], 30);
     run_job(&j, rank_split, NULL, 120);
-    for (int r = 0; r < j.size; r++)
-      ck_assert_msg(exit_code(&j, r) == EXIT_OK,
-                    "p=%d rank %d exited %d (its stderr says why)", j.size, r,
-                    exit_code(&j, r));
+    expect_all_ok(&j, __func__);
   }
 }
 END_TEST
@@ -228,10 +225,7 @@ START_TEST(comms_interleave_in_any_order) {
     job j;
     job_init(&j, sizes[i], 30);
     run_job(&j, rank_interleave, NULL, 180);
-    for (int r = 0; r < j.size; r++)
-      ck_assert_msg(exit_code(&j, r) == EXIT_OK,
-                    "p=%d rank %d exited %d (its stderr says why)", j.size, r,
-                    exit_code(&j, r));
+    expect_all_ok(&j, __func__);
   }
 }
 END_TEST
@@ -394,10 +388,7 @@ START_TEST(comms_on_threads) {
     job j;
     job_init(&j, sizes[i], 30);
     run_job(&j, rank_threads, NULL, 200);
-    for (int r = 0; r < j.size; r++)
-      ck_assert_msg(exit_code(&j, r) == EXIT_OK,
-                    "p=%d rank %d exited %d (its stderr says why)", j.size, r,
-                    exit_code(&j, r));
+    expect_all_ok(&j, __func__);
   }
 }
 END_TEST
@@ -466,10 +457,7 @@ START_TEST(misuse_is_refused) {
   job j;
   job_init(&j, 3, 30);
   run_job(&j, rank_misuse, NULL, 60);
-  for (int r = 0; r < j.size; r++)
-    ck_assert_msg(exit_code(&j, r) == EXIT_OK,
-                  "rank %d exited %d (its stderr says why)", r,
-                  exit_code(&j, r));
+  expect_all_ok(&j, __func__);
 }
 END_TEST
 
@@ -505,10 +493,7 @@ START_TEST(frame_of_unknown_comm_is_a_mismatch) {
   reports = reports_map();
   job_init(&j, 2, 30);
   run_job(&j, rank_unknown, NULL, 60);
-  for (int r = 0; r < j.size; r++)
-    ck_assert_msg(exit_code(&j, r) == EXIT_OK,
-                  "rank %d exited %d (its stderr says why)", r,
-                  exit_code(&j, r));
+  expect_all_ok(&j, __func__);
   ck_assert_msg(strstr(reports[0].errmsg, "no longer") != NULL &&
                     strstr(reports[1].errmsg, "no longer") != NULL,
                 "rank 0: %s; rank 1: %s", reports[0].errmsg,

@@ -602,12 +602,6 @@ static bool have_ipv6_loopback(void) {
   return ok;
 }
 
-static void expect_all_ok(const job *j, const char *what) {
-  for (int r = 0; r < j->size; r++)
-    ck_assert_msg(exit_code(j, r) == EXIT_OK, "%s: rank %d exited %d", what,
-                  r, exit_code(j, r));
-}
-
 /* 0 if every rank registered the mesh address ip, else CRNET_EIO. */
 static int table_is(crnet_comm *c, const char *ip) {
   char got[64];

@@ -153,10 +153,7 @@ START_TEST(order_tags_wildcards) {
     job j;
     job_init(&j, ps[i], 30);
     run_job(&j, rank_order, NULL, 120);
-    for (int r = 0; r < j.size; r++)
-      ck_assert_msg(exit_code(&j, r) == EXIT_OK,
-                    "p=%d rank %d exited %d (its stderr says why)", j.size, r,
-                    exit_code(&j, r));
+    expect_all_ok(&j, __func__);
   }
 }
 END_TEST
@@ -226,10 +223,7 @@ START_TEST(unexpected_messages) {
   job j;
   job_init(&j, 3, 30);
   run_job(&j, rank_unexpected, NULL, 120);
-  for (int r = 0; r < j.size; r++)
-    ck_assert_msg(exit_code(&j, r) == EXIT_OK,
-                  "rank %d exited %d (its stderr says why)", r,
-                  exit_code(&j, r));
+  expect_all_ok(&j, __func__);
 }
 END_TEST
 
@@ -287,10 +281,7 @@ START_TEST(truncation_and_self) {
   job j;
   job_init(&j, 2, 30);
   run_job(&j, rank_edges, NULL, 120);
-  for (int r = 0; r < j.size; r++)
-    ck_assert_msg(exit_code(&j, r) == EXIT_OK,
-                  "rank %d exited %d (its stderr says why)", r,
-                  exit_code(&j, r));
+  expect_all_ok(&j, __func__);
 }
 END_TEST
 
@@ -335,10 +326,7 @@ START_TEST(messages_keep_to_their_comm) {
   job j;
   job_init(&j, 4, 30);
   run_job(&j, rank_comms, NULL, 60);
-  for (int r = 0; r < j.size; r++)
-    ck_assert_msg(exit_code(&j, r) == EXIT_OK,
-                  "rank %d exited %d (its stderr says why)", r,
-                  exit_code(&j, r));
+  expect_all_ok(&j, __func__);
 }
 END_TEST
 
@@ -399,10 +387,7 @@ START_TEST(unexpected_memory_is_bounded) {
   reports = reports_map();
   job_init(&j, 2, 30);
   run_job(&j, rank_memory, NULL, 120);
-  for (int r = 0; r < j.size; r++)
-    ck_assert_msg(exit_code(&j, r) == EXIT_OK,
-                  "rank %d exited %d (its stderr says why)", r,
-                  exit_code(&j, r));
+  expect_all_ok(&j, __func__);
   printf("rank 1 grew by %d KiB holding 2000 unexpected 32 KiB messages "
          "(62.5 MiB sent)\n",
          reports[1].flag);

@@ -270,10 +270,7 @@ START_TEST(every_shape_every_schedule) {
     job j;
     job_init(&j, ps[i], 30);
     run_job(&j, rank_vector, NULL, 240);
-    for (int r = 0; r < j.size; r++)
-      ck_assert_msg(exit_code(&j, r) == EXIT_OK,
-                    "p=%d rank %d exited %d (its stderr says why)", j.size, r,
-                    exit_code(&j, r));
+    expect_all_ok(&j, __func__);
   }
 }
 END_TEST

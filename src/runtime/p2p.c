@@ -614,35 +614,43 @@ crnet__recv_req *crnet__p2p_on_message(crnet__link *l,
   return &q->lr;
 }
 
+/* The message a MSG (its payload copied) or an RTS frame stands for, or
+ * NULL (out of memory: the comms that have the sender fail). */
+static p2p_msg *msg_of_frame(crnet__world *w, crnet__link *l,
+                             const crnet__frame_header *h,
+                             const uint8_t *payload) {
+  p2p_msg *m = calloc(1, sizeof *m);
+  if (m != NULL) {
+    m->ctx = h->ctx;
+    m->src = (int)l->peer;
+    m->tag = (int)h->round;
+    if (h->kind == CRNET__FRAME_RTS) {
+      m->rts = true;
+      m->id = h->seq;
+      m->bytes = crnet__get_le64(payload);
+      return m;
+    }
+    m->bytes = h->length;
+    m->payload = malloc(h->length > 0 ? h->length : 1);
+    if (m->payload != NULL) {
+      memcpy(m->payload, payload, h->length);
+      return m;
+    }
+    free(m);
+  }
+  crnet__world_fail_peer(w, (int)l->peer, CRNET_ENOMEM,
+                         "out of memory for a message");
+  return NULL;
+}
+
 /* A MSG or RTS nobody has posted for: kept, in order (of a comm being
  * made: in the world's orphans, under mu). */
 static void keep(crnet__world *w, crnet__link *l, const crnet__frame_header *h,
                  const uint8_t *payload) {
-  p2p_msg *m = calloc(1, sizeof *m);
+  p2p_msg *m = msg_of_frame(w, l, h, payload);
   crnet_comm *c;
-  if (m == NULL) {
-    crnet__world_fail_peer(w, (int)l->peer, CRNET_ENOMEM,
-                           "out of memory for a message");
+  if (m == NULL)
     return;
-  }
-  m->ctx = h->ctx;
-  m->src = (int)l->peer;
-  m->tag = (int)h->round;
-  if (h->kind == CRNET__FRAME_RTS) {
-    m->rts = true;
-    m->id = h->seq;
-    m->bytes = crnet__get_le64(payload);
-  } else {
-    m->bytes = h->length;
-    m->payload = malloc(h->length > 0 ? h->length : 1);
-    if (m->payload == NULL) {
-      free(m);
-      crnet__world_fail_peer(w, (int)l->peer, CRNET_ENOMEM,
-                             "out of memory for a message");
-      return;
-    }
-    memcpy(m->payload, payload, h->length);
-  }
   pthread_mutex_lock(&w->mu);
   c = w->comms[h->ctx];
   if (c == NULL) {
@@ -727,24 +735,9 @@ void crnet__p2p_on_control(crnet__link *l, const crnet__frame_header *h,
     {
       /* A receive posted after on_message looked (an RTS is never looked
        * at there): as if it had come unexpected. */
-      p2p_msg m0 = {.ctx = h->ctx, .src = j, .tag = (int)h->round};
-      p2p_msg *m = malloc(sizeof *m);
+      p2p_msg *m = msg_of_frame(w, l, h, payload);
       if (m == NULL)
         return;
-      *m = m0;
-      if (h->kind == CRNET__FRAME_RTS) {
-        m->rts = true;
-        m->id = h->seq;
-        m->bytes = crnet__get_le64(payload);
-      } else {
-        m->bytes = h->length;
-        m->payload = malloc(h->length > 0 ? h->length : 1);
-        if (m->payload == NULL) {
-          free(m);
-          return;
-        }
-        memcpy(m->payload, payload, h->length);
-      }
       take_msg(c, q, m);
     }
     return;

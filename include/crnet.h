@@ -553,15 +553,16 @@ CRNET_EXTERN int crnet_test(crnet_request **req, int *done);
 
 /* Waits for every request of reqs[0..n) (NULL entries are skipped), frees
  * them all and sets them to NULL, also when some fail; returns 0, or the
- * result of the first (in array order) that failed. All must be of one
- * comm. CRNET_EINVAL (changing nothing) for a freed request or a request
- * given twice. */
+ * result of the first (in array order) that failed. All must be of comms
+ * made from one crnet_comm_init (the world, its splits and dups; collectives
+ * and messages alike). CRNET_EINVAL (changing nothing) for a freed request
+ * or a request given twice. */
 CRNET_EXTERN int crnet_waitall(int n, crnet_request *reqs[]);
 
 /* Waits until one of reqs[0..n) completes (NULL entries are skipped),
  * frees it, sets it to NULL and *index to its position; returns its
- * result. With no request at all: 0 and *index = -1. All must be of one
- * comm. */
+ * result. With no request at all: 0 and *index = -1. All must be of comms
+ * made from one crnet_comm_init. */
 CRNET_EXTERN int crnet_waitany(int n, crnet_request *reqs[], int *index);
 
 /* Calls fn(req, status, arg) once when req completes (see

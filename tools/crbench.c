@@ -473,6 +473,10 @@ static void fill_moved(unsigned char *buf, size_t nbytes, uint64_t src,
 static void fill_inputs(const struct bench *b, const struct layout *l) {
   const struct options *o = b->o;
   size_t ts = b->ts;
+  /* The v-variants' counts: equal blocks, set once per size (not in the
+   * timed call). */
+  for (int r = 0; r < b->p; r++)
+    b->counts[r] = l->count;
   switch (o->coll->id) {
   case C_ALLREDUCE:
   case C_REDUCE_SCATTER:
@@ -654,13 +658,9 @@ static int call(const struct bench *b, const struct layout *l) {
   case C_SCATTER:
     return crnet_scatter(b->comm, b->send, b->recv, l->count, dt, o->root);
   case C_ALLGATHERV:
-    for (int r = 0; r < b->p; r++)
-      b->counts[r] = l->count;
     return crnet_allgatherv(b->comm, b->send, l->count, b->recv, b->counts,
                             NULL, dt);
   case C_ALLTOALLV:
-    for (int r = 0; r < b->p; r++)
-      b->counts[r] = l->count;
     return crnet_alltoallv(b->comm, b->send, b->counts, NULL, b->recv,
                            b->counts, NULL, dt);
   }

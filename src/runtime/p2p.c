@@ -215,6 +215,20 @@ static void free_msg(p2p_msg *m) {
 
 /* --- a receive meets its message ------------------------------------------ */
 
+/* q's link receive of `bytes` straight into its buffer, for the frame of
+ * comm ctx numbered seq (its other header fields are the caller's). */
+static void arm_receive(p2p_req *q, uint64_t bytes, uint32_t ctx,
+                        uint64_t seq) {
+  q->iov.base = q->buf;
+  q->iov.len = bytes;
+  memset(&q->lr, 0, sizeof q->lr);
+  q->lr.iov = &q->iov;
+  q->lr.niov = 1;
+  q->lr.len = bytes;
+  q->lr.ctx = ctx;
+  q->lr.seq = seq;
+}
+
 /* Receive q takes message m (taken off the unexpected list by the caller). */
 static void take_msg(crnet_comm *c, p2p_req *q, p2p_msg *m) {
   int src = crnet__local_rank(c, m->src);
@@ -245,14 +259,7 @@ static void take_msg(crnet_comm *c, p2p_req *q, p2p_msg *m) {
     /* The data comes straight into the buffer, after our CTS. */
     p2p_peer *pe = peer_of(c->w, m->src);
     q->id = m->id;
-    q->iov.base = q->buf;
-    q->iov.len = m->bytes;
-    memset(&q->lr, 0, sizeof q->lr);
-    q->lr.iov = &q->iov;
-    q->lr.niov = 1;
-    q->lr.len = m->bytes;
-    q->lr.ctx = c->ctx;
-    q->lr.seq = m->id;
+    arm_receive(q, m->bytes, c->ctx, m->id);
     q->next = NULL;
     if (pe->rdata_tail != NULL)
       pe->rdata_tail->next = q;
@@ -598,15 +605,8 @@ crnet__recv_req *crnet__p2p_on_message(crnet__link *l,
     pe->drop++;
     return NULL;
   }
-  q->iov.base = q->buf;
-  q->iov.len = h->length;
-  memset(&q->lr, 0, sizeof q->lr);
-  q->lr.iov = &q->iov;
-  q->lr.niov = 1;
-  q->lr.len = h->length;
-  q->lr.ctx = h->ctx;
+  arm_receive(q, h->length, h->ctx, h->seq);
   q->lr.coll = h->coll;
-  q->lr.seq = h->seq;
   q->lr.round = h->round;
   q->lr.sig = h->sig;
   q->peer = crnet__local_rank(c, j);

@@ -535,6 +535,66 @@ START_TEST(test_auto_bandwidth_bound) {
 }
 END_TEST
 
+/* Gather and scatter (model.c, terms_rooted): the linear schedule's
+ * independent rounds overlap and it relays nothing, so with the default
+ * constants it wins at every size up to p = 13; beyond, the tree's fewer
+ * rounds win small vectors and linear still wins large ones. */
+static const char *rooted_pick(crnet_collective coll, int32_t p, uint64_t m) {
+  crnet__tuning t;
+  uint64_t counts[64];
+  crnet__call c;
+  const char *name = NULL;
+  crnet__tuning_defaults(&t);
+  memset(&c, 0, sizeof c);
+  c.coll = coll;
+  c.p = p;
+  c.esize = 4;
+  c.commutative = true;
+  c.tuning = &t;
+  c.count = m / 4 / (uint64_t)p;
+  for (int32_t r = 0; r < p; r++)
+    counts[r] = c.count;
+  c.counts = counts;
+  ck_assert_int_eq(crnet__auto_choose(&c, &name, NULL), 0);
+  ck_assert_ptr_nonnull(name);
+  return name;
+}
+
+START_TEST(test_auto_rooted) {
+  static const crnet_collective colls[] = {CRNET_COLL_GATHER,
+                                           CRNET_COLL_SCATTER};
+  for (size_t i = 0; i < 2; i++) {
+    crnet_collective coll = colls[i];
+    for (int32_t p = 3; p <= 13; p++) {
+      ck_assert_str_eq(rooted_pick(coll, p, 1024 * (uint64_t)p), "linear");
+      ck_assert_str_eq(rooted_pick(coll, p, 16u << 20), "linear");
+    }
+    ck_assert_str_eq(rooted_pick(coll, 16, 16u << 20), "linear");
+    ck_assert_str_eq(rooted_pick(coll, 16, 1024), "binomial");
+    ck_assert_str_eq(rooted_pick(coll, 64, 4096), "binomial");
+    /* the model agrees with itself: linear's price is its formula */
+    {
+      crnet__call c;
+      crnet__model_terms lin, tree;
+      uint64_t counts[64];
+      memset(&c, 0, sizeof c);
+      c.coll = coll;
+      c.p = 8;
+      c.esize = 1;
+      c.count = 8;
+      for (int r = 0; r < 8; r++)
+        counts[r] = 8;
+      c.counts = counts;
+      ck_assert(crnet__model_terms_of("linear", &c, &lin));
+      ck_assert(crnet__model_terms_of("binomial", &c, &tree));
+      ck_assert(lin.rounds == 2.5 && tree.rounds == 3);
+      /* 64 bytes: linear moves 7 blocks, the tree 12 (1+1+2+1+2+2+3) */
+      ck_assert(lin.moved == 56 && tree.moved == 96);
+    }
+  }
+}
+END_TEST
+
 START_TEST(test_auto_crossover_where_the_model_says) {
   /* At p = 8, hypercube costs 3(α + mβ + mγ), circulant 6α + 1.75mβ +
    * 0.875mγ: equal at m* = 3α / (1.25β + 2.125γ). */
@@ -929,6 +989,7 @@ static Suite *tuning_suite(void) {
   tcase_add_test(tc, test_auto_non_commutative);
   tcase_add_test(tc, test_auto_same_on_every_rank);
   tcase_add_test(tc, test_auto_per_p_alpha);
+  tcase_add_test(tc, test_auto_rooted);
   suite_add_tcase(s, tc);
   tc = tcase_create("model");
   tcase_set_timeout(tc, 120);

@@ -20,7 +20,21 @@
 // ...) work in place. The benchmark's calls are out of place, as crbench's and
 // mpi_bench's are: the timed call copies the send buffer into the receive
 // buffer and runs the algorithm there (--no-copy leaves the copy out of the
-// timing). --budget and --check as in mpi_bench.
+// timing). --budget and --check as in mpi_bench; GLOO_BENCH_CORRUPT=R makes
+// rank R spoil one checked element, to test the check itself.
+//
+// gather, scatter (root 0 unless -r), allgatherv and alltoallv follow
+// crbench and mpi_bench: the same sizes and counts (the v-variants with equal
+// counts, built once per row, outside the timed call), busbw factor (p-1)/p.
+// They are the "unbound buffer" calls gloo::gather, gloo::scatter (the root
+// posts a receive from, or a send to, every rank at once), gloo::allgatherv
+// (a ring) and gloo::alltoallv (every send and receive posted at once).
+//
+// --p2p latency|bw times point-to-point between ranks 0 and 1 with unbound
+// buffers' send/recv, in the conventions of crbench --p2p and mpi_bench
+// --p2p (OSU's osu_latency and osu_bw): half the round trip of a blocking
+// ping-pong (send, waitSend, recv, waitRecv), or windows of 64 sends posted
+// at once then a 4-byte ack; OSU's counts; the same rows.
 
 #include <gloo/algorithm.h>
 #include <gloo/allgather.h>
@@ -35,11 +49,17 @@
 #include <gloo/broadcast.h>
 #include <gloo/broadcast_one_to_all.h>
 #include <gloo/config.h>
+#include <gloo/gather.h>
+#include <gloo/allgatherv.h>
+#include <gloo/alltoallv.h>
 #include <gloo/reduce_scatter.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/rendezvous/prefix_store.h>
+#include <gloo/scatter.h>
 #include <gloo/transport/tcp/device.h>
+#include <gloo/transport/unbound_buffer.h>
+#include <gloo/types.h>
 
 #include <getopt.h>
 #include <sys/socket.h>
@@ -56,6 +76,8 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -67,7 +89,24 @@ constexpr int kExitUsage = 2;
 constexpr int kMinIters = 3;
 constexpr float kPreset = -1.0f;
 
-enum class Coll { Allreduce, ReduceScatter, Allgather, Alltoall, Bcast };
+enum class Coll {
+  Allreduce,
+  ReduceScatter,
+  Allgather,
+  Alltoall,
+  Bcast,
+  Gather,
+  Scatter,
+  Allgatherv,
+  Alltoallv,
+};
+enum class P2p { None, Latency, Bw };
+// --p2p: osu_bw's window, and OSU's boundary between small and large counts.
+constexpr int kWindow = 64;
+constexpr size_t kP2pLarge = 8192;
+// --p2p: slots of the data and of the acks and the budget's message (a
+// prefix no Gloo collective uses).
+constexpr uint8_t kP2pSlotPrefix = 0x40;
 enum class Bus { Allreduce, Spread, One };
 
 struct CollDesc {
@@ -91,6 +130,12 @@ const std::vector<CollDesc> &colls() {
        {"gloo-ub-pairwise"}},
       {"bcast", Coll::Bcast, Bus::One, false, true,
        {"gloo-one-to-all", "gloo-ub-tree"}},
+      {"gather", Coll::Gather, Bus::Spread, false, true, {"gloo-ub-linear"}},
+      {"scatter", Coll::Scatter, Bus::Spread, false, true, {"gloo-ub-linear"}},
+      {"allgatherv", Coll::Allgatherv, Bus::Spread, false, false,
+       {"gloo-ub-ring"}},
+      {"alltoallv", Coll::Alltoallv, Bus::Spread, false, false,
+       {"gloo-ub-pairwise"}},
   };
   return v;
 }
@@ -104,7 +149,8 @@ const char kUsage[] =
     "\n"
     "Options:\n"
     "  -c, --coll COLL      allreduce (default), reduce_scatter, allgather,\n"
-    "                       alltoall, bcast (Gloo has no scan)\n"
+    "                       alltoall, bcast, gather, scatter, allgatherv,\n"
+    "                       alltoallv (Gloo has no scan)\n"
     "  -s, --schedule S     a Gloo algorithm, a comma-separated list, or\n"
     "                       all (default):\n"
     "                         allreduce: gloo-ring, gloo-ring-chunked,\n"
@@ -117,13 +163,17 @@ const char kUsage[] =
     "                         alltoall: gloo-ub-pairwise (gloo::alltoall)\n"
     "                         bcast: gloo-one-to-all (BroadcastOneToAll),\n"
     "                           gloo-ub-tree (gloo::broadcast)\n"
+    "                         gather: gloo-ub-linear (gloo::gather)\n"
+    "                         scatter: gloo-ub-linear (gloo::scatter)\n"
+    "                         allgatherv: gloo-ub-ring (gloo::allgatherv)\n"
+    "                         alltoallv: gloo-ub-pairwise (gloo::alltoallv)\n"
     "  -b, --minbytes N     smallest size (default 32M); K, M, G suffixes\n"
     "  -e, --maxbytes N     largest size (default: MIN)\n"
     "  -f, --stepfactor F   multiply the size by F (>= 2) each step (2)\n"
     "  -i, --stepbytes N    add N bytes each step instead\n"
     "  -n, --iters N        timed repetitions per row (default 20)\n"
     "  -w, --warmup_iters N untimed calls per row first (default 5)\n"
-    "  -r, --root R         root of bcast (default 0)\n"
+    "  -r, --root R         root of bcast, gather, scatter (default 0)\n"
     "  -t, --budget SEC     cut the repetitions of a row to about SEC\n"
     "                       seconds, judged from the warm-up (at least 3)\n"
     "      --store DIR      FileStore directory for the rendezvous\n"
@@ -136,6 +186,12 @@ const char kUsage[] =
     "      --check          check every row's result (one more call)\n"
     "      --json           one JSON object per row, as crbench --json,\n"
     "                       plus \"lib\": \"gloo\"\n"
+    "      --p2p latency|bw point-to-point between ranks 0 and 1 instead\n"
+    "                       (unbound buffers' send/recv), as crbench --p2p:\n"
+    "                       half a ping-pong round trip (us), or windows of\n"
+    "                       64 sends (MB/s = 10^6 B/s); OSU's counts unless\n"
+    "                       -n, -w; sizes 0 (1 for bw) to 4M by 2 unless -b,\n"
+    "                       -e, -f\n"
     "  -h, --help           print this text and exit\n"
     "\n"
     "Exit status: 0 right (or unchecked), 1 a wrong result or a failure,\n"
@@ -149,6 +205,8 @@ struct Options {
   double budget = 0, timeout = 600;
   std::string store, prefix;
   bool no_copy = false, check = false, json = false, help = false;
+  P2p p2p = P2p::None;
+  bool have_iters = false, have_warmup = false; // -n, -w given
 };
 
 struct Layout {
@@ -200,7 +258,7 @@ bool parse_seconds(const char *s, double *out) {
 
 int parse_options(int argc, char **argv, Options *o, bool speak) {
   enum { OPT_STORE = 256, OPT_PREFIX, OPT_TIMEOUT, OPT_NOCOPY, OPT_CHECK,
-         OPT_JSON };
+         OPT_JSON, OPT_P2P };
   static const struct option longopts[] = {
       {"coll", required_argument, nullptr, 'c'},
       {"schedule", required_argument, nullptr, 's'},
@@ -218,10 +276,11 @@ int parse_options(int argc, char **argv, Options *o, bool speak) {
       {"no-copy", no_argument, nullptr, OPT_NOCOPY},
       {"check", no_argument, nullptr, OPT_CHECK},
       {"json", no_argument, nullptr, OPT_JSON},
+      {"p2p", required_argument, nullptr, OPT_P2P},
       {"help", no_argument, nullptr, 'h'},
       {nullptr, 0, nullptr, 0},
   };
-  bool have_max = false;
+  bool have_max = false, have_min = false;
   std::string sched = "all";
   int c;
   opterr = 0;
@@ -248,6 +307,7 @@ int parse_options(int argc, char **argv, Options *o, bool speak) {
     case 'b':
       if (!parse_size(optarg, &o->min_bytes))
         bad = "bad size";
+      have_min = true;
       break;
     case 'e':
       if (!parse_size(optarg, &o->max_bytes))
@@ -273,10 +333,12 @@ int parse_options(int argc, char **argv, Options *o, bool speak) {
     case 'n':
       if (!parse_int(optarg, 1, &o->iters))
         bad = "bad repetition count";
+      o->have_iters = true;
       break;
     case 'w':
       if (!parse_int(optarg, 0, &o->warmup))
         bad = "bad warm-up count";
+      o->have_warmup = true;
       break;
     case 'r':
       if (!parse_int(optarg, 0, &o->root))
@@ -305,6 +367,14 @@ int parse_options(int argc, char **argv, Options *o, bool speak) {
     case OPT_JSON:
       o->json = true;
       break;
+    case OPT_P2P:
+      if (std::strcmp(optarg, "latency") == 0)
+        o->p2p = P2p::Latency;
+      else if (std::strcmp(optarg, "bw") == 0)
+        o->p2p = P2p::Bw;
+      else
+        bad = "bad --p2p (latency or bw)";
+      break;
     case 'h':
       o->help = true;
       break;
@@ -329,6 +399,19 @@ int parse_options(int argc, char **argv, Options *o, bool speak) {
       std::fprintf(stderr, "%s: unexpected argument '%s'\n", kProg,
                    argv[optind]);
     return kExitUsage;
+  }
+  if (o->p2p != P2p::None) {
+    // crbench --p2p's (OSU's) sweep unless -b, -e say otherwise.
+    if (!have_min)
+      o->min_bytes = o->p2p == P2p::Latency ? 0 : 1;
+    if (!have_max)
+      o->max_bytes = size_t{4} << 20;
+    have_max = true;
+    if (o->check) {
+      if (speak)
+        std::fprintf(stderr, "%s: --check is not for --p2p\n", kProg);
+      return kExitUsage;
+    }
   }
   if (!have_max)
     o->max_bytes = o->min_bytes;
@@ -437,9 +520,14 @@ void sum_fn(void *c, const void *a, const void *b, size_t n) {
 class Bench {
  public:
   Bench(const Options &o, std::shared_ptr<gloo::Context> ctx)
-      : o_(o), ctx_(std::move(ctx)), rank_(ctx_->rank), p_(ctx_->size) {}
+      : o_(o), ctx_(std::move(ctx)), rank_(ctx_->rank), p_(ctx_->size) {
+    const char *c = std::getenv("GLOO_BENCH_CORRUPT");
+    if (c != nullptr)
+      corrupt_ = std::atoi(c);
+  }
 
   int run();
+  int run_p2p();
 
  private:
   Layout layout_of(size_t size) const;
@@ -452,6 +540,10 @@ class Bench {
   template <typename T>
   void allreduce_small(T *v, size_t n, gloo::AllreduceOptions::Func fn);
   void run_row(const std::string &sched, const Layout &l);
+  void p2p_step(gloo::transport::UnboundBuffer *s,
+                gloo::transport::UnboundBuffer *r,
+                gloo::transport::UnboundBuffer *ack);
+  double p2p_size(char *s, char *r, size_t bytes, int *iters_run);
 
   const Options &o_;
   std::shared_ptr<gloo::Context> ctx_;
@@ -460,6 +552,7 @@ class Bench {
   std::vector<double> times_;
   uint32_t tag_ = 1;
   bool any_wrong_ = false;
+  int corrupt_ = -1; // GLOO_BENCH_CORRUPT: this rank spoils a checked result
 };
 
 Layout Bench::layout_of(size_t size) const {
@@ -479,12 +572,23 @@ Layout Bench::layout_of(size_t size) const {
     l.bytes = l.send_elems * ts;
     break;
   case Coll::Allgather:
+  case Coll::Allgatherv:
+  case Coll::Gather:
+    // gather: the root receives size bytes (every rank has the buffer, and
+    // at the others it must stay preset).
     l.count = size / ts / p;
     l.send_elems = l.count;
     l.recv_elems = l.count * p;
     l.bytes = l.recv_elems * ts;
     break;
+  case Coll::Scatter:
+    l.count = size / ts / p;
+    l.send_elems = l.count * p;
+    l.recv_elems = l.count;
+    l.bytes = l.send_elems * ts;
+    break;
   case Coll::Alltoall:
+  case Coll::Alltoallv:
     l.count = size / ts / p;
     l.send_elems = l.recv_elems = l.count * p;
     l.bytes = l.send_elems * ts;
@@ -530,11 +634,24 @@ uint64_t Bench::count_wrong(const Layout &l) const {
       wrong += recv_[i] != red_sum(0, p_, static_cast<size_t>(rank_) * n + i);
     break;
   case Coll::Allgather:
+  case Coll::Allgatherv:
     for (size_t j = 0; j < p; j++)
       for (size_t i = 0; i < n; i++)
         wrong += recv_[j * n + i] != mov_in(static_cast<int>(j), i);
     break;
+  case Coll::Gather:
+    // The root holds every rank's block; the others' buffers stay preset.
+    for (size_t j = 0; j < p; j++)
+      for (size_t i = 0; i < n; i++)
+        wrong += recv_[j * n + i] !=
+                 (rank_ == o_.root ? mov_in(static_cast<int>(j), i) : kPreset);
+    break;
+  case Coll::Scatter:
+    for (size_t i = 0; i < n; i++)
+      wrong += recv_[i] != mov_in(o_.root, static_cast<size_t>(rank_) * n + i);
+    break;
   case Coll::Alltoall:
+  case Coll::Alltoallv:
     for (size_t j = 0; j < p; j++)
       for (size_t i = 0; i < n; i++)
         wrong += recv_[j * n + i] !=
@@ -640,6 +757,54 @@ std::function<void()> Bench::make_call(const std::string &s, const Layout &l,
       opts.setTag(tag_++);
       gloo::alltoall(opts);
     };
+  case Coll::Gather:
+    return [this, ctx, send, recv, l] {
+      gloo::GatherOptions opts(ctx);
+      opts.setInput(send, l.count);
+      if (rank_ == o_.root)
+        opts.setOutput(recv, l.recv_elems);
+      opts.setRoot(o_.root);
+      opts.setTag(tag_++);
+      gloo::gather(opts);
+    };
+  case Coll::Scatter: {
+    // The root's p blocks, set once per row.
+    std::vector<float *> blocks;
+    if (rank_ == o_.root)
+      for (int d = 0; d < p_; d++)
+        blocks.push_back(send + static_cast<size_t>(d) * l.count);
+    return [this, ctx, blocks, recv, l] {
+      gloo::ScatterOptions opts(ctx);
+      if (rank_ == o_.root)
+        opts.setInputs(blocks, l.count);
+      opts.setOutput(recv, l.count);
+      opts.setRoot(o_.root);
+      opts.setTag(tag_++);
+      gloo::scatter(opts);
+    };
+  }
+  case Coll::Allgatherv: {
+    // Equal counts through the v-interface, as crbench's, set once per row.
+    std::vector<size_t> counts(static_cast<size_t>(p_), l.count);
+    return [this, ctx, send, recv, l, counts] {
+      gloo::AllgathervOptions opts(ctx);
+      opts.setInput(send, l.count);
+      opts.setOutput(recv, counts);
+      opts.setTag(tag_++);
+      gloo::allgatherv(opts);
+    };
+  }
+  case Coll::Alltoallv: {
+    std::vector<int64_t> counts(static_cast<size_t>(p_),
+                                static_cast<int64_t>(l.count));
+    return [this, ctx, send, recv, counts] {
+      gloo::AlltoallvOptions opts(ctx);
+      opts.setInput(send, counts);
+      opts.setOutput(recv, counts);
+      opts.setTag(tag_++);
+      gloo::alltoallv(opts);
+    };
+  }
   case Coll::Bcast:
     if (s == "gloo-one-to-all") {
       auto alg = std::make_shared<gloo::BroadcastOneToAll<float>>(
@@ -696,6 +861,8 @@ void Bench::run_row(const std::string &sched, const Layout &l) {
     // buffer: nobody may send before everybody has refilled.
     barrier();
     call();
+    if (corrupt_ == rank_ && l.recv_elems > 0)
+      recv_[l.recv_elems - 1] += 0.5f; // self-test of the check
     wrong = count_wrong(l);
     allreduce_small(&wrong, 1, sum_fn<uint64_t>);
     if (wrong != 0)
@@ -739,7 +906,179 @@ void Bench::run_row(const std::string &sched, const Layout &l) {
   std::fflush(stdout);
 }
 
+// ---------------------------------------------------------------------------
+// Point-to-point (--p2p), as crbench --p2p and mpi_bench --p2p
+
+void wait_send(gloo::transport::UnboundBuffer *b, std::chrono::milliseconds t) {
+  if (!b->waitSend(t))
+    throw std::runtime_error("send aborted");
+}
+
+void wait_recv(gloo::transport::UnboundBuffer *b, std::chrono::milliseconds t) {
+  if (!b->waitRecv(t))
+    throw std::runtime_error("receive aborted");
+}
+
+// One iteration between ranks 0 and 1: a ping-pong round trip (latency),
+// or a window of kWindow messages and the 4-byte ack (bw).
+void Bench::p2p_step(gloo::transport::UnboundBuffer *s,
+                     gloo::transport::UnboundBuffer *r,
+                     gloo::transport::UnboundBuffer *ack) {
+  const auto t = ctx_->getTimeout();
+  const uint64_t data = gloo::Slot::build(kP2pSlotPrefix, 1);
+  const uint64_t ack_slot = gloo::Slot::build(kP2pSlotPrefix, 2);
+  const int peer = 1 - rank_;
+  if (o_.p2p == P2p::Latency) {
+    if (rank_ == 0) {
+      s->send(peer, data);
+      wait_send(s, t);
+      r->recv(peer, data);
+      wait_recv(r, t);
+    } else {
+      r->recv(peer, data);
+      wait_recv(r, t);
+      s->send(peer, data);
+      wait_send(s, t);
+    }
+    return;
+  }
+  if (rank_ == 0) {
+    for (int k = 0; k < kWindow; k++)
+      s->send(peer, data);
+    for (int k = 0; k < kWindow; k++)
+      wait_send(s, t);
+    ack->recv(peer, ack_slot);
+    wait_recv(ack, t);
+  } else {
+    for (int k = 0; k < kWindow; k++)
+      r->recv(peer, data);
+    for (int k = 0; k < kWindow; k++)
+      wait_recv(r, t);
+    ack->send(peer, ack_slot);
+    wait_send(ack, t);
+  }
+}
+
+// One size: warm-up, the budget's cut (rank 0 decides from its warm-up and
+// tells rank 1), the timed iterations. Returns rank 0's figure: seconds of
+// half a round trip, or bytes per second. The unbound buffers are made
+// once per size, outside the timing.
+double Bench::p2p_size(char *s, char *r, size_t bytes, int *iters_run) {
+  bool large = bytes > kP2pLarge;
+  int iters, warmup;
+  if (o_.p2p == P2p::Latency) {
+    iters = large ? 1000 : 10000;
+    warmup = large ? 10 : 100;
+  } else {
+    iters = large ? 20 : 100;
+    warmup = large ? 2 : 10;
+  }
+  if (o_.have_iters)
+    iters = o_.iters;
+  if (o_.have_warmup)
+    warmup = o_.warmup;
+  uint32_t ack = 0;
+  int32_t budget_iters = 0;
+  auto sb = ctx_->createUnboundBuffer(s, bytes);
+  auto rb = ctx_->createUnboundBuffer(r, bytes);
+  auto ab = ctx_->createUnboundBuffer(&ack, sizeof ack);
+  auto bb = ctx_->createUnboundBuffer(&budget_iters, sizeof budget_iters);
+  double t0 = now_s();
+  for (int i = 0; i < warmup; i++)
+    p2p_step(sb.get(), rb.get(), ab.get());
+  if (o_.budget > 0 && warmup > 0) {
+    const uint64_t slot = gloo::Slot::build(kP2pSlotPrefix, 3);
+    if (rank_ == 0) {
+      double per = (now_s() - t0) / warmup;
+      if (per * iters > o_.budget) {
+        int cut = static_cast<int>(o_.budget / per);
+        iters = std::max(cut, std::min(iters, kMinIters));
+      }
+      budget_iters = iters;
+      bb->send(1, slot);
+      wait_send(bb.get(), ctx_->getTimeout());
+    } else {
+      bb->recv(0, slot);
+      wait_recv(bb.get(), ctx_->getTimeout());
+      iters = budget_iters;
+    }
+  }
+  t0 = now_s();
+  for (int i = 0; i < iters; i++)
+    p2p_step(sb.get(), rb.get(), ab.get());
+  t0 = now_s() - t0;
+  *iters_run = iters;
+  if (o_.p2p == P2p::Latency)
+    return t0 / (2.0 * iters);
+  return t0 > 0 ? static_cast<double>(bytes) * kWindow * iters / t0 : 0;
+}
+
+int Bench::run_p2p() {
+  const bool lat = o_.p2p == P2p::Latency;
+  if (p_ < 2) {
+    if (rank_ == 0)
+      std::fprintf(stderr, "%s: --p2p needs 2 ranks or more (ranks 0 and 1 "
+                           "talk, the others wait)\n", kProg);
+    return kExitUsage;
+  }
+  const size_t max = std::max<size_t>(o_.max_bytes, 4);
+  // Page aligned, touched before timing, as crbench's.
+  auto alloc = [max] {
+    void *p = nullptr;
+    if (posix_memalign(&p, 4096, max) != 0)
+      throw std::bad_alloc();
+    return std::unique_ptr<char, decltype(&std::free)>(static_cast<char *>(p),
+                                                       &std::free);
+  };
+  auto s = alloc(), r = alloc();
+  std::memset(s.get(), 'a', max);
+  std::memset(r.get(), 'b', max);
+  if (rank_ == 0 && !o_.json) {
+    std::printf("# %s --p2p %s: ranks 0 and 1 of %d, Gloo %d.%d.%d unbound "
+                "buffers over TCP 127.0.0.1 (OSU %s conventions)\n"
+                "# %-10s %s\n",
+                kProg, lat ? "latency" : "bw", p_, GLOO_VERSION_MAJOR,
+                GLOO_VERSION_MINOR, GLOO_VERSION_PATCH,
+                lat ? "osu_latency" : "osu_bw", "Size",
+                lat ? "Latency (us)" : "Bandwidth (MB/s)");
+    std::fflush(stdout);
+  }
+  for (size_t bytes = o_.min_bytes; bytes <= o_.max_bytes;) {
+    int iters = 0;
+    double v = 0;
+    barrier();
+    if (rank_ < 2)
+      v = p2p_size(s.get(), r.get(), bytes, &iters);
+    if (rank_ == 0) {
+      if (o_.json)
+        std::printf("{\"mode\": \"%s\", \"bytes\": %zu, \"iters\": %d, "
+                    "\"%s\": %.3f, \"lib\": \"gloo\"}\n",
+                    lat ? "latency" : "bw", bytes, iters,
+                    lat ? "latency_us" : "bandwidth_MBps",
+                    lat ? v * 1e6 : v / 1e6);
+      else
+        std::printf("%-12zu %.2f\n", bytes, lat ? v * 1e6 : v / 1e6);
+      std::fflush(stdout);
+    }
+    if (o_.factor == 0) {
+      if (bytes > o_.max_bytes - o_.step)
+        break;
+      bytes += o_.step;
+    } else if (bytes == 0) {
+      bytes = 1;
+    } else {
+      if (bytes > o_.max_bytes / o_.factor)
+        break;
+      bytes *= o_.factor;
+    }
+  }
+  barrier();
+  return 0;
+}
+
 int Bench::run() {
+  if (o_.p2p != P2p::None)
+    return run_p2p();
   Layout big = layout_of(o_.max_bytes);
   if (big.count > static_cast<size_t>(INT32_MAX) ||
       big.send_elems > static_cast<size_t>(INT32_MAX)) {
@@ -819,7 +1158,7 @@ int main(int argc, char **argv) {
   }
   if (status != 0)
     return status;
-  if (o.coll->rooted && o.root >= size) {
+  if (o.p2p == P2p::None && o.coll->rooted && o.root >= size) {
     if (rank == 0)
       std::fprintf(stderr, "%s: root %d is not a rank (p = %d)\n", kProg,
                    o.root, size);

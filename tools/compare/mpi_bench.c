@@ -43,7 +43,30 @@
  * once, as they do in the timed repetitions. A row whose t_work comes out
  * more than 20 % off t_comm is run again with the work resized (up to 3
  * tries; "tries" says how many). With --check, the overlapped call is the
- * one checked. */
+ * one checked.
+ *
+ * gather and scatter (root 0 unless -r), allgatherv and alltoallv follow
+ * crbench: gather receives size bytes at the root, size / 4 / p floats from
+ * each rank; scatter sends size bytes from the root, size / 4 / p to each
+ * rank; allgatherv and alltoallv are allgather and alltoall through the
+ * v-interface with equal counts (that count for every rank, displacements
+ * r * count), the arrays set once per size, outside the timed call. busbw
+ * factor (p-1)/p for all four, as crbench.
+ *
+ * --p2p latency|bw times point-to-point between ranks 0 and 1 instead, as
+ * crbench --p2p (tools/crbench_p2p.c) and the OSU micro-benchmarks do:
+ * latency is half the average round trip of a blocking ping-pong
+ * (MPI_Send, MPI_Recv); bw is a window of 64 MPI_Isend (MPI_Irecv at rank
+ * 1), MPI_Waitall, then a 4-byte MPI_Send back from rank 1, MB/s = 10^6
+ * bytes per second of the timed windows. OSU's counts: latency 10000
+ * iterations and 100 of warm-up up to 8 KiB, 1000 and 10 above; bw 100
+ * windows and 10 of warm-up up to 8 KiB, 20 and 2 above (-n and -w set
+ * both). Sizes 0 (1 for bw) to 4M by 2 unless -b -e -f say otherwise; the
+ * sweep goes 0, 1, F, F^2... The rows are crbench's: {"mode", "bytes",
+ * "iters", "latency_us" or "bandwidth_MBps"} plus "lib". --budget cuts the
+ * timed iterations of a size as for the collectives, judged from rank 0's
+ * warm-up (ranks 0 and 1 agree with one message after it). The other ranks
+ * wait at a barrier. No --check (crbench has none for --p2p). */
 #define _POSIX_C_SOURCE 200809L
 #include <mpi.h>
 
@@ -88,7 +111,17 @@ enum coll_id {
   C_BCAST,
   C_REDUCE,
   C_SCAN,
+  C_GATHER,
+  C_SCATTER,
+  C_ALLGATHERV,
+  C_ALLTOALLV,
 };
+
+enum p2p_mode { P2P_NONE, P2P_LATENCY, P2P_BW };
+/* --p2p: the window of osu_bw, and OSU's boundary between its small and
+ * large counts. */
+#define P2P_WINDOW 64
+#define P2P_LARGE 8192
 
 enum bus { BUS_ALLREDUCE, BUS_SPREAD, BUS_ONE };
 
@@ -107,6 +140,10 @@ static const struct coll_desc colls[] = {
     {"bcast", C_BCAST, BUS_ONE, false, true},
     {"reduce", C_REDUCE, BUS_ONE, true, true},
     {"scan", C_SCAN, BUS_ONE, true, false},
+    {"gather", C_GATHER, BUS_SPREAD, false, true},
+    {"scatter", C_SCATTER, BUS_SPREAD, false, true},
+    {"allgatherv", C_ALLGATHERV, BUS_SPREAD, false, false},
+    {"alltoallv", C_ALLTOALLV, BUS_SPREAD, false, false},
 };
 
 struct options {
@@ -119,6 +156,8 @@ struct options {
   bool overlap; /* --overlap: overlap rows instead of the plain ones */
   int work;     /* --work: a mask of enum work_kind */
   bool have_work;
+  enum p2p_mode p2p;             /* --p2p */
+  bool have_iters, have_warmup;  /* -n, -w given (--p2p: override OSU's) */
 };
 
 struct layout {
@@ -134,6 +173,7 @@ struct bench {
   float *send, *recv;
   double *times;
   int corrupt; /* MPI_BENCH_CORRUPT: this rank spoils a checked result */
+  int *counts, *displs; /* allgatherv, alltoallv: p entries, set per size */
 };
 
 static const char usage_text[] =
@@ -144,7 +184,8 @@ static const char usage_text[] =
     "\n"
     "Options:\n"
     "  -c, --coll COLL      allreduce (default), reduce_scatter, allgather,\n"
-    "                       alltoall, bcast, reduce, scan\n"
+    "                       alltoall, bcast, reduce, scan, gather, scatter,\n"
+    "                       allgatherv, alltoallv (equal counts, as crbench)\n"
     "  -b, --minbytes N     smallest size (default 32M); K, M, G suffixes\n"
     "                       are powers of 1024\n"
     "  -e, --maxbytes N     largest size (default: MIN)\n"
@@ -152,7 +193,8 @@ static const char usage_text[] =
     "  -i, --stepbytes N    add N bytes each step instead\n"
     "  -n, --iters N        timed repetitions per size (default 20)\n"
     "  -w, --warmup_iters N untimed calls per size first (default 5)\n"
-    "  -r, --root R         root of bcast and reduce (default 0)\n"
+    "  -r, --root R         root of bcast, reduce, gather, scatter\n"
+    "                       (default 0)\n"
     "  -l, --lib NAME       the name for the schedule and lib columns\n"
     "                       (default mpi)\n"
     "  -t, --budget SEC     cut the repetitions of a size to about SEC\n"
@@ -167,6 +209,12 @@ static const char usage_text[] =
     "                       min(t_comm, t_work) (1 hidden, 0 serial), and\n"
     "                       t_nb (MPI_Iallreduce; MPI_Wait alone)\n"
     "      --work W         --overlap's work: sleep, cpu or both (default)\n"
+    "      --p2p latency|bw point-to-point between ranks 0 and 1 instead, as\n"
+    "                       crbench --p2p and OSU's osu_latency (half a\n"
+    "                       ping-pong round trip, us) and osu_bw (windows of\n"
+    "                       64 messages, MB/s = 10^6 B/s); OSU's counts\n"
+    "                       unless -n, -w; sizes 0 (1 for bw) to 4M by 2\n"
+    "                       unless -b, -e, -f\n"
     "  -h, --help           print this text and exit\n"
     "\n"
     "Exit status: 0 right (or unchecked), 1 a wrong result or a failed\n"
@@ -228,10 +276,11 @@ static int parse_options(int argc, char **argv, struct options *o, bool speak) {
       {"json", no_argument, NULL, 'J'},
       {"overlap", no_argument, NULL, 'O'},
       {"work", required_argument, NULL, 'W'},
+      {"p2p", required_argument, NULL, 'P'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
   };
-  bool have_max = false;
+  bool have_max = false, have_min = false;
   int c;
   o->coll = &colls[0];
   o->min_bytes = 32u << 20;
@@ -246,6 +295,8 @@ static int parse_options(int argc, char **argv, struct options *o, bool speak) {
   o->check = o->json = o->help = false;
   o->overlap = o->have_work = false;
   o->work = W_SLEEP | W_CPU;
+  o->p2p = P2P_NONE;
+  o->have_iters = o->have_warmup = false;
   opterr = 0;
   while ((c = getopt_long(argc, argv, ":c:b:e:f:i:n:w:r:l:t:h", longopts,
                           NULL)) != -1) {
@@ -265,6 +316,7 @@ static int parse_options(int argc, char **argv, struct options *o, bool speak) {
     case 'b':
       if (!parse_size(optarg, &o->min_bytes))
         bad = "bad size";
+      have_min = true;
       break;
     case 'e':
       if (!parse_size(optarg, &o->max_bytes))
@@ -290,10 +342,12 @@ static int parse_options(int argc, char **argv, struct options *o, bool speak) {
     case 'n':
       if (!parse_int(optarg, 1, &o->iters))
         bad = "bad repetition count";
+      o->have_iters = true;
       break;
     case 'w':
       if (!parse_int(optarg, 0, &o->warmup))
         bad = "bad warm-up count";
+      o->have_warmup = true;
       break;
     case 'r':
       if (!parse_int(optarg, 0, &o->root))
@@ -330,6 +384,14 @@ static int parse_options(int argc, char **argv, struct options *o, bool speak) {
         bad = "bad work (sleep, cpu or both)";
       o->have_work = true;
       break;
+    case 'P':
+      if (strcmp(optarg, "latency") == 0)
+        o->p2p = P2P_LATENCY;
+      else if (strcmp(optarg, "bw") == 0)
+        o->p2p = P2P_BW;
+      else
+        bad = "bad --p2p (latency or bw)";
+      break;
     case 'h':
       o->help = true;
       break;
@@ -351,6 +413,19 @@ static int parse_options(int argc, char **argv, struct options *o, bool speak) {
     if (speak)
       fprintf(stderr, PROG ": unexpected argument '%s'\n", argv[optind]);
     return EXIT_USAGE;
+  }
+  if (o->p2p != P2P_NONE) {
+    /* crbench --p2p's (OSU's) sweep unless -b, -e say otherwise. */
+    if (!have_min)
+      o->min_bytes = o->p2p == P2P_LATENCY ? 0 : 1;
+    if (!have_max)
+      o->max_bytes = (size_t)4 << 20;
+    have_max = true;
+    if (o->check || o->overlap) {
+      if (speak)
+        fprintf(stderr, PROG ": --p2p goes without --check and --overlap\n");
+      return EXIT_USAGE;
+    }
   }
   if (!have_max)
     o->max_bytes = o->min_bytes;
@@ -395,12 +470,23 @@ static struct layout layout_of(const struct bench *b, size_t size) {
     l.bytes = l.send_elems * ts;
     break;
   case C_ALLGATHER:
+  case C_ALLGATHERV:
+  case C_GATHER:
+    /* gather: the root receives size bytes (every rank has the buffer, and
+     * at the others it must stay preset). */
     l.count = size / ts / p;
     l.send_elems = l.count;
     l.recv_elems = l.count * p;
     l.bytes = l.recv_elems * ts;
     break;
+  case C_SCATTER:
+    l.count = size / ts / p;
+    l.send_elems = l.count * p;
+    l.recv_elems = l.count;
+    l.bytes = l.send_elems * ts;
+    break;
   case C_ALLTOALL:
+  case C_ALLTOALLV:
     l.count = size / ts / p;
     l.send_elems = l.recv_elems = l.count * p;
     l.bytes = l.send_elems * ts;
@@ -434,6 +520,12 @@ static float mov_in(int r, size_t i) {
 }
 
 static void fill_inputs(const struct bench *b, const struct layout *l) {
+  /* The v-variants' counts: equal blocks, as crbench's, set once per size
+   * (not in the timed call). */
+  for (int r = 0; r < b->p; r++) {
+    b->counts[r] = (int)l->count;
+    b->displs[r] = (int)((size_t)r * l->count);
+  }
   for (size_t i = 0; i < l->send_elems; i++)
     b->send[i] = b->o->coll->reduces ? red_in(b->rank, i) : mov_in(b->rank, i);
   if (b->o->coll->id == C_BCAST)
@@ -474,11 +566,24 @@ static uint64_t count_wrong(const struct bench *b, const struct layout *l) {
       wrong += b->recv[i] != red_sum(0, b->p, (size_t)b->rank * n + i);
     break;
   case C_ALLGATHER:
+  case C_ALLGATHERV:
     for (size_t j = 0; j < p; j++)
       for (size_t i = 0; i < n; i++)
         wrong += b->recv[j * n + i] != mov_in((int)j, i);
     break;
+  case C_GATHER:
+    /* The root holds every rank's block; the others' buffers stay preset. */
+    for (size_t j = 0; j < p; j++)
+      for (size_t i = 0; i < n; i++)
+        wrong += b->recv[j * n + i] !=
+                 (b->rank == o->root ? mov_in((int)j, i) : PRESET);
+    break;
+  case C_SCATTER:
+    for (size_t i = 0; i < n; i++)
+      wrong += b->recv[i] != mov_in(o->root, (size_t)b->rank * n + i);
+    break;
   case C_ALLTOALL:
+  case C_ALLTOALLV:
     for (size_t j = 0; j < p; j++)
       for (size_t i = 0; i < n; i++)
         wrong += b->recv[j * n + i] != mov_in((int)j, (size_t)b->rank * n + i);
@@ -528,6 +633,18 @@ static int call(const struct bench *b, const struct layout *l) {
                       MPI_COMM_WORLD);
   case C_SCAN:
     return MPI_Scan(b->send, b->recv, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  case C_GATHER:
+    return MPI_Gather(b->send, n, MPI_FLOAT, b->recv, n, MPI_FLOAT, b->o->root,
+                      MPI_COMM_WORLD);
+  case C_SCATTER:
+    return MPI_Scatter(b->send, n, MPI_FLOAT, b->recv, n, MPI_FLOAT,
+                       b->o->root, MPI_COMM_WORLD);
+  case C_ALLGATHERV:
+    return MPI_Allgatherv(b->send, n, MPI_FLOAT, b->recv, b->counts, b->displs,
+                          MPI_FLOAT, MPI_COMM_WORLD);
+  case C_ALLTOALLV:
+    return MPI_Alltoallv(b->send, b->counts, b->displs, MPI_FLOAT, b->recv,
+                         b->counts, b->displs, MPI_FLOAT, MPI_COMM_WORLD);
   }
   return MPI_ERR_OTHER;
 }
@@ -929,6 +1046,173 @@ static uint64_t run_overlap_size(struct bench *b, const struct layout *l) {
   return wrong;
 }
 
+/* ------------------------------------------------------------------------
+ * Point-to-point (--p2p), as crbench --p2p and the OSU micro-benchmarks
+ */
+
+/* OSU's counts for a size, unless -n, -w set them. */
+static void p2p_counts(const struct options *o, size_t bytes, int *iters,
+                       int *warmup) {
+  bool large = bytes > P2P_LARGE;
+  if (o->p2p == P2P_LATENCY) {
+    *iters = large ? 1000 : 10000;
+    *warmup = large ? 10 : 100;
+  } else {
+    *iters = large ? 20 : 100;
+    *warmup = large ? 2 : 10;
+  }
+  if (o->have_iters)
+    *iters = o->iters;
+  if (o->have_warmup)
+    *warmup = o->warmup;
+}
+
+/* One iteration: a ping-pong round trip (latency), or a window of
+ * P2P_WINDOW messages and the 4-byte ack (bw). Ranks 0 and 1 only. */
+static void p2p_step(const struct bench *b, char *s, char *r, size_t bytes) {
+  int n = (int)bytes, rc = MPI_SUCCESS, peer = 1 - b->rank;
+  if (b->o->p2p == P2P_LATENCY) {
+    if (b->rank == 0) {
+      rc = MPI_Send(s, n, MPI_CHAR, peer, 1, MPI_COMM_WORLD);
+      if (rc == MPI_SUCCESS)
+        rc = MPI_Recv(r, n, MPI_CHAR, peer, 1, MPI_COMM_WORLD,
+                      MPI_STATUS_IGNORE);
+    } else {
+      rc = MPI_Recv(r, n, MPI_CHAR, peer, 1, MPI_COMM_WORLD,
+                    MPI_STATUS_IGNORE);
+      if (rc == MPI_SUCCESS)
+        rc = MPI_Send(s, n, MPI_CHAR, peer, 1, MPI_COMM_WORLD);
+    }
+  } else {
+    MPI_Request req[P2P_WINDOW];
+    /* A status array, as osu_bw's (MPI_STATUSES_IGNORE trips GCC 12's
+     * -Wstringop-overflow on MPICH's header). */
+    MPI_Status st[P2P_WINDOW];
+    uint32_t ack = 0;
+    for (int k = 0; k < P2P_WINDOW && rc == MPI_SUCCESS; k++)
+      rc = b->rank == 0
+               ? MPI_Isend(s, n, MPI_CHAR, peer, 100, MPI_COMM_WORLD, &req[k])
+               : MPI_Irecv(r, n, MPI_CHAR, peer, 100, MPI_COMM_WORLD, &req[k]);
+    if (rc == MPI_SUCCESS)
+      rc = MPI_Waitall(P2P_WINDOW, req, st);
+    if (rc == MPI_SUCCESS)
+      rc = b->rank == 0 ? MPI_Recv(&ack, 4, MPI_CHAR, peer, 101,
+                                   MPI_COMM_WORLD, MPI_STATUS_IGNORE)
+                        : MPI_Send(&ack, 4, MPI_CHAR, peer, 101,
+                                   MPI_COMM_WORLD);
+  }
+  if (rc != MPI_SUCCESS)
+    fail(b, b->o->p2p == P2P_LATENCY ? "ping-pong" : "window", rc);
+}
+
+/* One size between ranks 0 and 1: the warm-up, the budget's cut (rank 0
+ * decides from its warm-up and tells rank 1), the timed iterations.
+ * Returns rank 0's figure: seconds of half a round trip, or bytes per
+ * second; *iters_run the iterations timed. */
+static double p2p_size(const struct bench *b, char *s, char *r, size_t bytes,
+                       int *iters_run) {
+  const struct options *o = b->o;
+  int iters, warmup, rc;
+  double t0;
+  p2p_counts(o, bytes, &iters, &warmup);
+  t0 = now_s();
+  for (int i = 0; i < warmup; i++)
+    p2p_step(b, s, r, bytes);
+  if (o->budget > 0 && warmup > 0) {
+    if (b->rank == 0) {
+      double per = (now_s() - t0) / warmup;
+      if (per * iters > o->budget) {
+        int cut = (int)(o->budget / per);
+        int floor_iters = iters < MIN_ITERS ? iters : MIN_ITERS;
+        iters = cut < floor_iters ? floor_iters : cut;
+      }
+      rc = MPI_Send(&iters, 1, MPI_INT, 1, 102, MPI_COMM_WORLD);
+    } else {
+      rc = MPI_Recv(&iters, 1, MPI_INT, 0, 102, MPI_COMM_WORLD,
+                    MPI_STATUS_IGNORE);
+    }
+    if (rc != MPI_SUCCESS)
+      fail(b, "budget message", rc);
+  }
+  t0 = now_s();
+  for (int i = 0; i < iters; i++)
+    p2p_step(b, s, r, bytes);
+  t0 = now_s() - t0;
+  *iters_run = iters;
+  if (o->p2p == P2P_LATENCY)
+    return t0 / (2.0 * iters);
+  return t0 > 0 ? (double)bytes * P2P_WINDOW * iters / t0 : 0;
+}
+
+static int run_p2p(struct bench *b) {
+  const struct options *o = b->o;
+  bool lat = o->p2p == P2P_LATENCY;
+  size_t max = o->max_bytes > 4 ? o->max_bytes : 4;
+  char *s = NULL, *r = NULL;
+  int rc;
+  if (b->p < 2) {
+    if (b->rank == 0)
+      fprintf(stderr, PROG ": --p2p needs 2 ranks or more (ranks 0 and 1 "
+                      "talk, the others wait)\n");
+    return EXIT_USAGE;
+  }
+  if (max > (size_t)INT32_MAX) {
+    if (b->rank == 0)
+      fprintf(stderr, PROG ": --p2p: %zu B is more than an int count\n", max);
+    return EXIT_USAGE;
+  }
+  if (posix_memalign((void **)&s, 4096, max) != 0 ||
+      posix_memalign((void **)&r, 4096, max) != 0) {
+    fprintf(stderr, PROG ": rank %d: out of memory\n", b->rank);
+    MPI_Abort(MPI_COMM_WORLD, EXIT_WRONG);
+  }
+  memset(s, 'a', max);
+  memset(r, 'b', max);
+  if (b->rank == 0 && !o->json) {
+    printf("# " PROG " --p2p %s: ranks 0 and 1 of %d, %s (OSU %s "
+           "conventions)\n# %-10s %s\n",
+           lat ? "latency" : "bw", b->p, o->lib,
+           lat ? "osu_latency" : "osu_bw", "Size",
+           lat ? "Latency (us)" : "Bandwidth (MB/s)");
+    fflush(stdout);
+  }
+  for (size_t bytes = o->min_bytes; bytes <= o->max_bytes;) {
+    int iters = 0;
+    double v = 0;
+    if ((rc = MPI_Barrier(MPI_COMM_WORLD)) != MPI_SUCCESS)
+      fail(b, "barrier", rc);
+    if (b->rank < 2)
+      v = p2p_size(b, s, r, bytes, &iters);
+    if (b->rank == 0) {
+      if (o->json)
+        printf("{\"mode\": \"%s\", \"bytes\": %zu, \"iters\": %d, \"%s\": "
+               "%.3f, \"lib\": \"%s\"}\n",
+               lat ? "latency" : "bw", bytes, iters,
+               lat ? "latency_us" : "bandwidth_MBps", lat ? v * 1e6 : v / 1e6,
+               o->lib);
+      else
+        printf("%-12zu %.2f\n", bytes, lat ? v * 1e6 : v / 1e6);
+      fflush(stdout);
+    }
+    if (o->factor == 0) {
+      if (bytes > o->max_bytes - o->step)
+        break;
+      bytes += o->step;
+    } else if (bytes == 0) {
+      bytes = 1;
+    } else {
+      if (bytes > o->max_bytes / o->factor)
+        break;
+      bytes *= o->factor;
+    }
+  }
+  if ((rc = MPI_Barrier(MPI_COMM_WORLD)) != MPI_SUCCESS)
+    fail(b, "barrier", rc);
+  free(s);
+  free(r);
+  return 0;
+}
+
 static void *alloc_buffer(size_t elems) {
   size_t bytes = elems * sizeof(float);
   size_t n = (bytes + BUF_ALIGN - 1) / BUF_ALIGN * BUF_ALIGN;
@@ -955,6 +1239,11 @@ int main(int argc, char **argv) {
     MPI_Finalize();
     return status;
   }
+  if (o.p2p != P2P_NONE) {
+    status = run_p2p(&b);
+    MPI_Finalize();
+    return status;
+  }
   if (o.coll->rooted && o.root >= b.p) {
     if (b.rank == 0)
       fprintf(stderr, PROG ": root %d is not a rank (p = %d)\n", o.root, b.p);
@@ -965,7 +1254,13 @@ int main(int argc, char **argv) {
   /* The largest row decides the buffers; counts must fit an int. */
   {
     struct layout big = layout_of(&b, o.max_bytes);
-    int bad = big.count > (size_t)INT32_MAX;
+    /* The v-variants' displacements reach the whole buffer. */
+    bool vee = o.coll->id == C_ALLGATHERV || o.coll->id == C_ALLTOALLV;
+    int bad = big.count > (size_t)INT32_MAX ||
+              (vee && (big.send_elems > (size_t)INT32_MAX ||
+                       big.recv_elems > (size_t)INT32_MAX));
+    b.counts = malloc((size_t)b.p * sizeof *b.counts);
+    b.displs = malloc((size_t)b.p * sizeof *b.displs);
     b.send = alloc_buffer(big.send_elems);
     b.recv = alloc_buffer(big.recv_elems);
     /* --overlap keeps S_COUNT series per row, its probe OV_PROBE_ITERS. */
@@ -973,7 +1268,8 @@ int main(int argc, char **argv) {
     if (n_times < OV_PROBE_ITERS)
       n_times = OV_PROBE_ITERS;
     b.times = malloc(n_times * sizeof *b.times);
-    int failed = bad || b.send == NULL || b.recv == NULL || b.times == NULL;
+    int failed = bad || b.send == NULL || b.recv == NULL ||
+                 b.times == NULL || b.counts == NULL || b.displs == NULL;
     MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (failed) {
       if (b.rank == 0)
@@ -1035,6 +1331,8 @@ int main(int argc, char **argv) {
   free(b.send);
   free(b.recv);
   free(b.times);
+  free(b.counts);
+  free(b.displs);
   MPI_Finalize();
   return any_wrong ? EXIT_WRONG : 0;
 }

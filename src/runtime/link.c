@@ -104,6 +104,8 @@ void crnet__format_sockaddr(const struct sockaddr *sa, char *buf, size_t n) {
 static void note_io(crnet__link *l) {
   if (l->io_flag != NULL)
     *l->io_flag = true;
+  if (l->io_count != NULL)
+    ++*l->io_count;
 }
 
 static void free_early(crnet__link *l);

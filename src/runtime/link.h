@@ -228,6 +228,9 @@ struct crnet__link {
    * progress engine runs only when there is something to look at. NULL:
    * none. */
   bool *io_flag;
+  /* Counted up at the same moments (NULL: none): a wait that polls tells
+   * from it that data is still moving (progress.c, spin). */
+  uint64_t *io_count;
 
   /* Encryption (all NULL or 0 on a plaintext link). */
   crnet__seal *tx, *rx;

@@ -101,6 +101,45 @@ START_TEST(events_make_one_array) {
 }
 END_TEST
 
+START_TEST(sub_comms_get_threads_of_their_own) {
+  char path[] = "/tmp/crnet-trace-XXXXXX";
+  int fd = mkstemp(path);
+  crnet__trace *t;
+  ck_assert_int_ge(fd, 0);
+  close(fd);
+  ck_assert_int_eq(crnet__trace_open(&t, path, 4, 6, ""), 0);
+  crnet__trace_round r = {.k = 0, .to = 5, .from = 3, .ctx = 2};
+  crnet__trace_round_done(t, 1000, 2000, &r);
+  r.k = 1;
+  crnet__trace_round_done(t, 2000, 3000, &r);
+  r.lane = 1; /* an independent round of comm 2 */
+  crnet__trace_round_done(t, 2000, 3000, &r);
+  crnet__trace_call call = {.name = "allreduce", .seq = 7,
+                            .what = "allreduce #7 (1 x int32, sum)",
+                            .rounds = 2, .result = "ok", .ctx = 2,
+                            .comm_rank = 1, .comm_size = 3};
+  crnet__trace_collective(t, 1000, 3000, &call);
+  call.ctx = 0; /* the world's call #7, beside it */
+  call.seq = 7;
+  crnet__trace_collective(t, 1000, 3000, &call);
+  crnet__trace_close(t);
+  const char *s = slurp(path);
+  unlink(path);
+  /* comm 2: calls on thread 128, rounds on 129 and lane 1 on 130, each
+   * named once */
+  ck_assert_int_eq(count(s, "\"name\":\"allreduce #7 (comm 2)\""), 1);
+  ck_assert_int_eq(count(s, "\"name\":\"allreduce #7\""), 1);
+  ck_assert_int_eq(count(s, "\"comm 2: collectives\""), 1);
+  ck_assert_int_eq(count(s, "\"comm 2: rounds\""), 1);
+  ck_assert_int_eq(count(s, "\"comm 2: rounds (lane 2)\""), 1);
+  ck_assert_int_eq(count(s, "\"tid\":128"), 2);
+  ck_assert_int_eq(count(s, "\"tid\":129"), 3);
+  ck_assert_int_eq(count(s, "\"tid\":130"), 2);
+  ck_assert_int_eq(count(s, "\"comm\":2,\"comm_rank\":1,\"comm_size\":3"), 1);
+  ck_assert_int_eq(count(s, "\"to\":5"), 3);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("trace");
   TCase *tc = tcase_create("trace");
@@ -109,6 +148,7 @@ int main(void) {
   tcase_add_test(tc, path_too_long_is_refused);
   tcase_add_test(tc, open_fails_cleanly);
   tcase_add_test(tc, events_make_one_array);
+  tcase_add_test(tc, sub_comms_get_threads_of_their_own);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

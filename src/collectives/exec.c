@@ -322,12 +322,17 @@ static void round_account(exec_call *e, const crnet__round *r,
   if (c->w->trace != NULL) {
     crnet__trace_round tr = {.k = rr->k,
                              .lane = r->independent ? 1 + rr->k % e->window : 0,
-                             .to = r->send.peer,
-                             .from = r->recv.peer,
+                             .to = r->send.peer >= 0
+                                       ? crnet__world_rank(c, r->send.peer)
+                                       : -1,
+                             .from = r->recv.peer >= 0
+                                         ? crnet__world_rank(c, r->recv.peer)
+                                         : -1,
                              .bytes_sent = rr->sent,
                              .bytes_received = rr->total,
                              .wait_ns = wait_ns,
-                             .reduce_ns = rr->reduce_ns};
+                             .reduce_ns = rr->reduce_ns,
+                             .ctx = c->ctx};
     crnet__trace_round_done(c->w->trace, rr->started, now, &tr);
   }
 }
@@ -539,7 +544,10 @@ static void exec_account(crnet_request *req) {
         .wait_ns = e->wait_ns,
         .reduce_ns = e->reduce_ns,
         .rounds = e->rounds,
-        .result = rc == 0 ? "ok" : crnet_err_name(rc)};
+        .result = rc == 0 ? "ok" : crnet_err_name(rc),
+        .ctx = c->ctx,
+        .comm_rank = c->rank,
+        .comm_size = c->size};
     crnet__trace_collective(c->w->trace, req->started, now, &tc);
     if (rc != 0)
       crnet__trace_flush(c->w->trace);

@@ -19,8 +19,13 @@ struct crnet__trace {
   uint64_t base_ns; /* uv_hrtime at open */
   char *buf;
   uint64_t events;  /* written so far */
-  uint32_t lanes;   /* bit l: lane l's thread is named */
+  uint32_t lanes;   /* bit l: lane l's thread is named (the world comm) */
+  uint32_t *named;  /* threads of sub-comms named so far, and how many */
+  size_t nnamed, named_cap;
 };
+
+/* Threads per comm: its calls, then its lanes of rounds. */
+#define TIDS_PER_COMM 64
 
 /* Events are separated, not terminated, by commas, so that the closing
  * bracket makes valid JSON. */
@@ -134,15 +139,61 @@ static double us_at(const crnet__trace *t, uint64_t ns) {
   return t->base_us + (double)(int64_t)(ns - t->base_ns) / 1e3;
 }
 
+/* The thread of comm ctx's calls (lane < 0) or of its rounds on `lane`,
+ * named the first time it is used. */
+static int64_t thread_of(crnet__trace *t, uint32_t ctx, int64_t lane) {
+  int64_t slot = lane < 0 ? 0 : 1 + lane % (TIDS_PER_COMM - 1);
+  int64_t tid = (int64_t)ctx * TIDS_PER_COMM + slot;
+  char name[64];
+  if (ctx == 0) {
+    /* The world comm's threads: 0 is named at open, lanes as they come. */
+    if (lane < 0 || lane >= 32 || (t->lanes & (1u << lane)))
+      return lane < 0 ? 0 : 1 + lane;
+    t->lanes |= 1u << lane;
+    snprintf(name, sizeof name,
+             lane == 0 ? "rounds" : "rounds (lane %u)", (unsigned)lane + 1);
+    put_meta(t, "thread_name", (int)(1 + lane), name);
+    return 1 + lane;
+  }
+  for (size_t i = 0; i < t->nnamed; i++)
+    if (t->named[i] == (uint32_t)tid)
+      return tid;
+  if (t->nnamed == t->named_cap) {
+    size_t cap = t->named_cap == 0 ? 16 : 2 * t->named_cap;
+    uint32_t *v = realloc(t->named, cap * sizeof *v);
+    if (v == NULL)
+      return tid; /* unnamed: the events are still right */
+    t->named = v;
+    t->named_cap = cap;
+  }
+  t->named[t->nnamed++] = (uint32_t)tid;
+  if (slot == 0)
+    snprintf(name, sizeof name, "comm %" PRIu32 ": collectives", ctx);
+  else if (slot == 1)
+    snprintf(name, sizeof name, "comm %" PRIu32 ": rounds", ctx);
+  else
+    snprintf(name, sizeof name, "comm %" PRIu32 ": rounds (lane %" PRId64 ")",
+             ctx, slot);
+  put_meta(t, "thread_name", (int)tid, name);
+  return tid;
+}
+
 void crnet__trace_collective(crnet__trace *t, uint64_t t0, uint64_t t1,
                              const crnet__trace_call *call) {
+  int64_t tid = thread_of(t, call->ctx, -1);
+  char comm[48] = "";
+  if (call->ctx != 0)
+    snprintf(comm, sizeof comm, " (comm %" PRIu32 ")", call->ctx);
   begin_event(t);
   fprintf(t->f, "{\"ph\":\"X\",\"cat\":\"collective\",\"name\":\"%s #%" PRIu64
-                "\",\"pid\":%d,\"tid\":0,\"ts\":%.3f,\"dur\":%.3f,\"args\":{"
-                "\"call\":",
-          call->name, call->seq, t->rank, us_at(t, t0),
+                "%s\",\"pid\":%d,\"tid\":%" PRId64 ",\"ts\":%.3f,"
+                "\"dur\":%.3f,\"args\":{\"call\":",
+          call->name, call->seq, comm, t->rank, tid, us_at(t, t0),
           (double)(t1 - t0) / 1e3);
   put_string(t->f, call->what);
+  if (call->ctx != 0)
+    fprintf(t->f, ",\"comm\":%" PRIu32 ",\"comm_rank\":%d,\"comm_size\":%d",
+            call->ctx, call->comm_rank, call->comm_size);
   fprintf(t->f, ",\"rounds\":%" PRIu32 ",\"bytes_sent\":%" PRIu64
                 ",\"bytes_received\":%" PRIu64 ",\"wait_us\":%.3f,"
                 "\"reduce_us\":%.3f,\"result\":\"%s\"}}",
@@ -153,20 +204,14 @@ void crnet__trace_collective(crnet__trace *t, uint64_t t0, uint64_t t1,
 
 void crnet__trace_round_done(crnet__trace *t, uint64_t t0, uint64_t t1,
                              const crnet__trace_round *r) {
-  if (r->lane < 32 && !(t->lanes & (1u << r->lane))) {
-    char name[32];
-    t->lanes |= 1u << r->lane;
-    snprintf(name, sizeof name, r->lane == 0 ? "rounds" : "rounds (lane %u)",
-             (unsigned)r->lane + 1);
-    put_meta(t, "thread_name", (int)(1 + r->lane), name);
-  }
+  int64_t tid = thread_of(t, r->ctx, r->lane);
   begin_event(t);
   fprintf(t->f, "{\"ph\":\"X\",\"cat\":\"round\",\"name\":\"round %" PRIu32
-                "\",\"pid\":%d,\"tid\":%" PRIu32 ",\"ts\":%.3f,\"dur\":%.3f,"
+                "\",\"pid\":%d,\"tid\":%" PRId64 ",\"ts\":%.3f,\"dur\":%.3f,"
                 "\"args\":{\"to\":%d,\"bytes_sent\":%" PRIu64
                 ",\"from\":%d,\"bytes_received\":%" PRIu64
                 ",\"wait_us\":%.3f,\"reduce_us\":%.3f}}",
-          r->k, t->rank, 1 + r->lane, us_at(t, t0), (double)(t1 - t0) / 1e3,
+          r->k, t->rank, tid, us_at(t, t0), (double)(t1 - t0) / 1e3,
           r->to, r->bytes_sent, r->from, r->bytes_received,
           (double)r->wait_ns / 1e3, (double)r->reduce_ns / 1e3);
 }
@@ -181,5 +226,6 @@ void crnet__trace_close(crnet__trace *t) {
   fputs("\n]\n", t->f);
   fclose(t->f);
   free(t->buf);
+  free(t->named);
   free(t);
 }

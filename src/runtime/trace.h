@@ -7,10 +7,17 @@
  *     the call's arguments and what it cost (bytes, time waiting for
  *     messages, time reducing, the result);
  *   - thread 1 ("rounds"): one per round k of the schedule,
- *     with the peer sent to and received from, the bytes of each, and the
- *     time waiting and reducing. Rounds a schedule runs several at a time
- *     (pairwise all-to-all) go to threads 2 + k % window of their own so
- *     that no two events of one thread overlap.
+ *     with the peer sent to and received from (ranks of the job, the
+ *     trace's processes), the bytes of each, and the time waiting and
+ *     reducing. Rounds a schedule runs several at a time (pairwise
+ *     all-to-all) go to threads 2 + k % window of their own so that no two
+ *     events of one thread overlap.
+ *   - the calls and rounds of a sub-communicator (context id c > 0) go to
+ *     threads of their own, 64 c and 64 c + 1 + lane, named "comm c:
+ *     collectives" and "comm c: rounds": calls of different comms may be
+ *     in flight at once. Their events are named "allreduce #4 (comm c)"
+ *     (the number counts the comm's own calls) and carry the rank and size
+ *     in the comm.
  * Times are microseconds of the real-time clock, taken once when the file
  * is opened and carried forward by the monotonic clock: steady within a
  * rank, and as well aligned across ranks and hosts as their clocks are.
@@ -48,6 +55,8 @@ typedef struct crnet__trace_call {
   uint64_t wait_ns, reduce_ns;
   uint32_t rounds;
   const char *result; /* "ok" or the error's name */
+  uint32_t ctx;       /* the comm's context id (0: the world comm) */
+  int comm_rank, comm_size;
 } crnet__trace_call;
 void crnet__trace_collective(crnet__trace *t, uint64_t t0, uint64_t t1,
                              const crnet__trace_call *call);
@@ -57,9 +66,10 @@ void crnet__trace_collective(crnet__trace *t, uint64_t t0, uint64_t t1,
 typedef struct crnet__trace_round {
   uint32_t k;
   uint32_t lane;
-  int to, from;
+  int to, from; /* ranks of the job */
   uint64_t bytes_sent, bytes_received;
   uint64_t wait_ns, reduce_ns;
+  uint32_t ctx; /* the comm's context id */
 } crnet__trace_round;
 void crnet__trace_round_done(crnet__trace *t, uint64_t t0, uint64_t t1,
                              const crnet__trace_round *r);

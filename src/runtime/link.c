@@ -1,6 +1,7 @@
 /* Links: the handshake driver and the frame reader/writer over libuv.
  * See link.h for the contract. The whole file runs on the loop thread. */
 #include "link.h"
+#include "link_internal.h"
 #include "log.h"
 #include "secret.h"
 
@@ -22,38 +23,9 @@
 #define READ_CHUNK_MAX ((uint64_t)1 << 30)
 
 /* Encrypted links. The record buffer takes four whole records, so one read
- * brings several. Each write is a chunk of up to CHUNK_RECORDS records, at
- * most CHUNKS_IN_FLIGHT of them queued in libuv: enough to keep the socket
- * busy while the next chunk is sealed, while bounding the memory a sender
- * holds per link. Full-size chunks are reused rather than freed, since a
- * large message writes many in a row and fresh memory costs page faults. */
+ * brings several (writing them: link_write.c). */
 #define RAW_CAP (4 * CRNET__SEAL_RECORD_BYTES_MAX)
 #define SEALED_STAGE_CAP (CRNET__SEAL_RECORD_MAX + CRNET__LINK_STAGE)
-#define CHUNK_RECORDS 4
-#define CHUNK_PLAIN ((uint64_t)CHUNK_RECORDS * CRNET__SEAL_RECORD_MAX)
-#define CHUNKS_IN_FLIGHT 4
-#define FULL_CHUNK_BYTES (CHUNK_PLAIN + CHUNK_RECORDS * CRNET__SEAL_OVERHEAD)
-
-/* A frame queued on an encrypted link: the header and payload regions still
- * to seal, in order. req is the DATA send it completes, or NULL for a
- * control frame, whose bytes live in the item itself, after iov. */
-struct crnet__out_item {
-  crnet__out_item *next;
-  crnet__send_req *req;
-  uint32_t n, cur;     /* regions, and the one being sealed */
-  uint64_t cur_off;    /* bytes of iov[cur] sealed */
-  uint64_t last_chunk; /* the chunk that holds its last byte, once sealed */
-  crnet__iov iov[];
-};
-
-/* One write of sealed records. */
-typedef struct crnet__out_chunk {
-  uv_write_t write;
-  crnet__out_chunk *next_spare;
-  uint64_t id;
-  bool full; /* FULL_CHUNK_BYTES of data */
-  uint8_t data[];
-} out_chunk;
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 
@@ -79,7 +51,6 @@ static int new_handshake(crnet__link *l) {
   return CRNET_ENOMEM;
 }
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf);
-static void fail_queued(crnet__link *l, int status);
 
 void crnet__format_sockaddr(const struct sockaddr *sa, char *buf, size_t n) {
   char ip[64] = "?";
@@ -99,15 +70,6 @@ void crnet__format_sockaddr(const struct sockaddr *sa, char *buf, size_t n) {
   }
 }
 
-/* Something a request may be waiting for happened on the link (see
- * crnet__link.io_flag). */
-static void note_io(crnet__link *l) {
-  if (l->io_flag != NULL)
-    *l->io_flag = true;
-  if (l->io_count != NULL)
-    ++*l->io_count;
-}
-
 static void free_early(crnet__link *l);
 
 static void on_handle_closed(uv_handle_t *h) {
@@ -118,8 +80,8 @@ static void on_handle_closed(uv_handle_t *h) {
   l->control = NULL;
   free_early(l);
   drop_handshake(l);
-  note_io(l);
-  fail_queued(l, CRNET_EPEER);
+  crnet__link_note_io(l);
+  crnet__link_fail_queued(l, CRNET_EPEER);
   crnet__seal_free(l->tx);
   crnet__seal_free(l->rx);
   l->tx = l->rx = NULL;
@@ -132,12 +94,7 @@ static void on_handle_closed(uv_handle_t *h) {
   }
   free(l->raw);
   l->raw = NULL;
-  while (l->spare != NULL) {
-    out_chunk *ch = l->spare;
-    l->spare = ch->next_spare;
-    free(ch);
-  }
-  l->nspare = 0;
+  crnet__link_free_spares(l);
   if (l->cb->on_closed != NULL)
     l->cb->on_closed(l);
 }
@@ -161,7 +118,7 @@ static void stop_reading(crnet__link *l) {
  * (see start_drain) was no receive's yet: its buffer goes. */
 static void finish_recv(crnet__link *l, int status) {
   crnet__recv_req *r = l->recv;
-  note_io(l);
+  crnet__link_note_io(l);
   if (status != 0)
     while (l->posted != NULL) {
       crnet__recv_req *q = l->posted;
@@ -194,8 +151,8 @@ static void free_early(crnet__link *l) {
 
 /* The first failure of an established link: stop reading, fail the posted
  * receive, tell the owner once. */
-static void link_fail(crnet__link *l, int status, const char *why) {
-  note_io(l);
+void crnet__link_fail(crnet__link *l, int status, const char *why) {
+  crnet__link_note_io(l);
   if (l->failed)
     return;
   l->failed = true;
@@ -578,7 +535,7 @@ static bool frame_matches(crnet__link *l, const crnet__frame_header *h,
            (int)l->peer, coll_name(h->coll), h->seq, h->round, h->sig,
            h->length, (int)l->self, coll_name(r->coll), r->seq, r->round,
            r->sig, r->len);
-  link_fail(l, CRNET_EMISMATCH, why);
+  crnet__link_fail(l, CRNET_EMISMATCH, why);
   return false;
 }
 
@@ -616,7 +573,7 @@ static void deliver_early(crnet__link *l, const crnet__frame_header *h,
   r->got = r->len;
   r->status = 0;
   r->done = true;
-  note_io(l);
+  crnet__link_note_io(l);
 }
 
 /* A DATA frame that arrives before its receive is posted is shown to the
@@ -629,7 +586,7 @@ static int parked_check(crnet__link *l) {
                                    : CRNET__PARK_WAIT;
   if (a == CRNET__PARK_REFUSE) {
     l->bad_hdr = l->hdr;
-    link_fail(l, CRNET_EMISMATCH, "a frame no receive of this rank will match");
+    crnet__link_fail(l, CRNET_EMISMATCH, "a frame no receive of this rank will match");
   }
   return a;
 }
@@ -642,7 +599,7 @@ static bool start_drain_len(crnet__link *l, bool discard, uint64_t len) {
   void *buf = malloc(len > 0 ? len : 1);
   if (buf == NULL || len > SIZE_MAX) {
     free(buf);
-    link_fail(l, CRNET_ENOMEM, "out of memory for a frame that came early");
+    crnet__link_fail(l, CRNET_ENOMEM, "out of memory for a frame that came early");
     return false;
   }
   crnet__debug("drain %s frame ctx %u len %llu", discard ? "discard" : "keep", (unsigned)l->hdr.ctx, (unsigned long long)len);
@@ -720,7 +677,7 @@ static void drain_done(crnet__link *l) {
   l->drain_iov.base = NULL;
   l->recv = NULL;
   l->have_header = false;
-  note_io(l);
+  crnet__link_note_io(l);
   if (l->drain_discard) {
     free(payload);
     return;
@@ -734,7 +691,7 @@ static void drain_done(crnet__link *l) {
   e = malloc(sizeof *e);
   if (e == NULL) {
     free(payload);
-    link_fail(l, CRNET_ENOMEM, "out of memory for a frame that came early");
+    crnet__link_fail(l, CRNET_ENOMEM, "out of memory for a frame that came early");
     return;
   }
   e->next = NULL;
@@ -778,7 +735,7 @@ static bool header_arrived(crnet__link *l) {
   if (rc != 0) {
     snprintf(msg, sizeof msg, "rank %d sent a malformed frame (%s)",
              (int)l->peer, why);
-    link_fail(l, CRNET_EIO, msg);
+    crnet__link_fail(l, CRNET_EIO, msg);
     return false;
   }
   l->have_header = true;
@@ -799,7 +756,7 @@ static bool header_arrived(crnet__link *l) {
       return false;
     if (r != NULL) {
       if (r->len != l->hdr.length) {
-        link_fail(l, CRNET_EIO, "a message's receive has the wrong length");
+        crnet__link_fail(l, CRNET_EIO, "a message's receive has the wrong length");
         return false;
       }
       r->got = r->cur = 0;
@@ -814,13 +771,13 @@ static bool header_arrived(crnet__link *l) {
   if (l->hdr.length > CRNET__CONTROL_MAX) {
     snprintf(msg, sizeof msg, "rank %d sent an oversized control frame",
              (int)l->peer);
-    link_fail(l, CRNET_EIO, msg);
+    crnet__link_fail(l, CRNET_EIO, msg);
     return false;
   }
   l->control = malloc(l->hdr.length > 0 ? l->hdr.length : 1);
   l->control_got = 0;
   if (l->control == NULL) {
-    link_fail(l, CRNET_ENOMEM, "out of memory for a control frame");
+    crnet__link_fail(l, CRNET_ENOMEM, "out of memory for a control frame");
     return false;
   }
   return true;
@@ -885,7 +842,7 @@ static void record_failed(crnet__link *l, int rc) {
   char why[sizeof l->why];
   snprintf(why, sizeof why, "a frame from rank %d failed authentication%s",
            (int)l->peer, rc == CRNET_EAUTH ? "" : " (record count exhausted)");
-  link_fail(l, CRNET_EAUTH, why);
+  crnet__link_fail(l, CRNET_EAUTH, why);
 }
 
 /* Whether the next record's plaintext lies wholly inside the current region
@@ -932,7 +889,7 @@ static int open_record(crnet__link *l) {
   len = crnet__seal_record_len(rec);
   if (len == 0) {
     snprintf(why, sizeof why, "rank %d sent a malformed record", (int)l->peer);
-    link_fail(l, CRNET_EAUTH, why);
+    crnet__link_fail(l, CRNET_EAUTH, why);
     return -1;
   }
   if (avail < len + CRNET__SEAL_OVERHEAD)
@@ -1001,7 +958,7 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
   char why[128];
   if (n == 0)
     return;
-  note_io(l);
+  crnet__link_note_io(l);
   if (n < 0) {
     if (l->draining) {
       crnet__link_close(l);
@@ -1021,7 +978,7 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
     else
       snprintf(why, sizeof why, "connection to rank %d failed: %s",
                (int)l->peer, uv_strerror((int)n));
-    link_fail(l, CRNET_EPEER, why);
+    crnet__link_fail(l, CRNET_EPEER, why);
     return;
   }
   if (l->draining)
@@ -1125,7 +1082,7 @@ void crnet__link_post_recv(crnet__link *l, crnet__recv_req *r) {
 }
 
 void crnet__link_cancel_recv(crnet__link *l, crnet__recv_req *r) {
-  note_io(l);
+  crnet__link_note_io(l);
   for (crnet__recv_req **at = &l->posted; *at != NULL; at = &(*at)->next)
     if (*at == r) {
       *at = r->next;
@@ -1150,419 +1107,6 @@ void crnet__link_cancel_recv(crnet__link *l, crnet__recv_req *r) {
   }
 }
 
-/* --- writing frames ----------------------------------------------------- */
-
-static void on_send_done(uv_write_t *w, int status) {
-  crnet__send_req *r = (crnet__send_req *)w;
-  crnet__link *l = w->data;
-  char why[128];
-  note_io(l);
-  l->pending_writes--;
-  r->status = status == 0 ? 0 : CRNET_EPEER;
-  r->done = true;
-  if (status < 0 && status != UV_ECANCELED) {
-    snprintf(why, sizeof why, "sending to rank %d failed: %s", (int)l->peer,
-             uv_strerror(status));
-    link_fail(l, CRNET_EPEER, why);
-  }
-}
-
-/* --- writing on an encrypted link (see link.h) ---------------------------- */
-
-static void pump_sealing(crnet__link *l, bool all);
-
-static void queue_append(crnet__out_item **head, crnet__out_item **tail,
-                         crnet__out_item *it) {
-  it->next = NULL;
-  if (*tail != NULL)
-    (*tail)->next = it;
-  else
-    *head = it;
-  *tail = it;
-}
-
-static crnet__out_item *queue_pop(crnet__out_item **head,
-                                  crnet__out_item **tail) {
-  crnet__out_item *it = *head;
-  *head = it->next;
-  if (*head == NULL)
-    *tail = NULL;
-  return it;
-}
-
-/* A queued frame is over: its send completes, a control frame's bytes go. */
-static void complete_item(crnet__link *l, crnet__out_item *it, int status) {
-  l->pending_writes--;
-  if (it->req != NULL) {
-    it->req->status = status;
-    it->req->done = true;
-  }
-  free(it);
-}
-
-/* Completes every queued frame with status (the link is closing or broken:
- * nothing more will be written). */
-static void fail_queued(crnet__link *l, int status) {
-  while (l->out_head != NULL)
-    complete_item(l, queue_pop(&l->out_head, &l->out_tail), status);
-  l->out_bytes = 0;
-  while (l->sealed_head != NULL)
-    complete_item(l, queue_pop(&l->sealed_head, &l->sealed_tail), status);
-}
-
-/* The unsealed bytes of the queue head's current region. */
-static const uint8_t *head_bytes(const crnet__link *l, uint64_t *n) {
-  const crnet__out_item *it = l->out_head;
-  const crnet__iov *v = &it->iov[it->cur];
-  *n = v->len - it->cur_off;
-  return (const uint8_t *)v->base + it->cur_off;
-}
-
-/* Counts n bytes of the head's current region (at most what it holds) as
- * sealed into chunk. A frame whose last byte that was moves to the sealed
- * queue. */
-static void advance(crnet__link *l, uint64_t n, uint64_t chunk) {
-  crnet__out_item *it = l->out_head;
-  l->out_bytes -= n;
-  it->cur_off += n;
-  if (it->cur_off < it->iov[it->cur].len)
-    return;
-  it->cur++;
-  it->cur_off = 0;
-  if (it->cur == it->n) {
-    queue_pop(&l->out_head, &l->out_tail);
-    it->last_chunk = chunk;
-    queue_append(&l->sealed_head, &l->sealed_tail, it);
-  }
-}
-
-/* Seals the next `len` queued bytes into the record at rec. A region that
- * holds them all (a large payload) is sealed from where it is; otherwise
- * (headers, small frames, region ends) they are gathered into the record
- * first and sealed in place. */
-static int seal_next(crnet__link *l, uint8_t *rec, uint32_t len,
-                     uint64_t chunk) {
-  uint8_t *text = rec + CRNET__SEAL_LEN_BYTES;
-  uint64_t n;
-  const uint8_t *src = head_bytes(l, &n);
-  if (n >= len) {
-    advance(l, len, chunk);
-    return crnet__seal_record(l->tx, rec, src, len);
-  }
-  for (uint32_t got = 0; got < len; got += (uint32_t)n) {
-    src = head_bytes(l, &n);
-    if (n > len - got)
-      n = len - got;
-    memcpy(text + got, src, n);
-    advance(l, n, chunk);
-  }
-  return crnet__seal_record(l->tx, rec, text, len);
-}
-
-/* A chunk buffer of cap bytes: a spare one if it is full-size. */
-static out_chunk *get_chunk(crnet__link *l, size_t cap) {
-  out_chunk *ch;
-  if (cap == FULL_CHUNK_BYTES && l->spare != NULL) {
-    ch = l->spare;
-    l->spare = ch->next_spare;
-    l->nspare--;
-    return ch;
-  }
-  ch = malloc(sizeof *ch + cap);
-  if (ch != NULL)
-    ch->full = cap == FULL_CHUNK_BYTES;
-  return ch;
-}
-
-static void put_chunk(crnet__link *l, out_chunk *ch) {
-  if (!ch->full || l->nspare >= CHUNKS_IN_FLIGHT) {
-    free(ch);
-    return;
-  }
-  ch->next_spare = l->spare;
-  l->spare = ch;
-  l->nspare++;
-}
-
-static void on_chunk_written(uv_write_t *w, int status) {
-  out_chunk *ch = (out_chunk *)w;
-  crnet__link *l = w->data;
-  char why[128];
-  note_io(l);
-  l->chunks_in_flight--;
-  if (status < 0) {
-    put_chunk(l, ch);
-    fail_queued(l, CRNET_EPEER);
-    if (status != UV_ECANCELED) {
-      snprintf(why, sizeof why, "sending to %s failed: %s", l->addr,
-               uv_strerror(status));
-      link_fail(l, CRNET_EPEER, why);
-    }
-    return;
-  }
-  while (l->sealed_head != NULL && l->sealed_head->last_chunk <= ch->id)
-    complete_item(l, queue_pop(&l->sealed_head, &l->sealed_tail), 0);
-  put_chunk(l, ch);
-  if (l->state == CRNET__LINK_READY)
-    pump_sealing(l, false);
-}
-
-/* Seals one chunk of records from the queue and writes it. The chunk is as
- * large as what is queued, up to CHUNK_RECORDS full records, so that small
- * frames cost small buffers. */
-static int seal_chunk(crnet__link *l) {
-  uint64_t plain = l->out_bytes < CHUNK_PLAIN ? l->out_bytes : CHUNK_PLAIN;
-  uint64_t records =
-      (plain + CRNET__SEAL_RECORD_MAX - 1) / CRNET__SEAL_RECORD_MAX;
-  size_t used = 0, cap = (size_t)(plain + records * CRNET__SEAL_OVERHEAD);
-  out_chunk *ch = get_chunk(l, cap);
-  uv_buf_t b;
-  if (ch == NULL) {
-    link_fail(l, CRNET_ENOMEM, "out of memory for sealed records");
-    return -1;
-  }
-  ch->id = l->next_chunk++;
-  while (plain > 0) {
-    uint32_t len = plain < CRNET__SEAL_RECORD_MAX ? (uint32_t)plain
-                                                  : CRNET__SEAL_RECORD_MAX;
-    if (seal_next(l, ch->data + used, len, ch->id) != 0) {
-      put_chunk(l, ch);
-      link_fail(l, CRNET_EIO, "record count exhausted");
-      return -1;
-    }
-    used += len + CRNET__SEAL_OVERHEAD;
-    plain -= len;
-  }
-  assert(used == cap);
-  b.base = (char *)ch->data;
-  b.len = used;
-  ch->write.data = l;
-  if (uv_write(&ch->write, (uv_stream_t *)&l->tcp, &b, 1, on_chunk_written) !=
-      0) {
-    put_chunk(l, ch);
-    link_fail(l, CRNET_EPEER, "cannot write sealed records");
-    return -1;
-  }
-  l->chunks_in_flight++;
-  return 0;
-}
-
-/* Seals while there are queued bytes and room in flight (all: no bound,
- * before a shutdown). A failure completes every queued frame. */
-static void pump_sealing(crnet__link *l, bool all) {
-  while (l->out_head != NULL && (all || l->chunks_in_flight < CHUNKS_IN_FLIGHT))
-    if (seal_chunk(l) != 0) {
-      fail_queued(l, CRNET_EPEER);
-      return;
-    }
-}
-
-/* A queue item for a frame of nregions regions, allocated with `extra`
- * bytes after its iov array (a control frame's copy). */
-static crnet__out_item *new_item(uint32_t nregions, size_t extra) {
-  crnet__out_item *it =
-      malloc(sizeof *it + sizeof it->iov[0] * nregions + extra);
-  if (it == NULL)
-    return NULL;
-  memset(it, 0, sizeof *it);
-  it->n = nregions;
-  return it;
-}
-
-static void send_sealed(crnet__link *l, crnet__send_req *r,
-                        const crnet__frame_header *h, const crnet__iov *iov,
-                        uint32_t niov) {
-  crnet__out_item *it = new_item(niov + 1, 0);
-  if (it == NULL) {
-    r->status = CRNET_ENOMEM;
-    r->done = true;
-    link_fail(l, CRNET_ENOMEM, "out of memory for a send");
-    return;
-  }
-  it->req = r;
-  it->iov[0].base = r->header;
-  it->iov[0].len = sizeof r->header;
-  it->n = 1;
-  for (uint32_t i = 0; i < niov; i++)
-    if (iov[i].len > 0)
-      it->iov[it->n++] = iov[i];
-  queue_append(&l->out_head, &l->out_tail, it);
-  l->out_bytes += sizeof r->header + h->length;
-  l->pending_writes++;
-  pump_sealing(l, false);
-}
-
-/* Frames up to this size are offered to the kernel at once (link_send). */
-#define TRY_WRITE_MAX ((size_t)64 << 10)
-
-static size_t total_len(const uv_buf_t *b, unsigned n) {
-  size_t t = 0;
-  for (unsigned i = 0; i < n; i++)
-    t += b[i].len;
-  return t;
-}
-
-/* Drops the first k bytes of the list b[0..*n) (fewer than it holds). */
-static void skip_bytes(uv_buf_t *b, unsigned *n, size_t k) {
-  unsigned i = 0, m = 0;
-  while (k >= b[i].len) {
-    k -= b[i].len;
-    i++;
-  }
-  b[i].base += k;
-  b[i].len -= k;
-  for (; i < *n; i++)
-    b[m++] = b[i];
-  *n = m;
-}
-
-void crnet__link_send(crnet__link *l, crnet__send_req *r,
-                      const crnet__frame_header *h, const crnet__iov *iov,
-                      uint32_t niov) {
-  uv_buf_t small[8], *bufs = small;
-  unsigned nbufs = 1;
-  int rc;
-  r->done = false;
-  r->status = 0;
-  if (l->failed || l->state != CRNET__LINK_READY) {
-    r->status = CRNET_EPEER;
-    r->done = true;
-    return;
-  }
-  if (l->tx != NULL) {
-    crnet__frame_encode(h, r->header);
-    send_sealed(l, r, h, iov, niov);
-    return;
-  }
-  if (niov + 1 > sizeof small / sizeof small[0]) {
-    bufs = malloc(sizeof *bufs * (niov + 1));
-    if (bufs == NULL) {
-      r->status = CRNET_ENOMEM;
-      r->done = true;
-      link_fail(l, CRNET_ENOMEM, "out of memory for a send");
-      return;
-    }
-  }
-  crnet__frame_encode(h, r->header);
-  bufs[0].base = (char *)r->header;
-  bufs[0].len = sizeof r->header;
-  for (uint32_t i = 0; i < niov; i++) {
-    if (iov[i].len == 0)
-      continue;
-    bufs[nbufs].base = (char *)iov[i].base;
-    bufs[nbufs].len = (size_t)iov[i].len;
-    nbufs++;
-  }
-  r->write.data = l;
-  /* A small frame on an idle link goes to the kernel now, and the send is
-   * done without waiting for the loop's next turn to run a callback: half
-   * of a small message's round trip is otherwise that turn. What the
-   * kernel does not take whole is written by uv_write as usual, after the
-   * part it took (uv_try_write writes only when nothing is queued, so the
-   * order of frames holds). */
-  if (total_len(bufs, nbufs) <= TRY_WRITE_MAX) {
-    int n = uv_try_write((uv_stream_t *)&l->tcp, bufs, nbufs);
-    if (n > 0 && (size_t)n == total_len(bufs, nbufs)) {
-      if (bufs != small)
-        free(bufs);
-      note_io(l);
-      r->done = true;
-      return;
-    }
-    if (n > 0)
-      skip_bytes(bufs, &nbufs, (size_t)n);
-  }
-  /* libuv copies the buffer list; the memory it points to stays ours. */
-  rc = uv_write(&r->write, (uv_stream_t *)&l->tcp, bufs, nbufs, on_send_done);
-  if (bufs != small)
-    free(bufs);
-  if (rc != 0) {
-    r->status = CRNET_EPEER;
-    r->done = true;
-    link_fail(l, CRNET_EPEER, uv_strerror(rc));
-    return;
-  }
-  l->pending_writes++;
-}
-
-typedef struct control_write {
-  uv_write_t write;
-  uint8_t header[CRNET__FRAME_HEADER_SIZE];
-  uint8_t payload[];
-} control_write;
-
-static void on_control_sent(uv_write_t *w, int status) {
-  crnet__link *l = w->data;
-  char why[128];
-  l->pending_writes--;
-  free(w);
-  if (status < 0 && status != UV_ECANCELED) {
-    snprintf(why, sizeof why, "sending to %s failed: %s", l->addr,
-             uv_strerror(status));
-    link_fail(l, CRNET_EPEER, why);
-  }
-}
-
-static int send_control_sealed(crnet__link *l, const crnet__frame_header *h,
-                               const void *payload, uint64_t len) {
-  crnet__out_item *it = new_item(1, CRNET__FRAME_HEADER_SIZE + (size_t)len);
-  uint8_t *bytes;
-  if (it == NULL)
-    return CRNET_ENOMEM;
-  bytes = (uint8_t *)&it->iov[1];
-  crnet__frame_encode(h, bytes);
-  if (len > 0)
-    memcpy(bytes + CRNET__FRAME_HEADER_SIZE, payload, len);
-  it->iov[0].base = bytes;
-  it->iov[0].len = CRNET__FRAME_HEADER_SIZE + len;
-  queue_append(&l->out_head, &l->out_tail, it);
-  l->out_bytes += it->iov[0].len;
-  l->pending_writes++;
-  pump_sealing(l, false);
-  return 0;
-}
-
-int crnet__link_send_control(crnet__link *l, uint8_t kind, const void *payload,
-                             uint64_t len) {
-  return crnet__link_send_control_ctx(l, kind, 0, payload, len);
-}
-
-int crnet__link_send_control_ctx(crnet__link *l, uint8_t kind, uint32_t ctx,
-                                 const void *payload, uint64_t len) {
-  crnet__frame_header h = {.kind = kind, .length = len, .ctx = ctx};
-  return crnet__link_send_control_hdr(l, &h, payload);
-}
-
-int crnet__link_send_control_hdr(crnet__link *l, const crnet__frame_header *hp,
-                                 const void *payload) {
-  crnet__frame_header h = *hp;
-  uint64_t len = h.length;
-  control_write *cw;
-  uv_buf_t b;
-  /* A link that failed on reading may still write: that is how a rank tells
-   * a peer that sent something wrong why it is being dropped. */
-  if (l->state != CRNET__LINK_READY)
-    return CRNET_EPEER;
-  if (l->tx != NULL)
-    return send_control_sealed(l, &h, payload, len);
-  cw = malloc(sizeof *cw + len);
-  if (cw == NULL)
-    return CRNET_ENOMEM;
-  crnet__frame_encode(&h, cw->header);
-  if (len > 0)
-    memcpy(cw->payload, payload, len);
-  b.base = (char *)cw->header;
-  b.len = sizeof cw->header + len;
-  cw->write.data = l;
-  if (uv_write(&cw->write, (uv_stream_t *)&l->tcp, &b, 1, on_control_sent) !=
-      0) {
-    free(cw);
-    return CRNET_EPEER;
-  }
-  l->pending_writes++;
-  return 0;
-}
-
 /* --- closing ------------------------------------------------------------ */
 
 void crnet__link_close(crnet__link *l) {
@@ -1571,7 +1115,7 @@ void crnet__link_close(crnet__link *l) {
   l->state = CRNET__LINK_CLOSING;
   stop_reading(l);
   finish_recv(l, CRNET_EPEER);
-  fail_queued(l, CRNET_EPEER);
+  crnet__link_fail_queued(l, CRNET_EPEER);
   uv_close((uv_handle_t *)&l->tcp, on_handle_closed);
   uv_close((uv_handle_t *)&l->timer, on_handle_closed);
 }
@@ -1594,7 +1138,7 @@ void crnet__link_close_gently(crnet__link *l, uint64_t linger_ms) {
   }
   /* The shutdown must follow every frame already sent, so what is queued
    * unsealed is sealed now, whatever the bound in flight. */
-  pump_sealing(l, true);
+  crnet__link_pump_sealing(l, true);
   l->state = CRNET__LINK_CLOSING;
   l->draining = true;
   finish_recv(l, CRNET_EPEER);

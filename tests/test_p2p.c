@@ -6,6 +6,9 @@
  *
  * Cases (CK_RUN_CASE): "order", "unexpected", "edges", "comms", "memory",
  * "failure"; argument "unit" runs the argument checks in a job of one.
+ * Messages with the progress thread, and from threads of their own beside
+ * the world's collectives (for ThreadSanitizer, suite `threads`): the case
+ * "p2p-threads" of test_comms.c.
  */
 #include <check.h>
 #include <signal.h>

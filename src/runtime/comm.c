@@ -496,6 +496,7 @@ void crnet__comm_link_settings(crnet_comm *c, crnet__link *l) {
    * new link is itself news (a round may wait for it: lazy links). */
   l->io_flag = &c->w->progress_dirty;
   l->io_count = &c->w->io_count;
+  l->drain_parked = &c->w->p2p_live;
   c->w->progress_dirty = true;
   crnet__link_set_liveness(l, c->w->liveness_ms);
   if (c->w->socket_buffer > 0) {

@@ -113,6 +113,9 @@ typedef struct crnet__world {
   bool spin_yield;       /* more ranks than cores: yield while spinning */
   uint32_t spin_skipped; /* waits that slept at once since the last spin */
   uint64_t io_count;     /* link events so far (link.h io_count) */
+  /* Point-to-point requests started and not completed (link.h
+   * drain_parked). */
+  atomic_uint p2p_live;
   /* The executor reduces a receive of at least 4 pieces piece by piece as
    * it arrives (exec.c); 0 turns that off. */
   uint64_t stream_piece;

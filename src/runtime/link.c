@@ -619,13 +619,16 @@ static bool start_drain(crnet__link *l, bool discard) {
 }
 
 /* A DATA frame whose receive is not posted: parks, or drains when a
- * receive of another comm is posted behind it (or its comm failed). True
- * if its payload is to be read now (draining). */
+ * receive of another comm is posted behind it or point-to-point messages
+ * may be (link.h, drain_parked), or its comm failed. True if its payload
+ * is to be read now (draining). */
 static bool park_or_drain(crnet__link *l) {
   int a = parked_check(l);
   if (a == CRNET__PARK_REFUSE)
     return false;
-  if (a == CRNET__PARK_DISCARD || l->posted != NULL)
+  if (a == CRNET__PARK_DISCARD || l->posted != NULL ||
+      (l->drain_parked != NULL &&
+       atomic_load_explicit(l->drain_parked, memory_order_relaxed) > 0))
     return start_drain(l, a == CRNET__PARK_DISCARD);
   return false;
 }

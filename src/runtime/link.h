@@ -76,6 +76,7 @@
 #ifndef CRNET_LINK_H
 #define CRNET_LINK_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <uv.h>
@@ -231,6 +232,13 @@ struct crnet__link {
   /* Counted up at the same moments (NULL: none): a wait that polls tells
    * from it that data is still moving (progress.c, spin). */
   uint64_t *io_count;
+  /* While this counts above 0 (NULL: never), a DATA frame parked at the
+   * head of the link is read into memory at once, like one with a receive
+   * of another comm behind it: point-to-point messages (and their replies
+   * and credits) come through the link without a posted receive, and a
+   * frame of a call not begun yet must not hold them back. The owner
+   * counts its point-to-point requests in flight here. */
+  const atomic_uint *drain_parked;
 
   /* Encryption (all NULL or 0 on a plaintext link). */
   crnet__seal *tx, *rx;

@@ -141,6 +141,11 @@ int crnet__req_start(crnet_comm *c, crnet_request *r) {
   r->cb_arg = NULL;
   r->cb_busy = 0;
   r->seq = r->p2p ? 0 : ++c->seq_issued;
+  /* The first message in flight: a collective's frame parked at the head
+   * of a link must not hold it back (link.h, drain_parked), so the next
+   * pass of the engine looks at the parked frames again. */
+  if (r->p2p && atomic_fetch_add(&c->w->p2p_live, 1) == 0)
+    atomic_store(&c->w->recheck_asked, true);
   c->in_flight++;
   r->started = uv_hrtime();
   r->round = 0;
@@ -219,6 +224,8 @@ static void complete(crnet_comm *wc, crnet_request *r) {
   if (r->ops->account != NULL)
     r->ops->account(r);
   r->state = CRNET__REQ_DONE;
+  if (r->p2p)
+    atomic_fetch_sub(&c->w->p2p_live, 1);
   c->w->in_flight--;
   c->in_flight--;
   r->prev = NULL;

@@ -142,7 +142,7 @@ check('--dat --coll allreduce: the allreduce rows of --json, 9 fields each',
       (len(dat), len(arows)))
 check('--dat: the same numbers as --json',
       all(f[0] == str(r['p']) and f[2] == r['schedule'] and
-          int(f[4]) == r['rounds'] and int(f[5]) == r['peers'] and
+          float(f[4]) == r['rounds'] and int(f[5]) == r['peers'] and
           float(f[8]) == r['time'] for f, r in zip(dat, arows)))
 
 tuned = {r['schedule']: r for r in

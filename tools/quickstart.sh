@@ -25,6 +25,10 @@ mode=${1:-demo}
 # `install` renders the installed man pages.
 packages=(build-essential meson ninja-build pkg-config libuv1-dev libsodium-dev check python3
   openssh-server openssh-client iproute2 procps clang libclang-rt-14-dev valgrind man-db)
+# python3-dev: the headers the Python module (src/python) is built with,
+# for /usr/bin/python3; python3-numpy: its tests (suite `python`) and
+# examples/python.
+packages+=(python3-dev python3-numpy)
 
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi

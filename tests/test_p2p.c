@@ -11,12 +11,14 @@
  * "p2p-threads" of test_comms.c.
  */
 #include <check.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "crnet.h"
@@ -479,6 +481,62 @@ START_TEST(misuse_is_refused) {
 }
 END_TEST
 
+/* A job of one: a receive from oneself whose send another thread makes
+ * later. The loop has no link, and nothing but that thread's call can
+ * complete the receive: the wait must sleep until it comes (once it failed
+ * every comm with "nothing left to wait for (a bug in crnet)"). */
+typedef struct late_send {
+  crnet_comm *c;
+  size_t bytes;
+  int tag;
+  int rc;
+} late_send;
+
+static void *send_later(void *arg) {
+  late_send *ls = arg;
+  uint8_t *b = malloc(ls->bytes);
+  struct timespec ts = {0, 200 * 1000 * 1000};
+  if (b == NULL) {
+    ls->rc = CRNET_ENOMEM;
+    return NULL;
+  }
+  memset(b, 0x5c, ls->bytes);
+  nanosleep(&ts, NULL);
+  ls->rc = crnet_send(ls->c, b, ls->bytes, CRNET_BYTE, 0, ls->tag);
+  free(b);
+  return NULL;
+}
+
+START_TEST(receive_from_oneself_waits_for_another_thread) {
+  static const size_t sizes[] = {8, 1 << 20};
+  crnet_comm *c = NULL;
+  unsetenv("CRNET_RANK");
+  unsetenv("CRNET_SIZE");
+  ck_assert_int_eq(crnet_comm_init(&c, NULL), 0);
+  for (size_t i = 0; i < 2; i++)
+    for (int any = 0; any < 2; any++) {
+      late_send ls = {c, sizes[i], (int)(2 * i + (size_t)any), -1};
+      uint8_t *b = calloc(1, sizes[i]);
+      crnet_status st;
+      pthread_t t;
+      ck_assert_ptr_nonnull(b);
+      ck_assert_int_eq(pthread_create(&t, NULL, send_later, &ls), 0);
+      ck_assert_msg(crnet_recv(c, b, sizes[i], CRNET_BYTE,
+                               any ? CRNET_ANY_SOURCE : 0,
+                               any ? CRNET_ANY_TAG : ls.tag, &st) == 0,
+                    "%zu bytes%s: %s", sizes[i], any ? " (any source)" : "",
+                    crnet_comm_errmsg(c));
+      pthread_join(t, NULL);
+      ck_assert_int_eq(ls.rc, 0);
+      ck_assert_int_eq(st.source, 0);
+      ck_assert_int_eq(st.tag, ls.tag);
+      ck_assert(b[0] == 0x5c && b[sizes[i] - 1] == 0x5c);
+      free(b);
+    }
+  ck_assert_int_eq(crnet_comm_destroy(c), 0);
+}
+END_TEST
+
 int main(int argc, char **argv) {
   bool unit = argc > 1 && strcmp(argv[1], "unit") == 0;
   Suite *s = suite_create(unit ? "p2p-unit" : "p2p");
@@ -488,6 +546,10 @@ int main(int argc, char **argv) {
   if (unit) {
     t = tcase_create("misuse");
     tcase_add_test(t, misuse_is_refused);
+    suite_add_tcase(s, t);
+    t = tcase_create("self-thread");
+    tcase_set_timeout(t, 60);
+    tcase_add_test(t, receive_from_oneself_waits_for_another_thread);
     suite_add_tcase(s, t);
   } else {
     const struct {

@@ -351,6 +351,11 @@ void crnet__p2p_on_control(crnet__link *l, const crnet__frame_header *h,
 void crnet__p2p_adopt(crnet_comm *c);
 /* After a split: messages for a comm that was not made are a mismatch. */
 void crnet__p2p_check_orphans(crnet__world *w);
+/* Whether a posted receive could be matched by a send of this very process
+ * (one from its own rank, or from any source), which another thread may
+ * start at any time: then a loop with no handle left is still waiting for
+ * something (owner only; progress.c, wait_for_kick). */
+bool crnet__p2p_awaits_local(crnet__world *w);
 /* Frees what is left of a comm's messages (destroy), and the world's. */
 void crnet__p2p_comm_free(crnet_comm *c);
 void crnet__p2p_world_free(crnet__world *w);

@@ -780,6 +780,18 @@ void crnet__p2p_check_orphans(crnet__world *w) {
                            bad, w->rank, ctx);
 }
 
+bool crnet__p2p_awaits_local(crnet__world *w) {
+  for (int ctx = 0; ctx < CRNET__MAX_CTX; ctx++) {
+    crnet_comm *c = w->comms[ctx];
+    if (c == NULL)
+      continue;
+    for (p2p_req *q = c->p2p_posted; q != NULL; q = q->next)
+      if (q->peer == c->rank || q->peer == CRNET_ANY_SOURCE)
+        return true;
+  }
+  return false;
+}
+
 void crnet__p2p_comm_free(crnet_comm *c) {
   while (c->p2p_unexp != NULL) {
     p2p_msg *m = c->p2p_unexp;

@@ -533,6 +533,21 @@ static void score_spin_in_vain(crnet_comm *c, uint64_t gave_up) {
     c->w->spin_score -= 2;
 }
 
+/* The loop has no handle left, yet a posted receive may be matched by a
+ * send another thread of this process has not started yet (a job of one
+ * has no link to keep the loop alive): sleeps until a thread kicks the
+ * loop (crnet__req_start does when it queues a request), holding the kick
+ * handle, which otherwise never keeps the loop alive. False if nothing
+ * can come that way: the loop is stuck. */
+static bool wait_for_kick(crnet_comm *c) {
+  if (!c->w->progress_handles || !crnet__p2p_awaits_local(c->w))
+    return false;
+  uv_ref((uv_handle_t *)&c->w->kick);
+  uv_run(&c->w->loop, UV_RUN_ONCE);
+  uv_unref((uv_handle_t *)&c->w->kick);
+  return true;
+}
+
 int crnet__comm_run_until(crnet_comm *c, bool (*done)(void *), void *arg,
                           uint64_t timeout_ms) {
   int rc = 0;
@@ -555,6 +570,9 @@ int crnet__comm_run_until(crnet_comm *c, bool (*done)(void *), void *arg,
     /* Sleeps in epoll until something happens. A loop with nothing left to
      * wait for cannot make progress: that is a bug, not a reason to spin. */
     if (uv_run(&c->w->loop, UV_RUN_ONCE) == 0 && !done(arg)) {
+      crnet__progress(c);
+      if (done(arg) || wait_for_kick(c))
+        continue;
       rc = CRNET_EIO;
       break;
     }
@@ -654,7 +672,7 @@ static void *thread_main(void *arg) {
       pthread_mutex_unlock(&c->w->mu);
       if (!alive) {
         crnet__progress(c);
-        if (any_live(c->w))
+        if (any_live(c->w) && !wait_for_kick(c))
           fail_stuck(c);
       }
     }

@@ -750,21 +750,19 @@ def test_gil_released(comm):
 
     # A blocking receive whose message another Python thread sends later:
     # without the GIL released, the sender could never run (the test would
-    # time out). Not in a job of one: there crnet's wait finds no link to
-    # sleep on and fails the comm as stuck ("nothing left to wait for (a
-    # bug in crnet)", progress.c), although another thread will send.
-    if p > 1:
-        got = bytearray(4)
+    # time out). In a job of one too, where the wait has no link to sleep
+    # on and sleeps until the other thread's call kicks it.
+    got = bytearray(4)
 
-        def later():
-            time.sleep(0.3)
-            comm.send(b"late", r, tag=77)
+    def later():
+        time.sleep(0.3)
+        comm.send(b"late", r, tag=77)
 
-        t = threading.Thread(target=later)
-        t.start()
-        st = comm.recv(got, r, 77)
-        t.join()
-        check(bytes(got) == b"late" and st.tag == 77, "recv from a thread")
+    t = threading.Thread(target=later)
+    t.start()
+    st = comm.recv(got, r, 77)
+    t.join()
+    check(bytes(got) == b"late" and st.tag == 77, "recv from a thread")
     # A long allreduce (rank 0 enters it a second late): another thread
     # keeps running meanwhile on the ranks that wait in it.
     th = threading.Thread(target=spin, daemon=True)

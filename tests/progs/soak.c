@@ -1,5 +1,5 @@
-/* soak: thousands of random collectives between real processes, every result
- * checked exactly.
+/* soak: thousands of random collectives and messages between real
+ * processes, every result checked exactly.
  *
  *   crlaunch -n P ./soak [--count N | --minutes M] [--seed S]
  *                        [--max-bytes B] [--in-flight K] [--trace]
@@ -15,12 +15,25 @@
  * the seed first, so that any failure can be replayed with the same seed and
  * the same P. Each step picks
  *
+ *   comm        the world, or (half the steps while there are any) one of
+ *               the sub-communicators alive: every so often the program
+ *               splits a comm (drawn colors, some CRNET_UNDEFINED, and
+ *               keys, ties and negative ones among them), dups one, or
+ *               destroys one (soak_comms.c). A step on a sub-comm is run
+ *               by its ranks, with their ranks and size there; the others
+ *               skip it
  *   collective  allreduce, reduce_scatter_block, reduce_scatter (irregular
  *               counts, some zero), scan, exscan, alltoall, allgather,
- *               bcast, reduce, barrier
+ *               bcast, reduce, barrier, gather, scatter, allgatherv
+ *               (irregular counts, some zero, each rank's blocks at
+ *               displacements of its own: NULL, packed, or out of order
+ *               with gaps), alltoallv (a matrix of counts, zeros among
+ *               them, each rank's own displacements on both sides, the
+ *               same three ways, send blocks now and then overlapping), or
+ *               messages between ranks (p2p: soak_p2p.c says how)
  *   schedule    one this program's own table (below, from the README) says
  *               can do the collective, or auto, set with
- *               crnet_comm_set_schedule on every rank alike
+ *               crnet_comm_set_schedule on every rank of the comm alike
  *   count       0 (5 %), 1..8 (30 %), 9..300 (35 %), 301..5000 (20 %), or up
  *               to --max-bytes per rank buffer (10 %; default 4 MiB), often
  *               odd
@@ -28,7 +41,8 @@
  *               commutative user operator and a non-commutative one
  *   datatype    one the operator can reduce (byte only for data movement and
  *               the commutative user operator)
- *   in place    30 % of the calls that allow it; roots at random
+ *   in place    30 % of the calls that allow it (reduce, gather, scatter:
+ *               the root's); roots at random
  *
  * Inputs are a hash of (seed, step, rank, index), shaped per operator so
  * that the exact result is a value every datatype holds exactly in any
@@ -43,33 +57,44 @@
  * falls back to auto and counts the refusal; hypercube all-to-all when p is
  * not a power of two must be refused when it is chosen
  * (crnet_comm_set_schedule), and the step runs on auto. Any other refusal
- * is a failure.
+ * is a failure. (On a sub-comm, p and the ranks are the comm's.)
  *
- * Each call is also checked for: send buffer unchanged, 32 guard bytes on
- * either side of every buffer untouched, every result element written (the
- * receive buffer starts as the complement of the result), rank 0's exscan
- * buffer and a non-root's reduce buffer untouched, and a refused call
- * leaving the receive buffer as it was. Results every rank holds alike
- * (allreduce, allgather, bcast) feed a hash that an allreduce of
- * {hash, ~hash} with MAX compares across ranks every SYNC_EVERY steps; at
- * the same point rank 0 broadcasts whether --minutes are up, so that every
- * rank stops after the same step.
+ * Each call is also checked for: send buffer unchanged (a scatter root's
+ * in place too), 32 guard bytes on either side of every buffer untouched,
+ * every result element written (the receive buffer starts as the
+ * complement of the result), the gaps around allgatherv's and alltoallv's
+ * blocks untouched, rank 0's exscan buffer and a non-root's reduce and
+ * gather buffer untouched, and a refused call leaving the receive buffer
+ * as it was. Results every rank of a comm holds alike (allreduce,
+ * allgather, bcast, allgatherv's blocks) feed a hash of the comm: the
+ * world's, which an allreduce of {hash, ~hash} with MAX compares across
+ * ranks every SYNC_EVERY steps (at the same point rank 0 broadcasts
+ * whether --minutes are up, so that every rank stops after the same step),
+ * and a sub-comm's, compared the same way on it before it is destroyed.
  *
  * At the end rank 0 prints one line: p, seed, steps, seconds, the count per
- * collective, in-place calls, user-operator calls, refusals, MiB moved (the
- * sum over steps of one rank's largest buffer: the m of the cost model),
- * and failures summed over all ranks. A wrong result is reported at once on
- * stderr naming seed, step, collective, schedule, datatype, operator, count,
- * root, in place, rank, first wrong index, expected and got; the program
- * exits 1 if any rank saw one (after MAX_REPORTS reports, or on any error
- * of the communicator, the rank aborts the job so the others stop fast).
+ * collective (p2p: steps of messages), in-place calls, user-operator calls,
+ * refusals, the messages (of them: rendezvous, with a wildcard, truncated,
+ * in a sendrecv), the comms split off, dupped and destroyed and the steps
+ * on them, MiB moved (the sum over steps of one rank's largest buffer: the
+ * m of the cost model; p2p: the largest message), and failures summed over
+ * all ranks. A wrong result is reported at once on stderr naming seed,
+ * step, collective, schedule, datatype, operator, count, root, in place,
+ * the comm, rank, first wrong index, expected and got; the program exits 1
+ * if any rank saw one (after MAX_REPORTS reports, or on any error of the
+ * communicator, the rank aborts the job so the others stop fast).
  *
  * In flight (--in-flight K, 2 to 64; default 1, every call blocking as
  * above), the same calls, drawn in the same order, are started in batches
  * of K with the nonblocking crnet_iX and completed in orders that differ
  * from rank to rank; soak_inflight.c holds that mode and says how. The
  * last line then adds rank 0's counts: calls started, blocking calls
- * between starts, completions by each way, callbacks.
+ * between starts, completions (of requests) by each way, callbacks.
+ *
+ * The files: this one (the program, the draws, the values and the
+ * checks of the collectives), soak_calls.c (the calls and the buffers of
+ * allgatherv and alltoallv), soak_p2p.c, soak_comms.c, soak_inflight.c;
+ * soak.h is what they share.
  *
  * The schedules, per the README's table:
  *   allreduce       circulant, circulant-doubling, circulant-linear,
@@ -83,6 +108,9 @@
  *   bcast           the four circulants, ring, hypercube
  *   reduce          the four circulants, ring, rabenseifner
  *   barrier         the four circulants
+ *   gather, scatter binomial, linear
+ *   allgatherv      the allgather schedules (CRNET_COLL_ALLGATHER's choice)
+ *   alltoallv       pairwise, ring
  *   and auto everywhere. Keep rank order with a non-commutative operator:
  *   circulant-linear, hypercube, rabenseifner, star, allgather-reduce,
  *   circulant, ring in scan; others may refuse.
@@ -100,7 +128,6 @@
 #include "crnet.h"
 #include "soak.h"
 
-#define GUARD_BYTE 0xA5
 #define SYNC_EVERY 8
 #define MAX_REPORTS 10
 #define DEFAULT_MAX_BYTES (4u << 20)
@@ -111,13 +138,16 @@
 static const char *const kind_name[K_COUNT] = {
     "allreduce", "reduce_scatter_block", "reduce_scatter", "scan", "exscan",
     "alltoall",  "allgather",            "bcast",          "reduce",
-    "barrier"};
+    "barrier",   "gather",               "scatter",        "allgatherv",
+    "alltoallv", "p2p"};
 
+/* K_P2P has none: CRNET_COLL_COUNT. */
 static const crnet_collective kind_coll[K_COUNT] = {
     CRNET_COLL_ALLREDUCE, CRNET_COLL_REDUCE_SCATTER, CRNET_COLL_REDUCE_SCATTER,
     CRNET_COLL_SCAN,      CRNET_COLL_SCAN,           CRNET_COLL_ALLTOALL,
     CRNET_COLL_ALLGATHER, CRNET_COLL_BCAST,          CRNET_COLL_REDUCE,
-    CRNET_COLL_BARRIER};
+    CRNET_COLL_BARRIER,   CRNET_COLL_GATHER,         CRNET_COLL_SCATTER,
+    CRNET_COLL_ALLGATHER, CRNET_COLL_ALLTOALLV,      CRNET_COLL_COUNT};
 
 static bool kind_reduces(enum kind k) {
   return k == K_ALLREDUCE || k == K_RSB || k == K_RS || k == K_SCAN ||
@@ -149,6 +179,8 @@ static const char *const *schedules_of(crnet_collective coll) {
   static const char *const barrier[] = {
       "auto", "circulant", "circulant-doubling", "circulant-linear",
       "circulant-sqrt", NULL};
+  static const char *const rooted[] = {"auto", "binomial", "linear", NULL};
+  static const char *const alltoallv[] = {"auto", "pairwise", "ring", NULL};
   switch (coll) {
   case CRNET_COLL_ALLREDUCE:
     return allreduce;
@@ -164,11 +196,15 @@ static const char *const *schedules_of(crnet_collective coll) {
     return bcast;
   case CRNET_COLL_REDUCE:
     return reduce;
+  case CRNET_COLL_GATHER:
+  case CRNET_COLL_SCATTER:
+    return rooted;
+  case CRNET_COLL_ALLTOALLV:
+    return alltoallv;
   default:
     return barrier;
   }
 }
-
 /* Operators: the built-ins, then our two user operators. */
 enum { OP_USER_COMM = CRNET_OP_BUILTIN_COUNT, OP_USER_NONCOMM, OP_KINDS };
 
@@ -200,7 +236,7 @@ static bool op_takes(int o, crnet_datatype dt) {
 
 /* --- hashing and the decision stream ------------------------------------- */
 
-static uint64_t mix(uint64_t x) {
+uint64_t mix(uint64_t x) {
   x ^= x >> 30;
   x *= 0xbf58476d1ce4e5b9ull;
   x ^= x >> 27;
@@ -213,12 +249,12 @@ static uint64_t mix(uint64_t x) {
 
 static uint64_t rng_state;
 
-static uint64_t rng(void) {
+uint64_t rng(void) {
   rng_state += GOLDEN;
   return mix(rng_state);
 }
 
-static uint64_t below(uint64_t n) { return n == 0 ? 0 : rng() % n; }
+uint64_t below(uint64_t n) { return n == 0 ? 0 : rng() % n; }
 
 /* The in-flight mode's generators (struct gen, soak.h) step like rng, each
  * on a state of its own, so that step n is the same call whatever
@@ -351,13 +387,13 @@ static int64_t value(const ctx *x, const step *s, int r, uint64_t i) {
   int64_t R;
   switch (s->opk) {
   case CRNET_SUM:
-    R = sum_range(s->dt, x->p);
+    R = sum_range(s->dt, s->q);
     if (is_signed(s->dt) || is_float(s->dt))
       return (int64_t)(h % (uint64_t)(2 * R + 1)) - R;
     return (int64_t)(h % (uint64_t)(R + 1));
   case CRNET_PROD: {
     /* One rank per element contributes 2 or 3, the others 1 (or -1). */
-    int special = (int)(mix(s->salt ^ i) % (uint64_t)x->p);
+    int special = (int)(mix(s->salt ^ i) % (uint64_t)s->q);
     int64_t v = r == special ? 2 + (int64_t)((h >> 8) & 1) : 1;
     if ((is_signed(s->dt) || is_float(s->dt)) && (h & 1))
       v = -v;
@@ -374,7 +410,7 @@ static int64_t value(const ctx *x, const step *s, int r, uint64_t i) {
   case CRNET_LOR: {
     /* Rare zeros for land, rare nonzeros for lor, so that both results
      * occur; nonzero values are not only 1. */
-    bool rare = (h >> 8) % (uint64_t)(x->p + 1) == 0;
+    bool rare = (h >> 8) % (uint64_t)(s->q + 1) == 0;
     int64_t nz = 1 + (int64_t)(h % 7);
     if ((is_signed(s->dt) || is_float(s->dt)) && (h & 0x10000))
       nz = -nz;
@@ -478,8 +514,7 @@ static void encode(crnet_datatype dt, int64_t v, void *dst) {
 
 /* Bytes of rank r's data at byte offset k, for the collectives that only
  * move data: any bit pattern, NaNs included. */
-static void fill_bytes(const ctx *x, int r, uint64_t k, size_t len,
-                       uint8_t *dst) {
+void fill_bytes(const ctx *x, int r, uint64_t k, size_t len, uint8_t *dst) {
   for (size_t j = 0; j < len; j++) {
     uint64_t pos = k + j;
     uint64_t w = mix(x->base[r] + (pos >> 3) * GOLDEN);
@@ -506,7 +541,7 @@ void *xmalloc(size_t n) {
   return q;
 }
 
-static void buf_make(buf *b, size_t len) {
+void buf_make(buf *b, size_t len) {
   b->raw = xmalloc(len + 2 * GUARD);
   b->p = b->raw + GUARD;
   b->len = len;
@@ -519,7 +554,7 @@ void buf_free(buf *b) {
   b->raw = b->p = NULL;
 }
 
-static bool guards_ok(const buf *b) {
+bool guards_ok(const buf *b) {
   for (size_t i = 0; i < GUARD; i++)
     if (b->raw[i] != GUARD_BYTE || b->p[b->len + i] != GUARD_BYTE)
       return false;
@@ -529,36 +564,58 @@ static bool guards_ok(const buf *b) {
 /* --- reporting --------------------------------------------------------------- */
 
 static void describe(const ctx *x, const step *s, char *out, size_t n) {
+  char on[96] = "";
+  if (s->comm != 0) {
+    const comm_slot *c = &x->comms[s->comm];
+    snprintf(on, sizeof on, " on comm #%d (%d ranks, rank %d there)",
+             s->comm_id, s->q, c->alive && c->id == s->comm_id ? c->rank : -1);
+  }
   snprintf(out, n,
            "seed %" PRIu64 " p %d step %" PRIu64 " %s schedule %s dt %s op %s "
-           "count %zu%s%s root %d%s%s%s",
-           x->seed, x->p, s->n, kind_name[s->kind], s->schedule,
+           "count %zu%s%s root %d%s%s%s%s",
+           x->seed, x->wp, s->n, kind_name[s->kind], s->schedule,
            crnet_datatype_name(s->dt), kind_reduces(s->kind) ? op_label[s->opk] : "-", s->count,
-           s->kind == K_RS ? " (irregular)" : "",
-           s->in_place ? " in place" : "", s->root,
+           s->kind == K_RS || s->kind == K_ALLGATHERV || s->kind == K_ALLTOALLV
+               ? " (irregular)"
+               : s->kind == K_P2P ? " (messages)" : "",
+           s->in_place ? " in place" : "", s->root, on,
            s->how != NULL ? " (" : "", s->how != NULL ? s->how : "",
            s->how != NULL ? ")" : "");
 }
 
-void report(ctx *x, const step *s, const char *fmt, ...) {
-  char d[384], m[512];
-  va_list ap;
+static void vreport(ctx *x, const char *d, const char *fmt, va_list ap) {
+  char m[512];
   x->failures++;
   if (x->reports++ >= MAX_REPORTS)
     return;
-  va_start(ap, fmt);
   vsnprintf(m, sizeof m, fmt, ap);
-  va_end(ap);
-  describe(x, s, d, sizeof d);
-  fprintf(stderr, "soak: FAIL rank %d: %s: %s\n", x->rank, d, m);
+  fprintf(stderr, "soak: FAIL rank %d: %s: %s\n", x->wrank, d, m);
   if (x->reports >= MAX_REPORTS) {
     fprintf(stderr, "soak: rank %d: %d failures reported, aborting the job\n",
-            x->rank, MAX_REPORTS);
+            x->wrank, MAX_REPORTS);
     x->broken = true;
   }
 }
 
-static void hex(const uint8_t *b, size_t n, char *out) {
+void report(ctx *x, const step *s, const char *fmt, ...) {
+  char d[448];
+  va_list ap;
+  describe(x, s, d, sizeof d);
+  va_start(ap, fmt);
+  vreport(x, d, fmt, ap);
+  va_end(ap);
+}
+
+void report_at(ctx *x, const char *where, const char *fmt, ...) {
+  char d[448];
+  va_list ap;
+  snprintf(d, sizeof d, "seed %" PRIu64 " p %d %s", x->seed, x->wp, where);
+  va_start(ap, fmt);
+  vreport(x, d, fmt, ap);
+  va_end(ap);
+}
+
+void hex(const uint8_t *b, size_t n, char *out) {
   for (size_t i = 0; i < n; i++)
     sprintf(out + 2 * i, "%02x", b[n - 1 - i]); /* as a little-endian number */
 }
@@ -583,8 +640,7 @@ static bool compare(ctx *x, const step *s, const char *what,
   return false;
 }
 
-uint64_t fnv(const uint8_t *b, size_t n) {
-  uint64_t h = 1469598103934665603ull;
+static uint64_t fnv_more(uint64_t h, const uint8_t *b, size_t n) {
   for (size_t i = 0; i < n; i++) {
     h ^= b[i];
     h *= 1099511628211ull;
@@ -592,12 +648,24 @@ uint64_t fnv(const uint8_t *b, size_t n) {
   return h;
 }
 
-void mix_hash(ctx *x, uint64_t h, size_t n) {
-  x->shared_hash = mix(x->shared_hash ^ h ^ n);
+uint64_t fnv(const uint8_t *b, size_t n) {
+  return fnv_more(1469598103934665603ull, b, n);
 }
 
-static void mix_shared(ctx *x, const uint8_t *b, size_t n) {
-  mix_hash(x, fnv(b, n), n);
+/* Into the world's hash, in step order. */
+void mix_hash(ctx *x, uint64_t h, size_t n) {
+  x->comms[0].shared_hash = mix(x->comms[0].shared_hash ^ h ^ n);
+}
+
+/* A result every rank of the step's comm holds alike, as the hash of n
+ * bytes: the world's hash mixes them in step order; a sub-comm's adds
+ * them, so that the order in which calls in flight complete on a rank
+ * does not matter (its steps are compared when it is destroyed). */
+void share(ctx *x, const step *s, uint64_t h, size_t n) {
+  if (s->comm == 0)
+    mix_hash(x, h, n);
+  else
+    x->comms[s->comm].shared_hash += mix(h ^ n ^ mix(s->n + 1));
 }
 
 /* --- one step --------------------------------------------------------------- */
@@ -606,8 +674,9 @@ static bool pow2(int p) { return (p & (p - 1)) == 0; }
 
 /* Whether set_schedule must refuse the step's schedule at this p. */
 static bool refused_at_p(const ctx *x, const step *s) {
+  (void)x;
   return s->kind == K_ALLTOALL && strcmp(s->schedule, "hypercube") == 0 &&
-         !pow2(x->p);
+         !pow2(s->q);
 }
 
 /* Whether a refusal of this call is what the documentation allows: a
@@ -617,7 +686,8 @@ static bool refusal_allowed(const ctx *x, const step *s) {
   static const char *const reordering[] = {"circulant", "circulant-doubling",
                                            "circulant-sqrt", "ring"};
   (void)x;
-  if (s->opk != OP_USER_NONCOMM || s->kind == K_SCAN || s->kind == K_EXSCAN)
+  if (s->opk != OP_USER_NONCOMM || !kind_reduces(s->kind) ||
+      s->kind == K_SCAN || s->kind == K_EXSCAN)
     return false;
   for (size_t i = 0; i < sizeof reordering / sizeof reordering[0]; i++)
     if (strcmp(s->schedule, reordering[i]) == 0)
@@ -625,68 +695,7 @@ static bool refusal_allowed(const ctx *x, const step *s) {
   return false;
 }
 
-/* Runs the call; the buffers are ready. */
-static int call(ctx *x, const step *s, const void *send, void *recv,
-                void *rbuf) {
-  crnet_comm *c = x->comm;
-  switch (s->kind) {
-  case K_ALLREDUCE:
-    return crnet_allreduce(c, send, recv, s->count, s->dt, s->op);
-  case K_RSB:
-    return crnet_reduce_scatter_block(c, send, recv, s->count, s->dt, s->op);
-  case K_RS:
-    return crnet_reduce_scatter(c, send, recv, s->counts, s->dt, s->op);
-  case K_SCAN:
-    return crnet_scan(c, send, recv, s->count, s->dt, s->op);
-  case K_EXSCAN:
-    return crnet_exscan(c, send, recv, s->count, s->dt, s->op);
-  case K_ALLTOALL:
-    return crnet_alltoall(c, send, recv, s->count, s->dt);
-  case K_ALLGATHER:
-    return crnet_allgather(c, send, recv, s->count, s->dt);
-  case K_BCAST:
-    return crnet_bcast(c, rbuf, s->count, s->dt, s->root);
-  case K_REDUCE:
-    return crnet_reduce(c, send,
-                        s->null_recv && x->rank != s->root ? NULL : recv,
-                        s->count, s->dt, s->op, s->root);
-  default:
-    return crnet_barrier(c);
-  }
-}
-
-/* Starts the same call with the nonblocking twin. */
-static int icall(ctx *x, const step *s, const void *send, void *recv,
-                 void *rbuf, crnet_request **req) {
-  crnet_comm *c = x->comm;
-  switch (s->kind) {
-  case K_ALLREDUCE:
-    return crnet_iallreduce(c, send, recv, s->count, s->dt, s->op, req);
-  case K_RSB:
-    return crnet_ireduce_scatter_block(c, send, recv, s->count, s->dt, s->op,
-                                       req);
-  case K_RS:
-    return crnet_ireduce_scatter(c, send, recv, s->counts, s->dt, s->op, req);
-  case K_SCAN:
-    return crnet_iscan(c, send, recv, s->count, s->dt, s->op, req);
-  case K_EXSCAN:
-    return crnet_iexscan(c, send, recv, s->count, s->dt, s->op, req);
-  case K_ALLTOALL:
-    return crnet_ialltoall(c, send, recv, s->count, s->dt, req);
-  case K_ALLGATHER:
-    return crnet_iallgather(c, send, recv, s->count, s->dt, req);
-  case K_BCAST:
-    return crnet_ibcast(c, rbuf, s->count, s->dt, s->root, req);
-  case K_REDUCE:
-    return crnet_ireduce(c, send,
-                         s->null_recv && x->rank != s->root ? NULL : recv,
-                         s->count, s->dt, s->op, s->root, req);
-  default:
-    return crnet_ibarrier(c, req);
-  }
-}
-
-static void complement(uint8_t *dst, const uint8_t *src, size_t n) {
+void complement(uint8_t *dst, const uint8_t *src, size_t n) {
   for (size_t i = 0; i < n; i++)
     dst[i] = (uint8_t)~src[i];
 }
@@ -694,20 +703,37 @@ static void complement(uint8_t *dst, const uint8_t *src, size_t n) {
 /* The per-rank input bases of step s: value() and fill_bytes() read them,
  * so they are set again before a call in flight is checked. */
 void set_bases(ctx *x, const step *s) {
-  for (int r = 0; r <= x->p; r++)
+  for (int r = 0; r <= s->q; r++)
     x->base[r] = mix(s->salt + (uint64_t)r * 0xd1b54a32d192ed03ull);
 }
 
 /* Sizes, the expected result, and the buffers filled for the call. */
 void prepare(ctx *x, call_state *cs) {
   step *s = cs->s;
-  const int p = x->p, me = x->rank;
+  const int p = s->q, me = x->rank;
   const size_t w = width(s->dt);
+  const bool root = me == s->root;
   size_t send_elems = 0, recv_elems = 0, want_elems = 0, want_at = 0;
   uint64_t my_off = 0, total = 0;
   uint8_t *want;
 
   set_bases(x, s);
+  cs->send_fill = SEND_UNCHECKED;
+  cs->image = false;
+  cs->arrays = NULL;
+  cs->sendcounts = cs->sdispls = cs->recvcounts = cs->rdispls = NULL;
+  cs->blk_at = cs->blk_len = NULL;
+  cs->before = cs->want = NULL;
+  cs->pr = NULL;
+  cs->check_untouched = false;
+  if (s->kind == K_P2P) {
+    p2p_prepare(x, cs);
+    return;
+  }
+  if (s->kind == K_ALLGATHERV || s->kind == K_ALLTOALLV) {
+    prepare_vector(x, cs);
+    return;
+  }
 
   /* Sizes: send elements, recv elements, and which recv elements hold the
    * result (want_at, want_elems). */
@@ -720,7 +746,7 @@ void prepare(ctx *x, call_state *cs) {
     break;
   case K_REDUCE:
     send_elems = recv_elems = s->count;
-    want_elems = me == s->root ? s->count : 0;
+    want_elems = root ? s->count : 0;
     break;
   case K_RSB:
     send_elems = (size_t)p * s->count;
@@ -742,6 +768,18 @@ void prepare(ctx *x, call_state *cs) {
   case K_ALLGATHER:
     send_elems = s->kind == K_ALLTOALL ? (size_t)p * s->count : s->count;
     recv_elems = want_elems = (size_t)p * s->count;
+    break;
+  case K_GATHER:
+    /* A non-root's recv is ignored: NULL, or a buffer left untouched. */
+    send_elems = s->count;
+    recv_elems = root || !s->null_recv ? (size_t)p * s->count : 0;
+    want_elems = root ? recv_elems : 0;
+    break;
+  case K_SCATTER:
+    /* A non-root's send is ignored: NULL, or a buffer left unchanged; the
+     * root's recv in place is its block, left in send. */
+    send_elems = root || !s->null_recv ? (size_t)p * s->count : 0;
+    recv_elems = want_elems = root && s->in_place ? 0 : s->count;
     break;
   default:
     break;
@@ -783,8 +821,12 @@ void prepare(ctx *x, call_state *cs) {
                  want + (size_t)j * s->count * w);
     break;
   case K_ALLGATHER:
-    for (int j = 0; j < p; j++)
+  case K_GATHER:
+    for (int j = 0; want_elems > 0 && j < p; j++)
       fill_bytes(x, j, 0, s->count * w, want + (size_t)j * s->count * w);
+    break;
+  case K_SCATTER:
+    fill_bytes(x, s->root, (uint64_t)me * s->count * w, want_elems * w, want);
     break;
   case K_BCAST:
     fill_bytes(x, s->root, 0, s->count * w, want);
@@ -795,8 +837,8 @@ void prepare(ctx *x, call_state *cs) {
 
   /* SOAK_CORRUPT=<rank>: that rank expects one wrong element, once, to
    * see the failure path work. */
-  if (x->corrupt_rank == me && want_elems > 0 &&
-      !(s->kind == K_REDUCE && me != s->root)) {
+  if (x->corrupt_rank == x->wrank && want_elems > 0 &&
+      !(s->kind == K_REDUCE && !root)) {
     want[(want_elems / 2) * w] ^= 1;
     x->corrupt_rank = -1;
   }
@@ -807,7 +849,8 @@ void prepare(ctx *x, call_state *cs) {
   uint8_t *sp = cs->sb.p, *rp = cs->rb.p;
   if (kind_reduces(s->kind))
     fill_values(x, s, me, 0, send_elems, sp);
-  else if (s->kind == K_ALLTOALL || s->kind == K_ALLGATHER)
+  else if (s->kind == K_ALLTOALL || s->kind == K_ALLGATHER ||
+           s->kind == K_GATHER || s->kind == K_SCATTER)
     fill_bytes(x, me, 0, send_elems * w, sp);
   else
     memset(sp, 0, send_elems * w); /* unused (bcast), but hashed in flight */
@@ -815,38 +858,56 @@ void prepare(ctx *x, call_state *cs) {
    * element never written shows; the input where in place. */
   if (recv_elems > 0)
     fill_bytes(x, p, 0, recv_elems * w, rp);
-  if (s->in_place) {
-    if (s->kind == K_ALLGATHER)
+  if (s->in_place && s->kind == K_SCATTER) {
+    /* nothing in recv: the root's block stays in send */
+  } else if (s->in_place) {
+    if (s->kind == K_ALLGATHER || s->kind == K_GATHER)
       memcpy(rp + (size_t)me * s->count * w, sp, s->count * w);
     else
       memcpy(rp, sp, send_elems * w);
   } else if (s->kind == K_BCAST) {
-    if (me == s->root)
-      memcpy(rp, want, want_elems * w);
+    if (root) /* its data, not want: SOAK_CORRUPT may have changed that */
+      fill_bytes(x, s->root, 0, want_elems * w, rp);
     else
       complement(rp, want, want_elems * w);
   } else if (!(s->kind == K_EXSCAN && me == 0)) {
     complement(rp + want_at * w, want, want_elems * w);
   }
-  if (s->kind == K_ALLGATHER && s->in_place)
+  if ((s->kind == K_ALLGATHER || s->kind == K_GATHER) && s->in_place)
     for (int j = 0; j < p; j++)
       if (j != me)
         complement(rp + (size_t)j * s->count * w,
                    want + (size_t)j * s->count * w, s->count * w);
-  cs->check_untouched = s->kind == K_REDUCE && me != s->root;
-  cs->before = NULL;
+  cs->check_untouched = (s->kind == K_REDUCE && !root) ||
+                        (s->kind == K_GATHER && !root && recv_elems > 0);
   if (refusal_allowed(x, s) || cs->check_untouched) {
     cs->before = xmalloc(recv_elems * w);
     memcpy(cs->before, rp, recv_elems * w);
+  }
+
+  /* What the send buffer must still hold after the call. */
+  if (kind_reduces(s->kind) && !s->in_place)
+    cs->send_fill = SEND_VALUES;
+  else if ((s->kind == K_ALLTOALL || s->kind == K_ALLGATHER ||
+            s->kind == K_GATHER) && !s->in_place)
+    cs->send_fill = SEND_BYTES;
+  else if (s->kind == K_SCATTER)
+    cs->send_fill = SEND_BYTES; /* the root's in place too */
+
+  /* The arguments. */
+  cs->send_arg = s->in_place ? CRNET_IN_PLACE : sp;
+  cs->recv_arg = rp;
+  if ((s->kind == K_REDUCE || s->kind == K_GATHER) && !root && s->null_recv)
+    cs->recv_arg = NULL;
+  if (s->kind == K_SCATTER) {
+    cs->send_arg = !root && s->null_recv ? NULL : sp;
+    cs->recv_arg = root && s->in_place ? CRNET_IN_PLACE : rp;
   }
 }
 
 /* Starts (blocking: runs) the call on the prepared buffers. */
 int go(ctx *x, call_state *cs, crnet_request **req) {
-  const void *send = cs->s->in_place ? CRNET_IN_PLACE : cs->sb.p;
-  if (req == NULL)
-    return call(x, cs->s, send, cs->rb.p, cs->rb.p);
-  return icall(x, cs->s, send, cs->rb.p, cs->rb.p, req);
+  return invoke(x, cs, req);
 }
 
 /* A call refused with CRNET_EUNSUPPORTED: whether the documentation allows
@@ -882,19 +943,20 @@ void check(ctx *x, call_state *cs) {
   const size_t w = width(s->dt);
   const size_t send_elems = cs->send_elems, recv_elems = cs->recv_elems;
 
+  if (s->kind == K_P2P) {
+    p2p_check(x, cs);
+    return;
+  }
   if (atomic_exchange(&user_misuse, 0))
     report(x, s, "a user operator was called with a wrong datatype or context");
   if (!guards_ok(&cs->sb) || !guards_ok(&cs->rb))
     report(x, s, "a guard byte around a buffer was overwritten");
-  if (!s->in_place && kind_reduces(s->kind) && send_elems > 0) {
+  if (cs->send_fill != SEND_UNCHECKED && send_elems > 0) {
     uint8_t *orig = xmalloc(send_elems * w);
-    fill_values(x, s, me, 0, send_elems, orig);
-    if (memcmp(orig, cs->sb.p, send_elems * w) != 0)
-      report(x, s, "the send buffer changed");
-    free(orig);
-  } else if (!s->in_place && send_elems > 0 && s->kind != K_BCAST) {
-    uint8_t *orig = xmalloc(send_elems * w);
-    fill_bytes(x, me, 0, send_elems * w, orig);
+    if (cs->send_fill == SEND_VALUES)
+      fill_values(x, s, me, 0, send_elems, orig);
+    else
+      fill_bytes(x, me, 0, send_elems * w, orig);
     if (memcmp(orig, cs->sb.p, send_elems * w) != 0)
       report(x, s, "the send buffer changed");
     free(orig);
@@ -902,6 +964,8 @@ void check(ctx *x, call_state *cs) {
   if (cs->check_untouched) {
     if (memcmp(cs->before, cs->rb.p, recv_elems * w) != 0)
       report(x, s, "a non-root's receive buffer was written");
+  } else if (cs->image) {
+    compare_image(x, cs);
   } else if (s->kind != K_BARRIER) {
     compare(x, s, s->kind == K_EXSCAN && me == 0 ? "rank 0's buffer (untouched)"
                                                  : "result",
@@ -909,10 +973,27 @@ void check(ctx *x, call_state *cs) {
   }
 }
 
-/* Whether the step's result is one every rank holds alike. */
+/* Whether the step's result is one every rank of its comm holds alike. */
 bool shared_result(const step *s) {
   return s->kind == K_ALLREDUCE || s->kind == K_ALLGATHER ||
-         s->kind == K_BCAST;
+         s->kind == K_BCAST || s->kind == K_ALLGATHERV;
+}
+
+/* The hash of that result, and its bytes in *n: allgatherv's blocks in
+ * rank order (each rank has its own gaps). */
+uint64_t shared_digest(const call_state *cs, size_t *n) {
+  const size_t w = width(cs->s->dt);
+  uint64_t h = fnv(NULL, 0);
+  if (!cs->image) {
+    *n = cs->want_elems * w;
+    return fnv(cs->rb.p, *n);
+  }
+  *n = 0;
+  for (int j = 0; j < cs->s->q; j++) {
+    h = fnv_more(h, cs->rb.p + cs->blk_at[j] * w, cs->blk_len[j] * w);
+    *n += cs->blk_len[j] * w;
+  }
+  return h;
 }
 
 void free_expectations(call_state *cs) {
@@ -921,11 +1002,29 @@ void free_expectations(call_state *cs) {
   cs->before = cs->want = NULL;
 }
 
+/* Everything the call held. */
+void free_call(call_state *cs) {
+  free_expectations(cs);
+  if (cs->pr != NULL)
+    p2p_free(cs);
+  buf_free(&cs->sb);
+  buf_free(&cs->rb);
+  free(cs->arrays);
+  cs->arrays = NULL;
+}
+
 void run_step(ctx *x, step *s) {
   call_state cs = {.s = s};
   int rc;
 
+  use_comm(x, s->comm);
   prepare(x, &cs);
+  if (s->kind == K_P2P) {
+    p2p_run_blocking(x, &cs);
+    if (!x->broken)
+      p2p_check(x, &cs);
+    goto out;
+  }
   rc = go(x, &cs, NULL);
   if (rc == CRNET_EUNSUPPORTED) {
     if (!refusal_ok(x, &cs))
@@ -941,13 +1040,14 @@ void run_step(ctx *x, step *s) {
     goto out;
   }
   check(x, &cs);
-  if (shared_result(s))
-    mix_shared(x, cs.rb.p, cs.want_elems * width(s->dt));
+  if (shared_result(s)) {
+    size_t n;
+    uint64_t h = shared_digest(&cs, &n);
+    share(x, s, h, n);
+  }
 
 out:
-  free_expectations(&cs);
-  buf_free(&cs.sb);
-  buf_free(&cs.rb);
+  free_call(&cs);
 }
 
 /* --- drawing a step ------------------------------------------------------- */
@@ -971,13 +1071,79 @@ static size_t draw_count(const ctx *x, size_t per_rank_factor, size_t w) {
   return n < cap ? n : cap;
 }
 
+/* s->counts with room for n entries. */
+size_t *step_counts(step *s, size_t n) {
+  if (s->counts_cap < n) {
+    free(s->counts);
+    s->counts = xmalloc(sizeof *s->counts * n);
+    s->counts_cap = n;
+  }
+  return s->counts;
+}
+
+/* total elements cut into p irregular blocks, some empty. */
+static void cut(step *s, int p, size_t total) {
+  uint64_t shape = below(4);
+  size_t *c = step_counts(s, (size_t)p);
+  for (int r = 0; r < p; r++)
+    c[r] = 0;
+  if (shape == 0) { /* everything in one block */
+    c[below((uint64_t)p)] = total;
+  } else {
+    /* Random cuts; some blocks empty. */
+    size_t left = total;
+    for (int r = 0; r < p - 1; r++) {
+      size_t n = below(3) == 0 ? 0 : (size_t)below(left / 2 + 2);
+      if (n > left)
+        n = left;
+      c[r] = n;
+      left -= n;
+    }
+    c[p - 1] = left;
+  }
+}
+
+/* alltoallv's matrix: zeros, small and large blocks; s->count is the
+ * largest a rank sends. */
+static void draw_matrix(const ctx *x, step *s, size_t w) {
+  const int p = s->q;
+  const size_t cap = x->max_bytes / ((size_t)p * w);
+  const uint64_t shape = below(8); /* 0: nothing at all; 1: sparse */
+  size_t *m = step_counts(s, (size_t)p * p);
+  s->count = 0;
+  for (int i = 0; i < p; i++) {
+    size_t row = 0;
+    for (int j = 0; j < p; j++) {
+      uint64_t d = below(100);
+      size_t n;
+      if (shape == 0 || d < (shape == 1 ? 90 : 25))
+        n = 0;
+      else if (d < 70)
+        n = 1 + (size_t)below(16);
+      else if (d < 93)
+        n = 17 + (size_t)below(600);
+      else
+        n = cap > 0 ? 1 + (size_t)below(cap) : 0;
+      m[(size_t)i * p + j] = n < cap ? n : cap;
+      row += m[(size_t)i * p + j];
+    }
+    if (row > s->count)
+      s->count = row;
+  }
+}
+
 void draw(ctx *x, step *s) {
-  static const int kind_weight[K_COUNT] = {4, 2, 2, 2, 2, 2, 2, 2, 2, 1};
+  static const int kind_weight[K_COUNT] = {4, 2, 2, 2, 2, 2, 2, 2, 2, 1,
+                                           2, 2, 2, 2, 3};
   int sum = 0, pick;
   const char *const *list;
   size_t nlist = 0;
-  const int p = x->p;
 
+  s->comm = draw_comm(x);
+  use_comm(x, s->comm);
+  s->q = x->p;
+  s->comm_id = x->comms[s->comm].id;
+  const int p = s->q;
   for (int k = 0; k < K_COUNT; k++)
     sum += kind_weight[k];
   pick = (int)below((uint64_t)sum);
@@ -988,11 +1154,22 @@ void draw(ctx *x, step *s) {
     }
     pick -= kind_weight[k];
   }
+  s->salt = mix(x->seed ^ mix(s->n + 1));
+  if (s->kind == K_P2P) {
+    s->schedule = "-";
+    s->opk = CRNET_SUM;
+    s->op = CRNET_SUM;
+    s->dt = CRNET_BYTE;
+    s->in_place = false;
+    s->root = 0;
+    s->null_recv = false;
+    p2p_draw(x, s);
+    return;
+  }
   list = schedules_of(kind_coll[s->kind]);
   while (list[nlist] != NULL)
     nlist++;
   s->schedule = list[below(nlist)];
-  s->salt = mix(x->seed ^ mix(s->n + 1));
 
   if (kind_reduces(s->kind)) {
     do {
@@ -1008,40 +1185,32 @@ void draw(ctx *x, step *s) {
     s->dt = (crnet_datatype)below(CRNET_DATATYPE_COUNT);
   }
   const size_t w = width(s->dt);
-  s->in_place = s->kind != K_BCAST && s->kind != K_BARRIER && below(10) < 3;
+  s->in_place = s->kind != K_BCAST && s->kind != K_BARRIER &&
+                s->kind != K_ALLTOALLV && below(10) < 3;
   s->root = (int)below((uint64_t)p);
   s->null_recv = below(2) == 0;
-  if (s->kind == K_REDUCE && s->in_place && x->rank != s->root)
+  if ((s->kind == K_REDUCE || s->kind == K_GATHER || s->kind == K_SCATTER) &&
+      s->in_place && x->rank != s->root)
     s->in_place = false; /* CRNET_IN_PLACE is for the root only */
   s->count = 0;
   switch (s->kind) {
   case K_RSB:
   case K_ALLTOALL:
   case K_ALLGATHER:
+  case K_GATHER:
+  case K_SCATTER:
     s->count = draw_count(x, (size_t)p, w);
     break;
-  case K_RS: {
+  case K_RS:
+  case K_ALLGATHERV: {
     size_t total = draw_count(x, 1, w);
-    uint64_t shape = below(4);
-    for (int r = 0; r < p; r++)
-      s->counts[r] = 0;
-    if (shape == 0) { /* everything in one block */
-      s->counts[below((uint64_t)p)] = total;
-    } else {
-      /* Random cuts; some blocks empty. */
-      size_t left = total;
-      for (int r = 0; r < p - 1; r++) {
-        size_t c = below(3) == 0 ? 0 : (size_t)below(left / 2 + 2);
-        if (c > left)
-          c = left;
-        s->counts[r] = c;
-        left -= c;
-      }
-      s->counts[p - 1] = left;
-    }
+    cut(s, p, total);
     s->count = total;
     break;
   }
+  case K_ALLTOALLV:
+    draw_matrix(x, s, w);
+    break;
   case K_BARRIER:
     break;
   default:
@@ -1080,7 +1249,8 @@ static bool parse_u64(const char *v, uint64_t *out) {
   return *end == '\0';
 }
 
-/* Counts a step that ran (in flight: that started). */
+/* Counts a step of the job (in flight: that started where it ran; alike on
+ * every rank, whether it ran there or not, but in_place). */
 void count_step(ctx *x, const step *s) {
   size_t w = width(s->dt);
   size_t m = s->count * w;
@@ -1088,26 +1258,32 @@ void count_step(ctx *x, const step *s) {
   x->per_kind[s->kind]++;
   x->in_place += s->in_place;
   x->user_calls += s->opk >= OP_USER_COMM && kind_reduces(s->kind);
-  if (s->kind == K_RSB || s->kind == K_ALLTOALL || s->kind == K_ALLGATHER)
-    m *= (size_t)x->p;
+  x->sub_steps += s->comm != 0;
+  if (s->kind == K_RSB || s->kind == K_ALLTOALL || s->kind == K_ALLGATHER ||
+      s->kind == K_GATHER || s->kind == K_SCATTER)
+    m *= (size_t)s->q;
   if (s->kind == K_BARRIER)
     m = 0;
+  if (s->kind == K_P2P)
+    m = p2p_count(x, s);
   x->bytes += m;
 }
 
 /* Results held alike must be alike; then rank 0 says whether to stop.
  * Returns 1 to stop, 0 to go on, -1 if the communicator failed (said on
- * stderr). */
+ * stderr). On the world. */
 int sync_point(ctx *x, const step *s, uint64_t n, double minutes,
                       double t0, double *last_progress) {
-  uint64_t h[2] = {x->shared_hash, ~x->shared_hash}, hmax[2];
+  uint64_t h[2] = {x->comms[0].shared_hash, ~x->comms[0].shared_hash},
+           hmax[2];
   int32_t stop = 0;
-  int rc = crnet_allreduce(x->comm, h, hmax, 2, CRNET_UINT64, CRNET_MAX);
+  int rc = crnet_allreduce(x->world, h, hmax, 2, CRNET_UINT64, CRNET_MAX);
   if (rc == 0 && (hmax[0] != h[0] || hmax[1] != h[1]))
     report(x, s, "results every rank should hold alike (allreduce, "
-                 "allgather, bcast) differ between ranks by step %" PRIu64,
+                 "allgather, bcast, allgatherv) differ between ranks by step "
+                 "%" PRIu64,
            n);
-  if (x->rank == 0) {
+  if (x->wrank == 0) {
     double t = now_s();
     stop = minutes > 0 && t - t0 >= minutes * 60;
     if (minutes > 0 && t - *last_progress >= PROGRESS_EVERY_S) {
@@ -1118,36 +1294,38 @@ int sync_point(ctx *x, const step *s, uint64_t n, double minutes,
     }
   }
   if (rc == 0)
-    rc = crnet_bcast(x->comm, &stop, 1, CRNET_INT32, 0);
+    rc = crnet_bcast(x->world, &stop, 1, CRNET_INT32, 0);
   if (rc != 0) {
     fprintf(stderr, "soak: rank %d: sync after step %" PRIu64 ": %s: %s\n",
-            x->rank, n, crnet_err_name(rc), crnet_comm_errmsg(x->comm));
+            x->wrank, n, crnet_err_name(rc), crnet_comm_errmsg(x->world));
     return -1;
   }
   return stop != 0;
 }
 
 void trace_step(const ctx *x, const step *s, const char *what) {
-  char d[384];
-  if (!x->trace || x->rank != 0)
+  char d[448];
+  if (!x->trace || x->wrank != 0)
     return;
   describe(x, s, d, sizeof d);
   printf("soak: %s%s\n", what, d);
   fflush(stdout);
 }
 
-/* Sets the drawn schedule for the step's collective: every schedule drawn
- * can do it, says the table above, but hypercube all-to-all at a p that is
- * not a power of two, which must be refused with a reason (the step then
- * runs on auto). */
+/* Sets the drawn schedule for the step's collective on its comm (the
+ * current one; p2p has none): every schedule drawn can do it, says the
+ * table above, but hypercube all-to-all at a p that is not a power of two,
+ * which must be refused with a reason (the step then runs on auto). */
 void set_schedule(ctx *x, step *s) {
+  if (s->kind == K_P2P)
+    return;
   int rc = crnet_comm_set_schedule(x->comm, kind_coll[s->kind], s->schedule);
   if (refused_at_p(x, s)) {
     if (rc != CRNET_EUNSUPPORTED ||
         strstr(crnet_comm_errmsg(x->comm), "power of two") == NULL) {
       report(x, s, "crnet_comm_set_schedule: %s (%s), but p = %d is not a "
                    "power of two",
-             crnet_err_name(rc), crnet_comm_errmsg(x->comm), x->p);
+             crnet_err_name(rc), crnet_comm_errmsg(x->comm), s->q);
       x->broken = true;
       return;
     }
@@ -1165,7 +1343,7 @@ void set_schedule(ctx *x, step *s) {
 /* Every rank learns the sum of everyone's failures. */
 static uint64_t total_failures(ctx *x) {
   uint64_t mine = x->failures, all = 0;
-  if (crnet_allreduce(x->comm, &mine, &all, 1, CRNET_UINT64, CRNET_SUM) != 0)
+  if (crnet_allreduce(x->world, &mine, &all, 1, CRNET_UINT64, CRNET_SUM) != 0)
     return mine + 1;
   return all;
 }
@@ -1213,22 +1391,22 @@ int main(int argc, char **argv) {
   if (!have_count && minutes <= 0)
     count = 1000;
 
-  rc = crnet_comm_init(&x.comm, NULL);
+  rc = crnet_comm_init(&x.world, NULL);
   if (rc != 0) {
     fprintf(stderr, "soak: init: %s: %s\n", crnet_err_name(rc),
             crnet_init_errmsg());
     return 1;
   }
-  x.p = crnet_comm_size(x.comm);
-  x.rank = crnet_comm_rank(x.comm);
+  x.wp = crnet_comm_size(x.world);
+  x.wrank = crnet_comm_rank(x.world);
   if (!have_seed)
     seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
   /* Everyone runs rank 0's seed. */
-  rc = crnet_bcast(x.comm, &seed, 1, CRNET_UINT64, 0);
+  rc = crnet_bcast(x.world, &seed, 1, CRNET_UINT64, 0);
   if (rc != 0) {
-    fprintf(stderr, "soak: rank %d: bcast of the seed: %s\n", x.rank,
-            crnet_comm_errmsg(x.comm));
-    crnet_comm_destroy(x.comm);
+    fprintf(stderr, "soak: rank %d: bcast of the seed: %s\n", x.wrank,
+            crnet_comm_errmsg(x.world));
+    crnet_comm_destroy(x.world);
     return 1;
   }
   x.seed = seed;
@@ -1236,53 +1414,61 @@ int main(int argc, char **argv) {
   /* In flight: the batches' shape alike on every rank, the order of
    * completion this rank's own. */
   x.shape.state = mix(seed ^ 0x7368617065ull);
-  x.order.state = mix(seed ^ mix(0x6f72646572ull + (uint64_t)x.rank));
-  if (x.rank == 0) {
+  x.order.state = mix(seed ^ mix(0x6f72646572ull + (uint64_t)x.wrank));
+  if (x.wrank == 0) {
     if (x.in_flight > 1)
       printf("soak: p %d seed %" PRIu64 " (replay: --seed %" PRIu64
              " --in-flight %d)\n",
-             x.p, seed, seed, x.in_flight);
+             x.wp, seed, seed, x.in_flight);
     else
       printf("soak: p %d seed %" PRIu64 " (replay: --seed %" PRIu64 ")\n",
-             x.p, seed, seed);
+             x.wp, seed, seed);
     fflush(stdout);
   }
   if (crnet_op_create(&x.user_comm, user_comm_fn, &user_ctx_tag, 1) != 0 ||
       crnet_op_create(&x.user_noncomm, user_noncomm_fn, &user_ctx_tag, 0) !=
           0) {
     fprintf(stderr, "soak: crnet_op_create failed\n");
-    crnet_comm_abort(x.comm, 1);
+    crnet_comm_abort(x.world, 1);
     return 1;
   }
   /* base[p] is a pattern no rank sends: the receive buffers' filling. */
-  x.base = xmalloc(sizeof *x.base * ((size_t)x.p + 1));
-  s.counts = xmalloc(sizeof *s.counts * (size_t)x.p);
+  x.base = xmalloc(sizeof *x.base * ((size_t)x.wp + 1));
+  comms_init(&x);
   if (x.in_flight > 1)
-    fl = flights_make(x.in_flight, x.p);
+    fl = flights_make(x.in_flight, x.wp);
 
   t0 = last_progress = now_s();
   if (x.in_flight > 1) {
     if (!soak_in_flight(&x, fl, &s, have_count, count, minutes, t0)) {
-      crnet_comm_abort(x.comm, 1);
+      crnet_comm_abort(x.world, 1);
       return 1;
     }
   } else {
     for (uint64_t n = 0; !have_count || n < count; n++) {
+      comm_events(&x, n, NULL, NULL);
+      if (x.broken) {
+        crnet_comm_abort(x.world, 1);
+        return 1;
+      }
       s.n = n;
       draw(&x, &s);
-      set_schedule(&x, &s);
+      /* A step on a comm this rank is not in is the others' alone. */
+      bool here = x.rank >= 0;
+      if (here)
+        set_schedule(&x, &s);
       trace_step(&x, &s, "");
-      if (!x.broken)
+      if (here && !x.broken)
         run_step(&x, &s);
       if (x.broken) {
-        crnet_comm_abort(x.comm, 1);
+        crnet_comm_abort(x.world, 1);
         return 1;
       }
       count_step(&x, &s);
       if (n % SYNC_EVERY == SYNC_EVERY - 1) {
         int stop = sync_point(&x, &s, n, minutes, t0, &last_progress);
         if (stop < 0) {
-          crnet_comm_abort(x.comm, 1);
+          crnet_comm_abort(x.world, 1);
           return 1;
         }
         if (stop)
@@ -1290,18 +1476,28 @@ int main(int argc, char **argv) {
       }
     }
   }
+  comms_end(&x);
+  if (x.broken) {
+    crnet_comm_abort(x.world, 1);
+    return 1;
+  }
 
   uint64_t failures = total_failures(&x);
   double secs = now_s() - t0;
-  if (x.rank == 0) {
-    printf("soak: p %d seed %" PRIu64 " steps %" PRIu64 " seconds %.1f", x.p,
+  if (x.wrank == 0) {
+    printf("soak: p %d seed %" PRIu64 " steps %" PRIu64 " seconds %.1f", x.wp,
            x.seed, x.steps, secs);
     for (int k = 0; k < K_COUNT; k++)
       printf(" %s %" PRIu64, kind_name[k], x.per_kind[k]);
     printf(" in_place %" PRIu64 " user_op %" PRIu64 " refused %" PRIu64
+           " messages %" PRIu64 " rendezvous %" PRIu64 " wildcard %" PRIu64
+           " truncated %" PRIu64 " sendrecv %" PRIu64 " splits %" PRIu64
+           " dups %" PRIu64 " destroyed %" PRIu64 " subcomm_steps %" PRIu64
            " MiB %.1f failures %" PRIu64,
-           x.in_place, x.user_calls, x.refused,
-           (double)x.bytes / (1024.0 * 1024.0), failures);
+           x.in_place, x.user_calls, x.refused, x.p2p_msgs, x.p2p_rdv,
+           x.p2p_wild, x.p2p_trunc, x.p2p_sendrecv, x.splits, x.dups,
+           x.freed, x.sub_steps, (double)x.bytes / (1024.0 * 1024.0),
+           failures);
     if (x.in_flight > 1)
       printf(" in_flight %d started %" PRIu64 " blocking_between %" PRIu64
              " by_wait %" PRIu64 " by_test %" PRIu64 " by_waitany %" PRIu64
@@ -1315,13 +1511,16 @@ int main(int argc, char **argv) {
     status = 1;
   crnet_op_free(&x.user_comm);
   crnet_op_free(&x.user_noncomm);
-  rc = crnet_comm_destroy(x.comm);
+  rc = crnet_comm_destroy(x.world);
   if (rc != 0) {
-    fprintf(stderr, "soak: rank %d: destroy: %s\n", x.rank, crnet_err_name(rc));
+    fprintf(stderr, "soak: rank %d: destroy: %s\n", x.wrank,
+            crnet_err_name(rc));
     status = 1;
   }
   free(x.base);
   free(s.counts);
+  p2p_plan_free(&s);
+  comms_free(&x);
   flights_free(fl, x.in_flight);
   return status;
 }

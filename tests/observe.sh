@@ -99,7 +99,9 @@ fi
 # hold the failed call with its error; rank 2's, written at open, names it.
 # (A survivor that a loaded machine keeps from its call for the second
 # crlaunch grants after a failure is stopped before it has a call to
-# show; two of the three must have theirs.)
+# show: at least one of the three must have its own, and every call shown
+# must be a survivor's failed one. Two of three were asked for once, and
+# a machine busy with a compiler beside the sanitizer pass left one.)
 mkdir "$tmp/fail"
 timeout -k 5 60 "$crlaunch" -n 4 --timeout 50 -x CRNET_TRACE="$tmp/fail/t.json" \
   "$launcher_init" die 2 5 >/dev/null 2>&1
@@ -109,7 +111,7 @@ import json, sys
 ev = json.load(open(sys.argv[1]))
 calls = [e for e in ev if e.get("cat") == "collective"]
 failed = {e["pid"] for e in calls if e["args"]["result"] == "CRNET_EPEER"}
-assert len(calls) == len(failed) and failed <= {0, 1, 3} and len(failed) >= 2, \
+assert len(calls) == len(failed) and failed <= {0, 1, 3} and len(failed) >= 1, \
     f"calls {[(e['pid'], e['args']['result']) for e in calls]}"
 named = {e["pid"] for e in ev if e.get("name") == "process_name"}
 assert named == {0, 1, 2, 3}, named

@@ -188,6 +188,7 @@ int crnet__report_await(crnet_comm *c, int lost, char *how, size_t howlen) {
   how[0] = '\0';
   if (lost < 0 || lost >= c->size)
     return lost;
+  int fault = -1; /* the rank at fault, once crlaunch has said it */
   for (;;) {
     uint64_t now = uv_hrtime();
     if (c->w->report_listening)
@@ -195,14 +196,23 @@ int crnet__report_await(crnet_comm *c, int lost, char *how, size_t howlen) {
     if (c->err != 0)
       return lost;
     if (said_end(c, lost, how, howlen))
-      return c->w->rank_end[lost].blamed >= 0 ? c->w->rank_end[lost].blamed : lost;
+      fault = c->w->rank_end[lost].blamed >= 0 ? c->w->rank_end[lost].blamed
+                                                : lost;
+    /* `lost` failed because of another rank: crlaunch's word on that one
+     * may still be on its way (the two reached crlaunch from different
+     * hosts), and if it aborted, the abort is what this rank must fail
+     * with. Waits for it within the same bound. */
+    if (fault >= 0 &&
+        (fault == lost || c->w->rank_end[fault].gone ||
+         c->w->rank_end[fault].blamed >= 0))
+      return fault;
     if (!c->w->report_listening || now >= until)
-      return lost;
+      return fault >= 0 ? fault : lost;
     pfd.fd = c->w->report_fd;
     pfd.events = POLLIN;
     pfd.revents = 0;
     if (poll(&pfd, 1, (int)((until - now + 999999) / 1000000)) == 0)
-      return lost;
+      return fault >= 0 ? fault : lost;
   }
 }
 

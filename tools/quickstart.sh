@@ -29,6 +29,9 @@ packages=(build-essential meson ninja-build pkg-config libuv1-dev libsodium-dev 
 # for /usr/bin/python3; python3-numpy: its tests (suite `python`) and
 # examples/python.
 packages+=(python3-dev python3-numpy)
+# python3-torch, libtorch-dev, pybind11-dev: the torch.distributed backend
+# (src/torch) and its tests (suite `torch`), for /usr/bin/python3.
+packages+=(python3-torch libtorch-dev pybind11-dev)
 
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi

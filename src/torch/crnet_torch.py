@@ -1,0 +1,249 @@
+"""crnet as a torch.distributed backend (torch 1.13; docs/TORCH.md).
+
+    import crnet_torch                  # registers the backend "crnet"
+    import torch.distributed as dist
+    dist.init_process_group("crnet")    # under crlaunch: nothing else to say
+
+and run the program with ``crlaunch -n 4 python3 train.py``. Ranks, size
+and rendezvous come from crnet's environment (CRNET_RANK, CRNET_SIZE,
+CRNET_RENDEZVOUS, ...), which crlaunch sets.
+
+Importing this module does four things, and no network I/O:
+
+1. registers the backend "crnet" (``Backend.register_backend``); its
+   process groups are ``_crnet_torch``'s ProcessGroupCrnet, one crnet comm
+   each;
+2. registers the rendezvous "crnet://" and makes "env://" (torch's
+   default init_method) fall back to it when MASTER_ADDR/MASTER_PORT are
+   not set but crnet's environment is: rank 0 serves a TCPStore on a free
+   port and tells the others where over crnet itself. torch needs that
+   store for its own bookkeeping (the barriers of init_process_group and
+   new_group); the crnet backend does not use it. Gloo and other backends
+   get the same store, so ``--backend gloo`` also just works under
+   crlaunch;
+3. wraps torch's ``_new_process_group_helper`` so that ``new_group`` makes
+   a crnet sub-communicator (crnet_comm_split) on every rank of the job:
+   torch calls a backend's creator only on the members of the new group,
+   but a split is collective over its parent, and the other ranks must
+   take part with CRNET_UNDEFINED;
+4. at exit, waits for calls in flight (10 s at most, then aborts the job),
+   closes every crnet group and leaves the job in order, waiting for the
+   other ranks to leave too; after an uncaught exception it aborts the job
+   instead, so that the other ranks fail at once rather than wait.
+"""
+import atexit
+import datetime
+import importlib
+import inspect
+import os
+import socket
+import sys
+from urllib.parse import parse_qs, urlparse
+
+import torch
+import torch.distributed as dist
+from torch.distributed import distributed_c10d as _c10d
+
+import _crnet_torch as _C
+
+# The module (torch.distributed.rendezvous is also a function's name).
+_rendezvous = importlib.import_module("torch.distributed.rendezvous")
+
+__all__ = ["BACKEND", "shutdown", "in_flight"]
+
+BACKEND = "crnet"
+
+# What torch gives a group when the caller names no timeout.
+_DEFAULT_TIMEOUT = getattr(_c10d, "default_pg_timeout",
+                           datetime.timedelta(minutes=30))
+
+# At exit, calls still in flight get this long before the job is aborted.
+_EXIT_GRACE_S = 10.0
+
+
+def _seconds(timeout):
+    if timeout is None:
+        timeout = _DEFAULT_TIMEOUT
+    if isinstance(timeout, datetime.timedelta):
+        return timeout.total_seconds()
+    return float(timeout)
+
+
+def in_flight(pg):
+    """Calls started on the crnet process group `pg` and not complete."""
+    return _C.in_flight(pg)
+
+
+def shutdown(grace=_EXIT_GRACE_S, abort=False):
+    """Closes every crnet process group (waiting up to `grace` seconds for
+    calls in flight, then aborting the job) and leaves the crnet job, which
+    waits for the other ranks to leave too; with abort=True it aborts the
+    job instead (every rank's calls fail at once with CRNET_EABORTED, and
+    crlaunch exits 1). Runs at exit by itself, aborting if the program ends
+    with an uncaught exception; afterwards crnet groups raise
+    RuntimeError."""
+    _C.shutdown(grace, 1 if abort else 0)
+
+
+# An uncaught exception ends this rank while the others may be waiting for
+# it in a collective: at exit, abort the job rather than wait for them to
+# leave (they would not until their own timeout).
+_uncaught = False
+_previous_excepthook = sys.excepthook
+
+
+def _excepthook(kind, value, tb):
+    global _uncaught
+    _uncaught = True
+    _previous_excepthook(kind, value, tb)
+
+
+sys.excepthook = _excepthook
+atexit.register(lambda: shutdown(abort=_uncaught))
+
+
+# --- 1. the backend ----------------------------------------------------------
+
+# The sub-communicator the new_group wrapper made for the group torch is
+# about to create (one at a time: new_group runs on the program's thread,
+# in the same order on every rank).
+_pending_sub = None
+
+
+def _create_process_group(store, rank, size, timeout):
+    global _pending_sub
+    sub, _pending_sub = _pending_sub, None
+    if sub is None and _c10d.GroupMember.WORLD is not None:
+        raise RuntimeError(
+            "crnet: a crnet sub-group must be made by torch.distributed."
+            "new_group on every rank, with crnet_torch imported before; "
+            "this torch (%s) made it another way" % torch.__version__)
+    if sub is None:
+        name = "the default group"
+    else:
+        name = "a new_group of %d rank(s)" % size
+    return _C.create_process_group(store, rank, size, _seconds(timeout), sub,
+                                   name)
+
+
+if BACKEND.upper() not in getattr(dist.Backend, "_plugins", {}):
+    dist.Backend.register_backend(BACKEND, _create_process_group)
+
+
+# --- 2. the rendezvous: a TCPStore whose address travels over crnet -----------
+
+def _under_crnet():
+    """Whether crnet's environment names this process's job (crlaunch sets
+    all of these; a scheduler may set CRNET_RENDEZVOUS and let crnet take
+    the rank from SLURM_PROCID, SLURM_NTASKS)."""
+    return "CRNET_RENDEZVOUS" in os.environ or (
+        "CRNET_RANK" in os.environ and "CRNET_SIZE" in os.environ)
+
+
+def _store_host():
+    """The address of rank 0 the other ranks can reach: MASTER_ADDR if set,
+    else the one this host uses towards crnet's rendezvous (which every rank
+    reached already), else the host name."""
+    if os.environ.get("MASTER_ADDR"):
+        return os.environ["MASTER_ADDR"]
+    rv = os.environ.get("CRNET_RENDEZVOUS", "")
+    host, _, port = rv.rpartition(":")
+    host = host.strip("[]")
+    if host:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        try:
+            with socket.socket(family, socket.SOCK_DGRAM) as s:
+                s.connect((host, int(port or 9)))
+                return s.getsockname()[0]
+        except (OSError, ValueError):
+            pass
+    return socket.gethostname()
+
+
+def _crnet_rendezvous(url, timeout=_DEFAULT_TIMEOUT, **kwargs):
+    query = parse_qs(urlparse(url).query)
+    rank = int(query.get("rank", ["-1"])[0])
+    size = int(query.get("world_size", ["-1"])[0])
+    crank, csize = _C.world(_seconds(timeout))
+    if rank not in (-1, crank) or size not in (-1, csize):
+        raise RuntimeError(
+            "crnet rendezvous: rank %d of %d asked for, but crnet's "
+            "environment says rank %d of %d (CRNET_RANK, CRNET_SIZE)"
+            % (rank, size, crank, csize))
+    if crank == 0:
+        host = _store_host()
+        store = dist.TCPStore(host, 0, csize, True, timeout,
+                              wait_for_workers=False)
+        _C.bcast_bytes(("%s %d" % (host, store.port)).encode(),
+                       _seconds(timeout))
+    else:
+        host, port = _C.bcast_bytes(None, _seconds(timeout)).decode().split()
+        store = dist.TCPStore(host, int(port), csize, False, timeout)
+    yield (store, crank, csize)
+    raise RuntimeError("crnet rendezvous: cannot rendezvous again")
+
+
+_env_handler = _rendezvous._rendezvous_handlers.get("env")
+
+
+def _env_or_crnet(url, **kwargs):
+    """torch's env://, or crnet:// when MASTER_ADDR/MASTER_PORT are not set
+    and the process runs under crlaunch (or any launcher that sets crnet's
+    environment)."""
+    if _under_crnet() and not (os.environ.get("MASTER_ADDR")
+                               and os.environ.get("MASTER_PORT")):
+        return _crnet_rendezvous(url, **kwargs)
+    return _env_handler(url, **kwargs)
+
+
+if "crnet" not in _rendezvous._rendezvous_handlers:
+    _rendezvous.register_rendezvous_handler("crnet", _crnet_rendezvous)
+    if _env_handler is not None:
+        _rendezvous._rendezvous_handlers["env"] = _env_or_crnet
+
+
+# --- 3. new_group: a split in which every rank of the job takes part ---------
+
+_helper = getattr(_c10d, "_new_process_group_helper", None)
+
+
+def _is_crnet(backend):
+    return str(backend).upper() == BACKEND.upper()
+
+
+def _new_process_group_helper(*args, **kwargs):
+    global _pending_sub
+    bound = _helper_signature.bind(*args, **kwargs)
+    bound.apply_defaults()
+    a = bound.arguments
+    ranks = list(a["global_ranks_in_group"] or [])
+    if not _is_crnet(a["backend"]) or not ranks:
+        # Another backend, or the default group (created on every rank).
+        return _helper(*args, **kwargs)
+    timeout = _seconds(a.get("timeout"))
+    crank, csize = _C.world(timeout)
+    default = _c10d.GroupMember.WORLD
+    if default is not None and (default.rank() != crank
+                                or default.size() != csize):
+        raise RuntimeError(
+            "crnet: new_group: the default group's rank %d of %d is not "
+            "crnet's %d of %d, so torch's group ranks cannot be crnet's"
+            % (default.rank(), default.size(), crank, csize))
+    if crank in ranks:
+        # torch numbers a group's ranks by their place in the list.
+        sub = _C.split(0, ranks.index(crank), timeout)
+    else:
+        sub = _C.split(_C.UNDEFINED, 0, timeout)
+    if sub is None:
+        return _helper(*args, **kwargs)   # NON_GROUP_MEMBER
+    _pending_sub = sub
+    try:
+        return _helper(*args, **kwargs)
+    finally:
+        _pending_sub = None
+
+
+if _helper is not None and not getattr(_helper, "_crnet_wrapped", False):
+    _helper_signature = inspect.signature(_helper)
+    _new_process_group_helper._crnet_wrapped = True
+    _c10d._new_process_group_helper = _new_process_group_helper

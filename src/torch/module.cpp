@@ -1,0 +1,178 @@
+/* _crnet_torch: the C++ half of the torch backend "crnet" (docs/TORCH.md).
+ *
+ * crnet_torch.py (the Python half) registers the backend and calls these:
+ *   world(timeout)            joins the job (once), returns (rank, size)
+ *   bcast_bytes(data, t)      rank 0's bytes to every rank, on the world
+ *                             comm (the "crnet://" store's address)
+ *   split(color, key, t)      crnet_comm_split of the world: a SubComm, or
+ *                             None for CRNET_UNDEFINED
+ *   create_process_group(store, rank, size, timeout, sub, name)
+ *                             the ProcessGroup: over `sub`, or over a dup
+ *                             of the world (the default group)
+ *   in_flight(pg), close(pg)  calls in flight on a group; close it now
+ *   shutdown(grace, abort)    every group and the world, at exit; with
+ *                             abort != 0, aborting the job first
+ * Every call that can wait releases the GIL.
+ */
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/utils/pybind.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "process_group.hpp"
+#include "world.hpp"
+
+namespace py = pybind11;
+
+namespace {
+
+using crnet_torch::ProcessGroupCrnet;
+
+/* A comm made by split for a new_group, until its process group adopts
+ * it (or destroyed with the handle if that never happens). */
+class SubComm {
+ public:
+  explicit SubComm(crnet_comm *c) : comm_(c) {}
+  ~SubComm() {
+    if (comm_ != nullptr)
+      crnet_comm_destroy(comm_);
+  }
+  SubComm(const SubComm &) = delete;
+  SubComm &operator=(const SubComm &) = delete;
+  int rank() const { return comm_ != nullptr ? crnet_comm_rank(comm_) : -1; }
+  int size() const { return comm_ != nullptr ? crnet_comm_size(comm_) : 0; }
+  crnet_comm *take() {
+    crnet_comm *c = comm_;
+    comm_ = nullptr;
+    if (c == nullptr)
+      throw std::runtime_error("crnet: this sub-communicator has been used "
+                               "by a process group already");
+    return c;
+  }
+
+ private:
+  crnet_comm *comm_;
+};
+
+std::pair<int, int> world_rank_size(double timeout) {
+  crnet_comm *w = crnet_torch::world(timeout);
+  return {crnet_comm_rank(w), crnet_comm_size(w)};
+}
+
+py::bytes bcast_bytes(const py::object &data, double timeout) {
+  std::string buf;
+  bool have = !data.is_none();
+  if (have)
+    buf = data.cast<std::string>();
+  {
+    py::gil_scoped_release nogil;
+    crnet_comm *w = crnet_torch::world(timeout);
+    if ((crnet_comm_rank(w) == 0) != have)
+      throw std::runtime_error("crnet: bcast_bytes: rank 0, and only rank 0, "
+                               "passes the data");
+    int64_t n = (int64_t)buf.size();
+    int rc = crnet_bcast(w, &n, 1, CRNET_INT64, 0);
+    if (rc == 0) {
+      buf.resize((std::size_t)n);
+      rc = crnet_bcast(w, buf.empty() ? &n : static_cast<void *>(&buf[0]),
+                       buf.size(), CRNET_BYTE, 0);
+    }
+    if (rc != 0)
+      crnet_torch::throw_crnet(w, rc, "the store's address from rank 0");
+  }
+  return py::bytes(buf);
+}
+
+std::shared_ptr<SubComm> split(int color, int key, double timeout) {
+  crnet_comm *w = crnet_torch::world(timeout);
+  crnet_comm *c = nullptr;
+  int rc = crnet_comm_split(w, color, key, &c);
+  if (rc != 0)
+    crnet_torch::throw_crnet(w, rc, "new_group (crnet_comm_split)");
+  if (c == nullptr)
+    return nullptr;
+  return std::make_shared<SubComm>(c);
+}
+
+c10::intrusive_ptr<c10d::ProcessGroup>
+create_process_group(const c10::intrusive_ptr<c10d::Store> &, int rank,
+                     int size, double timeout,
+                     const std::shared_ptr<SubComm> &sub,
+                     const std::string &name) {
+  crnet_comm *c = nullptr;
+  if (sub) {
+    if (sub->rank() != rank || sub->size() != size)
+      throw std::runtime_error(
+          "crnet: " + name + ": torch's group rank " + std::to_string(rank) +
+          " of " + std::to_string(size) + " is not the sub-communicator's " +
+          std::to_string(sub->rank()) + " of " + std::to_string(sub->size()));
+    c = sub->take();
+  } else {
+    crnet_comm *w = crnet_torch::world(timeout);
+    int wr = crnet_comm_rank(w), ws = crnet_comm_size(w);
+    if (rank != wr || size != ws)
+      throw std::runtime_error(
+          "crnet: torch's rank " + std::to_string(rank) + " of " +
+          std::to_string(size) + " is not crnet's rank " +
+          std::to_string(wr) + " of " + std::to_string(ws) +
+          " (CRNET_RANK, CRNET_SIZE): the backend takes ranks from crnet's "
+          "environment; start the job with crlaunch and let "
+          "init_process_group take rank and world_size from it, or pass "
+          "the same ones");
+    /* The default group gets a comm of its own, so that its calls (from
+     * any thread torch makes them on) never share numbering with the
+     * world's, which serves the rendezvous and the splits. */
+    int rc = crnet_comm_dup(w, &c);
+    if (rc != 0)
+      crnet_torch::throw_crnet(w, rc, "init_process_group (crnet_comm_dup)");
+  }
+  return c10::make_intrusive<ProcessGroupCrnet>(c, rank, size, name);
+}
+
+ProcessGroupCrnet &as_crnet(const c10::intrusive_ptr<c10d::ProcessGroup> &pg) {
+  auto *p = dynamic_cast<ProcessGroupCrnet *>(pg.get());
+  if (p == nullptr)
+    throw std::invalid_argument("not a crnet process group");
+  return *p;
+}
+
+} // namespace
+
+PYBIND11_MODULE(_crnet_torch, m) {
+  m.doc() = "crnet's torch.distributed backend (C++ half); use crnet_torch";
+  py::class_<SubComm, std::shared_ptr<SubComm>>(m, "SubComm")
+      .def_property_readonly("rank", &SubComm::rank)
+      .def_property_readonly("size", &SubComm::size);
+  m.def("world", &world_rank_size, py::arg("timeout"),
+        py::call_guard<py::gil_scoped_release>());
+  m.def("bcast_bytes", &bcast_bytes, py::arg("data"), py::arg("timeout"));
+  m.def("split", &split, py::arg("color"), py::arg("key"), py::arg("timeout"),
+        py::call_guard<py::gil_scoped_release>());
+  m.def("create_process_group", &create_process_group, py::arg("store"),
+        py::arg("rank"), py::arg("size"), py::arg("timeout"), py::arg("sub"),
+        py::arg("name"), py::call_guard<py::gil_scoped_release>());
+  m.def(
+      "in_flight",
+      [](const c10::intrusive_ptr<c10d::ProcessGroup> &pg) {
+        return as_crnet(pg).in_flight();
+      },
+      py::arg("pg"));
+  m.def(
+      "close",
+      [](const c10::intrusive_ptr<c10d::ProcessGroup> &pg) {
+        as_crnet(pg).close();
+      },
+      py::arg("pg"), py::call_guard<py::gil_scoped_release>());
+  m.def(
+      "shutdown",
+      [](double grace, int abort_code) {
+        crnet_torch::shutdown(std::chrono::milliseconds((int64_t)(grace * 1e3)),
+                              abort_code);
+      },
+      py::arg("grace"), py::arg("abort_code") = 0,
+      py::call_guard<py::gil_scoped_release>());
+  m.attr("UNDEFINED") = CRNET_UNDEFINED;
+  m.attr("crnet_version") = CRNET_VERSION_STRING;
+}

@@ -219,6 +219,32 @@ static int blocks_of(const call *k, const pycr_buf *b, int p, const char *what,
   return 0;
 }
 
+/* A call that only sends from buf (send, a reduce or gather away from the
+ * root): buf is the whole message. */
+static int send_only(call *k, PyObject *buf, int dtype, pycr_buf *bufs) {
+  if (pycr_buf_get(buf, 0, dtype, k->name, "buf", &bufs[0]) < 0)
+    return -1;
+  k->in = &bufs[0];
+  k->send = bufs[0].ptr;
+  k->count = bufs[0].count;
+  k->dt = bufs[0].dt;
+  return 0;
+}
+
+/* allgather, and gather at the root: out holds a block of buf's size from
+ * each of the p ranks (in place: out is those blocks). */
+static int blocks_from_each(pycr_comm *c, call *k, int in_place) {
+  if (in_place)
+    return blocks_of(k, k->out, c->size, "buf", &k->count);
+  if (items(k->out) != (size_t)c->size * items(k->in))
+    return size_error(k,
+                      "out has %zu items, not the %zu of size x buf (a block "
+                      "from each rank)",
+                      items(k->out), (size_t)c->size * items(k->in));
+  k->count = k->in->count;
+  return 0;
+}
+
 /* The extent of blocks counts[r] at displs[r] (displs NULL: packed). */
 static size_t extent(const size_t *counts, const size_t *displs, int p) {
   size_t end = 0, at = 0;
@@ -326,15 +352,7 @@ static int parse_allgather(pycr_comm *c, PyObject *const *args,
   if (in_place < 0)
     return -1;
   k->dt = k->out->dt;
-  if (in_place)
-    return blocks_of(k, k->out, c->size, "buf", &k->count);
-  if (items(k->out) != (size_t)c->size * items(k->in))
-    return size_error(k,
-                      "out has %zu items, not the %zu of size x buf (a block "
-                      "from each rank)",
-                      items(k->out), (size_t)c->size * items(k->in));
-  k->count = k->in->count;
-  return 0;
+  return blocks_from_each(c, k, in_place);
 }
 
 static int parse_alltoall(pycr_comm *c, PyObject *const *args, Py_ssize_t nargs,
@@ -401,12 +419,8 @@ static int parse_reduce(pycr_comm *c, PyObject *const *args, Py_ssize_t nargs,
     return pycr_check_op(k->out, k->op, k->name);
   }
   /* Not the root: out is ignored, as crnet ignores recv there. */
-  if (pycr_buf_get(a[0], 0, dtype, k->name, "buf", &bufs[0]) < 0)
+  if (send_only(k, a[0], dtype, bufs) < 0)
     return -1;
-  k->in = &bufs[0];
-  k->send = bufs[0].ptr;
-  k->count = bufs[0].count;
-  k->dt = bufs[0].dt;
   return pycr_check_op(k->in, k->op, k->name);
 }
 
@@ -426,23 +440,9 @@ static int parse_gather(pycr_comm *c, PyObject *const *args, Py_ssize_t nargs,
     if (in_place < 0)
       return -1;
     k->dt = k->out->dt;
-    if (in_place)
-      return blocks_of(k, k->out, c->size, "buf", &k->count);
-    if (items(k->out) != (size_t)c->size * items(k->in))
-      return size_error(k,
-                        "out has %zu items, not the %zu of size x buf (a "
-                        "block from each rank)",
-                        items(k->out), (size_t)c->size * items(k->in));
-    k->count = k->in->count;
-    return 0;
+    return blocks_from_each(c, k, in_place);
   }
-  if (pycr_buf_get(a[0], 0, dtype, k->name, "buf", &bufs[0]) < 0)
-    return -1;
-  k->in = &bufs[0];
-  k->send = bufs[0].ptr;
-  k->count = bufs[0].count;
-  k->dt = bufs[0].dt;
-  return 0;
+  return send_only(k, a[0], dtype, bufs);
 }
 
 static int parse_scatter(pycr_comm *c, PyObject *const *args, Py_ssize_t nargs,
@@ -601,14 +601,9 @@ static int parse_send(pycr_comm *c, PyObject *const *args, Py_ssize_t nargs,
   if (pycr_parse_args(k->name, args, nargs, kwnames, names, 4, 3, 2, a) < 0 ||
       pycr_parse_int(a[1], 0, 0, c->size - 1, k->name, "dest", &k->peer) < 0 ||
       pycr_parse_int(a[2], 0, 0, CRNET_TAG_MAX, k->name, "tag", &k->tag) < 0 ||
-      pycr_parse_dtype(a[3], k->name, &dtype) < 0 ||
-      pycr_buf_get(a[0], 0, dtype, k->name, "buf", &bufs[0]) < 0)
+      pycr_parse_dtype(a[3], k->name, &dtype) < 0)
     return -1;
-  k->in = &bufs[0];
-  k->send = bufs[0].ptr;
-  k->count = bufs[0].count;
-  k->dt = bufs[0].dt;
-  return 0;
+  return send_only(k, a[0], dtype, bufs);
 }
 
 /* The receive half of recv and sendrecv. */

@@ -5,7 +5,7 @@
  * flood of unexpected messages takes, a lost peer, and misuse.
  *
  * Cases (CK_RUN_CASE): "order", "unexpected", "edges", "comms", "memory",
- * "failure"; argument "unit" runs the argument checks in a job of one.
+ * "failure", "abort-write"; argument "unit" runs the argument checks in a job of one.
  * Messages with the progress thread, and from threads of their own beside
  * the world's collectives (for ThreadSanitizer, suite `threads`): the case
  * "p2p-threads" of test_comms.c.
@@ -440,6 +440,54 @@ START_TEST(lost_peer_ends_a_receive) {
 }
 END_TEST
 
+/* --- failure: the peer's own reason, though a write meets its end first ------ */
+
+/* Rank 0 aborts and leaves while rank 1 is not looking (its loop does not
+ * run). Rank 1's sends then meet a closed connection: the first write
+ * still goes out, the next fails at once with a broken pipe, before the
+ * loop has read rank 0's ABORT, which waits in the socket. The send must
+ * end with the abort (CRNET_EABORTED, code 9), not a lost peer. */
+static int rank_abort_then_write(int rank, int size, void *arg) {
+  crnet_comm *c = init_or_die(rank);
+  int64_t x = 7;
+  int rc = 0;
+  (void)arg;
+  (void)size;
+  CALL(crnet_barrier(c));
+  if (rank == 1)
+    __atomic_store_n(&reports[1].flag, 1, __ATOMIC_RELEASE);
+  if (rank == 0) {
+    while (__atomic_load_n(&reports[1].flag, __ATOMIC_ACQUIRE) == 0)
+      usleep(1000); /* rank 1's barrier is over */
+    crnet_comm_abort(c, 9);
+    crnet_comm_destroy(c);
+    __atomic_store_n(&reports[0].flag, 1, __ATOMIC_RELEASE);
+    return EXIT_OK;
+  }
+  while (__atomic_load_n(&reports[0].flag, __ATOMIC_ACQUIRE) == 0)
+    usleep(1000);
+  usleep(200000); /* its connections are closed, its ABORT is here */
+  for (int i = 0; i < 8 && rc == 0; i++)
+    rc = crnet_send(c, &x, 1, CRNET_INT64, 0, 0);
+  report_call(rank, c, rc);
+  reports[rank].flag = crnet_comm_abort_code(c);
+  crnet_comm_destroy(c);
+  FAIL_IF(rc != CRNET_EABORTED, "send: %s, want CRNET_EABORTED",
+          crnet_err_name(rc));
+  return EXIT_OK;
+}
+
+START_TEST(abort_reaches_a_sender_whose_write_fails) {
+  job j;
+  reports = reports_map();
+  job_init(&j, 2, 30);
+  run_job(&j, rank_abort_then_write, NULL, 60);
+  ck_assert_msg(exit_code(&j, 1) == EXIT_OK, "rank 1 exited %d: %s",
+                exit_code(&j, 1), reports[1].errmsg);
+  ck_assert_int_eq(reports[1].flag, 9);
+}
+END_TEST
+
 /* --- misuse, in a job of one ------------------------------------------------- */
 
 START_TEST(misuse_is_refused) {
@@ -562,6 +610,7 @@ int main(int argc, char **argv) {
         {"comms", messages_keep_to_their_comm},
         {"memory", unexpected_memory_is_bounded},
         {"failure", lost_peer_ends_a_receive},
+        {"abort-write", abort_reaches_a_sender_whose_write_fails},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
       t = tcase_create(cases[i].name);

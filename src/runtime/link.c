@@ -163,6 +163,24 @@ void crnet__link_fail(crnet__link *l, int status, const char *why) {
     l->cb->on_error(l, status, l->why);
 }
 
+static void on_write_grace(uv_timer_t *t) {
+  crnet__link *l = t->data;
+  crnet__link_fail(l, CRNET_EPEER, l->write_why);
+}
+
+void crnet__link_write_failed(crnet__link *l, const char *why) {
+  if (l->failed || l->write_broken)
+    return;
+  if (!l->reading || l->state != CRNET__LINK_READY) {
+    crnet__link_fail(l, CRNET_EPEER, why);
+    return;
+  }
+  l->write_broken = true;
+  snprintf(l->write_why, sizeof l->write_why, "%s", why);
+  crnet__link_note_io(l);
+  uv_timer_start(&l->timer, on_write_grace, CRNET__WRITE_FAIL_GRACE_MS, 0);
+}
+
 /* --- the handshake ------------------------------------------------------ */
 
 static void hs_fail(crnet__link *l, int status, const char *why) {

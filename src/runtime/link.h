@@ -223,6 +223,11 @@ struct crnet__link {
 
   int pending_writes;
   bool failed;
+  /* A write failed because the peer is gone; the link fails with
+   * write_why unless reading first finds what the peer said last (see
+   * crnet__link_write_failed). */
+  bool write_broken;
+  char write_why[128];
   int handles_open;
   /* Set true whenever a receive or send request on the link may have
    * moved (bytes read, a write done, a failure), so that the owner's
@@ -347,6 +352,18 @@ void crnet__link_close(crnet__link *l);
  * discards until the peer closes too (so no reset destroys data in flight),
  * for at most linger_ms. Idempotent. */
 void crnet__link_close_gently(crnet__link *l, uint64_t linger_ms);
+
+/* A write on an established link failed (why says how). A peer that
+ * closed its end may have sent its last frames first (an abort, a
+ * goodbye, a mismatch report) and they wait in the socket, but a write
+ * that fails at once would fail the link before the loop reads them, and
+ * the rank would report a lost peer where the peer said why it left. So
+ * while the link still reads, its failure waits for the reading to end it
+ * (the connection's end comes right behind those frames), for at most
+ * CRNET__WRITE_FAIL_GRACE_MS; a link that does not read fails now. The
+ * failed write's request completes with its error at once either way. */
+#define CRNET__WRITE_FAIL_GRACE_MS 250
+void crnet__link_write_failed(crnet__link *l, const char *why);
 
 /* True while there are writes in flight. */
 static inline bool crnet__link_busy(const crnet__link *l) {

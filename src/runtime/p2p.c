@@ -134,6 +134,13 @@ static crnet__link *link_to(crnet_comm *c, int j, bool *gone) {
   return NULL;
 }
 
+/* Stream 0 to job rank j failed a write and is still reading what j sent
+ * last (crnet__link_write_failed): it fails within a grace period. */
+static bool link_failing(crnet_comm *c, int j) {
+  const crnet__peer *p = *crnet__comm_link(c, j, 0);
+  return p != NULL && p->link.write_broken && !p->link.failed;
+}
+
 static bool matches(const p2p_req *q, int src, int tag) {
   return (q->peer == CRNET_ANY_SOURCE || q->peer == src) &&
          (q->tag == CRNET_ANY_TAG || q->tag == tag);
@@ -439,6 +446,8 @@ static bool send_advance(crnet_request *r) {
   case PH_WRITING:
     if (!q->wr.done)
       return false;
+    if (q->wr.status != 0 && c->err == 0 && link_failing(c, j))
+      return false; /* to end with the peer's reason (see link.h) */
     return finish(q, q->wr.status == 0 ? 0
                                        : c->err != 0 ? c->err : CRNET_EPEER) &&
            done_now(q);

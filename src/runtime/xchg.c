@@ -264,8 +264,27 @@ static void count_recv(crnet__xchg *x) {
     rp->recvs_left--;
 }
 
+/* A part's send failed on a link that is still reading what its peer sent
+ * last (crnet__link_write_failed): the exchange waits for the link to
+ * fail, so that the call ends with the peer's reason (its abort, its
+ * report of a mismatch) rather than a bare lost link. */
+static bool send_failing(const crnet__xchg *x) {
+  crnet_comm *c = x->c;
+  for (uint32_t k = 0; k < x->nsend; k++) {
+    const crnet__peer *p;
+    if (!x->send[k].done || x->send[k].status == 0)
+      continue;
+    p = *crnet__comm_link(c, crnet__world_rank(c, x->to), (int)k);
+    if (p != NULL && p->link.write_broken && !p->link.failed)
+      return true;
+  }
+  return false;
+}
+
 bool crnet__xchg_complete(crnet__xchg *x) {
   crnet_comm *c = x->c;
+  if (c->err == 0 && send_failing(x))
+    return false;
   if (c->err != 0 && !x->dropped) {
     /* The comm failed: what is not posted never will be, and posted
      * receives are taken back, so that the exchange ends. */

@@ -43,7 +43,8 @@
  *                                    docs/TUNING.md)
  *   CRNET_SPIN_US                    microseconds a wait polls before it
  *                                    sleeps (default 50, adaptive, when the
- *                                    host has a core per rank; else 0)
+ *                                    host has a core per rank; else 1000,
+ *                                    yielding the core; 0: sleep at once)
  *   CRNET_STREAM_PIECE               bytes per piece of a large receive
  *                                    reduced as it arrives (default 65536;
  *                                    0: off)

@@ -28,8 +28,17 @@
  * enough that a rank waiting for a slow peer sleeps almost at once (see
  * docs/PERFORMANCE.md for how it was chosen). */
 #define DEFAULT_SPIN_US 50
-/* With more ranks than cores: 0, sleep at once (see docs/PERFORMANCE.md). */
-#define DEFAULT_SPIN_SHARED_US 0
+/* With more ranks than cores the poll yields the core at every turn
+ * (sched_yield), so a peer that needs it gets it, and it lasts longer:
+ * waking a sleeping rank whose peer shares its core costs more than the
+ * handful of turns it takes the peer to answer. 8 B allreduce at p = 4, 8,
+ * 16 on 2 cores: 0 (sleep at once) took 105-114, 257-303 and 572-886 us,
+ * 1000 took 53-71, 137-230 and 484-603 us; 20 to 100 were worse than 0
+ * at p = 8 and 16 (a poll that gives up just before the answer pays both
+ * costs). A wait still sleeps after 1 ms without link activity, and the
+ * spin's score turns it off where it does not pay (docs/PERFORMANCE.md,
+ * "The executor and the wait"). */
+#define DEFAULT_SPIN_SHARED_US 1000
 /* See exec.c: large receives are reduced in pieces of this many bytes. */
 #define DEFAULT_STREAM_PIECE ((uint64_t)64 << 10)
 /* See crnet__xchg_start: a message is split across streams only into parts

@@ -1054,6 +1054,91 @@ START_TEST(threads_share_a_comm) {
 }
 END_TEST
 
+/* A request in flight on the progress thread while the program waits for
+ * another: a wait that finds its request complete but its callback still
+ * running asks the thread for the loop and sleeps; the thread gives the
+ * loop up for it after the callback, and the waiter, its request now
+ * complete and idle, returns without taking the loop. The thread must get
+ * the loop back then: the program here never calls crnet while it waits
+ * for the first request, so only the progress thread can complete it
+ * (before the fix it slept on, and the request never completed). */
+#define HANDBACK_ROUNDS 50
+
+static void flag_done(crnet_request *r, int status, void *arg) {
+  (void)r;
+  (void)status;
+  __atomic_store_n((int *)arg, 1, __ATOMIC_RELEASE);
+}
+
+static void slow_callback(crnet_request *r, int status, void *arg) {
+  (void)r;
+  (void)status;
+  (void)arg;
+  usleep(2000); /* the waiter meets the request done, its callback busy */
+}
+
+static int rank_handback(int rank, int size, void *arg) {
+  crnet_config cfg;
+  crnet_comm *c;
+  int rc;
+  (void)size;
+  (void)arg;
+  setenv("CRNET_SPIN_US", "1000", 1); /* a wait asks for the loop */
+  crnet_config_init(&cfg);
+  cfg.progress_thread = CRNET_PROGRESS_THREAD_ON;
+  rc = crnet_comm_init(&c, &cfg);
+  if (rc != 0)
+    return err_exit(rc);
+  for (int i = 0; i < HANDBACK_ROUNDS && rc == 0; i++) {
+    int64_t x = i, late = -1;
+    if (rank == 0) {
+      crnet_request *r, *s;
+      int done = 0;
+      double t0;
+      rc = crnet_irecv(c, &late, 1, CRNET_INT64, 1, 3, NULL, &r);
+      if (rc == 0)
+        rc = crnet_request_on_complete(r, flag_done, &done);
+      if (rc == 0)
+        rc = crnet_isend(c, &x, 1, CRNET_INT64, 1, 1, &s);
+      if (rc == 0)
+        rc = crnet_request_on_complete(s, slow_callback, NULL);
+      if (rc == 0)
+        rc = crnet_wait(&s);
+      t0 = now_s();
+      while (rc == 0 && !__atomic_load_n(&done, __ATOMIC_ACQUIRE)) {
+        if (now_s() - t0 > 10.0) {
+          fprintf(stderr, "rank 0: round %d: a receive whose message came "
+                          "was not complete 10 s later\n", i);
+          return err_exit(CRNET_ETIMEDOUT);
+        }
+        usleep(100);
+      }
+      if (rc == 0)
+        rc = crnet_wait(&r);
+      if (rc == 0 && late != i)
+        rc = CRNET_EIO;
+    } else {
+      rc = crnet_recv(c, &x, 1, CRNET_INT64, 0, 1, NULL);
+      if (rc == 0)
+        rc = crnet_send(c, &x, 1, CRNET_INT64, 0, 3);
+    }
+  }
+  report_call(rank, c, rc);
+  rc = destroy_keeping(c, rc);
+  return err_exit(rc);
+}
+
+START_TEST(progress_thread_gets_the_loop_back) {
+  job j;
+  reports = reports_map();
+  job_init(&j, 2, 20);
+  run_job(&j, rank_handback, NULL, 120);
+  for (int r = 0; r < 2; r++)
+    ck_assert_msg(exit_code(&j, r) == 0, "rank %d exited %d: %s", r,
+                  exit_code(&j, r), reports[r].errmsg);
+}
+END_TEST
+
 static Suite *requests_suite(bool unit_only) {
   Suite *s = suite_create("requests");
   TCase *t = tcase_create("args");
@@ -1074,6 +1159,7 @@ static Suite *requests_suite(bool unit_only) {
   tcase_add_test(t, no_progress_thread_no_progress_outside_calls);
   tcase_add_test(t, callback_calls_again);
   tcase_add_test(t, progress_thread_sleeps_while_waiting);
+  tcase_add_test(t, progress_thread_gets_the_loop_back);
   suite_add_tcase(s, t);
 
   t = tcase_create("failure");

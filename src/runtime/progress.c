@@ -595,6 +595,21 @@ static void release_locked(crnet_comm *c) {
     pthread_cond_signal(&c->w->thread_cv);
 }
 
+/* A thread that asked for the loop (wanting) and was woken no longer wants
+ * it: its request may have completed meanwhile, and then it returns
+ * without taking the loop. The progress thread gave the loop up for it and
+ * sleeps while anyone wants it: with requests still in flight, it must
+ * have the loop back, or they would wait for a wake-up that never comes
+ * (seen: a torch Work whose message had arrived never completed). A thread
+ * that goes on to take the loop itself only wakes the progress thread in
+ * vain. */
+static void stop_wanting_locked(crnet_comm *c) {
+  c->w->wanting--;
+  if (c->w->wanting == 0 && c->w->owner == OWNER_NONE &&
+      c->w->thread_running && c->w->in_flight > 0)
+    pthread_cond_signal(&c->w->thread_cv);
+}
+
 /* With the loop free (mu held): takes it, moves every request on without
  * sleeping (one pass of the engine and one turn of the loop), gives it
  * back; mu is held again on return. What a start without a progress
@@ -987,7 +1002,7 @@ static int wait_any_locked(crnet_comm *c, any_of *a, int *rc, const char *what) 
     if (c->w->owner == OWNER_THREAD)
       kick_owner(c);
     sleep_locked(c);
-    c->w->wanting--;
+    stop_wanting_locked(c);
   }
 }
 

@@ -5,7 +5,7 @@
  * flood of unexpected messages takes, a lost peer, and misuse.
  *
  * Cases (CK_RUN_CASE): "order", "unexpected", "edges", "comms", "memory",
- * "failure", "abort-write"; argument "unit" runs the argument checks in a job of one.
+ * "failure", "abort-write", "left"; argument "unit" runs the argument checks in a job of one.
  * Messages with the progress thread, and from threads of their own beside
  * the world's collectives (for ThreadSanitizer, suite `threads`): the case
  * "p2p-threads" of test_comms.c.
@@ -488,6 +488,63 @@ START_TEST(abort_reaches_a_sender_whose_write_fails) {
 }
 END_TEST
 
+/* --- failure: a rank that left ends the messages awaited from it ------------- */
+
+/* p = 3. Rank 2 leaves (crnet_comm_destroy) after a split that leaves it
+ * out. Rank 1's receive from it was posted before it left (*arg true), or
+ * both ask for a message from it only once its goodbye has been read.
+ * They fail with CRNET_EPEER saying it left (they waited until the job's
+ * timeout before), and the comm without rank 2 keeps working. */
+static int rank_left(int rank, int size, void *arg) {
+  const bool posted_before = *(const bool *)arg;
+  crnet_comm *c = init_or_die(rank), *sub = NULL;
+  int64_t x = 0, v = 1, sum = 0;
+  crnet_request *r = NULL;
+  int rc;
+  (void)size;
+  CALL(crnet_comm_split(c, rank < 2 ? 0 : CRNET_UNDEFINED, rank, &sub));
+  if (rank == 1 && posted_before)
+    CALL(crnet_irecv(c, &x, 1, CRNET_INT64, 2, 4, NULL, &r));
+  CALL(crnet_barrier(c));
+  if (rank == 2) {
+    crnet_comm_destroy(c);
+    return EXIT_OK;
+  }
+  usleep(100000); /* rank 2's goodbye is here */
+  for (int i = 0; i < 20; i++)
+    CALL(crnet_allreduce(sub, &v, &sum, 1, CRNET_INT64, CRNET_SUM));
+  reports[rank].t_event = now_s();
+  rc = r != NULL ? crnet_wait(&r)
+                 : crnet_recv(c, &x, 1, CRNET_INT64, 2, 4, NULL);
+  report_call(rank, c, rc);
+  FAIL_IF(rc != CRNET_EPEER, "receive from the rank that left: %s",
+          crnet_err_name(rc));
+  FAIL_IF(strstr(crnet_comm_errmsg(c), "left the job") == NULL, "%s",
+          crnet_comm_errmsg(c));
+  CALL(crnet_allreduce(sub, &v, &sum, 1, CRNET_INT64, CRNET_SUM));
+  FAIL_IF(sum != 2, "allreduce on the comm without rank 2: %lld",
+          (long long)sum);
+  crnet_comm_destroy(sub);
+  crnet_comm_destroy(c);
+  return EXIT_OK;
+}
+
+START_TEST(receive_from_a_rank_that_left_fails) {
+  bool posted_before = _i == 0;
+  job j;
+  reports = reports_map();
+  job_init(&j, 3, 30);
+  run_job(&j, rank_left, &posted_before, 60);
+  for (int r = 0; r < 3; r++)
+    ck_assert_msg(exit_code(&j, r) == EXIT_OK, "rank %d exited %d: %s", r,
+                  exit_code(&j, r), reports[r].errmsg);
+  for (int r = 0; r < 2; r++)
+    ck_assert_msg(reports[r].returned - reports[r].t_event < 2.0,
+                  "rank %d took %.3f s", r,
+                  reports[r].returned - reports[r].t_event);
+}
+END_TEST
+
 /* --- misuse, in a job of one ------------------------------------------------- */
 
 START_TEST(misuse_is_refused) {
@@ -618,6 +675,10 @@ int main(int argc, char **argv) {
       tcase_add_test(t, cases[i].test);
       suite_add_tcase(s, t);
     }
+    t = tcase_create("left");
+    tcase_set_timeout(t, 300);
+    tcase_add_loop_test(t, receive_from_a_rank_that_left_fails, 0, 2);
+    suite_add_tcase(s, t);
   }
   sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

@@ -349,6 +349,11 @@ void crnet__p2p_on_control(crnet__link *l, const crnet__frame_header *h,
 /* A new comm takes the messages that came for it while it was being made
  * (mu held). */
 void crnet__p2p_adopt(crnet_comm *c);
+/* Job rank j said goodbye: it sends nothing more. A receive posted that
+ * names it, or a send waiting for its answer (CTS), could never complete:
+ * then every comm that has j fails, as a send to a rank that left does
+ * (receives posted later fail the same way when they begin). */
+void crnet__p2p_peer_left(crnet__world *w, int j);
 /* After a split: messages for a comm that was not made are a mismatch. */
 void crnet__p2p_check_orphans(crnet__world *w);
 /* Whether a posted receive could be matched by a send of this very process

@@ -400,6 +400,8 @@ static void on_peer_control(crnet__link *l, const crnet__frame_header *h,
   crnet__world *w = p->comm->w;
   if (h->kind == CRNET__FRAME_BYE) {
     p->got_bye = true;
+    if (l->stream == 0) /* messages travel on stream 0 */
+      crnet__p2p_peer_left(w, (int)l->peer);
     return;
   }
   if (h->kind == CRNET__FRAME_ABORT && h->length >= ABORT_HEAD) {

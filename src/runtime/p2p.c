@@ -141,6 +141,13 @@ static bool link_failing(crnet_comm *c, int j) {
   return p != NULL && p->link.write_broken && !p->link.failed;
 }
 
+/* Job rank j said goodbye (crnet_comm_destroy of its world comm): it sends
+ * nothing more. */
+static bool peer_left(crnet_comm *c, int j) {
+  const crnet__peer *p = *crnet__comm_link(c, j, 0);
+  return p != NULL && p->got_bye;
+}
+
 static bool matches(const p2p_req *q, int src, int tag) {
   return (q->peer == CRNET_ANY_SOURCE || q->peer == src) &&
          (q->tag == CRNET_ANY_TAG || q->tag == tag);
@@ -480,6 +487,18 @@ static bool recv_advance(crnet_request *r) {
       take_msg(c, q, m);
       return q->phase == PH_DONE && done_now(q);
     }
+    if (q->peer != CRNET_ANY_SOURCE) {
+      int j = crnet__world_rank(c, q->peer);
+      if (j != c->w->rank && peer_left(c, j)) {
+        /* As for a send to a rank that left (send_advance). */
+        crnet__world_fail_peer(c->w, j, CRNET_EPEER,
+                               "rank %d has left the job (a receive from "
+                               "it was posted after its "
+                               "crnet_comm_destroy)",
+                               q->peer);
+        return finish(q, c->err) && done_now(q);
+      }
+    }
     q->next = NULL;
     if (c->p2p_posted_tail != NULL)
       c->p2p_posted_tail->next = q;
@@ -753,6 +772,23 @@ void crnet__p2p_on_control(crnet__link *l, const crnet__frame_header *h,
   default:
     return;
   }
+}
+
+void crnet__p2p_peer_left(crnet__world *w, int j) {
+  bool pending = w->p2p_peers != NULL && w->p2p_peers[j].await_cts != NULL;
+  for (uint32_t x = 0; x < CRNET__MAX_CTX && !pending; x++) {
+    crnet_comm *c = w->comms[x];
+    int r = c != NULL ? crnet__local_rank(c, j) : -1;
+    if (r < 0)
+      continue;
+    for (const p2p_req *q = c->p2p_posted; q != NULL && !pending; q = q->next)
+      pending = q->peer == r;
+  }
+  if (pending)
+    crnet__world_fail_peer(w, j, CRNET_EPEER,
+                           "job rank %d has left the job (crnet_comm_destroy) "
+                           "while a message from it was awaited",
+                           j);
 }
 
 void crnet__p2p_adopt(crnet_comm *c) {

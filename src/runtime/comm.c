@@ -32,8 +32,8 @@
  * (sched_yield), so a peer that needs it gets it, and it lasts longer:
  * waking a sleeping rank whose peer shares its core costs more than the
  * handful of turns it takes the peer to answer. 8 B allreduce at p = 4, 8,
- * 16 on 2 cores: 0 (sleep at once) took 105-114, 257-303 and 572-886 us,
- * 1000 took 53-71, 137-230 and 484-603 us; 20 to 100 were worse than 0
+ * 16 on 2 cores: 0 (sleep at once) took 113-114, 257-294 and 572-813 us,
+ * 1000 took 69-71, 183-230 and 568-581 us; 20 to 100 were worse than 0
  * at p = 8 and 16 (a poll that gives up just before the answer pays both
  * costs). A wait still sleeps after 1 ms without link activity, and the
  * spin's score turns it off where it does not pay (docs/PERFORMANCE.md,

@@ -236,7 +236,10 @@ CRNET_EXTERN void crnet_config_init(crnet_config *cfg);
  * is known; links then come on first use), or fails within the init
  * timeout naming the ranks that never appeared. On failure *comm is NULL; crnet_init_errmsg() tells why.
  * If SIGPIPE has its default action, init sets it to be ignored, so that a
- * peer's death is an error code and not the end of this process. */
+ * peer's death is an error code and not the end of this process. A process
+ * is one rank: CRNET_EINVAL, changing nothing, while a world comm of this
+ * process is open (make more comms with crnet_comm_dup or crnet_comm_split),
+ * and after it was destroyed in a crlaunch job (its job key is gone). */
 CRNET_EXTERN CRNET_NODISCARD int crnet_comm_init(crnet_comm **comm,
                                                  const crnet_config *cfg);
 

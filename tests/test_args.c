@@ -524,6 +524,27 @@ START_TEST(bad_schedule_from_environment) {
 }
 END_TEST
 
+/* A process is one rank: a second crnet_comm_init while its world comm is
+ * open is refused, saying why, and changes nothing; once the world is
+ * destroyed a job of one may start again. */
+START_TEST(second_init_is_refused) {
+  crnet_comm *c, *d = (crnet_comm *)&d;
+  int64_t x = 3, y = 0;
+  unsetenv("CRNET_RANK");
+  unsetenv("CRNET_SIZE");
+  ck_assert_int_eq(crnet_comm_init(&c, NULL), 0);
+  ck_assert_int_eq(crnet_comm_init(&d, NULL), CRNET_EINVAL);
+  ck_assert(d == NULL);
+  ck_assert_msg(strstr(crnet_init_errmsg(), "joined its job already") != NULL,
+                "'%s'", crnet_init_errmsg());
+  ck_assert_int_eq(crnet_allreduce(c, &x, &y, 1, CRNET_INT64, CRNET_SUM), 0);
+  ck_assert(y == 3);
+  ck_assert_int_eq(crnet_comm_destroy(c), 0);
+  ck_assert_int_eq(crnet_comm_init(&c, NULL), 0);
+  ck_assert_int_eq(crnet_comm_destroy(c), 0);
+}
+END_TEST
+
 /* crnet_comm_init with a config that cannot make a job: EINVAL at once,
  * *comm NULL, the reason in crnet_init_errmsg. */
 static void init_fails(const crnet_config *cfg, const char *keyword, int line) {
@@ -921,6 +942,7 @@ static Suite *unit_suite(void) {
   t = tcase_create("no comm");
   tcase_set_timeout(t, 30);
   tcase_add_test(t, bad_schedule_from_environment);
+  tcase_add_test(t, second_init_is_refused);
   tcase_add_test(t, config);
   tcase_add_test(t, names_of_unknown_values);
   suite_add_tcase(s, t);

@@ -59,6 +59,15 @@
 
 static _Thread_local char init_errmsg[512];
 
+/* World comms of this process open, and whether one was ever made. A
+ * process is one rank of its job: a second crnet_comm_init while a world is
+ * open would join the job again under the same rank (two libraries of one
+ * program, each calling it, e.g. the Python module and the torch backend),
+ * and after crlaunch's job key was read and removed it could not even
+ * authenticate; either way the caller gets a clear refusal. */
+static atomic_int worlds_open;
+static atomic_bool joined_once;
+
 const char *crnet_init_errmsg(void) { return init_errmsg; }
 
 void crnet_config_init(crnet_config *cfg) {
@@ -529,6 +538,22 @@ int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
     return CRNET_EINVAL;
   }
   *out = NULL;
+  if (atomic_load(&worlds_open) > 0) {
+    snprintf(init_errmsg, sizeof init_errmsg,
+             "crnet_comm_init: this process has joined its job already and "
+             "its world comm is open (a process is one rank: make more comms "
+             "from that one with crnet_comm_dup or crnet_comm_split)");
+    return CRNET_EINVAL;
+  }
+  if (atomic_load(&joined_once) && getenv("CRNET_JOB_KEY_FILE") != NULL &&
+      access(getenv("CRNET_JOB_KEY_FILE"), R_OK) != 0) {
+    snprintf(init_errmsg, sizeof init_errmsg,
+             "crnet_comm_init: this process joined its job already and "
+             "destroyed its world comm; a process joins a crlaunch job once "
+             "(its job key was read and removed then)");
+    return CRNET_EINVAL;
+  }
+  *out = NULL;
   if (cfg == NULL) {
     crnet_config_init(&defaults);
     cfg = &defaults;
@@ -637,6 +662,8 @@ int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
     if (c->w->peers[i] != NULL && !c->w->peers[i]->closed)
       crnet__comm_link_settings(c, &c->w->peers[i]->link);
   c->w->coll_timeout_ms = (uint64_t)(s.coll_timeout * 1000);
+  atomic_fetch_add(&worlds_open, 1);
+  atomic_store(&joined_once, true);
   *out = c;
   return 0;
 }
@@ -764,6 +791,7 @@ int crnet_comm_destroy(crnet_comm *c) {
   rc = c->err;
   close_loop(c);
   free_comm(c);
+  atomic_fetch_sub(&worlds_open, 1);
   return rc;
 }
 

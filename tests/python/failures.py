@@ -165,12 +165,14 @@ def exit_inflight(comm):
 
 def exit_stuck(comm):
     # A receive whose message never comes: the exit hook gives up after
-    # crnet.exit_grace seconds and aborts the job rather than hang.
+    # crnet.exit_grace seconds and aborts the job rather than hang. Every
+    # rank waits for the next one, so none leaves first (a rank that left
+    # in order would fail the receives awaiting it at once).
     crnet.exit_grace = 1.0
     comm.barrier()
-    if comm.rank == 0:
-        global STUCK
-        STUCK = comm.irecv(bytearray(4), source=1, tag=99)
+    global STUCK
+    STUCK = comm.irecv(bytearray(4), source=(comm.rank + 1) % comm.size,
+                       tag=99)
     write(exiting=time.time())
 
 

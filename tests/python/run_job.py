@@ -27,7 +27,8 @@ Cases and what must hold:
                  exit hook, derived first; crlaunch exits 0
   exit-inflight  calls in flight at exit (kept and dropped): completed by
                  the exit hook with the right results; crlaunch exits 0
-  exit-stuck     an irecv that never gets its message: the exit hook waits
+  exit-stuck     irecvs that never get their message (each rank's from the
+                 next): the exit hook waits
                  crnet.exit_grace (1 s), says so and aborts the job;
                  crlaunch exits 1 within seconds, nothing hangs
   gc-order       the world comm dropped before its split: the split keeps

@@ -594,7 +594,9 @@ CRNET_EXTERN int crnet_request_on_complete(crnet_request *req,
  * one has been received): a send to a rank that never receives it may
  * wait forever, as in MPI. CRNET_TIMEOUT bounds collectives, not
  * point-to-point calls; a lost peer, an abort or a failure of the comm
- * completes them with its error. isend and irecv return requests of the
+ * completes them with its error, and so does a peer that left
+ * (crnet_comm_destroy) while a message from it was awaited, or before a
+ * receive naming it began (CRNET_EPEER). isend and irecv return requests of the
  * same kind as the nonblocking collectives (crnet_wait, crnet_test, ...);
  * their buffers must stay untouched until completion. */
 #define CRNET_ANY_SOURCE (-1)

@@ -365,6 +365,11 @@ void crnet__link_close_gently(crnet__link *l, uint64_t linger_ms);
 #define CRNET__WRITE_FAIL_GRACE_MS 250
 void crnet__link_write_failed(crnet__link *l, const char *why);
 
+/* A write failed and the link, still reading, fails within the grace. */
+static inline bool crnet__link_failing(const crnet__link *l) {
+  return l->write_broken && !l->failed;
+}
+
 /* True while there are writes in flight. */
 static inline bool crnet__link_busy(const crnet__link *l) {
   return l->pending_writes > 0;

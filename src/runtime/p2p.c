@@ -138,7 +138,7 @@ static crnet__link *link_to(crnet_comm *c, int j, bool *gone) {
  * last (crnet__link_write_failed): it fails within a grace period. */
 static bool link_failing(crnet_comm *c, int j) {
   const crnet__peer *p = *crnet__comm_link(c, j, 0);
-  return p != NULL && p->link.write_broken && !p->link.failed;
+  return p != NULL && crnet__link_failing(&p->link);
 }
 
 /* Job rank j said goodbye (crnet_comm_destroy of its world comm): it sends

@@ -275,7 +275,7 @@ static bool send_failing(const crnet__xchg *x) {
     if (!x->send[k].done || x->send[k].status == 0)
       continue;
     p = *crnet__comm_link(c, crnet__world_rank(c, x->to), (int)k);
-    if (p != NULL && p->link.write_broken && !p->link.failed)
+    if (p != NULL && crnet__link_failing(&p->link))
       return true;
   }
   return false;

@@ -27,11 +27,12 @@ typedef struct sig_state {
   uint64_t h;
 } sig_state;
 
+/* One multiply per word, not FNV-1a's one per byte (eight on every field
+ * of every call): the xor-shift spreads the high bits the multiply makes
+ * into the low ones the next word meets. */
 static void sig_add(sig_state *s, uint64_t v) {
-  for (int b = 0; b < 8; b++) { /* FNV-1a over the 8 bytes */
-    s->h ^= (v >> (8 * b)) & 0xff;
-    s->h *= 1099511628211ull;
-  }
+  s->h = (s->h ^ v) * 0x9E3779B97F4A7C15ull;
+  s->h ^= s->h >> 29;
 }
 
 static uint32_t sig_of(const crnet__call *call, crnet_datatype dt, crnet_op op,
@@ -41,7 +42,8 @@ static uint32_t sig_of(const crnet__call *call, crnet_datatype dt, crnet_op op,
   sig_add(&s, call->count);
   /* alltoallv's counts are each rank's own: the frames' lengths check
    * them, pair by pair. */
-  if (call->counts != NULL && call->coll != CRNET_COLL_ALLTOALLV)
+  if (call->counts != NULL && !call->uniform &&
+      call->coll != CRNET_COLL_ALLTOALLV)
     for (int32_t r = 0; r < call->p; r++)
       sig_add(&s, call->counts[r]);
   sig_add(&s, (uint64_t)dt);
@@ -170,7 +172,8 @@ void crnet__call_format(uint8_t coll, uint64_t seq,
  * The choice depends only on the collective, p, the bytes, the operator's
  * commutativity, exclusive and the tuning (select.h), fixed per comm but
  * for the bytes and the flags in the key. Calls with per-rank counts are
- * priced every time. Under c->w->mu. */
+ * priced every time, but for equal ones (gather, scatter), which count
+ * says. Under c->w->mu. */
 static bool auto_key_matches(const struct crnet__auto_memo *m,
                              const crnet__call *call) {
   return m->name != NULL && m->count == call->count &&
@@ -181,8 +184,8 @@ static bool auto_key_matches(const struct crnet__auto_memo *m,
 static const char *auto_cached(const crnet_comm *c, const crnet__call *call,
                                const char *chosen, uint32_t *id) {
   const struct crnet__auto_memo *m = &c->auto_memo[call->coll];
-  if (call->counts != NULL || strcmp(chosen, "auto") != 0 ||
-      !auto_key_matches(m, call))
+  if ((call->counts != NULL && !call->uniform) ||
+      strcmp(chosen, "auto") != 0 || !auto_key_matches(m, call))
     return NULL;
   *id = m->id;
   return m->name;
@@ -191,7 +194,7 @@ static const char *auto_cached(const crnet_comm *c, const crnet__call *call,
 static void auto_remember(crnet_comm *c, const crnet__call *call,
                           const char *chosen, const char *name, uint32_t id) {
   struct crnet__auto_memo *m = &c->auto_memo[call->coll];
-  if (call->counts != NULL || strcmp(chosen, "auto") != 0)
+  if ((call->counts != NULL && !call->uniform) || strcmp(chosen, "auto") != 0)
     return;
   m->count = call->count;
   m->esize = call->esize;

@@ -22,6 +22,7 @@ typedef struct crnet__call {
   const uint64_t *counts; /* reduce-scatter, allgather, gather, scatter: p
                              block lengths; alltoallv: what this rank sends
                              each rank */
+  bool uniform; /* every counts[r] is count (gather, scatter) */
   /* alltoallv: where each rank's block starts in SEND, how much comes from
    * each rank and where it goes in RECV (p entries each, elements) */
   const uint64_t *sdispls, *rcounts, *rdispls;

@@ -55,7 +55,7 @@ static int gather(crnet_comm *c, const void *send, void *recv, size_t count,
                   crnet_datatype dt, int root, bool blocking,
                   crnet_request **out) {
   crnet__call call = {.coll = CRNET_COLL_GATHER, .count = count, .root = root,
-                      .commutative = true};
+                      .commutative = true, .uniform = true};
   size_t es;
   int rc = crnet__coll_check(c, "gather", dt);
   if (rc != 0)
@@ -110,7 +110,7 @@ static int scatter(crnet_comm *c, const void *send, void *recv, size_t count,
                    crnet_datatype dt, int root, bool blocking,
                    crnet_request **out) {
   crnet__call call = {.coll = CRNET_COLL_SCATTER, .count = count,
-                      .root = root, .commutative = true};
+                      .root = root, .commutative = true, .uniform = true};
   size_t es;
   int rc = crnet__coll_check(c, "scatter", dt);
   if (rc != 0)

@@ -45,6 +45,12 @@
  *                                    sleeps (default 50, adaptive, when the
  *                                    host has a core per rank; else 1000,
  *                                    yielding the core; 0: sleep at once)
+ *   CRNET_HOST_CPUS                  the CPUs this host's ranks share, by
+ *                                    which the two defaults above (and the
+ *                                    progress thread's auto) count cores
+ *                                    per rank (crlaunch sets it, having
+ *                                    bound each rank to CPUs of its own;
+ *                                    default: this process's CPUs)
  *   CRNET_STREAM_PIECE               bytes per piece of a large receive
  *                                    reduced as it arrives (default 65536;
  *                                    0: off)

@@ -160,6 +160,8 @@ static crnet__agent_config sample(void) {
   c.first = 8;
   c.count = 8;
   c.tag_output = 1;
+  c.bind_none = 1;
+  c.report_bindings = 1;
   c.report = "0123456789abcdef";
   c.env = env_;
   c.nenv = 2;
@@ -184,6 +186,8 @@ START_TEST(test_config_round_trip) {
   ck_assert_int_eq(d.first, 8);
   ck_assert_int_eq(d.count, 8);
   ck_assert_int_eq(d.tag_output, 1);
+  ck_assert_int_eq(d.bind_none, 1);
+  ck_assert_int_eq(d.report_bindings, 1);
   ck_assert_int_eq(d.nenv, 2);
   ck_assert_str_eq(d.env[1], env_[1]);
   ck_assert_int_eq(d.argc, 3);
@@ -227,7 +231,8 @@ static void expect_refused(const char *item, const char *replacement,
 }
 
 START_TEST(test_config_refused) {
-  expect_refused("v=", "v=2", "another version");
+  expect_refused("v=", "v=1", "another version");
+  expect_refused("v=", "v=3", "another version");
   expect_refused("key=", "key=abc", "malformed key");
   expect_refused("key=", NULL, "misses an item");
   expect_refused("cwd=", NULL, "misses an item");

@@ -15,6 +15,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -690,6 +691,8 @@ static const char *const bad_usage[][8] = {
     {"-n", "2", "-x", "1BAD=2", "@RANK", NULL},
     {"-n", "2", "-x", "=2", "@RANK", NULL},
     {"-n", "2", "-x", "CRNET_RANK=1", "@RANK", NULL},
+    {"-n", "2", "--bind", "core", "@RANK", NULL},
+    {"-n", "2", "--bind", NULL},
 };
 #define NBAD (int)(sizeof bad_usage / sizeof bad_usage[0])
 
@@ -1060,6 +1063,130 @@ START_TEST(test_malformed_reports) {
 }
 END_TEST
 
+/* ---- binding: every rank gets CPUs of its own ------------------------ */
+
+/* The CPUs a rank printed in `cpus` mode, as a mask; -1 if it said
+ * nothing. */
+static int rank_cpus(const char *out, int rank, cpu_set_t *set) {
+  char want[32];
+  const char *p;
+  snprintf(want, sizeof want, "%d cpus=", rank);
+  for (p = out; (p = strstr(p, want)) != NULL; p++)
+    if (p == out || p[-1] == '\n')
+      break;
+  if (p == NULL)
+    return -1;
+  CPU_ZERO(set);
+  p += strlen(want);
+  while (*p >= '0' && *p <= '9') {
+    CPU_SET(atoi(p), set);
+    while (*p >= '0' && *p <= '9')
+      p++;
+    if (*p == ',')
+      p++;
+  }
+  return 0;
+}
+
+/* n ranks under crlaunch `bind` (NULL: the default), with the test's own
+ * mask `mine`: with auto, each rank's CPUs are some of mine, disjoint from
+ * the others' while there are enough (block sizes within one of each
+ * other), else one each with at most one rank more on any CPU than on
+ * another; with none, all of mine. Every rank hears how many CPUs the
+ * host's ranks share. */
+static void check_binding(int n, const char *bind, const cpu_set_t *mine) {
+  char ns[16], want[64];
+  int ncpus = CPU_COUNT(mine), per_cpu[CPU_SETSIZE] = {0};
+  int smallest = CPU_SETSIZE, largest = 0;
+  cpu_set_t seen, set, both;
+  struct run r;
+  snprintf(ns, sizeof ns, "%d", n);
+  if (bind != NULL)
+    run(&r, NULL, 20, "-n", ns, "--bind", bind, "--report-bindings",
+        "@RANK", "cpus", NULL);
+  else
+    run(&r, NULL, 20, "-n", ns, "--report-bindings", "@RANK", "cpus", NULL);
+  expect_exit(&r, 0);
+  CPU_ZERO(&seen);
+  for (int i = 0; i < n; i++) {
+    ck_assert_msg(rank_cpus(r.out, i, &set) == 0, "rank %d: no cpus line:\n%s",
+                  i, r.out);
+    CPU_AND(&both, &set, mine);
+    ck_assert_msg(CPU_EQUAL(&both, &set) && CPU_COUNT(&set) > 0,
+                  "rank %d has CPUs outside crlaunch's:\n%s", i, r.out);
+    if (bind != NULL && strcmp(bind, "none") == 0) {
+      ck_assert_msg(CPU_EQUAL(&set, mine), "rank %d bound under --bind none",
+                    i);
+      snprintf(want, sizeof want, "rank %d (pid", i);
+      expect_has("stderr", r.err, want);
+      continue;
+    }
+    snprintf(want, sizeof want, "rank %d (pid", i);
+    expect_has("stderr", r.err, want);
+    if (n <= ncpus) {
+      CPU_AND(&both, &set, &seen);
+      ck_assert_msg(CPU_COUNT(&both) == 0, "rank %d shares CPUs:\n%s", i,
+                    r.out);
+    } else {
+      ck_assert_int_eq(CPU_COUNT(&set), 1);
+    }
+    CPU_OR(&seen, &seen, &set);
+    smallest = CPU_COUNT(&set) < smallest ? CPU_COUNT(&set) : smallest;
+    largest = CPU_COUNT(&set) > largest ? CPU_COUNT(&set) : largest;
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
+      per_cpu[cpu] += CPU_ISSET(cpu, &set);
+  }
+  if (bind == NULL || strcmp(bind, "none") != 0) {
+    expect_has("stderr", r.err, "bound to CPUs");
+    ck_assert_msg(largest - smallest <= 1, "blocks of %d and %d CPUs",
+                  smallest, largest);
+    if (n > ncpus) {
+      int lo = n, hi = 0;
+      for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
+        if (CPU_ISSET(cpu, mine)) {
+          lo = per_cpu[cpu] < lo ? per_cpu[cpu] : lo;
+          hi = per_cpu[cpu] > hi ? per_cpu[cpu] : hi;
+        }
+      ck_assert_msg(hi - lo <= 1, "%d to %d ranks on a CPU", lo, hi);
+    }
+  }
+  cleanup(&r);
+  run(&r, NULL, 20, "-n", "1", "@RANK", "env", "CRNET_HOST_CPUS", NULL);
+  expect_exit(&r, 0);
+  snprintf(want, sizeof want, "0 CRNET_HOST_CPUS=%d\n", ncpus);
+  expect_has("stdout", r.out, want);
+  cleanup(&r);
+}
+
+START_TEST(test_bind) {
+  cpu_set_t mine;
+  ck_assert_int_eq(sched_getaffinity(0, sizeof mine, &mine), 0);
+  int ncpus = CPU_COUNT(&mine);
+  check_binding(1, NULL, &mine);
+  check_binding(ncpus, NULL, &mine);
+  check_binding(ncpus + 1, "auto", &mine);
+  check_binding(2 * ncpus + 1, NULL, &mine);
+  check_binding(2, "none", &mine);
+}
+END_TEST
+
+/* crlaunch shares out the CPUs it may use, not the machine's: under a
+ * mask of one CPU, every rank gets that CPU, and hears of one. */
+START_TEST(test_bind_within_mask) {
+  cpu_set_t mine, one;
+  ck_assert_int_eq(sched_getaffinity(0, sizeof mine, &mine), 0);
+  CPU_ZERO(&one);
+  for (int cpu = CPU_SETSIZE - 1; cpu >= 0; cpu--)
+    if (CPU_ISSET(cpu, &mine)) {
+      CPU_SET(cpu, &one); /* the last of ours */
+      break;
+    }
+  /* check's fork mode: the mask dies with this test's process. */
+  ck_assert_int_eq(sched_setaffinity(0, sizeof one, &one), 0);
+  check_binding(3, NULL, &one);
+}
+END_TEST
+
 static Suite *launcher_suite(void) {
   Suite *s = suite_create("launcher");
   TCase *tc = tcase_create("run");
@@ -1073,6 +1200,8 @@ static Suite *launcher_suite(void) {
   tcase_add_test(tc, test_x_vars);
   tcase_add_test(tc, test_job_key);
   tcase_add_test(tc, test_silent_without_crnet);
+  tcase_add_test(tc, test_bind);
+  tcase_add_test(tc, test_bind_within_mask);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("stop");

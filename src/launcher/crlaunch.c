@@ -91,6 +91,7 @@
 
 #include <uv.h>
 
+#include "bind.h"
 #include "crnet.h"
 #include "crnet_version.h"
 #include "forward.h"
@@ -132,7 +133,8 @@ static const int forwarded_signals[] = {SIGINT, SIGTERM, SIGHUP};
 /* Variables crlaunch sets itself; -x may not override them. */
 static const char *const reserved_vars[] = {
     "CRNET_RANK",         "CRNET_SIZE",     "CRNET_RENDEZVOUS", "CRNET_JOB_KEY",
-    "CRNET_JOB_KEY_FILE", "CRNET_LAUNCHER", "CRNET_LAUNCHER_FD", NULL};
+    "CRNET_JOB_KEY_FILE", "CRNET_LAUNCHER", "CRNET_LAUNCHER_FD",
+    "CRNET_HOST_CPUS",    NULL};
 
 /* The descriptor each rank on this host finds its report socket at
  * (CRNET_LAUNCHER_FD): how crnet_comm_abort() tells crlaunch the code. */
@@ -145,6 +147,8 @@ struct options {
   int encrypt;                 /* --encrypt */
   const char *coll_timeout;    /* --coll-timeout */
   int stats;                   /* --stats: CRNET_STATS=1, print the table */
+  crnet__bind_mode bind;       /* --bind */
+  int report_bindings;         /* --report-bindings */
   char coll_timeout_var[64];   /* CRNET_TIMEOUT=... for the ranks */
   const char *hosts_spec;      /* --hosts */
   const char *hostfile;        /* --hostfile */
@@ -183,6 +187,7 @@ struct rank {
   struct job *job;
   int index; /* the (first) rank */
   int count; /* 1, or the ranks of a remote host */
+  int local; /* a rank here: its place among this host's ranks */
   const crnet__host *host; /* NULL for a rank on this host */
   uv_pipe_t ctl;           /* remote: the session's stdin (remote.h) */
   int ctl_open;
@@ -218,6 +223,8 @@ struct job {
   struct rank *ranks; /* nprocs of them */
   int nprocs;
   int size;          /* ranks in the job, on every host */
+  int nlocal;        /* of them on this host */
+  crnet__bind_plan bind; /* their CPUs (bind.h) */
   const char *const *xvars; /* -x settings, or what an agent was sent */
   int nxvars;
   const char *init_timeout_str;
@@ -284,6 +291,13 @@ static void usage(FILE *f) {
           "                  crlaunch's own path)\n"
           "  --encrypt       encrypt every connection (CRNET_ENCRYPT=1)\n"
           "  --tag-output    prefix every line of output with \"[rank] \"\n"
+          "  --bind auto|none\n"
+          "                  auto (default): give each rank of a host CPUs of\n"
+          "                  its own (an equal block of them; with more ranks\n"
+          "                  than CPUs, one each in turn); none: let every\n"
+          "                  rank run on any CPU crlaunch may\n"
+          "  --report-bindings\n"
+          "                  print each rank's CPUs as it starts\n"
           "  --timeout SEC   stop the job after SEC seconds (exit status 124)\n"
           "  --coll-timeout SEC\n"
           "                  fail any collective that takes longer than SEC\n"
@@ -370,6 +384,8 @@ static int parse_options(struct options *opt, int argc, char **argv) {
     OPT_ENCRYPT,
     OPT_COLL_TIMEOUT,
     OPT_STATS,
+    OPT_BIND,
+    OPT_REPORT_BINDINGS,
     OPT_AGENT
   };
   static const struct option longopts[] = {
@@ -382,6 +398,8 @@ static int parse_options(struct options *opt, int argc, char **argv) {
       {"encrypt", no_argument, NULL, OPT_ENCRYPT},
       {"coll-timeout", required_argument, NULL, OPT_COLL_TIMEOUT},
       {"stats", no_argument, NULL, OPT_STATS},
+      {"bind", required_argument, NULL, OPT_BIND},
+      {"report-bindings", no_argument, NULL, OPT_REPORT_BINDINGS},
       {"agent", no_argument, NULL, OPT_AGENT},
       {"help", no_argument, NULL, 'h'},
       {"version", no_argument, NULL, 'V'},
@@ -442,6 +460,17 @@ static int parse_options(struct options *opt, int argc, char **argv) {
       break;
     case OPT_STATS:
       opt->stats = 1;
+      break;
+    case OPT_BIND:
+      if (strcmp(optarg, "auto") == 0)
+        opt->bind = CRNET__BIND_AUTO;
+      else if (strcmp(optarg, "none") == 0)
+        opt->bind = CRNET__BIND_NONE;
+      else
+        return usage_error("--bind '%s': give auto or none", optarg);
+      break;
+    case OPT_REPORT_BINDINGS:
+      opt->report_bindings = 1;
       break;
     case OPT_TIMEOUT:
       opt->timeout_s = parse_seconds(optarg, MAX_TIMEOUT_S);
@@ -677,7 +706,7 @@ static int build_env(struct job *job, const char *rendezvous) {
   int n = 0;
   while (environ[n] != NULL)
     n++;
-  job->env = calloc((size_t)(n + job->nxvars + 9), sizeof *job->env);
+  job->env = calloc((size_t)(n + job->nxvars + 10), sizeof *job->env);
   if (job->env == NULL)
     goto nomem;
   int k = 0;
@@ -686,15 +715,18 @@ static int build_env(struct job *job, const char *rendezvous) {
       job->env[k++] = environ[i];
   job->env_owned = k;
   job->rank_slot = k; /* grows as entries are added, for free_env */
-  char *add[5];
+  /* CRNET_HOST_CPUS: the CPUs this host's ranks share, which a bound rank
+   * cannot count from its own mask (it decides how to wait by them). */
+  char *add[6];
   add[0] = str_printf("CRNET_SIZE=%d", job->size);
   add[1] = str_printf("CRNET_RENDEZVOUS=%s", rendezvous);
   add[2] = str_printf("CRNET_JOB_KEY_FILE=%s", job->keyfile);
   add[3] = str_printf("CRNET_LAUNCHER=crlaunch");
   add[4] = str_printf("CRNET_INIT_TIMEOUT=%s", job->init_timeout_str);
-  for (int i = 0; i < 5; i++)
+  add[5] = str_printf("CRNET_HOST_CPUS=%d", job->bind.ncpus);
+  for (int i = 0; i < 6; i++)
     job->env[job->rank_slot++] = add[i];
-  for (int i = 0; i < 5; i++)
+  for (int i = 0; i < 6; i++)
     if (add[i] == NULL)
       goto nomem;
   for (int i = 0; i < job->nxvars; i++) {
@@ -1559,7 +1591,26 @@ static int spawn_rank(struct job *job, struct rank *r, char **argv) {
     snprintf(prefix, sizeof prefix, "[%d] ", r->index);
   job->env[job->rank_slot] = rank_var;
   int in = r->index == 0 && job->agent == NULL ? STDIN_FILENO : -1;
+  /* The child inherits this thread's CPUs: set for the spawn, then back. */
+  cpu_set_t saved;
+  char cpus[256];
+  int bound = crnet__bind_enter(&job->bind, r->local, &saved, cpus,
+                                sizeof cpus);
+  if (bound < 0)
+    crnet__log("cannot bind rank %d to CPUs %s: %s; it runs unbound",
+               r->index, cpus, strerror(errno));
   int rc = spawn_proc(job, r, argv, job->env, in, prefix, 0);
+  if (bound == 0)
+    crnet__bind_leave(&saved);
+  if (rc == 0 && (job->opt->report_bindings ||
+                  (job->agent != NULL && job->agent->report_bindings))) {
+    if (bound == 0)
+      crnet__log("rank %d (pid %d) bound to CPUs %s", r->index, r->pid,
+                 cpus);
+    else
+      crnet__log("rank %d (pid %d) not bound (--bind none)", r->index,
+                 r->pid);
+  }
   job->env[job->rank_slot] = NULL;
   return rc;
 }
@@ -1891,6 +1942,8 @@ static int spawn_remote(struct job *job, struct rank *r, const uint8_t *key,
   cfg.first = r->index;
   cfg.count = r->count;
   cfg.tag_output = job->opt->tag_output;
+  cfg.bind_none = job->opt->bind == CRNET__BIND_NONE;
+  cfg.report_bindings = job->opt->report_bindings;
   cfg.report = job->report;
   cfg.env = env;
   cfg.nenv = nenv;
@@ -2268,6 +2321,7 @@ static struct rank *make_procs(struct job *job) {
     for (; k < n; k++) {
       ranks[k].index = first + k;
       ranks[k].count = 1;
+      ranks[k].local = job->nlocal++;
     }
   } else {
     for (int h = 0; h < opt->hosts.n; h++) {
@@ -2282,6 +2336,7 @@ static struct rank *make_procs(struct job *job) {
       }
       for (int i = 0; i < host->count; i++) {
         ranks[k].index = host->first + i;
+        ranks[k].local = job->nlocal++;
         ranks[k++].count = 1;
       }
     }
@@ -2320,6 +2375,15 @@ static int job_run(const struct options *opt, crnet__agent_config *agent) {
     goto out;
   }
   job->ranks = ranks;
+  char why[256];
+  if (crnet__bind_plan_init(&job->bind,
+                            agent != NULL && agent->bind_none
+                                ? CRNET__BIND_NONE
+                                : opt->bind,
+                            job->nlocal, why, sizeof why) != 0) {
+    crnet__log("%s", why);
+    goto out;
+  }
   if (agent == NULL && opt->hosts.n > 0) {
     char *self = realpath("/proc/self/exe", NULL);
     snprintf(job->remote_crlaunch, sizeof job->remote_crlaunch, "%s",
@@ -2368,6 +2432,7 @@ static int job_run(const struct options *opt, crnet__agent_config *agent) {
   exit_code = job->stop == RUNNING ? 0 : job->exit_code;
 out:
   if (job != NULL) {
+    crnet__bind_plan_free(&job->bind);
     free_env(job);
     free(job->stats);
     free(job->rank_stats);

@@ -74,6 +74,8 @@ int crnet__agent_config_encode(const crnet__agent_config *c, char **out,
   put_int(&b, "first", c->first);
   put_int(&b, "count", c->count);
   put_int(&b, "tag", c->tag_output);
+  put_int(&b, "bind_none", c->bind_none);
+  put_int(&b, "report_bindings", c->report_bindings);
   put(&b, "report", c->report);
   for (int i = 0; i < c->nenv; i++)
     put(&b, "env", c->env[i]);
@@ -152,7 +154,8 @@ static int decode_item(crnet__agent_config *c, const char *item,
     return set_string(&c->init_timeout, v);
   if (IS("report"))
     return set_string(&c->report, v);
-  if (IS("size") || IS("first") || IS("count") || IS("tag")) {
+  if (IS("size") || IS("first") || IS("count") || IS("tag") ||
+      IS("bind_none") || IS("report_bindings")) {
     n = parse_int(v, 0, 1L << 30);
     if (n < 0)
       return fail(why, why_len, "%.*s=%s: not a number", (int)nlen, item, v);
@@ -162,8 +165,12 @@ static int decode_item(crnet__agent_config *c, const char *item,
       c->first = (int)n;
     else if (IS("count"))
       c->count = (int)n;
-    else
+    else if (IS("tag"))
       c->tag_output = n != 0;
+    else if (IS("bind_none"))
+      c->bind_none = n != 0;
+    else
+      c->report_bindings = n != 0;
     return 0;
   }
   if (IS("env")) {

@@ -57,7 +57,7 @@
 
 #include "handshake.h"
 
-#define CRNET__AGENT_VERSION 1
+#define CRNET__AGENT_VERSION 2
 #define CRNET__AGENT_KEY_DONE 'R'
 #define CRNET__AGENT_SIGNAL 'S'
 #define CRNET__AGENT_HEARTBEAT 'H'
@@ -76,6 +76,8 @@ typedef struct crnet__agent_config {
   int first;
   int count;
   int tag_output;
+  int bind_none;       /* crlaunch --bind none */
+  int report_bindings; /* crlaunch --report-bindings */
   char *report; /* the report marker */
   char **env; /* nenv "NAME=VALUE" entries */
   int nenv;

@@ -241,6 +241,14 @@ static int load_settings(const crnet_config *cfg, crnet__settings *s,
                     v, MAX_SPIN_US);
     s->spin_us = us;
   }
+  /* Set by crlaunch, which binds each rank to CPUs of its own: the rank's
+   * mask then no longer says how many the host's ranks share. */
+  s->host_cpus = 0;
+  v = getenv("CRNET_HOST_CPUS");
+  if (v != NULL && v[0] != '\0' &&
+      parse_int(v, 1, CPU_SETSIZE, &s->host_cpus) != 0)
+    SETTINGS_FAIL("CRNET_HOST_CPUS='%s' is not a number of CPUs (1 to %d)", v,
+                  CPU_SETSIZE);
   s->stream_piece = DEFAULT_STREAM_PIECE;
   v = getenv("CRNET_STREAM_PIECE");
   if (v != NULL && v[0] != '\0') {
@@ -477,24 +485,26 @@ static int usable_cores(void) {
 
 /* Decides the wait strategy once the table is known: ranks that share this
  * host (by host name, which network namespaces and several addresses of one
- * machine share too) compete for its cores. Polling before sleeping only
+ * machine share too) compete for its cores (CRNET_HOST_CPUS when crlaunch
+ * bound the ranks, else this process's). Polling before sleeping only
  * helps while each of them has a core; beyond that a polling rank steals
  * the core its peer needs to answer. */
 static void wait_plan(crnet_comm *c, const crnet__settings *s) {
   const char *me = c->w->table != NULL ? c->w->table[c->rank].host : "";
   int local_ranks = 1; /* this one included */
+  int host_cpus = s->host_cpus > 0 ? s->host_cpus : usable_cores();
   for (int r = 0; r < c->size && c->w->table != NULL; r++)
     if (r != c->rank && strcmp(c->w->table[r].host, me) == 0)
       local_ranks++;
-  bool own_cores = local_ranks <= usable_cores();
+  bool own_cores = local_ranks <= host_cpus;
   c->w->spin_yield = !own_cores;
   /* The progress thread's auto: only where it has a core of its own, so
    * that it never takes one from a rank's computation (docs/PERFORMANCE.md,
-   * Overlap). */
+   * Overlap): a spare core on the host, and one this rank may run on. */
   c->w->progress_mode = c->size > 1 &&
                      (s->progress == CRNET_PROGRESS_THREAD_ON ||
                       (s->progress == CRNET_PROGRESS_THREAD_AUTO &&
-                       local_ranks < usable_cores()));
+                       local_ranks < host_cpus && usable_cores() > 1));
   if (s->spin_us >= 0)
     c->w->spin_ns = (uint64_t)s->spin_us * 1000;
   else if (c->size > 1)

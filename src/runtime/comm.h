@@ -75,6 +75,8 @@ typedef struct crnet__settings {
   double coll_timeout; /* CRNET_TIMEOUT seconds; 0: none */
   double liveness;     /* CRNET_LIVENESS_TIMEOUT seconds; 0: the kernel's */
   long spin_us; /* -1: decide from the ranks per host (see wait_plan) */
+  int host_cpus; /* CRNET_HOST_CPUS: the CPUs this host's ranks share
+                    (crlaunch); 0: this process's own */
   uint64_t stream_piece; /* CRNET_STREAM_PIECE */
   int rounds_in_flight;  /* CRNET_ROUNDS_IN_FLIGHT */
   int streams;           /* CRNET_STREAMS */

@@ -12,6 +12,7 @@
  *   launcher_rank stdin              "rank R read N bytes"
  *   launcher_rank key                check the job key's handling (below)
  *   launcher_rank yes                print lines until killed
+ *   launcher_rank cpus               "R cpus=A,B,..." the CPUs it may run on
  *
  * With CRLT_DIR set, every rank first creates CRLT_DIR/pid.R.PID, so the test
  * can check that no rank outlives crlaunch; in stubborn mode the file is made
@@ -23,6 +24,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -195,6 +197,17 @@ int main(int argc, char **argv) {
       else
         printf("%d %s unset\n", rank, argv[i]);
     }
+    return 0;
+  }
+  if (strcmp(mode, "cpus") == 0) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0)
+      return 1;
+    printf("%d cpus=", rank);
+    for (int cpu = 0, n = 0; cpu < CPU_SETSIZE; cpu++)
+      if (CPU_ISSET(cpu, &set))
+        printf("%s%d", n++ > 0 ? "," : "", cpu);
+    printf("\n");
     return 0;
   }
   if (strcmp(mode, "lines") == 0 && argc > 2)

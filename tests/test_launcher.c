@@ -876,7 +876,7 @@ END_TEST
 START_TEST(test_crnet_cascade) {
   /* Rank 2 dies while the others wait for it: they fail within a
    * millisecond, and crlaunch often sees one of their exits before rank
-   * 2's (see judge_failures in crlaunch.c; without the ranks' reports of
+   * 2's (see crnet__launch_judge_failures in crlaunch.c; without the ranks' reports of
    * whom they lost, half the runs named a victim). Rank 2 must be named,
    * with its status, every time; the loop runs it 10 times. */
   struct run r;

@@ -1,0 +1,322 @@
+/* crlaunch's command line: --help, the options and their checks, and the
+ * few parsers of names and numbers that the rest of crlaunch shares
+ * (launch.h). */
+#include "launch.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "crnet_version.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "Usage: crlaunch -n N [options] [--] program [args...]\n"
+          "\n"
+          "Starts N ranks of a crnet program on this host or, over SSH, on\n"
+          "several, serves their rendezvous and forwards their output line by\n"
+          "line.\n"
+          "\n"
+          "Options:\n"
+          "  -n N            number of ranks to start (1..%d); with --hosts\n"
+          "                  or --hostfile, default: every slot\n"
+          "  --hosts LIST    run on these hosts: h1:8,h2:8 (host:slots,\n"
+          "                  [IPv6]:slots); ranks fill the hosts in order\n"
+          "  --hostfile FILE one host per line, optionally \"slots=N\"\n"
+          "  --ssh CMD       how to reach a host (default $CRNET_SSH, else\n"
+          "                  \"ssh\"), e.g. --ssh \"ssh -p 2222 -i key\"\n"
+          "  --remote-crlaunch PATH\n"
+          "                  crlaunch on the other hosts (default: this\n"
+          "                  crlaunch's own path)\n"
+          "  --encrypt       encrypt every connection (CRNET_ENCRYPT=1)\n"
+          "  --tag-output    prefix every line of output with \"[rank] \"\n"
+          "  --bind auto|none\n"
+          "                  auto (default): give each rank of a host CPUs of\n"
+          "                  its own (an equal block of them; with more ranks\n"
+          "                  than CPUs, one each in turn); none: let every\n"
+          "                  rank run on any CPU crlaunch may\n"
+          "  --report-bindings\n"
+          "                  print each rank's CPUs as it starts\n"
+          "  --timeout SEC   stop the job after SEC seconds (exit status 124)\n"
+          "  --coll-timeout SEC\n"
+          "                  fail any collective that takes longer than SEC\n"
+          "                  seconds, naming the ranks it waits for\n"
+          "                  (CRNET_TIMEOUT=SEC)\n"
+          "  --stats         print a table of the ranks' collectives at the\n"
+          "                  end: calls, time, waiting, reducing, bytes\n"
+          "                  (CRNET_STATS=1)\n"
+          "  -x VAR[=VAL]    set VAR to VAL in the ranks' environment, or pass\n"
+          "                  crlaunch's own value of VAR (repeatable)\n"
+          "  -h, --help      print this help and exit\n"
+          "  -V, --version   print the version and exit\n"
+          "\n"
+          "Exit status: 0 if every rank exits 0; the code given to\n"
+          "crnet_comm_abort() if a rank aborted the job; else the status of the\n"
+          "first rank that failed (128+signal if it was killed); 124 on --timeout;\n"
+          "128+signal if crlaunch was interrupted; 127 if the program cannot\n"
+          "be started; 125 if crlaunch itself fails; 2 for bad usage.\n"
+          "See crlaunch(1).\n",
+          MAX_RANKS);
+}
+
+static int usage_error(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+
+static int usage_error(const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "crlaunch: %s\nTry 'crlaunch --help' for more information.\n",
+          msg);
+  return EXIT_USAGE;
+}
+
+/* A positive number of seconds up to max (fractions allowed), or -1. */
+double crnet__launch_parse_seconds(const char *s, double max) {
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (end == s || *end != '\0' || errno != 0 || !(v > 0) || v > max)
+    return -1;
+  return v;
+}
+
+int crnet__launch_var_name_len(const char *s) {
+  return (int)strcspn(s, "=");
+}
+
+/* "NAME=..." or "NAME" names `name`. */
+int crnet__launch_names_var(const char *entry, const char *name, size_t len) {
+  return strncmp(entry, name, len) == 0 &&
+         (entry[len] == '=' || entry[len] == '\0');
+}
+
+static int check_xvar(const char *x) {
+  int len = crnet__launch_var_name_len(x);
+  if (len == 0)
+    return usage_error("-x '%s': no variable name", x);
+  for (int i = 0; i < len; i++) {
+    char c = x[i];
+    int ok = c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+             (i > 0 && c >= '0' && c <= '9');
+    if (!ok)
+      return usage_error("-x '%s': '%.*s' is not a variable name", x, len, x);
+  }
+  for (const char *const *r = crnet__launch_reserved_vars; *r != NULL; r++)
+    if (crnet__launch_names_var(x, *r, (size_t)len) &&
+        strlen(*r) == (size_t)len)
+      return usage_error("-x %.*s: crlaunch sets this variable itself", len,
+                         x);
+  return 0;
+}
+
+/* Fills opt. Returns -1 to go on, or the exit status to stop with. */
+int crnet__launch_parse_options(struct options *opt, int argc, char **argv) {
+  enum {
+    OPT_TAG = 256,
+    OPT_TIMEOUT,
+    OPT_HOSTS,
+    OPT_HOSTFILE,
+    OPT_SSH,
+    OPT_REMOTE_CRLAUNCH,
+    OPT_ENCRYPT,
+    OPT_COLL_TIMEOUT,
+    OPT_STATS,
+    OPT_BIND,
+    OPT_REPORT_BINDINGS,
+    OPT_AGENT
+  };
+  static const struct option longopts[] = {
+      {"tag-output", no_argument, NULL, OPT_TAG},
+      {"timeout", required_argument, NULL, OPT_TIMEOUT},
+      {"hosts", required_argument, NULL, OPT_HOSTS},
+      {"hostfile", required_argument, NULL, OPT_HOSTFILE},
+      {"ssh", required_argument, NULL, OPT_SSH},
+      {"remote-crlaunch", required_argument, NULL, OPT_REMOTE_CRLAUNCH},
+      {"encrypt", no_argument, NULL, OPT_ENCRYPT},
+      {"coll-timeout", required_argument, NULL, OPT_COLL_TIMEOUT},
+      {"stats", no_argument, NULL, OPT_STATS},
+      {"bind", required_argument, NULL, OPT_BIND},
+      {"report-bindings", no_argument, NULL, OPT_REPORT_BINDINGS},
+      {"agent", no_argument, NULL, OPT_AGENT},
+      {"help", no_argument, NULL, 'h'},
+      {"version", no_argument, NULL, 'V'},
+      {NULL, 0, NULL, 0}};
+  memset(opt, 0, sizeof *opt);
+  opt->nranks = -1;
+  opt->xvars = calloc((size_t)argc, sizeof *opt->xvars);
+  if (opt->xvars == NULL) {
+    fprintf(stderr, "crlaunch: out of memory\n");
+    return EXIT_INTERNAL;
+  }
+  /* "+": options end at the program's name, whose own options are its own.
+   * ":": report a missing argument apart from an unknown option. */
+  opterr = 0;
+  int c;
+  while ((c = getopt_long(argc, argv, "+:n:x:hV", longopts, NULL)) != -1) {
+    const char *given = argv[optind - 1];
+    switch (c) {
+    case 'n': {
+      char *end;
+      errno = 0;
+      long n = strtol(optarg, &end, 10);
+      if (optarg[0] < '0' || optarg[0] > '9' || *end != '\0' || errno != 0 ||
+          n < 1 || n > MAX_RANKS)
+        return usage_error("-n '%s': the number of ranks must be 1..%d",
+                           optarg, MAX_RANKS);
+      opt->nranks = (int)n;
+      break;
+    }
+    case 'x':
+      if (check_xvar(optarg) != 0)
+        return EXIT_USAGE;
+      opt->xvars[opt->nxvars++] = optarg;
+      break;
+    case OPT_TAG:
+      opt->tag_output = 1;
+      break;
+    case OPT_HOSTS:
+      opt->hosts_spec = optarg;
+      break;
+    case OPT_HOSTFILE:
+      opt->hostfile = optarg;
+      break;
+    case OPT_SSH:
+      opt->ssh = optarg;
+      break;
+    case OPT_REMOTE_CRLAUNCH:
+      if (optarg[0] != '/')
+        return usage_error("--remote-crlaunch '%s': not an absolute path",
+                           optarg);
+      opt->remote_crlaunch = optarg;
+      break;
+    case OPT_ENCRYPT:
+      opt->encrypt = 1;
+      break;
+    case OPT_AGENT:
+      opt->agent = 1;
+      break;
+    case OPT_STATS:
+      opt->stats = 1;
+      break;
+    case OPT_BIND:
+      if (strcmp(optarg, "auto") == 0)
+        opt->bind = CRNET__BIND_AUTO;
+      else if (strcmp(optarg, "none") == 0)
+        opt->bind = CRNET__BIND_NONE;
+      else
+        return usage_error("--bind '%s': give auto or none", optarg);
+      break;
+    case OPT_REPORT_BINDINGS:
+      opt->report_bindings = 1;
+      break;
+    case OPT_TIMEOUT:
+      opt->timeout_s = crnet__launch_parse_seconds(optarg, MAX_TIMEOUT_S);
+      if (opt->timeout_s < 0)
+        return usage_error("--timeout '%s': not a positive number of seconds",
+                           optarg);
+      break;
+    case OPT_COLL_TIMEOUT:
+      if (strlen(optarg) > 32 ||
+          crnet__launch_parse_seconds(optarg, MAX_TIMEOUT_S) < 0)
+        return usage_error(
+            "--coll-timeout '%s': not a positive number of seconds", optarg);
+      opt->coll_timeout = optarg;
+      break;
+    case 'h':
+      usage(stdout);
+      return 0;
+    case 'V':
+      printf("crlaunch (crnet) %s\n", CRNET_VERSION_STRING);
+      return 0;
+    case ':':
+      return usage_error("option %s needs an argument", given);
+    default:
+      if (optopt != 0)
+        return usage_error("unknown option -%c", optopt);
+      return usage_error("unknown option %s", given);
+    }
+  }
+  if (opt->agent) {
+    /* Everything else comes over stdin (remote.h). */
+    if (optind < argc || opt->nranks >= 0 || opt->hosts_spec || opt->hostfile)
+      return usage_error("--agent takes no other arguments");
+    return -1;
+  }
+  if (opt->hosts_spec != NULL && opt->hostfile != NULL)
+    return usage_error("give --hosts or --hostfile, not both");
+  if (opt->nranks < 0 && opt->hosts_spec == NULL && opt->hostfile == NULL)
+    return usage_error("missing -n N, the number of ranks");
+  if (optind >= argc)
+    return usage_error("no program to run");
+  opt->argv = argv + optind;
+  if (opt->ssh == NULL)
+    opt->ssh = getenv("CRNET_SSH");
+  if (opt->ssh == NULL || opt->ssh[0] == '\0')
+    opt->ssh = "ssh";
+  if (opt->encrypt) {
+    for (int i = 0; i < opt->nxvars; i++)
+      if (crnet__launch_names_var(opt->xvars[i], "CRNET_ENCRYPT", 13))
+        return usage_error("give --encrypt or -x CRNET_ENCRYPT, not both");
+    opt->xvars[opt->nxvars++] = "CRNET_ENCRYPT=1";
+  }
+  if (opt->stats) {
+    for (int i = 0; i < opt->nxvars; i++)
+      if (crnet__launch_names_var(opt->xvars[i], "CRNET_STATS", 11))
+        return usage_error("give --stats or -x CRNET_STATS, not both");
+    opt->xvars[opt->nxvars++] = "CRNET_STATS=1";
+  }
+  if (opt->coll_timeout != NULL) {
+    for (int i = 0; i < opt->nxvars; i++)
+      if (crnet__launch_names_var(opt->xvars[i], "CRNET_TIMEOUT", 13))
+        return usage_error("give --coll-timeout or -x CRNET_TIMEOUT, not both");
+    snprintf(opt->coll_timeout_var, sizeof opt->coll_timeout_var,
+             "CRNET_TIMEOUT=%s", opt->coll_timeout);
+    opt->xvars[opt->nxvars++] = opt->coll_timeout_var;
+  }
+  if (opt->hosts_spec != NULL || opt->hostfile != NULL) {
+    char why[512];
+    char self[256] = "";
+    int rc = opt->hosts_spec != NULL
+                 ? crnet__hosts_parse_list(&opt->hosts, opt->hosts_spec, why,
+                                           sizeof why)
+                 : crnet__hosts_parse_file(&opt->hosts, opt->hostfile, why,
+                                           sizeof why);
+    if (rc == 0 && opt->nranks < 0)
+      opt->nranks = opt->hosts.slots > MAX_RANKS ? MAX_RANKS
+                                                 : (int)opt->hosts.slots;
+    gethostname(self, sizeof self - 1);
+    if (rc == 0)
+      rc = crnet__hosts_place(&opt->hosts, opt->nranks, self, why,
+                              sizeof why);
+    if (rc != 0)
+      return usage_error("%s %s: %s",
+                         opt->hosts_spec != NULL ? "--hosts" : "--hostfile",
+                         opt->hosts_spec != NULL ? opt->hosts_spec
+                                                 : opt->hostfile,
+                         why);
+  }
+
+  /* An -x setting of CRNET_INIT_TIMEOUT is what the ranks will see, so the
+   * rendezvous server must use it too. */
+  opt->init_timeout_str = getenv("CRNET_INIT_TIMEOUT");
+  for (int i = 0; i < opt->nxvars; i++)
+    if (crnet__launch_names_var(opt->xvars[i], "CRNET_INIT_TIMEOUT", 18) &&
+        opt->xvars[i][18] == '=')
+      opt->init_timeout_str = opt->xvars[i] + 19;
+  if (opt->init_timeout_str == NULL || opt->init_timeout_str[0] == '\0')
+    opt->init_timeout_str = DEFAULT_INIT_TIMEOUT;
+  opt->init_timeout_s =
+      crnet__launch_parse_seconds(opt->init_timeout_str, MAX_INIT_TIMEOUT_S);
+  if (opt->init_timeout_s < 0)
+    return usage_error("CRNET_INIT_TIMEOUT='%s': not a positive number of "
+                       "seconds",
+                       opt->init_timeout_str);
+  return -1;
+}

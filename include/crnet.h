@@ -654,6 +654,14 @@ CRNET_EXTERN int crnet_comm_set_schedule(crnet_comm *comm,
                                          crnet_collective coll,
                                          const char *name);
 
+/* The schedule the comm's last started call of the collective ran: the
+ * name crnet_comm_set_schedule chose, or, under "auto", the one auto
+ * picked for that call ("circulant", "ring", ...; a static string). NULL
+ * before the comm's first call of that collective, and for a NULL comm or
+ * an unknown collective. crbench prints it beside "auto". */
+CRNET_EXTERN const char *crnet_comm_last_schedule(const crnet_comm *comm,
+                                                  crnet_collective coll);
+
 #ifdef __cplusplus
 }
 #endif

@@ -37,6 +37,7 @@
 #include "comm.h"
 #include "crnet.h"
 #include "netjob.h"
+#include "select.h"
 
 #define NBUF 64
 
@@ -501,6 +502,33 @@ START_TEST(schedules) {
 }
 END_TEST
 
+/* What a call ran: NULL before the first call of a collective, then the
+ * schedule set, or auto's pick; a refused call changes nothing. */
+START_TEST(last_schedule) {
+  crnet_comm *c = comm;
+  const char *ran;
+  ck_assert_ptr_null(crnet_comm_last_schedule(c, CRNET_COLL_BCAST));
+  ck_assert_ptr_null(crnet_comm_last_schedule(NULL, CRNET_COLL_BCAST));
+  ck_assert_ptr_null(crnet_comm_last_schedule(c, CRNET_COLL_COUNT));
+  ck_assert_ptr_null(
+      crnet_comm_last_schedule(c, (crnet_collective)-1));
+  ck_assert_int_eq(crnet_bcast(c, sbuf, NBUF, CRNET_INT64, 0), 0);
+  ran = crnet_comm_last_schedule(c, CRNET_COLL_BCAST);
+  ck_assert_ptr_nonnull(ran);
+  ck_assert_msg(strcmp(ran, "auto") != 0 &&
+                    crnet__schedule_known(ran, CRNET_COLL_BCAST),
+                "auto ran '%s'", ran);
+  ck_assert_int_eq(crnet_comm_set_schedule(c, CRNET_COLL_BCAST, "ring"), 0);
+  ck_assert_str_eq(crnet_comm_last_schedule(c, CRNET_COLL_BCAST), ran);
+  ck_assert_int_eq(crnet_bcast(c, sbuf, NBUF, CRNET_INT64, 0), 0);
+  ck_assert_str_eq(crnet_comm_last_schedule(c, CRNET_COLL_BCAST), "ring");
+  ck_assert_int_eq(crnet_comm_set_schedule(c, CRNET_COLL_BCAST, "hypercube"),
+                   0);
+  REJECT(CRNET_EINVAL, "root", crnet_bcast(c, sbuf, NBUF, CRNET_INT64, 7));
+  ck_assert_str_eq(crnet_comm_last_schedule(c, CRNET_COLL_BCAST), "ring");
+}
+END_TEST
+
 /* A bad name from the environment is stored as given and named by the
  * call that meets it; setting a good one makes the comm work again. */
 START_TEST(bad_schedule_from_environment) {
@@ -938,6 +966,7 @@ static Suite *unit_suite(void) {
   tcase_add_test(t, bad_roots);
   tcase_add_test(t, counts_that_overflow);
   tcase_add_test(t, schedules);
+  tcase_add_test(t, last_schedule);
   suite_add_tcase(s, t);
   t = tcase_create("no comm");
   tcase_set_timeout(t, 30);

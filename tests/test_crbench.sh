@@ -86,9 +86,9 @@ rooted = coll in ("bcast", "reduce", "gather", "scatter")
 
 rows = [json.loads(line) for line in sys.stdin if line.strip()]
 problems = []
-keys = {"coll", "size", "count", "type", "op", "schedule", "root", "p",
-        "time_us", "algbw_gbps", "busbw_gbps", "wrong", "iters", "link_gbps",
-        "efficiency"}
+keys = {"coll", "size", "count", "type", "op", "schedule", "ran", "root",
+        "p", "time_us", "algbw_gbps", "busbw_gbps", "wrong", "iters",
+        "link_gbps", "efficiency"}
 for r in rows:
     if set(r) != keys:
         problems.append("keys %s" % sorted(set(r) ^ keys))
@@ -96,6 +96,13 @@ for r in rows:
     if r["wrong"] != 0:
         problems.append("%s %s B: %s wrong" % (r["schedule"], r["size"],
                                                 r["wrong"]))
+    # what ran: the schedule asked for, or for auto one of the others
+    if r["schedule"] == "auto":
+        if r["ran"] == "auto" or r["ran"] not in want_scheds:
+            problems.append("auto %s B ran %s" % (r["size"], r["ran"]))
+    elif r["ran"] != r["schedule"]:
+        problems.append("%s %s B ran %s" % (r["schedule"], r["size"],
+                                            r["ran"]))
     if r["coll"] != coll or r["p"] != p or r["iters"] != 2:
         problems.append("row %s" % r)
     # below 1 MiB there is no probe and no efficiency
@@ -187,6 +194,11 @@ bench 2 -c bcast -b 8 -e 8 -n 1 -w 0 --json
 expect "unchecked JSON: wrong is null, op none" \
   "$(python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["wrong"], r["op"], r["schedule"])' <"$tmp/out")" \
   "None none auto"
+# auto names what it ran, a schedule that can do bcast (crsched's list)
+bench 2 -c bcast -b 8 -e 8 -n 1 -w 0
+expect "text: auto names its pick" \
+  "$(grep -v '^#' "$tmp/out" | awk '{print $5}' |
+     grep -cE '^auto:(circulant|circulant-doubling|circulant-linear|circulant-sqrt|ring|hypercube)$')" 1
 
 # --- the link limit and efficiency ------------------------------------------
 

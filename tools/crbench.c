@@ -680,6 +680,7 @@ static int fail(struct bench *b, const char *what, const char *schedule,
 struct row {
   struct layout l;
   const char *schedule;
+  const char *ran; /* the schedule that ran: auto's pick, or schedule */
   double time_s; /* median of the per-repetition maxima */
   uint64_t wrong;
 };
@@ -731,11 +732,12 @@ static void print_row(const struct bench *b, const struct row *r) {
   double eff = has_eff ? busbw * 1e9 / b->link.share_bps : 0;
   if (b->o->json) {
     printf("{\"coll\": \"%s\", \"size\": %zu, \"count\": %zu, \"type\": "
-           "\"%s\", \"op\": \"%s\", \"schedule\": \"%s\", \"root\": %d, "
-           "\"p\": %d, \"time_us\": %.9g, \"algbw_gbps\": %.9g, "
-           "\"busbw_gbps\": %.9g, ",
+           "\"%s\", \"op\": \"%s\", \"schedule\": \"%s\", \"ran\": \"%s\", "
+           "\"root\": %d, \"p\": %d, \"time_us\": %.9g, \"algbw_gbps\": "
+           "%.9g, \"busbw_gbps\": %.9g, ",
            b->o->coll->name, r->l.bytes, r->l.count, type_column(b),
-           op_column(b), r->schedule, root_column(b), b->p, us, algbw, busbw);
+           op_column(b), r->schedule, r->ran, root_column(b), b->p, us, algbw,
+           busbw);
     if (b->o->check)
       printf("\"wrong\": %" PRIu64, r->wrong);
     else
@@ -747,7 +749,7 @@ static void print_row(const struct bench *b, const struct row *r) {
     else
       printf(", \"link_gbps\": null, \"efficiency\": null}\n");
   } else {
-    char time[32], wrong[32];
+    char time[32], wrong[32], sched[64];
     /* nccl-tests' precision: fewer decimals as the time grows. */
     snprintf(time, sizeof time,
              us >= 10000 ? "%.0f"
@@ -758,8 +760,13 @@ static void print_row(const struct bench *b, const struct row *r) {
       snprintf(wrong, sizeof wrong, "%" PRIu64, r->wrong);
     else
       snprintf(wrong, sizeof wrong, "N/A");
+    /* auto names what it ran: "auto:circulant" */
+    if (strcmp(r->schedule, r->ran) != 0)
+      snprintf(sched, sizeof sched, "%s:%s", r->schedule, r->ran);
+    else
+      snprintf(sched, sizeof sched, "%s", r->schedule);
     printf("  %10zu  %12zu  %8s  %6s  %18s  %4d  %9s  %8.3f  %8.3f  %6s",
-           r->l.bytes, r->l.count, type_column(b), op_column(b), r->schedule,
+           r->l.bytes, r->l.count, type_column(b), op_column(b), sched,
            root_column(b), time, algbw, busbw, wrong);
     if (has_eff)
       printf("  %5.2f\n", eff);
@@ -819,6 +826,10 @@ static enum row_outcome run_row(struct bench *b, size_t sched_index,
       return ROW_FAILED;
     }
   }
+  /* Before the bookkeeping allreduces, which run on auto themselves. */
+  out->ran = crnet_comm_last_schedule(b->comm, o->coll->schedule_of);
+  if (out->ran == NULL)
+    out->ran = sched;
   if (o->check) {
     prepare_recv(b, l);
     rc = call(b, l);

@@ -225,6 +225,8 @@ static int start(crnet_comm *c, crnet__call *call, const void *send,
   pthread_mutex_lock(&c->w->mu);
   memcpy(chosen, c->schedule[call->coll], sizeof chosen);
   name = auto_cached(c, call, chosen, &id);
+  if (name != NULL)
+    c->last_schedule[call->coll] = name;
   pthread_mutex_unlock(&c->w->mu);
   if (name == NULL) {
     rc = crnet__select(chosen, call, &name, &id, crnet__callmsg(c),
@@ -233,6 +235,7 @@ static int start(crnet_comm *c, crnet__call *call, const void *send,
       return rc;
     pthread_mutex_lock(&c->w->mu);
     auto_remember(c, call, chosen, name, id);
+    c->last_schedule[call->coll] = name;
     pthread_mutex_unlock(&c->w->mu);
   }
   memset(&a, 0, sizeof a);
@@ -292,6 +295,17 @@ static int check_req(crnet_comm *c, const char *what, crnet_request **req) {
  * request is set by the start, an argument evaluated beside it.) */
 static int wait_started(int rc, crnet_request **r) {
   return rc != 0 ? rc : crnet_wait(r);
+}
+
+const char *crnet_comm_last_schedule(const crnet_comm *c,
+                                     crnet_collective coll) {
+  const char *name;
+  if (c == NULL || (unsigned)coll >= CRNET_COLL_COUNT)
+    return NULL;
+  pthread_mutex_lock(&c->w->mu);
+  name = c->last_schedule[coll];
+  pthread_mutex_unlock(&c->w->mu);
+  return name;
 }
 
 int crnet_comm_set_schedule(crnet_comm *c, crnet_collective coll,

@@ -371,6 +371,17 @@ static PyObject *comm_set_schedule(pycr_comm *self, PyObject *const *args,
   Py_RETURN_NONE;
 }
 
+static PyObject *comm_last_schedule(pycr_comm *self, PyObject *arg) {
+  crnet_collective coll;
+  if (pycr_parse_collective(arg, &coll) < 0 ||
+      check_open(self, "last_schedule") < 0)
+    return NULL;
+  const char *name = crnet_comm_last_schedule(self->comm, coll);
+  if (name == NULL)
+    Py_RETURN_NONE;
+  return PyUnicode_FromString(name);
+}
+
 static PyObject *comm_coll_stats(pycr_comm *self, PyObject *arg) {
   crnet_collective coll;
   crnet_coll_stats s;
@@ -509,6 +520,11 @@ static PyMethodDef comm_methods[] = {
      "crnet.COLL_* constant, name 'auto', 'circulant', 'ring', ... Every "
      "rank must choose alike. InvalidArgument for an unknown name, "
      "Unsupported for one that cannot serve this comm's size."},
+    {"last_schedule", (PyCFunction)comm_last_schedule, METH_O,
+     "last_schedule($self, coll, /)\n--\n\n"
+     "The schedule the last call of a collective on this comm ran: the one "
+     "set_schedule chose, or what 'auto' picked for that call; None before "
+     "the first call."},
     {"coll_stats", (PyCFunction)comm_coll_stats, METH_O,
      "coll_stats($self, coll, /)\n--\n\n"
      "The counters of a collective on this comm as a dict: calls, failed, "

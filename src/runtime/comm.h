@@ -277,6 +277,9 @@ struct crnet_comm {
     const char *name; /* NULL: nothing remembered */
     uint32_t id;
   } auto_memo[CRNET_COLL_COUNT];
+  /* The schedule the last call of each collective ran (a static name,
+   * NULL before the first; crnet_comm_last_schedule); under mu. */
+  const char *last_schedule[CRNET_COLL_COUNT];
 
   /* The last call begun on the loop (its sequence number), for frames
    * that come early and mismatch messages. */

@@ -337,6 +337,13 @@ int crnet__link_send_control_ctx(crnet__link *l, uint8_t kind, uint32_t ctx,
 /* The same with a whole header (h->length bytes of payload). */
 int crnet__link_send_control_hdr(crnet__link *l, const crnet__frame_header *h,
                                  const void *payload);
+/* The same for a small frame, offered to the kernel at once: when it takes
+ * the whole frame nothing is allocated and no callback follows; what it
+ * does not take is copied and queued as above. 0, or an error with nothing
+ * sent (CRNET_EPEER also when the socket refuses the write: the link is
+ * left to the loop, which reads why). */
+int crnet__link_send_now(crnet__link *l, const crnet__frame_header *h,
+                         const void *payload);
 
 /* Gives a link still connecting or in its handshake a new deadline, ms
  * from the loop's time. For a process that comes back to its loop after

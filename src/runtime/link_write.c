@@ -511,6 +511,50 @@ int crnet__link_send_control_hdr(crnet__link *l, const crnet__frame_header *hp,
   return 0;
 }
 
+int crnet__link_send_now(crnet__link *l, const crnet__frame_header *h,
+                         const void *payload) {
+  uint8_t header[CRNET__FRAME_HEADER_SIZE];
+  uv_buf_t b[2];
+  size_t len = (size_t)h->length, total = sizeof header + len;
+  control_write *cw;
+  int n;
+  if (l->state != CRNET__LINK_READY || l->tx != NULL ||
+      len > TRY_WRITE_MAX)
+    return crnet__link_send_control_hdr(l, h, payload);
+  crnet__frame_encode(h, header);
+  b[0] = uv_buf_init((char *)header, sizeof header);
+  b[1] = uv_buf_init((char *)(uintptr_t)payload, (unsigned)len);
+  /* uv_try_write writes nothing while writes are queued: order holds. */
+  n = uv_try_write((uv_stream_t *)&l->tcp, b, len > 0 ? 2 : 1);
+  if (n == (int)total) {
+    crnet__link_note_io(l);
+    return 0;
+  }
+  if (n == 0 || n == UV_EAGAIN)
+    return crnet__link_send_control_hdr(l, h, payload);
+  if (n < 0)
+    return CRNET_EPEER; /* the caller's full path meets it and says why */
+  /* The kernel took a part: the rest goes as a control write does. */
+  cw = malloc(sizeof *cw + len);
+  if (cw == NULL) {
+    crnet__link_fail(l, CRNET_ENOMEM, "out of memory for a send");
+    return 0; /* the frame is cut: the link is failed, and says so */
+  }
+  memcpy(cw->header, header, sizeof header);
+  if (len > 0)
+    memcpy(cw->payload, payload, len);
+  b[0] = uv_buf_init((char *)cw->header + n, (unsigned)(total - (size_t)n));
+  cw->write.data = l;
+  if (uv_write(&cw->write, (uv_stream_t *)&l->tcp, b, 1, on_control_sent) !=
+      0) {
+    free(cw);
+    crnet__link_fail(l, CRNET_EPEER, "a send could not be queued");
+    return 0;
+  }
+  l->pending_writes++;
+  return 0;
+}
+
 /* Frees the spare chunks of a closed link. */
 void crnet__link_free_spares(crnet__link *l) {
   while (l->spare != NULL) {

@@ -645,6 +645,19 @@ void crnet__loop_acquire(crnet_comm *c) {
     crnet__lazy_resume(c);
 }
 
+bool crnet__loop_take_if_idle(crnet_comm *c) {
+  bool took = false;
+  pthread_mutex_lock(&c->w->mu);
+  if (c->err == 0 && c->w->owner == OWNER_NONE && c->w->wanting == 0 &&
+      atomic_load_explicit(&c->w->queued, memory_order_acquire) == 0 &&
+      atomic_load(&c->w->p2p_live) == 0) {
+    take_locked(c);
+    took = true;
+  }
+  pthread_mutex_unlock(&c->w->mu);
+  return took;
+}
+
 void crnet__loop_release(crnet_comm *c) {
   pthread_mutex_lock(&c->w->mu);
   release_locked(c);

@@ -167,6 +167,13 @@ void crnet__progress_close(crnet_comm *c);
 void crnet__loop_acquire(crnet_comm *c);
 void crnet__loop_release(crnet_comm *c);
 
+/* Takes the loop for a call that runs without a request (p2p.c's small
+ * blocking send) if nobody has it, no request is queued or waits for it,
+ * no message is in flight that the call could overtake and the comm has
+ * not failed; false (nothing taken) otherwise. crnet__loop_release gives
+ * it back. */
+bool crnet__loop_take_if_idle(crnet_comm *c);
+
 /* Whether the calling thread runs the comm's loop now (a completion
  * callback's thread). */
 bool crnet__loop_owned_by_me(crnet_comm *c);

@@ -178,6 +178,18 @@ START_TEST(bad_settings_fail_at_once) {
                   "'%s': message '%s'", bad_encrypt[i], crnet_init_errmsg());
   }
   unsetenv("CRNET_ENCRYPT");
+
+  /* CRNET_HOST_CPUS (crlaunch's) is a number of CPUs, at least 1. */
+  static const char *const bad_cpus[] = {"0", "-2", "two", "4x", "99999"};
+  for (size_t i = 0; i < sizeof bad_cpus / sizeof bad_cpus[0]; i++) {
+    crnet_comm *c = (crnet_comm *)&c;
+    setenv("CRNET_HOST_CPUS", bad_cpus[i], 1);
+    ck_assert_int_eq(crnet_comm_init(&c, NULL), CRNET_EINVAL);
+    ck_assert_ptr_null(c);
+    ck_assert_msg(strstr(crnet_init_errmsg(), "CRNET_HOST_CPUS") != NULL,
+                  "'%s': message '%s'", bad_cpus[i], crnet_init_errmsg());
+  }
+  unsetenv("CRNET_HOST_CPUS");
   unsetenv("CRNET_JOB_KEY");
 }
 END_TEST

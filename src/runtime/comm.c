@@ -563,7 +563,6 @@ int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
              "(its job key was read and removed then)");
     return CRNET_EINVAL;
   }
-  *out = NULL;
   if (cfg == NULL) {
     crnet_config_init(&defaults);
     cfg = &defaults;

@@ -34,7 +34,8 @@
 
 /* Tells crlaunch whom this rank's failure is due to ("fail <rank>
  * <origin>", job ranks), so that it names the rank at fault and not the
- * first rank whose exit it happens to see (crlaunch.c, crnet__launch_judge_failures). */
+ * first rank whose exit it happens to see (crlaunch.c,
+ * crnet__launch_judge_failures). */
 static void report_failure(const crnet_comm *c, int origin) {
   char line[48];
   if (origin < 0 || origin == c->w->rank)

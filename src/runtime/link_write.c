@@ -481,26 +481,21 @@ int crnet__link_send_control_ctx(crnet__link *l, uint8_t kind, uint32_t ctx,
   return crnet__link_send_control_hdr(l, &h, payload);
 }
 
-int crnet__link_send_control_hdr(crnet__link *l, const crnet__frame_header *hp,
-                                 const void *payload) {
-  crnet__frame_header h = *hp;
-  uint64_t len = h.length;
-  control_write *cw;
+/* Queues a copy of a plain frame (its encoded header and len bytes of
+ * payload) but for its first `skip` bytes, which the kernel has taken
+ * already. 0, or CRNET_ENOMEM / CRNET_EPEER with nothing queued. */
+static int queue_copy(crnet__link *l,
+                      const uint8_t header[CRNET__FRAME_HEADER_SIZE],
+                      const void *payload, size_t len, size_t skip) {
+  control_write *cw = malloc(sizeof *cw + len);
   uv_buf_t b;
-  /* A link that failed on reading may still write: that is how a rank tells
-   * a peer that sent something wrong why it is being dropped. */
-  if (l->state != CRNET__LINK_READY)
-    return CRNET_EPEER;
-  if (l->tx != NULL)
-    return send_control_sealed(l, &h, payload, len);
-  cw = malloc(sizeof *cw + len);
   if (cw == NULL)
     return CRNET_ENOMEM;
-  crnet__frame_encode(&h, cw->header);
+  memcpy(cw->header, header, sizeof cw->header);
   if (len > 0)
     memcpy(cw->payload, payload, len);
-  b.base = (char *)cw->header;
-  b.len = sizeof cw->header + len;
+  b.base = (char *)cw->header + skip;
+  b.len = sizeof cw->header + len - skip;
   cw->write.data = l;
   if (uv_write(&cw->write, (uv_stream_t *)&l->tcp, &b, 1, on_control_sent) !=
       0) {
@@ -511,12 +506,25 @@ int crnet__link_send_control_hdr(crnet__link *l, const crnet__frame_header *hp,
   return 0;
 }
 
+int crnet__link_send_control_hdr(crnet__link *l, const crnet__frame_header *hp,
+                                 const void *payload) {
+  crnet__frame_header h = *hp;
+  uint8_t header[CRNET__FRAME_HEADER_SIZE];
+  /* A link that failed on reading may still write: that is how a rank tells
+   * a peer that sent something wrong why it is being dropped. */
+  if (l->state != CRNET__LINK_READY)
+    return CRNET_EPEER;
+  if (l->tx != NULL)
+    return send_control_sealed(l, &h, payload, h.length);
+  crnet__frame_encode(&h, header);
+  return queue_copy(l, header, payload, (size_t)h.length, 0);
+}
+
 int crnet__link_send_now(crnet__link *l, const crnet__frame_header *h,
                          const void *payload) {
   uint8_t header[CRNET__FRAME_HEADER_SIZE];
   uv_buf_t b[2];
   size_t len = (size_t)h->length, total = sizeof header + len;
-  control_write *cw;
   int n;
   if (l->state != CRNET__LINK_READY || l->tx != NULL ||
       len > TRY_WRITE_MAX)
@@ -534,24 +542,10 @@ int crnet__link_send_now(crnet__link *l, const crnet__frame_header *h,
     return crnet__link_send_control_hdr(l, h, payload);
   if (n < 0)
     return CRNET_EPEER; /* the caller's full path meets it and says why */
-  /* The kernel took a part: the rest goes as a control write does. */
-  cw = malloc(sizeof *cw + len);
-  if (cw == NULL) {
-    crnet__link_fail(l, CRNET_ENOMEM, "out of memory for a send");
-    return 0; /* the frame is cut: the link is failed, and says so */
-  }
-  memcpy(cw->header, header, sizeof header);
-  if (len > 0)
-    memcpy(cw->payload, payload, len);
-  b[0] = uv_buf_init((char *)cw->header + n, (unsigned)(total - (size_t)n));
-  cw->write.data = l;
-  if (uv_write(&cw->write, (uv_stream_t *)&l->tcp, b, 1, on_control_sent) !=
-      0) {
-    free(cw);
-    crnet__link_fail(l, CRNET_EPEER, "a send could not be queued");
-    return 0;
-  }
-  l->pending_writes++;
+  /* The kernel took a part: the rest goes as a control write does. If it
+   * cannot, the frame is cut: the link is failed, and says so. */
+  if (queue_copy(l, header, payload, len, (size_t)n) != 0)
+    crnet__link_fail(l, CRNET_EPEER, "the rest of a send could not be queued");
   return 0;
 }
 

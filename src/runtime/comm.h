@@ -202,9 +202,14 @@ typedef struct crnet__world {
   pthread_t owner_tid;
   uint32_t wanting;         /* threads waiting to own the loop */
   uint32_t cv_waiters;      /* threads asleep on cv */
+  atomic_uint leaning;      /* waiters asleep on cv while the progress
+                               thread moves their requests (progress.c) */
   bool abort_asked;         /* crnet_comm_abort from another thread */
   int abort_asked_code;
   uint32_t in_flight;       /* requests queued or running, of every comm */
+  uint32_t in_flight_nb;    /* of them, nonblocking ones: a blocking one
+                               has a waiter that drives it, and only these
+                               are the progress thread's work */
   atomic_uint queued;       /* requests in the queue: the engine looks at
                                the queue only when there are some */
   struct crnet_request *queue_head, *queue_tail; /* numbered, not begun */

@@ -147,6 +147,8 @@ int crnet__req_start(crnet_comm *c, crnet_request *r) {
   if (r->p2p && atomic_fetch_add(&c->w->p2p_live, 1) == 0)
     atomic_store(&c->w->recheck_asked, true);
   c->in_flight++;
+  if (!r->blocking)
+    c->w->in_flight_nb++;
   r->started = uv_hrtime();
   r->round = 0;
   r->waiting_link = false;
@@ -227,6 +229,8 @@ static void complete(crnet_comm *wc, crnet_request *r) {
   if (r->p2p)
     atomic_fetch_sub(&c->w->p2p_live, 1);
   c->w->in_flight--;
+  if (!r->blocking)
+    c->w->in_flight_nb--;
   c->in_flight--;
   r->prev = NULL;
   r->next = c->w->done_head;
@@ -570,8 +574,10 @@ int crnet__comm_run_until(crnet_comm *c, bool (*done)(void *), void *arg,
     /* Sleeps in epoll until something happens. A loop with nothing left to
      * wait for cannot make progress: that is a bug, not a reason to spin. */
     if (uv_run(&c->w->loop, UV_RUN_ONCE) == 0 && !done(arg)) {
+      /* Not stuck if the pass began a request another thread queued
+       * meanwhile and the loop has work again (see thread_main). */
       crnet__progress(c);
-      if (done(arg) || wait_for_kick(c))
+      if (done(arg) || uv_loop_alive(&c->w->loop) || wait_for_kick(c))
         continue;
       rc = CRNET_EIO;
       break;
@@ -585,13 +591,14 @@ int crnet__comm_run_until(crnet_comm *c, bool (*done)(void *), void *arg,
 
 /* --- owning the loop ------------------------------------------------------ */
 
-/* Gives the loop back: to a thread that waits for it, else to the progress
- * thread while requests are in flight. */
+/* Gives the loop back: to a thread that waits for it or leans on the
+ * progress thread (it takes the loop then), else to the progress thread
+ * while nonblocking requests are in flight. */
 static void release_locked(crnet_comm *c) {
   c->w->owner = OWNER_NONE;
-  if (c->w->wanting > 0)
+  if (c->w->wanting > 0 || atomic_load(&c->w->leaning) > 0)
     pthread_cond_broadcast(&c->w->cv);
-  else if (c->w->thread_running && c->w->in_flight > 0)
+  else if (c->w->thread_running && c->w->in_flight_nb > 0)
     pthread_cond_signal(&c->w->thread_cv);
 }
 
@@ -605,8 +612,19 @@ static void release_locked(crnet_comm *c) {
  * vain. */
 static void stop_wanting_locked(crnet_comm *c) {
   c->w->wanting--;
-  if (c->w->wanting == 0 && c->w->owner == OWNER_NONE &&
-      c->w->thread_running && c->w->in_flight > 0)
+  if (c->w->wanting == 0 && atomic_load(&c->w->leaning) == 0 &&
+      c->w->owner == OWNER_NONE && c->w->thread_running &&
+      c->w->in_flight_nb > 0)
+    pthread_cond_signal(&c->w->thread_cv);
+}
+
+/* A waiter that leaned on the progress thread (see wait_any_locked) was
+ * woken: as for one that stops wanting the loop, a release made for it
+ * must not leave the nonblocking requests without the thread. */
+static void stop_leaning_locked(crnet_comm *c) {
+  if (atomic_fetch_sub(&c->w->leaning, 1) == 1 && c->w->wanting == 0 &&
+      c->w->owner == OWNER_NONE && c->w->thread_running &&
+      c->w->in_flight_nb > 0)
     pthread_cond_signal(&c->w->thread_cv);
 }
 
@@ -680,7 +698,8 @@ static void *thread_main(void *arg) {
   pthread_mutex_lock(&c->w->mu);
   for (;;) {
     while (!c->w->thread_quit &&
-           (c->w->owner != OWNER_NONE || c->w->wanting > 0 || c->w->in_flight == 0))
+           (c->w->owner != OWNER_NONE || c->w->wanting > 0 ||
+            c->w->in_flight_nb == 0))
       pthread_cond_wait(&c->w->thread_cv, &c->w->mu);
     if (c->w->thread_quit)
       break;
@@ -689,18 +708,38 @@ static void *thread_main(void *arg) {
     pthread_mutex_unlock(&c->w->mu);
     if (c->w->lazy)
       crnet__lazy_resume(c);
+    uint64_t quiet_since = uv_hrtime(), seen = c->w->io_count;
     for (;;) {
-      /* No spinning here: the program computes meanwhile, and a thread
-       * that polls would take its core. Waiters spin, in their waits. */
+      /* No spinning while the program computes: a thread that polls would
+       * take its core. A waiter asleep on this thread (leaning) is
+       * different: it waits, and polls here as it would in its own wait,
+       * for as long (spin_ns without news). */
+      int alive;
       crnet__progress(c);
-      int alive = uv_run(&c->w->loop, UV_RUN_ONCE);
+      if (atomic_load_explicit(&c->w->leaning, memory_order_relaxed) > 0 &&
+          uv_hrtime() - quiet_since < c->w->spin_ns) {
+        alive = uv_run(&c->w->loop, UV_RUN_NOWAIT);
+        if (c->w->io_count != seen) {
+          seen = c->w->io_count;
+          quiet_since = uv_hrtime();
+        }
+        if (c->w->spin_yield)
+          sched_yield();
+      } else {
+        alive = uv_run(&c->w->loop, UV_RUN_ONCE);
+        seen = c->w->io_count;
+        quiet_since = uv_hrtime();
+      }
       pthread_mutex_lock(&c->w->mu);
-      if (c->w->thread_quit || c->w->wanting > 0 || c->w->in_flight == 0)
+      if (c->w->thread_quit || c->w->wanting > 0 || c->w->in_flight_nb == 0)
         break;
       pthread_mutex_unlock(&c->w->mu);
       if (!alive) {
+        /* The pass may begin a request queued meanwhile, whose receives
+         * bring the links' reading back: stuck only if it did not. */
         crnet__progress(c);
-        if (any_live(c->w) && !wait_for_kick(c))
+        if (!uv_loop_alive(&c->w->loop) && any_live(c->w) &&
+            !wait_for_kick(c))
           fail_stuck(c);
       }
     }
@@ -727,7 +766,7 @@ static void thread_start_locked(crnet_comm *c) {
 #if defined(__linux__)
     pthread_setname_np(c->w->thread, "crnet-progress");
 #endif
-    if (c->w->owner == OWNER_NONE && c->w->in_flight > 0)
+    if (c->w->owner == OWNER_NONE && c->w->in_flight_nb > 0)
       pthread_cond_signal(&c->w->thread_cv);
   } else {
     crnet__log("cannot start the progress thread; requests progress inside "
@@ -1004,11 +1043,19 @@ static int wait_any_locked(crnet_comm *c, any_of *a, int *rc, const char *what) 
       }
       continue;
     }
-    if (c->w->owner == OWNER_THREAD && c->w->spin_ns == 0) {
-      /* The progress thread runs the loop and this wait would not spin
-       * (more ranks than cores): taking the loop over would only add two
-       * wake-ups; the completion wakes this thread. */
+    if (c->w->owner == OWNER_THREAD &&
+        (c->w->spin_ns == 0 || c->w->spin_yield)) {
+      /* The progress thread runs the loop, and taking it over would cost a
+       * kick, a release and a wake-up, on a core other threads share when
+       * ranks outnumber cores. This wait leans on the thread instead: it
+       * sleeps until a completion wakes it, or the thread's release of
+       * the loop (the thread leaves blocking requests to their waiters),
+       * and the thread polls for it meanwhile as the wait would have (see
+       * thread_main; woken by a kick from epoll for that). */
+      if (atomic_fetch_add(&c->w->leaning, 1) == 0 && c->w->spin_ns > 0)
+        kick_owner(c);
       sleep_locked(c);
+      stop_leaning_locked(c);
       continue;
     }
     c->w->wanting++;

@@ -241,8 +241,12 @@ static void complete(crnet_comm *wc, crnet_request *r) {
     cb = r->cb;
     r->cb_busy++;
     r->cb_tid = pthread_self();
+  } else {
+    /* With a callback, its end wakes the waiters (run_callback): a wait
+     * for r would only wake now to find the callback running and sleep
+     * again. */
+    wake_locked(c);
   }
-  wake_locked(c);
   pthread_mutex_unlock(&c->w->mu);
   if (cb != NULL)
     run_callback(c, r, cb, r->cb_arg);

@@ -1,0 +1,224 @@
+/* The shared-memory segment and byte rings of a same-host link.
+ *
+ * Two ranks on one host will carry a link's byte stream of frames (frame.h)
+ * through shared memory instead of TCP: one rank creates a segment here,
+ * hands its file descriptor to the other (over the Unix socket of the
+ * handshake, SCM_RIGHTS), and the other attaches. The segment holds two
+ * single-producer single-consumer byte rings, one per direction. Nothing
+ * uses this module yet; it is built and tested on its own first.
+ *
+ * The segment is a memfd: it has no name in any file system, so nothing is
+ * left behind whatever way the processes end, SIGKILL included; the memory
+ * goes when the last descriptor and mapping go. The creator seals it
+ * against shrinking, growing and further sealing, and the attacher refuses
+ * a segment without those seals: a peer that could shrink the file under
+ * our mapping could make any access to it raise SIGBUS.
+ *
+ * Layout (native byte order: both sides are on one host). R is ring_bytes,
+ * a power of two from CRNET__SHM_RING_MIN to CRNET__SHM_RING_MAX:
+ *
+ *   offset        size  field
+ *        0           4  magic "CRNS"
+ *        4           4  version, CRNET__SHM_VERSION
+ *        8           4  R
+ *       12           4  reserved, zero
+ *       16           8  cookie, a 64-bit value both sides know (so a
+ *                       descriptor meant for another link is refused)
+ *       24          40  zero
+ *   ring 0's control, then ring 1's, 192 bytes each (at 64 and 256):
+ *       +0           8  head: bytes ever written (the producer's, alone on
+ *                       its 64-byte cache line)
+ *      +64           8  tail: bytes ever read (the consumer's, alone on its
+ *                       cache line)
+ *     +128           4  reader_sleeps: the consumer is about to block
+ *     +132           4  writer_sleeps: the producer is about to block
+ *      448        3648  zero
+ *     4096           R  ring 0's data (the creator writes, the attacher reads)
+ * 4096 + R           R  ring 1's data (the attacher writes, the creator reads)
+ *
+ * The segment is CRNET__SHM_HEADER_BYTES + 2 R bytes. Byte i of a ring's
+ * stream lives at data[i mod R]; head - tail bytes are readable and
+ * R - (head - tail) writable.
+ *
+ * A hostile peer. The peer can write anything into the segment at any
+ * time. Against that:
+ *   - attach checks the seals, the size, magic, version, R and the cookie
+ *     once, and keeps R, the data pointers and the mapping's size in local
+ *     memory: nothing is read from the header again;
+ *   - each side keeps its own position (the producer its head, the
+ *     consumer its tail) in the local handle and only ever stores it to the
+ *     segment, so the peer cannot move it;
+ *   - every time a side loads the peer's position it checks that
+ *     0 <= head - tail <= R (in 64-bit unsigned arithmetic, so a position
+ *     behind ours shows as a huge difference); a violation marks the local
+ *     handle corrupt for good, and every later call refuses;
+ *   - every copy offset is masked with R - 1 and every length bounded by
+ *     R, so no access leaves the mapping whatever the segment says.
+ * What a hostile peer can still do is harm its own side of the link: send
+ * garbage bytes (the frame layer validates those), or clear a sleep flag
+ * and so withhold a wake-up (the link's timeouts end that).
+ *
+ * Sleeping. The ring owns no descriptor to block on; the caller keeps one
+ * per direction and side (an eventfd, a pipe) and follows this protocol, so
+ * that an idle side costs no CPU and no wake-up is lost:
+ *   - a consumer that read nothing calls crnet__ring_reader_sleep; if that
+ *     returns true it blocks until signalled (then reads again), else it
+ *     reads again at once;
+ *   - a producer, after every write that wrote something, calls
+ *     crnet__ring_wake_reader and signals the consumer when it returns true;
+ *   - the same for space: crnet__ring_writer_sleep before a producer blocks
+ *     on a full ring, crnet__ring_wake_writer by the consumer after every
+ *     read that freed something.
+ * Wake-ups may be spurious (a signal sent for a sleep that was called off);
+ * a side that wakes just tries again. shm.c gives the argument why none is
+ * lost.
+ *
+ * Threads: a ring has one producer and one consumer, each using its own
+ * handle from one thread at a time; nothing here blocks or allocates after
+ * create and attach.
+ */
+#ifndef CRNET_SHM_H
+#define CRNET_SHM_H
+
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "crnet.h"
+
+#define CRNET__SHM_MAGIC "CRNS"
+#define CRNET__SHM_VERSION 1u
+#define CRNET__SHM_RING_MIN (4u << 10)
+#define CRNET__SHM_RING_MAX (64u << 20)
+/* The header page: header and both rings' control, so that each ring's data
+ * starts page-aligned. */
+#define CRNET__SHM_HEADER_BYTES 4096u
+#define CRNET__SHM_WHY_BYTES 128
+/* What crnet__ring_read and crnet__ring_write return for a corrupt ring. No
+ * count can be this large: a call moves at most R bytes. */
+#define CRNET__RING_CORRUPT ((size_t)-1)
+
+/* One ring's control in the segment. The positions sit on cache lines of
+ * their own so that the producer's stores of head and the consumer's
+ * stores of tail do not keep stealing one line from each other. */
+typedef struct crnet__ring_ctl {
+  alignas(64) _Atomic uint64_t head;
+  alignas(64) _Atomic uint64_t tail;
+  alignas(64) _Atomic uint32_t reader_sleeps;
+  _Atomic uint32_t writer_sleeps;
+} crnet__ring_ctl;
+
+/* The start of the segment. The fields are atomics, read with relaxed
+ * loads, only because the peer may write them while we read: a plain read
+ * would be a data race the compiler may assume away. */
+typedef struct crnet__shm_header {
+  _Atomic uint32_t magic; /* the bytes of CRNET__SHM_MAGIC */
+  _Atomic uint32_t version;
+  _Atomic uint32_t ring_bytes;
+  uint32_t reserved;
+  _Atomic uint64_t cookie;
+  crnet__ring_ctl ring[2];
+} crnet__shm_header;
+
+/* A side's handle on one ring: local memory, never shared. size and the
+ * pointers are fixed when the segment is mapped; pos is this side's own
+ * position (head for the producer, tail for the consumer), authoritative
+ * here and only copied to the segment. */
+typedef struct crnet__ring {
+  crnet__ring_ctl *ctl;
+  uint8_t *data;
+  uint64_t size; /* R, a power of two */
+  uint64_t pos;
+  bool corrupt; /* the peer's position was out of range once: refused */
+} crnet__ring;
+
+/* A piece of a gather list for crnet__ring_write. The same layout as
+ * crnet__iov of link.h, which is not included here because it brings
+ * libuv. */
+typedef struct crnet__ring_iov {
+  const void *base;
+  uint64_t len;
+} crnet__ring_iov;
+
+/* A segment as one side sees it. All fields may be read; base is NULL when
+ * nothing is open (a zeroed struct, or after close or a failed create or
+ * attach). */
+typedef struct crnet__shm {
+  crnet__shm_header *base; /* the mapping */
+  size_t map_bytes;
+  int fd;              /* the memfd: the creator sends it to the peer */
+  uint32_t ring_bytes; /* R */
+  crnet__ring tx;      /* the ring this side writes */
+  crnet__ring rx;      /* the ring this side reads */
+  char why[CRNET__SHM_WHY_BYTES]; /* why create or attach failed */
+} crnet__shm;
+
+/* Creates a sealed segment with two rings of ring_bytes each and the given
+ * cookie, mapped read/write, both rings empty; this side writes ring 0.
+ * *s is filled in whatever it held (so it must not hold an open segment).
+ * 0; CRNET_EINVAL if ring_bytes is not a power of two from
+ * CRNET__SHM_RING_MIN to CRNET__SHM_RING_MAX; CRNET_ENOMEM or CRNET_EIO if
+ * a system call fails. On failure nothing is left open and s->why says
+ * what went wrong. */
+CRNET_NODISCARD int crnet__shm_create(crnet__shm *s, uint32_t ring_bytes,
+                                      uint64_t cookie);
+
+/* Attaches to the segment behind fd, a descriptor the creator sent, which
+ * must carry `cookie`; this side writes ring 1. *s is filled in as by
+ * create. The segment takes fd over whatever the outcome: it is closed by
+ * crnet__shm_close, or at once when attach fails (so a caller never has to
+ * close it). 0; CRNET_EINVAL for a negative fd (nothing is closed);
+ * CRNET_EAUTH for a well-formed segment with another cookie; CRNET_EIO for
+ * anything that is not a well-formed segment (no memfd, seals missing,
+ * wrong size, magic, version or ring size); CRNET_ENOMEM if it cannot be
+ * mapped for want of memory. On failure nothing is left open and s->why
+ * says why. */
+CRNET_NODISCARD int crnet__shm_attach(crnet__shm *s, int fd, uint64_t cookie);
+
+/* Unmaps and closes. Idempotent; does nothing to a zeroed struct. */
+void crnet__shm_close(crnet__shm *s);
+
+/* The ring this side writes and the one it reads. */
+crnet__ring *crnet__shm_tx(crnet__shm *s);
+crnet__ring *crnet__shm_rx(crnet__shm *s);
+
+/* Makes r a handle on the ring with control ctl and size bytes of data
+ * (a power of two) at data, at position 0. shm.c makes every handle of a
+ * segment this way; tests use it to put a producer and a consumer in two
+ * threads over one mapping. */
+void crnet__ring_init(crnet__ring *r, crnet__ring_ctl *ctl, uint8_t *data,
+                      uint64_t size);
+
+/* Producer. Copies as many bytes as fit from the gather list
+ * iov[0..niov), starting `skip` bytes into it (the part of a frame an
+ * earlier call wrote), and publishes them. Returns the count (0 when the
+ * ring is full or nothing is left past skip), or CRNET__RING_CORRUPT. */
+size_t crnet__ring_write(crnet__ring *r, const crnet__ring_iov *iov,
+                         uint32_t niov, uint64_t skip);
+
+/* Consumer. Copies up to len readable bytes into buf and frees their space.
+ * Returns the count (0 when the ring is empty), or CRNET__RING_CORRUPT. */
+size_t crnet__ring_read(crnet__ring *r, void *buf, size_t len);
+
+/* Bytes the consumer could read now, and bytes the producer could write
+ * now, each on its own side's handle. 0 for a corrupt ring, or one whose
+ * peer position is out of range (the next read or write reports that). */
+uint64_t crnet__ring_readable(const crnet__ring *r);
+uint64_t crnet__ring_writable(const crnet__ring *r);
+
+/* Consumer, about to block on an empty ring: announces the sleep. True
+ * means block until signalled; false means data came (or the ring is
+ * corrupt) meanwhile, the announcement is withdrawn, read again. */
+bool crnet__ring_reader_sleep(crnet__ring *r);
+/* Producer, after a write that wrote something: true when the consumer
+ * announced a sleep and must be signalled (the announcement is consumed,
+ * so one signal answers it). */
+bool crnet__ring_wake_reader(crnet__ring *r);
+/* The same for a producer blocking on a full ring, and the consumer that
+ * frees space. */
+bool crnet__ring_writer_sleep(crnet__ring *r);
+bool crnet__ring_wake_writer(crnet__ring *r);
+
+#endif

@@ -10,6 +10,10 @@
  */
 #include <check.h>
 #include <math.h>
+#include <sched.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +35,8 @@ static crnet__rdv_entry entry_of(int r) {
     e.addr[i] = (uint8_t)(r * 16 + i);
   e.pid = 1000u + (uint32_t)r;
   snprintf(e.host, sizeof e.host, "node-%d", r);
+  for (int i = 0; i < CRNET__RDV_NODE_BYTES; i++)
+    e.node[i] = (uint8_t)(r / 2 + i); /* ranks 2k and 2k+1 share a node */
   return e;
 }
 
@@ -216,6 +222,104 @@ START_TEST(test_entry_codec) {
 }
 END_TEST
 
+START_TEST(test_node_codec) {
+  crnet__rdv_entry a = entry_of(2), b = entry_of(3), c = entry_of(4), back;
+  uint8_t buf[CRNET__RDV_ENTRY_SIZE];
+  crnet__rdv_entry_encode(&a, buf);
+  ck_assert_int_eq(crnet__rdv_entry_decode(buf, &back), 0);
+  ck_assert_mem_eq(back.node, a.node, CRNET__RDV_NODE_BYTES);
+  ck_assert_str_eq(back.host, a.host);
+  ck_assert_uint_eq(back.pid, a.pid);
+  ck_assert(crnet__rdv_same_node(&a, &b));
+  ck_assert(crnet__rdv_same_node(&back, &b));
+  ck_assert(!crnet__rdv_same_node(&a, &c));
+  /* One byte apart, in the boot id or in the namespace: another node. */
+  b.node[0] ^= 1;
+  ck_assert(!crnet__rdv_same_node(&a, &b));
+  b.node[0] ^= 1;
+  b.node[CRNET__RDV_NODE_BYTES - 1] ^= 0x80;
+  ck_assert(!crnet__rdv_same_node(&a, &b));
+  /* Unknown (zeros) is no node at all, not even its own. */
+  memset(a.node, 0, sizeof a.node);
+  memset(b.node, 0, sizeof b.node);
+  ck_assert(!crnet__rdv_same_node(&a, &b));
+  ck_assert(!crnet__rdv_same_node(&a, &a));
+}
+END_TEST
+
+/* This process's node: the boot id of the kernel and the inode of its
+ * network namespace, as /proc says them. */
+START_TEST(test_node_id) {
+  uint8_t id[CRNET__RDV_NODE_BYTES], again[CRNET__RDV_NODE_BYTES];
+  uint8_t zeros[CRNET__RDV_NODE_BYTES] = {0};
+  char text[64];
+  struct stat st;
+  FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  ck_assert_ptr_nonnull(f);
+  ck_assert_ptr_nonnull(fgets(text, sizeof text, f));
+  fclose(f);
+  ck_assert_int_eq(stat("/proc/self/ns/net", &st), 0);
+  crnet__rdv_node_id(id);
+  crnet__rdv_node_id(again);
+  ck_assert_mem_eq(id, again, sizeof id);
+  ck_assert(memcmp(id, zeros, sizeof id) != 0);
+  char hex[3];
+  snprintf(hex, sizeof hex, "%02x", id[0]);
+  ck_assert_int_eq(strncmp(text, hex, 2), 0);
+  snprintf(hex, sizeof hex, "%02x", id[15]);
+  ck_assert_int_eq(strncmp(text + 34, hex, 2), 0); /* ...-xxxxxxxxxxXX */
+  uint64_t ino = 0;
+  for (int i = 0; i < 8; i++)
+    ino |= (uint64_t)id[16 + i] << (8 * i);
+  ck_assert_uint_eq(ino, (uint64_t)st.st_ino);
+  /* Everything that appears in the table gets an entry with this node. */
+  crnet__rdv_entry e = entry_of(1), back;
+  uint8_t buf[CRNET__RDV_ENTRY_SIZE];
+  memcpy(e.node, id, sizeof id);
+  crnet__rdv_entry_encode(&e, buf);
+  ck_assert_int_eq(crnet__rdv_entry_decode(buf, &back), 0);
+  ck_assert(crnet__rdv_same_node(&e, &back));
+}
+END_TEST
+
+/* A process in a network namespace of its own is another node on the same
+ * kernel (the multi-host test bed's hosts): same boot id, another
+ * namespace. Making a namespace needs root (CAP_SYS_ADMIN). */
+START_TEST(test_node_id_other_namespace) {
+  uint8_t mine[CRNET__RDV_NODE_BYTES], theirs[CRNET__RDV_NODE_BYTES];
+  int fds[2];
+  if (geteuid() != 0) {
+    printf("test_node_id_other_namespace: not root, cannot make a network "
+           "namespace: not run\n");
+    return;
+  }
+  crnet__rdv_node_id(mine);
+  ck_assert_int_eq(pipe(fds), 0);
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {
+    uint8_t id[CRNET__RDV_NODE_BYTES] = {0};
+    if (unshare(CLONE_NEWNET) == 0)
+      crnet__rdv_node_id(id);
+    _exit(write(fds[1], id, sizeof id) == (ssize_t)sizeof id ? 0 : 1);
+  }
+  close(fds[1]);
+  ck_assert_int_eq(read(fds[0], theirs, sizeof theirs), (ssize_t)sizeof theirs);
+  close(fds[0]);
+  int status;
+  ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+  ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  ck_assert_mem_eq(mine, theirs, 16);
+  ck_assert(memcmp(mine + 16, theirs + 16, 8) != 0);
+  crnet__rdv_entry a, b;
+  memset(&a, 0, sizeof a);
+  memset(&b, 0, sizeof b);
+  memcpy(a.node, mine, sizeof mine);
+  memcpy(b.node, theirs, sizeof theirs);
+  ck_assert(!crnet__rdv_same_node(&a, &b));
+}
+END_TEST
+
 START_TEST(test_options_codec) {
   uint8_t buf[CRNET__RDV_OPTIONS_SIZE];
   crnet__rdv_options o = {0}, back;
@@ -250,6 +354,9 @@ static Suite *rendezvous_suite(void) {
   tcase_add_test(tc, test_table_round_trip);
   tcase_add_test(tc, test_table_refusals);
   tcase_add_test(tc, test_entry_codec);
+  tcase_add_test(tc, test_node_codec);
+  tcase_add_test(tc, test_node_id);
+  tcase_add_test(tc, test_node_id_other_namespace);
   tcase_add_test(tc, test_options_codec);
   suite_add_tcase(s, tc);
   return s;

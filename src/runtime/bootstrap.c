@@ -516,6 +516,7 @@ static void register_with(bootstrap *b, crnet__link *l) {
   e.pid = (uint32_t)getpid();
   if (uv_os_gethostname(e.host, &hostlen) != 0)
     snprintf(e.host, sizeof e.host, "?");
+  crnet__rdv_node_id(e.node);
   crnet__put_le32(msg, (uint32_t)c->rank);
   crnet__put_le32(msg + 4, (uint32_t)c->size);
   crnet__rdv_entry_encode(&e, msg + 8);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "crnet.h"
 #include "frame.h"
@@ -56,6 +57,7 @@ void crnet__rdv_entry_encode(const crnet__rdv_entry *e, uint8_t *out) {
   memcpy(out + 4, e->addr, 16);
   crnet__put_le32(out + 20, e->pid);
   memcpy(out + 24, e->host, strnlen(e->host, CRNET__RDV_HOST_BYTES - 1));
+  memcpy(out + 24 + CRNET__RDV_HOST_BYTES, e->node, CRNET__RDV_NODE_BYTES);
 }
 
 int crnet__rdv_entry_decode(const uint8_t *in, crnet__rdv_entry *e) {
@@ -70,7 +72,58 @@ int crnet__rdv_entry_decode(const uint8_t *in, crnet__rdv_entry *e) {
   e->pid = crnet__get_le32(in + 20);
   memcpy(e->host, in + 24, CRNET__RDV_HOST_BYTES - 1);
   e->host[CRNET__RDV_HOST_BYTES - 1] = '\0';
+  memcpy(e->node, in + 24 + CRNET__RDV_HOST_BYTES, CRNET__RDV_NODE_BYTES);
   return 0;
+}
+
+/* The 16 bytes of a boot id's text ("xxxxxxxx-xxxx-...", 32 hex digits
+ * and dashes); false if it is not one. */
+static bool parse_boot_id(const char *text, uint8_t out[16]) {
+  int n = 0;
+  for (const char *p = text; *p != '\0' && *p != '\n'; p++) {
+    int v;
+    if (*p == '-')
+      continue;
+    if (*p >= '0' && *p <= '9')
+      v = *p - '0';
+    else if (*p >= 'a' && *p <= 'f')
+      v = *p - 'a' + 10;
+    else if (*p >= 'A' && *p <= 'F')
+      v = *p - 'A' + 10;
+    else
+      return false;
+    if (n >= 32)
+      return false;
+    if (n % 2 == 0)
+      out[n / 2] = (uint8_t)(v << 4);
+    else
+      out[n / 2] |= (uint8_t)v;
+    n++;
+  }
+  return n == 32;
+}
+
+void crnet__rdv_node_id(uint8_t out[CRNET__RDV_NODE_BYTES]) {
+  char text[64] = "";
+  struct stat st;
+  FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  bool ok = f != NULL && fgets(text, sizeof text, f) != NULL &&
+            parse_boot_id(text, out) && stat("/proc/self/ns/net", &st) == 0;
+  if (f != NULL)
+    fclose(f);
+  if (!ok) {
+    memset(out, 0, CRNET__RDV_NODE_BYTES);
+    return;
+  }
+  for (int i = 0; i < 8; i++)
+    out[16 + i] = (uint8_t)((uint64_t)st.st_ino >> (8 * i));
+}
+
+bool crnet__rdv_same_node(const crnet__rdv_entry *a,
+                          const crnet__rdv_entry *b) {
+  static const uint8_t unknown[CRNET__RDV_NODE_BYTES];
+  return memcmp(a->node, unknown, sizeof unknown) != 0 &&
+         memcmp(a->node, b->node, sizeof unknown) == 0;
 }
 
 void crnet__rdv_options_encode(const crnet__rdv_options *o, uint8_t *out) {

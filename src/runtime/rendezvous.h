@@ -14,8 +14,10 @@
  * log line; the rendezvous goes on.
  *
  * Payloads (little-endian):
- *   entry (88 bytes): family u8 (4 or 6), reserved u8, port u16, addr 16
- *                     (IPv4 in the first 4), pid u32, host 64 (NUL-padded)
+  *   entry (112 bytes): family u8 (4 or 6), reserved u8, port u16, addr 16
+ *                     (IPv4 in the first 4), pid u32, host 64 (NUL-padded),
+ *                     node 24 (crnet__rdv_node_id: which kernel and network
+ *                     namespace the rank runs in; zeros when unknown)
  *   tuning (CRNET__TUNING_WIRE_SIZE bytes, tuning.h): the cost model's
  *                     constants
  *   options (8 bytes): streams u32 (TCP streams per pair of ranks, 1 to
@@ -35,6 +37,7 @@
 #ifndef CRNET_RENDEZVOUS_H
 #define CRNET_RENDEZVOUS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <uv.h>
 
@@ -42,7 +45,8 @@
 #include "tuning.h"
 
 #define CRNET__RDV_HOST_BYTES 64
-#define CRNET__RDV_ENTRY_SIZE 88
+#define CRNET__RDV_NODE_BYTES 24
+#define CRNET__RDV_ENTRY_SIZE 112
 #define CRNET__RDV_OPTIONS_SIZE 8
 #define CRNET__RDV_REGISTER_SIZE                                               \
   (8 + CRNET__RDV_ENTRY_SIZE + CRNET__TUNING_WIRE_SIZE +                      \
@@ -70,7 +74,20 @@ typedef struct crnet__rdv_entry {
   uint8_t addr[16];
   uint32_t pid;
   char host[CRNET__RDV_HOST_BYTES]; /* NUL-terminated, for messages */
+  uint8_t node[CRNET__RDV_NODE_BYTES]; /* crnet__rdv_node_id */
 } crnet__rdv_entry;
+
+/* What makes two ranks one host for shared memory: the same kernel boot
+ * (/proc/sys/kernel/random/boot_id, 16 bytes) and the same network
+ * namespace (the inode of /proc/self/ns/net, 8 bytes little-endian). The
+ * host name cannot say it: the namespaces of one machine (the multi-host
+ * test bed) share theirs, and so may containers and cloned VMs. Zeros
+ * where either cannot be read (another kernel, a /proc that hides it). */
+void crnet__rdv_node_id(uint8_t out[CRNET__RDV_NODE_BYTES]);
+
+/* True when a and b name the same node and it is known (not zeros). */
+bool crnet__rdv_same_node(const crnet__rdv_entry *a,
+                          const crnet__rdv_entry *b);
 
 void crnet__rdv_entry_encode(const crnet__rdv_entry *e, uint8_t *out);
 /* 0, or CRNET_EIO if the bytes are not an entry (bad family, ...). */

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -452,6 +453,75 @@ START_TEST(exchange_beyond_2gib) {
     n = strtoull(env, NULL, 10);
   job_init(&j, 2, 20);
   run_job(&j, rank_huge, &n, 120);
+  ck_assert_int_eq(exit_code(&j, 0), EXIT_OK);
+  ck_assert_int_eq(exit_code(&j, 1), EXIT_OK);
+}
+END_TEST
+
+/* A large receive into memory the program never touched has its pages
+ * faulted in when it is posted, before any byte arrives (link.c,
+ * prefault), and the memory around it keeps its contents. Rank 1 (the
+ * root of a bcast) waits before sending; rank 0 begins the bcast into the
+ * second half of a fresh mapping whose first half holds data, and looks
+ * at once (mincore) whether the pages are there. */
+static int rank_cold_receive(int rank, int size, void *arg) {
+  const size_t n = (size_t)32 << 20, page = (size_t)sysconf(_SC_PAGESIZE);
+  const size_t pages = n / page;
+  uint8_t *buf = mmap(NULL, 2 * n, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  unsigned char *in_core = malloc(pages);
+  crnet_request *req = NULL;
+  crnet_comm *c;
+  size_t resident = 0;
+  int rc;
+  (void)size;
+  (void)arg;
+  if (buf == MAP_FAILED || in_core == NULL)
+    return EXIT_FAIL;
+  for (size_t i = 0; i < n; i++)
+    buf[i] = (uint8_t)(i * 13);
+  /* The call begins in crnet_ibcast itself, not later on a thread. */
+  setenv("CRNET_PROGRESS_THREAD", "0", 1);
+  if (rank == 1)
+    for (size_t i = 0; i < n; i++)
+      buf[n + i] = (uint8_t)(i * 7 + 1);
+  rc = crnet_comm_init(&c, NULL);
+  if (rc != 0)
+    return EXIT_FAIL;
+  rc = crnet_barrier(c);
+  if (rc == 0 && rank == 1) {
+    struct timespec later = {0, 300 * 1000000L};
+    nanosleep(&later, NULL);
+    rc = crnet_bcast(c, buf + n, n, CRNET_BYTE, 1);
+  } else if (rc == 0) {
+    rc = crnet_ibcast(c, buf + n, n, CRNET_BYTE, 1, &req);
+    if (rc == 0 && mincore(buf + n, n, in_core) == 0)
+      for (size_t i = 0; i < pages; i++)
+        resident += in_core[i] & 1;
+    if (rc == 0)
+      rc = crnet_wait(&req);
+    if (rc == 0 && resident < pages - 2) {
+      fprintf(stderr, "rank 0: %zu of %zu pages of a posted receive were "
+                      "there before its data\n", resident, pages);
+      rc = CRNET_EIO;
+    }
+  }
+  for (size_t i = 0; rc == 0 && i < n; i++)
+    if (buf[n + i] != (uint8_t)(i * 7 + 1) || buf[i] != (uint8_t)(i * 13))
+      rc = CRNET_EIO;
+  if (rc == 0)
+    rc = crnet_comm_destroy(c);
+  else
+    crnet_comm_destroy(c);
+  free(in_core);
+  munmap(buf, 2 * n);
+  return err_exit(rc);
+}
+
+START_TEST(cold_receive_is_faulted_in_first) {
+  job j;
+  job_init(&j, 2, 20);
+  run_job(&j, rank_cold_receive, NULL, 60);
   ck_assert_int_eq(exit_code(&j, 0), EXIT_OK);
   ck_assert_int_eq(exit_code(&j, 1), EXIT_OK);
 }
@@ -1325,6 +1395,7 @@ static Suite *net_suite(void) {
   tcase_add_test(t, abort_reaches_everyone);
   tcase_add_test(t, mismatched_calls_fail);
   tcase_add_test(t, exchange_beyond_2gib);
+  tcase_add_test(t, cold_receive_is_faulted_in_first);
   suite_add_tcase(s, t);
 
   t = tcase_create("encrypt");

@@ -6,11 +6,14 @@
 #include "secret.h"
 
 #include <assert.h>
+#include <errno.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <inttypes.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +31,7 @@
 #define SEALED_STAGE_CAP (CRNET__SEAL_RECORD_MAX + CRNET__LINK_STAGE)
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+static void prefault(const crnet__recv_req *r);
 
 /* The handshake state (the job key, nonces, ephemeral and session keys)
  * lives in secret memory and only while the handshake runs. */
@@ -784,6 +788,7 @@ static bool header_arrived(crnet__link *l) {
       r->cur_got = 0;
       r->done = false;
       r->status = 0;
+      prefault(r);
       l->recv = r;
       l->msg_recv = true;
       return true;
@@ -1040,6 +1045,61 @@ bool crnet__link_recv_posted(const crnet__link *l, uint32_t ctx) {
   return false;
 }
 
+/* --- receive buffers the program has not touched yet --------------------
+ *
+ * A fresh buffer (malloc, numpy.empty, torch.empty) has no pages yet: the
+ * kernel's copy of a receive into it takes a page fault on every page, one
+ * at a time, inside the socket's receive path, and that is far slower than
+ * faulting the same pages in one go. Measured at p = 2, a 2 GiB float
+ * allreduce into an untouched receive buffer: 4.5 and 10.6 s for the
+ * first call against 1.3 s for the second; with the buffer faulted in
+ * beforehand, 1.3 s for the first too, plus 0.55 s to fault it
+ * (MADV_POPULATE_WRITE; a memset takes 0.9 s). So a large receive whose
+ * pages look untouched has them faulted in, writable, before it is read
+ * into; its contents do not change (in-place calls keep their data). The
+ * look is three pages (first, middle, last) asked of mincore: on memory
+ * already in use, populating would cost 13 us per MiB for nothing. */
+#define PREFAULT_MIN ((uint64_t)1 << 20)
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
+static void prefault_region(void *base, uint64_t len) {
+  static atomic_bool unsupported; /* EINVAL: a kernel before 5.14 */
+  static long page;
+  uintptr_t a, e, probe[3];
+  unsigned char in_core;
+  bool cold = false;
+  if (len < PREFAULT_MIN || atomic_load_explicit(&unsupported,
+                                                 memory_order_relaxed))
+    return;
+  if (page == 0)
+    page = sysconf(_SC_PAGESIZE);
+  a = ((uintptr_t)base + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
+  e = ((uintptr_t)base + (uintptr_t)len) & ~((uintptr_t)page - 1);
+  if (e <= a)
+    return;
+  probe[0] = a;
+  probe[1] = a + (e - a) / 2 / (uintptr_t)page * (uintptr_t)page;
+  probe[2] = e - (uintptr_t)page;
+  for (int k = 0; k < 3 && !cold; k++) {
+    /* Not mapped at all (a bad buffer): the read reports it, as before. */
+    if (mincore((void *)probe[k], (size_t)page, &in_core) != 0)
+      return;
+    cold = (in_core & 1) == 0;
+  }
+  if (cold && madvise((void *)a, e - a, MADV_POPULATE_WRITE) != 0 &&
+      errno == EINVAL)
+    atomic_store_explicit(&unsupported, true, memory_order_relaxed);
+}
+
+static void prefault(const crnet__recv_req *r) {
+  if (r->len < PREFAULT_MIN)
+    return;
+  for (uint32_t i = 0; i < r->niov; i++)
+    prefault_region(r->iov[i].base, r->iov[i].len);
+}
+
 void crnet__link_post_recv(crnet__link *l, crnet__recv_req *r) {
   r->got = 0;
   r->cur = 0;
@@ -1052,6 +1112,7 @@ void crnet__link_post_recv(crnet__link *l, crnet__recv_req *r) {
     r->done = true;
     return;
   }
+  prefault(r);
   /* A frame of its comm that came early and was drained goes first. */
   for (crnet__early **at = &l->early; *at != NULL; at = &(*at)->next)
     if ((*at)->hdr.ctx == r->ctx) {

@@ -268,10 +268,7 @@ START_TEST(test_node_id) {
   ck_assert_int_eq(strncmp(text, hex, 2), 0);
   snprintf(hex, sizeof hex, "%02x", id[15]);
   ck_assert_int_eq(strncmp(text + 34, hex, 2), 0); /* ...-xxxxxxxxxxXX */
-  uint64_t ino = 0;
-  for (int i = 0; i < 8; i++)
-    ino |= (uint64_t)id[16 + i] << (8 * i);
-  ck_assert_uint_eq(ino, (uint64_t)st.st_ino);
+  ck_assert_uint_eq(crnet__get_le64(id + 16), (uint64_t)st.st_ino);
   /* Everything that appears in the table gets an entry with this node. */
   crnet__rdv_entry e = entry_of(1), back;
   uint8_t buf[CRNET__RDV_ENTRY_SIZE];

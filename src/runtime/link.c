@@ -1050,11 +1050,10 @@ bool crnet__link_recv_posted(const crnet__link *l, uint32_t ctx) {
  * A fresh buffer (malloc, numpy.empty, torch.empty) has no pages yet: the
  * kernel's copy of a receive into it takes a page fault on every page, one
  * at a time, inside the socket's receive path, and that is far slower than
- * faulting the same pages in one go. Measured at p = 2, a 2 GiB float
- * allreduce into an untouched receive buffer: 4.5 and 10.6 s for the
- * first call against 1.3 s for the second; with the buffer faulted in
- * beforehand, 1.3 s for the first too, plus 0.55 s to fault it
- * (MADV_POPULATE_WRITE; a memset takes 0.9 s). So a large receive whose
+ * faulting the same pages in one go: a 2 GiB float allreduce at p = 2
+ * into a fresh receive buffer took 5.2 to 11 s, the next call 1.6 s, and
+ * with this 2.5 to 3.5 s (docs/PERFORMANCE.md, "Known slow spot"). So a
+ * large receive whose
  * pages look untouched has them faulted in, writable, before it is read
  * into; its contents do not change (in-place calls keep their data). The
  * look is three pages (first, middle, last) asked of mincore: on memory
@@ -1066,15 +1065,13 @@ bool crnet__link_recv_posted(const crnet__link *l, uint32_t ctx) {
 
 static void prefault_region(void *base, uint64_t len) {
   static atomic_bool unsupported; /* EINVAL: a kernel before 5.14 */
-  static long page;
+  const long page = sysconf(_SC_PAGESIZE);
   uintptr_t a, e, probe[3];
   unsigned char in_core;
   bool cold = false;
   if (len < PREFAULT_MIN || atomic_load_explicit(&unsupported,
                                                  memory_order_relaxed))
     return;
-  if (page == 0)
-    page = sysconf(_SC_PAGESIZE);
   a = ((uintptr_t)base + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
   e = ((uintptr_t)base + (uintptr_t)len) & ~((uintptr_t)page - 1);
   if (e <= a)

@@ -509,21 +509,28 @@ static bool spin_worth_it(crnet_comm *c) {
   return true;
 }
 
+/* One turn of polling: the loop without sleeping; *quiet_since moves to
+ * now when the links moved since *seen. Returns what uv_run does. spin_ns
+ * bounds the time without progress, not the wait: while a large message
+ * streams in (or out) every read is news, and sleeping between the reads
+ * would cost a wake-up each. */
+static int poll_turn(crnet_comm *c, uint64_t *seen, uint64_t *quiet_since) {
+  int alive = uv_run(&c->w->loop, UV_RUN_NOWAIT);
+  if (c->w->io_count != *seen) {
+    *seen = c->w->io_count;
+    *quiet_since = uv_hrtime();
+  }
+  /* With more ranks than cores, the peer this rank waits for may need
+   * this very core: let it have it. */
+  if (c->w->spin_yield)
+    sched_yield();
+  return alive;
+}
+
 static bool spin(crnet_comm *c, bool (*done)(void *), void *arg) {
   uint64_t start = uv_hrtime(), seen = c->w->io_count;
   do {
-    uv_run(&c->w->loop, UV_RUN_NOWAIT);
-    /* spin_ns bounds the time without progress, not the wait: while a
-     * large message streams in (or out) every read is news, and sleeping
-     * between the reads would cost a wake-up each. */
-    if (c->w->io_count != seen) {
-      seen = c->w->io_count;
-      start = uv_hrtime();
-    }
-    /* With more ranks than cores, the peer this rank waits for may need
-     * this very core: let it have it. */
-    if (c->w->spin_yield)
-      sched_yield();
+    poll_turn(c, &seen, &start);
     if (done(arg)) {
       if (c->w->spin_score < SPIN_SCORE_MAX)
         c->w->spin_score++;
@@ -722,13 +729,7 @@ static void *thread_main(void *arg) {
       crnet__progress(c);
       if (atomic_load_explicit(&c->w->leaning, memory_order_relaxed) > 0 &&
           uv_hrtime() - quiet_since < c->w->spin_ns) {
-        alive = uv_run(&c->w->loop, UV_RUN_NOWAIT);
-        if (c->w->io_count != seen) {
-          seen = c->w->io_count;
-          quiet_since = uv_hrtime();
-        }
-        if (c->w->spin_yield)
-          sched_yield();
+        alive = poll_turn(c, &seen, &quiet_since);
       } else {
         alive = uv_run(&c->w->loop, UV_RUN_ONCE);
         seen = c->w->io_count;

@@ -115,8 +115,7 @@ void crnet__rdv_node_id(uint8_t out[CRNET__RDV_NODE_BYTES]) {
     memset(out, 0, CRNET__RDV_NODE_BYTES);
     return;
   }
-  for (int i = 0; i < 8; i++)
-    out[16 + i] = (uint8_t)((uint64_t)st.st_ino >> (8 * i));
+  crnet__put_le64(out + 16, (uint64_t)st.st_ino);
 }
 
 bool crnet__rdv_same_node(const crnet__rdv_entry *a,

@@ -132,7 +132,14 @@ static int sys_fail(crnet__shm *s, const char *call) {
 
 /* Sets up the handles once the mapping is good. The creator writes ring 0
  * and reads ring 1; the attacher the other way round. */
-static void open_rings(crnet__shm *s, bool creator) {
+/* The segment at h (bytes long, on fd) becomes s's, with its rings: the
+ * creator writes ring 0, the attacher ring 1. */
+static void take_segment(crnet__shm *s, crnet__shm_header *h, size_t bytes,
+                         int fd, uint32_t ring_bytes, bool creator) {
+  s->base = h;
+  s->map_bytes = bytes;
+  s->fd = fd;
+  s->ring_bytes = ring_bytes;
   uint8_t *data0 = (uint8_t *)s->base + CRNET__SHM_HEADER_BYTES;
   uint8_t *data1 = data0 + s->ring_bytes;
   crnet__ring *r0 = creator ? &s->tx : &s->rx;
@@ -178,11 +185,7 @@ int crnet__shm_create(crnet__shm *s, uint32_t ring_bytes, uint64_t cookie) {
   atomic_store_explicit(&h->version, CRNET__SHM_VERSION, memory_order_relaxed);
   atomic_store_explicit(&h->ring_bytes, ring_bytes, memory_order_relaxed);
   atomic_store_explicit(&h->cookie, cookie, memory_order_relaxed);
-  s->base = h;
-  s->map_bytes = bytes;
-  s->fd = fd;
-  s->ring_bytes = ring_bytes;
-  open_rings(s, true);
+  take_segment(s, h, bytes, fd, ring_bytes, true);
   return 0;
 
 fail:
@@ -258,11 +261,7 @@ int crnet__shm_attach(crnet__shm *s, int fd, uint64_t cookie) {
     rc = refuse(s, CRNET_EAUTH, "segment cookie does not match");
     goto fail;
   }
-  s->base = h;
-  s->map_bytes = bytes;
-  s->fd = fd;
-  s->ring_bytes = ring_bytes;
-  open_rings(s, false);
+  take_segment(s, h, bytes, fd, ring_bytes, false);
   return 0;
 
 fail:

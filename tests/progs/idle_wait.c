@@ -42,6 +42,20 @@ static double wall_s(void) {
   return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* A barrier: crnet_barrier, or with `nb` crnet_ibarrier and, pause_ms
+ * later, crnet_wait. */
+static int barrier(crnet_comm *comm, bool nonblocking, long pause_ms) {
+  crnet_request *req = NULL;
+  struct timespec pause = {pause_ms / 1000, (pause_ms % 1000) * 1000000L};
+  int rc;
+  if (!nonblocking)
+    return crnet_barrier(comm);
+  rc = crnet_ibarrier(comm, &req);
+  if (rc == 0 && pause_ms > 0)
+    nanosleep(&pause, NULL);
+  return rc == 0 ? crnet_wait(&req) : rc;
+}
+
 int main(int argc, char **argv) {
   long ms = argc > 1 ? atol(argv[1]) : 1500;
   bool nonblocking = argc > 2 && strcmp(argv[2], "nb") == 0;
@@ -54,33 +68,17 @@ int main(int argc, char **argv) {
   }
   /* Line everyone up first, so that the measured wait is rank 0's sleep
    * (with `nb` by a nonblocking barrier: the progress thread starts). */
-  if (nonblocking) {
-    crnet_request *req = NULL;
-    rc = crnet_ibarrier(comm, &req);
-    if (rc == 0)
-      rc = crnet_wait(&req);
-  } else {
-    rc = crnet_barrier(comm);
-  }
+  rc = barrier(comm, nonblocking, 0);
   if (rc == 0 && crnet_comm_rank(comm) == 0) {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
     rc = crnet_barrier(comm);
   } else if (rc == 0) {
     double c0 = cpu_s(), w0 = wall_s();
-    if (nonblocking) {
-      /* Waited for only once the progress thread has taken the loop for
-       * it (it started with the warm-up below), so that the wait finds
-       * the thread at work and leans on it. */
-      struct timespec later = {0, 50 * 1000000L};
-      crnet_request *req = NULL;
-      rc = crnet_ibarrier(comm, &req);
-      nanosleep(&later, NULL);
-      if (rc == 0)
-        rc = crnet_wait(&req);
-    } else {
-      rc = crnet_barrier(comm);
-    }
+    /* With `nb`, waited for only once the progress thread (started by the
+     * barrier above) has taken the loop for it, so that the wait finds
+     * the thread at work and leans on it. */
+    rc = barrier(comm, nonblocking, 50);
     share[1] = wall_s() - w0;
     share[0] = (cpu_s() - c0) / share[1];
   }

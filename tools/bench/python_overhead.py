@@ -15,6 +15,10 @@ float32 allreduce (2 elements, sum):
   loop    N back-to-back comm.allreduce(a) calls timed as a whole, in
           batches of 100, the median batch's time per call (no barrier
           between calls; the figure a training loop sees).
+  nb      the same with comm.iallreduce(a).wait(): a call started, then
+          waited for (with CRNET_PROGRESS_THREAD=1 in the environment,
+          the hand-over between the caller and crnet's progress thread,
+          as torch's Work.wait() has it).
 
 The overhead is Python minus C. At p = 1 a call moves no data (a copy of
 8 bytes), so its C figure is the library's own cost of a call and the
@@ -69,11 +73,21 @@ def rank_main(iters):
         batches.append((clock() - t0) / 100)
     b = array.array("d", batches)
     comm.allreduce(b, "max")
+    batches = []
+    for _ in range(max(iters // 100, 5)):
+        comm.barrier()
+        t0 = clock()
+        for _ in range(100):
+            comm.iallreduce(a).wait()
+        batches.append((clock() - t0) / 100)
+    nb = array.array("d", batches)
+    comm.allreduce(nb, "max")
     if comm.rank == 0:
         print(json.dumps({
             "p": comm.size,
             "median_us": statistics.median(times) * 1e6,
             "loop_us": statistics.median(b) * 1e6,
+            "nb_us": statistics.median(nb) * 1e6,
         }), flush=True)
     comm.close()
 
@@ -102,8 +116,8 @@ def main():
     env["PYTHONPATH"] = os.path.join(build, "src", "python")
     print("python_overhead: %s, %d repetitions, %d runs, 8-byte float32 allreduce"
           % (sys.executable, args.iters, args.runs))
-    print("%3s %4s %10s %10s %10s %12s" % ("p", "run", "C (us)", "Py (us)", "loop (us)",
-                                           "overhead"))
+    print("%3s %4s %10s %10s %10s %10s %12s" % ("p", "run", "C (us)", "Py (us)",
+                                                 "loop (us)", "nb (us)", "overhead"))
     summary = []
     for p in [int(x) for x in args.p.split(",")]:
         rows = []
@@ -112,18 +126,20 @@ def main():
                           "-n", str(args.iters), "-w", "200", "--json"], env)
             py = run_json([crlaunch, "-n", str(p), sys.executable, HERE, "--rank",
                            "--iters", str(args.iters)], env)
-            row = (c["time_us"], py["median_us"], py["loop_us"])
+            row = (c["time_us"], py["median_us"], py["loop_us"], py["nb_us"])
             rows.append(row)
-            print("%3d %4d %10.3f %10.3f %10.3f %+11.3f us"
-                  % (p, run, row[0], row[1], row[2], row[1] - row[0]), flush=True)
-        med = [statistics.median(x[i] for x in rows) for i in range(3)]
+            print("%3d %4d %10.3f %10.3f %10.3f %10.3f %+11.3f us"
+                  % (p, run, row[0], row[1], row[2], row[3], row[1] - row[0]),
+                  flush=True)
+        med = [statistics.median(x[i] for x in rows) for i in range(4)]
         over = statistics.median(x[1] - x[0] for x in rows)
         summary.append((p, med, over))
     print()
     for p, med, over in summary:
-        print("p = %d: C %.3f us, Python %.3f us (back to back %.3f us): "
-              "overhead %.3f us per call (median of %d runs)"
-              % (p, med[0], med[1], med[2], over, args.runs))
+        print("p = %d: C %.3f us, Python %.3f us (back to back %.3f us, "
+              "started and waited for %.3f us): overhead %.3f us per call "
+              "(median of %d runs)"
+              % (p, med[0], med[1], med[2], med[3], over, args.runs))
         if p == 1:
             # crbench's p = 1 figure holds its own timing around a call of
             # a few tens of ns; the back-to-back loop holds nothing else.

@@ -10,7 +10,10 @@
 # time (the median over iterations of the slowest rank) and of OSU's
 # average latency, and the ratio crnet / Open MPI (below 1: crnet faster).
 #
-#   tools/bench/vector_vs_mpi.sh [BUILD] [ROUNDS] [P...]
+#   [COLLS="..."] [SIZES="..."] tools/bench/vector_vs_mpi.sh [BUILD] [ROUNDS] [P...]
+#
+# COLLS (default: gather scatter allgatherv alltoallv) and SIZES (bytes,
+# default: 1024 16777216) narrow or widen the sweep.
 set -eu
 BUILD=${1:-build}
 ROUNDS=${2:-3}
@@ -20,17 +23,18 @@ HERE=$(cd "$(dirname "$0")/../.." && pwd)
 OSU=$HERE/../shared/outside/osu-micro-benchmarks-5.3/mpi/collective
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-for b in gather scatter allgatherv alltoallv; do
+COLLS=${COLLS:-gather scatter allgatherv alltoallv}
+for b in $COLLS; do
   mpicc.openmpi -O2 -I"$OSU" -o "$tmp/osu_$b" "$OSU/osu_$b.c" \
     "$OSU/osu_coll.c" -lm
 done
 MPIRUN=(mpirun.openmpi --allow-run-as-root --oversubscribe
   --mca btl tcp,self --mca btl_tcp_if_include lo)
-SIZES="1024 16777216"
+SIZES=${SIZES:-1024 16777216}
 
 for r in $(seq "$ROUNDS"); do
   for p in $PS; do
-    for coll in gather scatter allgatherv alltoallv; do
+    for coll in $COLLS; do
       for s in $SIZES; do
         block=$((s / p))
         iters=$([ "$s" -le 65536 ] && echo 200 || echo 10)

@@ -361,6 +361,19 @@ CRNET_EXTERN int crnet_comm_peer_stats(const crnet_comm *comm, int peer,
 /* Sets every counter to zero. 0 or CRNET_EINVAL. */
 CRNET_EXTERN int crnet_comm_stats_reset(crnet_comm *comm);
 
+/* What carries this rank's frames to rank `peer` of comm now. Two ranks
+ * on one node start on TCP and move to shared memory within the first
+ * milliseconds (CRNET_TRANSPORT); ranks on different nodes use TCP. */
+typedef enum crnet_link_kind {
+  CRNET_LINK_NONE = 0, /* no link yet (CRNET_LAZY_LINKS), or it has closed */
+  CRNET_LINK_TCP = 1,
+  CRNET_LINK_SHM = 2,  /* shared memory, both ways */
+  CRNET_LINK_SELF = 3, /* peer is this rank */
+} crnet_link_kind;
+/* 0 or CRNET_EINVAL. */
+CRNET_EXTERN int crnet_comm_peer_link(const crnet_comm *comm, int peer,
+                                      crnet_link_kind *out);
+
 /* recv = send_0 (+) send_1 (+) ... (+) send_{p-1}, element-wise, on every
  * rank, bitwise identical everywhere. send may be CRNET_IN_PLACE. */
 CRNET_EXTERN int crnet_allreduce(crnet_comm *comm, const void *send,

@@ -27,6 +27,7 @@ idle_wait=$(realpath "$3")
 launcher_rank=$(realpath "$4")
 launcher_init=$(dirname "$launcher_rank")/launcher_init
 stats_check=$(dirname "$launcher_rank")/stats_check
+link_kinds=$(dirname "$launcher_rank")/link_kinds
 
 skip() {
   echo "SKIP: $*"
@@ -119,7 +120,17 @@ run --hosts 10.79.0.2:2,10.79.0.3:2,10.79.0.4:2 --timeout 100 "$coll_check"
 if [ $rc -eq 0 ] && grep -q "p=6: .* cases passed" "$tmp/out"; then
   ok "coll_check p=6 over three hosts (IPv4): $(grep 'cases passed' "$tmp/out") in ${secs}s"
 else
-  fail "coll_check over three hosts exited $rc: $(tail -5 "$tmp/out" "$tmp/err")"
+  fail "coll_check over three hosts exited $rc: $(tail -n 5 "$tmp/out" "$tmp/err")"
+fi
+
+# ---- 1b. the mixed layout: shared memory inside each host, TCP between ---
+
+run --hosts 10.79.0.2:2,10.79.0.3:2,10.79.0.4:2 --timeout 100 \
+  -x CRNET_TRANSPORT=shm "$link_kinds"
+if [ $rc -eq 0 ] && grep -q "every link as expected (rank 0: 1 on shared memory, 4 on TCP)" "$tmp/out"; then
+  ok "link kinds over three hosts: $(grep 'every link' "$tmp/out")"
+else
+  fail "link_kinds over three hosts exited $rc: $(tail -n 5 "$tmp/out" "$tmp/err")"
 fi
 
 # ---- 2. a local rank, IPv4 and IPv6 hosts in one job (dual stack), encrypted -
@@ -130,7 +141,7 @@ if [ $rc -eq 0 ] && grep -q "p=5: .* cases passed" "$tmp/out" &&
   grep -q "cipher AES-256-GCM\|cipher XChaCha20" "$tmp/err"; then
   ok "coll_check p=5 over this host, an IPv4 and two IPv6 hosts, --encrypt, in ${secs}s"
 else
-  fail "mixed IPv4/IPv6 job exited $rc: $(tail -5 "$tmp/out" "$tmp/err")"
+  fail "mixed IPv4/IPv6 job exited $rc: $(tail -n 5 "$tmp/out" "$tmp/err")"
 fi
 
 # ---- 3. host file, environment, directory, tagged output --------------------

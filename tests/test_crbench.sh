@@ -88,11 +88,16 @@ rows = [json.loads(line) for line in sys.stdin if line.strip()]
 problems = []
 keys = {"coll", "size", "count", "type", "op", "schedule", "ran", "root",
         "p", "time_us", "algbw_gbps", "busbw_gbps", "wrong", "iters",
-        "link_gbps", "efficiency"}
+        "link_gbps", "efficiency", "links"}
 for r in rows:
     if set(r) != keys:
         problems.append("keys %s" % sorted(set(r) ^ keys))
         break
+    # rank 0's links: one host, so shared memory once the switch is done
+    # (the first rows may still be on TCP)
+    if r["links"] not in ("shm", "tcp"):
+        problems.append("%s %s B: links %s" % (r["schedule"], r["size"],
+                                               r["links"]))
     if r["wrong"] != 0:
         problems.append("%s %s B: %s wrong" % (r["schedule"], r["size"],
                                                 r["wrong"]))
@@ -186,7 +191,11 @@ expect "one flipped byte on rank 1: #wrong" \
 bench 2 -c reduce -s ring,circulant -b 8 -e 32 -f 2 -n 3 -w 0 -d double
 expect "text exit status" "$rc" 0
 expect "text header" \
-  "$(grep -c '^#  *size  *count  *type  *redop  *schedule  *root  *time  *algbw  *busbw  *#wrong$' "$tmp/out")" 1
+  "$(grep -c '^#  *size  *count  *type  *redop  *schedule  *root  *time  *algbw  *busbw  *#wrong  *links$' "$tmp/out")" 1
+# rank 0's links: one host, so shared memory once the switch is done, which
+# takes the first calls (the first rows may still say tcp)
+expect "text rows: rank 0's links end on shared memory" \
+  "$(grep -v '^#' "$tmp/out" | tail -n 1 | awk '{print $11}')" "shm"
 expect "text rows: size count type op schedule root #wrong" \
   "$(grep -v '^#' "$tmp/out" | awk '{printf "%s %s %s %s %s %s %s|", $1, $2, $3, $4, $5, $6, $10}')" \
   "8 1 double sum ring 0 N/A|8 1 double sum circulant 0 N/A|16 2 double sum ring 0 N/A|16 2 double sum circulant 0 N/A|32 4 double sum ring 0 N/A|32 4 double sum circulant 0 N/A|"
@@ -239,10 +248,10 @@ good = (small["efficiency"] is None and small["link_gbps"] is None
 print("ok" if good else rows)' <"$tmp/out")" ok
 bench 2 -c allreduce -s circulant -b 512K -e 1M -n 2 -w 1
 expect "efficiency text: the header has the limit and an eff column" \
-  "$(grep -c '^# link limit: p = 2\|^#  *size .*#wrong  *eff$' "$tmp/out")" 2
+  "$(grep -c '^# link limit: p = 2\|^#  *size .*#wrong  *eff  *links$' "$tmp/out")" 2
 expect "efficiency text: rows end in - (512 KiB) and a number (1 MiB)" \
   "$(grep -v '^#' "$tmp/out" | awk '{print NF, ($11 == "-" || $11 + 0 > 0)}' | tr '\n' ' ')" \
-  "11 1 11 1 "
+  "12 1 12 1 "
 bench 2 -c allreduce -b 1M -n 1 -w 0 --no-link-limit --json
 expect "--no-link-limit: no efficiency" \
   "$(python3 -c 'import json,sys; print(json.load(sys.stdin)["efficiency"])' <"$tmp/out")" \

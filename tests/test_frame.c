@@ -18,7 +18,8 @@ static const uint8_t all_kinds[] = {
     CRNET__FRAME_DATA,         CRNET__FRAME_ABORT,     CRNET__FRAME_BYE,
     CRNET__FRAME_MSG,          CRNET__FRAME_RTS,       CRNET__FRAME_CTS,
     CRNET__FRAME_RDATA,        CRNET__FRAME_CREDIT,    CRNET__FRAME_RDV_REGISTER,
-    CRNET__FRAME_RDV_TABLE,    CRNET__FRAME_RDV_ERROR,
+    CRNET__FRAME_RDV_TABLE,    CRNET__FRAME_RDV_ERROR,  CRNET__FRAME_SHM_OFFER,
+    CRNET__FRAME_SHM_SWITCH,   CRNET__FRAME_SHM_DECLINE,
 };
 #define NKINDS (sizeof all_kinds / sizeof all_kinds[0])
 
@@ -91,7 +92,7 @@ START_TEST(test_layout_known_bytes) {
   };
   static const uint8_t want[CRNET__FRAME_HEADER_SIZE] = {
       'C',  'R',  'N',  'F',                          /* magic */
-      0x03,                                           /* version */
+      0x04,                                           /* version */
       0x01,                                           /* kind DATA */
       0x05,                                           /* coll BCAST */
       0x00,                                           /* flags */

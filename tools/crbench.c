@@ -700,6 +700,20 @@ static int root_column(const struct bench *b) {
   return b->o->coll->rooted ? b->o->root : -1;
 }
 
+/* What carries rank 0's frames to its peers: "shm", "tcp", both ("shm+tcp":
+ * several nodes), or "none" yet (lazy links). */
+static const char *links_column(const struct bench *b) {
+  bool shm = false, tcp = false;
+  for (int r = 0; r < b->p; r++) {
+    crnet_link_kind k;
+    if (crnet_comm_peer_link(b->comm, r, &k) != 0)
+      continue;
+    shm |= k == CRNET_LINK_SHM;
+    tcp |= k == CRNET_LINK_TCP;
+  }
+  return shm && tcp ? "shm+tcp" : shm ? "shm" : tcp ? "tcp" : "none";
+}
+
 static void print_header(const struct bench *b) {
   const struct options *o = b->o;
   printf("# crbench: %s, p = %d, type %s, op %s, iters %d, warmup %d, "
@@ -710,13 +724,13 @@ static void print_header(const struct bench *b) {
     crbench_link_print(&b->link, b->p, false);
   printf("#\n");
   if (b->have_link) {
-    printf("# %10s  %12s  %8s  %6s  %18s  %4s  %9s  %8s  %8s  %6s  %5s\n",
+    printf("# %10s  %12s  %8s  %6s  %18s  %4s  %9s  %8s  %8s  %6s  %5s  %7s\n",
            "size", "count", "type", "redop", "schedule", "root", "time",
-           "algbw", "busbw", "#wrong", "eff");
+           "algbw", "busbw", "#wrong", "eff", "links");
   } else {
-    printf("# %10s  %12s  %8s  %6s  %18s  %4s  %9s  %8s  %8s  %6s\n", "size",
-           "count", "type", "redop", "schedule", "root", "time", "algbw",
-           "busbw", "#wrong");
+    printf("# %10s  %12s  %8s  %6s  %18s  %4s  %9s  %8s  %8s  %6s  %7s\n",
+           "size", "count", "type", "redop", "schedule", "root", "time",
+           "algbw", "busbw", "#wrong", "links");
   }
   printf("# %10s  %12s  %8s  %6s  %18s  %4s  %9s  %8s  %8s\n", "(B)",
          "(elements)", "", "", "", "", "(us)", "(GB/s)", "(GB/s)");
@@ -742,7 +756,8 @@ static void print_row(const struct bench *b, const struct row *r) {
       printf("\"wrong\": %" PRIu64, r->wrong);
     else
       printf("\"wrong\": null");
-    printf(", \"iters\": %d", b->o->iters);
+    printf(", \"iters\": %d, \"links\": \"%s\"", b->o->iters,
+           links_column(b));
     if (has_eff)
       printf(", \"link_gbps\": %.9g, \"efficiency\": %.9g}\n",
              b->link.share_bps / 1e9, eff);
@@ -769,9 +784,10 @@ static void print_row(const struct bench *b, const struct row *r) {
            r->l.bytes, r->l.count, type_column(b), op_column(b), sched,
            root_column(b), time, algbw, busbw, wrong);
     if (has_eff)
-      printf("  %5.2f\n", eff);
-    else
-      printf(b->have_link ? "  %5s\n" : "%s\n", b->have_link ? "-" : "");
+      printf("  %5.2f", eff);
+    else if (b->have_link)
+      printf("  %5s", "-");
+    printf("  %7s\n", links_column(b));
   }
   fflush(stdout);
 }

@@ -416,6 +416,20 @@ static PyObject *comm_peer_stats(pycr_comm *self, PyObject *arg) {
                        (unsigned long long)s.messages_received);
 }
 
+static PyObject *comm_peer_link(pycr_comm *self, PyObject *arg) {
+  static const char *const names[] = {"none", "tcp", "shm", "self"};
+  int peer;
+  crnet_link_kind k;
+  if (check_open(self, "peer_link") < 0 ||
+      pycr_parse_int(arg, 0, 0, self->size - 1, "peer_link", "peer", &peer) <
+          0)
+    return NULL;
+  int rc = crnet_comm_peer_link(self->comm, peer, &k);
+  if (rc != 0)
+    return pycr_raise_comm(self, rc);
+  return PyUnicode_FromString(names[k]);
+}
+
 static PyObject *comm_stats_reset(pycr_comm *self, PyObject *Py_UNUSED(arg)) {
   if (check_open(self, "stats_reset") < 0)
     return NULL;
@@ -534,6 +548,11 @@ static PyMethodDef comm_methods[] = {
      "peer_stats($self, peer, /)\n--\n\n"
      "This rank's traffic with rank `peer` as a dict: bytes_sent, "
      "bytes_received, messages_sent, messages_received."},
+    {"peer_link", (PyCFunction)comm_peer_link, METH_O,
+     "peer_link($self, peer, /)\n--\n\n"
+     "What carries this rank's frames to rank `peer` now: 'shm' (shared "
+     "memory, ranks on one node), 'tcp', 'none' (no link yet or any more) "
+     "or 'self'."},
     {"stats_reset", (PyCFunction)comm_stats_reset, METH_NOARGS,
      "stats_reset($self, /)\n--\n\nSets every counter of the comm to zero."},
     {NULL, NULL, 0, NULL},

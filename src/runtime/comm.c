@@ -18,6 +18,7 @@
 #include "frame.h"
 #include "log.h"
 #include "report.h"
+#include "shm.h"
 #include "request.h"
 
 #define DEFAULT_INIT_TIMEOUT_S 60.0
@@ -49,6 +50,12 @@
 #define MAX_SPIN_US 1000000
 /* How long destroy waits for every peer to say goodbye. A peer still
  * computing is given this long to reach crnet_comm_destroy. */
+/* The rings of a same-node link, each way (CRNET_SHM_RING_BYTES): large
+ * enough that a sender rarely waits for room, small enough that p - 1
+ * links per rank stay a few MiB. */
+#define SHM_RING_FEW_RANKS 8
+#define SHM_RING_FEW (512u << 10)
+#define SHM_RING_MANY (128u << 10)
 #define BYE_TIMEOUT_MS 60000
 #define LINGER_MS 1000
 /* How long an abort waits for its ABORT frames to leave. */
@@ -343,6 +350,27 @@ static int load_settings(const crnet_config *cfg, crnet__settings *s,
       SETTINGS_FAIL("CRNET_STATS='%s' is not 0 or 1", v);
     s->stats = v[0] == '1';
   }
+  v = getenv("CRNET_TRANSPORT");
+  if (v != NULL && v[0] != '\0') {
+    if (strcmp(v, "auto") == 0)
+      s->transport = CRNET__TRANSPORT_AUTO;
+    else if (strcmp(v, "tcp") == 0)
+      s->transport = CRNET__TRANSPORT_TCP;
+    else if (strcmp(v, "shm") == 0)
+      s->transport = CRNET__TRANSPORT_SHM;
+    else
+      SETTINGS_FAIL("CRNET_TRANSPORT='%s' is not auto, tcp or shm", v);
+  }
+  v = getenv("CRNET_SHM_RING_BYTES");
+  if (v != NULL && v[0] != '\0') {
+    int bytes;
+    if (parse_int(v, CRNET__SHM_RING_MIN, CRNET__SHM_RING_MAX, &bytes) != 0 ||
+        (bytes & (bytes - 1)) != 0)
+      SETTINGS_FAIL("CRNET_SHM_RING_BYTES='%s' is not a power of two from "
+                    "%u to %u",
+                    v, CRNET__SHM_RING_MIN, CRNET__SHM_RING_MAX);
+    s->shm_ring = (uint32_t)bytes;
+  }
   if (s->size == 1)
     return 0; /* nothing to connect */
 
@@ -519,12 +547,41 @@ static void wait_plan(crnet_comm *c, const crnet__settings *s) {
  * the connection goes (autotuning, which a fixed size would turn off). A
  * size the kernel refuses (above net.core.[rw]mem_max without privilege)
  * is capped by it, silently: the links work either way. */
+/* The carriage of a link to a rank on this node (link_shm.h): the lower
+ * rank of the pair offers shared memory, the higher takes it; links to
+ * other nodes, and encrypted ones, stay on TCP. */
+static void choose_carriage(crnet_comm *c, crnet__link *l) {
+  crnet__world *w = c->w;
+  const crnet__rdv_entry *t = w->table;
+  bool required = w->transport == CRNET__TRANSPORT_SHM;
+  if (w->shm_ring == 0 && t != NULL) {
+    int node_ranks = 0;
+    for (int r = 0; r < w->size; r++)
+      node_ranks += crnet__rdv_same_node(&t[w->rank], &t[r]);
+    w->shm_ring = node_ranks <= SHM_RING_FEW_RANKS ? SHM_RING_FEW
+                                                   : SHM_RING_MANY;
+  }
+  if (l->purpose != CRNET__HS_MESH || t == NULL || l->peer < 0 ||
+      l->peer >= w->size)
+    return;
+  if (w->transport == CRNET__TRANSPORT_TCP || l->tx != NULL ||
+      !crnet__rdv_same_node(&t[w->rank], &t[l->peer])) {
+    crnet__link_shm_refuse(l);
+    return;
+  }
+  if (w->rank < l->peer)
+    crnet__link_shm_offer(l, t[l->peer].pid, w->shm_ring, required);
+  else
+    crnet__link_shm_welcome(l, t[l->peer].pid, required);
+}
+
 void crnet__comm_link_settings(crnet_comm *c, crnet__link *l) {
   /* The progress engine looks at requests when their links moved, and a
    * new link is itself news (a round may wait for it: lazy links). */
   l->io_flag = &c->w->progress_dirty;
   l->io_count = &c->w->io_count;
   l->drain_parked = &c->w->p2p_live;
+  l->loop_nowait = &c->w->loop_nowait;
   c->w->progress_dirty = true;
   crnet__link_set_liveness(l, c->w->liveness_ms);
   if (c->w->socket_buffer > 0) {
@@ -533,6 +590,7 @@ void crnet__comm_link_settings(crnet_comm *c, crnet__link *l) {
     v = c->w->socket_buffer;
     uv_recv_buffer_size((uv_handle_t *)&l->tcp, &v);
   }
+  choose_carriage(c, l);
 }
 
 int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
@@ -619,6 +677,8 @@ int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
   c->w->encrypt = s.encrypt;
   c->w->liveness_ms = (uint64_t)(s.liveness * 1000);
   c->w->socket_buffer = s.socket_buffer;
+  c->w->transport = s.transport;
+  c->w->shm_ring = s.shm_ring; /* 0: from the table, on first use */
   snprintf(c->w->iface, sizeof c->w->iface, "%s", s.iface);
   if (c->w->peers == NULL || c->w->table == NULL || c->peer_stats == NULL) {
     free_comm(c);
@@ -925,6 +985,25 @@ int crnet_comm_peer_stats(const crnet_comm *c, int peer,
   pthread_mutex_lock((pthread_mutex_t *)&c->w->mu);
   *out = c->peer_stats[peer];
   pthread_mutex_unlock((pthread_mutex_t *)&c->w->mu);
+  return 0;
+}
+
+int crnet_comm_peer_link(const crnet_comm *c, int peer, crnet_link_kind *out) {
+  const crnet__peer *p;
+  if (c == NULL || out == NULL || peer < 0 || peer >= c->size)
+    return CRNET_EINVAL;
+  if (peer == c->rank) {
+    *out = CRNET_LINK_SELF;
+    return 0;
+  }
+  /* Stream 0: the others of a pair follow it onto shared memory. */
+  p = c->w->peers[(size_t)crnet__world_rank(c, peer) * c->w->streams];
+  if (p == NULL || p->closed || p->link.state != CRNET__LINK_READY)
+    *out = CRNET_LINK_NONE;
+  else if (atomic_load(&p->link.shm_live))
+    *out = CRNET_LINK_SHM;
+  else
+    *out = CRNET_LINK_TCP;
   return 0;
 }
 

@@ -88,7 +88,16 @@ typedef struct crnet__settings {
   char schedule[CRNET_COLL_COUNT][32];
   char trace[4096]; /* CRNET_TRACE, the rank put in; "": none */
   bool stats;       /* CRNET_STATS */
+  int transport;    /* CRNET_TRANSPORT: enum crnet__transport */
+  uint32_t shm_ring; /* CRNET_SHM_RING_BYTES; 0: by the ranks per host */
 } crnet__settings;
+
+/* CRNET_TRANSPORT: how two ranks on one node talk. */
+enum crnet__transport {
+  CRNET__TRANSPORT_AUTO = 0, /* shared memory, TCP if it cannot be set up */
+  CRNET__TRANSPORT_TCP,      /* TCP always */
+  CRNET__TRANSPORT_SHM,      /* shared memory, and a pair that cannot fails */
+};
 
 /* Context ids: a comm's id travels in every frame it sends (frame.h), so
  * that the comms of a process share its links and a frame of one is never
@@ -115,6 +124,11 @@ typedef struct crnet__world {
   bool spin_yield;       /* more ranks than cores: yield while spinning */
   uint32_t spin_skipped; /* waits that slept at once since the last spin */
   uint64_t io_count;     /* link events so far (link.h io_count) */
+  /* The loop runs without sleeping (uv_run(UV_RUN_NOWAIT)): link.h
+   * loop_nowait. */
+  bool loop_nowait;
+  int transport;         /* enum crnet__transport */
+  uint32_t shm_ring;     /* ring bytes of a same-node link (link_shm.h) */
   /* Point-to-point requests started and not completed (link.h
    * drain_parked). */
   atomic_uint p2p_live;

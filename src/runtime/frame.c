@@ -68,6 +68,9 @@ static int known_kind(uint8_t kind) {
   case CRNET__FRAME_CTS:
   case CRNET__FRAME_RDATA:
   case CRNET__FRAME_CREDIT:
+  case CRNET__FRAME_SHM_OFFER:
+  case CRNET__FRAME_SHM_SWITCH:
+  case CRNET__FRAME_SHM_DECLINE:
   case CRNET__FRAME_RDV_REGISTER:
   case CRNET__FRAME_RDV_TABLE:
   case CRNET__FRAME_RDV_ERROR:

@@ -2,6 +2,7 @@
  * See link.h for the contract. The whole file runs on the loop thread. */
 #include "link.h"
 #include "link_internal.h"
+#include "link_shm.h"
 #include "log.h"
 #include "secret.h"
 
@@ -76,10 +77,11 @@ void crnet__format_sockaddr(const struct sockaddr *sa, char *buf, size_t n) {
 
 static void free_early(crnet__link *l);
 
-static void on_handle_closed(uv_handle_t *h) {
+void crnet__link_handle_closed(uv_handle_t *h) {
   crnet__link *l = h->data;
   if (--l->handles_open > 0)
     return;
+  crnet__link_shm_free(l);
   free(l->control);
   l->control = NULL;
   free_early(l);
@@ -103,17 +105,28 @@ static void on_handle_closed(uv_handle_t *h) {
     l->cb->on_closed(l);
 }
 
-static void start_reading(crnet__link *l) {
+/* Reading is of the TCP stream, or once the peer switched, of the shared
+ * ring (TCP is then watched for its end alone, link_shm.c). */
+void crnet__link_start_reading(crnet__link *l) {
   if (l->reading || l->state == CRNET__LINK_CONNECTING)
     return;
-  if (uv_read_start((uv_stream_t *)&l->tcp, on_alloc, on_read) == 0)
+  if (crnet__link_shm_rx(l)) {
+    crnet__link_shm_read_start(l, on_alloc, on_read);
     l->reading = true;
+  } else if (uv_read_start((uv_stream_t *)&l->tcp, on_alloc, on_read) == 0) {
+    l->reading = true;
+  }
 }
+
+static void start_reading(crnet__link *l) { crnet__link_start_reading(l); }
 
 static void stop_reading(crnet__link *l) {
   if (!l->reading)
     return;
-  uv_read_stop((uv_stream_t *)&l->tcp);
+  if (crnet__link_shm_rx(l))
+    crnet__link_shm_read_stop(l);
+  else
+    uv_read_stop((uv_stream_t *)&l->tcp);
   l->reading = false;
 }
 
@@ -744,7 +757,11 @@ static void control_done(crnet__link *l) {
   crnet__frame_header h = l->hdr;
   l->control = NULL;
   l->have_header = false;
-  l->cb->on_control(l, &h, payload);
+  if (h.kind == CRNET__FRAME_SHM_OFFER || h.kind == CRNET__FRAME_SHM_SWITCH ||
+      h.kind == CRNET__FRAME_SHM_DECLINE)
+    crnet__link_shm_control(l, &h, payload); /* the link's own business */
+  else
+    l->cb->on_control(l, &h, payload);
   free(payload);
 }
 
@@ -995,6 +1012,10 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
               n == UV_EOF ? "closed during the handshake" : uv_strerror((int)n));
       return;
     }
+    /* What other links' shared rings hold came first (link_shm.h). */
+    crnet__link_shm_drain_loop(l);
+    if (l->failed || l->state == CRNET__LINK_CLOSING)
+      return;
     /* Records read but not opened may hold the ABORT too. */
     while (l->rx != NULL && parked(l) && !l->failed && open_record(l) > 0)
       ;
@@ -1195,8 +1216,9 @@ void crnet__link_close(crnet__link *l) {
   stop_reading(l);
   finish_recv(l, CRNET_EPEER);
   crnet__link_fail_queued(l, CRNET_EPEER);
-  uv_close((uv_handle_t *)&l->tcp, on_handle_closed);
-  uv_close((uv_handle_t *)&l->timer, on_handle_closed);
+  crnet__link_shm_close(l);
+  uv_close((uv_handle_t *)&l->tcp, crnet__link_handle_closed);
+  uv_close((uv_handle_t *)&l->timer, crnet__link_handle_closed);
 }
 
 static void on_linger_timeout(uv_timer_t *t) { crnet__link_close(t->data); }
@@ -1222,7 +1244,11 @@ void crnet__link_close_gently(crnet__link *l, uint64_t linger_ms) {
   l->draining = true;
   finish_recv(l, CRNET_EPEER);
   l->shutdown.data = l;
-  if (uv_shutdown(&l->shutdown, (uv_stream_t *)&l->tcp, on_shutdown) != 0) {
+  /* On shared memory the end goes once the last bytes are in the ring. */
+  if ((crnet__link_shm_tx(l)
+           ? crnet__link_shm_shutdown(l, &l->shutdown, on_shutdown)
+           : uv_shutdown(&l->shutdown, (uv_stream_t *)&l->tcp, on_shutdown)) !=
+      0) {
     crnet__link_close(l);
     return;
   }
@@ -1230,8 +1256,7 @@ void crnet__link_close_gently(crnet__link *l, uint64_t linger_ms) {
    * late bytes with a reset, which could destroy data the peer has not read
    * yet. */
   stop_reading(l);
-  if (uv_read_start((uv_stream_t *)&l->tcp, on_alloc, on_read) == 0)
-    l->reading = true;
+  start_reading(l);
   uv_timer_stop(&l->timer);
   uv_timer_start(&l->timer, on_linger_timeout, linger_ms, 0);
 }

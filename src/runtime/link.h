@@ -245,6 +245,17 @@ struct crnet__link {
    * counts its point-to-point requests in flight here. */
   const atomic_uint *drain_parked;
 
+  /* While true (NULL: never), the loop runs only to poll and will not
+   * sleep: a shared-memory link then announces no sleep to its peer (so
+   * the peer's writes need no system call to wake it). The owner sets it
+   * around uv_run(UV_RUN_NOWAIT). */
+  const bool *loop_nowait;
+  /* The same-host carriage once set up (link_shm.h); NULL: TCP only. */
+  struct crnet__link_shm *shm;
+  /* Both directions run on shared memory: set once, on the loop's thread;
+   * read from any (crnet_comm_peer_link). */
+  atomic_bool shm_live;
+
   /* Encryption (all NULL or 0 on a plaintext link). */
   crnet__seal *tx, *rx;
   uint8_t *raw; /* records read, raw[raw_off .. raw_len) not yet opened */
@@ -382,13 +393,25 @@ static inline bool crnet__link_busy(const crnet__link *l) {
   return l->pending_writes > 0;
 }
 
-/* True when every byte queued on the link has been handed to the kernel,
- * though write callbacks may not have run yet: a frame written now follows
- * whole frames, and no caller's memory is still being read. */
-static inline bool crnet__link_flushed(const crnet__link *l) {
-  return l->out_head == NULL &&
-         uv_stream_get_write_queue_size((const uv_stream_t *)&l->tcp) == 0;
-}
+/* True when every byte queued on the link has been handed to the kernel
+ * (or put in the shared ring), though write callbacks may not have run
+ * yet: a frame written now follows whole frames, and no caller's memory is
+ * still being read. */
+bool crnet__link_flushed(const crnet__link *l);
+
+/* Same-host links (link_shm.h). The owner of an established link to a
+ * rank on its own node says what it wants, once: the lower rank of the
+ * pair offers shared memory (rings of ring_bytes each), the higher
+ * welcomes an offer from the process peer_pid, or refuses one. required
+ * (CRNET_TRANSPORT=shm): a set-up that fails fails the link, rather than
+ * leaving the pair on TCP. Encrypted links stay on TCP. */
+void crnet__link_shm_offer(crnet__link *l, uint32_t peer_pid,
+                           uint32_t ring_bytes, bool required);
+void crnet__link_shm_welcome(crnet__link *l, uint32_t peer_pid,
+                             bool required);
+void crnet__link_shm_refuse(crnet__link *l);
+/* Both directions of the link run on shared memory. */
+bool crnet__link_on_shm(const crnet__link *l);
 
 /* "1.2.3.4:5678" of a sockaddr into buf. */
 void crnet__format_sockaddr(const struct sockaddr *sa, char *buf, size_t n);

@@ -28,4 +28,17 @@ void crnet__link_pump_sealing(crnet__link *l, bool all);
 /* Frees the spare write chunks of a closed link. */
 void crnet__link_free_spares(crnet__link *l);
 
+/* Starts reading frames (a no-op while connecting or reading already). */
+void crnet__link_start_reading(crnet__link *l);
+
+/* The close callback of every handle the link owns (h->data is the link):
+ * the last one ends the link's life (on_closed). */
+void crnet__link_handle_closed(uv_handle_t *h);
+
+/* The link's byte stream out, on TCP or, once switched, on shared memory
+ * (link_shm.h): as uv_write and uv_try_write. */
+int crnet__link_io_write(crnet__link *l, uv_write_t *w, const uv_buf_t *b,
+                         unsigned n, uv_write_cb cb);
+int crnet__link_io_try_write(crnet__link *l, const uv_buf_t *b, unsigned n);
+
 #endif

@@ -4,6 +4,7 @@
  * and the link's life are in link.c. */
 #include "link.h"
 #include "link_internal.h"
+#include "link_shm.h"
 
 #include <assert.h>
 #include <stdlib.h>
@@ -41,6 +42,27 @@ typedef struct crnet__out_chunk {
   bool full; /* FULL_CHUNK_BYTES of data */
   uint8_t data[];
 } out_chunk;
+
+/* --- the byte stream out -------------------------------------------------- */
+
+int crnet__link_io_write(crnet__link *l, uv_write_t *w, const uv_buf_t *b,
+                         unsigned n, uv_write_cb cb) {
+  if (crnet__link_shm_tx(l))
+    return crnet__link_shm_write(l, w, b, n, cb);
+  return uv_write(w, (uv_stream_t *)&l->tcp, b, n, cb);
+}
+
+int crnet__link_io_try_write(crnet__link *l, const uv_buf_t *b, unsigned n) {
+  if (crnet__link_shm_tx(l))
+    return crnet__link_shm_try_write(l, b, n);
+  return uv_try_write((uv_stream_t *)&l->tcp, b, n);
+}
+
+bool crnet__link_flushed(const crnet__link *l) {
+  return l->out_head == NULL &&
+         uv_stream_get_write_queue_size((const uv_stream_t *)&l->tcp) == 0 &&
+         crnet__link_shm_queued(l) == 0;
+}
 
 /* --- writing frames ----------------------------------------------------- */
 
@@ -352,7 +374,7 @@ static void queue_pieces(crnet__link *l, uv_buf_t *b, unsigned *n) {
     cut = b[k].len;
     b[k].len = piece - got;
     w->data = l;
-    if (uv_write(w, (uv_stream_t *)&l->tcp, b, k + 1, on_piece_written) != 0) {
+    if (crnet__link_io_write(l, w, b, k + 1, on_piece_written) != 0) {
       b[k].len = cut;
       free(w);
       return; /* the frame's own write reports the failure */
@@ -407,7 +429,7 @@ void crnet__link_send(crnet__link *l, crnet__send_req *r,
    * part it took (uv_try_write writes only when nothing is queued, so the
    * order of frames holds). */
   if (total_len(bufs, nbufs) <= TRY_WRITE_MAX) {
-    int n = uv_try_write((uv_stream_t *)&l->tcp, bufs, nbufs);
+    int n = crnet__link_io_try_write(l, bufs, nbufs);
     if (n > 0 && (size_t)n == total_len(bufs, nbufs)) {
       if (bufs != small)
         free(bufs);
@@ -418,10 +440,11 @@ void crnet__link_send(crnet__link *l, crnet__send_req *r,
     if (n > 0)
       skip_bytes(bufs, &nbufs, (size_t)n);
   }
-  if (total_len(bufs, nbufs) > 2 * WRITE_PIECE)
+  /* Pieces are for the kernel's socket; shared memory pipelines anyway. */
+  if (total_len(bufs, nbufs) > 2 * WRITE_PIECE && !crnet__link_shm_tx(l))
     queue_pieces(l, bufs, &nbufs);
   /* libuv copies the buffer list; the memory it points to stays ours. */
-  rc = uv_write(&r->write, (uv_stream_t *)&l->tcp, bufs, nbufs, on_send_done);
+  rc = crnet__link_io_write(l, &r->write, bufs, nbufs, on_send_done);
   if (bufs != small)
     free(bufs);
   if (rc != 0) {
@@ -497,8 +520,7 @@ static int queue_copy(crnet__link *l,
   b.base = (char *)cw->header + skip;
   b.len = sizeof cw->header + len - skip;
   cw->write.data = l;
-  if (uv_write(&cw->write, (uv_stream_t *)&l->tcp, &b, 1, on_control_sent) !=
-      0) {
+  if (crnet__link_io_write(l, &cw->write, &b, 1, on_control_sent) != 0) {
     free(cw);
     return CRNET_EPEER;
   }
@@ -533,7 +555,7 @@ int crnet__link_send_now(crnet__link *l, const crnet__frame_header *h,
   b[0] = uv_buf_init((char *)header, sizeof header);
   b[1] = uv_buf_init((char *)(uintptr_t)payload, (unsigned)len);
   /* uv_try_write writes nothing while writes are queued: order holds. */
-  n = uv_try_write((uv_stream_t *)&l->tcp, b, len > 0 ? 2 : 1);
+  n = crnet__link_io_try_write(l, b, len > 0 ? 2 : 1);
   if (n == (int)total) {
     crnet__link_note_io(l);
     return 0;

@@ -500,6 +500,16 @@ static void on_deadline(uv_timer_t *t) {
 #define SPIN_PROBE_EVERY 64
 #define SPIN_LONG_WAIT 4
 
+/* One turn of the loop that does not sleep: shared-memory links then
+ * announce no sleep to their peers (link.h loop_nowait). */
+static int run_nowait(crnet_comm *c) {
+  int alive;
+  c->w->loop_nowait = true;
+  alive = uv_run(&c->w->loop, UV_RUN_NOWAIT);
+  c->w->loop_nowait = false;
+  return alive;
+}
+
 static bool spin_worth_it(crnet_comm *c) {
   if (c->w->spin_score > 0)
     return true;
@@ -515,7 +525,7 @@ static bool spin_worth_it(crnet_comm *c) {
  * streams in (or out) every read is news, and sleeping between the reads
  * would cost a wake-up each. */
 static int poll_turn(crnet_comm *c, uint64_t *seen, uint64_t *quiet_since) {
-  int alive = uv_run(&c->w->loop, UV_RUN_NOWAIT);
+  int alive = run_nowait(c);
   if (c->w->io_count != *seen) {
     *seen = c->w->io_count;
     *quiet_since = uv_hrtime();
@@ -649,7 +659,7 @@ static void move_on_locked(crnet_comm *c) {
   if (c->w->lazy)
     crnet__lazy_resume(c);
   crnet__progress(c);
-  uv_run(&c->w->loop, UV_RUN_NOWAIT);
+  run_nowait(c);
   pthread_mutex_lock(&c->w->mu);
   release_locked(c);
 }

@@ -431,3 +431,11 @@ bool crnet__ring_writer_sleep(crnet__ring *r) {
 bool crnet__ring_wake_writer(crnet__ring *r) {
   return take_sleeper(&r->ctl->writer_sleeps);
 }
+
+void crnet__ring_reader_awake(crnet__ring *r) {
+  atomic_store_explicit(&r->ctl->reader_sleeps, 0, memory_order_seq_cst);
+}
+
+void crnet__ring_writer_awake(crnet__ring *r) {
+  atomic_store_explicit(&r->ctl->writer_sleeps, 0, memory_order_seq_cst);
+}

@@ -1,11 +1,10 @@
 /* The shared-memory segment and byte rings of a same-host link.
  *
- * Two ranks on one host will carry a link's byte stream of frames (frame.h)
- * through shared memory instead of TCP: one rank creates a segment here,
- * hands its file descriptor to the other (over the Unix socket of the
- * handshake, SCM_RIGHTS), and the other attaches. The segment holds two
- * single-producer single-consumer byte rings, one per direction. Nothing
- * uses this module yet; it is built and tested on its own first.
+ * Two ranks on one host carry a link's byte stream of frames (frame.h)
+ * through shared memory instead of TCP (link_shm.h): one rank creates a
+ * segment here, hands its file descriptor to the other (over a Unix socket,
+ * SCM_RIGHTS), and the other attaches. The segment holds two
+ * single-producer single-consumer byte rings, one per direction.
  *
  * The segment is a memfd: it has no name in any file system, so nothing is
  * left behind whatever way the processes end, SIGKILL included; the memory
@@ -220,5 +219,9 @@ bool crnet__ring_wake_reader(crnet__ring *r);
  * frees space. */
 bool crnet__ring_writer_sleep(crnet__ring *r);
 bool crnet__ring_wake_writer(crnet__ring *r);
+/* Withdraw a sleep announced (the side woke for another reason and polls
+ * again). A signal already on its way is then spurious, which is fine. */
+void crnet__ring_reader_awake(crnet__ring *r);
+void crnet__ring_writer_awake(crnet__ring *r);
 
 #endif

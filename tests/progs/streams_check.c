@@ -4,8 +4,10 @@
  *   crlaunch -n P [-x CRNET_STREAMS=S] streams_check EXPECTED_STREAMS
  *   crlaunch -n P streams_check lazy
  *
- * After init every rank counts its open sockets (/proc/self/fd entries that
- * are sockets, but crlaunch's report socket, CRNET_LAUNCHER_FD): the
+ * After init every rank counts its open TCP sockets (/proc/self/fd entries
+ * that are IPv4 or IPv6 sockets: not crlaunch's report socket,
+ * CRNET_LAUNCHER_FD, nor the Unix sockets that set up shared memory
+ * between ranks of this host in the background): the
  * rendezvous connection and the listener are closed by then, so what is
  * left is the mesh, EXPECTED_STREAMS · (P − 1) links. The
  * job-wide value is rank 0's, so a test may set CRNET_STREAMS on rank 0
@@ -26,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "crnet.h"
@@ -54,8 +57,14 @@ static int count_sockets(void) {
     len = readlink(path, target, sizeof target - 1);
     if (len > 0) {
       target[len] = '\0';
-      n += strncmp(target, "socket:", 7) == 0 &&
-           strcmp(target, report_target) != 0;
+      int domain = 0;
+      socklen_t dlen = sizeof domain;
+      if (strncmp(target, "socket:", 7) != 0 ||
+          strcmp(target, report_target) == 0 ||
+          getsockopt(atoi(e->d_name), SOL_SOCKET, SO_DOMAIN, &domain,
+                     &dlen) != 0)
+        continue;
+      n += domain == AF_INET || domain == AF_INET6;
     }
   }
   closedir(d);

@@ -1,0 +1,161 @@
+/* link_kinds: every link of the job is carried the way CRNET_TRANSPORT
+ * says: shared memory between ranks of one node, TCP between nodes (and
+ * everywhere with CRNET_TRANSPORT=tcp or CRNET_ENCRYPT=1).
+ *
+ *   crlaunch -n P link_kinds
+ *   crlaunch --hosts A:2,B:2 link_kinds     (the namespace test bed)
+ *
+ * Each rank works out its node as the library does (the kernel's boot id
+ * and the inode of its network namespace), and the ranks allgather them,
+ * so each knows which peers share its node. The switch to shared memory
+ * happens in the background after init, so the ranks run barriers and
+ * 64 KiB allreduces (checked) until every link is what it should be, for
+ * at most 10 s, and then once more to show that the links carry traffic.
+ * Exits 0 when every rank's links are as expected, 1 (saying which link is
+ * wrong) otherwise. */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "crnet.h"
+
+#define COUNT 16384 /* int32: 64 KiB */
+
+typedef struct node {
+  char boot[40];
+  uint64_t netns;
+} node;
+
+static void my_node(node *n) {
+  FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  struct stat st;
+  memset(n, 0, sizeof *n);
+  if (f != NULL) {
+    if (fgets(n->boot, sizeof n->boot, f) == NULL)
+      n->boot[0] = '\0';
+    fclose(f);
+  }
+  if (stat("/proc/self/ns/net", &st) == 0)
+    n->netns = (uint64_t)st.st_ino;
+}
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static const char *kind_name(crnet_link_kind k) {
+  switch (k) {
+  case CRNET_LINK_NONE:
+    return "none";
+  case CRNET_LINK_TCP:
+    return "tcp";
+  case CRNET_LINK_SHM:
+    return "shm";
+  case CRNET_LINK_SELF:
+    return "self";
+  }
+  return "?";
+}
+
+/* How many links differ from what they should be; the first one named in
+ * why. */
+static int wrong_links(crnet_comm *c, const node *nodes, bool shm_wanted,
+                       char *why, size_t n) {
+  int rank = crnet_comm_rank(c), p = crnet_comm_size(c), wrong = 0;
+  for (int r = 0; r < p; r++) {
+    crnet_link_kind k, want;
+    if (crnet_comm_peer_link(c, r, &k) != 0)
+      return p;
+    if (r == rank)
+      want = CRNET_LINK_SELF;
+    else if (shm_wanted && memcmp(&nodes[r], &nodes[rank], sizeof(node)) == 0)
+      want = CRNET_LINK_SHM;
+    else
+      want = CRNET_LINK_TCP;
+    if (k != want && wrong++ == 0)
+      snprintf(why, n, "rank %d: the link to rank %d is %s, not %s", rank, r,
+               kind_name(k), kind_name(want));
+  }
+  return wrong;
+}
+
+static int traffic(crnet_comm *c, int32_t *in, int32_t *out) {
+  int rank = crnet_comm_rank(c), p = crnet_comm_size(c), rc;
+  for (int i = 0; i < COUNT; i++)
+    in[i] = rank + i;
+  rc = crnet_allreduce(c, in, out, COUNT, CRNET_INT32, CRNET_SUM);
+  if (rc != 0)
+    return rc;
+  for (int i = 0; i < COUNT; i++)
+    if (out[i] != p * (p - 1) / 2 + p * i)
+      return -1000;
+  return crnet_barrier(c);
+}
+
+int main(void) {
+  crnet_comm *c;
+  node me, *nodes;
+  const char *transport = getenv("CRNET_TRANSPORT");
+  const char *encrypt = getenv("CRNET_ENCRYPT");
+  bool shm_wanted = !(transport != NULL && strcmp(transport, "tcp") == 0) &&
+                    !(encrypt != NULL && strcmp(encrypt, "1") == 0);
+  int32_t *in = malloc(COUNT * sizeof *in), *out = malloc(COUNT * sizeof *out);
+  char why[160] = "";
+  int rc, p, rank, wrong, total = 0;
+  double until;
+  if (in == NULL || out == NULL)
+    return 2;
+  rc = crnet_comm_init(&c, NULL);
+  if (rc != 0) {
+    fprintf(stderr, "link_kinds: init: %s\n", crnet_strerror(rc));
+    return 2;
+  }
+  p = crnet_comm_size(c);
+  rank = crnet_comm_rank(c);
+  my_node(&me);
+  nodes = calloc((size_t)p, sizeof *nodes);
+  if (nodes == NULL)
+    return 2;
+  rc = crnet_allgather(c, &me, nodes, sizeof me, CRNET_BYTE);
+  until = now_s() + 10;
+  do {
+    if (rc == 0)
+      rc = traffic(c, in, out);
+    wrong = wrong_links(c, nodes, shm_wanted, why, sizeof why);
+  } while (rc == 0 && wrong > 0 && now_s() < until);
+  if (rc == 0)
+    rc = traffic(c, in, out);
+  if (rc != 0) {
+    fprintf(stderr, "link_kinds: rank %d: %s\n", rank,
+            rc == -1000 ? "a wrong sum" : crnet_strerror(rc));
+    crnet_comm_abort(c, 1);
+    return 1;
+  }
+  if (wrong > 0)
+    fprintf(stderr, "link_kinds: %s (%d link(s) wrong after 10 s)\n", why,
+            wrong);
+  /* Every rank's verdict, so that rank 0 can say it for the job. */
+  rc = crnet_allreduce(c, &wrong, &total, 1, CRNET_INT32, CRNET_SUM);
+  if (rc == 0 && rank == 0 && total == 0) {
+    int shm = 0;
+    for (int r = 0; r < p; r++) {
+      crnet_link_kind k;
+      crnet_comm_peer_link(c, r, &k);
+      shm += k == CRNET_LINK_SHM;
+    }
+    printf("link_kinds: p=%d: every link as expected (rank 0: %d on shared "
+           "memory, %d on TCP)\n",
+           p, shm, p - 1 - shm);
+  }
+  crnet_comm_destroy(c);
+  free(nodes);
+  free(in);
+  free(out);
+  return rc == 0 && total == 0 ? 0 : 1;
+}

@@ -50,12 +50,13 @@
 #define MAX_SPIN_US 1000000
 /* How long destroy waits for every peer to say goodbye. A peer still
  * computing is given this long to reach crnet_comm_destroy. */
-/* The rings of a same-node link, each way (CRNET_SHM_RING_BYTES): large
- * enough that a sender rarely waits for room, small enough that p - 1
- * links per rank stay a few MiB. */
-#define SHM_RING_FEW_RANKS 8
-#define SHM_RING_FEW (512u << 10)
-#define SHM_RING_MANY (128u << 10)
+/* The rings of a same-node link, each way (CRNET_SHM_RING_BYTES). Small
+ * rings stay in the caches: on the 2-core VM, 128 KiB against 512 KiB
+ * took a 32 KiB allreduce from 8.0 to 5.6 us at p = 2 and from 178 to 76
+ * us at p = 8, a 512 KiB one from 223 to 193 us at p = 4, and 8 MiB ones
+ * within 4 % either way (tools/bench/ab_crbench.sh, docs/PERFORMANCE.md);
+ * 1 and 4 MiB rings were slower still. */
+#define SHM_RING_DEFAULT (128u << 10)
 #define BYE_TIMEOUT_MS 60000
 #define LINGER_MS 1000
 /* How long an abort waits for its ABORT frames to leave. */
@@ -554,13 +555,8 @@ static void choose_carriage(crnet_comm *c, crnet__link *l) {
   crnet__world *w = c->w;
   const crnet__rdv_entry *t = w->table;
   bool required = w->transport == CRNET__TRANSPORT_SHM;
-  if (w->shm_ring == 0 && t != NULL) {
-    int node_ranks = 0;
-    for (int r = 0; r < w->size; r++)
-      node_ranks += crnet__rdv_same_node(&t[w->rank], &t[r]);
-    w->shm_ring = node_ranks <= SHM_RING_FEW_RANKS ? SHM_RING_FEW
-                                                   : SHM_RING_MANY;
-  }
+  if (w->shm_ring == 0)
+    w->shm_ring = SHM_RING_DEFAULT;
   if (l->purpose != CRNET__HS_MESH || t == NULL || l->peer < 0 ||
       l->peer >= w->size)
     return;
@@ -678,7 +674,7 @@ int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
   c->w->liveness_ms = (uint64_t)(s.liveness * 1000);
   c->w->socket_buffer = s.socket_buffer;
   c->w->transport = s.transport;
-  c->w->shm_ring = s.shm_ring; /* 0: from the table, on first use */
+  c->w->shm_ring = s.shm_ring; /* 0: the default, on first use */
   snprintf(c->w->iface, sizeof c->w->iface, "%s", s.iface);
   if (c->w->peers == NULL || c->w->table == NULL || c->peer_stats == NULL) {
     free_comm(c);

@@ -89,7 +89,7 @@ typedef struct crnet__settings {
   char trace[4096]; /* CRNET_TRACE, the rank put in; "": none */
   bool stats;       /* CRNET_STATS */
   int transport;    /* CRNET_TRANSPORT: enum crnet__transport */
-  uint32_t shm_ring; /* CRNET_SHM_RING_BYTES; 0: by the ranks per host */
+  uint32_t shm_ring; /* CRNET_SHM_RING_BYTES; 0: the default */
 } crnet__settings;
 
 /* CRNET_TRANSPORT: how two ranks on one node talk. */

@@ -3,9 +3,13 @@
 # machine's noise falls on all of them alike (docs/PERFORMANCE.md, "Cost of
 # requests").
 #
-#   tools/bench/ab_crbench.sh REPS P "CRBENCH ARGS" NAME=BUILD_DIR...
+#   tools/bench/ab_crbench.sh REPS P "CRBENCH ARGS" NAME=BUILD_DIR[@VAR=VALUE...]...
 #
-# Each BUILD_DIR is a meson build with src/crlaunch and tools/crbench. Per
+# Each BUILD_DIR is a meson build with src/crlaunch and tools/crbench; the
+# VAR=VALUE after it go to that variant's ranks (crlaunch -x), so one build
+# can be compared with itself under other settings:
+#   ab_crbench.sh 5 4 "-c allreduce -b 8 -e 8" shm=build tcp=build@CRNET_TRANSPORT=tcp
+# Per
 # repetition every build runs `crbench CRBENCH ARGS` once, under crlaunch
 # with $AB_CRLAUNCH_ARGS if set (e.g. "-x CRNET_SPIN_US=0"). Prints, per size,
 # the median over repetitions of crbench's time and busbw per build, and
@@ -22,8 +26,12 @@ for rep in $(seq 1 "$reps"); do
   for spec in "$@"; do
     name=${spec%%=*}
     dir=${spec#*=}
+    xs=()
+    IFS=@ read -r -a parts <<<"$dir"
+    dir=${parts[0]}
+    for kv in "${parts[@]:1}"; do xs+=(-x "$kv"); done
     # shellcheck disable=SC2086
-    "$dir/src/crlaunch" -n "$p" ${AB_CRLAUNCH_ARGS:-} "$dir/tools/crbench" $args 2>/dev/null |
+    "$dir/src/crlaunch" -n "$p" ${AB_CRLAUNCH_ARGS:-} "${xs[@]}" "$dir/tools/crbench" $args 2>/dev/null |
       awk -v b="$name" -v rep="$rep" '$1 ~ /^[0-9]+$/ {print b, rep, $1, $7, $9}' >>"$out"
   done
 done

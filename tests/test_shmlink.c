@@ -3,6 +3,8 @@
  * the test process is the creator (rank 0), a forked child the attacher
  * (rank 1). The rings are the smallest there are (4 KiB), so that every
  * larger frame wraps around them many times and the writer waits for room.
+ * The 1 MiB DATA frames cross by address, in one copy (link_shm.c, "Single
+ * copy"), or with SHMLINK_TWO_COPIES=1 through the rings.
  *
  *   frames_cross_the_switch   200 control frames and a 1 MiB DATA frame
  *                             each way, sent from before the offer until
@@ -54,6 +56,15 @@
 #define DEADLINE_MS 10000
 
 static uint8_t key[CRNET__KEY_BYTES];
+
+/* The flags of offer and welcome: required or not, and with
+ * SHMLINK_TWO_COPIES=1 in the environment every byte through the rings
+ * (else a piece of 64 KiB or more crosses in one copy, by address). */
+static unsigned link_flags(bool required) {
+  const char *v = getenv("SHMLINK_TWO_COPIES");
+  return (required ? CRNET__SHM_REQUIRED : 0) |
+         (v != NULL && strcmp(v, "1") == 0 ? CRNET__SHM_TWO_COPIES : 0);
+}
 
 /* --- one side ------------------------------------------------------------ */
 
@@ -253,7 +264,7 @@ static int child_main(int port, enum child_mode mode, int gate) {
   if (!run_until(&s, is_ready, DEADLINE_MS) || s.ready_status != 0)
     return 12;
   if (mode == CHILD_PARK) {
-    crnet__link_shm_welcome(&s.link, (uint32_t)getppid(), true);
+    crnet__link_shm_welcome(&s.link, (uint32_t)getppid(), link_flags(true));
     if (!run_until(&s, on_shm, DEADLINE_MS) || s.failed)
       return 13;
     /* Tell the parent, then read nothing: the DATA frame that comes
@@ -275,7 +286,7 @@ static int child_main(int port, enum child_mode mode, int gate) {
   if (mode == CHILD_REFUSE)
     crnet__link_shm_refuse(&s.link);
   else
-    crnet__link_shm_welcome(&s.link, (uint32_t)getppid(), true);
+    crnet__link_shm_welcome(&s.link, (uint32_t)getppid(), link_flags(true));
   send_data(&s);
   send_ctl(&s, &next, NCTL / 2);
   if (mode == CHILD_REFUSE) {
@@ -375,7 +386,7 @@ static void creator_exchange(pair *p) {
 START_TEST(frames_cross_the_switch) {
   pair p;
   start_pair(&p, CHILD_WELCOME);
-  crnet__link_shm_offer(&p.a.link, (uint32_t)p.child, RING, true);
+  crnet__link_shm_offer(&p.a.link, (uint32_t)p.child, RING, link_flags(true));
   creator_exchange(&p);
   ck_assert(crnet__link_on_shm(&p.a.link));
   ck_assert_int_eq(child_status(p.child), 0);
@@ -534,7 +545,7 @@ START_TEST(strangers_get_nothing) {
   char name[300];
   pid_t self = getpid();
   start_pair(&p, CHILD_WAIT_WELCOME);
-  crnet__link_shm_offer(&p.a.link, (uint32_t)p.child, RING, true);
+  crnet__link_shm_offer(&p.a.link, (uint32_t)p.child, RING, link_flags(true));
   ck_assert_msg(own_listener(name, sizeof name) != 0,
                 "no set-up socket listens after the offer");
   ck_assert_int_eq(run_helper(&p.a, stranger_fn, name), 0);
@@ -568,7 +579,7 @@ START_TEST(declined_pair_stays_on_tcp) {
   pair p;
   int next = 0;
   start_pair(&p, CHILD_REFUSE);
-  crnet__link_shm_offer(&p.a.link, (uint32_t)p.child, RING, false);
+  crnet__link_shm_offer(&p.a.link, (uint32_t)p.child, RING, link_flags(false));
   prepare_data(&p.a, 1);
   send_ctl(&p.a, &next, NCTL / 2);
   send_data(&p.a);
@@ -612,7 +623,7 @@ START_TEST(dead_peer_is_seen) {
   uint64_t killed_at;
   start_pair(&p, CHILD_PARK);
   ck_assert_int_eq(dev_shm_files(), 0);
-  crnet__link_shm_offer(&p.a.link, (uint32_t)p.child, RING, true);
+  crnet__link_shm_offer(&p.a.link, (uint32_t)p.child, RING, link_flags(true));
   ck_assert(run_until(&p.a, on_shm, DEADLINE_MS) && !p.a.failed);
   gate_fd = p.gate;
   ck_assert(run_until(&p.a, child_done, DEADLINE_MS));

@@ -372,6 +372,13 @@ static int load_settings(const crnet_config *cfg, crnet__settings *s,
                     v, CRNET__SHM_RING_MIN, CRNET__SHM_RING_MAX);
     s->shm_ring = (uint32_t)bytes;
   }
+  s->shm_single_copy = -1;
+  v = getenv("CRNET_SHM_SINGLE_COPY");
+  if (v != NULL && v[0] != '\0') {
+    if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0 && strcmp(v, "auto") != 0)
+      SETTINGS_FAIL("CRNET_SHM_SINGLE_COPY='%s' is not 0, 1 or auto", v);
+    s->shm_single_copy = v[0] == 'a' ? -1 : v[0] == '1';
+  }
   if (s->size == 1)
     return 0; /* nothing to connect */
 
@@ -554,7 +561,16 @@ static void wait_plan(crnet_comm *c, const crnet__settings *s) {
 static void choose_carriage(crnet_comm *c, crnet__link *l) {
   crnet__world *w = c->w;
   const crnet__rdv_entry *t = w->table;
-  bool required = w->transport == CRNET__TRANSPORT_SHM;
+  /* Single copy (link_shm.c) by default only where every rank of the host
+   * has a core: a write then completes only once its reader has run and
+   * copied it, and with ranks waiting for cores that cost more than the
+   * second copy saves (docs/PERFORMANCE.md: 256 KiB allreduce at p = 2
+   * 2.1 times faster, at p = 4 1.26 times slower). */
+  bool two_copies = w->shm_single_copy == 0 ||
+                    (w->shm_single_copy < 0 && w->spin_yield);
+  unsigned flags = (w->transport == CRNET__TRANSPORT_SHM ? CRNET__SHM_REQUIRED
+                                                        : 0) |
+                   (two_copies ? CRNET__SHM_TWO_COPIES : 0);
   if (w->shm_ring == 0)
     w->shm_ring = SHM_RING_DEFAULT;
   if (l->purpose != CRNET__HS_MESH || t == NULL || l->peer < 0 ||
@@ -566,9 +582,9 @@ static void choose_carriage(crnet_comm *c, crnet__link *l) {
     return;
   }
   if (w->rank < l->peer)
-    crnet__link_shm_offer(l, t[l->peer].pid, w->shm_ring, required);
+    crnet__link_shm_offer(l, t[l->peer].pid, w->shm_ring, flags);
   else
-    crnet__link_shm_welcome(l, t[l->peer].pid, required);
+    crnet__link_shm_welcome(l, t[l->peer].pid, flags);
 }
 
 void crnet__comm_link_settings(crnet_comm *c, crnet__link *l) {
@@ -675,6 +691,7 @@ int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
   c->w->socket_buffer = s.socket_buffer;
   c->w->transport = s.transport;
   c->w->shm_ring = s.shm_ring; /* 0: the default, on first use */
+  c->w->shm_single_copy = s.shm_single_copy;
   snprintf(c->w->iface, sizeof c->w->iface, "%s", s.iface);
   if (c->w->peers == NULL || c->w->table == NULL || c->peer_stats == NULL) {
     free_comm(c);

@@ -90,6 +90,7 @@ typedef struct crnet__settings {
   bool stats;       /* CRNET_STATS */
   int transport;    /* CRNET_TRANSPORT: enum crnet__transport */
   uint32_t shm_ring; /* CRNET_SHM_RING_BYTES; 0: the default */
+  int shm_single_copy; /* CRNET_SHM_SINGLE_COPY: 0, 1, or -1 (auto) */
 } crnet__settings;
 
 /* CRNET_TRANSPORT: how two ranks on one node talk. */
@@ -129,6 +130,7 @@ typedef struct crnet__world {
   bool loop_nowait;
   int transport;         /* enum crnet__transport */
   uint32_t shm_ring;     /* ring bytes of a same-node link (link_shm.h) */
+  int shm_single_copy;   /* CRNET_SHM_SINGLE_COPY: 0, 1, -1 (auto) */
   /* Point-to-point requests started and not completed (link.h
    * drain_parked). */
   atomic_uint p2p_live;

@@ -402,13 +402,16 @@ bool crnet__link_flushed(const crnet__link *l);
 /* Same-host links (link_shm.h). The owner of an established link to a
  * rank on its own node says what it wants, once: the lower rank of the
  * pair offers shared memory (rings of ring_bytes each), the higher
- * welcomes an offer from the process peer_pid, or refuses one. required
- * (CRNET_TRANSPORT=shm): a set-up that fails fails the link, rather than
- * leaving the pair on TCP. Encrypted links stay on TCP. */
+ * welcomes an offer from the process peer_pid, or refuses one. Required
+ * (CRNET__SHM_REQUIRED, CRNET_TRANSPORT=shm): a set-up that fails fails the
+ * link, rather than leaving the pair on TCP. Encrypted links stay on TCP. */
+#define CRNET__SHM_REQUIRED 1u   /* flags, as said above */
+#define CRNET__SHM_TWO_COPIES 2u /* never copy out of the peer's memory
+                                    (CRNET_SHM_SINGLE_COPY=0) */
 void crnet__link_shm_offer(crnet__link *l, uint32_t peer_pid,
-                           uint32_t ring_bytes, bool required);
+                           uint32_t ring_bytes, unsigned flags);
 void crnet__link_shm_welcome(crnet__link *l, uint32_t peer_pid,
-                             bool required);
+                             unsigned flags);
 void crnet__link_shm_refuse(crnet__link *l);
 /* Both directions of the link run on shared memory. */
 bool crnet__link_on_shm(const crnet__link *l);

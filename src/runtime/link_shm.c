@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -21,10 +22,32 @@
 #include "log.h"
 #include "shm.h"
 
-/* SHM_OFFER's payload: cookie u64, R u32, the creator's pid u32, then the
- * socket's abstract name (without its leading NUL). */
-#define OFFER_HEAD 16
+/* SHM_OFFER's payload: cookie u64, R u32, the creator's pid u32, the
+ * address of its probe u64 (see "Single copy"), then the socket's abstract
+ * name (without its leading NUL). SHM_SWITCH's: u8 whether the receiver
+ * may hand this side large pieces by address, u64 the sender's probe
+ * address (0 from the creator). */
+#define OFFER_HEAD 24
 #define NAME_BYTES 48
+#define SWITCH_BYTES 9
+
+/* Single copy. A ring carries records: an 8-byte header, the length with
+ * REC_REMOTE set or not, then either that many bytes (inline) or the 8-byte
+ * address of that many bytes in the writer's memory, which the reader
+ * copies straight into place with process_vm_readv: one copy instead of
+ * two. A piece of a write of at least REMOTE_MIN bytes goes by address,
+ * if the reader said it can read the writer's memory: at set-up each side
+ * reads a known word of the other's (the probe: its cookie) and says so in
+ * its SHM_SWITCH. The writer keeps the memory (its write does not
+ * complete) until the reader's remote_done count (shm.h) has passed it.
+ * The rest of the frame stream is none the wiser. */
+#define REC_REMOTE ((uint64_t)1 << 63)
+#define REC_LEN_MAX ((uint64_t)1 << 48)
+#define REC_HEADER 8
+#define REMOTE_MIN ((uint64_t)64 << 10)
+/* process_vm_readv at most this much at a time, so that the reader's
+ * callback (and the reduction behind it) sees the bytes come in pieces. */
+#define REMOTE_PIECE ((uint64_t)256 << 10)
 
 enum phase {
   PHASE_NONE,       /* nothing offered or asked yet */
@@ -42,6 +65,9 @@ typedef struct shm_write {
   uv_write_cb cb;
   uint64_t total, done;
   uint32_t n;
+  uint32_t cur;        /* iov[cur] holds byte `done` */
+  uint64_t cur_off;    /* at this offset */
+  uint64_t remote_mark; /* remote_sent after its last piece by address */
   crnet__ring_iov iov[];
 } shm_write;
 
@@ -50,6 +76,7 @@ struct crnet__link_shm {
   enum phase phase;
   bool creator;
   bool required; /* CRNET_TRANSPORT=shm: a failed set-up fails the link */
+  bool two_copies; /* CRNET_SHM_SINGLE_COPY=0: never read the peer's memory */
   /* The owner's word on the peer: 0 undecided, 1 welcome, -1 refuse. */
   int policy;
   uint32_t peer_pid;
@@ -84,7 +111,16 @@ struct crnet__link_shm {
   bool rx_announced, tx_announced;
 
   shm_write *q_head, *q_tail;       /* not wholly in the ring */
+  shm_write *wait_head, *wait_tail; /* in it, the peer still copying */
   shm_write *done_head, *done_tail; /* in the ring, callback to run */
+  /* Single copy, as writer: the peer reads our memory; bytes handed over
+   * by address so far. As reader: what is left of the record being read,
+   * and the bytes copied out of the peer's memory so far. */
+  bool remote_ok;
+  uint64_t remote_sent;
+  uint64_t peer_probe; /* the address of the peer's cookie, in its memory */
+  uint64_t in_left, rem_left, rem_addr, remote_read;
+  uint64_t rem_done_len; /* the length of the record by address being read */
   uint64_t queued;
   uv_shutdown_t *shutdown_req;
   uv_shutdown_cb shutdown_cb;
@@ -237,7 +273,7 @@ static void ring_bell(crnet__link_shm *s) {
 /* --- creator ------------------------------------------------------------- */
 
 void crnet__link_shm_offer(crnet__link *l, uint32_t peer_pid,
-                           uint32_t ring_bytes, bool required) {
+                           uint32_t ring_bytes, unsigned flags) {
   crnet__link_shm *s = shm_of(l);
   uint8_t payload[OFFER_HEAD + NAME_BYTES];
   uint8_t rnd[16];
@@ -248,7 +284,8 @@ void crnet__link_shm_offer(crnet__link *l, uint32_t peer_pid,
   if (s == NULL || s->phase != PHASE_NONE || !link_plain_ready(l))
     return;
   s->creator = true;
-  s->required = required;
+  s->required = (flags & CRNET__SHM_REQUIRED) != 0;
+  s->two_copies = (flags & CRNET__SHM_TWO_COPIES) != 0;
   s->policy = 1;
   s->peer_pid = peer_pid;
   randombytes_buf(&s->cookie, sizeof s->cookie);
@@ -292,6 +329,7 @@ void crnet__link_shm_offer(crnet__link *l, uint32_t peer_pid,
   crnet__put_le64(payload, s->cookie);
   crnet__put_le32(payload + 8, ring_bytes);
   crnet__put_le32(payload + 12, (uint32_t)getpid());
+  crnet__put_le64(payload + 16, (uint64_t)(uintptr_t)&s->cookie);
   memcpy(payload + OFFER_HEAD, s->name, strlen(s->name));
   s->phase = PHASE_OFFERED;
   if (crnet__link_send_control(l, CRNET__FRAME_SHM_OFFER, payload,
@@ -374,6 +412,7 @@ static void attacher_connect(crnet__link_shm *s, const uint8_t *p,
   s->cookie = crnet__get_le64(p);
   ring_bytes = crnet__get_le32(p + 8);
   creator_pid = crnet__get_le32(p + 12);
+  s->peer_probe = crnet__get_le64(p + 16);
   (void)ring_bytes; /* attach checks the segment's own */
   name_len = len - OFFER_HEAD;
   memcpy(s->name, p + OFFER_HEAD, name_len);
@@ -408,6 +447,30 @@ static void attacher_connect(crnet__link_shm *s, const uint8_t *p,
     return;
   }
   s->phase = PHASE_CONNECTING;
+}
+
+/* Whether this process may copy out of the peer's memory: it reads the
+ * peer's cookie where the peer said it is. Refused (ptrace rules, a
+ * non-dumpable peer, another pid namespace) or wrong: two copies. */
+static bool can_read_peer(const crnet__link_shm *s) {
+  uint64_t got = 0;
+  struct iovec local = {&got, sizeof got};
+  struct iovec remote = {(void *)(uintptr_t)s->peer_probe, sizeof got};
+  if (s->two_copies || s->peer_probe == 0)
+    return false;
+  return process_vm_readv((pid_t)s->peer_pid, &local, 1, &remote, 1, 0) ==
+             (ssize_t)sizeof got &&
+         got == s->cookie;
+}
+
+/* SHM_SWITCH: the last frame this way on TCP; says whether the peer may
+ * hand us pieces by address, and where our probe is (the attacher's). */
+static int send_switch(crnet__link_shm *s) {
+  uint8_t p[SWITCH_BYTES];
+  p[0] = can_read_peer(s) ? 1 : 0;
+  crnet__put_le64(p + 1, s->creator ? 0 : (uint64_t)(uintptr_t)&s->cookie);
+  return crnet__link_send_control(s->link, CRNET__FRAME_SHM_SWITCH, p,
+                                  sizeof p);
 }
 
 static void attacher_receive(crnet__link_shm *s) {
@@ -469,7 +532,7 @@ static void attacher_receive(crnet__link_shm *s) {
   s->phase = PHASE_LIVE;
   /* The TCP stream's last frame this way; every later one goes into
    * ring 1. */
-  if (crnet__link_send_control(l, CRNET__FRAME_SHM_SWITCH, NULL, 0) != 0)
+  if (send_switch(s) != 0)
     return;
   s->tx_on = true;
 }
@@ -499,13 +562,14 @@ static void answer_offer(crnet__link_shm *s) {
 }
 
 void crnet__link_shm_welcome(crnet__link *l, uint32_t peer_pid,
-                             bool required) {
+                             unsigned flags) {
   crnet__link_shm *s = shm_of(l);
   if (s == NULL || s->policy != 0)
     return;
   s->policy = 1;
   s->peer_pid = peer_pid;
-  s->required = required;
+  s->required = (flags & CRNET__SHM_REQUIRED) != 0;
+  s->two_copies = (flags & CRNET__SHM_TWO_COPIES) != 0;
   if (s->offer_held)
     answer_offer(s);
 }
@@ -592,11 +656,15 @@ void crnet__link_shm_control(crnet__link *l, const crnet__frame_header *h,
       answer_offer(s);
     return;
   case CRNET__FRAME_SHM_SWITCH:
-    if (s->phase != PHASE_SENT &&
-        !(s->phase == PHASE_LIVE && !s->creator && !s->rx_on)) {
+    if ((s->phase != PHASE_SENT &&
+         !(s->phase == PHASE_LIVE && !s->creator && !s->rx_on)) ||
+        h->length != SWITCH_BYTES) {
       crnet__link_fail(l, CRNET_EIO, "an unexpected shared-memory switch");
       return;
     }
+    s->remote_ok = payload[0] == 1;
+    if (s->creator)
+      s->peer_probe = crnet__get_le64(payload + 1);
     if (s->creator) {
       if (open_handles(s) != 0) {
         crnet__link_fail(l, CRNET_EIO,
@@ -605,12 +673,13 @@ void crnet__link_shm_control(crnet__link *l, const crnet__frame_header *h,
       }
       s->phase = PHASE_LIVE;
       switch_rx(s);
-      if (crnet__link_send_control(l, CRNET__FRAME_SHM_SWITCH, NULL, 0) == 0) {
+      if (send_switch(s) == 0) {
         s->tx_on = true;
         atomic_store(&l->shm_live, true);
       }
-      crnet__debug("rank %d: link on shared memory (%u-byte rings)",
-                   (int)l->peer, s->seg.ring_bytes);
+      crnet__debug("rank %d: link on shared memory (%u-byte rings, %s)",
+                   (int)l->peer, s->seg.ring_bytes,
+                   s->remote_ok ? "large pieces in one copy" : "two copies");
     } else {
       switch_rx(s);
     }
@@ -660,39 +729,134 @@ static void ring_failed(crnet__link_shm *s) {
   crnet__link_fail(s->link, CRNET_EIO, why);
 }
 
-/* Moves queued writes into the ring as far as it has room; whether it
- * moved any. */
+/* Bytes of w from its cursor up to the next piece that goes by address
+ * (or its end), at most cap. */
+static uint64_t inline_run(const crnet__link_shm *s, const shm_write *w,
+                           uint64_t cap) {
+  uint64_t n = 0, off = w->cur_off;
+  for (uint32_t i = w->cur; i < w->n && n < cap; i++, off = 0) {
+    uint64_t left = w->iov[i].len - off;
+    if (s->remote_ok && left >= REMOTE_MIN)
+      break;
+    n += left;
+  }
+  return n < cap ? n : cap;
+}
+
+/* Moves w's cursor n bytes on. */
+static void advance(shm_write *w, uint64_t n) {
+  w->done += n;
+  while (n > 0 || (w->cur < w->n && w->cur_off == w->iov[w->cur].len)) {
+    uint64_t left = w->iov[w->cur].len - w->cur_off;
+    uint64_t k = n < left ? n : left;
+    w->cur_off += k;
+    n -= k;
+    if (w->cur_off == w->iov[w->cur].len) {
+      w->cur++;
+      w->cur_off = 0;
+    }
+  }
+}
+
+/* Writes records of w into the ring while it has room: its next piece by
+ * address if large (and the peer reads ours), else inline bytes up to the
+ * next such piece. The bytes moved on, or CRNET__RING_CORRUPT. */
+static size_t write_records(crnet__link_shm *s, shm_write *w) {
+  crnet__ring *tx = crnet__shm_tx(&s->seg);
+  size_t moved = 0;
+  while (w->done < w->total) {
+    uint64_t room = crnet__ring_writable(tx);
+    uint8_t head[REC_HEADER + 8];
+    crnet__ring_iov v[1 + 16];
+    uint64_t piece = w->iov[w->cur].len - w->cur_off;
+    uint32_t nv = 1;
+    if (s->remote_ok && piece >= REMOTE_MIN) {
+      if (room < sizeof head)
+        break;
+      crnet__put_le64(head, REC_REMOTE | piece);
+      crnet__put_le64(head + REC_HEADER,
+                      (uint64_t)(uintptr_t)w->iov[w->cur].base + w->cur_off);
+      v[0].base = head;
+      v[0].len = sizeof head;
+      if (crnet__ring_write(tx, v, 1, 0) != sizeof head)
+        return CRNET__RING_CORRUPT;
+      s->remote_sent += piece;
+      w->remote_mark = s->remote_sent;
+      advance(w, piece);
+      moved += piece;
+      continue;
+    }
+    if (room <= REC_HEADER)
+      break;
+    uint64_t n = inline_run(s, w, room - REC_HEADER), got = 0, off = w->cur_off;
+    crnet__put_le64(head, n);
+    v[0].base = head;
+    v[0].len = REC_HEADER;
+    for (uint32_t i = w->cur; got < n && nv < 17; i++, off = 0) {
+      uint64_t k = w->iov[i].len - off;
+      if (k > n - got)
+        k = n - got;
+      v[nv].base = (const uint8_t *)w->iov[i].base + off;
+      v[nv++].len = k;
+      got += k;
+    }
+    if (got < n) { /* more pieces than v holds: a shorter record */
+      n = got;
+      crnet__put_le64(head, n);
+    }
+    if (crnet__ring_write(tx, v, nv, 0) != REC_HEADER + n)
+      return CRNET__RING_CORRUPT;
+    advance(w, n);
+    moved += n;
+  }
+  return moved;
+}
+
+/* Moves queued writes into the ring as far as it has room, and completes
+ * those whose pieces by address the peer has copied; whether it did
+ * anything. */
 static bool flush_tx(crnet__link_shm *s) {
   crnet__ring *tx = crnet__shm_tx(&s->seg);
-  bool wrote = false;
+  bool wrote = false, did = false;
   while (s->q_head != NULL) {
     shm_write *w = s->q_head;
-    size_t k = crnet__ring_write(tx, w->iov, w->n, w->done);
+    size_t k = write_records(s, w);
     if (k == CRNET__RING_CORRUPT) {
       ring_failed(s);
       return true;
     }
-    if (k == 0)
-      break;
-    wrote = true;
-    w->done += k;
-    s->queued -= k;
+    if (k > 0) {
+      wrote = true;
+      s->queued -= k;
+    }
     if (w->done < w->total)
       break;
-    append(&s->done_head, &s->done_tail, pop(&s->q_head, &s->q_tail));
+    pop(&s->q_head, &s->q_tail);
+    append(&s->wait_head, &s->wait_tail, w);
+  }
+  if (s->wait_head != NULL) {
+    uint64_t copied = crnet__ring_remote_done(tx);
+    if (copied > s->remote_sent) {
+      ring_failed(s);
+      return true;
+    }
+    while (s->wait_head != NULL && s->wait_head->remote_mark <= copied) {
+      append(&s->done_head, &s->done_tail, pop(&s->wait_head, &s->wait_tail));
+      did = true;
+    }
   }
   if (wrote) {
     crnet__link_note_io(s->link);
     if (crnet__ring_wake_reader(tx))
       ring_bell(s);
   }
-  if (s->q_head == NULL && s->shutdown_req != NULL) {
+  if (s->q_head == NULL && s->wait_head == NULL && s->shutdown_req != NULL) {
     uv_shutdown_t *req = s->shutdown_req;
     s->shutdown_req = NULL;
     if (uv_shutdown(req, (uv_stream_t *)&s->link->tcp, s->shutdown_cb) != 0)
       s->shutdown_cb(req, UV_EPIPE);
   }
-  return wrote;
+  return wrote || did;
 }
 
 int crnet__link_shm_write(crnet__link *l, uv_write_t *req, const uv_buf_t *b,
@@ -715,6 +879,10 @@ int crnet__link_shm_write(crnet__link *l, uv_write_t *req, const uv_buf_t *b,
   w->cb = cb;
   w->total = total;
   w->done = 0;
+  w->cur = 0;
+  w->cur_off = 0;
+  w->remote_mark = 0;
+  advance(w, 0); /* past empty pieces */
   req->handle = (uv_stream_t *)&l->tcp;
   append(&s->q_head, &s->q_tail, w);
   s->queued += total;
@@ -727,32 +895,40 @@ int crnet__link_shm_write(crnet__link *l, uv_write_t *req, const uv_buf_t *b,
 
 int crnet__link_shm_try_write(crnet__link *l, const uv_buf_t *b, unsigned n) {
   crnet__link_shm *s = l->shm;
-  crnet__ring_iov iov[8];
-  size_t k;
+  crnet__ring *tx;
+  crnet__ring_iov iov[9];
+  uint8_t head[REC_HEADER];
+  uint64_t total = 0;
   if (s->closing)
     return UV_EPIPE;
-  if (s->q_head != NULL || n > 8)
+  if (s->q_head != NULL || s->wait_head != NULL || n > 8)
     return UV_EAGAIN;
   for (unsigned i = 0; i < n; i++) {
-    iov[i].base = b[i].base;
-    iov[i].len = b[i].len;
+    iov[i + 1].base = b[i].base;
+    iov[i + 1].len = b[i].len;
+    total += b[i].len;
   }
-  k = crnet__ring_write(crnet__shm_tx(&s->seg), iov, n, 0);
-  if (k == CRNET__RING_CORRUPT) {
+  /* Small frames only, as one inline record, whole or not at all. */
+  tx = crnet__shm_tx(&s->seg);
+  if (total == 0 || total >= REMOTE_MIN ||
+      crnet__ring_writable(tx) < REC_HEADER + total)
+    return UV_EAGAIN;
+  crnet__put_le64(head, total);
+  iov[0].base = head;
+  iov[0].len = REC_HEADER;
+  if (crnet__ring_write(tx, iov, n + 1, 0) != REC_HEADER + total) {
     ring_failed(s);
     return UV_EPIPE;
   }
-  if (k == 0)
-    return UV_EAGAIN;
-  if (crnet__ring_wake_reader(crnet__shm_tx(&s->seg)))
+  if (crnet__ring_wake_reader(tx))
     ring_bell(s);
-  return (int)k;
+  return (int)total;
 }
 
 int crnet__link_shm_shutdown(crnet__link *l, uv_shutdown_t *req,
                              uv_shutdown_cb cb) {
   crnet__link_shm *s = l->shm;
-  if (s->q_head == NULL)
+  if (s->q_head == NULL && s->wait_head == NULL)
     return uv_shutdown(req, (uv_stream_t *)&l->tcp, cb);
   s->shutdown_req = req;
   s->shutdown_cb = cb;
@@ -796,12 +972,51 @@ void crnet__link_shm_read_stop(crnet__link *l) { l->shm->reading = false; }
 static bool drain_rx(crnet__link_shm *s) {
   crnet__link *l = s->link;
   crnet__ring *rx = crnet__shm_rx(&s->seg);
-  uint64_t moved = 0;
+  uint64_t moved = 0, budget = s->seg.ring_bytes;
   bool freed = false;
-  while (s->rx_on && s->reading && !s->closing && moved < s->seg.ring_bytes) {
+  if (budget < 4 * REMOTE_PIECE)
+    budget = 4 * REMOTE_PIECE;
+  while (s->rx_on && s->reading && !s->closing && moved < budget) {
     uint64_t avail = crnet__ring_readable(rx);
     uv_buf_t b;
     size_t k;
+    if (s->rem_left > 0) {
+      /* A piece by address: straight from the writer's memory. */
+      struct iovec local, remote;
+      ssize_t got;
+      s->alloc_cb((uv_handle_t *)&l->tcp, (size_t)s->rem_left, &b);
+      local.iov_base = b.base;
+      local.iov_len = b.len < s->rem_left ? b.len : (size_t)s->rem_left;
+      if (local.iov_len > REMOTE_PIECE)
+        local.iov_len = REMOTE_PIECE;
+      remote.iov_base = (void *)(uintptr_t)s->rem_addr;
+      remote.iov_len = local.iov_len;
+      got = process_vm_readv((pid_t)s->peer_pid, &local, 1, &remote, 1, 0);
+      if (got <= 0) {
+        char why[160];
+        uv_buf_t none = uv_buf_init(NULL, 0);
+        if (got < 0 && errno == ESRCH) {
+          /* The writer is gone: the end of its stream, as on TCP. */
+          s->rem_left = 0;
+          s->read_cb((uv_stream_t *)&l->tcp, UV_EOF, &none);
+          return true;
+        }
+        snprintf(why, sizeof why, "copying from rank %d's memory failed: %s",
+                 (int)l->peer, got < 0 ? strerror(errno) : "nothing copied");
+        crnet__link_fail(l, CRNET_EIO, why);
+        return true;
+      }
+      s->rem_addr += (uint64_t)got;
+      s->rem_left -= (uint64_t)got;
+      moved += (uint64_t)got;
+      if (s->rem_left == 0) {
+        s->remote_read += s->rem_done_len;
+        crnet__ring_remote_done_set(rx, s->remote_read);
+        freed = true; /* the writer may wait for it */
+      }
+      s->read_cb((uv_stream_t *)&l->tcp, got, &b);
+      continue;
+    }
     if (avail == 0) {
       if (crnet__ring_read(rx, NULL, 0) == CRNET__RING_CORRUPT) {
         ring_failed(s);
@@ -809,6 +1024,36 @@ static bool drain_rx(crnet__link_shm *s) {
       }
       break;
     }
+    if (s->in_left == 0) {
+      /* A record's header; a piece by address comes with its address in
+       * the same write, so it is readable whole. */
+      uint8_t head[REC_HEADER + 8];
+      uint64_t word, len;
+      if (crnet__ring_read(rx, head, REC_HEADER) != REC_HEADER) {
+        ring_failed(s);
+        return true;
+      }
+      freed = true;
+      word = crnet__get_le64(head);
+      len = word & ~REC_REMOTE;
+      if (len == 0 || len > REC_LEN_MAX) {
+        ring_failed(s);
+        return true;
+      }
+      if ((word & REC_REMOTE) == 0) {
+        s->in_left = len;
+        continue;
+      }
+      if (crnet__ring_read(rx, head + REC_HEADER, 8) != 8) {
+        ring_failed(s);
+        return true;
+      }
+      s->rem_addr = crnet__get_le64(head + REC_HEADER);
+      s->rem_left = s->rem_done_len = len;
+      continue;
+    }
+    if (avail > s->in_left)
+      avail = s->in_left;
     s->alloc_cb((uv_handle_t *)&l->tcp, (size_t)avail, &b);
     k = crnet__ring_read(rx, b.base, b.len < avail ? b.len : (size_t)avail);
     if (k == CRNET__RING_CORRUPT) {
@@ -817,11 +1062,12 @@ static bool drain_rx(crnet__link_shm *s) {
     }
     freed = true;
     moved += k;
+    s->in_left -= k;
     s->read_cb((uv_stream_t *)&l->tcp, (ssize_t)k, &b);
   }
   if (freed && crnet__ring_wake_writer(rx))
     ring_bell(s);
-  if (s->tcp_end != 0 && s->reading && !s->closing &&
+  if (s->tcp_end != 0 && s->reading && !s->closing && s->rem_left == 0 &&
       crnet__ring_readable(rx) == 0) {
     int end = s->tcp_end;
     crnet__link_shm_drain_loop(l);
@@ -861,10 +1107,15 @@ static bool work_now(crnet__link_shm *s) {
   if (s->done_head != NULL)
     return true;
   if (s->tx_on && s->q_head != NULL &&
-      crnet__ring_writable(crnet__shm_tx(&s->seg)) > 0)
+      crnet__ring_writable(crnet__shm_tx(&s->seg)) >= REC_HEADER + 8)
+    return true;
+  if (s->wait_head != NULL &&
+      crnet__ring_remote_done(crnet__shm_tx(&s->seg)) >=
+          s->wait_head->remote_mark)
     return true;
   if (s->rx_on && s->reading &&
-      (crnet__ring_readable(crnet__shm_rx(&s->seg)) > 0 || s->tcp_end != 0))
+      (crnet__ring_readable(crnet__shm_rx(&s->seg)) > 0 || s->rem_left > 0 ||
+       s->tcp_end != 0))
     return true;
   return false;
 }
@@ -918,14 +1169,21 @@ static void on_prepare(uv_prepare_t *h) {
       (l->loop_nowait != NULL && *l->loop_nowait) ||
       uv_is_active((uv_handle_t *)&s->idle))
     return;
-  if (s->rx_on && s->reading && s->tcp_end == 0) {
+  if (s->rx_on && s->reading && s->tcp_end == 0 && s->rem_left == 0) {
     if (crnet__ring_reader_sleep(crnet__shm_rx(&s->seg)))
       s->rx_announced = true;
     else
       uv_idle_start(&s->idle, on_idle);
   }
   if (s->tx_on && s->q_head != NULL) {
-    if (crnet__ring_writer_sleep(crnet__shm_tx(&s->seg)))
+    /* Room for the next record's header and its address or a byte. */
+    if (crnet__ring_writer_sleep_room(crnet__shm_tx(&s->seg), REC_HEADER + 8))
+      s->tx_announced = true;
+    else
+      uv_idle_start(&s->idle, on_idle);
+  } else if (s->wait_head != NULL) {
+    if (crnet__ring_writer_sleep_remote(crnet__shm_tx(&s->seg),
+                                        s->wait_head->remote_mark))
       s->tx_announced = true;
     else
       uv_idle_start(&s->idle, on_idle);
@@ -992,8 +1250,13 @@ void crnet__link_shm_free(crnet__link *l) {
     return;
   l->shm = NULL;
   /* As libuv does for a closed stream: queued writes end cancelled. */
-  while (s->done_head != NULL)
-    append(&s->q_head, &s->q_tail, pop(&s->done_head, &s->done_tail));
+  while (s->wait_head != NULL)
+    append(&s->done_head, &s->done_tail, pop(&s->wait_head, &s->wait_tail));
+  while (s->q_head != NULL)
+    append(&s->done_head, &s->done_tail, pop(&s->q_head, &s->q_tail));
+  s->q_head = s->done_head;
+  s->q_tail = s->done_tail;
+  s->done_head = s->done_tail = NULL;
   while (s->q_head != NULL) {
     shm_write *w = pop(&s->q_head, &s->q_tail);
     uv_write_t *req = w->req;

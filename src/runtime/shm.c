@@ -90,6 +90,9 @@ _Static_assert(offsetof(crnet__ring_ctl, reader_sleeps) == 128,
                "reader_sleeps at +128");
 _Static_assert(offsetof(crnet__ring_ctl, writer_sleeps) == 132,
                "writer_sleeps at +132");
+_Static_assert(offsetof(crnet__ring_ctl, remote_done) == 136,
+               "remote_done at +136");
+_Static_assert(sizeof(crnet__ring_ctl) == 192, "a ring's control: 192 bytes");
 _Static_assert(sizeof(crnet__shm_header) <= CRNET__SHM_HEADER_BYTES,
                "the header fits its page");
 /* The other process sees these atomics only if they are lock-free: a lock
@@ -416,15 +419,22 @@ bool crnet__ring_wake_reader(crnet__ring *r) {
 }
 
 bool crnet__ring_writer_sleep(crnet__ring *r) {
+  return crnet__ring_writer_sleep_room(r, 1);
+}
+
+bool crnet__ring_writer_sleep_room(crnet__ring *r, uint64_t need) {
   if (r->corrupt)
     return false;
   atomic_store_explicit(&r->ctl->writer_sleeps, 1, memory_order_seq_cst);
   uint64_t tail = atomic_load_explicit(&r->ctl->tail, memory_order_seq_cst);
-  if (r->pos - tail == r->size)
+  if (!in_range(r, r->pos, tail)) {
+    atomic_store_explicit(&r->ctl->writer_sleeps, 0, memory_order_seq_cst);
+    r->corrupt = true;
+    return false;
+  }
+  if (r->size - (r->pos - tail) < need)
     return true;
   atomic_store_explicit(&r->ctl->writer_sleeps, 0, memory_order_seq_cst);
-  if (!in_range(r, r->pos, tail))
-    r->corrupt = true;
   return false;
 }
 
@@ -438,4 +448,25 @@ void crnet__ring_reader_awake(crnet__ring *r) {
 
 void crnet__ring_writer_awake(crnet__ring *r) {
   atomic_store_explicit(&r->ctl->writer_sleeps, 0, memory_order_seq_cst);
+}
+
+void crnet__ring_remote_done_set(crnet__ring *r, uint64_t v) {
+  /* seq_cst: the same store-then-load pattern as head against
+   * writer_sleeps (see the top of the file). */
+  atomic_store_explicit(&r->ctl->remote_done, v, memory_order_seq_cst);
+}
+
+uint64_t crnet__ring_remote_done(const crnet__ring *r) {
+  return atomic_load_explicit(&r->ctl->remote_done, memory_order_seq_cst);
+}
+
+bool crnet__ring_writer_sleep_remote(crnet__ring *r, uint64_t mark) {
+  if (r->corrupt)
+    return false;
+  atomic_store_explicit(&r->ctl->writer_sleeps, 1, memory_order_seq_cst);
+  if (atomic_load_explicit(&r->ctl->remote_done, memory_order_seq_cst) <
+      mark)
+    return true;
+  atomic_store_explicit(&r->ctl->writer_sleeps, 0, memory_order_seq_cst);
+  return false;
 }

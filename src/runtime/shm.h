@@ -31,6 +31,9 @@
  *                       cache line)
  *     +128           4  reader_sleeps: the consumer is about to block
  *     +132           4  writer_sleeps: the producer is about to block
+ *     +136           8  remote_done: bytes the consumer has copied out of
+ *                       the producer's own memory (the consumer's; see
+ *                       crnet__ring_remote_done)
  *      448        3648  zero
  *     4096           R  ring 0's data (the creator writes, the attacher reads)
  * 4096 + R           R  ring 1's data (the attacher writes, the creator reads)
@@ -88,7 +91,7 @@
 #include "crnet.h"
 
 #define CRNET__SHM_MAGIC "CRNS"
-#define CRNET__SHM_VERSION 1u
+#define CRNET__SHM_VERSION 2u
 #define CRNET__SHM_RING_MIN (4u << 10)
 #define CRNET__SHM_RING_MAX (64u << 20)
 /* The header page: header and both rings' control, so that each ring's data
@@ -107,6 +110,7 @@ typedef struct crnet__ring_ctl {
   alignas(64) _Atomic uint64_t tail;
   alignas(64) _Atomic uint32_t reader_sleeps;
   _Atomic uint32_t writer_sleeps;
+  _Atomic uint64_t remote_done;
 } crnet__ring_ctl;
 
 /* The start of the segment. The fields are atomics, read with relaxed
@@ -218,7 +222,25 @@ bool crnet__ring_wake_reader(crnet__ring *r);
 /* The same for a producer blocking on a full ring, and the consumer that
  * frees space. */
 bool crnet__ring_writer_sleep(crnet__ring *r);
+/* The same for a producer that needs `need` bytes of room at once (a
+ * record's header and what must come with it): true means block until
+ * signalled, false that the room is there (or the ring is corrupt). */
+bool crnet__ring_writer_sleep_room(crnet__ring *r, uint64_t need);
 bool crnet__ring_wake_writer(crnet__ring *r);
+/* Single copy. A layer above may pass some bytes not through the ring but
+ * as the producer's address, for the consumer to copy out of the
+ * producer's memory itself (process_vm_readv); the producer must then keep
+ * that memory until the consumer says it is done. remote_done is that
+ * word: a count the consumer only raises (crnet__ring_remote_done_set,
+ * then crnet__ring_wake_writer), and the producer reads
+ * (crnet__ring_remote_done, which the caller must check against what it
+ * has handed over: the peer may write anything). A producer that waits
+ * for it to reach `mark` announces that with
+ * crnet__ring_writer_sleep_remote, which returns false when it has. */
+void crnet__ring_remote_done_set(crnet__ring *r, uint64_t v);
+uint64_t crnet__ring_remote_done(const crnet__ring *r);
+bool crnet__ring_writer_sleep_remote(crnet__ring *r, uint64_t mark);
+
 /* Withdraw a sleep announced (the side woke for another reason and polls
  * again). A signal already on its way is then spurious, which is fine. */
 void crnet__ring_reader_awake(crnet__ring *r);

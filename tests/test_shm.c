@@ -257,7 +257,7 @@ START_TEST(test_create_attach) {
   memcpy(&v, h + 4, 4);
   memcpy(&rb, h + 8, 4);
   memcpy(&c, h + 16, 8);
-  ck_assert_uint_eq(v, 1);
+  ck_assert_uint_eq(v, CRNET__SHM_VERSION);
   ck_assert_uint_eq(rb, r);
   ck_assert_uint_eq(c, COOKIE);
   /* Each side writes its own ring and reads the other's. */
@@ -366,8 +366,8 @@ START_TEST(test_attach_refusals) {
   } fields[] = {
       {0, 4, 0, CRNET_EIO, "zero magic"},
       {0, 4, 0x534e5243u ^ 0x01000000u, CRNET_EIO, "magic"},
-      {4, 4, 2, CRNET_EIO, "version 2"},
-      {4, 4, 0, CRNET_EIO, "version 0"},
+      {4, 4, 3, CRNET_EIO, "version 3"},
+      {4, 4, 1, CRNET_EIO, "version 1"},
       {8, 4, 4 * KIB, CRNET_EIO, "ring size 4 KiB in an 8 KiB segment"},
       {8, 4, 8 * KIB + 1, CRNET_EIO, "ring size not a power of two"},
       {8, 4, 0, CRNET_EIO, "ring size 0"},
@@ -611,6 +611,49 @@ START_TEST(test_full_and_empty) {
   ck_assert_uint_eq(crnet__ring_readable(rx), 0);
   ck_assert_uint_eq(atomic_load(&ctl->head), 2 * R - 1);
   ck_assert_uint_eq(atomic_load(&ctl->tail), 2 * R - 1);
+  crnet__shm_close(&a);
+  crnet__shm_close(&b);
+}
+END_TEST
+
+/* Room for a record, and the consumer's count of bytes it copied out of
+ * the producer's memory (link_shm.c's single copy). */
+START_TEST(test_room_and_remote_done) {
+  enum { R = 4 * KIB };
+  crnet__shm a, b;
+  make_pair(&a, &b, R);
+  crnet__ring *tx = crnet__shm_tx(&a), *rx = crnet__shm_rx(&b);
+  crnet__ring_ctl *ctl = &a.base->ring[0];
+  static uint8_t src[R], dst[R];
+  stream_fill(src, 0, sizeof src);
+  crnet__ring_iov most = {src, R - 10};
+  ck_assert_uint_eq(crnet__ring_write(tx, &most, 1, 0), R - 10);
+  /* 10 bytes of room: enough for 10, not for 16. */
+  ck_assert(!crnet__ring_writer_sleep_room(tx, 10));
+  ck_assert_uint_eq(atomic_load(&ctl->writer_sleeps), 0);
+  ck_assert(crnet__ring_writer_sleep_room(tx, 16));
+  ck_assert_uint_eq(atomic_load(&ctl->writer_sleeps), 1);
+  /* The consumer frees 6 bytes and wakes it: now 16 fit. */
+  ck_assert_uint_eq(crnet__ring_read(rx, dst, 6), 6);
+  ck_assert(crnet__ring_wake_writer(rx));
+  ck_assert(!crnet__ring_writer_sleep_room(tx, 16));
+  /* Withdrawn by the side that announced it. */
+  ck_assert(crnet__ring_writer_sleep_room(tx, 17));
+  crnet__ring_writer_awake(tx);
+  ck_assert_uint_eq(atomic_load(&ctl->writer_sleeps), 0);
+  ck_assert(!crnet__ring_wake_writer(rx));
+
+  /* remote_done starts at 0; the producer waits for a mark above it. */
+  ck_assert_uint_eq(crnet__ring_remote_done(tx), 0);
+  ck_assert(crnet__ring_writer_sleep_remote(tx, 100));
+  crnet__ring_remote_done_set(rx, 60);
+  ck_assert_uint_eq(crnet__ring_remote_done(tx), 60);
+  ck_assert(crnet__ring_wake_writer(rx));
+  ck_assert(crnet__ring_writer_sleep_remote(tx, 100));
+  crnet__ring_remote_done_set(rx, 100);
+  ck_assert(!crnet__ring_writer_sleep_remote(tx, 100));
+  ck_assert_uint_eq(atomic_load(&ctl->writer_sleeps), 0);
+  ck_assert_uint_eq(atomic_load(&ctl->remote_done), 100);
   crnet__shm_close(&a);
   crnet__shm_close(&b);
 }
@@ -1161,6 +1204,7 @@ static Suite *shm_suite(void) {
   tcase_set_timeout(rings, 60);
   tcase_add_loop_test(rings, test_ring_reference, 0, 3);
   tcase_add_test(rings, test_full_and_empty);
+  tcase_add_test(rings, test_room_and_remote_done);
   suite_add_tcase(s, rings);
   TCase *hostile = tcase_create("hostile");
   tcase_set_timeout(hostile, 60);

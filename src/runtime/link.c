@@ -992,6 +992,11 @@ static void deliver_staged_abort(crnet__link *l) {
       l->cb->on_control(l, &h, l->stage + pos);
       return;
     }
+    /* The peer went on in shared memory: what followed is in its ring. */
+    if (h.kind == CRNET__FRAME_SHM_SWITCH) {
+      crnet__link_shm_staged_abort(l);
+      return;
+    }
     skip = h.length;
   }
 }

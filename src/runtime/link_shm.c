@@ -1079,6 +1079,65 @@ static bool drain_rx(crnet__link_shm *s) {
   return freed;
 }
 
+bool crnet__link_shm_staged_abort(crnet__link *l) {
+  crnet__link_shm *s = l->shm;
+  crnet__ring *rx;
+  uint8_t *raw, *stream;
+  uint64_t n, len = 0, pos = 0;
+  bool found = false;
+  if (s == NULL || s->phase != PHASE_LIVE || s->rx_on || s->closing)
+    return false;
+  rx = crnet__shm_rx(&s->seg);
+  n = crnet__ring_readable(rx);
+  if (n == 0)
+    return false;
+  raw = malloc(n);
+  /* The frame stream behind the records: inline bytes as they are, bytes
+   * by address as zeros (only their count matters: an ABORT is small and
+   * goes inline). */
+  stream = malloc(n + CRNET__CONTROL_MAX / 1024);
+  if (raw == NULL || stream == NULL ||
+      crnet__ring_read(rx, raw, n) != n) {
+    free(raw);
+    free(stream);
+    return false;
+  }
+  while (pos + REC_HEADER <= n) {
+    uint64_t word = crnet__get_le64(raw + pos), rlen = word & ~REC_REMOTE;
+    pos += REC_HEADER;
+    if ((word & REC_REMOTE) != 0) {
+      if (pos + 8 > n || len + rlen > n + CRNET__CONTROL_MAX / 1024)
+        break;
+      memset(stream + len, 0, rlen);
+      len += rlen;
+      pos += 8;
+      continue;
+    }
+    if (rlen > n - pos)
+      rlen = n - pos;
+    memcpy(stream + len, raw + pos, rlen);
+    len += rlen;
+    pos += rlen;
+  }
+  for (pos = 0; pos + CRNET__FRAME_HEADER_SIZE <= len && !found;) {
+    crnet__frame_header h;
+    const char *why;
+    if (crnet__frame_decode(stream + pos, UINT64_MAX, &h, &why) != 0)
+      break;
+    pos += CRNET__FRAME_HEADER_SIZE;
+    if (h.length > len - pos)
+      break;
+    if (h.kind == CRNET__FRAME_ABORT) {
+      l->cb->on_control(l, &h, stream + pos);
+      found = true;
+    }
+    pos += h.length;
+  }
+  free(raw);
+  free(stream);
+  return found;
+}
+
 /* Every carriage of the loop has a check handle with on_check: uv_walk
  * finds them. */
 static void on_check(uv_check_t *h);

@@ -96,6 +96,13 @@ uint64_t crnet__link_shm_queued(const crnet__link *l);
  * been read first. */
 void crnet__link_shm_drain_loop(crnet__link *l);
 
+/* The link ends while its reader waits parked on TCP with the peer's
+ * SHM_SWITCH staged behind the parked frame (link.c): what the peer wrote
+ * since is in the ring, unread, and may hold the ABORT that says why it
+ * left. Hands the first ABORT found there to the owner's on_control;
+ * whether there was one. */
+bool crnet__link_shm_staged_abort(crnet__link *l);
+
 /* Shuts the TCP connection down (uv_shutdown, with req and cb) once every
  * queued byte is in the ring: the peer takes the connection's end as the
  * end of the stream once it has read the ring empty. 0 or a libuv error. */

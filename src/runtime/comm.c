@@ -1011,12 +1011,8 @@ int crnet_comm_peer_link(const crnet_comm *c, int peer, crnet_link_kind *out) {
   }
   /* Stream 0: the others of a pair follow it onto shared memory. */
   p = c->w->peers[(size_t)crnet__world_rank(c, peer) * c->w->streams];
-  if (p == NULL || p->closed || p->link.state != CRNET__LINK_READY)
-    *out = CRNET_LINK_NONE;
-  else if (atomic_load(&p->link.shm_live))
-    *out = CRNET_LINK_SHM;
-  else
-    *out = CRNET_LINK_TCP;
+  *out = p == NULL ? CRNET_LINK_NONE
+                   : (crnet_link_kind)atomic_load(&p->link.carriage);
   return 0;
 }
 

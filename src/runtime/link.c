@@ -241,6 +241,7 @@ static void hs_succeed(crnet__link *l) {
   drop_handshake(l);
   uv_timer_stop(&l->timer);
   l->state = CRNET__LINK_READY;
+  atomic_store(&l->carriage, CRNET_LINK_TCP);
   l->stage_off = l->stage_len = 0;
   l->have_header = false;
   l->cb->on_ready(l, 0);
@@ -1218,6 +1219,7 @@ void crnet__link_close(crnet__link *l) {
   if (uv_is_closing((uv_handle_t *)&l->tcp))
     return;
   l->state = CRNET__LINK_CLOSING;
+  atomic_store(&l->carriage, CRNET_LINK_NONE);
   stop_reading(l);
   finish_recv(l, CRNET_EPEER);
   crnet__link_fail_queued(l, CRNET_EPEER);
@@ -1246,6 +1248,7 @@ void crnet__link_close_gently(crnet__link *l, uint64_t linger_ms) {
    * unsealed is sealed now, whatever the bound in flight. */
   crnet__link_pump_sealing(l, true);
   l->state = CRNET__LINK_CLOSING;
+  atomic_store(&l->carriage, CRNET_LINK_NONE);
   l->draining = true;
   finish_recv(l, CRNET_EPEER);
   l->shutdown.data = l;

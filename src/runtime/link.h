@@ -252,9 +252,11 @@ struct crnet__link {
   const bool *loop_nowait;
   /* The same-host carriage once set up (link_shm.h); NULL: TCP only. */
   struct crnet__link_shm *shm;
-  /* Both directions run on shared memory: set once, on the loop's thread;
-   * read from any (crnet_comm_peer_link). */
-  atomic_bool shm_live;
+  /* What carries the link (enum crnet_link_kind): TCP once it is ready,
+   * SHM once both directions run on shared memory, NONE once it closes.
+   * Written on the loop's thread, read from any (crnet_comm_peer_link),
+   * which must not look at the rest of the link. */
+  _Atomic uint8_t carriage;
 
   /* Encryption (all NULL or 0 on a plaintext link). */
   crnet__seal *tx, *rx;

@@ -270,6 +270,29 @@ static void ring_bell(crnet__link_shm *s) {
   while (n < 0 && errno == EINTR);
 }
 
+/* The abstract Unix address of `name` (no file, no leading NUL in name);
+ * its length. */
+static socklen_t abstract_addr(const char *name, struct sockaddr_un *sa) {
+  size_t n = strlen(name);
+  memset(sa, 0, sizeof *sa);
+  sa->sun_family = AF_UNIX;
+  memcpy(sa->sun_path + 1, name, n);
+  return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+}
+
+/* Whether the kernel says the process at the other end of connected Unix
+ * socket fd is the peer's registered pid, with our uid (its pid for the
+ * debug log in *pid). */
+static bool is_the_peer(const crnet__link_shm *s, int fd, int *pid) {
+  struct ucred cred;
+  socklen_t len = sizeof cred;
+  *pid = -1;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
+    return false;
+  *pid = (int)cred.pid;
+  return (uint32_t)cred.pid == s->peer_pid && cred.uid == geteuid();
+}
+
 /* --- creator ------------------------------------------------------------- */
 
 void crnet__link_shm_offer(crnet__link *l, uint32_t peer_pid,
@@ -312,11 +335,7 @@ void crnet__link_shm_offer(crnet__link *l, uint32_t peer_pid,
     why = "socket(AF_UNIX) failed";
     goto fail;
   }
-  memset(&sa, 0, sizeof sa);
-  sa.sun_family = AF_UNIX;
-  memcpy(sa.sun_path + 1, s->name, strlen(s->name));
-  salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
-                      strlen(s->name));
+  salen = abstract_addr(s->name, &sa);
   if (bind(s->sock, (struct sockaddr *)&sa, salen) != 0 ||
       listen(s->sock, 4) != 0) {
     why = "the set-up socket could not listen";
@@ -348,16 +367,13 @@ fail:
 /* A connection on the listener: the attacher's (by the kernel's word on
  * its pid and uid) gets the descriptors; anyone else is hung up on. */
 static void creator_accept(crnet__link_shm *s) {
-  int c = accept4(s->sock, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-  struct ucred cred;
-  socklen_t len = sizeof cred;
+  int c = accept4(s->sock, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC), pid;
   if (c < 0)
     return; /* EAGAIN: someone gave up connecting */
-  if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
-      (uint32_t)cred.pid != s->peer_pid || cred.uid != geteuid()) {
+  if (!is_the_peer(s, c, &pid)) {
     crnet__debug("shared memory with rank %d: refused a connection from "
                  "pid %d (not the rank's process)",
-                 (int)s->link->peer, (int)cred.pid);
+                 (int)s->link->peer, pid);
     close(c);
     return;
   }
@@ -401,10 +417,10 @@ static void attacher_connect(crnet__link_shm *s, const uint8_t *p,
                              uint64_t len) {
   crnet__link *l = s->link;
   struct sockaddr_un sa;
-  struct ucred cred;
-  socklen_t clen = sizeof cred;
+  socklen_t salen;
   uint64_t name_len;
   uint32_t ring_bytes, creator_pid;
+  int pid;
   if (len <= OFFER_HEAD || len > OFFER_HEAD + NAME_BYTES) {
     crnet__link_fail(l, CRNET_EIO, "a malformed shared-memory offer");
     return;
@@ -426,19 +442,14 @@ static void attacher_connect(crnet__link_shm *s, const uint8_t *p,
     give_up(s, "socket(AF_UNIX) failed", true);
     return;
   }
-  memset(&sa, 0, sizeof sa);
-  sa.sun_family = AF_UNIX;
-  memcpy(sa.sun_path + 1, s->name, name_len);
-  if (connect(s->sock, (struct sockaddr *)&sa,
-              (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
-                          name_len)) != 0) {
+  salen = abstract_addr(s->name, &sa);
+  if (connect(s->sock, (struct sockaddr *)&sa, salen) != 0) {
     give_up(s, "could not connect to the creator's socket", true);
     return;
   }
   /* The listener must be the creator's: a stranger could have bound the
    * name first only if it knew it before the creator did. */
-  if (getsockopt(s->sock, SOL_SOCKET, SO_PEERCRED, &cred, &clen) != 0 ||
-      (uint32_t)cred.pid != s->peer_pid || cred.uid != geteuid()) {
+  if (!is_the_peer(s, s->sock, &pid)) {
     give_up(s, "the socket of the offer is not the rank's", true);
     return;
   }
@@ -629,8 +640,8 @@ static void switch_rx(crnet__link_shm *s) {
   uv_read_start((uv_stream_t *)&l->tcp, tcp_sink_alloc, tcp_after_switch);
   if (was_reading)
     crnet__link_start_reading(l);
-  if (s->tx_on)
-    atomic_store(&l->shm_live, true);
+  if (s->tx_on && l->state == CRNET__LINK_READY)
+    atomic_store(&l->carriage, CRNET_LINK_SHM);
 }
 
 void crnet__link_shm_control(crnet__link *l, const crnet__frame_header *h,
@@ -675,7 +686,7 @@ void crnet__link_shm_control(crnet__link *l, const crnet__frame_header *h,
       switch_rx(s);
       if (send_switch(s) == 0) {
         s->tx_on = true;
-        atomic_store(&l->shm_live, true);
+        atomic_store(&l->carriage, CRNET_LINK_SHM);
       }
       crnet__debug("rank %d: link on shared memory (%u-byte rings, %s)",
                    (int)l->peer, s->seg.ring_bytes,

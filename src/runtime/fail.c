@@ -171,8 +171,9 @@ static void tell_members(crnet_comm *c) {
       }
       /* A link that failed by protocol (a mismatched frame) still writes;
        * one whose peer is gone just fails the write, harmlessly. */
-      if (msg != NULL && crnet__link_flushed(&p->link) &&
-          p->link.state == CRNET__LINK_READY) {
+      if (msg != NULL && p->link.state == CRNET__LINK_READY &&
+          (crnet__link_flushed(&p->link) ||
+           crnet__link_shm_detach(&p->link) == 0)) {
         abort_final(msg, true);
         crnet__link_send_control_ctx(&p->link, CRNET__FRAME_ABORT, c->ctx,
                                        msg, len);

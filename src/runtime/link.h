@@ -417,6 +417,14 @@ void crnet__link_shm_welcome(crnet__link *l, uint32_t peer_pid,
 void crnet__link_shm_refuse(crnet__link *l);
 /* Both directions of the link run on shared memory. */
 bool crnet__link_on_shm(const crnet__link *l);
+/* A link on shared memory whose writes are still going out copies what is
+ * left of them into memory of its own, so that the callers' buffers are
+ * free and a frame written now (an ABORT) follows them: then it counts as
+ * flushed for that purpose. The ring is small (128 KiB) where a socket's
+ * buffer takes megabytes, so a rank that fails mid-write would otherwise
+ * close such a link without saying why. 0, or -1 if it cannot (no shared
+ * memory, pieces by address in flight, out of memory). */
+int crnet__link_shm_detach(crnet__link *l);
 
 /* "1.2.3.4:5678" of a sockaddr into buf. */
 void crnet__format_sockaddr(const struct sockaddr *sa, char *buf, size_t n);

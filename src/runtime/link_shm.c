@@ -936,6 +936,52 @@ int crnet__link_shm_try_write(crnet__link *l, const uv_buf_t *b, unsigned n) {
   return (int)total;
 }
 
+static void free_detached(uv_write_t *w, int status) {
+  (void)status;
+  free(w);
+}
+
+int crnet__link_shm_detach(crnet__link *l) {
+  crnet__link_shm *s = l->shm;
+  shm_write *rest = NULL, *rest_tail = NULL;
+  if (s == NULL || !s->tx_on || s->closing || s->wait_head != NULL)
+    return -1;
+  while (s->q_head != NULL) {
+    shm_write *w = s->q_head, *c;
+    uint64_t left = w->total - w->done, got = 0;
+    /* The copy's buffer follows a uv_write_t that nobody waits for; its
+     * callback frees both. */
+    uv_write_t *own = malloc(sizeof *own + left);
+    c = malloc(sizeof *c + sizeof c->iov[0]);
+    if (own == NULL || c == NULL) {
+      free(own);
+      free(c);
+      return -1;
+    }
+    for (uint32_t i = w->cur; i < w->n; i++) {
+      uint64_t from = i == w->cur ? w->cur_off : 0;
+      memcpy((uint8_t *)(own + 1) + got, (const uint8_t *)w->iov[i].base + from,
+             w->iov[i].len - from);
+      got += w->iov[i].len - from;
+    }
+    memset(c, 0, sizeof *c);
+    c->req = own;
+    c->cb = free_detached;
+    c->total = left;
+    c->n = 1;
+    c->iov[0].base = own + 1;
+    c->iov[0].len = left;
+    pop(&s->q_head, &s->q_tail);
+    append(&rest, &rest_tail, c);
+    /* The caller's memory is no longer read: its write is done. */
+    append(&s->done_head, &s->done_tail, w);
+  }
+  s->q_head = rest;
+  s->q_tail = rest_tail;
+  want_turn(s);
+  return 0;
+}
+
 int crnet__link_shm_shutdown(crnet__link *l, uv_shutdown_t *req,
                              uv_shutdown_cb cb) {
   crnet__link_shm *s = l->shm;

@@ -133,6 +133,18 @@ else
   fail "link_kinds over three hosts exited $rc: $(tail -n 5 "$tmp/out" "$tmp/err")"
 fi
 
+# ---- 1c. two-level schedules over uneven hosts (3 + 2 + 1 ranks) ----------
+# Inside each host shared memory, across hosts TCP; the layout comes from
+# what each rank registered, and the lanes of uneven hosts are exercised.
+
+run --hosts 10.79.0.2:3,10.79.0.3:2,10.79.0.4:1 --timeout 100 \
+  -x COLL_CHECK_SCHEDULES=two-level "$coll_check"
+if [ $rc -eq 0 ] && grep -q "p=6: .* cases passed" "$tmp/out"; then
+  ok "two-level over hosts of 3, 2 and 1 ranks: $(grep 'cases passed' "$tmp/out") in ${secs}s"
+else
+  fail "two-level over uneven hosts exited $rc: $(tail -n 5 "$tmp/out" "$tmp/err")"
+fi
+
 # ---- 2. a local rank, IPv4 and IPv6 hosts in one job (dual stack), encrypted -
 
 run --hosts localhost:1,10.79.0.2:1,[fd79::3]:2,fd79::4 --timeout 100 --encrypt \

@@ -312,6 +312,27 @@ usage_error "--auto and --cost" --auto --cost -p 4 -m 16
 usage_error "--auto with --schedule" --auto -p 4 -m 16 --schedule ring
 usage_error "--tuning without --auto" --cost -p 4 -m 16 --tuning /dev/null
 usage_error "--crossover -m not whole elements" --crossover -p 4 -m 17
+usage_error "--hosts malformed" --coll allreduce --hosts 2x
+usage_error "--hosts with a zero" --coll allreduce --hosts 3+0+1
+usage_error "--hosts against -p" --coll allreduce -p 5 --hosts 2x4
+usage_error "--shm-alpha without --cost" --coll allreduce --hosts 2x4 \
+  --shm-alpha 1e-6
+
+# --hosts: the two-level schedules and what each level runs.
+expect "two-level view names its levels" \
+  "$("$CRSCHED" --coll allreduce --schedule two-level --hosts 3+5+1 --rank 8 \
+    --count 30 | sed -n 3p)" \
+  "levels: host 2 of 3 (1 rank; this rank is its rank 0): rounds 0-2 reduce-scatter inside the host (circulant); rounds 3-22 allreduce across hosts (ring), lanes 0-4 of 5 in slots of 4 rounds; rounds 23-25 allgather inside the host (circulant)"
+expect "--auto with two hosts of 8 picks two-level at 16 MiB" \
+  "$("$CRSCHED" --auto --hosts 2x8 -m 16777216 --coll allreduce \
+    --tuning /dev/null | awk '$1 == "allreduce" { print $2 }')" "two-level"
+expect "--auto on one host never prices two-level" \
+  "$("$CRSCHED" --auto -p 16 -m 16777216 --coll allreduce --tuning /dev/null |
+    grep -c two-level)" "0"
+expect "--cost --hosts: two-level sends 2 MiB across hosts (circulant 30)" \
+  "$("$CRSCHED" --cost --hosts 2x8 -m 16777216 --coll allreduce --alpha 0 \
+    --beta 1 --shm-beta 0 | awk '$2 == "two-level" { print $7 }')" \
+  "2.09715e+06"
 expect "schedule message is crnet__select's" \
   "$("$CRSCHED" --coll reduce_scatter --schedule pairwise -p 4 2>&1)" \
   "crsched: schedule 'pairwise' cannot do reduce_scatter"

@@ -55,6 +55,7 @@
 #include "select.h"
 
 #include "crsched.h"
+#include "twolevel.h"
 
 /* The collectives crsched knows, in the order the cost table lists them:
  * the library's collectives, with scan split into scan and exscan. */
@@ -228,7 +229,8 @@ bool crsched_round_skip(const skips *k, crnet_collective coll, uint32_t nrounds,
 
 round_totals crsched_round_sum(const crnet__schedule *s, uint32_t k) {
   const crnet__round *ro = &s->rounds[k];
-  round_totals t = {ro->send.peer >= 0 || ro->recv.peer >= 0, 0, 0, 0, 0};
+  round_totals t = {ro->send.peer >= 0 || ro->recv.peer >= 0, false, 0, 0, 0,
+                    0};
   if (ro->send.peer >= 0)
     t.sent = crnet__xfer_count(s, &ro->send);
   if (ro->recv.peer >= 0)
@@ -381,6 +383,11 @@ static void text_header(const view *v) {
 
 static void print_text(const view *v) {
   text_header(v);
+  if (strcmp(v->name, "two-level") == 0) {
+    char levels[600];
+    if (crnet__twolevel_describe(v->call, levels, sizeof levels) == 0)
+      printf("levels: %s\n", levels);
+  }
   for (uint32_t r = 0; r < v->s->nrounds; r++) {
     const crnet__round *ro = &v->s->rounds[r];
     round_totals t = crsched_round_sum(v->s, r);
@@ -515,6 +522,8 @@ crnet__call crsched_call_for(const options *o, crnet_collective coll,
   c.root = o->root;
   c.in_place = o->in_place;
   c.commutative = true;
+  c.host = o->host;
+  c.nhosts = o->nhosts;
   return c;
 }
 

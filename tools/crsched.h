@@ -72,6 +72,14 @@ typedef struct options {
   uint64_t count, dtype_size, m;
   const char *counts_arg; /* --counts, parsed once p is known */
   double alpha, beta, gamma;
+  /* --hosts: the host of each rank (p entries, hosts filled in rank
+   * order) and how many hosts; NULL without --hosts. --shm-alpha and
+   * --shm-beta (--cost: a round whose messages stay on the rank's host;
+   * default --alpha and --beta). */
+  int32_t *host;
+  int32_t nhosts;
+  bool have_shm_alpha, have_shm_beta;
+  double shm_alpha, shm_beta;
 } options;
 
 /* Prints "crsched: <fmt...>" and the hint to try --help on stderr;
@@ -142,6 +150,7 @@ static inline int32_t mod_p(int64_t x, int32_t p) {
 
 typedef struct round_totals {
   bool comm;
+  bool cross; /* --hosts: a message of the round leaves the rank's host */
   uint64_t sent, recv, reduced, copied; /* elements */
 } round_totals;
 

@@ -47,8 +47,14 @@ static int profile_rank(const options *o, const cost_row *row, int32_t rank,
   pr->n = s.nrounds;
   pr->t = malloc(sizeof *pr->t * (s.nrounds ? s.nrounds : 1));
   if (pr->t != NULL)
-    for (uint32_t k = 0; k < s.nrounds; k++)
+    for (uint32_t k = 0; k < s.nrounds; k++) {
+      const crnet__round *ro = &s.rounds[k];
       pr->t[k] = crsched_round_sum(&s, k);
+      pr->t[k].cross =
+          o->host != NULL &&
+          ((ro->send.peer >= 0 && o->host[ro->send.peer] != o->host[rank]) ||
+           (ro->recv.peer >= 0 && o->host[ro->recv.peer] != o->host[rank]));
+    }
   crnet__sched_free(&s);
   if (pr->t == NULL) {
     fputs("crsched: out of memory\n", stderr);
@@ -67,9 +73,14 @@ static bool profile_equal(const profile *a, const profile *b) {
   return true;
 }
 
+/* A round's price: with --hosts, one whose messages stay on the rank's
+ * host is priced with the shared-memory constants. */
 static double round_cost(const options *o, const round_totals *t) {
   uint64_t B = o->dtype_size, moved = t->sent > t->recv ? t->sent : t->recv;
-  return (t->comm ? o->alpha : 0) + o->beta * (double)(moved * B) +
+  bool local = o->host != NULL && !t->cross;
+  double alpha = local ? o->shm_alpha : o->alpha;
+  double beta = local ? o->shm_beta : o->beta;
+  return (t->comm ? alpha : 0) + beta * (double)(moved * B) +
          o->gamma * (double)(t->reduced * B);
 }
 
@@ -120,7 +131,8 @@ bool crsched_rotation_symmetric(const options *o, const cost_row *row,
                   strcmp(row->name, "ring") == 0 ||
                   strcmp(row->name, "bruck") == 0 ||
                   strcmp(row->name, "pairwise") == 0;
-  if (o->all || !rotating || row->coll == CRNET_COLL_BCAST ||
+  /* With --hosts, whether a round crosses hosts depends on the rank. */
+  if (o->all || !rotating || o->host != NULL || row->coll == CRNET_COLL_BCAST ||
       row->coll == CRNET_COLL_REDUCE || row->coll == CRNET_COLL_SCAN)
     return false;
   for (int32_t i = 1; i < b->p; i++)
@@ -278,7 +290,10 @@ static int cost_rows(const options *o, const blocks *vec, const blocks *a2a,
       const char *name;
       char why[256];
       uint32_t id;
-      /* every schedule that can do the call at this p */
+      /* every schedule that can do the call at this p; the two-level
+       * ones when there are hosts to know */
+      if (strcmp(crnet__schedule_name(s), "two-level") == 0 && o->host == NULL)
+        continue;
       if (crnet__select(crnet__schedule_name(s), &call, &name, &id, why,
                         sizeof why) == 0)
         rows[(*n)++] = (cost_row){.coll = coll, .exclusive = excl,
@@ -410,6 +425,11 @@ static void print_tuning(const options *o, const crnet__tuning *t) {
   crnet__tuning_describe(t, o->p, desc, sizeof desc);
   printf("p = %d, %s operator; tuning: %s\n", o->p,
          o->non_commutative ? "non-commutative" : "commutative", desc);
+  if (o->host != NULL)
+    printf("hosts: %d (--hosts); two-level levels priced with shm_alpha %g "
+           "s, shm_beta %g s/B inside hosts\n",
+           (int)o->nhosts, crnet__tuning_get(t, CRNET__TUNING_SHM_ALPHA, o->p),
+           crnet__tuning_get(t, CRNET__TUNING_SHM_BETA, o->p));
 }
 
 int crsched_auto_main(const options *o) {

@@ -54,6 +54,8 @@ static void usage(FILE *out) {
       "               [--schedule S]\n"
       "       crsched --dot [--tree] --coll C [--schedule S] -p P [--rank R]\n"
       "               [--count N] [--root R]\n"
+      "  (each of them but --sweep and --dot also takes --hosts LAYOUT, and\n"
+      "   --cost --shm-alpha A --shm-beta B)\n"
       "\n"
       "Shows one rank's schedule round by round, or (--cost) the modelled\n"
       "time of every schedule that can do the collective(s), or (--auto)\n"
@@ -109,6 +111,13 @@ static void usage(FILE *out) {
       "                   message (p <= 64)\n"
       "  --tree           --dot: the reduction tree of block --rank\n"
       "                   (reduce_scatter, allreduce, reduce)\n"
+      "  --hosts LAYOUT   the ranks' hosts, filled in rank order: HxN (H\n"
+      "                   hosts of N ranks) or N+N+... (one size per host);\n"
+      "                   sets -p. Adds the two-level schedules, which\n"
+      "                   work with it, and (--cost) prices rounds that\n"
+      "                   stay on a host with --shm-alpha and --shm-beta\n"
+      "  --shm-alpha A    --cost: seconds per round inside a host (default\n"
+      "                   --alpha); --shm-beta B: per byte (default --beta)\n"
       "  -h, --help       this text\n",
       out);
 }
@@ -181,8 +190,63 @@ enum {
   OPT_DAT,
   OPT_PMAX,
   OPT_DOT,
-  OPT_TREE
+  OPT_TREE,
+  OPT_HOSTS,
+  OPT_SHM_ALPHA,
+  OPT_SHM_BETA
 };
+
+/* --hosts: "HxN" or "N+N+...". The layout goes to o->host (p entries). */
+static int parse_hosts(options *o, const char *arg) {
+  int32_t sizes[4096], n = 0, p = 0;
+  const char *s = arg;
+  char *end;
+  if (strchr(arg, 'x') != NULL) {
+    unsigned long h, k;
+    errno = 0;
+    h = strtoul(arg, &end, 10);
+    if (errno != 0 || end == arg || *end != 'x' || end[1] < '0' ||
+        end[1] > '9')
+      return crsched_bad_usage("bad --hosts '%s' (HxN or N+N+...)", arg);
+    k = strtoul(end + 1, &end, 10);
+    if (errno != 0 || *end != '\0' || h < 1 || k < 1 ||
+        h > sizeof sizes / sizeof sizes[0] || k > 1 << 20)
+      return crsched_bad_usage("bad --hosts '%s' (HxN or N+N+...)", arg);
+    for (n = 0; n < (int32_t)h; n++)
+      sizes[n] = (int32_t)k;
+  } else
+    for (;;) {
+      unsigned long k;
+      if (*s < '0' || *s > '9' || n == sizeof sizes / sizeof sizes[0])
+        return crsched_bad_usage("bad --hosts '%s' (HxN or N+N+...)", arg);
+      errno = 0;
+      k = strtoul(s, &end, 10);
+      if (errno != 0 || k < 1 || k > 1 << 20 || (*end != '+' && *end != '\0'))
+        return crsched_bad_usage("bad --hosts '%s' (HxN or N+N+...)", arg);
+      sizes[n++] = (int32_t)k;
+      if (*end == '\0')
+        break;
+      s = end + 1;
+    }
+  for (int32_t g = 0; g < n; g++) {
+    if (p > (1 << 24) - sizes[g])
+      return crsched_bad_usage("--hosts '%s' has too many ranks", arg);
+    p += sizes[g];
+  }
+  free(o->host);
+  o->host = malloc(sizeof *o->host * (size_t)p);
+  if (o->host == NULL)
+    return crsched_bad_usage("out of memory");
+  for (int32_t g = 0, r = 0; g < n; g++)
+    for (int32_t i = 0; i < sizes[g]; i++)
+      o->host[r++] = g;
+  o->nhosts = n;
+  if (o->p != 0 && o->p != p)
+    return crsched_bad_usage("--hosts '%s' has %d ranks, -p says %d", arg,
+                             (int)p, (int)o->p);
+  o->p = p;
+  return 0;
+}
 
 /* -m BYTES, or (--sweep) a comma-separated list of sizes. The first is
  * o->m; a list is checked against --sweep in check_options. */
@@ -221,10 +285,27 @@ static int apply_option(options *o, int c, const char *arg) {
   case OPT_SCHEDULE:
     o->schedule = arg;
     return 0;
-  case 'p':
+  case 'p': {
+    int32_t before = o->p;
     if (!parse_i32(arg, &o->p) || o->p < 1)
       return crsched_bad_usage("-p needs a positive integer, not '%s'", arg);
+    if (o->host != NULL && before != o->p)
+      return crsched_bad_usage("-p %d, but --hosts has %d ranks", (int)o->p,
+                               (int)before);
     return 0;
+  }
+  case OPT_HOSTS:
+    return parse_hosts(o, arg);
+  case OPT_SHM_ALPHA:
+    o->have_shm_alpha = true;
+    return parse_time(arg, &o->shm_alpha)
+               ? 0
+               : crsched_bad_usage("bad --shm-alpha '%s'", arg);
+  case OPT_SHM_BETA:
+    o->have_shm_beta = true;
+    return parse_time(arg, &o->shm_beta)
+               ? 0
+               : crsched_bad_usage("bad --shm-beta '%s'", arg);
   case OPT_RANK:
     return parse_i32(arg, &o->rank) ? 0
                                     : crsched_bad_usage("bad --rank '%s'", arg);
@@ -344,6 +425,14 @@ static int check_sweep(options *o) {
 
 /* Option combinations that only make sense together. */
 static int check_options(options *o) {
+  if ((o->have_shm_alpha || o->have_shm_beta) && (!o->cost || o->sweep))
+    return crsched_bad_usage("--shm-alpha and --shm-beta go with --cost");
+  if (o->host != NULL && (o->sweep || o->dot))
+    return crsched_bad_usage("--hosts does not go with --sweep or --dot");
+  if (!o->have_shm_alpha)
+    o->shm_alpha = o->alpha;
+  if (!o->have_shm_beta)
+    o->shm_beta = o->beta;
   if (o->verify && !o->sweep)
     return crsched_bad_usage("--verify goes with --cost --sweep");
   if ((o->dat || o->have_pmax) && !o->sweep)
@@ -449,6 +538,9 @@ int crsched_parse_options(int argc, char **argv, options *o) {
       {"pmax", required_argument, NULL, OPT_PMAX},
       {"dot", no_argument, NULL, OPT_DOT},
       {"tree", no_argument, NULL, OPT_TREE},
+      {"hosts", required_argument, NULL, OPT_HOSTS},
+      {"shm-alpha", required_argument, NULL, OPT_SHM_ALPHA},
+      {"shm-beta", required_argument, NULL, OPT_SHM_BETA},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   int c, rc;

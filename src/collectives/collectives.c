@@ -223,6 +223,14 @@ static int start(crnet_comm *c, crnet__call *call, const void *send,
   call->esize = (uint32_t)crnet_datatype_size(dt);
   call->tuning = &c->w->tuning;
   pthread_mutex_lock(&c->w->mu);
+  rc = crnet__comm_hosts(c);
+  if (rc != 0) {
+    pthread_mutex_unlock(&c->w->mu);
+    return rc;
+  }
+  /* Set once, never changed after: read outside the lock below. */
+  call->host = c->host;
+  call->nhosts = c->nhosts;
   memcpy(chosen, c->schedule[call->coll], sizeof chosen);
   name = auto_cached(c, call, chosen, &id);
   if (name != NULL)

@@ -179,6 +179,62 @@ void crnet__sched_need_temp(crnet__schedule *s, uint64_t count) {
     s->temp_count = count;
 }
 
+/* g mapped by m; where it lands in TEMP, s's TEMP grows to hold it (a
+ * sub-schedule's SEND or RECV may be mapped there). */
+static crnet__seg map_seg(crnet__schedule *s, const crnet__sched_map *m,
+                          crnet__seg g) {
+  crnet__seg out =
+      crnet__seg_make(m->buf[g.buf], m->off[g.buf] + g.off, g.count);
+  if (out.buf == CRNET__BUF_TEMP)
+    crnet__sched_need_temp(s, out.off + out.count);
+  return out;
+}
+
+void crnet__sched_pad(crnet__schedule *s, uint32_t at) {
+  while (!s->oom && s->nrounds < at)
+    crnet__sched_round(s);
+}
+
+void crnet__sched_embed(crnet__schedule *s, const crnet__schedule *sub,
+                        const crnet__sched_map *m, uint32_t at) {
+  assert(s->oom || s->nrounds <= at);
+  crnet__sched_pad(s, at);
+  for (uint32_t k = 0; k < sub->nrounds && !s->oom; k++) {
+    const crnet__round *r = &sub->rounds[k];
+    if (k > 0 && r->independent)
+      crnet__sched_round_independent(s);
+    else
+      crnet__sched_round(s);
+    if (r->send.peer >= 0) {
+      int32_t peer = m->rank_of[r->send.peer];
+      crnet__sched_send_peer(s, peer);
+      for (uint32_t i = 0; i < r->send.nsegs; i++) {
+        crnet__seg g = map_seg(s, m, sub->segs[r->send.first_seg + i]);
+        crnet__sched_send(s, peer, g.buf, g.off, g.count);
+      }
+    }
+    if (r->recv.peer >= 0) {
+      int32_t peer = m->rank_of[r->recv.peer];
+      crnet__sched_recv_peer(s, peer);
+      for (uint32_t i = 0; i < r->recv.nsegs; i++) {
+        crnet__seg g = map_seg(s, m, sub->segs[r->recv.first_seg + i]);
+        crnet__sched_recv(s, peer, g.buf, g.off, g.count);
+      }
+    }
+    for (uint32_t i = 0; i < r->nsteps; i++) {
+      const crnet__step *st = &sub->steps[r->first_step + i];
+      crnet__seg src = map_seg(s, m, st->src), dst = map_seg(s, m, st->dst);
+      if (st->kind == CRNET__STEP_REDUCE)
+        crnet__sched_reduce(s, src, dst, st->order);
+      else
+        crnet__sched_copy(s, src, dst);
+    }
+  }
+  for (int b = 0; b < CRNET__BUF_COUNT; b++)
+    if (m->buf[b] == CRNET__BUF_TEMP && sub->temp_count > 0)
+      crnet__sched_need_temp(s, m->off[b] + sub->temp_count);
+}
+
 void crnet__sched_free(crnet__schedule *s) {
   free(s->rounds);
   free(s->segs);

@@ -161,6 +161,28 @@ static inline int crnet__floor_log2(int32_t p) {
   return k;
 }
 
+/* --- composing ---------------------------------------------------------
+ * Where a schedule of a subgroup (a "sub-schedule", built for sub_p ranks
+ * by any builder) runs inside a bigger one: rank_of[i] is the rank of
+ * sub-rank i, and sub-buffer b lives in buffer buf[b] from element off[b]
+ * on. Two-level schedules (twolevel.c) are made of such pieces. */
+typedef struct crnet__sched_map {
+  const int32_t *rank_of;
+  uint8_t buf[CRNET__BUF_COUNT];
+  uint64_t off[CRNET__BUF_COUNT];
+} crnet__sched_map;
+
+/* Adds empty rounds to s until it has `at` (none if it has as many). */
+void crnet__sched_pad(crnet__schedule *s, uint32_t at);
+
+/* Appends sub's rounds to s, mapped by m, so that sub's round 0 becomes
+ * s's round `at` (s is padded with empty rounds up to it; it must not have
+ * more rounds than that yet). Peers, segments, steps and TEMP needs are
+ * mapped; a first round marked independent loses the mark, because the
+ * rounds before it in s are not sub's. */
+void crnet__sched_embed(crnet__schedule *s, const crnet__schedule *sub,
+                        const crnet__sched_map *m, uint32_t at);
+
 /* Total elements of a send or receive. */
 uint64_t crnet__xfer_count(const crnet__schedule *s, const crnet__xfer *x);
 

@@ -30,6 +30,7 @@
 #include "ring.h"
 #include "rooted.h"
 #include "star.h"
+#include "twolevel.h"
 
 /* allgather-reduce holds p vectors of m bytes in TEMP: a memory bound, not
  * a cost, so it is a limit rather than part of the model. */
@@ -55,7 +56,8 @@ enum family {
   FAMILY_BRUCK,        /* all-to-all, circulant with concatenation */
   FAMILY_GATHER_REDUCE, /* allreduce: circulant allgather + local fold */
   FAMILY_BINOMIAL,      /* gather, scatter: the binomial tree (rooted.c) */
-  FAMILY_LINEAR         /* gather, scatter: the root and each rank */
+  FAMILY_LINEAR,        /* gather, scatter: the root and each rank */
+  FAMILY_TWO_LEVEL      /* flat schedules inside and across hosts */
 };
 
 /* Whether the schedule's reductions keep rank order. */
@@ -101,6 +103,9 @@ static const schedule_desc schedules[] = {
      ORDER_ALWAYS},
     {"binomial", FAMILY_BINOMIAL, ROOTED_COLLS, ORDER_NEVER},
     {"linear", FAMILY_LINEAR, ROOTED_COLLS, ORDER_NEVER},
+    {"two-level", FAMILY_TWO_LEVEL,
+     BIT(CRNET_COLL_ALLREDUCE) | BIT(CRNET_COLL_BCAST) | BIT(CRNET_COLL_REDUCE),
+     ORDER_NEVER},
 };
 
 #define NSCHEDULES (sizeof schedules / sizeof schedules[0])
@@ -174,15 +179,16 @@ static int order_preserving(const schedule_desc *d, const crnet__call *call,
 static const char *const *auto_candidates(crnet_collective coll) {
   static const char *const allreduce[] = {
       "circulant", "hypercube", "rabenseifner",     "star",
-      "allgather-reduce", "ring", "circulant-linear", NULL};
+      "allgather-reduce", "ring", "circulant-linear", "two-level", NULL};
   static const char *const reduce_scatter[] = {
       "circulant", "rabenseifner", "ring", "circulant-linear", NULL};
   static const char *const allgather[] = {
       "circulant", "hypercube", "star", "ring", "circulant-linear", NULL};
   static const char *const bcast[] = {"circulant", "hypercube", "ring",
-                                      "circulant-linear", NULL};
-  static const char *const reduce[] = {"circulant", "rabenseifner", "ring",
-                                       "circulant-linear", NULL};
+                                      "circulant-linear", "two-level", NULL};
+  static const char *const reduce[] = {"circulant",        "rabenseifner",
+                                       "ring",             "circulant-linear",
+                                       "two-level",        NULL};
   static const char *const alltoall[] = {"bruck", "pairwise", "hypercube",
                                          "ring", NULL};
   static const char *const scan[] = {"circulant", "hypercube", "ring", NULL};
@@ -232,6 +238,9 @@ int crnet__auto_price(const char *name, const crnet__call *call,
   const crnet__tuning *t = call->tuning;
   bool ordered;
   int rc;
+  if (d != NULL && d->family == FAMILY_TWO_LEVEL &&
+      (d->colls & BIT(call->coll)) != 0)
+    return crnet__twolevel_price(call, seconds);
   if (d == NULL || (d->colls & BIT(call->coll)) == 0 ||
       !crnet__model_terms_of(name, call, &terms))
     return 1;
@@ -500,6 +509,11 @@ int crnet__build(const char *name, const crnet__call *call,
                                         call->counts, call->in_place)
                : crnet__scatter_binomial(out, call->p, call->rank, call->root,
                                          call->counts, call->in_place);
+  case FAMILY_TWO_LEVEL:
+    if (call->coll == CRNET_COLL_ALLREDUCE)
+      return crnet__twolevel_allreduce(out, call);
+    return call->coll == CRNET_COLL_BCAST ? crnet__twolevel_bcast(out, call)
+                                          : crnet__twolevel_reduce(out, call);
   case FAMILY_LINEAR:
     return call->coll == CRNET_COLL_GATHER
                ? crnet__gather_linear(out, call->p, call->rank, call->root,

@@ -35,6 +35,11 @@ typedef struct crnet__call {
   bool commutative; /* of the operator; true where nothing is reduced */
   bool exclusive;   /* scan: exscan */
   uint32_t esize;   /* bytes per element (0: unknown), for auto */
+  /* Which host each rank is on: host[r] in 0..nhosts-1, every host with
+   * at least one rank (p entries, borrowed). NULL: all on one host. Only
+   * the two-level schedules (twolevel.h) look at it. */
+  const int32_t *host;
+  int32_t nhosts;
   /* auto's cost model constants (borrowed; NULL: the built-in defaults) */
   const crnet__tuning *tuning;
 } crnet__call;

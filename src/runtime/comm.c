@@ -448,9 +448,38 @@ static int load_settings(const crnet_config *cfg, crnet__settings *s,
 
 /* --- lifecycle ------------------------------------------------------------------ */
 
+int crnet__comm_hosts(crnet_comm *c) {
+  const crnet__rdv_entry *t = c->w->table;
+  int32_t *host, *first, nhosts = 0;
+  if (c->host != NULL)
+    return 0;
+  host = malloc(sizeof *host * (size_t)c->size);
+  first = malloc(sizeof *first * (size_t)c->size); /* a rank of each host */
+  if (host == NULL || first == NULL) {
+    free(host);
+    free(first);
+    return CRNET_ENOMEM;
+  }
+  for (int r = 0; r < c->size; r++) {
+    const crnet__rdv_entry *e = &t[crnet__world_rank(c, r)];
+    int32_t g = 0;
+    while (g < nhosts &&
+           !crnet__rdv_same_node(e, &t[crnet__world_rank(c, first[g])]))
+      g++;
+    if (g == nhosts)
+      first[nhosts++] = r;
+    host[r] = g;
+  }
+  free(first);
+  c->host = host;
+  c->nhosts = nhosts;
+  return 0;
+}
+
 /* A comm's own memory; the world's goes with the world comm. */
 static void free_comm(crnet_comm *c) {
   crnet__world *w = c->w;
+  free(c->host);
   free(c->peer_stats);
   free(c->world);
   free(c->local);

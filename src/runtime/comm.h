@@ -298,6 +298,12 @@ struct crnet_comm {
     const char *name; /* NULL: nothing remembered */
     uint32_t id;
   } auto_memo[CRNET_COLL_COUNT];
+  /* The host of each rank of this comm (size entries, hosts numbered from
+   * 0 in order of their first rank) and how many hosts: the layout the
+   * two-level schedules work with. NULL until the first collective call
+   * asks (crnet__comm_hosts); under mu. */
+  int32_t *host;
+  int32_t nhosts;
   /* The schedule the last call of each collective ran (a static name,
    * NULL before the first; crnet_comm_last_schedule); under mu. */
   const char *last_schedule[CRNET_COLL_COUNT];
@@ -332,6 +338,12 @@ struct crnet_comm {
   struct crnet__p2p_req *p2p_posted, *p2p_posted_tail;
   struct crnet__p2p_msg *p2p_unexp, *p2p_unexp_tail;
 };
+
+/* Fills c->host and c->nhosts if they are not yet: ranks are on one host
+ * when they registered the same node at the rendezvous (rendezvous.h:
+ * same kernel boot and network namespace); a rank whose node is unknown
+ * is a host of its own. 0 or CRNET_ENOMEM. Under c->w->mu. */
+int crnet__comm_hosts(crnet_comm *c);
 
 /* The job's rank of this comm's rank r, and this comm's rank of the job's
  * rank j (-1: not a member). */

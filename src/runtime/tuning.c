@@ -24,7 +24,7 @@
 #include "frame.h"
 
 static const char *const param_names[CRNET__TUNING_NPARAMS] = {
-    "alpha", "beta", "gamma", "ring_round"};
+    "alpha", "beta", "gamma", "ring_round", "shm_alpha", "shm_beta"};
 
 _Static_assert(CRNET__TUNING_WIRE_SIZE ==
                    CRNET__TUNING_NPARAMS * CRNET__TUNING_WIRE_PARAM,
@@ -43,6 +43,8 @@ static const struct {
     {0, 1e-3, false, "seconds per byte"},
     {0, 1e-3, true, "seconds per byte"},
     {0.1, 10, true, "multiples of alpha"},
+    {0, 1, false, "seconds per round"},
+    {0, 1e-3, false, "seconds per byte"},
 };
 
 const char *crnet__tuning_param_name(crnet__tuning_param k) {
@@ -55,12 +57,27 @@ static bool value_ok(crnet__tuning_param k, double v) {
   return ranges[k].lo_inclusive ? v >= ranges[k].lo : v > ranges[k].lo;
 }
 
+void crnet__tuning_for_shm(const crnet__tuning *t, crnet__tuning *out) {
+  static const crnet__tuning_param from[] = {CRNET__TUNING_SHM_ALPHA,
+                                             CRNET__TUNING_SHM_BETA};
+  static const crnet__tuning_param to[] = {CRNET__TUNING_ALPHA,
+                                           CRNET__TUNING_BETA};
+  *out = *t;
+  for (size_t i = 0; i < sizeof from / sizeof from[0]; i++) {
+    out->base[to[i]] = t->base[from[i]];
+    out->npoints[to[i]] = t->npoints[from[i]];
+    memcpy(out->points[to[i]], t->points[from[i]], sizeof t->points[0]);
+  }
+}
+
 void crnet__tuning_defaults(crnet__tuning *t) {
   memset(t, 0, sizeof *t);
   t->base[CRNET__TUNING_ALPHA] = CRNET__TUNING_DEFAULT_ALPHA;
   t->base[CRNET__TUNING_BETA] = CRNET__TUNING_DEFAULT_BETA;
   t->base[CRNET__TUNING_GAMMA] = CRNET__TUNING_DEFAULT_GAMMA;
   t->base[CRNET__TUNING_RING_ROUND] = CRNET__TUNING_DEFAULT_RING_ROUND;
+  t->base[CRNET__TUNING_SHM_ALPHA] = CRNET__TUNING_DEFAULT_SHM_ALPHA;
+  t->base[CRNET__TUNING_SHM_BETA] = CRNET__TUNING_DEFAULT_SHM_BETA;
   snprintf(t->source, sizeof t->source, "built-in defaults");
 }
 
@@ -136,7 +153,8 @@ static int parse_key(parse_state *s, const char *b, const char *e,
   if (!known)
     return parse_error(s,
                        "unknown key '%.*s' (the keys are alpha, beta, gamma, "
-                       "ring_round, and KEY.P for P ranks)",
+                       "ring_round, shm_alpha, shm_beta, and KEY.P for P "
+                       "ranks)",
                        (int)len, b);
   *p = 0;
   if (dot == NULL)

@@ -19,6 +19,8 @@
  *   gamma = 1.5e-10      # seconds per byte reduced
  *   ring_round = 0.7     # a ring round costs 0.7 alpha
  *   alpha.16 = 2.1e-04   # key.P: the figure measured with P ranks
+ *   shm_alpha = 5e-06    # alpha and beta of shared-memory links, for the
+ *   shm_beta = 2.5e-10   # host-local phases of two-level schedules
  *
  * Every key is optional. A constant's value for a job of p ranks is its key.p
  * line if there is one; between two key.P lines, the straight line through
@@ -63,25 +65,32 @@
 /* Files longer than this are refused: a tuning file is a dozen lines. */
 #define CRNET__TUNING_MAX_FILE_BYTES 65536
 
-/* The wire encoding, little-endian: for alpha, beta, gamma, ring_round in
- * turn (crnet__tuning_param's order), the
+/* The wire encoding, little-endian: for alpha, beta, gamma, ring_round,
+ * shm_alpha, shm_beta in turn (crnet__tuning_param's order), the
  * plain value (f64, IEEE 754 bits), the number of key.P figures n (u32),
  * then CRNET__TUNING_MAX_POINTS slots of (P u32, value f64), the first n in
  * increasing P and the rest all zero. */
 #define CRNET__TUNING_WIRE_PARAM (8 + 4 + CRNET__TUNING_MAX_POINTS * 12)
-#define CRNET__TUNING_WIRE_SIZE (4 * CRNET__TUNING_WIRE_PARAM)
+#define CRNET__TUNING_WIRE_SIZE (6 * CRNET__TUNING_WIRE_PARAM)
 
 /* Built-in defaults: see tuning.c for where they come from. */
 #define CRNET__TUNING_DEFAULT_ALPHA 4e-5
 #define CRNET__TUNING_DEFAULT_BETA 1e-9
 #define CRNET__TUNING_DEFAULT_GAMMA 1.5e-10
 #define CRNET__TUNING_DEFAULT_RING_ROUND 1.0
+#define CRNET__TUNING_DEFAULT_SHM_ALPHA 5e-6
+#define CRNET__TUNING_DEFAULT_SHM_BETA 2.5e-10
 
 typedef enum crnet__tuning_param {
   CRNET__TUNING_ALPHA = 0,
   CRNET__TUNING_BETA,
   CRNET__TUNING_GAMMA,
   CRNET__TUNING_RING_ROUND, /* a ring round, in multiples of alpha */
+  /* alpha and beta of a shared-memory link (ranks of one host), for the
+   * host-local phases of the two-level schedules (twolevel.h); the flat
+   * schedules are priced with alpha and beta, the job's slowest links. */
+  CRNET__TUNING_SHM_ALPHA,
+  CRNET__TUNING_SHM_BETA,
   CRNET__TUNING_NPARAMS
 } crnet__tuning_param;
 
@@ -100,8 +109,13 @@ typedef struct crnet__tuning {
   char source[256];
 } crnet__tuning;
 
-/* "alpha", "beta", "gamma", "ring_round". */
+/* "alpha", "beta", "gamma", "ring_round", "shm_alpha", "shm_beta". */
 const char *crnet__tuning_param_name(crnet__tuning_param k);
+
+/* t with shm_alpha and shm_beta (their per-p figures included) in the
+ * places of alpha and beta, into *out: the constants that price a
+ * schedule running on shared-memory links only. */
+void crnet__tuning_for_shm(const crnet__tuning *t, crnet__tuning *out);
 
 /* The built-in defaults, no per-p figures. Never fails. */
 void crnet__tuning_defaults(crnet__tuning *t);

@@ -195,6 +195,11 @@ static const struct schedule schedules[] = {
      false},
     {"linear", BIT(CRNET_COLL_GATHER) | BIT(CRNET_COLL_SCATTER), REORDERS,
      false},
+    /* on one host its layout is one host: a reduce-scatter and an
+     * allgather there (tests/multihost.sh runs it across hosts) */
+    {"two-level",
+     BIT(CRNET_COLL_ALLREDUCE) | BIT(CRNET_COLL_BCAST) | BIT(CRNET_COLL_REDUCE),
+     REORDERS, false},
 };
 #define NSCHEDULES (sizeof schedules / sizeof schedules[0])
 

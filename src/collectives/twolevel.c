@@ -1,0 +1,678 @@
+/* Two-level schedules (see twolevel.h).
+ *
+ * Notation: H hosts, host h with n_h ranks (its members, in rank order,
+ * have local ranks 0 .. n_h-1), n_min and n_max the smallest and largest
+ * n_h, m the vector.
+ *
+ * ALLREDUCE, in three phases:
+ *   1. inside each host, a reduce-scatter: local rank i ends with the
+ *      host's sum of its slice of the vector;
+ *   2. across hosts, for every slice, an allreduce among the ranks that
+ *      hold it, one per host;
+ *   3. inside each host, an allgather of the slices.
+ * With equal hosts (n ranks each) the slices are the n blocks of the
+ * vector, rank i of every host holds slice i, and the n allreduces of
+ * phase 2 run at the same time, each on its own links: every rank sends
+ * m/n across hosts (the whole host sends m), where a flat schedule sends
+ * about 2m from every rank, most of it across hosts.
+ *
+ * Uneven hosts (3 + 5 + 1) need lanes. The vector is cut into L = n_max
+ * lanes (crnet__block_range). On host h, local rank i owns the run of
+ * lanes j with floor(j·n_h/L) = i: runs are contiguous, none is empty
+ * (n_h <= L), and none is longer than ceil(L/n_h). Phase 1's slice of
+ * local rank i is its run; phase 2 does one allreduce per lane j among the
+ * owners of j on every host (sub-rank h: the owner on host h). A rank that
+ * owns several lanes does them one after the other: lane j runs in slot
+ * j mod S, S = ceil(n_max/n_min), and two lanes of one run never share a
+ * slot (a run is at most S lanes long and contiguous). With equal hosts
+ * S = 1 and L = n: the plain case above.
+ *
+ * Rounds. Frames are matched by round index, so each phase starts at the
+ * same round on every rank: phase 1 takes R1 rounds, the most any host's
+ * reduce-scatter takes (plus one local round in place, see below), phase
+ * 2 S·R2 (R2 the cross-host allreduce's rounds), phase 3 R3, and ranks
+ * with less to do have empty rounds. The flat schedules used here
+ * (circulant and ring) give every rank of a call the same number of
+ * rounds (tests/test_twolevel.c checks it), so building sub-rank 0's
+ * schedule tells a phase's length.
+ *
+ * Buffers. Not in place, phase 1 reads SEND and puts the run's sum at its
+ * place in RECV; in place, it reads RECV (which it must not overwrite
+ * while other slices are still read) and puts the sum in TEMP, and one
+ * local round then copies it to its place in RECV. Phases 2 and 3 work in
+ * place in RECV. TEMP: what the flat schedules need, plus the run in place.
+ *
+ * Cost, equal hosts of n ranks, circulant at both levels:
+ *   ceil(log2 n)·(2α_shm) + 2(n-1)/n·m·β_shm    (phases 1 and 3)
+ *   + 2·ceil(log2 H)·α + 2(H-1)/H·(m/n)·β         (phase 2)
+ *   + ((n-1)/n·m + (H-1)/H·m/n)·γ
+ * against the flat circulant's 2·ceil(log2 nH)·α + 2(nH-1)/(nH)·m·β with
+ * every round priced at the slower link.
+ *
+ * BCAST from root r (host h_r): across hosts, a bcast among one leader
+ * per host (the root on h_r, the first member elsewhere); then inside
+ * every host a bcast from its leader. REDUCE to r: inside every host a
+ * reduce to its leader (into TEMP), then across hosts a reduce of the
+ * leaders' partial sums to r. One crossing per host of m bytes, where a
+ * flat schedule crosses hosts in most of its rounds.
+ */
+#include "twolevel.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "crnet.h"
+#include "model.h"
+#include "tuning.h"
+
+/* The layout, from call->host. */
+typedef struct hosts {
+  int32_t H, nmin, nmax;
+  int32_t *first;   /* H+1: host h's members are members[first[h] ..) */
+  int32_t *members; /* p ranks, host by host, in rank order within one */
+  int32_t me_host, me_local;
+} hosts;
+
+static void hosts_free(hosts *h) {
+  free(h->first);
+  free(h->members);
+}
+
+static int hosts_make(const crnet__call *c, hosts *h) {
+  int32_t p = c->p, H = c->host != NULL ? c->nhosts : 1;
+  int32_t *fill;
+  memset(h, 0, sizeof *h);
+  if (p < 1 || c->rank < 0 || c->rank >= p || H < 1 || H > p)
+    return CRNET_EINVAL;
+  h->H = H;
+  h->first = calloc((size_t)H + 1, sizeof *h->first);
+  h->members = malloc((size_t)p * sizeof *h->members);
+  fill = calloc((size_t)H, sizeof *fill);
+  if (h->first == NULL || h->members == NULL || fill == NULL) {
+    free(fill);
+    hosts_free(h);
+    return CRNET_ENOMEM;
+  }
+  for (int32_t r = 0; r < p; r++) {
+    int32_t g = c->host != NULL ? c->host[r] : 0;
+    if (g < 0 || g >= H) {
+      free(fill);
+      hosts_free(h);
+      return CRNET_EINVAL;
+    }
+    h->first[g + 1]++;
+  }
+  h->nmin = p;
+  for (int32_t g = 0; g < H; g++) {
+    int32_t n = h->first[g + 1];
+    if (n == 0) { /* every host named must have a rank */
+      free(fill);
+      hosts_free(h);
+      return CRNET_EINVAL;
+    }
+    h->nmin = n < h->nmin ? n : h->nmin;
+    h->nmax = n > h->nmax ? n : h->nmax;
+    h->first[g + 1] += h->first[g];
+  }
+  for (int32_t r = 0; r < p; r++) {
+    int32_t g = c->host != NULL ? c->host[r] : 0;
+    if (r == c->rank) {
+      h->me_host = g;
+      h->me_local = fill[g];
+    }
+    h->members[h->first[g] + fill[g]++] = r;
+  }
+  free(fill);
+  return 0;
+}
+
+static int32_t host_size(const hosts *h, int32_t g) {
+  return h->first[g + 1] - h->first[g];
+}
+
+/* --- levels --------------------------------------------------------------- */
+
+int crnet__twolevel_level(const crnet__call *sub, bool shm, const char **name,
+                          double *seconds) {
+  static const char *const flat[] = {"circulant", "ring"};
+  crnet__tuning base, own;
+  crnet__call priced = *sub;
+  double best = 0, t;
+  int rc;
+  if (sub->tuning == NULL) {
+    crnet__tuning_defaults(&base);
+    priced.tuning = &base;
+  }
+  if (shm) {
+    crnet__tuning_for_shm(priced.tuning, &own);
+    priced.tuning = &own;
+  }
+  priced.host = NULL;
+  priced.nhosts = 0;
+  *name = flat[0];
+  for (size_t i = 0; i < sizeof flat / sizeof flat[0]; i++) {
+    rc = crnet__auto_price(flat[i], &priced, &t);
+    if (rc < 0)
+      return rc;
+    if (rc == 0 && (i == 0 || t < best)) {
+      best = t;
+      *name = flat[i];
+    }
+  }
+  if (seconds != NULL)
+    *seconds = best;
+  return 0;
+}
+
+/* The rounds of sub's schedule (the same on every sub-rank: see above). */
+static int level_rounds(const char *name, crnet__call sub, uint32_t *rounds) {
+  crnet__schedule s;
+  int rc;
+  sub.rank = 0;
+  rc = crnet__build(name, &sub, &s);
+  if (rc != 0)
+    return rc;
+  *rounds = s.nrounds;
+  crnet__sched_free(&s);
+  return 0;
+}
+
+/* Builds sub-rank sub.rank's schedule of the level and embeds it at round
+ * `at` with map m. */
+static int level_embed(crnet__schedule *out, const char *name,
+                       const crnet__call *sub, const crnet__sched_map *m,
+                       uint32_t at) {
+  crnet__schedule s;
+  int rc;
+  if (out->nrounds > at) /* a phase overran its length: a bug, said here */
+    return CRNET_EINVAL;
+  if ((rc = crnet__build(name, sub, &s)) != 0)
+    return rc;
+  crnet__sched_embed(out, &s, m, at);
+  crnet__sched_free(&s);
+  return 0;
+}
+
+static crnet__sched_map map_of(const int32_t *rank_of, uint8_t send_buf,
+                               uint64_t send_off, uint8_t recv_buf,
+                               uint64_t recv_off, uint64_t temp_off) {
+  crnet__sched_map m;
+  m.rank_of = rank_of;
+  m.buf[CRNET__BUF_SEND] = send_buf;
+  m.off[CRNET__BUF_SEND] = send_off;
+  m.buf[CRNET__BUF_RECV] = recv_buf;
+  m.off[CRNET__BUF_RECV] = recv_off;
+  m.buf[CRNET__BUF_TEMP] = CRNET__BUF_TEMP;
+  m.off[CRNET__BUF_TEMP] = temp_off;
+  return m;
+}
+
+/* A call of the same kind as `call` for a subgroup of p ranks. */
+static crnet__call sub_call(const crnet__call *call, crnet_collective coll,
+                            int32_t p, int32_t rank) {
+  crnet__call s;
+  memset(&s, 0, sizeof s);
+  s.coll = coll;
+  s.p = p;
+  s.rank = rank;
+  s.commutative = call->commutative;
+  s.esize = call->esize;
+  s.tuning = call->tuning;
+  return s;
+}
+
+/* --- allreduce ------------------------------------------------------------ */
+
+typedef struct lanes {
+  int32_t L, S;
+  uint64_t count;
+} lanes;
+
+static uint64_t lane_off(const lanes *ln, int32_t j) {
+  uint64_t off, n;
+  if (j >= ln->L)
+    return ln->count;
+  crnet__block_range(ln->count, ln->L, j, &off, &n);
+  return off;
+}
+
+/* The run of local rank i of a host of n ranks: lanes [*j0, *j1). */
+static void run_of(const lanes *ln, int32_t n, int32_t i, int32_t *j0,
+                   int32_t *j1) {
+  *j0 = (int32_t)(((int64_t)i * ln->L + n - 1) / n);
+  *j1 = (int32_t)(((int64_t)(i + 1) * ln->L + n - 1) / n);
+}
+
+/* counts[0..n): the elements of each local rank's run on a host of n. */
+static void run_counts(const lanes *ln, int32_t n, uint64_t *counts) {
+  for (int32_t i = 0; i < n; i++) {
+    int32_t j0, j1;
+    run_of(ln, n, i, &j0, &j1);
+    counts[i] = lane_off(ln, j1) - lane_off(ln, j0);
+  }
+}
+
+/* The three phases' lengths (see the top of the file). */
+static int allreduce_lengths(const crnet__call *call, const hosts *h,
+                             const lanes *ln, uint64_t *counts,
+                             uint32_t len[3]) {
+  int rc;
+  memset(len, 0, 3 * sizeof *len);
+  for (int32_t g = 0; g < h->H; g++) {
+    int32_t n = host_size(h, g);
+    const char *name;
+    uint32_t r;
+    bool seen = false;
+    for (int32_t e = 0; e < g && !seen; e++)
+      seen = host_size(h, e) == n;
+    if (seen)
+      continue;
+    run_counts(ln, n, counts);
+    for (int phase = 0; phase < 3; phase += 2) {
+      crnet__call sub = sub_call(call, phase == 0 ? CRNET_COLL_REDUCE_SCATTER
+                                                  : CRNET_COLL_ALLGATHER,
+                                 n, 0);
+      sub.counts = counts;
+      sub.in_place = phase == 2;
+      if ((rc = crnet__twolevel_level(&sub, true, &name, NULL)) != 0 ||
+          (rc = level_rounds(name, sub, &r)) != 0)
+        return rc;
+      len[phase] = r > len[phase] ? r : len[phase];
+    }
+  }
+  if (call->in_place)
+    len[0]++; /* the local round that moves the run's sum into place */
+  /* Lanes have two sizes at most: the first's and the last's. */
+  for (int32_t j = 0; j < ln->L; j += ln->L > 1 ? ln->L - 1 : 1) {
+    crnet__call sub = sub_call(call, CRNET_COLL_ALLREDUCE, h->H, 0);
+    const char *name;
+    uint32_t r;
+    sub.count = lane_off(ln, j + 1) - lane_off(ln, j);
+    sub.in_place = true;
+    if ((rc = crnet__twolevel_level(&sub, false, &name, NULL)) != 0 ||
+        (rc = level_rounds(name, sub, &r)) != 0)
+      return rc;
+    len[1] = r > len[1] ? r : len[1];
+  }
+  return 0;
+}
+
+static int allreduce_phases(crnet__schedule *out, const crnet__call *call,
+                            const hosts *h, const lanes *ln, uint64_t *counts,
+                            int32_t *lane_ranks) {
+  int32_t n = host_size(h, h->me_host), i = h->me_local, j0, j1;
+  const int32_t *mine = h->members + h->first[h->me_host];
+  uint64_t at_home; /* where the run starts in RECV */
+  uint32_t len[3];
+  const char *name;
+  crnet__sched_map m;
+  crnet__call sub;
+  int rc = allreduce_lengths(call, h, ln, counts, len);
+  if (rc != 0)
+    return rc;
+  run_counts(ln, n, counts);
+  run_of(ln, n, i, &j0, &j1);
+  at_home = lane_off(ln, j0);
+
+  /* 1: reduce-scatter inside the host. */
+  sub = sub_call(call, CRNET_COLL_REDUCE_SCATTER, n, i);
+  sub.counts = counts;
+  if ((rc = crnet__twolevel_level(&sub, true, &name, NULL)) != 0)
+    return rc;
+  if (call->in_place)
+    m = map_of(mine, CRNET__BUF_RECV, 0, CRNET__BUF_TEMP, 0, counts[i]);
+  else
+    m = map_of(mine, CRNET__BUF_SEND, 0, CRNET__BUF_RECV, at_home, 0);
+  if ((rc = level_embed(out, name, &sub, &m, 0)) != 0)
+    return rc;
+  if (call->in_place) {
+    crnet__sched_pad(out, len[0] - 1);
+    crnet__sched_round(out);
+    crnet__sched_copy(out, crnet__seg_make(CRNET__BUF_TEMP, 0, counts[i]),
+                      crnet__seg_make(CRNET__BUF_RECV, at_home, counts[i]));
+  }
+
+  /* 2: across hosts, lane by lane, slot by slot. */
+  for (int32_t slot = 0; slot < ln->S; slot++)
+    for (int32_t j = j0; j < j1; j++) {
+      uint64_t off = lane_off(ln, j);
+      if (j % ln->S != slot)
+        continue;
+      for (int32_t g = 0; g < h->H; g++)
+        lane_ranks[g] = h->members[h->first[g] +
+                                   (int32_t)((int64_t)j * host_size(h, g) /
+                                             ln->L)];
+      sub = sub_call(call, CRNET_COLL_ALLREDUCE, h->H, h->me_host);
+      sub.count = lane_off(ln, j + 1) - off;
+      sub.in_place = true;
+      if ((rc = crnet__twolevel_level(&sub, false, &name, NULL)) != 0)
+        return rc;
+      m = map_of(lane_ranks, CRNET__BUF_RECV, off, CRNET__BUF_RECV, off, 0);
+      rc = level_embed(out, name, &sub, &m, len[0] + (uint32_t)slot * len[1]);
+      if (rc != 0)
+        return rc;
+    }
+
+  /* 3: allgather inside the host. */
+  sub = sub_call(call, CRNET_COLL_ALLGATHER, n, i);
+  sub.counts = counts;
+  sub.in_place = true;
+  if ((rc = crnet__twolevel_level(&sub, true, &name, NULL)) != 0)
+    return rc;
+  m = map_of(mine, CRNET__BUF_RECV, 0, CRNET__BUF_RECV, 0, 0);
+  return level_embed(out, name, &sub, &m,
+                     len[0] + (uint32_t)ln->S * len[1]);
+}
+
+int crnet__twolevel_allreduce(crnet__schedule *out, const crnet__call *call) {
+  hosts h;
+  lanes ln;
+  uint64_t *counts;
+  int32_t *lane_ranks;
+  int rc = hosts_make(call, &h);
+  if (rc != 0)
+    return rc;
+  ln.L = h.nmax;
+  ln.S = (h.nmax + h.nmin - 1) / h.nmin;
+  ln.count = call->count;
+  counts = malloc((size_t)h.nmax * sizeof *counts);
+  lane_ranks = malloc((size_t)h.H * sizeof *lane_ranks);
+  crnet__sched_init(out, call->p, call->rank);
+  rc = counts == NULL || lane_ranks == NULL
+           ? CRNET_ENOMEM
+           : allreduce_phases(out, call, &h, &ln, counts, lane_ranks);
+  free(counts);
+  free(lane_ranks);
+  hosts_free(&h);
+  if (rc != 0) {
+    crnet__sched_free(out);
+    return rc;
+  }
+  return crnet__sched_finish(out);
+}
+
+/* --- bcast and reduce ----------------------------------------------------- */
+
+static int32_t root_host(const crnet__call *c) {
+  return c->host != NULL ? c->host[c->root] : 0;
+}
+
+/* Host g's leader, as a local rank: the root on the root's host, else the
+ * first member. */
+static int32_t leader_local(const hosts *h, int32_t g, const crnet__call *c) {
+  if (g == root_host(c))
+    for (int32_t i = 0; i < host_size(h, g); i++)
+      if (h->members[h->first[g] + i] == c->root)
+        return i;
+  return 0;
+}
+
+/* The most rounds the host-local level of a rooted call takes on any host
+ * (it is followed by the other level, which must start at one round). */
+static int rooted_local_rounds(const crnet__call *call, const hosts *h,
+                               uint32_t *rounds) {
+  *rounds = 0;
+  for (int32_t g = 0; g < h->H; g++) {
+    crnet__call sub = sub_call(call, call->coll, host_size(h, g), 0);
+    const char *name;
+    uint32_t r;
+    int rc;
+    sub.count = call->count;
+    if ((rc = crnet__twolevel_level(&sub, true, &name, NULL)) != 0 ||
+        (rc = level_rounds(name, sub, &r)) != 0)
+      return rc;
+    *rounds = r > *rounds ? r : *rounds;
+  }
+  return 0;
+}
+
+static int rooted_phases(crnet__schedule *out, const crnet__call *call,
+                         const hosts *h, int32_t *leaders) {
+  int32_t g = h->me_host, n = host_size(h, g), i = h->me_local;
+  const int32_t *mine = h->members + h->first[g];
+  bool leader = i == leader_local(h, g, call);
+  bool is_root = call->rank == call->root;
+  uint64_t m = call->count;
+  crnet__call local = sub_call(call, call->coll, n, i);
+  crnet__call cross = sub_call(call, call->coll, h->H, g);
+  const char *local_name, *cross_name;
+  crnet__sched_map map;
+  uint32_t first_len;
+  int rc;
+  for (int32_t e = 0; e < h->H; e++)
+    leaders[e] = h->members[h->first[e] + leader_local(h, e, call)];
+  local.count = cross.count = m;
+  local.root = leader_local(h, g, call);
+  cross.root = root_host(call);
+  if ((rc = crnet__twolevel_level(&local, true, &local_name, NULL)) != 0 ||
+      (rc = crnet__twolevel_level(&cross, false, &cross_name, NULL)) != 0)
+    return rc;
+  if (call->coll == CRNET_COLL_BCAST) {
+    /* Across hosts among the leaders, then inside each host. */
+    if ((rc = level_rounds(cross_name, cross, &first_len)) != 0)
+      return rc;
+    map = map_of(leaders, CRNET__BUF_RECV, 0, CRNET__BUF_RECV, 0, 0);
+    if (leader && (rc = level_embed(out, cross_name, &cross, &map, 0)) != 0)
+      return rc;
+    map = map_of(mine, CRNET__BUF_RECV, 0, CRNET__BUF_RECV, 0, 0);
+    return level_embed(out, local_name, &local, &map, first_len);
+  }
+  /* REDUCE: inside each host to its leader, into TEMP[0, m); then across
+   * hosts among the leaders, from there to the root's RECV. */
+  if ((rc = rooted_local_rounds(call, h, &first_len)) != 0)
+    return rc;
+  map = map_of(mine, is_root && call->in_place ? CRNET__BUF_RECV
+                                               : CRNET__BUF_SEND,
+               0, CRNET__BUF_TEMP, 0, m);
+  if ((rc = level_embed(out, local_name, &local, &map, 0)) != 0)
+    return rc;
+  if (!leader)
+    return 0;
+  map = map_of(leaders, CRNET__BUF_TEMP, 0,
+               is_root ? CRNET__BUF_RECV : CRNET__BUF_TEMP, is_root ? 0 : m,
+               2 * m);
+  return level_embed(out, cross_name, &cross, &map, first_len);
+}
+
+static int twolevel_rooted(crnet__schedule *out, const crnet__call *call) {
+  hosts h;
+  int32_t *leaders;
+  int rc;
+  if (call->root < 0 || call->root >= call->p)
+    return CRNET_EINVAL;
+  if ((rc = hosts_make(call, &h)) != 0)
+    return rc;
+  leaders = malloc((size_t)h.H * sizeof *leaders);
+  crnet__sched_init(out, call->p, call->rank);
+  rc = leaders == NULL ? CRNET_ENOMEM : rooted_phases(out, call, &h, leaders);
+  free(leaders);
+  hosts_free(&h);
+  if (rc != 0) {
+    crnet__sched_free(out);
+    return rc;
+  }
+  return crnet__sched_finish(out);
+}
+
+int crnet__twolevel_bcast(crnet__schedule *out, const crnet__call *call) {
+  return twolevel_rooted(out, call);
+}
+
+int crnet__twolevel_reduce(crnet__schedule *out, const crnet__call *call) {
+  return twolevel_rooted(out, call);
+}
+
+/* --- price ---------------------------------------------------------------- */
+
+static int level_price(const crnet__call *sub, bool shm, double *seconds) {
+  const char *name;
+  return crnet__twolevel_level(sub, shm, &name, seconds);
+}
+
+static int allreduce_price(const crnet__call *call, const hosts *h,
+                           double *seconds) {
+  lanes ln = {h->nmax, (h->nmax + h->nmin - 1) / h->nmin, call->count};
+  uint64_t *counts = malloc((size_t)h->nmax * sizeof *counts);
+  double local[2] = {0, 0}, cross = 0, t;
+  int rc = 0;
+  if (counts == NULL)
+    return CRNET_ENOMEM;
+  for (int32_t g = 0; g < h->H && rc == 0; g++) {
+    int32_t n = host_size(h, g);
+    run_counts(&ln, n, counts);
+    for (int k = 0; k < 2 && rc == 0; k++) {
+      crnet__call sub = sub_call(call, k == 0 ? CRNET_COLL_REDUCE_SCATTER
+                                              : CRNET_COLL_ALLGATHER,
+                                 n, 0);
+      sub.counts = counts;
+      sub.in_place = k == 1;
+      if ((rc = level_price(&sub, true, &t)) == 0 && t > local[k])
+        local[k] = t;
+    }
+  }
+  free(counts);
+  if (rc == 0) {
+    crnet__call sub = sub_call(call, CRNET_COLL_ALLREDUCE, h->H, 0);
+    sub.count = lane_off(&ln, 1);
+    sub.in_place = true;
+    rc = level_price(&sub, false, &cross);
+  }
+  *seconds = local[0] + (double)ln.S * cross + local[1];
+  return rc;
+}
+
+static int rooted_price(const crnet__call *call, const hosts *h,
+                        double *seconds) {
+  crnet__call cross = sub_call(call, call->coll, h->H, 0);
+  double local = 0, t;
+  int rc;
+  cross.count = call->count;
+  if ((rc = level_price(&cross, false, seconds)) != 0)
+    return rc;
+  for (int32_t g = 0; g < h->H; g++) {
+    crnet__call sub = sub_call(call, call->coll, host_size(h, g), 0);
+    sub.count = call->count;
+    if ((rc = level_price(&sub, true, &t)) != 0)
+      return rc;
+    local = t > local ? t : local;
+  }
+  *seconds += local;
+  return 0;
+}
+
+int crnet__twolevel_price(const crnet__call *call, double *seconds) {
+  hosts h;
+  int rc;
+  if (call->host == NULL || call->nhosts < 2 || call->nhosts >= call->p ||
+      !call->commutative)
+    return 1;
+  if ((rc = hosts_make(call, &h)) != 0)
+    return rc == CRNET_ENOMEM ? rc : 1;
+  switch (call->coll) {
+  case CRNET_COLL_ALLREDUCE:
+    rc = allreduce_price(call, &h, seconds);
+    break;
+  case CRNET_COLL_BCAST:
+  case CRNET_COLL_REDUCE:
+    rc = rooted_price(call, &h, seconds);
+    break;
+  default:
+    rc = 1;
+    break;
+  }
+  hosts_free(&h);
+  return rc;
+}
+
+/* --- describe ------------------------------------------------------------- */
+
+static int describe_allreduce(const crnet__call *call, const hosts *h,
+                              char *buf, size_t n) {
+  lanes ln = {h->nmax, (h->nmax + h->nmin - 1) / h->nmin, call->count};
+  int32_t size = host_size(h, h->me_host), j0, j1;
+  uint64_t *counts = malloc((size_t)h->nmax * sizeof *counts);
+  const char *names[3];
+  uint32_t len[3];
+  int rc;
+  if (counts == NULL)
+    return CRNET_ENOMEM;
+  rc = allreduce_lengths(call, h, &ln, counts, len);
+  run_counts(&ln, size, counts);
+  run_of(&ln, size, h->me_local, &j0, &j1);
+  for (int k = 0; k < 3 && rc == 0; k++) {
+    crnet__call sub =
+        sub_call(call,
+                 k == 0   ? CRNET_COLL_REDUCE_SCATTER
+                 : k == 1 ? CRNET_COLL_ALLREDUCE
+                          : CRNET_COLL_ALLGATHER,
+                 k == 1 ? h->H : size, 0);
+    sub.counts = counts;
+    sub.count = lane_off(&ln, j0 + 1) - lane_off(&ln, j0);
+    sub.in_place = k > 0;
+    rc = crnet__twolevel_level(&sub, k != 1, &names[k], NULL);
+  }
+  if (rc == 0)
+    snprintf(buf, n,
+             "host %d of %d (%d rank%s; this rank is its rank %d): rounds "
+             "0-%u reduce-scatter inside the host (%s); rounds %u-%u "
+             "allreduce across hosts (%s), lanes %d-%d of %d in slots of "
+             "%u rounds; rounds %u-%u allgather inside the host (%s)",
+             (int)h->me_host, (int)h->H, (int)size, size == 1 ? "" : "s",
+             (int)h->me_local, len[0] - 1, names[0], len[0], len[0] + ln.S * len[1] - 1,
+             names[1], (int)j0, (int)j1 - 1, (int)ln.L, len[1],
+             len[0] + ln.S * len[1],
+             len[0] + ln.S * len[1] + len[2] - 1, names[2]);
+  free(counts);
+  return rc;
+}
+
+static int describe_rooted(const crnet__call *call, const hosts *h, char *buf,
+                           size_t n) {
+  int32_t g = h->me_host, size = host_size(h, g);
+  crnet__call local = sub_call(call, call->coll, size, 0);
+  crnet__call cross = sub_call(call, call->coll, h->H, 0);
+  const char *local_name, *cross_name, *what = crnet_collective_name(call->coll);
+  uint32_t first;
+  int rc;
+  local.count = cross.count = call->count;
+  if ((rc = crnet__twolevel_level(&local, true, &local_name, NULL)) != 0 ||
+      (rc = crnet__twolevel_level(&cross, false, &cross_name, NULL)) != 0)
+    return rc;
+  if (call->coll == CRNET_COLL_BCAST)
+    rc = level_rounds(cross_name, cross, &first);
+  else
+    rc = rooted_local_rounds(call, h, &first);
+  if (rc != 0)
+    return rc;
+  snprintf(buf, n,
+           "host %d of %d (%d rank%s; this rank is its rank %d, the leader "
+           "its rank %d): from round 0 %s %s (%s), from round %u %s %s (%s)",
+           (int)g, (int)h->H, (int)size, size == 1 ? "" : "s",
+           (int)h->me_local, (int)leader_local(h, g, call), what,
+           call->coll == CRNET_COLL_BCAST ? "across hosts among the leaders"
+                                          : "inside the host to its leader",
+           call->coll == CRNET_COLL_BCAST ? cross_name : local_name, first,
+           what,
+           call->coll == CRNET_COLL_BCAST ? "inside the host from its leader"
+                                          : "across hosts among the leaders",
+           call->coll == CRNET_COLL_BCAST ? local_name : cross_name);
+  return 0;
+}
+
+int crnet__twolevel_describe(const crnet__call *call, char *buf, size_t n) {
+  hosts h;
+  int rc;
+  if (call->coll != CRNET_COLL_ALLREDUCE && call->coll != CRNET_COLL_BCAST &&
+      call->coll != CRNET_COLL_REDUCE)
+    return CRNET_EINVAL;
+  if (call->coll != CRNET_COLL_ALLREDUCE &&
+      (call->root < 0 || call->root >= call->p))
+    return CRNET_EINVAL;
+  if ((rc = hosts_make(call, &h)) != 0)
+    return rc;
+  rc = call->coll == CRNET_COLL_ALLREDUCE ? describe_allreduce(call, &h, buf, n)
+                                           : describe_rooted(call, &h, buf, n);
+  hosts_free(&h);
+  return rc;
+}

@@ -1,0 +1,339 @@
+/* Simulator tests for the two-level schedules (src/collectives/twolevel.c):
+ * allreduce, bcast and reduce over many host layouts (even and uneven
+ * hosts, ranks placed host by host, round-robin and at random), counts
+ * from 0 up, in place or not, every root, with the built-in constants and
+ * with constants under which the ring runs a level; each run in the
+ * in-memory simulator and compared exactly with a serial reference.
+ *
+ * Also: the property the two-level builders rely on (circulant and ring
+ * give every rank of a call the same number of rounds), and what auto does
+ * with a layout.
+ */
+#include <check.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "crnet.h"
+#include "schedule.h"
+#include "select.h"
+#include "sim.h"
+#include "tuning.h"
+#include "twolevel.h"
+
+#define EXPECT(cond, ...)                                                      \
+  do {                                                                         \
+    if (!(cond))                                                               \
+      ck_abort_msg(__VA_ARGS__);                                               \
+  } while (0)
+
+static uint64_t op_sum(uint64_t l, uint64_t r) { return l + r; }
+
+static uint64_t mix(uint64_t x) {
+  x += UINT64_C(0x9e3779b97f4a7c15);
+  x = (x ^ (x >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+  x = (x ^ (x >> 27)) * UINT64_C(0x94d049bb133111eb);
+  return x ^ (x >> 31);
+}
+
+static uint64_t value(int32_t rank, uint64_t e) {
+  return mix((uint64_t)rank << 40 ^ e ^ UINT64_C(0x7e0));
+}
+
+/* Host sizes of the layouts, 0-terminated. */
+static const int32_t layouts[][6] = {
+    {1},       {2},       {5},       {1, 1},    {2, 2},    {1, 3},
+    {3, 1},    {3, 5, 1}, {4, 4},    {2, 7},    {7, 2},    {5, 1, 1},
+    {3, 3, 3}, {1, 1, 1, 1}, {2, 2, 2, 2}, {6, 1, 6}, {4, 4, 4, 4},
+    {8, 8},    {3, 4, 5}, {2, 3, 2, 3, 2}};
+#define NLAYOUTS (sizeof layouts / sizeof layouts[0])
+
+enum placement { BY_HOST, ROUND_ROBIN, SHUFFLED, NPLACEMENTS };
+static const char *placement_name[] = {"by host", "round-robin", "shuffled"};
+
+/* host[0..p) for the layout and placement; returns p and *H. */
+static int32_t place(const int32_t *sizes, enum placement how, int32_t *host,
+                     int32_t *H, uint64_t seed) {
+  int32_t p = 0, left[6];
+  *H = 0;
+  for (int32_t g = 0; g < 6 && sizes[g] > 0; g++) {
+    left[g] = sizes[g];
+    p += sizes[g];
+    (*H)++;
+  }
+  if (how == ROUND_ROBIN) {
+    for (int32_t r = 0, g = 0; r < p; g = (g + 1) % *H)
+      if (left[g] > 0) {
+        left[g]--;
+        host[r++] = g;
+      }
+    return p;
+  }
+  for (int32_t g = 0, r = 0; g < *H; g++)
+    for (int32_t i = 0; i < sizes[g]; i++)
+      host[r++] = g;
+  if (how == SHUFFLED)
+    for (int32_t r = p - 1; r > 0; r--) {
+      int32_t o = (int32_t)((seed = mix(seed)) % (uint64_t)(r + 1)), t = host[r];
+      host[r] = host[o];
+      host[o] = t;
+    }
+  return p;
+}
+
+static void run(crnet_collective coll, const int32_t *host, int32_t H,
+                int32_t p, uint64_t m, bool in_place, int32_t root,
+                const crnet__tuning *tuning, const char *layout) {
+  char what[256];
+  crnet__schedule *sc = calloc((size_t)p, sizeof *sc);
+  crnet__sim_rank *rk = calloc((size_t)p, sizeof *rk);
+  uint64_t *ref = malloc((m ? m : 1) * sizeof *ref);
+  char err[512] = "";
+  int rc;
+  snprintf(what, sizeof what, "two-level %s, %s, count %llu%s, root %d",
+           crnet_collective_name(coll), layout, (unsigned long long)m,
+           in_place ? ", in place" : "", (int)root);
+  EXPECT(sc && rk && ref, "out of memory");
+  for (int32_t r = 0; r < p; r++) {
+    crnet__call call = {.coll = coll, .p = p, .rank = r, .count = m,
+                        .root = root, .in_place = in_place,
+                        .commutative = true, .esize = 8, .host = host,
+                        .nhosts = H, .tuning = tuning};
+    rc = crnet__build("two-level", &call, &sc[r]);
+    EXPECT(rc == 0, "%s: build rank %d: %d", what, r, rc);
+  }
+  for (int32_t r = 0; r < p; r++) {
+    crnet__sim_rank *q = &rk[r];
+    bool bcast = coll == CRNET_COLL_BCAST;
+    uint64_t sn = bcast ? 0 : m;
+    uint64_t rn = coll == CRNET_COLL_REDUCE && r != root && !in_place ? 0 : m;
+    uint64_t *snd = malloc((sn ? sn : 1) * sizeof *snd);
+    uint64_t *rcv = malloc((rn ? rn : 1) * sizeof *rcv);
+    EXPECT(snd && rcv, "out of memory");
+    for (uint64_t e = 0; e < rn; e++)
+      rcv[e] = UINT64_C(0xdeadbeefdeadbeef);
+    for (uint64_t e = 0; e < sn; e++)
+      snd[e] = value(r, e);
+    q->init_off = 0;
+    q->init_count = 0;
+    if (in_place && !bcast) {
+      memcpy(rcv, snd, sn * sizeof *snd);
+      q->init_count = sn;
+    }
+    if (bcast && r == root) {
+      for (uint64_t e = 0; e < m; e++)
+        rcv[e] = value(r, e);
+      q->init_count = m;
+    }
+    q->sched = &sc[r];
+    q->send = snd;
+    q->send_count = sn;
+    q->recv = rcv;
+    q->recv_count = rn;
+  }
+  rc = crnet__sim_run(rk, p, in_place, false, op_sum, err, sizeof err);
+  EXPECT(rc == 0, "%s: %s", what, err);
+  for (uint64_t e = 0; e < m; e++) {
+    uint64_t v = 0;
+    if (coll == CRNET_COLL_BCAST)
+      v = value(root, e);
+    else
+      for (int32_t x = 0; x < p; x++)
+        v += value(x, e);
+    ref[e] = v;
+  }
+  for (int32_t r = 0; r < p; r++) {
+    if (coll == CRNET_COLL_REDUCE && r != root)
+      continue;
+    for (uint64_t e = 0; e < m; e++)
+      EXPECT(rk[r].recv[e] == ref[e], "%s: rank %d element %llu", what, r,
+             (unsigned long long)e);
+  }
+  for (int32_t r = 0; r < p; r++) {
+    crnet__sched_free(&sc[r]);
+    free((void *)rk[r].send);
+    free(rk[r].recv);
+  }
+  free(sc);
+  free(rk);
+  free(ref);
+}
+
+static const uint64_t counts[] = {0, 1, 2, 3, 5, 8, 17, 64, 301};
+#define NCOUNTS (sizeof counts / sizeof counts[0])
+
+static void every_layout(crnet_collective coll, const crnet__tuning *tuning) {
+  int32_t host[64], H;
+  for (size_t l = 0; l < NLAYOUTS; l++)
+    for (int how = 0; how < NPLACEMENTS; how++) {
+      int32_t p = place(layouts[l], (enum placement)how, host, &H, l * 7 + 1);
+      char layout[96];
+      int used = 0;
+      for (int32_t g = 0; g < H; g++)
+        used += snprintf(layout + used, sizeof layout - (size_t)used, "%s%d",
+                         g ? "+" : "", (int)layouts[l][g]);
+      snprintf(layout + used, sizeof layout - (size_t)used, " %s",
+               placement_name[how]);
+      for (size_t c = 0; c < NCOUNTS; c++)
+        for (int ip = 0; ip < 2; ip++) {
+          if (coll == CRNET_COLL_ALLREDUCE) {
+            run(coll, host, H, p, counts[c], ip, 0, tuning, layout);
+            continue;
+          }
+          if (coll == CRNET_COLL_BCAST && ip)
+            continue; /* a bcast has no in place */
+          for (int32_t root = 0; root < p; root++)
+            run(coll, host, H, p, counts[c], ip, root, tuning, layout);
+        }
+    }
+}
+
+/* ring_round 0.1: rounds of the ring are cheap, so small levels take the
+ * ring rather than the circulant. */
+static void ring_tuning(crnet__tuning *t) {
+  crnet__tuning_defaults(t);
+  t->base[CRNET__TUNING_RING_ROUND] = 0.1;
+}
+
+START_TEST(test_allreduce) {
+  crnet__tuning t;
+  every_layout(CRNET_COLL_ALLREDUCE, NULL);
+  ring_tuning(&t);
+  every_layout(CRNET_COLL_ALLREDUCE, &t);
+}
+END_TEST
+
+START_TEST(test_bcast) {
+  crnet__tuning t;
+  every_layout(CRNET_COLL_BCAST, NULL);
+  ring_tuning(&t);
+  every_layout(CRNET_COLL_BCAST, &t);
+}
+END_TEST
+
+START_TEST(test_reduce) {
+  crnet__tuning t;
+  every_layout(CRNET_COLL_REDUCE, NULL);
+  ring_tuning(&t);
+  every_layout(CRNET_COLL_REDUCE, &t);
+}
+END_TEST
+
+/* The levels' flat schedules give every rank of a call the same number of
+ * rounds, for any root and any block sizes: the two-level builders take a
+ * phase's length from sub-rank 0's schedule. */
+START_TEST(test_levels_have_uniform_rounds) {
+  static const char *const names[] = {"circulant", "ring"};
+  static const crnet_collective colls[] = {
+      CRNET_COLL_ALLREDUCE, CRNET_COLL_REDUCE_SCATTER, CRNET_COLL_ALLGATHER,
+      CRNET_COLL_BCAST, CRNET_COLL_REDUCE};
+  uint64_t blocks[40];
+  for (size_t n = 0; n < 2; n++)
+    for (size_t c = 0; c < 5; c++)
+      for (int32_t p = 1; p <= 40; p++)
+        for (uint64_t m = 0; m < 70; m += m < 10 ? 1 : 13)
+          for (int ip = 0; ip < 2; ip++)
+            for (int32_t root = 0; root < p; root += p > 4 ? p / 3 : 1) {
+              uint32_t first = 0;
+              for (int32_t b = 0; b < p; b++)
+                blocks[b] = (m + (uint64_t)b) % 5;
+              for (int32_t r = 0; r < p; r++) {
+                crnet__call call = {.coll = colls[c], .p = p, .rank = r,
+                                    .count = m, .counts = blocks,
+                                    .root = root, .in_place = ip,
+                                    .commutative = true, .esize = 8};
+                crnet__schedule s;
+                EXPECT(crnet__build(names[n], &call, &s) == 0, "build");
+                if (r == 0)
+                  first = s.nrounds;
+                EXPECT(s.nrounds == first,
+                       "%s %s p=%d count=%llu root=%d: rank 0 has %u rounds, "
+                       "rank %d %u",
+                       names[n], crnet_collective_name(colls[c]), (int)p,
+                       (unsigned long long)m, (int)root, first, (int)r,
+                       s.nrounds);
+                crnet__sched_free(&s);
+              }
+            }
+}
+END_TEST
+
+START_TEST(test_auto_and_select) {
+  int32_t host[16];
+  crnet__call call = {.coll = CRNET_COLL_ALLREDUCE, .p = 16, .rank = 3,
+                      .count = 4 << 20, .commutative = true, .esize = 4,
+                      .host = host, .nhosts = 2};
+  const char *name;
+  uint32_t id;
+  double t;
+  char why[300];
+  for (int r = 0; r < 16; r++)
+    host[r] = r / 8;
+  /* Two hosts of 8, 16 MiB: the crossing carries a sixteenth of what the
+   * flat schedules send across, and auto sees it. */
+  ck_assert_int_eq(crnet__auto_choose(&call, &name, &t), 0);
+  ck_assert_str_eq(name, "two-level");
+  /* One host, or one rank per host: nothing to gain, never priced. */
+  call.nhosts = 1;
+  for (int r = 0; r < 16; r++)
+    host[r] = 0;
+  ck_assert_int_eq(crnet__twolevel_price(&call, &t), 1);
+  call.nhosts = 16;
+  for (int r = 0; r < 16; r++)
+    host[r] = r;
+  ck_assert_int_eq(crnet__twolevel_price(&call, &t), 1);
+  call.host = NULL;
+  ck_assert_int_eq(crnet__twolevel_price(&call, &t), 1);
+  ck_assert_int_eq(crnet__auto_choose(&call, &name, &t), 0);
+  ck_assert_str_ne(name, "two-level");
+  /* Chosen by name it still runs without a layout (one host). */
+  ck_assert_int_eq(
+      crnet__select("two-level", &call, &name, &id, why, sizeof why), 0);
+  /* Not for non-commutative operators, nor for what it cannot do. */
+  call.commutative = false;
+  ck_assert_int_eq(
+      crnet__select("two-level", &call, &name, &id, why, sizeof why),
+      CRNET_EUNSUPPORTED);
+  ck_assert_ptr_nonnull(strstr(why, "rank order"));
+  call.commutative = true;
+  call.coll = CRNET_COLL_ALLTOALL;
+  ck_assert_int_eq(
+      crnet__select("two-level", &call, &name, &id, why, sizeof why),
+      CRNET_EUNSUPPORTED);
+  /* A layout naming a host without ranks is refused. */
+  {
+    crnet__schedule s;
+    call.coll = CRNET_COLL_ALLREDUCE;
+    call.host = host;
+    call.nhosts = 17;
+    ck_assert_int_eq(crnet__build("two-level", &call, &s), CRNET_EINVAL);
+    host[5] = 40;
+    call.nhosts = 16;
+    ck_assert_int_eq(crnet__build("two-level", &call, &s), CRNET_EINVAL);
+  }
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("sim-twolevel");
+  TCase *tc = tcase_create("twolevel");
+  tcase_set_timeout(tc, 600);
+  tcase_add_test(tc, test_allreduce);
+  tcase_add_test(tc, test_bcast);
+  tcase_add_test(tc, test_reduce);
+  tcase_add_test(tc, test_levels_have_uniform_rounds);
+  tcase_add_test(tc, test_auto_and_select);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) {
+  SRunner *sr = srunner_create(suite());
+  int failed;
+  srunner_run_all(sr, CK_NORMAL);
+  failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -548,18 +548,27 @@ static int usable_cores(void) {
   return 1;
 }
 
-/* Decides the wait strategy once the table is known: ranks that share this
- * host (by host name, which network namespaces and several addresses of one
- * machine share too) compete for its cores (CRNET_HOST_CPUS when crlaunch
- * bound the ranks, else this process's). Polling before sleeping only
- * helps while each of them has a core; beyond that a polling rank steals
- * the core its peer needs to answer. */
+/* Decides the wait strategy once the table is known: ranks that run on
+ * this kernel (by its boot id: network namespaces and containers of one
+ * machine share its cores, whatever their host names; by host name where
+ * the boot id is unknown) compete for its cores (CRNET_HOST_CPUS when
+ * crlaunch bound the ranks, else this process's). Polling before sleeping
+ * only helps while each of them has a core; beyond that a polling rank
+ * steals the core its peer needs to answer. */
+static bool same_machine(const crnet__rdv_entry *a, const crnet__rdv_entry *b) {
+  static const uint8_t unknown[16];
+  if (memcmp(a->node, unknown, sizeof unknown) != 0 &&
+      memcmp(b->node, unknown, sizeof unknown) != 0)
+    return crnet__rdv_same_kernel(a, b);
+  return strcmp(a->host, b->host) == 0;
+}
+
 static void wait_plan(crnet_comm *c, const crnet__settings *s) {
-  const char *me = c->w->table != NULL ? c->w->table[c->rank].host : "";
+  const crnet__rdv_entry *t = c->w->table;
   int local_ranks = 1; /* this one included */
   int host_cpus = s->host_cpus > 0 ? s->host_cpus : usable_cores();
-  for (int r = 0; r < c->size && c->w->table != NULL; r++)
-    if (r != c->rank && strcmp(c->w->table[r].host, me) == 0)
+  for (int r = 0; r < c->size && t != NULL; r++)
+    if (r != c->rank && same_machine(&t[r], &t[c->rank]))
       local_ranks++;
   bool own_cores = local_ranks <= host_cpus;
   c->w->spin_yield = !own_cores;

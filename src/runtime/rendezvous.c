@@ -125,6 +125,13 @@ bool crnet__rdv_same_node(const crnet__rdv_entry *a,
          memcmp(a->node, b->node, sizeof unknown) == 0;
 }
 
+bool crnet__rdv_same_kernel(const crnet__rdv_entry *a,
+                            const crnet__rdv_entry *b) {
+  static const uint8_t unknown[16];
+  return memcmp(a->node, unknown, sizeof unknown) != 0 &&
+         memcmp(a->node, b->node, sizeof unknown) == 0;
+}
+
 void crnet__rdv_options_encode(const crnet__rdv_options *o, uint8_t *out) {
   crnet__put_le16(out, (uint16_t)o->streams);
   crnet__put_le16(out + 2, o->lazy != 0 ? 1 : 0);

@@ -89,6 +89,11 @@ void crnet__rdv_node_id(uint8_t out[CRNET__RDV_NODE_BYTES]);
 bool crnet__rdv_same_node(const crnet__rdv_entry *a,
                           const crnet__rdv_entry *b);
 
+/* True when a and b run on the same kernel (its boot id known and equal):
+ * whatever their namespaces or host names, they share its cores. */
+bool crnet__rdv_same_kernel(const crnet__rdv_entry *a,
+                            const crnet__rdv_entry *b);
+
 void crnet__rdv_entry_encode(const crnet__rdv_entry *e, uint8_t *out);
 /* 0, or CRNET_EIO if the bytes are not an entry (bad family, ...). */
 int crnet__rdv_entry_decode(const uint8_t *in, crnet__rdv_entry *e);

@@ -180,7 +180,7 @@ START_TEST(test_parse_ring_round) {
     char desc[512];
     ck_assert_int_eq(parse(&t, "ring_round = 0.5\n"), 0);
     crnet__tuning_describe(&t, 8, desc, sizeof desc);
-    ck_assert_msg(strstr(desc, "ring round x0.5 at p = 8") != NULL, "%s",
+    ck_assert_msg(strstr(desc, "ring round x0.5, shared memory alpha 5e-06 s, beta 2.5e-10 s/B at p = 8") != NULL, "%s",
                   desc);
   }
 }
@@ -780,6 +780,44 @@ START_TEST(test_auto_per_p_alpha) {
 }
 END_TEST
 
+/* shm_alpha and shm_beta: parsed like the others, carried on the wire,
+ * and what prices a call whose links are all shared memory (and nothing
+ * else). */
+START_TEST(test_shm_constants) {
+  crnet__tuning t, u;
+  uint8_t w[CRNET__TUNING_WIRE_SIZE];
+  uint64_t counts[64];
+  crnet__call call;
+  const char *name;
+  ck_assert_msg(parse(&t, "shm_alpha = 2e-6\nshm_beta.4 = 3e-10\n"
+                          "shm_beta.8 = 5e-10\n") == 0,
+                "%s", err);
+  ck_assert(crnet__tuning_get(&t, CRNET__TUNING_SHM_ALPHA, 8) == 2e-6);
+  ck_assert(fabs(crnet__tuning_get(&t, CRNET__TUNING_SHM_BETA, 6) - 4e-10) <
+            1e-22);
+  ck_assert(crnet__tuning_get(&t, CRNET__TUNING_ALPHA, 8) ==
+            CRNET__TUNING_DEFAULT_ALPHA);
+  crnet__tuning_encode(&t, w);
+  ck_assert_int_eq(crnet__tuning_decode(w, "rank 0", &u), 0);
+  ck_assert(u.base[CRNET__TUNING_SHM_ALPHA] == 2e-6);
+  ck_assert_uint_eq(u.npoints[CRNET__TUNING_SHM_BETA], 2);
+  ck_assert_str_eq(crnet__tuning_param_name(CRNET__TUNING_SHM_BETA),
+                   "shm_beta");
+  expect_bad("shm_alpha = 0\n", "shm_alpha must be");
+  /* TCP's rounds dear, shared memory's cheap: a 1 MiB allreduce at p = 16
+   * takes the fewest rounds on TCP and optimal volume on shared memory. */
+  ck_assert_msg(parse(&t, "alpha = 1e-2\nbeta = 1e-9\nshm_alpha = 1e-7\n"
+                          "shm_beta = 1e-9\n") == 0,
+                "%s", err);
+  call = make_call(CRNET_COLL_ALLREDUCE, false, 16, 1 << 20, true, &t, counts);
+  ck_assert_int_eq(crnet__auto_choose(&call, &name, NULL), 0);
+  ck_assert_str_eq(name, "hypercube");
+  call.shm_links = true;
+  ck_assert_int_eq(crnet__auto_choose(&call, &name, NULL), 0);
+  ck_assert_str_eq(name, "circulant");
+}
+END_TEST
+
 /* ------------------------------------------------------------------------
  * The model against the schedules
  */
@@ -989,6 +1027,7 @@ static Suite *tuning_suite(void) {
   tcase_add_test(tc, test_auto_non_commutative);
   tcase_add_test(tc, test_auto_same_on_every_rank);
   tcase_add_test(tc, test_auto_per_p_alpha);
+  tcase_add_test(tc, test_shm_constants);
   tcase_add_test(tc, test_auto_rooted);
   suite_add_tcase(s, tc);
   tc = tcase_create("model");

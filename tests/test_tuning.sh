@@ -42,9 +42,11 @@ job() {
 }
 
 # --- calibrate at p = 3, then at p = 2 into the same file -------------------
+# On TCP (alpha, beta, gamma, ring_round); on one host the links would be
+# shared memory, which writes shm_alpha and shm_beta (below).
 
 t="$tmp/tuning"
-job 3 "$CRBENCH" --calibrate --tuning-out "$t" -n 5 -w 1
+job 3 -x CRNET_TRANSPORT=tcp "$CRBENCH" --calibrate --tuning-out "$t" -n 5 -w 1
 expect "calibrate p=3: exit status" "$rc" 0
 [ "$rc" = 0 ] || cat "$tmp/err"
 contains "calibrate p=3: prints alpha" "$tmp/out" "alpha = "
@@ -73,7 +75,8 @@ else:
 EOF
 expect "calibrate p=3: keys and positive values" "$(cat "$tmp/py")" ok
 
-job 2 "$CRBENCH" --calibrate --tuning-out "$t" -n 5 -w 1 --json
+job 2 -x CRNET_TRANSPORT=tcp "$CRBENCH" --calibrate --tuning-out "$t" -n 5 \
+  -w 1 --json
 expect "calibrate p=2: exit status" "$rc" 0
 expect "calibrate p=2: JSON" "$(python3 -c '
 import json, sys
@@ -84,6 +87,21 @@ expect "calibrate p=2 keeps p=3's figures and adds its own" \
   "$(grep -c '^alpha\.[23] = \|^beta\.[23] = \|^gamma\.[23] = ' "$t")" 6
 "$CRSCHED" --auto -p 16 -m 4096 --tuning "$t" >/dev/null 2>&1
 expect "the merged file parses" "$?" 0
+
+# On shared memory the fit's alpha and beta become shm_alpha and shm_beta,
+# and TCP's lines stay as they were.
+cp "$t" "$tmp/tcp_only"
+job 2 "$CRBENCH" --calibrate --tuning-out "$t" -n 5 -w 1
+expect "calibrate on shared memory: exit status" "$rc" 0
+contains "calibrate on shared memory: says so" "$tmp/out" "links: shared memory"
+expect "calibrate on shared memory: shm_alpha, shm_beta and their .2 lines" \
+  "$(grep -c '^shm_alpha = \|^shm_beta = \|^shm_alpha\.2 = \|^shm_beta\.2 = ' "$t")" 4
+expect "calibrate on shared memory: TCP's lines kept as they were" \
+  "$(grep '^alpha\|^beta\|^gamma\|^ring_round' "$t" | sort)" \
+  "$(grep '^alpha\|^beta\|^gamma\|^ring_round' "$tmp/tcp_only" | sort)"
+"$CRSCHED" --auto -p 2 -m 4096 --tuning "$t" >/dev/null 2>&1
+expect "the file with shared-memory lines parses" "$?" 0
+cp "$tmp/tcp_only" "$t"
 
 # A line crbench cannot keep stops it, and the file stays as it was.
 cp "$t" "$tmp/before"
@@ -96,7 +114,7 @@ expect "an unmergeable line: file untouched" "$(cmp -s "$t" "$tmp/broken"; echo 
 cp "$tmp/before" "$t"
 
 # Without --tuning-out, calibrate writes where the library looks.
-job 2 "$CRBENCH" --calibrate -n 2 -w 0
+job 2 -x CRNET_TRANSPORT=tcp "$CRBENCH" --calibrate -n 2 -w 0
 expect "calibrate to the default place: exit status" "$rc" 0
 expect "calibrate to the default place: the file" \
   "$(grep -c '^alpha.2 = ' "$XDG_CONFIG_HOME/crnet/tuning")" 1
@@ -115,9 +133,10 @@ contains "rank 0 names the file" "$tmp/err" "($t)"
 
 # A: rounds are dear, B: bytes are dear. At p = 4 and 64 KiB, A sends
 # allreduce to hypercube (2 rounds) and all-to-all to bruck (2 rounds), B
-# sends them to circulant and pairwise (least volume).
-printf 'alpha = 1e-2\nbeta = 1e-12\ngamma = 1e-13\n' >"$tmp/A"
-printf 'alpha = 1e-9\nbeta = 1e-6\ngamma = 1e-7\n' >"$tmp/B"
+# sends them to circulant and pairwise (least volume). The jobs run on one
+# host, over shared memory: the files say the same of those links.
+printf 'alpha = 1e-2\nbeta = 1e-12\ngamma = 1e-13\nshm_alpha = 1e-2\nshm_beta = 1e-12\n' >"$tmp/A"
+printf 'alpha = 1e-9\nbeta = 1e-6\ngamma = 1e-7\nshm_alpha = 1e-9\nshm_beta = 1e-6\n' >"$tmp/B"
 pick() { # pick FILE COLL BYTES
   "$CRSCHED" --auto -p 4 -m "$3" --coll "$2" --tuning "$1" --json |
     python3 -c 'import json, sys; print(json.load(sys.stdin)["auto"])'

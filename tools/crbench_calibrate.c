@@ -52,6 +52,14 @@
  * (the cost of a round grows once ranks outnumber cores). A line crbench
  * does not understand stops it, rather than losing the line. The file is
  * written to FILE.tmp and renamed over FILE.
+ *
+ * Shared memory. When every link of the job is shared memory (all ranks on
+ * one host, the default there), the fit measures those links: α and β are
+ * written as shm_alpha and shm_beta (what auto prices one-host jobs and
+ * the host-local phases of two-level schedules with), and the file's
+ * alpha, beta, gamma and ring_round lines, which are TCP's, are kept as
+ * they are. Calibrate TCP's across hosts, or on one host with
+ * CRNET_TRANSPORT=tcp.
  */
 #include "crbench.h"
 
@@ -72,10 +80,13 @@
  * rest). */
 enum { X_ALPHA, X_RING, X_BETA, X_GAMMA, NX };
 
-/* The file's keys, in crnet__tuning_param's order. */
-#define NKEYS 4
-static const char *const keys[NKEYS] = {"alpha", "beta", "gamma",
-                                        "ring_round"};
+/* The file's keys, in crnet__tuning_param's order; a fit gives the first
+ * NFIT, and on shared memory writes its alpha and beta as the last two. */
+#define NFIT 4
+#define NKEYS 6
+static const char *const keys[NKEYS] = {"alpha",      "beta",
+                                        "gamma",      "ring_round",
+                                        "shm_alpha",  "shm_beta"};
 
 struct row {
   const char *what;     /* "allgather" ... */
@@ -89,6 +100,7 @@ struct row {
 
 struct cal {
   crnet_comm *comm;
+  bool shm; /* every link of the job is shared memory */
   const struct crbench_calibration *c;
   int rank, p;
   size_t esize;
@@ -281,7 +293,7 @@ static bool fit(const struct row *rows, size_t n, int nvar, double x[NX]) {
 }
 
 /* The file's constants from the fitted unknowns. */
-static void constants_of(const double x[NX], double out[NKEYS]) {
+static void constants_of(const double x[NX], double out[NFIT]) {
   out[0] = x[X_ALPHA];
   out[1] = x[X_BETA];
   out[2] = x[X_GAMMA];
@@ -345,10 +357,12 @@ static int kept_cmp(const void *a, const void *b) {
   return c != 0 ? c : (x->p > y->p) - (x->p < y->p);
 }
 
-/* Reads the key.P lines of other p from an existing file. 0 (also when
- * there is no file), or 1 after saying why. */
-static int read_kept(const char *path, int p, struct kept *kept,
-                     size_t *nkept) {
+/* Reads what an existing file keeps: every line of a key this calibration
+ * does not write (written[j] false; p = 0 for a plain key), and the key.P
+ * lines of other p of those it writes. 0 (also when there is no file), or
+ * 1 after saying why. */
+static int read_kept(const char *path, int p, const bool written[NKEYS],
+                     struct kept *kept, size_t *nkept) {
   FILE *f = fopen(path, "r");
   char line[512];
   unsigned lineno = 0;
@@ -375,9 +389,12 @@ static int read_kept(const char *path, int p, struct kept *kept,
       *dot = '\0';
       lp = strtol(dot + 1, NULL, 10);
     }
-    bool known = false;
+    bool known = false, replaced = false;
     for (int j = 0; j < NKEYS; j++)
-      known |= strcmp(key, keys[j]) == 0;
+      if (strcmp(key, keys[j]) == 0) {
+        known = true;
+        replaced = written[j];
+      }
     if (n != 2 || !known || (dot != NULL && lp < 2)) {
       fprintf(stderr,
               PROG ": --calibrate: %s line %u is not a tuning line crbench "
@@ -386,7 +403,7 @@ static int read_kept(const char *path, int p, struct kept *kept,
       fclose(f);
       return 1;
     }
-    if (dot == NULL || lp == p)
+    if (replaced && (dot == NULL || lp == p))
       continue; /* replaced by this calibration */
     if (*nkept == MAX_KEPT) {
       fprintf(stderr, PROG ": --calibrate: %s has more than %d per-p lines\n",
@@ -403,16 +420,31 @@ static int read_kept(const char *path, int p, struct kept *kept,
   return 0;
 }
 
-static int write_tuning(const struct cal *k, const double c[NKEYS],
+/* The keys of this calibration: alpha, beta, gamma and ring_round on TCP;
+ * on shared memory its alpha and beta as shm_alpha and shm_beta. */
+static void written_keys(bool shm, const double fit[NFIT], bool written[NKEYS],
+                         double values[NKEYS]) {
+  for (int j = 0; j < NKEYS; j++) {
+    written[j] = shm ? j >= NFIT : j < NFIT;
+    values[j] = j < NFIT ? fit[j] : fit[j - NFIT];
+  }
+}
+
+static int write_tuning(const struct cal *k, const double fit[NFIT],
                         const char *path) {
-  struct kept kept[MAX_KEPT + NKEYS];
+  struct kept kept[MAX_KEPT + 2 * NKEYS];
   size_t nkept;
   char tmp[1100], host[64] = "?", when[32] = "?";
   time_t now = time(NULL);
+  bool written[NKEYS];
+  double c[NKEYS];
   FILE *f;
-  if (read_kept(path, k->p, kept, &nkept) != 0)
+  written_keys(k->shm, fit, written, c);
+  if (read_kept(path, k->p, written, kept, &nkept) != 0)
     return 1;
   for (int j = 0; j < NKEYS; j++) {
+    if (!written[j])
+      continue;
     snprintf(kept[nkept].key, sizeof kept[nkept].key, "%s", keys[j]);
     kept[nkept].p = k->p;
     snprintf(kept[nkept].value, sizeof kept[nkept].value, "%.4e", c[j]);
@@ -433,15 +465,23 @@ static int write_tuning(const struct cal *k, const double c[NKEYS],
           "# which the auto schedule chooses (docs/TUNING.md), in seconds per\n"
           "# round (alpha), per byte moved (beta) and per byte reduced\n"
           "# (gamma), and the cost of a ring round in multiples of alpha\n"
-          "# (ring_round). Written by crbench --calibrate; key.P lines were\n"
-          "# measured with P ranks, the plain keys by the last calibration:\n"
-          "# p = %d on %s, %s %s, messages up to %zu bytes, %s.\n",
-          k->p, host, crnet_datatype_name(k->c->dt), crnet_op_name(k->c->op),
+          "# (ring_round); shm_alpha and shm_beta are alpha and beta of\n"
+          "# shared-memory links. Written by crbench --calibrate; key.P lines\n"
+          "# were measured with P ranks, the plain keys by the last\n"
+          "# calibration of their links: this one p = %d on %s (%s), %s %s,\n"
+          "# messages up to %zu bytes, %s.\n",
+          k->p, host, k->shm ? "shared memory" : "TCP",
+          crnet_datatype_name(k->c->dt), crnet_op_name(k->c->op),
           k->c->max_bytes, when);
   for (int j = 0; j < NKEYS; j++)
-    fprintf(f, "%s = %.4e\n", keys[j], c[j]);
+    if (written[j])
+      fprintf(f, "%s = %.4e\n", keys[j], c[j]);
   for (size_t i = 0; i < nkept; i++)
-    fprintf(f, "%s.%ld = %s\n", kept[i].key, kept[i].p, kept[i].value);
+    if (kept[i].p == 0)
+      fprintf(f, "%s = %s\n", kept[i].key, kept[i].value);
+  for (size_t i = 0; i < nkept; i++)
+    if (kept[i].p != 0)
+      fprintf(f, "%s.%ld = %s\n", kept[i].key, kept[i].p, kept[i].value);
   if (fclose(f) != 0 || rename(tmp, path) != 0) {
     fprintf(stderr, PROG ": --calibrate: cannot write %s: %s\n", path,
             strerror(errno));
@@ -456,7 +496,7 @@ static int write_tuning(const struct cal *k, const double c[NKEYS],
 static void print_fit(const struct cal *k, const struct row *rows, size_t n,
                       const double x[NX], bool gamma_fitted) {
   const struct crbench_calibration *c = k->c;
-  double v[NKEYS];
+  double v[NFIT];
   constants_of(x, v);
   if (c->json) {
     printf("{\"probe\": \"calibrate\", \"p\": %d, \"alpha\": %.6g, \"beta\": "
@@ -484,6 +524,9 @@ static void print_fit(const struct cal *k, const struct row *rows, size_t n,
            rows[i].b, rows[i].t * 1e6, model * 1e6,
            100 * (model - rows[i].t) / rows[i].t);
   }
+  if (k->shm)
+    printf("links: shared memory (alpha and beta are written as shm_alpha "
+           "and shm_beta)\n");
   printf("alpha = %.4e s per round\n"
          "beta  = %.4e s per byte (%.3f GB/s)\n"
          "gamma = %.4e s per byte reduced%s\n"
@@ -496,7 +539,7 @@ static void print_fit(const struct cal *k, const struct row *rows, size_t n,
 int crbench_calibrate(crnet_comm *comm, const struct crbench_calibration *c) {
   struct cal k = {.comm = comm, .c = c};
   struct row rows[MAX_ROWS];
-  double x[NX] = {0, 0, 0, 0}, v[NKEYS];
+  double x[NX] = {0, 0, 0, 0}, v[NFIT];
   bool gamma_fitted = true;
   char path[1024];
   size_t n;
@@ -505,6 +548,7 @@ int crbench_calibrate(crnet_comm *comm, const struct crbench_calibration *c) {
 
   k.rank = crnet_comm_rank(comm);
   k.p = crnet_comm_size(comm);
+  k.shm = true;
   k.esize = esize_of(c->dt);
   if (k.p < 2) {
     if (k.rank == 0)
@@ -533,6 +577,14 @@ int crbench_calibrate(crnet_comm *comm, const struct crbench_calibration *c) {
   }
   if (rc != 0)
     goto done;
+  /* Which links were measured: rank 0's decide, since it writes the file
+   * (the calls above have brought every lazy link up). */
+  for (int r = 0; r < k.p; r++) {
+    crnet_link_kind kind = CRNET_LINK_NONE;
+    if (r != k.rank && (crnet_comm_peer_link(comm, r, &kind) != 0 ||
+                        kind != CRNET_LINK_SHM))
+      k.shm = false;
+  }
   /* Every rank fits the same numbers (the times are maxima over ranks),
    * so every rank reaches the same verdict without talking. */
   if (!fit(rows, n, NX, x) || x[X_GAMMA] < 0) {

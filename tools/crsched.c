@@ -524,6 +524,8 @@ crnet__call crsched_call_for(const options *o, crnet_collective coll,
   c.commutative = true;
   c.host = o->host;
   c.nhosts = o->nhosts;
+  /* one host: the job's links are shared memory */
+  c.shm_links = o->host != NULL && o->nhosts == 1;
   return c;
 }
 

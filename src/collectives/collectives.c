@@ -231,6 +231,7 @@ static int start(crnet_comm *c, crnet__call *call, const void *send,
   /* Set once, never changed after: read outside the lock below. */
   call->host = c->host;
   call->nhosts = c->nhosts;
+  call->shm_links = c->nhosts == 1 && c->w->transport != CRNET__TRANSPORT_TCP;
   memcpy(chosen, c->schedule[call->coll], sizeof chosen);
   name = auto_cached(c, call, chosen, &id);
   if (name != NULL)

@@ -383,10 +383,19 @@ bool crnet__model_terms_of(const char *name, const crnet__call *call,
 
 double crnet__model_seconds(const crnet__model_terms *t,
                             const crnet__tuning *tuning, int32_t p) {
+  return crnet__model_seconds_on(t, tuning, p, false);
+}
+
+double crnet__model_seconds_on(const crnet__model_terms *t,
+                               const crnet__tuning *tuning, int32_t p,
+                               bool shm) {
   double rho = t->round_factor < CRNET__TUNING_NPARAMS
                    ? crnet__tuning_get(tuning, t->round_factor, p)
                    : 1;
-  return t->rounds * rho * crnet__tuning_get(tuning, CRNET__TUNING_ALPHA, p) +
-         t->moved * crnet__tuning_get(tuning, CRNET__TUNING_BETA, p) +
+  crnet__tuning_param alpha = shm ? CRNET__TUNING_SHM_ALPHA
+                                  : CRNET__TUNING_ALPHA;
+  crnet__tuning_param beta = shm ? CRNET__TUNING_SHM_BETA : CRNET__TUNING_BETA;
+  return t->rounds * rho * crnet__tuning_get(tuning, alpha, p) +
+         t->moved * crnet__tuning_get(tuning, beta, p) +
          t->reduced * crnet__tuning_get(tuning, CRNET__TUNING_GAMMA, p);
 }

@@ -48,4 +48,10 @@ bool crnet__model_terms_of(const char *name, const crnet__call *call,
 double crnet__model_seconds(const crnet__model_terms *t,
                             const crnet__tuning *tuning, int32_t p);
 
+/* The same on shared-memory links (shm: shm_alpha and shm_beta in the
+ * places of alpha and beta) or not. */
+double crnet__model_seconds_on(const crnet__model_terms *t,
+                               const crnet__tuning *tuning, int32_t p,
+                               bool shm);
+
 #endif

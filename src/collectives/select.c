@@ -258,7 +258,7 @@ int crnet__auto_price(const char *name, const crnet__call *call,
     crnet__tuning_defaults(&defaults);
     t = &defaults;
   }
-  *seconds = crnet__model_seconds(&terms, t, call->p);
+  *seconds = crnet__model_seconds_on(&terms, t, call->p, call->shm_links);
   return 0;
 }
 

@@ -40,6 +40,9 @@ typedef struct crnet__call {
    * the two-level schedules (twolevel.h) look at it. */
   const int32_t *host;
   int32_t nhosts;
+  /* Every link the call uses is shared memory (one host): auto prices
+   * with shm_alpha and shm_beta (tuning.h) instead of alpha and beta. */
+  bool shm_links;
   /* auto's cost model constants (borrowed; NULL: the built-in defaults) */
   const crnet__tuning *tuning;
 } crnet__call;

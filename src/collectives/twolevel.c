@@ -136,18 +136,10 @@ static int32_t host_size(const hosts *h, int32_t g) {
 int crnet__twolevel_level(const crnet__call *sub, bool shm, const char **name,
                           double *seconds) {
   static const char *const flat[] = {"circulant", "ring"};
-  crnet__tuning base, own;
   crnet__call priced = *sub;
   double best = 0, t;
   int rc;
-  if (sub->tuning == NULL) {
-    crnet__tuning_defaults(&base);
-    priced.tuning = &base;
-  }
-  if (shm) {
-    crnet__tuning_for_shm(priced.tuning, &own);
-    priced.tuning = &own;
-  }
+  priced.shm_links = shm;
   priced.host = NULL;
   priced.nhosts = 0;
   *name = flat[0];

@@ -57,19 +57,6 @@ static bool value_ok(crnet__tuning_param k, double v) {
   return ranges[k].lo_inclusive ? v >= ranges[k].lo : v > ranges[k].lo;
 }
 
-void crnet__tuning_for_shm(const crnet__tuning *t, crnet__tuning *out) {
-  static const crnet__tuning_param from[] = {CRNET__TUNING_SHM_ALPHA,
-                                             CRNET__TUNING_SHM_BETA};
-  static const crnet__tuning_param to[] = {CRNET__TUNING_ALPHA,
-                                           CRNET__TUNING_BETA};
-  *out = *t;
-  for (size_t i = 0; i < sizeof from / sizeof from[0]; i++) {
-    out->base[to[i]] = t->base[from[i]];
-    out->npoints[to[i]] = t->npoints[from[i]];
-    memcpy(out->points[to[i]], t->points[from[i]], sizeof t->points[0]);
-  }
-}
-
 void crnet__tuning_defaults(crnet__tuning *t) {
   memset(t, 0, sizeof *t);
   t->base[CRNET__TUNING_ALPHA] = CRNET__TUNING_DEFAULT_ALPHA;
@@ -446,11 +433,13 @@ int crnet__tuning_decode(const uint8_t in[CRNET__TUNING_WIRE_SIZE],
 void crnet__tuning_describe(const crnet__tuning *t, int32_t p, char *buf,
                             size_t n) {
   snprintf(buf, n,
-           "alpha %g s, beta %g s/B, gamma %g s/B, ring round x%g at "
-           "p = %d (%s)",
+           "alpha %g s, beta %g s/B, gamma %g s/B, ring round x%g, "
+           "shared memory alpha %g s, beta %g s/B at p = %d (%s)",
            crnet__tuning_get(t, CRNET__TUNING_ALPHA, p),
            crnet__tuning_get(t, CRNET__TUNING_BETA, p),
            crnet__tuning_get(t, CRNET__TUNING_GAMMA, p),
-           crnet__tuning_get(t, CRNET__TUNING_RING_ROUND, p), (int)p,
+           crnet__tuning_get(t, CRNET__TUNING_RING_ROUND, p),
+           crnet__tuning_get(t, CRNET__TUNING_SHM_ALPHA, p),
+           crnet__tuning_get(t, CRNET__TUNING_SHM_BETA, p), (int)p,
            t->source);
 }

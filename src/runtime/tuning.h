@@ -86,9 +86,10 @@ typedef enum crnet__tuning_param {
   CRNET__TUNING_BETA,
   CRNET__TUNING_GAMMA,
   CRNET__TUNING_RING_ROUND, /* a ring round, in multiples of alpha */
-  /* alpha and beta of a shared-memory link (ranks of one host), for the
-   * host-local phases of the two-level schedules (twolevel.h); the flat
-   * schedules are priced with alpha and beta, the job's slowest links. */
+  /* alpha and beta of a shared-memory link (ranks of one host): they
+   * price the schedules of a job whose links are all shared memory, and
+   * the host-local phases of the two-level schedules (twolevel.h); alpha
+   * and beta price everything else (TCP). */
   CRNET__TUNING_SHM_ALPHA,
   CRNET__TUNING_SHM_BETA,
   CRNET__TUNING_NPARAMS
@@ -111,11 +112,6 @@ typedef struct crnet__tuning {
 
 /* "alpha", "beta", "gamma", "ring_round", "shm_alpha", "shm_beta". */
 const char *crnet__tuning_param_name(crnet__tuning_param k);
-
-/* t with shm_alpha and shm_beta (their per-p figures included) in the
- * places of alpha and beta, into *out: the constants that price a
- * schedule running on shared-memory links only. */
-void crnet__tuning_for_shm(const crnet__tuning *t, crnet__tuning *out);
 
 /* The built-in defaults, no per-p figures. Never fails. */
 void crnet__tuning_defaults(crnet__tuning *t);
@@ -159,8 +155,9 @@ void crnet__tuning_encode(const crnet__tuning *t,
 int crnet__tuning_decode(const uint8_t in[CRNET__TUNING_WIRE_SIZE],
                          const char *source, crnet__tuning *t);
 
-/* "alpha 4e-05 s, beta 1e-09 s/B, gamma 1.5e-10 s/B, ring round x0.7 at
- * p = 8 (FILE)" into buf, for log lines and tools. */
+/* "alpha 4e-05 s, beta 1e-09 s/B, gamma 1.5e-10 s/B, ring round x0.7,
+ * shared memory alpha 5e-06 s, beta 2.5e-10 s/B at p = 8 (FILE)" into
+ * buf, for log lines and tools. */
 void crnet__tuning_describe(const crnet__tuning *t, int32_t p, char *buf,
                             size_t n);
 

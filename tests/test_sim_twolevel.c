@@ -1,7 +1,8 @@
 /* Simulator tests for the two-level schedules (src/collectives/twolevel.c):
- * allreduce, bcast and reduce over many host layouts (even and uneven
- * hosts, ranks placed host by host, round-robin and at random), counts
- * from 0 up, in place or not, every root, with the built-in constants and
+ * allreduce, bcast, reduce, reduce-scatter and allgather (equal and
+ * irregular blocks, empty ones included) over many host layouts (even
+ * and uneven hosts, ranks placed host by host, round-robin and at random),
+ * counts from 0 up, in place or not, every root, with the built-in constants and
  * with constants under which the ring runs a level; each run in the
  * in-memory simulator and compared exactly with a serial reference.
  *
@@ -164,6 +165,86 @@ static void run(crnet_collective coll, const int32_t *host, int32_t H,
 static const uint64_t counts[] = {0, 1, 2, 3, 5, 8, 17, 64, 301};
 #define NCOUNTS (sizeof counts / sizeof counts[0])
 
+/* Reduce-scatter and allgather: rank r's block has blocks[r] elements;
+ * the vector is their concatenation in rank order. */
+static void run_blocks(crnet_collective coll, const int32_t *host, int32_t H,
+                       int32_t p, const uint64_t *blocks, bool in_place,
+                       const crnet__tuning *tuning, const char *layout) {
+  bool rs = coll == CRNET_COLL_REDUCE_SCATTER;
+  uint64_t P[65], m;
+  char what[300], err[512] = "";
+  crnet__schedule *sc = calloc((size_t)p, sizeof *sc);
+  crnet__sim_rank *rk = calloc((size_t)p, sizeof *rk);
+  int rc;
+  P[0] = 0;
+  for (int32_t r = 0; r < p; r++)
+    P[r + 1] = P[r] + blocks[r];
+  m = P[p];
+  snprintf(what, sizeof what, "two-level %s, %s, blocks %llu, %llu, ...%s",
+           crnet_collective_name(coll), layout, (unsigned long long)blocks[0],
+           (unsigned long long)(p > 1 ? blocks[1] : 0),
+           in_place ? ", in place" : "");
+  EXPECT(sc && rk, "out of memory");
+  for (int32_t r = 0; r < p; r++) {
+    crnet__call call = {.coll = coll, .p = p, .rank = r, .counts = blocks,
+                        .in_place = in_place, .commutative = true,
+                        .esize = 8, .host = host, .nhosts = H,
+                        .tuning = tuning};
+    rc = crnet__build("two-level", &call, &sc[r]);
+    EXPECT(rc == 0, "%s: build rank %d: %d", what, r, rc);
+  }
+  for (int32_t r = 0; r < p; r++) {
+    crnet__sim_rank *q = &rk[r];
+    uint64_t sn = rs ? m : blocks[r];
+    uint64_t rn = rs ? (in_place ? m : blocks[r]) : m;
+    uint64_t base = rs ? 0 : P[r];
+    uint64_t *snd = malloc((sn ? sn : 1) * sizeof *snd);
+    uint64_t *rcv = malloc((rn ? rn : 1) * sizeof *rcv);
+    EXPECT(snd && rcv, "out of memory");
+    for (uint64_t e = 0; e < rn; e++)
+      rcv[e] = UINT64_C(0xdeadbeefdeadbeef);
+    for (uint64_t e = 0; e < sn; e++)
+      snd[e] = value(r, base + e);
+    q->init_off = 0;
+    q->init_count = 0;
+    if (in_place) {
+      memcpy(rcv + base, snd, sn * sizeof *snd);
+      q->init_off = base;
+      q->init_count = sn;
+    }
+    q->sched = &sc[r];
+    q->send = snd;
+    q->send_count = sn;
+    q->recv = rcv;
+    q->recv_count = rn;
+  }
+  rc = crnet__sim_run(rk, p, in_place, false, op_sum, err, sizeof err);
+  EXPECT(rc == 0, "%s: %s", what, err);
+  for (int32_t r = 0; r < p; r++) {
+    if (rs)
+      for (uint64_t e = 0; e < blocks[r]; e++) {
+        uint64_t v = 0;
+        for (int32_t x = 0; x < p; x++)
+          v += value(x, P[r] + e);
+        EXPECT(rk[r].recv[e] == v, "%s: rank %d element %llu", what, r,
+               (unsigned long long)e);
+      }
+    else
+      for (int32_t b = 0; b < p; b++)
+        for (uint64_t e = 0; e < blocks[b]; e++)
+          EXPECT(rk[r].recv[P[b] + e] == value(b, P[b] + e),
+                 "%s: rank %d block %d element %llu", what, r, b,
+                 (unsigned long long)e);
+  }
+  for (int32_t r = 0; r < p; r++) {
+    crnet__sched_free(&sc[r]);
+    free((void *)rk[r].send);
+    free(rk[r].recv);
+  }
+  free(sc);
+  free(rk);
+}
+
 static void every_layout(crnet_collective coll, const crnet__tuning *tuning) {
   int32_t host[64], H;
   for (size_t l = 0; l < NLAYOUTS; l++)
@@ -176,6 +257,21 @@ static void every_layout(crnet_collective coll, const crnet__tuning *tuning) {
                          g ? "+" : "", (int)layouts[l][g]);
       snprintf(layout + used, sizeof layout - (size_t)used, " %s",
                placement_name[how]);
+      if (coll == CRNET_COLL_REDUCE_SCATTER || coll == CRNET_COLL_ALLGATHER) {
+        uint64_t blocks[64];
+        for (int shape = 0; shape < 5; shape++)
+          for (int ip = 0; ip < 2; ip++) {
+            uint64_t seed = (uint64_t)shape * 977 + l;
+            for (int32_t r = 0; r < p; r++)
+              blocks[r] = shape == 0   ? 0
+                          : shape == 1 ? 1
+                          : shape == 2 ? 7
+                          : shape == 3 ? (seed = mix(seed)) % 4
+                                       : (seed = mix(seed)) % 40;
+            run_blocks(coll, host, H, p, blocks, ip, tuning, layout);
+          }
+        continue;
+      }
       for (size_t c = 0; c < NCOUNTS; c++)
         for (int ip = 0; ip < 2; ip++) {
           if (coll == CRNET_COLL_ALLREDUCE) {
@@ -218,6 +314,22 @@ START_TEST(test_reduce) {
   every_layout(CRNET_COLL_REDUCE, NULL);
   ring_tuning(&t);
   every_layout(CRNET_COLL_REDUCE, &t);
+}
+END_TEST
+
+START_TEST(test_reduce_scatter) {
+  crnet__tuning t;
+  every_layout(CRNET_COLL_REDUCE_SCATTER, NULL);
+  ring_tuning(&t);
+  every_layout(CRNET_COLL_REDUCE_SCATTER, &t);
+}
+END_TEST
+
+START_TEST(test_allgather) {
+  crnet__tuning t;
+  every_layout(CRNET_COLL_ALLGATHER, NULL);
+  ring_tuning(&t);
+  every_layout(CRNET_COLL_ALLGATHER, &t);
 }
 END_TEST
 
@@ -298,7 +410,7 @@ START_TEST(test_auto_and_select) {
       CRNET_EUNSUPPORTED);
   ck_assert_ptr_nonnull(strstr(why, "rank order"));
   call.commutative = true;
-  call.coll = CRNET_COLL_ALLTOALL;
+  call.coll = CRNET_COLL_SCAN;
   ck_assert_int_eq(
       crnet__select("two-level", &call, &name, &id, why, sizeof why),
       CRNET_EUNSUPPORTED);
@@ -323,6 +435,8 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_allreduce);
   tcase_add_test(tc, test_bcast);
   tcase_add_test(tc, test_reduce);
+  tcase_add_test(tc, test_reduce_scatter);
+  tcase_add_test(tc, test_allgather);
   tcase_add_test(tc, test_levels_have_uniform_rounds);
   tcase_add_test(tc, test_auto_and_select);
   suite_add_tcase(s, tc);

@@ -104,7 +104,8 @@ static const schedule_desc schedules[] = {
     {"binomial", FAMILY_BINOMIAL, ROOTED_COLLS, ORDER_NEVER},
     {"linear", FAMILY_LINEAR, ROOTED_COLLS, ORDER_NEVER},
     {"two-level", FAMILY_TWO_LEVEL,
-     BIT(CRNET_COLL_ALLREDUCE) | BIT(CRNET_COLL_BCAST) | BIT(CRNET_COLL_REDUCE),
+     BIT(CRNET_COLL_ALLREDUCE) | BIT(CRNET_COLL_BCAST) | BIT(CRNET_COLL_REDUCE) |
+         BIT(CRNET_COLL_REDUCE_SCATTER) | BIT(CRNET_COLL_ALLGATHER),
      ORDER_NEVER},
 };
 
@@ -181,9 +182,12 @@ static const char *const *auto_candidates(crnet_collective coll) {
       "circulant", "hypercube", "rabenseifner",     "star",
       "allgather-reduce", "ring", "circulant-linear", "two-level", NULL};
   static const char *const reduce_scatter[] = {
-      "circulant", "rabenseifner", "ring", "circulant-linear", NULL};
-  static const char *const allgather[] = {
-      "circulant", "hypercube", "star", "ring", "circulant-linear", NULL};
+      "circulant", "rabenseifner", "ring", "circulant-linear", "two-level",
+      NULL};
+  static const char *const allgather[] = {"circulant", "hypercube",
+                                          "star",      "ring",
+                                          "circulant-linear", "two-level",
+                                          NULL};
   static const char *const bcast[] = {"circulant", "hypercube", "ring",
                                       "circulant-linear", "two-level", NULL};
   static const char *const reduce[] = {"circulant",        "rabenseifner",
@@ -512,6 +516,10 @@ int crnet__build(const char *name, const crnet__call *call,
   case FAMILY_TWO_LEVEL:
     if (call->coll == CRNET_COLL_ALLREDUCE)
       return crnet__twolevel_allreduce(out, call);
+    if (call->coll == CRNET_COLL_REDUCE_SCATTER)
+      return crnet__twolevel_reduce_scatter(out, call);
+    if (call->coll == CRNET_COLL_ALLGATHER)
+      return crnet__twolevel_allgather(out, call);
     return call->coll == CRNET_COLL_BCAST ? crnet__twolevel_bcast(out, call)
                                           : crnet__twolevel_reduce(out, call);
   case FAMILY_LINEAR:

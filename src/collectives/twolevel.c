@@ -495,6 +495,290 @@ int crnet__twolevel_reduce(crnet__schedule *out, const crnet__call *call) {
   return twolevel_rooted(out, call);
 }
 
+/* --- reduce-scatter and allgather ------------------------------------------
+ *
+ * The blocks are the ranks' own (counts[r] elements of rank r, in rank
+ * order in the vector), so the lanes carry blocks rather than slices:
+ * lane j carries, for each host g, the block of the owner of j on g when
+ * j is the first lane of that owner's run (its delivery lane), and nothing
+ * otherwise; every block is in exactly one lane. In the packed order
+ * (lane by lane, host by host within a lane) each rank's run is
+ * contiguous, as the flat schedules of a host need, and within a lane the
+ * blocks follow the hosts, as those of a lane need.
+ *
+ * REDUCE-SCATTER: round 0 copies the input into TEMP in packed order; then
+ * inside each host a reduce-scatter of the runs (local rank i ends with
+ * the host's sum of its run); then, lane by lane in slots, a reduce-
+ * scatter among the lane's owners, which leaves each rank its block,
+ * summed over the hosts, in RECV. ALLGATHER is the reverse: across hosts
+ * lane by lane (each owner adds its own block in its delivery lane), then
+ * inside each host an allgather of the runs, then one local round copies
+ * the packed blocks to their places in RECV. Across hosts each rank sends
+ * and receives about (H-1)/H · m/n, where a flat schedule moves (p-1)/p ·
+ * m, most of it across.
+ */
+typedef struct blockplan {
+  lanes ln;          /* L, S; ln.count: m, the whole vector */
+  uint64_t *P;       /* p+1: where rank r's block starts in the vector */
+  uint64_t *packed;  /* p: where it starts in the packed order */
+  uint64_t *lane_at; /* L+1: where lane j starts in the packed order */
+  uint64_t *cnt;     /* L*H: what host g's owner adds in lane j, j*H+g */
+} blockplan;
+
+static void blockplan_free(blockplan *b) {
+  free(b->P);
+  free(b->packed);
+  free(b->lane_at);
+  free(b->cnt);
+}
+
+/* Host g's owner of lane j, as a rank, and whether j is its first lane. */
+static int32_t lane_owner(const hosts *h, const lanes *ln, int32_t g,
+                          int32_t j, bool *delivers) {
+  int32_t n = host_size(h, g), i = (int32_t)((int64_t)j * n / ln->L), j0, j1;
+  run_of(ln, n, i, &j0, &j1);
+  *delivers = j == j0;
+  return h->members[h->first[g] + i];
+}
+
+static int blockplan_make(const crnet__call *call, const hosts *h,
+                          blockplan *b) {
+  int32_t p = call->p, H = h->H;
+  uint64_t at = 0;
+  int rc;
+  memset(b, 0, sizeof *b);
+  b->ln.L = h->nmax;
+  b->ln.S = (h->nmax + h->nmin - 1) / h->nmin;
+  b->P = crnet__block_offsets(call->counts, p, &rc);
+  if (b->P == NULL)
+    return rc;
+  b->ln.count = b->P[p];
+  b->packed = malloc((size_t)p * sizeof *b->packed);
+  b->lane_at = malloc(((size_t)b->ln.L + 1) * sizeof *b->lane_at);
+  b->cnt = malloc((size_t)b->ln.L * (size_t)H * sizeof *b->cnt);
+  if (b->packed == NULL || b->lane_at == NULL || b->cnt == NULL) {
+    blockplan_free(b);
+    return CRNET_ENOMEM;
+  }
+  for (int32_t j = 0; j < b->ln.L; j++) {
+    b->lane_at[j] = at;
+    for (int32_t g = 0; g < H; g++) {
+      bool delivers;
+      int32_t r = lane_owner(h, &b->ln, g, j, &delivers);
+      b->cnt[(size_t)j * (size_t)H + (size_t)g] = delivers ? call->counts[r] : 0;
+      if (delivers)
+        b->packed[r] = at;
+      at += delivers ? call->counts[r] : 0;
+    }
+  }
+  b->lane_at[b->ln.L] = at;
+  return 0;
+}
+
+/* counts[0..n): the elements of each local rank's run on a host of n. */
+static void block_runs(const blockplan *b, int32_t n, uint64_t *counts) {
+  for (int32_t i = 0; i < n; i++) {
+    int32_t j0, j1;
+    run_of(&b->ln, n, i, &j0, &j1);
+    counts[i] = b->lane_at[j1] - b->lane_at[j0];
+  }
+}
+
+/* The host phase's length (the most rounds of any host) and the lane
+ * phase's (of any lane), for coll_host inside hosts and coll_lane across;
+ * host_in_place: how the host phase runs. */
+static int block_lengths(const crnet__call *call, const hosts *h,
+                         const blockplan *b, crnet_collective coll_host,
+                         bool host_in_place, crnet_collective coll_lane,
+                         uint64_t *counts, uint32_t *host_len,
+                         uint32_t *lane_len) {
+  const char *name;
+  uint32_t r;
+  int rc;
+  *host_len = *lane_len = 0;
+  for (int32_t g = 0; g < h->H; g++) {
+    crnet__call sub = sub_call(call, coll_host, host_size(h, g), 0);
+    block_runs(b, host_size(h, g), counts);
+    sub.counts = counts;
+    sub.in_place = host_in_place;
+    if ((rc = crnet__twolevel_level(&sub, true, &name, NULL)) != 0 ||
+        (rc = level_rounds(name, sub, &r)) != 0)
+      return rc;
+    *host_len = r > *host_len ? r : *host_len;
+  }
+  for (int32_t j = 0; j < b->ln.L; j++) {
+    crnet__call sub = sub_call(call, coll_lane, h->H, 0);
+    sub.counts = b->cnt + (size_t)j * (size_t)h->H;
+    if ((rc = crnet__twolevel_level(&sub, false, &name, NULL)) != 0 ||
+        (rc = level_rounds(name, sub, &r)) != 0)
+      return rc;
+    *lane_len = r > *lane_len ? r : *lane_len;
+  }
+  return 0;
+}
+
+/* The lanes of this rank's run, slot by slot from round `at`: coll across
+ * hosts, with the map lane_map() gives for each. */
+typedef crnet__sched_map (*lane_map_fn)(const blockplan *b, int32_t j,
+                                        int32_t j0, const int32_t *ranks,
+                                        const void *ctx);
+
+static int block_lanes(crnet__schedule *out, const crnet__call *call,
+                       const hosts *h, const blockplan *b,
+                       crnet_collective coll, uint32_t at, uint32_t len,
+                       int32_t *lane_ranks, lane_map_fn lane_map,
+                       const void *ctx) {
+  int32_t n = host_size(h, h->me_host), j0, j1;
+  run_of(&b->ln, n, h->me_local, &j0, &j1);
+  for (int32_t slot = 0; slot < b->ln.S; slot++)
+    for (int32_t j = j0; j < j1; j++) {
+      crnet__call sub = sub_call(call, coll, h->H, h->me_host);
+      crnet__sched_map m;
+      const char *name;
+      int rc;
+      if (j % b->ln.S != slot)
+        continue;
+      for (int32_t g = 0; g < h->H; g++) {
+        bool delivers;
+        lane_ranks[g] = lane_owner(h, &b->ln, g, j, &delivers);
+      }
+      sub.counts = b->cnt + (size_t)j * (size_t)h->H;
+      if ((rc = crnet__twolevel_level(&sub, false, &name, NULL)) != 0)
+        return rc;
+      m = lane_map(b, j, j0, lane_ranks, ctx);
+      rc = level_embed(out, name, &sub, &m, at + (uint32_t)slot * len);
+      if (rc != 0)
+        return rc;
+    }
+  return 0;
+}
+
+/* Reduce-scatter across hosts: the lane's part of the run's sum (TEMP
+ * from m on) in, this rank's block (RECV) out. */
+static crnet__sched_map rs_lane_map(const blockplan *b, int32_t j, int32_t j0,
+                                    const int32_t *ranks, const void *ctx) {
+  uint64_t run_max = *(const uint64_t *)ctx, m = b->ln.count;
+  return map_of(ranks, CRNET__BUF_TEMP, m + b->lane_at[j] - b->lane_at[j0],
+                CRNET__BUF_RECV, 0, m + run_max);
+}
+
+/* Allgather across hosts: this rank's block (from SEND, or RECV in place)
+ * in, the lane's blocks to their packed places in TEMP. */
+struct ag_ctx {
+  uint8_t buf;
+  uint64_t off;
+};
+
+static crnet__sched_map ag_lane_map(const blockplan *b, int32_t j, int32_t j0,
+                                    const int32_t *ranks, const void *ctx) {
+  const struct ag_ctx *own = ctx;
+  (void)j0;
+  return map_of(ranks, own->buf, own->off, CRNET__BUF_TEMP, b->lane_at[j],
+                b->ln.count);
+}
+
+static int blocks_phases(crnet__schedule *out, const crnet__call *call,
+                         const hosts *h, const blockplan *b, uint64_t *counts,
+                         int32_t *lane_ranks) {
+  bool rs = call->coll == CRNET_COLL_REDUCE_SCATTER;
+  int32_t n = host_size(h, h->me_host), i = h->me_local, p = call->p;
+  const int32_t *mine = h->members + h->first[h->me_host];
+  uint64_t m = b->ln.count, run_max = 0;
+  uint8_t input = call->in_place ? CRNET__BUF_RECV : CRNET__BUF_SEND;
+  uint32_t host_len, lane_len;
+  crnet__call sub = sub_call(call, call->coll, n, i);
+  crnet__sched_map map;
+  const char *name;
+  int rc = block_lengths(call, h, b, call->coll, !rs, call->coll, counts,
+                         &host_len, &lane_len);
+  if (rc != 0)
+    return rc;
+  for (int32_t g = 0; g < h->H; g++) {
+    block_runs(b, host_size(h, g), counts);
+    for (int32_t k = 0; k < host_size(h, g); k++)
+      run_max = counts[k] > run_max ? counts[k] : run_max;
+  }
+  block_runs(b, n, counts);
+  sub.counts = counts;
+  sub.in_place = !rs;
+  if ((rc = crnet__twolevel_level(&sub, true, &name, NULL)) != 0)
+    return rc;
+  if (rs) {
+    /* round 0: the input, packed; then the host, then the lanes */
+    crnet__sched_round(out);
+    for (int32_t r = 0; r < p; r++)
+      crnet__sched_copy(
+          out, crnet__seg_make(input, b->P[r], call->counts[r]),
+          crnet__seg_make(CRNET__BUF_TEMP, b->packed[r], call->counts[r]));
+    map = map_of(mine, CRNET__BUF_TEMP, 0, CRNET__BUF_TEMP, m, m + run_max);
+    if ((rc = level_embed(out, name, &sub, &map, 1)) != 0)
+      return rc;
+    return block_lanes(out, call, h, b, CRNET_COLL_REDUCE_SCATTER,
+                       1 + host_len, lane_len, lane_ranks, rs_lane_map,
+                       &run_max);
+  }
+  /* allgather: the lanes, then the host, then the blocks to their places */
+  {
+    struct ag_ctx own = {input, call->in_place ? b->P[call->rank] : 0};
+    rc = block_lanes(out, call, h, b, CRNET_COLL_ALLGATHER, 0, lane_len,
+                     lane_ranks, ag_lane_map, &own);
+  }
+  if (rc != 0)
+    return rc;
+  map = map_of(mine, CRNET__BUF_TEMP, 0, CRNET__BUF_TEMP, 0, m);
+  rc = level_embed(out, name, &sub, &map, (uint32_t)b->ln.S * lane_len);
+  if (rc != 0)
+    return rc;
+  crnet__sched_pad(out, (uint32_t)b->ln.S * lane_len + host_len);
+  crnet__sched_round(out);
+  for (int32_t r = 0; r < p; r++)
+    if (!(call->in_place && r == call->rank))
+      crnet__sched_copy(
+          out, crnet__seg_make(CRNET__BUF_TEMP, b->packed[r], call->counts[r]),
+          crnet__seg_make(CRNET__BUF_RECV, b->P[r], call->counts[r]));
+  return 0;
+}
+
+static int twolevel_blocks(crnet__schedule *out, const crnet__call *call) {
+  hosts h;
+  blockplan b;
+  uint64_t *counts = NULL;
+  int32_t *lane_ranks = NULL;
+  int rc;
+  if (call->counts == NULL)
+    return CRNET_EINVAL;
+  if ((rc = hosts_make(call, &h)) != 0)
+    return rc;
+  if ((rc = blockplan_make(call, &h, &b)) != 0) {
+    hosts_free(&h);
+    return rc;
+  }
+  counts = malloc((size_t)h.nmax * sizeof *counts);
+  lane_ranks = malloc((size_t)h.H * sizeof *lane_ranks);
+  crnet__sched_init(out, call->p, call->rank);
+  rc = counts == NULL || lane_ranks == NULL
+           ? CRNET_ENOMEM
+           : blocks_phases(out, call, &h, &b, counts, lane_ranks);
+  free(counts);
+  free(lane_ranks);
+  blockplan_free(&b);
+  hosts_free(&h);
+  if (rc != 0) {
+    crnet__sched_free(out);
+    return rc;
+  }
+  return crnet__sched_finish(out);
+}
+
+int crnet__twolevel_reduce_scatter(crnet__schedule *out,
+                                   const crnet__call *call) {
+  return twolevel_blocks(out, call);
+}
+
+int crnet__twolevel_allgather(crnet__schedule *out, const crnet__call *call) {
+  return twolevel_blocks(out, call);
+}
+
 /* --- price ---------------------------------------------------------------- */
 
 static int level_price(const crnet__call *sub, bool shm, double *seconds) {
@@ -553,6 +837,39 @@ static int rooted_price(const crnet__call *call, const hosts *h,
   return 0;
 }
 
+static int blocks_price(const crnet__call *call, const hosts *h,
+                        double *seconds) {
+  bool rs = call->coll == CRNET_COLL_REDUCE_SCATTER;
+  double host = 0, lane = 0, t;
+  uint64_t *counts;
+  blockplan b;
+  int rc;
+  if (call->counts == NULL)
+    return 1;
+  if ((rc = blockplan_make(call, h, &b)) != 0)
+    return rc == CRNET_ENOMEM ? rc : 1;
+  counts = malloc((size_t)h->nmax * sizeof *counts);
+  rc = counts == NULL ? CRNET_ENOMEM : 0;
+  for (int32_t g = 0; g < h->H && rc == 0; g++) {
+    crnet__call sub = sub_call(call, call->coll, host_size(h, g), 0);
+    block_runs(&b, host_size(h, g), counts);
+    sub.counts = counts;
+    sub.in_place = !rs;
+    if ((rc = level_price(&sub, true, &t)) == 0 && t > host)
+      host = t;
+  }
+  for (int32_t j = 0; j < b.ln.L && rc == 0; j++) {
+    crnet__call sub = sub_call(call, call->coll, h->H, 0);
+    sub.counts = b.cnt + (size_t)j * (size_t)h->H;
+    if ((rc = level_price(&sub, false, &t)) == 0 && t > lane)
+      lane = t;
+  }
+  *seconds = host + (double)b.ln.S * lane;
+  free(counts);
+  blockplan_free(&b);
+  return rc;
+}
+
 int crnet__twolevel_price(const crnet__call *call, double *seconds) {
   hosts h;
   int rc;
@@ -568,6 +885,10 @@ int crnet__twolevel_price(const crnet__call *call, double *seconds) {
   case CRNET_COLL_BCAST:
   case CRNET_COLL_REDUCE:
     rc = rooted_price(call, &h, seconds);
+    break;
+  case CRNET_COLL_REDUCE_SCATTER:
+  case CRNET_COLL_ALLGATHER:
+    rc = blocks_price(call, &h, seconds);
     break;
   default:
     rc = 1;
@@ -652,9 +973,73 @@ static int describe_rooted(const crnet__call *call, const hosts *h, char *buf,
   return 0;
 }
 
+static int describe_blocks(const crnet__call *call, const hosts *h, char *buf,
+                           size_t n) {
+  bool rs = call->coll == CRNET_COLL_REDUCE_SCATTER;
+  int32_t size = host_size(h, h->me_host), j0, j1;
+  const char *what = crnet_collective_name(call->coll), *host_name, *lane_name;
+  uint32_t host_len, lane_len, lanes_at;
+  uint64_t *counts = malloc((size_t)h->nmax * sizeof *counts);
+  blockplan b;
+  int rc = counts == NULL ? CRNET_ENOMEM : blockplan_make(call, h, &b);
+  if (rc != 0) {
+    free(counts);
+    return rc;
+  }
+  rc = block_lengths(call, h, &b, call->coll, !rs, call->coll, counts,
+                     &host_len, &lane_len);
+  if (rc == 0) {
+    crnet__call host = sub_call(call, call->coll, size, 0);
+    crnet__call lane = sub_call(call, call->coll, h->H, 0);
+    run_of(&b.ln, size, h->me_local, &j0, &j1);
+    block_runs(&b, size, counts);
+    host.counts = counts;
+    host.in_place = !rs;
+    lane.counts = b.cnt + (size_t)j0 * (size_t)h->H;
+    if ((rc = crnet__twolevel_level(&host, true, &host_name, NULL)) == 0)
+      rc = crnet__twolevel_level(&lane, false, &lane_name, NULL);
+  }
+  lanes_at = rs ? 1 + host_len : 0;
+  if (rc == 0) {
+    uint32_t host_at = rs ? 1 : (uint32_t)b.ln.S * lane_len;
+    char inside[160], across[200];
+    snprintf(inside, sizeof inside, "rounds %u-%u %s inside the host (%s)",
+             host_at, host_at + host_len - 1, what, host_name);
+    snprintf(across, sizeof across,
+             "rounds %u-%u %s across hosts (%s), lanes %d-%d of %d in "
+             "slots of %u round%s",
+             lanes_at, lanes_at + (uint32_t)b.ln.S * lane_len - 1, what,
+             lane_name, (int)j0, (int)j1 - 1, (int)b.ln.L, lane_len,
+             lane_len == 1 ? "" : "s");
+    snprintf(buf, n, "host %d of %d (%d rank%s; this rank is its rank %d): %s",
+             (int)h->me_host, (int)h->H, (int)size, size == 1 ? "" : "s",
+             (int)h->me_local, "");
+    if (rs)
+      snprintf(buf + strlen(buf), n - strlen(buf),
+               "round 0 packs the input by lanes; %s; %s", inside, across);
+    else
+      snprintf(buf + strlen(buf), n - strlen(buf),
+               "%s; %s; round %u unpacks the blocks into place", across,
+               inside, host_at + host_len);
+  }
+  free(counts);
+  blockplan_free(&b);
+  return rc;
+}
+
 int crnet__twolevel_describe(const crnet__call *call, char *buf, size_t n) {
   hosts h;
   int rc;
+  if (call->coll == CRNET_COLL_REDUCE_SCATTER ||
+      call->coll == CRNET_COLL_ALLGATHER) {
+    if (call->counts == NULL)
+      return CRNET_EINVAL;
+    if ((rc = hosts_make(call, &h)) != 0)
+      return rc;
+    rc = describe_blocks(call, &h, buf, n);
+    hosts_free(&h);
+    return rc;
+  }
   if (call->coll != CRNET_COLL_ALLREDUCE && call->coll != CRNET_COLL_BCAST &&
       call->coll != CRNET_COLL_REDUCE)
     return CRNET_EINVAL;

@@ -25,6 +25,9 @@
 int crnet__twolevel_allreduce(crnet__schedule *out, const crnet__call *call);
 int crnet__twolevel_bcast(crnet__schedule *out, const crnet__call *call);
 int crnet__twolevel_reduce(crnet__schedule *out, const crnet__call *call);
+int crnet__twolevel_reduce_scatter(crnet__schedule *out,
+                                   const crnet__call *call);
+int crnet__twolevel_allgather(crnet__schedule *out, const crnet__call *call);
 
 /* The model price of the two-level schedule for the call: each level's
  * flat schedule priced with its links' constants (shm_alpha and shm_beta

@@ -198,7 +198,8 @@ static const struct schedule schedules[] = {
     /* on one host its layout is one host: a reduce-scatter and an
      * allgather there (tests/multihost.sh runs it across hosts) */
     {"two-level",
-     BIT(CRNET_COLL_ALLREDUCE) | BIT(CRNET_COLL_BCAST) | BIT(CRNET_COLL_REDUCE),
+     BIT(CRNET_COLL_ALLREDUCE) | BIT(CRNET_COLL_BCAST) | BIT(CRNET_COLL_REDUCE) |
+         BIT(CRNET_COLL_REDUCE_SCATTER) | BIT(CRNET_COLL_ALLGATHER),
      REORDERS, false},
 };
 #define NSCHEDULES (sizeof schedules / sizeof schedules[0])

@@ -5,10 +5,12 @@
 # them, every TCP connection capped at MBIT megabits per second by
 # libflowcap (tools/bench/flowcap.c), as clouds cap each flow.
 #
-#   tools/bench/twolevel_hosts.sh [H [N [MBIT [ROUNDS [SIZES]]]]]
+#   tools/bench/twolevel_hosts.sh [H [N [MBIT [ROUNDS [SIZES [COLL]]]]]]
 #
 # Defaults: 2 hosts x 2 ranks, 1000 Mbit, 3 rounds, sizes "8 65536
-# 16777216" (bytes of float, allreduce, operator sum). Per round, one after
+# 16777216" (bytes of float, operator sum), COLL allreduce (or
+# reduce_scatter, allgather, bcast, reduce; crbench's and mpi_bench's
+# sizes: the whole vector). Per round, one after
 # the other: crnet's crbench with -s two-level, circulant (the flat
 # schedule auto took before), rabenseifner, and auto (what a job gets),
 # then Open MPI's mpi_bench (tools/compare/mpi_bench.c, built here with
@@ -31,6 +33,7 @@ per=${2:-2}
 mbit=${3:-1000}
 rounds=${4:-3}
 sizes=${5:-"8 65536 16777216"}
+coll=${6:-allreduce}
 p=$((hosts * per))
 . tests/testbed.sh
 tmp=$(mktemp -d /tmp/crnet-twolevel.XXXXXX)
@@ -47,7 +50,7 @@ cap=$(realpath build/tools/libflowcap.so)
 crnet_row() { # schedule size -> one JSON row
   timeout -k 5 300 build/src/crlaunch --timeout 280 --ssh "$tb/ssh" --hosts "$list" \
     -x LD_PRELOAD="$cap" -x FLOWCAP_MBIT="$mbit" \
-    build/tools/crbench -c allreduce -s "$1" -b "$2" -e "$2" -n 20 -w 3 --no-link-limit \
+    build/tools/crbench -c "$coll" -s "$1" -b "$2" -e "$2" -n 20 -w 3 --no-link-limit \
     --json 2>>"$tmp/err" | grep '"coll"' | tail -1
 }
 ompi_row() { # size -> one JSON row
@@ -57,11 +60,16 @@ ompi_row() { # size -> one JSON row
     --mca btl tcp,vader,self --mca btl_tcp_if_include 10.79.0.0/24 \
     --mca oob_tcp_if_include 10.79.0.0/24 \
     -x LD_PRELOAD="$cap" -x FLOWCAP_MBIT="$mbit" \
-    "$tmp/mpi_bench" -c allreduce -b "$1" -e "$1" -n 20 -w 3 -l openmpi \
+    "$tmp/mpi_bench" -c "$coll" -b "$1" -e "$1" -n 20 -w 3 -l openmpi \
     --json 2>>"$tmp/err" | grep '"coll"' | tail -1
 }
 
-variants="two-level circulant rabenseifner auto openmpi"
+# The flat schedules to compare: circulant everywhere, and rabenseifner
+# where it exists (recursive halving; not for allgather and bcast).
+case $coll in
+allgather | bcast) variants="two-level circulant auto openmpi" ;;
+*) variants="two-level circulant rabenseifner auto openmpi" ;;
+esac
 for r in $(seq "$rounds"); do
   for s in $sizes; do
     for v in $variants; do
@@ -72,7 +80,7 @@ for r in $(seq "$rounds"); do
   done
 done
 
-echo "allreduce, $hosts hosts x $per ranks (p = $p) on the namespace test bed, TCP flows capped at $mbit Mbit/s, shared memory inside hosts; $rounds rounds; $(date -u +%Y-%m-%d) $(git rev-parse --short HEAD)"
+echo "$coll, $hosts hosts x $per ranks (p = $p) on the namespace test bed, TCP flows capped at $mbit Mbit/s, shared memory inside hosts; $rounds rounds; $(date -u +%Y-%m-%d) $(git rev-parse --short HEAD)"
 python3 - "$tmp/rows" "$variants" <<'PY'
 import json, statistics, sys
 rows = {}

@@ -18,7 +18,7 @@
 # namespaces, its shared memory inside; the same cap preloaded;
 # mpi_yield_when_idle 1, since the "hosts" share this machine's cores and
 # Open MPI, seeing two slots per host, would busy-poll: 8 ms for an 8-byte
-# allreduce at 2 x 2 ranks instead of 28-37 us). Each row
+# allreduce at 2 x 2 ranks instead of 34-43 us). Each row
 # is crbench's or mpi_bench's median per call; the table gives, per size,
 # the median over rounds and the spread (min-max), and the ratio of each
 # variant's median to two-level's.

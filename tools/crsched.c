@@ -590,18 +590,24 @@ out_blocks:
   return rc;
 }
 
+static int run(const options *o) {
+  if (o->autosel)
+    return crsched_auto_main(o);
+  if (o->crossover)
+    return crsched_crossover_main(o);
+  if (o->sweep)
+    return o->verify ? crsched_verify_main(o) : crsched_sweep_main(o);
+  if (o->dot)
+    return crsched_dot_main(o);
+  return o->cost ? crsched_cost_main(o) : view_main(o);
+}
+
 int main(int argc, char **argv) {
   options o;
   int rc = crsched_parse_options(argc, argv, &o);
   if (rc != 0)
     return rc == 1 ? 0 : rc;
-  if (o.autosel)
-    return crsched_auto_main(&o);
-  if (o.crossover)
-    return crsched_crossover_main(&o);
-  if (o.sweep)
-    return o.verify ? crsched_verify_main(&o) : crsched_sweep_main(&o);
-  if (o.dot)
-    return crsched_dot_main(&o);
-  return o.cost ? crsched_cost_main(&o) : view_main(&o);
+  rc = run(&o);
+  free(o.host);
+  return rc;
 }

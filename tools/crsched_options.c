@@ -511,8 +511,20 @@ static int check_options(options *o) {
   return 0;
 }
 
-/* 0, 1 (help printed: exit 0) or EXIT_USAGE. */
+static int parse_all(int argc, char **argv, options *o);
+
+/* 0, 1 (help printed: exit 0) or EXIT_USAGE; on anything but 0 nothing
+ * is left to free. */
 int crsched_parse_options(int argc, char **argv, options *o) {
+  int rc = parse_all(argc, argv, o);
+  if (rc != 0) {
+    free(o->host);
+    o->host = NULL;
+  }
+  return rc;
+}
+
+static int parse_all(int argc, char **argv, options *o) {
   static const struct option longopts[] = {
       {"coll", required_argument, NULL, OPT_COLL},
       {"schedule", required_argument, NULL, OPT_SCHEDULE},

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Multi-host test: crlaunch over SSH across three "hosts" on this machine.
 #
-#   tests/multihost.sh CRLAUNCH COLL_CHECK IDLE_WAIT LAUNCHER_RANK
+#   tests/multihost.sh CRLAUNCH COLL_CHECK IDLE_WAIT LAUNCHER_RANK ALLREDUCE_TIME
 #
 # Each host is a network namespace of its own (crnet-mhN), joined by a veth
 # pair to a bridge in this namespace, with IPv4 and IPv6 addresses and an
@@ -26,6 +26,7 @@ coll_check=$(realpath "$2")
 idle_wait=$(realpath "$3")
 launcher_rank=$(realpath "$4")
 launcher_init=$(dirname "$launcher_rank")/launcher_init
+allreduce_time=$(realpath "$5")
 stats_check=$(dirname "$launcher_rank")/stats_check
 link_kinds=$(dirname "$launcher_rank")/link_kinds
 
@@ -143,6 +144,33 @@ if [ $rc -eq 0 ] && grep -q "p=6: .* cases passed" "$tmp/out"; then
   ok "two-level over hosts of 3, 2 and 1 ranks: $(grep 'cases passed' "$tmp/out") in ${secs}s"
 else
   fail "two-level over uneven hosts exited $rc: $(tail -n 5 "$tmp/out" "$tmp/err")"
+fi
+
+# ---- 1d. a mismatch and a timeout on the mixed layout -----------------------
+# Rank 4 (host 3) calls the two-level allreduce, the others the circulant:
+# every rank fails the call, naming the mismatch, within seconds. Then rank
+# 0 sleeps in front of a barrier that the others wait in with
+# CRNET_TIMEOUT=2 (seconds): they time out, over shared memory and TCP
+# alike.
+
+cat >"$tmp/diverge.sh" <<EOF
+#!/bin/sh
+if [ "\$CRNET_RANK" = 4 ]; then exec "$allreduce_time" two-level 65536 3
+else exec "$allreduce_time" circulant 65536 3; fi
+EOF
+chmod +x "$tmp/diverge.sh"
+run --hosts 10.79.0.2:2,10.79.0.3:2,10.79.0.4:2 --timeout 60 "$tmp/diverge.sh"
+if [ $rc -ne 0 ] && below "$secs" 20 && grep -q "mismatched calls" "$tmp/err"; then
+  ok "schedules that differ across hosts fail in ${secs}s: $(grep -m1 -o 'mismatched calls[^(]*' "$tmp/err")"
+else
+  fail "mismatch over three hosts: exit $rc in ${secs}s: $(tail -n 5 "$tmp/err")"
+fi
+run --hosts 10.79.0.2:2,10.79.0.3:2,10.79.0.4:2 --timeout 60 \
+  -x CRNET_TIMEOUT=2 "$idle_wait" 30000
+if [ $rc -ne 0 ] && below "$secs" 20 && grep -q "timed out in barrier" "$tmp/err"; then
+  ok "CRNET_TIMEOUT over three hosts: the waiting ranks gave up in ${secs}s: $(grep -m1 -o 'rank [0-9]* timed out in barrier[^:]*' "$tmp/err")"
+else
+  fail "timeout over three hosts: exit $rc in ${secs}s: $(tail -n 5 "$tmp/err")"
 fi
 
 # ---- 2. a local rank, IPv4 and IPv6 hosts in one job (dual stack), encrypted -

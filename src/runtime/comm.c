@@ -492,6 +492,7 @@ static void free_comm(crnet_comm *c) {
     crnet__trace_close(w->trace);
     crnet__secret_free(w->key);
     free(w->temp);
+    free(w->node_ranks);
     pthread_cond_destroy(&w->thread_cv);
     pthread_cond_destroy(&w->cv);
     pthread_mutex_destroy(&w->mu);
@@ -567,9 +568,18 @@ static void wait_plan(crnet_comm *c, const crnet__settings *s) {
   const crnet__rdv_entry *t = c->w->table;
   int local_ranks = 1; /* this one included */
   int host_cpus = s->host_cpus > 0 ? s->host_cpus : usable_cores();
+  bool shm = c->w->transport != CRNET__TRANSPORT_TCP && !c->w->encrypt;
   for (int r = 0; r < c->size && t != NULL; r++)
     if (r != c->rank && same_machine(&t[r], &t[c->rank]))
       local_ranks++;
+  /* No list (out of memory): polling waits just run the loop each turn. */
+  c->w->node_ranks = shm && t != NULL && c->size > 1
+                         ? malloc(sizeof *c->w->node_ranks * (size_t)c->size)
+                         : NULL;
+  c->w->n_node_ranks = 0;
+  for (int r = 0; r < c->size && c->w->node_ranks != NULL; r++)
+    if (r != c->rank && crnet__rdv_same_node(&t[r], &t[c->rank]))
+      c->w->node_ranks[c->w->n_node_ranks++] = r;
   bool own_cores = local_ranks <= host_cpus;
   c->w->spin_yield = !own_cores;
   /* The progress thread's auto: only where it has a core of its own, so

@@ -125,6 +125,12 @@ typedef struct crnet__world {
   bool spin_yield;       /* more ranks than cores: yield while spinning */
   uint32_t spin_skipped; /* waits that slept at once since the last spin */
   uint64_t io_count;     /* link events so far (link.h io_count) */
+  /* The job's ranks on this node whose links may move onto shared memory
+   * (none with CRNET_TRANSPORT=tcp or encryption): the links a polling
+   * wait pumps itself between turns of the loop (progress.c). */
+  int32_t *node_ranks;
+  int32_t n_node_ranks;
+  uint32_t light_turns; /* polling turns since the last turn of the loop */
   /* The loop runs without sleeping (uv_run(UV_RUN_NOWAIT)): link.h
    * loop_nowait. */
   bool loop_nowait;

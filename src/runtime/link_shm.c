@@ -126,7 +126,7 @@ struct crnet__link_shm {
   uv_shutdown_cb shutdown_cb;
 };
 
-static void pump(crnet__link_shm *s);
+static bool pump(crnet__link_shm *s);
 static void want_turn(crnet__link_shm *s);
 static void close_sock(crnet__link_shm *s);
 static void update_idle(crnet__link_shm *s, bool did);
@@ -1261,18 +1261,23 @@ static void update_idle(crnet__link_shm *s, bool did) {
     uv_idle_stop(&s->idle);
 }
 
-static void pump(crnet__link_shm *s) {
+static bool pump(crnet__link_shm *s) {
   bool did = false;
   if (s->closing || s->phase != PHASE_LIVE)
-    return;
+    return false;
   if (s->tx_on)
     did |= flush_tx(s);
   did |= run_done(s);
   did |= drain_rx(s);
   update_idle(s, did);
+  return did;
 }
 
 static void on_idle(uv_idle_t *h) { pump(h->data); }
+
+bool crnet__link_shm_pump(crnet__link *l) {
+  return l->shm != NULL && pump(l->shm);
+}
 
 /* Before the loop polls. If it may sleep there, announce the sleep on
  * every ring this side waits on (shm.h), and keep the loop from sleeping

@@ -89,6 +89,12 @@ void crnet__link_shm_read_stop(crnet__link *l);
 /* Bytes written but not in the ring yet. */
 uint64_t crnet__link_shm_queued(const crnet__link *l);
 
+/* One turn of the carriage outside the event loop (what its idle handle
+ * does): bytes written go into the ring, bytes come out of it to the
+ * reader, finished writes complete. For a polling wait that stays out of
+ * the loop on most of its turns (progress.c). True if anything moved. */
+bool crnet__link_shm_pump(crnet__link *l);
+
 /* Link l ends (its peer closed, or the connection broke): first, every
  * other shared-memory link of its loop hands over what its ring holds.
  * A peer's last frames (an ABORT saying why the job ends) may wait there,

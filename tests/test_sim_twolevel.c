@@ -333,6 +333,123 @@ START_TEST(test_allgather) {
 }
 END_TEST
 
+/* In place is each rank's own choice (it is not in the call's signature):
+ * ranks that mix it must still agree on every round. Odd ranks in place,
+ * even ranks not; the simulator runs without aliasing, so an in-place
+ * rank's schedule must read its input from RECV alone (a reduce's
+ * non-root ranks read SEND either way). */
+static void run_mixed(crnet_collective coll, const int32_t *host, int32_t H,
+                      int32_t p, uint64_t unit, int32_t root,
+                      const char *layout) {
+  bool blocks_call = coll == CRNET_COLL_REDUCE_SCATTER ||
+                     coll == CRNET_COLL_ALLGATHER;
+  uint64_t blocks[64], P[65], m;
+  char what[300], err[512] = "";
+  crnet__schedule *sc = calloc((size_t)p, sizeof *sc);
+  crnet__sim_rank *rk = calloc((size_t)p, sizeof *rk);
+  int rc;
+  EXPECT(sc && rk, "out of memory");
+  P[0] = 0;
+  for (int32_t r = 0; r < p; r++) {
+    blocks[r] = blocks_call ? unit + (uint64_t)r % 3 : 0;
+    P[r + 1] = P[r] + blocks[r];
+  }
+  m = blocks_call ? P[p] : unit;
+  snprintf(what, sizeof what, "two-level %s, %s, mixed in place, %llu, root %d",
+           crnet_collective_name(coll), layout, (unsigned long long)unit,
+           (int)root);
+  for (int32_t r = 0; r < p; r++) {
+    bool ip = r % 2 == 1;
+    crnet__call call = {.coll = coll, .p = p, .rank = r, .count = m,
+                        .counts = blocks_call ? blocks : NULL, .root = root,
+                        .in_place = ip, .commutative = true, .esize = 8,
+                        .host = host, .nhosts = H};
+    crnet__sim_rank *q = &rk[r];
+    bool rs = coll == CRNET_COLL_REDUCE_SCATTER, ag = coll == CRNET_COLL_ALLGATHER;
+    uint64_t base = ag ? P[r] : 0;
+    uint64_t in = ag ? blocks[r] : m; /* this rank's input elements */
+    uint64_t rn = rs ? (ip ? m : blocks[r])
+                  : coll == CRNET_COLL_REDUCE && r != root && !ip ? 0
+                                                                  : m;
+    bool reads_send = !ip || (coll == CRNET_COLL_REDUCE && r != root);
+    uint64_t *snd = malloc((in ? in : 1) * sizeof *snd);
+    uint64_t *rcv = malloc((rn ? rn : 1) * sizeof *rcv);
+    EXPECT(snd && rcv, "out of memory");
+    rc = crnet__build("two-level", &call, &sc[r]);
+    EXPECT(rc == 0, "%s: build rank %d: %d", what, r, rc);
+    for (uint64_t e = 0; e < in; e++)
+      snd[e] = value(r, base + e);
+    for (uint64_t e = 0; e < rn; e++)
+      rcv[e] = UINT64_C(0xdeadbeefdeadbeef);
+    q->init_off = q->init_count = 0;
+    if (!reads_send) {
+      memcpy(rcv + base, snd, in * sizeof *snd);
+      q->init_off = base;
+      q->init_count = in;
+    }
+    q->sched = &sc[r];
+    q->send = reads_send ? snd : NULL;
+    q->send_count = reads_send ? in : 0;
+    q->recv = rcv;
+    q->recv_count = rn;
+    if (!reads_send)
+      free(snd);
+  }
+  rc = crnet__sim_run(rk, p, false, false, op_sum, err, sizeof err);
+  EXPECT(rc == 0, "%s: %s", what, err);
+  for (int32_t r = 0; r < p; r++) {
+    if (coll == CRNET_COLL_ALLREDUCE ||
+        (coll == CRNET_COLL_REDUCE && r == root))
+      for (uint64_t e = 0; e < m; e++) {
+        uint64_t v = 0;
+        for (int32_t x = 0; x < p; x++)
+          v += value(x, e);
+        EXPECT(rk[r].recv[e] == v, "%s: rank %d element %llu", what, r,
+               (unsigned long long)e);
+      }
+    if (coll == CRNET_COLL_REDUCE_SCATTER)
+      for (uint64_t e = 0; e < blocks[r]; e++) {
+        uint64_t v = 0;
+        for (int32_t x = 0; x < p; x++)
+          v += value(x, P[r] + e);
+        EXPECT(rk[r].recv[e] == v, "%s: rank %d element %llu", what, r,
+               (unsigned long long)e);
+      }
+    if (coll == CRNET_COLL_ALLGATHER)
+      for (int32_t b = 0; b < p; b++)
+        for (uint64_t e = 0; e < blocks[b]; e++)
+          EXPECT(rk[r].recv[P[b] + e] == value(b, P[b] + e),
+                 "%s: rank %d block %d element %llu", what, r, b,
+                 (unsigned long long)e);
+  }
+  for (int32_t r = 0; r < p; r++) {
+    crnet__sched_free(&sc[r]);
+    free((void *)rk[r].send);
+    free(rk[r].recv);
+  }
+  free(sc);
+  free(rk);
+}
+
+START_TEST(test_mixed_in_place) {
+  static const crnet_collective colls[] = {
+      CRNET_COLL_ALLREDUCE, CRNET_COLL_REDUCE, CRNET_COLL_REDUCE_SCATTER,
+      CRNET_COLL_ALLGATHER};
+  int32_t host[64], H;
+  for (size_t l = 0; l < NLAYOUTS; l++)
+    for (int how = 0; how < NPLACEMENTS; how++) {
+      int32_t p = place(layouts[l], (enum placement)how, host, &H, l * 7 + 1);
+      char layout[64];
+      snprintf(layout, sizeof layout, "layout %zu, %s", l,
+               placement_name[how]);
+      for (size_t c = 0; c < sizeof colls / sizeof colls[0]; c++)
+        for (uint64_t unit = 0; unit < 40; unit += 13)
+          for (int32_t root = 0; root < p; root += p > 1 ? p - 1 : 1)
+            run_mixed(colls[c], host, H, p, unit, root, layout);
+    }
+}
+END_TEST
+
 /* The levels' flat schedules give every rank of a call the same number of
  * rounds, for any root and any block sizes: the two-level builders take a
  * phase's length from sub-rank 0's schedule. */
@@ -437,6 +554,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_reduce);
   tcase_add_test(tc, test_reduce_scatter);
   tcase_add_test(tc, test_allgather);
+  tcase_add_test(tc, test_mixed_in_place);
   tcase_add_test(tc, test_levels_have_uniform_rounds);
   tcase_add_test(tc, test_auto_and_select);
   suite_add_tcase(s, tc);

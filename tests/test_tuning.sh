@@ -81,8 +81,8 @@ expect "calibrate p=2: exit status" "$rc" 0
 expect "calibrate p=2: JSON" "$(python3 -c '
 import json, sys
 r = json.load(sys.stdin)
-print(r["probe"], r["p"], r["alpha"] > 0 and r["beta"] > 0 and r["ring_round"] > 0, len(r["rows"]) > 5)
-' <"$tmp/out")" "calibrate 2 True True"
+print(r["probe"], r["p"], r["links"], r["alpha"] > 0 and r["beta"] > 0 and r["ring_round"] > 0, len(r["rows"]) > 5)
+' <"$tmp/out")" "calibrate 2 tcp True True"
 expect "calibrate p=2 keeps p=3's figures and adds its own" \
   "$(grep -c '^alpha\.[23] = \|^beta\.[23] = \|^gamma\.[23] = ' "$t")" 6
 "$CRSCHED" --auto -p 16 -m 4096 --tuning "$t" >/dev/null 2>&1

@@ -499,10 +499,12 @@ static void print_fit(const struct cal *k, const struct row *rows, size_t n,
   double v[NFIT];
   constants_of(x, v);
   if (c->json) {
-    printf("{\"probe\": \"calibrate\", \"p\": %d, \"alpha\": %.6g, \"beta\": "
+    printf("{\"probe\": \"calibrate\", \"p\": %d, \"links\": \"%s\", "
+           "\"alpha\": %.6g, \"beta\": "
            "%.6g, \"gamma\": %.6g, \"ring_round\": %.6g, "
            "\"gamma_fitted\": %s, \"rows\": [",
-           k->p, v[0], v[1], v[2], v[3], gamma_fitted ? "true" : "false");
+           k->p, k->shm ? "shm" : "tcp", v[0], v[1], v[2], v[3],
+           gamma_fitted ? "true" : "false");
     for (size_t i = 0; i < n; i++)
       printf("%s{\"coll\": \"%s\", \"schedule\": \"%s\", \"size\": %zu, "
              "\"time_us\": %.6g, \"model_us\": %.6g}",
@@ -577,12 +579,21 @@ int crbench_calibrate(crnet_comm *comm, const struct crbench_calibration *c) {
   }
   if (rc != 0)
     goto done;
-  /* Which links were measured: rank 0's decide, since it writes the file
-   * (the calls above have brought every lazy link up). */
-  for (int r = 0; r < k.p; r++) {
-    crnet_link_kind kind = CRNET_LINK_NONE;
-    if (r != k.rank && (crnet_comm_peer_link(comm, r, &kind) != 0 ||
-                        kind != CRNET_LINK_SHM))
+  /* Which links were measured: rank 0's decide, since it writes the file.
+   * With lazy links (the default from 64 ranks) the calls above never
+   * brought up the links to most peers: a link that is not there says
+   * nothing, one on TCP says TCP. */
+  {
+    int shm_links = 0;
+    for (int r = 0; r < k.p; r++) {
+      crnet_link_kind kind = CRNET_LINK_NONE;
+      if (r == k.rank || crnet_comm_peer_link(comm, r, &kind) != 0)
+        continue;
+      if (kind == CRNET_LINK_TCP)
+        k.shm = false;
+      shm_links += kind == CRNET_LINK_SHM;
+    }
+    if (shm_links == 0)
       k.shm = false;
   }
   /* Every rank fits the same numbers (the times are maxima over ranks),
@@ -605,7 +616,8 @@ int crbench_calibrate(crnet_comm *comm, const struct crbench_calibration *c) {
     goto done;
   }
   constants_of(x, v);
-  if (!(v[3] >= 0.1 && v[3] <= 10)) {
+  /* ring_round is written only for TCP's links. */
+  if (!k.shm && !(v[3] >= 0.1 && v[3] <= 10)) {
     if (k.rank == 0)
       fprintf(stderr,
               PROG ": --calibrate: the fit gave ring_round %g (the file "

@@ -421,7 +421,7 @@ bool crsched_wanted(const options *o, const coll_kind *k) {
 }
 
 static void print_tuning(const options *o, const crnet__tuning *t) {
-  char desc[400];
+  char desc[600];
   crnet__tuning_describe(t, o->p, desc, sizeof desc);
   printf("p = %d, %s operator; tuning: %s\n", o->p,
          o->non_commutative ? "non-commutative" : "commutative", desc);

@@ -201,7 +201,7 @@ int crsched_sweep_main(const options *o) {
   crnet__tuning t;
   int32_t ps[512];
   size_t nps = sweep_ps(o->pmax, ps, sizeof ps / sizeof ps[0]);
-  char desc[400];
+  char desc[600];
   if (crsched_load_tuning(o, &t) != 0)
     return 1;
   crnet__tuning_describe(&t, 2, desc, sizeof desc);

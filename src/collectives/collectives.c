@@ -231,7 +231,10 @@ static int start(crnet_comm *c, crnet__call *call, const void *send,
   /* Set once, never changed after: read outside the lock below. */
   call->host = c->host;
   call->nhosts = c->nhosts;
-  call->shm_links = c->nhosts == 1 && c->w->transport != CRNET__TRANSPORT_TCP;
+  /* From the layout alone, which every rank knows alike: each rank's
+   * CRNET_TRANSPORT is its own, and ranks that priced with different
+   * constants could pick different schedules for one call. */
+  call->shm_links = c->nhosts == 1;
   memcpy(chosen, c->schedule[call->coll], sizeof chosen);
   name = auto_cached(c, call, chosen, &id);
   if (name != NULL)

@@ -40,8 +40,11 @@ typedef struct crnet__call {
    * the two-level schedules (twolevel.h) look at it. */
   const int32_t *host;
   int32_t nhosts;
-  /* Every link the call uses is shared memory (one host): auto prices
-   * with shm_alpha and shm_beta (tuning.h) instead of alpha and beta. */
+  /* Every rank of the call is on one host, so its links are shared
+   * memory (unless CRNET_TRANSPORT=tcp or encryption keeps them on TCP,
+   * which auto does not know: those are each rank's own settings, and
+   * every rank must price alike): auto prices with shm_alpha and shm_beta
+   * (tuning.h) instead of alpha and beta. */
   bool shm_links;
   /* auto's cost model constants (borrowed; NULL: the built-in defaults) */
   const crnet__tuning *tuning;

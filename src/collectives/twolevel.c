@@ -29,11 +29,12 @@
  *
  * Rounds. Frames are matched by round index, so each phase starts at the
  * same round on every rank: phase 1 takes R1 rounds, the most any host's
- * reduce-scatter takes (plus one local round in place, see below), phase
+ * reduce-scatter takes, plus one local round (used in place, see below;
+ * empty otherwise, since ranks may differ in that), phase
  * 2 S·R2 (R2 the cross-host allreduce's rounds), phase 3 R3, and ranks
  * with less to do have empty rounds. The flat schedules used here
  * (circulant and ring) give every rank of a call the same number of
- * rounds (tests/test_twolevel.c checks it), so building sub-rank 0's
+ * rounds (tests/test_sim_twolevel.c checks it), so building sub-rank 0's
  * schedule tells a phase's length.
  *
  * Buffers. Not in place, phase 1 reads SEND and puts the run's sum at its
@@ -131,6 +132,16 @@ static int32_t host_size(const hosts *h, int32_t g) {
   return h->first[g + 1] - h->first[g];
 }
 
+/* Whether a host before g has g's size: a host level's call depends on the
+ * size alone (the slices and runs are cut from the lanes, which every host
+ * shares), so its rounds and price are those of that host. */
+static bool host_size_seen(const hosts *h, int32_t g) {
+  for (int32_t e = 0; e < g; e++)
+    if (host_size(h, e) == host_size(h, g))
+      return true;
+  return false;
+}
+
 /* --- levels --------------------------------------------------------------- */
 
 int crnet__twolevel_level(const crnet__call *sub, bool shm, const char **name,
@@ -139,17 +150,19 @@ int crnet__twolevel_level(const crnet__call *sub, bool shm, const char **name,
   crnet__call priced = *sub;
   double best = 0, t;
   int rc;
+  bool found = false;
   priced.shm_links = shm;
   priced.host = NULL;
   priced.nhosts = 0;
-  *name = flat[0];
+  *name = flat[0]; /* what runs if neither can be priced: the circulant */
   for (size_t i = 0; i < sizeof flat / sizeof flat[0]; i++) {
     rc = crnet__auto_price(flat[i], &priced, &t);
     if (rc < 0)
       return rc;
-    if (rc == 0 && (i == 0 || t < best)) {
+    if (rc == 0 && (!found || t < best)) {
       best = t;
       *name = flat[i];
+      found = true;
     }
   }
   if (seconds != NULL)
@@ -255,10 +268,7 @@ static int allreduce_lengths(const crnet__call *call, const hosts *h,
     int32_t n = host_size(h, g);
     const char *name;
     uint32_t r;
-    bool seen = false;
-    for (int32_t e = 0; e < g && !seen; e++)
-      seen = host_size(h, e) == n;
-    if (seen)
+    if (host_size_seen(h, g))
       continue;
     run_counts(ln, n, counts);
     for (int phase = 0; phase < 3; phase += 2) {
@@ -273,8 +283,10 @@ static int allreduce_lengths(const crnet__call *call, const hosts *h,
       len[phase] = r > len[phase] ? r : len[phase];
     }
   }
-  if (call->in_place)
-    len[0]++; /* the local round that moves the run's sum into place */
+  /* The local round that moves the run's sum into place (in place), on
+   * every rank alike: a rank's in-place or not is its own, and phase 2
+   * must start at one round everywhere. */
+  len[0]++;
   /* Lanes have two sizes at most: the first's and the last's. */
   for (int32_t j = 0; j < ln->L; j += ln->L > 1 ? ln->L - 1 : 1) {
     crnet__call sub = sub_call(call, CRNET_COLL_ALLREDUCE, h->H, 0);
@@ -410,6 +422,8 @@ static int rooted_local_rounds(const crnet__call *call, const hosts *h,
     const char *name;
     uint32_t r;
     int rc;
+    if (host_size_seen(h, g))
+      continue;
     sub.count = call->count;
     if ((rc = crnet__twolevel_level(&sub, true, &name, NULL)) != 0 ||
         (rc = level_rounds(name, sub, &r)) != 0)
@@ -575,6 +589,14 @@ static int blockplan_make(const crnet__call *call, const hosts *h,
   return 0;
 }
 
+/* Whether lane j carries what lane j-1 does from every host (equal
+ * hosts, equal blocks: every lane alike), so its call is the same. */
+static bool lane_like_last(const blockplan *b, const hosts *h, int32_t j) {
+  return j > 0 && memcmp(b->cnt + (size_t)j * (size_t)h->H,
+                         b->cnt + (size_t)(j - 1) * (size_t)h->H,
+                         (size_t)h->H * sizeof *b->cnt) == 0;
+}
+
 /* counts[0..n): the elements of each local rank's run on a host of n. */
 static void block_runs(const blockplan *b, int32_t n, uint64_t *counts) {
   for (int32_t i = 0; i < n; i++) {
@@ -598,6 +620,8 @@ static int block_lengths(const crnet__call *call, const hosts *h,
   *host_len = *lane_len = 0;
   for (int32_t g = 0; g < h->H; g++) {
     crnet__call sub = sub_call(call, coll_host, host_size(h, g), 0);
+    if (host_size_seen(h, g))
+      continue;
     block_runs(b, host_size(h, g), counts);
     sub.counts = counts;
     sub.in_place = host_in_place;
@@ -608,6 +632,8 @@ static int block_lengths(const crnet__call *call, const hosts *h,
   }
   for (int32_t j = 0; j < b->ln.L; j++) {
     crnet__call sub = sub_call(call, coll_lane, h->H, 0);
+    if (lane_like_last(b, h, j))
+      continue;
     sub.counts = b->cnt + (size_t)j * (size_t)h->H;
     if ((rc = crnet__twolevel_level(&sub, false, &name, NULL)) != 0 ||
         (rc = level_rounds(name, sub, &r)) != 0)
@@ -796,6 +822,8 @@ static int allreduce_price(const crnet__call *call, const hosts *h,
     return CRNET_ENOMEM;
   for (int32_t g = 0; g < h->H && rc == 0; g++) {
     int32_t n = host_size(h, g);
+    if (host_size_seen(h, g))
+      continue;
     run_counts(&ln, n, counts);
     for (int k = 0; k < 2 && rc == 0; k++) {
       crnet__call sub = sub_call(call, k == 0 ? CRNET_COLL_REDUCE_SCATTER
@@ -828,6 +856,8 @@ static int rooted_price(const crnet__call *call, const hosts *h,
     return rc;
   for (int32_t g = 0; g < h->H; g++) {
     crnet__call sub = sub_call(call, call->coll, host_size(h, g), 0);
+    if (host_size_seen(h, g))
+      continue;
     sub.count = call->count;
     if ((rc = level_price(&sub, true, &t)) != 0)
       return rc;
@@ -852,6 +882,8 @@ static int blocks_price(const crnet__call *call, const hosts *h,
   rc = counts == NULL ? CRNET_ENOMEM : 0;
   for (int32_t g = 0; g < h->H && rc == 0; g++) {
     crnet__call sub = sub_call(call, call->coll, host_size(h, g), 0);
+    if (host_size_seen(h, g))
+      continue;
     block_runs(&b, host_size(h, g), counts);
     sub.counts = counts;
     sub.in_place = !rs;
@@ -860,6 +892,8 @@ static int blocks_price(const crnet__call *call, const hosts *h,
   }
   for (int32_t j = 0; j < b.ln.L && rc == 0; j++) {
     crnet__call sub = sub_call(call, call->coll, h->H, 0);
+    if (lane_like_last(&b, h, j))
+      continue;
     sub.counts = b.cnt + (size_t)j * (size_t)h->H;
     if ((rc = level_price(&sub, false, &t)) == 0 && t > lane)
       lane = t;

@@ -601,7 +601,7 @@ static void on_rdv_control(crnet__link *l, const crnet__frame_header *h,
     else
       use_options(b, &options);
     if (b->fatal == 0) {
-      char desc[400];
+      char desc[600];
       crnet__tuning_describe(&c->w->tuning, c->size, desc, sizeof desc);
       crnet__debug("tuning: %s", desc);
     }

@@ -84,19 +84,74 @@ static int32_t place(const int32_t *sizes, enum placement how, int32_t *host,
   return p;
 }
 
+/* Checks the result of every rank against a serial reference. m: the
+ * vector; blocks and P (p + 1 offsets): the ranks' blocks of a
+ * reduce-scatter or allgather. */
+static void check(crnet_collective coll, const crnet__sim_rank *rk,
+                  int32_t p, uint64_t m, const uint64_t *blocks,
+                  const uint64_t *P, int32_t root, const char *what) {
+  uint64_t *ref = malloc((m ? m : 1) * sizeof *ref);
+  EXPECT(ref, "out of memory");
+  for (uint64_t e = 0; e < m; e++) {
+    uint64_t v = 0;
+    /* bcast and allgather check against value() below */
+    if (coll != CRNET_COLL_BCAST && coll != CRNET_COLL_ALLGATHER)
+      for (int32_t x = 0; x < p; x++)
+        v += value(x, e);
+    ref[e] = v;
+  }
+  for (int32_t r = 0; r < p; r++)
+    switch (coll) {
+    case CRNET_COLL_REDUCE_SCATTER:
+      for (uint64_t e = 0; e < blocks[r]; e++)
+        EXPECT(rk[r].recv[e] == ref[P[r] + e], "%s: rank %d element %llu",
+               what, r, (unsigned long long)e);
+      break;
+    case CRNET_COLL_ALLGATHER:
+      for (int32_t b = 0; b < p; b++)
+        for (uint64_t e = 0; e < blocks[b]; e++)
+          EXPECT(rk[r].recv[P[b] + e] == value(b, P[b] + e),
+                 "%s: rank %d block %d element %llu", what, r, b,
+                 (unsigned long long)e);
+      break;
+    case CRNET_COLL_BCAST:
+      for (uint64_t e = 0; e < m; e++)
+        EXPECT(rk[r].recv[e] == value(root, e), "%s: rank %d element %llu",
+               what, r, (unsigned long long)e);
+      break;
+    default: /* allreduce; reduce at the root */
+      if (coll == CRNET_COLL_REDUCE && r != root)
+        break;
+      for (uint64_t e = 0; e < m; e++)
+        EXPECT(rk[r].recv[e] == ref[e], "%s: rank %d element %llu", what, r,
+               (unsigned long long)e);
+      break;
+    }
+  free(ref);
+}
+
+static void free_ranks(crnet__schedule *sc, crnet__sim_rank *rk, int32_t p) {
+  for (int32_t r = 0; r < p; r++) {
+    crnet__sched_free(&sc[r]);
+    free((void *)rk[r].send);
+    free(rk[r].recv);
+  }
+  free(sc);
+  free(rk);
+}
+
 static void run(crnet_collective coll, const int32_t *host, int32_t H,
                 int32_t p, uint64_t m, bool in_place, int32_t root,
                 const crnet__tuning *tuning, const char *layout) {
   char what[256];
   crnet__schedule *sc = calloc((size_t)p, sizeof *sc);
   crnet__sim_rank *rk = calloc((size_t)p, sizeof *rk);
-  uint64_t *ref = malloc((m ? m : 1) * sizeof *ref);
   char err[512] = "";
   int rc;
   snprintf(what, sizeof what, "two-level %s, %s, count %llu%s, root %d",
            crnet_collective_name(coll), layout, (unsigned long long)m,
            in_place ? ", in place" : "", (int)root);
-  EXPECT(sc && rk && ref, "out of memory");
+  EXPECT(sc && rk, "out of memory");
   for (int32_t r = 0; r < p; r++) {
     crnet__call call = {.coll = coll, .p = p, .rank = r, .count = m,
                         .root = root, .in_place = in_place,
@@ -136,30 +191,8 @@ static void run(crnet_collective coll, const int32_t *host, int32_t H,
   }
   rc = crnet__sim_run(rk, p, in_place, false, op_sum, err, sizeof err);
   EXPECT(rc == 0, "%s: %s", what, err);
-  for (uint64_t e = 0; e < m; e++) {
-    uint64_t v = 0;
-    if (coll == CRNET_COLL_BCAST)
-      v = value(root, e);
-    else
-      for (int32_t x = 0; x < p; x++)
-        v += value(x, e);
-    ref[e] = v;
-  }
-  for (int32_t r = 0; r < p; r++) {
-    if (coll == CRNET_COLL_REDUCE && r != root)
-      continue;
-    for (uint64_t e = 0; e < m; e++)
-      EXPECT(rk[r].recv[e] == ref[e], "%s: rank %d element %llu", what, r,
-             (unsigned long long)e);
-  }
-  for (int32_t r = 0; r < p; r++) {
-    crnet__sched_free(&sc[r]);
-    free((void *)rk[r].send);
-    free(rk[r].recv);
-  }
-  free(sc);
-  free(rk);
-  free(ref);
+  check(coll, rk, p, m, NULL, NULL, root, what);
+  free_ranks(sc, rk, p);
 }
 
 static const uint64_t counts[] = {0, 1, 2, 3, 5, 8, 17, 64, 301};
@@ -220,29 +253,8 @@ static void run_blocks(crnet_collective coll, const int32_t *host, int32_t H,
   }
   rc = crnet__sim_run(rk, p, in_place, false, op_sum, err, sizeof err);
   EXPECT(rc == 0, "%s: %s", what, err);
-  for (int32_t r = 0; r < p; r++) {
-    if (rs)
-      for (uint64_t e = 0; e < blocks[r]; e++) {
-        uint64_t v = 0;
-        for (int32_t x = 0; x < p; x++)
-          v += value(x, P[r] + e);
-        EXPECT(rk[r].recv[e] == v, "%s: rank %d element %llu", what, r,
-               (unsigned long long)e);
-      }
-    else
-      for (int32_t b = 0; b < p; b++)
-        for (uint64_t e = 0; e < blocks[b]; e++)
-          EXPECT(rk[r].recv[P[b] + e] == value(b, P[b] + e),
-                 "%s: rank %d block %d element %llu", what, r, b,
-                 (unsigned long long)e);
-  }
-  for (int32_t r = 0; r < p; r++) {
-    crnet__sched_free(&sc[r]);
-    free((void *)rk[r].send);
-    free(rk[r].recv);
-  }
-  free(sc);
-  free(rk);
+  check(coll, rk, p, m, blocks, P, 0, what);
+  free_ranks(sc, rk, p);
 }
 
 static void every_layout(crnet_collective coll, const crnet__tuning *tuning) {
@@ -397,38 +409,8 @@ static void run_mixed(crnet_collective coll, const int32_t *host, int32_t H,
   }
   rc = crnet__sim_run(rk, p, false, false, op_sum, err, sizeof err);
   EXPECT(rc == 0, "%s: %s", what, err);
-  for (int32_t r = 0; r < p; r++) {
-    if (coll == CRNET_COLL_ALLREDUCE ||
-        (coll == CRNET_COLL_REDUCE && r == root))
-      for (uint64_t e = 0; e < m; e++) {
-        uint64_t v = 0;
-        for (int32_t x = 0; x < p; x++)
-          v += value(x, e);
-        EXPECT(rk[r].recv[e] == v, "%s: rank %d element %llu", what, r,
-               (unsigned long long)e);
-      }
-    if (coll == CRNET_COLL_REDUCE_SCATTER)
-      for (uint64_t e = 0; e < blocks[r]; e++) {
-        uint64_t v = 0;
-        for (int32_t x = 0; x < p; x++)
-          v += value(x, P[r] + e);
-        EXPECT(rk[r].recv[e] == v, "%s: rank %d element %llu", what, r,
-               (unsigned long long)e);
-      }
-    if (coll == CRNET_COLL_ALLGATHER)
-      for (int32_t b = 0; b < p; b++)
-        for (uint64_t e = 0; e < blocks[b]; e++)
-          EXPECT(rk[r].recv[P[b] + e] == value(b, P[b] + e),
-                 "%s: rank %d block %d element %llu", what, r, b,
-                 (unsigned long long)e);
-  }
-  for (int32_t r = 0; r < p; r++) {
-    crnet__sched_free(&sc[r]);
-    free((void *)rk[r].send);
-    free(rk[r].recv);
-  }
-  free(sc);
-  free(rk);
+  check(coll, rk, p, m, blocks, P, root, what);
+  free_ranks(sc, rk, p);
 }
 
 START_TEST(test_mixed_in_place) {

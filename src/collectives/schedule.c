@@ -195,6 +195,25 @@ void crnet__sched_pad(crnet__schedule *s, uint32_t at) {
     crnet__sched_round(s);
 }
 
+/* A send or receive x of sub into s's current round, mapped by m. */
+static void embed_xfer(crnet__schedule *s, const crnet__schedule *sub,
+                       const crnet__sched_map *m, const crnet__xfer *x,
+                       bool send) {
+  int32_t peer;
+  if (x->peer < 0)
+    return;
+  peer = m->rank_of[x->peer];
+  if (send)
+    crnet__sched_send_peer(s, peer);
+  else
+    crnet__sched_recv_peer(s, peer);
+  for (uint32_t i = 0; i < x->nsegs; i++) {
+    crnet__seg g = map_seg(s, m, sub->segs[x->first_seg + i]);
+    (send ? crnet__sched_send : crnet__sched_recv)(s, peer, g.buf, g.off,
+                                                   g.count);
+  }
+}
+
 void crnet__sched_embed(crnet__schedule *s, const crnet__schedule *sub,
                         const crnet__sched_map *m, uint32_t at) {
   assert(s->oom || s->nrounds <= at);
@@ -205,22 +224,8 @@ void crnet__sched_embed(crnet__schedule *s, const crnet__schedule *sub,
       crnet__sched_round_independent(s);
     else
       crnet__sched_round(s);
-    if (r->send.peer >= 0) {
-      int32_t peer = m->rank_of[r->send.peer];
-      crnet__sched_send_peer(s, peer);
-      for (uint32_t i = 0; i < r->send.nsegs; i++) {
-        crnet__seg g = map_seg(s, m, sub->segs[r->send.first_seg + i]);
-        crnet__sched_send(s, peer, g.buf, g.off, g.count);
-      }
-    }
-    if (r->recv.peer >= 0) {
-      int32_t peer = m->rank_of[r->recv.peer];
-      crnet__sched_recv_peer(s, peer);
-      for (uint32_t i = 0; i < r->recv.nsegs; i++) {
-        crnet__seg g = map_seg(s, m, sub->segs[r->recv.first_seg + i]);
-        crnet__sched_recv(s, peer, g.buf, g.off, g.count);
-      }
-    }
+    embed_xfer(s, sub, m, &r->send, true);
+    embed_xfer(s, sub, m, &r->recv, false);
     for (uint32_t i = 0; i < r->nsteps; i++) {
       const crnet__step *st = &sub->steps[r->first_step + i];
       crnet__seg src = map_seg(s, m, st->src), dst = map_seg(s, m, st->dst);

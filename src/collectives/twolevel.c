@@ -234,6 +234,12 @@ typedef struct lanes {
   uint64_t count;
 } lanes;
 
+/* The lanes of a layout: L = n_max, S = ceil(n_max / n_min) slots. */
+static lanes lanes_of(const hosts *h, uint64_t count) {
+  lanes ln = {h->nmax, (h->nmax + h->nmin - 1) / h->nmin, count};
+  return ln;
+}
+
 static uint64_t lane_off(const lanes *ln, int32_t j) {
   uint64_t off, n;
   if (j >= ln->L)
@@ -377,9 +383,7 @@ int crnet__twolevel_allreduce(crnet__schedule *out, const crnet__call *call) {
   int rc = hosts_make(call, &h);
   if (rc != 0)
     return rc;
-  ln.L = h.nmax;
-  ln.S = (h.nmax + h.nmin - 1) / h.nmin;
-  ln.count = call->count;
+  ln = lanes_of(&h, call->count);
   counts = malloc((size_t)h.nmax * sizeof *counts);
   lane_ranks = malloc((size_t)h.H * sizeof *lane_ranks);
   crnet__sched_init(out, call->p, call->rank);
@@ -561,8 +565,7 @@ static int blockplan_make(const crnet__call *call, const hosts *h,
   uint64_t at = 0;
   int rc;
   memset(b, 0, sizeof *b);
-  b->ln.L = h->nmax;
-  b->ln.S = (h->nmax + h->nmin - 1) / h->nmin;
+  b->ln = lanes_of(h, 0);
   b->P = crnet__block_offsets(call->counts, p, &rc);
   if (b->P == NULL)
     return rc;
@@ -814,7 +817,7 @@ static int level_price(const crnet__call *sub, bool shm, double *seconds) {
 
 static int allreduce_price(const crnet__call *call, const hosts *h,
                            double *seconds) {
-  lanes ln = {h->nmax, (h->nmax + h->nmin - 1) / h->nmin, call->count};
+  lanes ln = lanes_of(h, call->count);
   uint64_t *counts = malloc((size_t)h->nmax * sizeof *counts);
   double local[2] = {0, 0}, cross = 0, t;
   int rc = 0;
@@ -936,7 +939,7 @@ int crnet__twolevel_price(const crnet__call *call, double *seconds) {
 
 static int describe_allreduce(const crnet__call *call, const hosts *h,
                               char *buf, size_t n) {
-  lanes ln = {h->nmax, (h->nmax + h->nmin - 1) / h->nmin, call->count};
+  lanes ln = lanes_of(h, call->count);
   int32_t size = host_size(h, h->me_host), j0, j1;
   uint64_t *counts = malloc((size_t)h->nmax * sizeof *counts);
   const char *names[3];

@@ -654,16 +654,17 @@ void crnet__link_shm_control(crnet__link *l, const crnet__frame_header *h,
   }
   switch (h->kind) {
   case CRNET__FRAME_SHM_OFFER:
-    if (s->phase != PHASE_NONE || s->creator || s->offer_held ||
-        h->length > sizeof s->offer) {
+    /* Only mesh links carry offers (comm.c); one on a rendezvous link is a
+     * peer that does not follow the protocol. */
+    if (l->purpose != CRNET__HS_MESH || s->phase != PHASE_NONE ||
+        s->creator || s->offer_held || h->length > sizeof s->offer) {
       crnet__link_fail(l, CRNET_EIO, "an unexpected shared-memory offer");
       return;
     }
     memcpy(s->offer, payload, h->length);
     s->offer_len = h->length;
     s->offer_held = true;
-    /* Links the owner never rules on (the rendezvous') decline at once. */
-    if (s->policy != 0 || l->purpose != CRNET__HS_MESH)
+    if (s->policy != 0)
       answer_offer(s);
     return;
   case CRNET__FRAME_SHM_SWITCH:

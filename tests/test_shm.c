@@ -784,6 +784,45 @@ START_TEST(test_corrupt_tail) {
 }
 END_TEST
 
+/* The producer looks at the tail only when the room it saw last is not
+ * enough (shm.h, seen): a write within that room goes ahead without
+ * looking, even past a tail the consumer has since made impossible (the
+ * room was free when seen, and an honest consumer never takes it back); a
+ * write that needs more looks, and refuses. */
+START_TEST(test_room_seen) {
+  enum { R = 4 * KIB };
+  crnet__shm a, b;
+  make_pair(&a, &b, R);
+  crnet__ring *tx = crnet__shm_tx(&a), *rx = crnet__shm_rx(&b);
+  crnet__ring_ctl *peer = &b.base->ring[0]; /* the consumer's mapping */
+  uint8_t src[R], dst[R];
+  stream_fill(src, 0, sizeof src);
+  crnet__ring_iov iov = {src, 1000};
+  ck_assert_uint_eq(crnet__ring_write(tx, &iov, 1, 0), 1000);
+  ck_assert_uint_eq(crnet__ring_read(rx, dst, 1000), 1000);
+  ck_assert(crnet__ring_has_room(tx, R)); /* looks: all of it is free */
+  atomic_store(&peer->tail, 1000 + R); /* past any head: impossible */
+  iov.len = 100;
+  ck_assert_uint_eq(crnet__ring_write(tx, &iov, 1, 0), 100);
+  ck_assert(!tx->corrupt);
+  ck_assert(crnet__ring_has_room(tx, R - 100));
+  iov.len = R;
+  ck_assert_uint_eq(crnet__ring_write(tx, &iov, 1, 0), CRNET__RING_CORRUPT);
+  ck_assert(tx->corrupt);
+  ck_assert(!crnet__ring_has_room(tx, 1));
+  /* The consumer side alike: bytes seen are read without looking. */
+  atomic_store(&peer->tail, 1000);
+  ck_assert_uint_eq(crnet__ring_readable(rx), 100);
+  atomic_store(&a.base->ring[0].head, 1000 + 2 * R); /* too far ahead */
+  ck_assert_uint_eq(crnet__ring_read(rx, dst, 60), 60);
+  ck_assert(!rx->corrupt);
+  ck_assert_uint_eq(crnet__ring_read(rx, dst, 60), CRNET__RING_CORRUPT);
+  ck_assert(rx->corrupt);
+  crnet__shm_close(&a);
+  crnet__shm_close(&b);
+}
+END_TEST
+
 /* A peer that writes random positions, against handles at random positions
  * of their own: every call either refuses or moves exactly what the
  * positions allow, and nothing outside ring 0's data changes (ring 1's data
@@ -807,6 +846,9 @@ START_TEST(test_hostile_fuzz) {
     crnet__ring h;
     crnet__ring_init(&h, ctl, data0, R);
     h.pos = below(&x, 4) == 0 ? next_random(&x) : below(&x, 8 * R);
+    /* A peer position last seen that promises nothing, to either side: the
+     * call must look at the one the peer wrote. */
+    h.seen = h.pos - R;
     uint64_t d;
     switch (below(&x, 4)) {
     case 0:
@@ -1210,6 +1252,7 @@ static Suite *shm_suite(void) {
   tcase_set_timeout(hostile, 60);
   tcase_add_test(hostile, test_corrupt_head);
   tcase_add_test(hostile, test_corrupt_tail);
+  tcase_add_test(hostile, test_room_seen);
   tcase_add_test(hostile, test_hostile_fuzz);
   suite_add_tcase(s, hostile);
   TCase *streams = tcase_create("streams");

@@ -923,7 +923,7 @@ int crnet__link_shm_try_write(crnet__link *l, const uv_buf_t *b, unsigned n) {
   /* Small frames only, as one inline record, whole or not at all. */
   tx = crnet__shm_tx(&s->seg);
   if (total == 0 || total >= REMOTE_MIN ||
-      crnet__ring_writable(tx) < REC_HEADER + total)
+      !crnet__ring_has_room(tx, REC_HEADER + total))
     return UV_EAGAIN;
   crnet__put_le64(head, total);
   iov[0].base = head;
@@ -1224,7 +1224,7 @@ static bool work_now(crnet__link_shm *s) {
   if (s->done_head != NULL)
     return true;
   if (s->tx_on && s->q_head != NULL &&
-      crnet__ring_writable(crnet__shm_tx(&s->seg)) >= REC_HEADER + 8)
+      crnet__ring_has_room(crnet__shm_tx(&s->seg), REC_HEADER + 8))
     return true;
   if (s->wait_head != NULL &&
       crnet__ring_remote_done(crnet__shm_tx(&s->seg)) >=

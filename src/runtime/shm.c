@@ -292,6 +292,7 @@ void crnet__ring_init(crnet__ring *r, crnet__ring_ctl *ctl, uint8_t *data,
   r->data = data;
   r->size = size;
   r->pos = 0;
+  r->seen = 0;
   r->corrupt = false;
 }
 
@@ -319,16 +320,50 @@ static void copy_out(const crnet__ring *r, uint64_t pos, uint8_t *dst,
   memcpy(dst + first, r->data, n - first);
 }
 
+/* Loads the peer's position (tail for the producer, head for the
+ * consumer) into r->seen. False if it is out of range: r->seen is left as
+ * it was, and the handle becomes corrupt if `mark` (a read or write; the
+ * looks of readable and writable only look). */
+static bool load_seen(crnet__ring *r, bool producer, bool mark) {
+  uint64_t at;
+  bool ok;
+  if (producer) {
+    at = atomic_load_explicit(&r->ctl->tail, memory_order_acquire);
+    ok = in_range(r, r->pos, at);
+  } else {
+    at = atomic_load_explicit(&r->ctl->head, memory_order_acquire);
+    ok = in_range(r, at, r->pos);
+  }
+  if (ok)
+    r->seen = at;
+  else if (mark)
+    r->corrupt = true;
+  return ok;
+}
+
+/* What r->seen promises: room for the producer, bytes for the consumer.
+ * Within 0..R, since seen was in range when loaded and pos moves only
+ * within what it promised; nothing if not (a handle whose pos was set by
+ * hand, as tests do). */
+static uint64_t room_seen(const crnet__ring *r) {
+  return in_range(r, r->pos, r->seen) ? r->size - (r->pos - r->seen) : 0;
+}
+
+static uint64_t bytes_seen(const crnet__ring *r) {
+  return in_range(r, r->seen, r->pos) ? r->seen - r->pos : 0;
+}
+
 size_t crnet__ring_write(crnet__ring *r, const crnet__ring_iov *iov,
                          uint32_t niov, uint64_t skip) {
+  uint64_t want = 0;
   if (r->corrupt)
     return CRNET__RING_CORRUPT;
-  uint64_t tail = atomic_load_explicit(&r->ctl->tail, memory_order_acquire);
-  if (!in_range(r, r->pos, tail)) {
-    r->corrupt = true;
+  for (uint32_t i = 0; i < niov; i++)
+    want += iov[i].len;
+  want = want > skip ? want - skip : 0;
+  if ((want == 0 || room_seen(r) < want) && !load_seen(r, true, true))
     return CRNET__RING_CORRUPT;
-  }
-  uint64_t room = r->size - (r->pos - tail);
+  uint64_t room = room_seen(r);
   uint64_t done = 0;
   for (uint32_t i = 0; i < niov && done < room; i++) {
     if (skip >= iov[i].len) {
@@ -354,12 +389,9 @@ size_t crnet__ring_write(crnet__ring *r, const crnet__ring_iov *iov,
 size_t crnet__ring_read(crnet__ring *r, void *buf, size_t len) {
   if (r->corrupt)
     return CRNET__RING_CORRUPT;
-  uint64_t head = atomic_load_explicit(&r->ctl->head, memory_order_acquire);
-  if (!in_range(r, head, r->pos)) {
-    r->corrupt = true;
+  if ((len == 0 || bytes_seen(r) < len) && !load_seen(r, false, true))
     return CRNET__RING_CORRUPT;
-  }
-  uint64_t n = head - r->pos;
+  uint64_t n = bytes_seen(r);
   if (n > len)
     n = len;
   if (n > 0) {
@@ -371,22 +403,22 @@ size_t crnet__ring_read(crnet__ring *r, void *buf, size_t len) {
   return (size_t)n;
 }
 
-uint64_t crnet__ring_readable(const crnet__ring *r) {
-  if (r->corrupt)
+uint64_t crnet__ring_readable(crnet__ring *r) {
+  if (r->corrupt || !load_seen(r, false, false))
     return 0;
-  uint64_t head = atomic_load_explicit(&r->ctl->head, memory_order_acquire);
-  if (!in_range(r, head, r->pos))
-    return 0;
-  return head - r->pos;
+  return bytes_seen(r);
 }
 
-uint64_t crnet__ring_writable(const crnet__ring *r) {
+uint64_t crnet__ring_writable(crnet__ring *r) {
+  if (r->corrupt || !load_seen(r, true, false))
+    return 0;
+  return room_seen(r);
+}
+
+bool crnet__ring_has_room(crnet__ring *r, uint64_t need) {
   if (r->corrupt)
-    return 0;
-  uint64_t tail = atomic_load_explicit(&r->ctl->tail, memory_order_acquire);
-  if (!in_range(r, r->pos, tail))
-    return 0;
-  return r->size - (r->pos - tail);
+    return false;
+  return room_seen(r) >= need || crnet__ring_writable(r) >= need;
 }
 
 bool crnet__ring_reader_sleep(crnet__ring *r) {

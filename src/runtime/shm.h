@@ -134,6 +134,11 @@ typedef struct crnet__ring {
   uint8_t *data;
   uint64_t size; /* R, a power of two */
   uint64_t pos;
+  /* The peer's position as this side last loaded it (the producer's view
+   * of tail, the consumer's of head). Positions only grow, so what was
+   * free or readable then still is: a side loads the peer's line, which the
+   * peer keeps writing, only when that is not enough for the request. */
+  uint64_t seen;
   bool corrupt; /* the peer's position was out of range once: refused */
 } crnet__ring;
 
@@ -206,10 +211,17 @@ size_t crnet__ring_write(crnet__ring *r, const crnet__ring_iov *iov,
 size_t crnet__ring_read(crnet__ring *r, void *buf, size_t len);
 
 /* Bytes the consumer could read now, and bytes the producer could write
- * now, each on its own side's handle. 0 for a corrupt ring, or one whose
- * peer position is out of range (the next read or write reports that). */
-uint64_t crnet__ring_readable(const crnet__ring *r);
-uint64_t crnet__ring_writable(const crnet__ring *r);
+ * now, each on its own side's handle (a fresh load of the peer's
+ * position). 0 for a corrupt ring, or one whose peer position is out of
+ * range (the next read or write that needs more than the last good
+ * position promised reports that). */
+uint64_t crnet__ring_readable(crnet__ring *r);
+uint64_t crnet__ring_writable(crnet__ring *r);
+
+/* Whether the producer can write `need` bytes now: from the tail it last
+ * loaded when that shows enough room, else as crnet__ring_writable. The
+ * call for a writer's hot path: it leaves the consumer's line alone. */
+bool crnet__ring_has_room(crnet__ring *r, uint64_t need);
 
 /* Consumer, about to block on an empty ring: announces the sleep. True
  * means block until signalled; false means data came (or the ring is

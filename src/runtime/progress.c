@@ -568,11 +568,17 @@ static int poll_turn(crnet_comm *c, uint64_t *seen, bool *news) {
   if (c->w->io_count != *seen) {
     *seen = c->w->io_count;
     *news = true;
-  }
-  /* With more ranks than cores, the peer this rank waits for may need
-   * this very core: let it have it. */
-  if (c->w->spin_yield)
+  } else if (c->w->spin_yield) {
+    /* With more ranks than cores, the peer this rank waits for may need
+     * this very core: let it have it, but only after a turn that found
+     * nothing. A turn that moved something may have finished what the
+     * caller waits for, or given it more to do at once (the next round's
+     * send): yielding then hands the core away for a whole turn of another
+     * rank just when this one can go on (measured: 17 context switches per
+     * 8-byte allreduce and barrier at p = 4 on 2 cores, against 7 for Open
+     * MPI, which also yields only when its progress found nothing). */
     sched_yield();
+  }
   return alive;
 }
 

@@ -588,7 +588,9 @@ static int poll_turn(crnet_comm *c, uint64_t *seen, bool *news) {
 #define CLOCK_TURNS 8
 
 static bool spin(crnet_comm *c, bool (*done)(void *), void *arg) {
-  uint64_t quiet_since = uv_hrtime(), seen = c->w->io_count;
+  /* The quiet time counts from the first look at the clock, CLOCK_TURNS
+   * turns in (most small waits end before it: no read at all). */
+  uint64_t quiet_since = 0, seen = c->w->io_count;
   uint32_t turns = 0;
   bool news = false;
   for (;;) {
@@ -602,7 +604,7 @@ static bool spin(crnet_comm *c, bool (*done)(void *), void *arg) {
       return false;
     if (++turns % CLOCK_TURNS == 0) {
       uint64_t now = uv_hrtime();
-      if (news)
+      if (news || quiet_since == 0)
         quiet_since = now;
       else if (now - quiet_since >= c->w->spin_ns)
         return false;

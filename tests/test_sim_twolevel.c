@@ -11,6 +11,7 @@
  * with a layout.
  */
 #include <check.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -480,12 +481,21 @@ START_TEST(test_auto_and_select) {
   uint32_t id;
   double t;
   char why[300];
+  double t2;
   for (int r = 0; r < 16; r++)
-    host[r] = r / 8;
-  /* Two hosts of 8, 16 MiB: the crossing carries a sixteenth of what the
-   * flat schedules send across, and auto sees it. */
+    host[r] = r % 2;
+  /* Two hosts of 8, round robin, 16 MiB: the crossing carries a sixteenth
+   * of what the flat schedules send across, and auto sees it. */
   ck_assert_int_eq(crnet__auto_choose(&call, &name, &t), 0);
   ck_assert_str_eq(name, "two-level");
+  /* Host by host, rabenseifner crosses with its last, smallest pieces: the
+   * same sixteenth, the same price, and it comes first in the list. */
+  for (int r = 0; r < 16; r++)
+    host[r] = r / 8;
+  ck_assert_int_eq(crnet__auto_choose(&call, &name, &t), 0);
+  ck_assert_str_eq(name, "rabenseifner");
+  ck_assert_int_eq(crnet__twolevel_price(&call, &t2), 0);
+  ck_assert(fabs(t - t2) <= 1e-9 * t2);
   /* One host, or one rank per host: nothing to gain, never priced. */
   call.nhosts = 1;
   for (int r = 0; r < 16; r++)

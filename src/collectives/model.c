@@ -399,3 +399,72 @@ double crnet__model_seconds_on(const crnet__model_terms *t,
          t->moved * crnet__tuning_get(tuning, beta, p) +
          t->reduced * crnet__tuning_get(tuning, CRNET__TUNING_GAMMA, p);
 }
+
+/* --- across hosts, round by round ------------------------------------------ */
+
+/* Whether some rank r has its partner r XOR dist on another host. */
+static bool crosses(const crnet__call *call, int32_t dist) {
+  for (int32_t r = 0; r < call->p; r++)
+    if (call->host[r] != call->host[r ^ dist])
+      return true;
+  return false;
+}
+
+/* One round: `moved` and `reduced` bytes, on TCP's constants if it crosses
+ * hosts, else shared memory's. */
+static double round_seconds(const crnet__tuning *t, int32_t p, bool cross,
+                            double moved, double reduced) {
+  crnet__tuning_param alpha = cross ? CRNET__TUNING_ALPHA
+                                    : CRNET__TUNING_SHM_ALPHA;
+  crnet__tuning_param beta = cross ? CRNET__TUNING_BETA
+                                   : CRNET__TUNING_SHM_BETA;
+  return crnet__tuning_get(t, alpha, p) + moved * crnet__tuning_get(t, beta, p) +
+         reduced * crnet__tuning_get(t, CRNET__TUNING_GAMMA, p);
+}
+
+bool crnet__model_seconds_hosts(const char *name, const crnet__call *call,
+                                const crnet__tuning *t, double *seconds) {
+  int32_t p = call->p;
+  int d = crnet__floor_log2(p);
+  double m = crnet__model_bytes(call), sum = 0;
+  enum { DOUBLING, HALVING, HALVING_AND_BACK, GATHERING } shape;
+  if (call->host == NULL || call->nhosts < 2 || p < 2 || (p & (p - 1)) != 0)
+    return false;
+  if (call->coll == CRNET_COLL_ALLREDUCE && strcmp(name, "hypercube") == 0)
+    shape = DOUBLING;
+  else if (call->coll == CRNET_COLL_ALLREDUCE &&
+           strcmp(name, "rabenseifner") == 0)
+    shape = HALVING_AND_BACK;
+  else if (call->coll == CRNET_COLL_REDUCE_SCATTER &&
+           strcmp(name, "rabenseifner") == 0)
+    shape = HALVING;
+  else if (call->coll == CRNET_COLL_ALLGATHER && strcmp(name, "hypercube") == 0)
+    shape = GATHERING;
+  else
+    return false;
+  /* Round i pairs ranks at distance 2^i. Recursive doubling moves and
+   * reduces the whole vector each round; recursive halving m/2^(i+1) (and
+   * the allgather back the same pieces); the allgather 2^i blocks of
+   * m/p. Rounds are summed, so their order does not matter here. */
+  for (int i = 0; i < d; i++) {
+    bool cross = crosses(call, (int32_t)1 << i);
+    double piece = m / (double)((int64_t)1 << (i + 1));
+    switch (shape) {
+    case DOUBLING:
+      sum += round_seconds(t, p, cross, m, m);
+      break;
+    case HALVING:
+      sum += round_seconds(t, p, cross, piece, piece);
+      break;
+    case HALVING_AND_BACK:
+      sum += round_seconds(t, p, cross, piece, piece) +
+             round_seconds(t, p, cross, piece, 0);
+      break;
+    case GATHERING:
+      sum += round_seconds(t, p, cross, m / p * (double)((int64_t)1 << i), 0);
+      break;
+    }
+  }
+  *seconds = sum;
+  return true;
+}

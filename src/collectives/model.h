@@ -54,4 +54,20 @@ double crnet__model_seconds_on(const crnet__model_terms *t,
                                const crnet__tuning *tuning, int32_t p,
                                bool shm);
 
+/* The price of `name` doing `call` on a comm across hosts (call->host set,
+ * call->nhosts > 1), round by round: a round whose pairs all stay on their
+ * hosts at shared memory's α and β, one that crosses at TCP's (the round
+ * waits for its slowest pair). Covers the schedules whose rounds pair
+ * ranks at distances 2^i, at powers of two: hypercube allreduce and
+ * allgather, rabenseifner allreduce and reduce-scatter. With ranks placed
+ * host by host their short-distance rounds stay inside hosts, and
+ * rabenseifner's crossing rounds carry its smallest pieces; the terms
+ * above price every round at TCP's constants, an upper bound that made
+ * auto take two-level where these were faster. False for any other case
+ * (the caller keeps the terms' price). Equals crnet__model_seconds_on when
+ * every round is priced alike (tests/test_tuning.c). */
+bool crnet__model_seconds_hosts(const char *name, const crnet__call *call,
+                                const crnet__tuning *tuning,
+                                double *seconds);
+
 #endif

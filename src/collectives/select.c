@@ -262,6 +262,8 @@ int crnet__auto_price(const char *name, const crnet__call *call,
     crnet__tuning_defaults(&defaults);
     t = &defaults;
   }
+  if (!call->shm_links && crnet__model_seconds_hosts(name, call, t, seconds))
+    return 0;
   *seconds = crnet__model_seconds_on(&terms, t, call->p, call->shm_links);
   return 0;
 }

@@ -43,7 +43,7 @@
  * After the switch the link's reader and writer run exactly as on TCP (the
  * same frame parser, the same checks): this file only moves the bytes,
  * through the functions below that stand in for libuv's stream calls.
- * Large pieces of a write (64 KiB and more) cross in one copy where the
+ * Large pieces of a write (16 KiB and more) cross in one copy where the
  * kernel lets the reader copy out of the writer's memory
  * (process_vm_readv, probed at set-up): the ring then carries their
  * address, and the write completes once the reader has copied them

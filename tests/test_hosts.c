@@ -40,6 +40,29 @@ START_TEST(test_list_slots_and_ipv6) {
 }
 END_TEST
 
+/* mpirun's --host a,a,b: a host named again adds its slots. */
+START_TEST(test_list_repeats_add_slots) {
+  crnet__hostlist hl = {0};
+  ck_assert_int_eq(crnet__hosts_parse_list(&hl, "a,a,b,a:3,[fd77::4],"
+                                                "[fd77::4]:2",
+                                           why, sizeof why),
+                   0);
+  ck_assert_int_eq(hl.n, 3);
+  ck_assert_str_eq(hl.hosts[0].name, "a");
+  ck_assert_int_eq(hl.hosts[0].slots, 5);
+  ck_assert_str_eq(hl.hosts[1].name, "b");
+  ck_assert_int_eq(hl.hosts[1].slots, 1);
+  ck_assert_str_eq(hl.hosts[2].name, "fd77::4");
+  ck_assert_int_eq(hl.hosts[2].slots, 3);
+  ck_assert_int_eq(hl.slots, 9);
+  crnet__hosts_free(&hl);
+  ck_assert_int_ne(crnet__hosts_parse_list(&hl, "a:65536,a", why, sizeof why),
+                   0);
+  ck_assert_ptr_nonnull(strstr(why, "65536"));
+  crnet__hosts_free(&hl);
+}
+END_TEST
+
 START_TEST(test_list_errors) {
   static const struct {
     const char *spec;
@@ -342,6 +365,7 @@ int main(void) {
   Suite *s = suite_create("hosts");
   TCase *tc = tcase_create("hosts");
   tcase_add_test(tc, test_list_slots_and_ipv6);
+  tcase_add_test(tc, test_list_repeats_add_slots);
   tcase_add_test(tc, test_list_errors);
   tcase_add_test(tc, test_hostfile);
   tcase_add_test(tc, test_placement);

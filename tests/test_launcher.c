@@ -375,6 +375,26 @@ START_TEST(test_hello) {
 }
 END_TEST
 
+/* mpirun's spellings: -np N, -npN, and --host with a host named again
+ * for each slot. */
+START_TEST(test_mpirun_spellings) {
+  static const char *const forms[][6] = {
+      {"-np", "3", "@RANK", "hello", NULL},
+      {"-np3", "@RANK", "hello", NULL},
+      {"--host", "localhost,localhost,localhost", "@RANK", "hello", NULL},
+  };
+  for (size_t f = 0; f < sizeof forms / sizeof forms[0]; f++) {
+    struct run r;
+    start_argv(&r, NULL, forms[f]);
+    finish(&r, 10);
+    expect_exit(&r, 0);
+    ck_assert_msg(count_lines(r.out) == 3, "form %zu: stdout:\n%s\nstderr:\n%s",
+                  f, r.out, r.err);
+    cleanup(&r);
+  }
+}
+END_TEST
+
 START_TEST(test_env_contract) {
   /* crlaunch's own CRNET_JOB_KEY and CRNET_RANK must not leak through. */
   static const char *const env[] = {
@@ -693,6 +713,9 @@ static const char *const bad_usage[][8] = {
     {"-n", "2", "-x", "CRNET_RANK=1", "@RANK", NULL},
     {"-n", "2", "--bind", "core", "@RANK", NULL},
     {"-n", "2", "--bind", NULL},
+    {"-np", NULL},
+    {"-np", "x", "@RANK", NULL},
+    {"-np0", "@RANK", NULL},
 };
 #define NBAD (int)(sizeof bad_usage / sizeof bad_usage[0])
 
@@ -1194,6 +1217,7 @@ static Suite *launcher_suite(void) {
   tcase_add_loop_test(tc, test_hello, 0,
                       (int)(sizeof hello_sizes / sizeof hello_sizes[0]));
   tcase_add_test(tc, test_env_contract);
+  tcase_add_test(tc, test_mpirun_spellings);
   tcase_add_test(tc, test_tag_output);
   tcase_add_loop_test(tc, test_long_output, 0, 2);
   tcase_add_test(tc, test_stdin_rank0_only);

@@ -51,6 +51,17 @@ static int add_host(crnet__hostlist *hl, const char *name, size_t len,
                     int slots, char *why, size_t why_len) {
   if (!valid_name(name, len))
     return fail(why, why_len, "'%.*s' is not a host name", (int)len, name);
+  /* A host named again (mpirun's "--host a,a,b") adds its slots. */
+  for (int i = 0; i < hl->n; i++)
+    if (strlen(hl->hosts[i].name) == len &&
+        memcmp(hl->hosts[i].name, name, len) == 0) {
+      if (hl->hosts[i].slots > 65536 - slots)
+        return fail(why, why_len, "'%.*s': more than 65536 slots", (int)len,
+                    name);
+      hl->hosts[i].slots += slots;
+      hl->slots += slots;
+      return 0;
+    }
   if (hl->n >= CRNET__HOSTS_MAX)
     return fail(why, why_len, "more than %d hosts", CRNET__HOSTS_MAX);
   crnet__host *h = realloc(hl->hosts, (size_t)(hl->n + 1) * sizeof *h);

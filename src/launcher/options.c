@@ -22,10 +22,12 @@ static void usage(FILE *f) {
           "line.\n"
           "\n"
           "Options:\n"
-          "  -n N            number of ranks to start (1..%d); with --hosts\n"
+          "  -n N, -np N     number of ranks to start (1..%d); with --hosts\n"
           "                  or --hostfile, default: every slot\n"
-          "  --hosts LIST    run on these hosts: h1:8,h2:8 (host:slots,\n"
-          "                  [IPv6]:slots); ranks fill the hosts in order\n"
+          "  --hosts LIST, --host LIST\n"
+          "                  run on these hosts: h1:8,h2:8 (host:slots,\n"
+          "                  [IPv6]:slots; a host named again adds its\n"
+          "                  slots); ranks fill the hosts in order\n"
           "  --hostfile FILE one host per line, optionally \"slots=N\"\n"
           "  --ssh CMD       how to reach a host (default $CRNET_SSH, else\n"
           "                  \"ssh\"), e.g. --ssh \"ssh -p 2222 -i key\"\n"
@@ -136,6 +138,7 @@ int crnet__launch_parse_options(struct options *opt, int argc, char **argv) {
       {"tag-output", no_argument, NULL, OPT_TAG},
       {"timeout", required_argument, NULL, OPT_TIMEOUT},
       {"hosts", required_argument, NULL, OPT_HOSTS},
+      {"host", required_argument, NULL, OPT_HOSTS}, /* mpirun's spelling */
       {"hostfile", required_argument, NULL, OPT_HOSTFILE},
       {"ssh", required_argument, NULL, OPT_SSH},
       {"remote-crlaunch", required_argument, NULL, OPT_REMOTE_CRLAUNCH},
@@ -164,12 +167,22 @@ int crnet__launch_parse_options(struct options *opt, int argc, char **argv) {
     switch (c) {
     case 'n': {
       char *end;
+      const char *count = optarg;
+      /* mpirun's -np N reaches getopt as -n with "p" glued on (or "pN"). */
+      if (count[0] == 'p') {
+        if (count[1] != '\0')
+          count++;
+        else if (optind < argc)
+          count = argv[optind++];
+        else
+          return usage_error("option -np needs an argument");
+      }
       errno = 0;
-      long n = strtol(optarg, &end, 10);
-      if (optarg[0] < '0' || optarg[0] > '9' || *end != '\0' || errno != 0 ||
+      long n = strtol(count, &end, 10);
+      if (count[0] < '0' || count[0] > '9' || *end != '\0' || errno != 0 ||
           n < 1 || n > MAX_RANKS)
         return usage_error("-n '%s': the number of ranks must be 1..%d",
-                           optarg, MAX_RANKS);
+                           count, MAX_RANKS);
       opt->nranks = (int)n;
       break;
     }

@@ -177,14 +177,18 @@ int main(int argc, char **argv) {
   printf("copy_refused: midrun: rank %d: %s after %.2f s (%s)\n", rank,
          said(rc), took, why != NULL ? why : "");
   if (rc == 0 || rc == -1000) {
-    fprintf(stderr, "copy_refused: midrun: rank %d: the refused copy went "
-                    "unnoticed\n", rank);
+    fprintf(stderr,
+            "copy_refused: midrun: rank %d: the refused copy went "
+            "unnoticed\n",
+            rank);
     return 1;
   }
   /* The reader says what failed. */
   if (rank == 1 && (why == NULL || strstr(why, "memory failed") == NULL)) {
-    fprintf(stderr, "copy_refused: midrun: rank 1's error does not name the "
-                    "copy: %s\n", why != NULL ? why : "(none)");
+    fprintf(stderr,
+            "copy_refused: midrun: rank 1's error does not name the "
+            "copy: %s\n",
+            why != NULL ? why : "(none)");
     return 1;
   }
   crnet_comm_destroy(c);

@@ -1,0 +1,686 @@
+/* The collectives, blocking and nonblocking: each MPI call is checked and
+ * turned into crnet's arguments once (a `prep_` function), and the
+ * blocking and the I-variant call crnet's twin with them.
+ *
+ * A call's element counts become base elements of crnet (a contiguous
+ * datatype of n ints moves n times as many CRNET_INT32). Where MPI names a
+ * send and a receive type, their signatures must agree (the same base,
+ * the same number of base elements), as a correct MPI program's do; a
+ * call whose types differ in base (a sender's 4 MPI_INT against a
+ * receiver's MPI_FLOAT) is refused, since crnet moves typed elements. */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mpi_internal.h"
+
+/* count elements of datatype as crnet moves them. */
+typedef struct moved {
+  size_t count;
+  crnet_datatype dt;
+  crnet_mpi_type t;
+} moved;
+
+static int resolve(MPI_Comm comm, const char *fn, int count, MPI_Datatype dt,
+                   moved *out) {
+  if (count < 0)
+    return crnet_mpi_fail(comm, fn, MPI_ERR_COUNT, "count %d", count);
+  if (!crnet_mpi_type_get(dt, &out->t))
+    return crnet_mpi_fail(comm, fn, MPI_ERR_TYPE,
+                          "datatype %d does not exist or is not committed", dt);
+  out->count = (size_t)count * out->t.n;
+  out->dt = out->t.base;
+  return MPI_SUCCESS;
+}
+
+/* The send side of a rooted or gathering call must move what the receive
+ * side expects. */
+static int same_signature(MPI_Comm comm, const char *fn, const moved *s,
+                          const moved *r) {
+  if (s->dt != r->dt || s->count != r->count)
+    return crnet_mpi_fail(comm, fn, MPI_ERR_TYPE,
+                          "the send (%zu x %s) and receive (%zu x %s) type "
+                          "signatures differ: crnet-mpi needs them equal",
+                          s->count, crnet_datatype_name(s->dt), r->count,
+                          crnet_datatype_name(r->dt));
+  return MPI_SUCCESS;
+}
+
+static int reduction(MPI_Comm comm, const char *fn, int count, MPI_Datatype dt,
+                     MPI_Op op, moved *m, crnet_op *cop) {
+  const char *why = "";
+  int rc = resolve(comm, fn, count, dt, m);
+  if (rc != MPI_SUCCESS)
+    return rc;
+  rc = crnet_mpi_op_get(op, &m->t, cop, &why);
+  if (rc != MPI_SUCCESS)
+    return crnet_mpi_fail(comm, fn, rc, "operator %d on datatype %d: %s", op,
+                          dt, why);
+  return MPI_SUCCESS;
+}
+
+static int check_root(MPI_Comm comm, const char *fn, int root) {
+  if (root < 0 || root >= crnet_comm_size(comm->c))
+    return crnet_mpi_fail(comm, fn, MPI_ERR_ROOT, "root %d of %d ranks", root,
+                          crnet_comm_size(comm->c));
+  return MPI_SUCCESS;
+}
+
+static const void *send_of(const void *sendbuf) {
+  return sendbuf == MPI_IN_PLACE ? CRNET_IN_PLACE : sendbuf;
+}
+
+/* int counts (or displacements) of p ranks, times n, as size_t; NULL and
+ * an error raised if one is negative or memory is short. */
+static size_t *widen(MPI_Comm comm, const char *fn, const int *v, int p,
+                     size_t n, const char *what, int *rc) {
+  size_t *w;
+  if (v == NULL) {
+    *rc = crnet_mpi_fail(comm, fn, MPI_ERR_ARG, "%s is NULL", what);
+    return NULL;
+  }
+  w = malloc(sizeof *w * (size_t)(p > 0 ? p : 1));
+  if (w == NULL) {
+    *rc = crnet_mpi_fail(comm, fn, MPI_ERR_NO_MEM, "%s", what);
+    return NULL;
+  }
+  for (int i = 0; i < p; i++) {
+    if (v[i] < 0) {
+      free(w);
+      *rc =
+          crnet_mpi_fail(comm, fn, MPI_ERR_COUNT, "%s[%d] = %d", what, i, v[i]);
+      return NULL;
+    }
+    w[i] = (size_t)v[i] * n;
+  }
+  return w;
+}
+
+#define CHECK(expr)                                                            \
+  do {                                                                         \
+    int rc_ = (expr);                                                          \
+    if (rc_ != MPI_SUCCESS)                                                    \
+      return rc_;                                                              \
+  } while (0)
+
+/* --- barrier, bcast --- */
+
+int MPI_Barrier(MPI_Comm comm) {
+  CHECK(crnet_mpi_check_comm(comm, "MPI_Barrier"));
+  return crnet_mpi_from_crnet(comm, "MPI_Barrier", crnet_barrier(comm->c));
+}
+
+int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request) {
+  struct crnet_mpi_request *r = NULL;
+  CHECK(crnet_mpi_check_comm(comm, "MPI_Ibarrier"));
+  CHECK(crnet_mpi_request_new(comm, "MPI_Ibarrier", REQ_COLL, request, &r));
+  return crnet_mpi_request_started(
+      comm, "MPI_Ibarrier", crnet_ibarrier(comm->c, &r->req), r, request);
+}
+
+int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root,
+              MPI_Comm comm) {
+  moved m;
+  CHECK(crnet_mpi_check_comm(comm, "MPI_Bcast"));
+  CHECK(check_root(comm, "MPI_Bcast", root));
+  CHECK(resolve(comm, "MPI_Bcast", count, datatype, &m));
+  return crnet_mpi_from_crnet(
+      comm, "MPI_Bcast", crnet_bcast(comm->c, buffer, m.count, m.dt, root));
+}
+
+int MPI_Ibcast(void *buffer, int count, MPI_Datatype datatype, int root,
+               MPI_Comm comm, MPI_Request *request) {
+  moved m;
+  struct crnet_mpi_request *r = NULL;
+  CHECK(crnet_mpi_check_comm(comm, "MPI_Ibcast"));
+  CHECK(check_root(comm, "MPI_Ibcast", root));
+  CHECK(resolve(comm, "MPI_Ibcast", count, datatype, &m));
+  CHECK(crnet_mpi_request_new(comm, "MPI_Ibcast", REQ_COLL, request, &r));
+  return crnet_mpi_request_started(
+      comm, "MPI_Ibcast",
+      crnet_ibcast(comm->c, buffer, m.count, m.dt, root, &r->req), r, request);
+}
+
+/* --- reductions --- */
+
+int MPI_Reduce(const void *sendbuf, void *recvbuf, int count,
+               MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm) {
+  moved m;
+  crnet_op cop;
+  CHECK(crnet_mpi_check_comm(comm, "MPI_Reduce"));
+  CHECK(check_root(comm, "MPI_Reduce", root));
+  CHECK(reduction(comm, "MPI_Reduce", count, datatype, op, &m, &cop));
+  return crnet_mpi_from_crnet(comm, "MPI_Reduce",
+                              crnet_reduce(comm->c, send_of(sendbuf), recvbuf,
+                                           m.count, m.dt, cop, root));
+}
+
+int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count,
+                MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm,
+                MPI_Request *request) {
+  moved m;
+  crnet_op cop;
+  struct crnet_mpi_request *r = NULL;
+  CHECK(crnet_mpi_check_comm(comm, "MPI_Ireduce"));
+  CHECK(check_root(comm, "MPI_Ireduce", root));
+  CHECK(reduction(comm, "MPI_Ireduce", count, datatype, op, &m, &cop));
+  CHECK(crnet_mpi_request_new(comm, "MPI_Ireduce", REQ_COLL, request, &r));
+  return crnet_mpi_request_started(comm, "MPI_Ireduce",
+                                   crnet_ireduce(comm->c, send_of(sendbuf),
+                                                 recvbuf, m.count, m.dt, cop,
+                                                 root, &r->req),
+                                   r, request);
+}
+
+int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count,
+                  MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  moved m;
+  crnet_op cop;
+  CHECK(crnet_mpi_check_comm(comm, "MPI_Allreduce"));
+  CHECK(reduction(comm, "MPI_Allreduce", count, datatype, op, &m, &cop));
+  return crnet_mpi_from_crnet(
+      comm, "MPI_Allreduce",
+      crnet_allreduce(comm->c, send_of(sendbuf), recvbuf, m.count, m.dt, cop));
+}
+
+int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count,
+                   MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                   MPI_Request *request) {
+  moved m;
+  crnet_op cop;
+  struct crnet_mpi_request *r = NULL;
+  CHECK(crnet_mpi_check_comm(comm, "MPI_Iallreduce"));
+  CHECK(reduction(comm, "MPI_Iallreduce", count, datatype, op, &m, &cop));
+  CHECK(crnet_mpi_request_new(comm, "MPI_Iallreduce", REQ_COLL, request, &r));
+  return crnet_mpi_request_started(comm, "MPI_Iallreduce",
+                                   crnet_iallreduce(comm->c, send_of(sendbuf),
+                                                    recvbuf, m.count, m.dt, cop,
+                                                    &r->req),
+                                   r, request);
+}
+
+int MPI_Scan(const void *sendbuf, void *recvbuf, int count,
+             MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  moved m;
+  crnet_op cop;
+  CHECK(crnet_mpi_check_comm(comm, "MPI_Scan"));
+  CHECK(reduction(comm, "MPI_Scan", count, datatype, op, &m, &cop));
+  return crnet_mpi_from_crnet(
+      comm, "MPI_Scan",
+      crnet_scan(comm->c, send_of(sendbuf), recvbuf, m.count, m.dt, cop));
+}
+
+int MPI_Iscan(const void *sendbuf, void *recvbuf, int count,
+              MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+              MPI_Request *request) {
+  moved m;
+  crnet_op cop;
+  struct crnet_mpi_request *r = NULL;
+  CHECK(crnet_mpi_check_comm(comm, "MPI_Iscan"));
+  CHECK(reduction(comm, "MPI_Iscan", count, datatype, op, &m, &cop));
+  CHECK(crnet_mpi_request_new(comm, "MPI_Iscan", REQ_COLL, request, &r));
+  return crnet_mpi_request_started(comm, "MPI_Iscan",
+                                   crnet_iscan(comm->c, send_of(sendbuf),
+                                               recvbuf, m.count, m.dt, cop,
+                                               &r->req),
+                                   r, request);
+}
+
+int MPI_Exscan(const void *sendbuf, void *recvbuf, int count,
+               MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  moved m;
+  crnet_op cop;
+  CHECK(crnet_mpi_check_comm(comm, "MPI_Exscan"));
+  CHECK(reduction(comm, "MPI_Exscan", count, datatype, op, &m, &cop));
+  return crnet_mpi_from_crnet(
+      comm, "MPI_Exscan",
+      crnet_exscan(comm->c, send_of(sendbuf), recvbuf, m.count, m.dt, cop));
+}
+
+int MPI_Iexscan(const void *sendbuf, void *recvbuf, int count,
+                MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                MPI_Request *request) {
+  moved m;
+  crnet_op cop;
+  struct crnet_mpi_request *r = NULL;
+  CHECK(crnet_mpi_check_comm(comm, "MPI_Iexscan"));
+  CHECK(reduction(comm, "MPI_Iexscan", count, datatype, op, &m, &cop));
+  CHECK(crnet_mpi_request_new(comm, "MPI_Iexscan", REQ_COLL, request, &r));
+  return crnet_mpi_request_started(comm, "MPI_Iexscan",
+                                   crnet_iexscan(comm->c, send_of(sendbuf),
+                                                 recvbuf, m.count, m.dt, cop,
+                                                 &r->req),
+                                   r, request);
+}
+
+int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
+                             MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  moved m;
+  crnet_op cop;
+  CHECK(crnet_mpi_check_comm(comm, "MPI_Reduce_scatter_block"));
+  CHECK(reduction(comm, "MPI_Reduce_scatter_block", recvcount, datatype, op, &m,
+                  &cop));
+  return crnet_mpi_from_crnet(
+      comm, "MPI_Reduce_scatter_block",
+      crnet_reduce_scatter_block(comm->c, send_of(sendbuf), recvbuf, m.count,
+                                 m.dt, cop));
+}
+
+int MPI_Ireduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
+                              MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                              MPI_Request *request) {
+  moved m;
+  crnet_op cop;
+  struct crnet_mpi_request *r = NULL;
+  CHECK(crnet_mpi_check_comm(comm, "MPI_Ireduce_scatter_block"));
+  CHECK(reduction(comm, "MPI_Ireduce_scatter_block", recvcount, datatype, op,
+                  &m, &cop));
+  CHECK(crnet_mpi_request_new(comm, "MPI_Ireduce_scatter_block", REQ_COLL,
+                              request, &r));
+  return crnet_mpi_request_started(
+      comm, "MPI_Ireduce_scatter_block",
+      crnet_ireduce_scatter_block(comm->c, send_of(sendbuf), recvbuf, m.count,
+                                  m.dt, cop, &r->req),
+      r, request);
+}
+
+/* recvcounts as crnet's, in *out (to be freed). */
+static int prep_reduce_scatter(MPI_Comm comm, const char *fn,
+                               const int recvcounts[], MPI_Datatype datatype,
+                               MPI_Op op, moved *m, crnet_op *cop,
+                               size_t **out) {
+  int rc;
+  CHECK(reduction(comm, fn, 1, datatype, op, m, cop));
+  *out = widen(comm, fn, recvcounts, crnet_comm_size(comm->c), m->t.n,
+               "recvcounts", &rc);
+  return *out != NULL ? MPI_SUCCESS : rc;
+}
+
+int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf,
+                       const int recvcounts[], MPI_Datatype datatype, MPI_Op op,
+                       MPI_Comm comm) {
+  moved m;
+  crnet_op cop;
+  size_t *counts;
+  int rc;
+  CHECK(crnet_mpi_check_comm(comm, "MPI_Reduce_scatter"));
+  CHECK(prep_reduce_scatter(comm, "MPI_Reduce_scatter", recvcounts, datatype,
+                            op, &m, &cop, &counts));
+  rc = crnet_reduce_scatter(comm->c, send_of(sendbuf), recvbuf, counts, m.dt,
+                            cop);
+  free(counts);
+  return crnet_mpi_from_crnet(comm, "MPI_Reduce_scatter", rc);
+}
+
+int MPI_Ireduce_scatter(const void *sendbuf, void *recvbuf,
+                        const int recvcounts[], MPI_Datatype datatype,
+                        MPI_Op op, MPI_Comm comm, MPI_Request *request) {
+  moved m;
+  crnet_op cop;
+  struct crnet_mpi_request *r = NULL;
+  CHECK(crnet_mpi_check_comm(comm, "MPI_Ireduce_scatter"));
+  CHECK(crnet_mpi_request_new(comm, "MPI_Ireduce_scatter", REQ_COLL, request,
+                              &r));
+  int rc = prep_reduce_scatter(comm, "MPI_Ireduce_scatter", recvcounts,
+                               datatype, op, &m, &cop, &r->arrays);
+  if (rc != MPI_SUCCESS) {
+    free(r);
+    return rc;
+  }
+  return crnet_mpi_request_started(
+      comm, "MPI_Ireduce_scatter",
+      crnet_ireduce_scatter(comm->c, send_of(sendbuf), recvbuf, r->arrays, m.dt,
+                            cop, &r->req),
+      r, request);
+}
+
+/* --- gathering and scattering --- */
+
+/* MPI's send and receive sides of an allgather or alltoall as one crnet
+ * count: the receive side's, which the send side must match unless it is
+ * in place. */
+static int prep_pair(MPI_Comm comm, const char *fn, const void *sendbuf,
+                     int sendcount, MPI_Datatype sendtype, int recvcount,
+                     MPI_Datatype recvtype, moved *r) {
+  moved s;
+  CHECK(resolve(comm, fn, recvcount, recvtype, r));
+  if (sendbuf == MPI_IN_PLACE)
+    return MPI_SUCCESS;
+  CHECK(resolve(comm, fn, sendcount, sendtype, &s));
+  return same_signature(comm, fn, &s, r);
+}
+
+int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                  void *recvbuf, int recvcount, MPI_Datatype recvtype,
+                  MPI_Comm comm) {
+  moved m;
+  CHECK(crnet_mpi_check_comm(comm, "MPI_Allgather"));
+  CHECK(prep_pair(comm, "MPI_Allgather", sendbuf, sendcount, sendtype,
+                  recvcount, recvtype, &m));
+  return crnet_mpi_from_crnet(
+      comm, "MPI_Allgather",
+      crnet_allgather(comm->c, send_of(sendbuf), recvbuf, m.count, m.dt));
+}
+
+int MPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                   void *recvbuf, int recvcount, MPI_Datatype recvtype,
+                   MPI_Comm comm, MPI_Request *request) {
+  moved m;
+  struct crnet_mpi_request *r = NULL;
+  CHECK(crnet_mpi_check_comm(comm, "MPI_Iallgather"));
+  CHECK(prep_pair(comm, "MPI_Iallgather", sendbuf, sendcount, sendtype,
+                  recvcount, recvtype, &m));
+  CHECK(crnet_mpi_request_new(comm, "MPI_Iallgather", REQ_COLL, request, &r));
+  return crnet_mpi_request_started(comm, "MPI_Iallgather",
+                                   crnet_iallgather(comm->c, send_of(sendbuf),
+                                                    recvbuf, m.count, m.dt,
+                                                    &r->req),
+                                   r, request);
+}
+
+int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                 void *recvbuf, int recvcount, MPI_Datatype recvtype,
+                 MPI_Comm comm) {
+  moved m;
+  CHECK(crnet_mpi_check_comm(comm, "MPI_Alltoall"));
+  CHECK(prep_pair(comm, "MPI_Alltoall", sendbuf, sendcount, sendtype, recvcount,
+                  recvtype, &m));
+  return crnet_mpi_from_crnet(
+      comm, "MPI_Alltoall",
+      crnet_alltoall(comm->c, send_of(sendbuf), recvbuf, m.count, m.dt));
+}
+
+int MPI_Ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                  void *recvbuf, int recvcount, MPI_Datatype recvtype,
+                  MPI_Comm comm, MPI_Request *request) {
+  moved m;
+  struct crnet_mpi_request *r = NULL;
+  CHECK(crnet_mpi_check_comm(comm, "MPI_Ialltoall"));
+  CHECK(prep_pair(comm, "MPI_Ialltoall", sendbuf, sendcount, sendtype,
+                  recvcount, recvtype, &m));
+  CHECK(crnet_mpi_request_new(comm, "MPI_Ialltoall", REQ_COLL, request, &r));
+  return crnet_mpi_request_started(comm, "MPI_Ialltoall",
+                                   crnet_ialltoall(comm->c, send_of(sendbuf),
+                                                   recvbuf, m.count, m.dt,
+                                                   &r->req),
+                                   r, request);
+}
+
+/* Rooted calls: the root's receive (gather) or send (scatter) side names
+ * the per-rank count; the other ranks' own side must be the same. `own`
+ * is this rank's side, `rootside` the root's. */
+static int prep_rooted(MPI_Comm comm, const char *fn, int root, bool gather,
+                       const void *sendbuf, int sendcount,
+                       MPI_Datatype sendtype, const void *recvbuf,
+                       int recvcount, MPI_Datatype recvtype, moved *m) {
+  moved s, r;
+  int me = crnet_comm_rank(comm->c);
+  CHECK(check_root(comm, fn, root));
+  if (me != root) { /* only this rank's own side counts */
+    if (gather)
+      return resolve(comm, fn, sendcount, sendtype, m);
+    return resolve(comm, fn, recvcount, recvtype, m);
+  }
+  if (gather) {
+    CHECK(resolve(comm, fn, recvcount, recvtype, &r));
+    *m = r;
+    if (sendbuf == MPI_IN_PLACE)
+      return MPI_SUCCESS;
+    CHECK(resolve(comm, fn, sendcount, sendtype, &s));
+    return same_signature(comm, fn, &s, &r);
+  }
+  CHECK(resolve(comm, fn, sendcount, sendtype, &s));
+  *m = s;
+  if (recvbuf == MPI_IN_PLACE)
+    return MPI_SUCCESS;
+  CHECK(resolve(comm, fn, recvcount, recvtype, &r));
+  return same_signature(comm, fn, &s, &r);
+}
+
+int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+               void *recvbuf, int recvcount, MPI_Datatype recvtype, int root,
+               MPI_Comm comm) {
+  moved m;
+  CHECK(crnet_mpi_check_comm(comm, "MPI_Gather"));
+  CHECK(prep_rooted(comm, "MPI_Gather", root, true, sendbuf, sendcount,
+                    sendtype, recvbuf, recvcount, recvtype, &m));
+  return crnet_mpi_from_crnet(
+      comm, "MPI_Gather",
+      crnet_gather(comm->c, send_of(sendbuf), recvbuf, m.count, m.dt, root));
+}
+
+int MPI_Igather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                void *recvbuf, int recvcount, MPI_Datatype recvtype, int root,
+                MPI_Comm comm, MPI_Request *request) {
+  moved m;
+  struct crnet_mpi_request *r = NULL;
+  CHECK(crnet_mpi_check_comm(comm, "MPI_Igather"));
+  CHECK(prep_rooted(comm, "MPI_Igather", root, true, sendbuf, sendcount,
+                    sendtype, recvbuf, recvcount, recvtype, &m));
+  CHECK(crnet_mpi_request_new(comm, "MPI_Igather", REQ_COLL, request, &r));
+  return crnet_mpi_request_started(comm, "MPI_Igather",
+                                   crnet_igather(comm->c, send_of(sendbuf),
+                                                 recvbuf, m.count, m.dt, root,
+                                                 &r->req),
+                                   r, request);
+}
+
+int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                void *recvbuf, int recvcount, MPI_Datatype recvtype, int root,
+                MPI_Comm comm) {
+  moved m;
+  CHECK(crnet_mpi_check_comm(comm, "MPI_Scatter"));
+  CHECK(prep_rooted(comm, "MPI_Scatter", root, false, sendbuf, sendcount,
+                    sendtype, recvbuf, recvcount, recvtype, &m));
+  return crnet_mpi_from_crnet(
+      comm, "MPI_Scatter",
+      crnet_scatter(comm->c, sendbuf,
+                    recvbuf == MPI_IN_PLACE ? CRNET_IN_PLACE : recvbuf, m.count,
+                    m.dt, root));
+}
+
+int MPI_Iscatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                 void *recvbuf, int recvcount, MPI_Datatype recvtype, int root,
+                 MPI_Comm comm, MPI_Request *request) {
+  moved m;
+  struct crnet_mpi_request *r = NULL;
+  CHECK(crnet_mpi_check_comm(comm, "MPI_Iscatter"));
+  CHECK(prep_rooted(comm, "MPI_Iscatter", root, false, sendbuf, sendcount,
+                    sendtype, recvbuf, recvcount, recvtype, &m));
+  CHECK(crnet_mpi_request_new(comm, "MPI_Iscatter", REQ_COLL, request, &r));
+  return crnet_mpi_request_started(
+      comm, "MPI_Iscatter",
+      crnet_iscatter(comm->c, sendbuf,
+                     recvbuf == MPI_IN_PLACE ? CRNET_IN_PLACE : recvbuf,
+                     m.count, m.dt, root, &r->req),
+      r, request);
+}
+
+/* --- the v-variants --- */
+
+/* allgatherv: counts and displacements, both in *arrays (p each). */
+static int prep_allgatherv(MPI_Comm comm, const char *fn, const void *sendbuf,
+                           int sendcount, MPI_Datatype sendtype,
+                           const int recvcounts[], const int displs[],
+                           MPI_Datatype recvtype, moved *m, size_t *own,
+                           size_t **arrays) {
+  int p = crnet_comm_size(comm->c), me = crnet_comm_rank(comm->c), rc;
+  size_t *counts, *dis;
+  CHECK(resolve(comm, fn, 1, recvtype, m));
+  counts = widen(comm, fn, recvcounts, p, m->t.n, "recvcounts", &rc);
+  if (counts == NULL)
+    return rc;
+  dis = widen(comm, fn, displs, p, m->t.n, "displs", &rc);
+  if (dis == NULL) {
+    free(counts);
+    return rc;
+  }
+  *arrays = malloc(sizeof **arrays * 2 * (size_t)p);
+  if (*arrays == NULL) {
+    free(counts);
+    free(dis);
+    return crnet_mpi_fail(comm, fn, MPI_ERR_NO_MEM, "counts");
+  }
+  memcpy(*arrays, counts, sizeof *counts * (size_t)p);
+  memcpy(*arrays + p, dis, sizeof *dis * (size_t)p);
+  free(counts);
+  free(dis);
+  *own = (*arrays)[me];
+  if (sendbuf != MPI_IN_PLACE) {
+    moved s;
+    rc = resolve(comm, fn, sendcount, sendtype, &s);
+    if (rc == MPI_SUCCESS && (s.dt != m->dt || s.count != *own))
+      rc = crnet_mpi_fail(comm, fn, MPI_ERR_TYPE,
+                          "this rank sends %zu x %s but recvcounts[%d] says "
+                          "%zu x %s",
+                          s.count, crnet_datatype_name(s.dt), me, *own,
+                          crnet_datatype_name(m->dt));
+    if (rc != MPI_SUCCESS) {
+      free(*arrays);
+      return rc;
+    }
+  }
+  return MPI_SUCCESS;
+}
+
+int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                   void *recvbuf, const int recvcounts[], const int displs[],
+                   MPI_Datatype recvtype, MPI_Comm comm) {
+  moved m;
+  size_t own, *arrays;
+  int rc, p;
+  CHECK(crnet_mpi_check_comm(comm, "MPI_Allgatherv"));
+  CHECK(prep_allgatherv(comm, "MPI_Allgatherv", sendbuf, sendcount, sendtype,
+                        recvcounts, displs, recvtype, &m, &own, &arrays));
+  p = crnet_comm_size(comm->c);
+  rc = crnet_allgatherv(comm->c, send_of(sendbuf), own, recvbuf, arrays,
+                        arrays + p, m.dt);
+  free(arrays);
+  return crnet_mpi_from_crnet(comm, "MPI_Allgatherv", rc);
+}
+
+int MPI_Iallgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                    void *recvbuf, const int recvcounts[], const int displs[],
+                    MPI_Datatype recvtype, MPI_Comm comm,
+                    MPI_Request *request) {
+  moved m;
+  size_t own;
+  struct crnet_mpi_request *r = NULL;
+  int rc, p;
+  CHECK(crnet_mpi_check_comm(comm, "MPI_Iallgatherv"));
+  CHECK(crnet_mpi_request_new(comm, "MPI_Iallgatherv", REQ_COLL, request, &r));
+  rc = prep_allgatherv(comm, "MPI_Iallgatherv", sendbuf, sendcount, sendtype,
+                       recvcounts, displs, recvtype, &m, &own, &r->arrays);
+  if (rc != MPI_SUCCESS) {
+    free(r);
+    return rc;
+  }
+  p = crnet_comm_size(comm->c);
+  return crnet_mpi_request_started(
+      comm, "MPI_Iallgatherv",
+      crnet_iallgatherv(comm->c, send_of(sendbuf), own, recvbuf, r->arrays,
+                        r->arrays + p, m.dt, &r->req),
+      r, request);
+}
+
+/* alltoallv: sendcounts, sdispls, recvcounts, rdispls in *arrays (p
+ * each). In place, crnet needs a send buffer: a copy of the receive
+ * buffer's blocks in *temp, sent by the receive side's counts. */
+static int prep_alltoallv(MPI_Comm comm, const char *fn, const void *sendbuf,
+                          const int sendcounts[], const int sdispls[],
+                          MPI_Datatype sendtype, const void *recvbuf,
+                          const int recvcounts[], const int rdispls[],
+                          MPI_Datatype recvtype, moved *m, size_t **arrays,
+                          void **temp) {
+  int p = crnet_comm_size(comm->c), rc = MPI_SUCCESS;
+  bool in_place = sendbuf == MPI_IN_PLACE;
+  moved s;
+  const int *v[4] = {in_place ? recvcounts : sendcounts,
+                     in_place ? rdispls : sdispls, recvcounts, rdispls};
+  static const char *const names[4] = {"sendcounts", "sdispls", "recvcounts",
+                                       "rdispls"};
+  *temp = NULL;
+  CHECK(resolve(comm, fn, 1, recvtype, m));
+  if (!in_place) {
+    CHECK(resolve(comm, fn, 1, sendtype, &s));
+    if (s.dt != m->dt || s.count != m->count)
+      return crnet_mpi_fail(comm, fn, MPI_ERR_TYPE,
+                            "sendtype and recvtype differ (%zu x %s against "
+                            "%zu x %s): crnet-mpi needs them alike",
+                            s.count, crnet_datatype_name(s.dt), m->count,
+                            crnet_datatype_name(m->dt));
+  }
+  *arrays = malloc(sizeof **arrays * 4 * (size_t)p);
+  if (*arrays == NULL)
+    return crnet_mpi_fail(comm, fn, MPI_ERR_NO_MEM, "counts");
+  for (int k = 0; k < 4; k++) {
+    size_t *w = widen(comm, fn, v[k], p, m->t.n, names[k], &rc);
+    if (w == NULL) {
+      free(*arrays);
+      return rc;
+    }
+    memcpy(*arrays + (size_t)k * (size_t)p, w, sizeof *w * (size_t)p);
+    free(w);
+  }
+  if (in_place) {
+    size_t end = 0, es = crnet_datatype_size(m->dt);
+    for (int j = 0; j < p; j++) {
+      size_t e = (*arrays)[3 * (size_t)p + (size_t)j] +
+                 (*arrays)[2 * (size_t)p + (size_t)j];
+      end = e > end ? e : end;
+    }
+    *temp = malloc(end * es > 0 ? end * es : 1);
+    if (*temp == NULL) {
+      free(*arrays);
+      return crnet_mpi_fail(comm, fn, MPI_ERR_NO_MEM, "%zu bytes", end * es);
+    }
+    memcpy(*temp, recvbuf, end * es);
+  }
+  return MPI_SUCCESS;
+}
+
+int MPI_Alltoallv(const void *sendbuf, const int sendcounts[],
+                  const int sdispls[], MPI_Datatype sendtype, void *recvbuf,
+                  const int recvcounts[], const int rdispls[],
+                  MPI_Datatype recvtype, MPI_Comm comm) {
+  moved m;
+  size_t *a;
+  void *temp;
+  int rc, p;
+  CHECK(crnet_mpi_check_comm(comm, "MPI_Alltoallv"));
+  CHECK(prep_alltoallv(comm, "MPI_Alltoallv", sendbuf, sendcounts, sdispls,
+                       sendtype, recvbuf, recvcounts, rdispls, recvtype, &m, &a,
+                       &temp));
+  p = crnet_comm_size(comm->c);
+  rc = crnet_alltoallv(comm->c, temp != NULL ? temp : sendbuf, a, a + p,
+                       recvbuf, a + 2 * p, a + 3 * p, m.dt);
+  free(a);
+  free(temp);
+  return crnet_mpi_from_crnet(comm, "MPI_Alltoallv", rc);
+}
+
+int MPI_Ialltoallv(const void *sendbuf, const int sendcounts[],
+                   const int sdispls[], MPI_Datatype sendtype, void *recvbuf,
+                   const int recvcounts[], const int rdispls[],
+                   MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request) {
+  moved m;
+  struct crnet_mpi_request *r = NULL;
+  size_t *a;
+  int rc, p;
+  CHECK(crnet_mpi_check_comm(comm, "MPI_Ialltoallv"));
+  CHECK(crnet_mpi_request_new(comm, "MPI_Ialltoallv", REQ_COLL, request, &r));
+  rc = prep_alltoallv(comm, "MPI_Ialltoallv", sendbuf, sendcounts, sdispls,
+                      sendtype, recvbuf, recvcounts, rdispls, recvtype, &m,
+                      &r->arrays, &r->temp);
+  if (rc != MPI_SUCCESS) {
+    free(r);
+    return rc;
+  }
+  p = crnet_comm_size(comm->c);
+  a = r->arrays;
+  return crnet_mpi_request_started(
+      comm, "MPI_Ialltoallv",
+      crnet_ialltoallv(comm->c, r->temp != NULL ? r->temp : sendbuf, a, a + p,
+                       recvbuf, a + 2 * p, a + 3 * p, m.dt, &r->req),
+      r, request);
+}

@@ -1,0 +1,102 @@
+/* Communicators: rank, size, split, dup, free. */
+#include <stdlib.h>
+
+#include "mpi_internal.h"
+
+int MPI_Comm_rank(MPI_Comm comm, int *rank) {
+  int rc = crnet_mpi_check_comm(comm, "MPI_Comm_rank");
+  if (rc != MPI_SUCCESS)
+    return rc;
+  if (rank == NULL)
+    return crnet_mpi_fail(comm, "MPI_Comm_rank", MPI_ERR_ARG, "rank is NULL");
+  *rank = crnet_comm_rank(comm->c);
+  return MPI_SUCCESS;
+}
+
+int MPI_Comm_size(MPI_Comm comm, int *size) {
+  int rc = crnet_mpi_check_comm(comm, "MPI_Comm_size");
+  if (rc != MPI_SUCCESS)
+    return rc;
+  if (size == NULL)
+    return crnet_mpi_fail(comm, "MPI_Comm_size", MPI_ERR_ARG, "size is NULL");
+  *size = crnet_comm_size(comm->c);
+  return MPI_SUCCESS;
+}
+
+/* A new handle for crnet comm c (NULL: MPI_COMM_NULL), with the error
+ * handler of `from`, as MPI_Comm_split and MPI_Comm_dup give it. */
+static int wrap(MPI_Comm from, const char *fn, crnet_comm *c,
+                MPI_Comm *newcomm) {
+  struct crnet_mpi_comm *m;
+  if (c == NULL) {
+    *newcomm = MPI_COMM_NULL;
+    return MPI_SUCCESS;
+  }
+  m = calloc(1, sizeof *m);
+  if (m == NULL) {
+    crnet_comm_destroy(c);
+    return crnet_mpi_fail(from, fn, MPI_ERR_NO_MEM, "a communicator");
+  }
+  m->c = c;
+  m->errhandler = from->errhandler;
+  m->user = true;
+  crnet_mpi_list_add(m);
+  *newcomm = m;
+  return MPI_SUCCESS;
+}
+
+int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm) {
+  crnet_comm *c = NULL;
+  int rc = crnet_mpi_check_comm(comm, "MPI_Comm_split");
+  if (rc != MPI_SUCCESS)
+    return rc;
+  if (newcomm == NULL)
+    return crnet_mpi_fail(comm, "MPI_Comm_split", MPI_ERR_ARG,
+                          "newcomm is NULL");
+  if (color < 0 && color != MPI_UNDEFINED)
+    return crnet_mpi_fail(comm, "MPI_Comm_split", MPI_ERR_ARG,
+                          "color %d: a color is >= 0 or MPI_UNDEFINED", color);
+  rc = crnet_comm_split(
+      comm->c, color == MPI_UNDEFINED ? CRNET_UNDEFINED : color, key, &c);
+  if (rc != 0)
+    return crnet_mpi_from_crnet(comm, "MPI_Comm_split", rc);
+  return wrap(comm, "MPI_Comm_split", c, newcomm);
+}
+
+int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm) {
+  crnet_comm *c = NULL;
+  int rc = crnet_mpi_check_comm(comm, "MPI_Comm_dup");
+  if (rc != MPI_SUCCESS)
+    return rc;
+  if (newcomm == NULL)
+    return crnet_mpi_fail(comm, "MPI_Comm_dup", MPI_ERR_ARG, "newcomm is NULL");
+  rc = crnet_comm_dup(comm->c, &c);
+  if (rc != 0)
+    return crnet_mpi_from_crnet(comm, "MPI_Comm_dup", rc);
+  return wrap(comm, "MPI_Comm_dup", c, newcomm);
+}
+
+int MPI_Comm_free(MPI_Comm *comm) {
+  int rc;
+  if (comm == NULL)
+    return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Comm_free", MPI_ERR_ARG,
+                          "comm is NULL");
+  rc = crnet_mpi_check_comm(*comm, "MPI_Comm_free");
+  if (rc != MPI_SUCCESS)
+    return rc;
+  if (!(*comm)->user)
+    return crnet_mpi_fail(*comm, "MPI_Comm_free", MPI_ERR_COMM,
+                          "MPI_COMM_WORLD and MPI_COMM_SELF are not freed");
+  /* crnet refuses while requests are in flight; MPI would free it once
+   * they complete. */
+  rc = crnet_comm_destroy((*comm)->c);
+  if (rc == CRNET_EINVAL)
+    return crnet_mpi_fail(*comm, "MPI_Comm_free", MPI_ERR_UNSUPPORTED_OPERATION,
+                          "the communicator has requests in flight: wait "
+                          "for them first");
+  crnet_mpi_list_remove(*comm);
+  free(*comm);
+  *comm = MPI_COMM_NULL;
+  /* A failed comm's sticky error is its, not the free's. */
+  return MPI_SUCCESS;
+}

@@ -1,0 +1,352 @@
+/* crnet-mpi: the part of MPI that most programs use, on crnet.
+ *
+ * Installed as <prefix>/include/crnet-mpi/mpi.h, a directory of its own, so
+ * that it never shadows a real MPI's mpi.h: a program finds it through
+ * `crnet-mpicc` or `pkg-config --cflags crnet-mpi`, links libcrnet-mpi (which
+ * uses libcrnet's public API only) and runs under crlaunch unchanged.
+ *
+ * What is here behaves as MPI 3.1 says; what is not here does not exist, so
+ * a program that uses it fails to compile rather than misbehave. Calls with
+ * arguments the subset does not support (a user operator on a derived
+ * datatype, different send and receive type signatures) return an error of
+ * the class named in docs/MPI.md with a message MPI_Error_string gives, as
+ * do crnet's own failures (a lost rank, mismatched calls, a timeout).
+ *
+ * docs/MPI.md lists the subset, the differences from an MPI library, and
+ * the OSU micro-benchmarks built against it.
+ */
+#ifndef CRNET_MPI_H
+#define CRNET_MPI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define CRNET_MPI_EXTERN __attribute__((visibility("default")))
+#else
+#define CRNET_MPI_EXTERN
+#endif
+
+#define MPI_VERSION 3
+#define MPI_SUBVERSION 1
+#define CRNET_MPI 1 /* this is crnet-mpi, not a full MPI */
+
+/* --- handles ------------------------------------------------------------- */
+
+/* Communicators are pointers: MPI_COMM_WORLD and MPI_COMM_SELF are the
+ * addresses of two objects of the library, constant expressions a program
+ * may use in static initializers. */
+typedef struct crnet_mpi_comm *MPI_Comm;
+CRNET_MPI_EXTERN extern struct crnet_mpi_comm crnet_mpi_comm_world;
+CRNET_MPI_EXTERN extern struct crnet_mpi_comm crnet_mpi_comm_self;
+#define MPI_COMM_WORLD (&crnet_mpi_comm_world)
+#define MPI_COMM_SELF (&crnet_mpi_comm_self)
+#define MPI_COMM_NULL ((MPI_Comm)0)
+
+typedef struct crnet_mpi_request *MPI_Request;
+#define MPI_REQUEST_NULL ((MPI_Request)0)
+
+typedef int MPI_Datatype;
+typedef int MPI_Op;
+typedef int MPI_Errhandler;
+typedef int MPI_Info;
+typedef ptrdiff_t MPI_Aint;
+typedef int64_t MPI_Offset;
+typedef int64_t MPI_Count;
+
+#define MPI_INFO_NULL ((MPI_Info)0)
+
+typedef struct MPI_Status {
+  int MPI_SOURCE;
+  int MPI_TAG;
+  int MPI_ERROR;
+  /* private: the bytes received, for MPI_Get_count */
+  size_t crnet_bytes_;
+} MPI_Status;
+#define MPI_STATUS_IGNORE ((MPI_Status *)0)
+#define MPI_STATUSES_IGNORE ((MPI_Status *)0)
+
+/* --- datatypes ------------------------------------------------------------ */
+
+#define MPI_DATATYPE_NULL ((MPI_Datatype)0)
+#define MPI_CHAR ((MPI_Datatype)1)
+#define MPI_SIGNED_CHAR ((MPI_Datatype)2)
+#define MPI_UNSIGNED_CHAR ((MPI_Datatype)3)
+#define MPI_BYTE ((MPI_Datatype)4)
+#define MPI_SHORT ((MPI_Datatype)5)
+#define MPI_UNSIGNED_SHORT ((MPI_Datatype)6)
+#define MPI_INT ((MPI_Datatype)7)
+#define MPI_UNSIGNED ((MPI_Datatype)8)
+#define MPI_LONG ((MPI_Datatype)9)
+#define MPI_UNSIGNED_LONG ((MPI_Datatype)10)
+#define MPI_LONG_LONG_INT ((MPI_Datatype)11)
+#define MPI_LONG_LONG MPI_LONG_LONG_INT /* a synonym, as MPI says */
+#define MPI_UNSIGNED_LONG_LONG ((MPI_Datatype)12)
+#define MPI_FLOAT ((MPI_Datatype)13)
+#define MPI_DOUBLE ((MPI_Datatype)14)
+#define MPI_WCHAR ((MPI_Datatype)15)
+#define MPI_C_BOOL ((MPI_Datatype)16)
+#define MPI_INT8_T ((MPI_Datatype)17)
+#define MPI_INT16_T ((MPI_Datatype)18)
+#define MPI_INT32_T ((MPI_Datatype)19)
+#define MPI_INT64_T ((MPI_Datatype)20)
+#define MPI_UINT8_T ((MPI_Datatype)21)
+#define MPI_UINT16_T ((MPI_Datatype)22)
+#define MPI_UINT32_T ((MPI_Datatype)23)
+#define MPI_UINT64_T ((MPI_Datatype)24)
+#define MPI_AINT ((MPI_Datatype)25)
+#define MPI_OFFSET ((MPI_Datatype)26)
+#define MPI_COUNT ((MPI_Datatype)27)
+
+/* --- operators ------------------------------------------------------------ */
+
+#define MPI_OP_NULL ((MPI_Op)0)
+#define MPI_MAX ((MPI_Op)1)
+#define MPI_MIN ((MPI_Op)2)
+#define MPI_SUM ((MPI_Op)3)
+#define MPI_PROD ((MPI_Op)4)
+#define MPI_LAND ((MPI_Op)5)
+#define MPI_BAND ((MPI_Op)6)
+#define MPI_LOR ((MPI_Op)7)
+#define MPI_BOR ((MPI_Op)8)
+#define MPI_LXOR ((MPI_Op)9)
+#define MPI_BXOR ((MPI_Op)10)
+
+typedef void MPI_User_function(void *invec, void *inoutvec, int *len,
+                               MPI_Datatype *datatype);
+
+/* --- other constants ------------------------------------------------------ */
+
+#define MPI_IN_PLACE ((void *)1)
+#define MPI_ANY_SOURCE (-1)
+#define MPI_ANY_TAG (-1)
+#define MPI_PROC_NULL (-2)
+#define MPI_UNDEFINED (-32766)
+
+#define MPI_THREAD_SINGLE 0
+#define MPI_THREAD_FUNNELED 1
+#define MPI_THREAD_SERIALIZED 2
+#define MPI_THREAD_MULTIPLE 3
+
+#define MPI_MAX_PROCESSOR_NAME 256
+#define MPI_MAX_ERROR_STRING 512
+#define MPI_MAX_LIBRARY_VERSION_STRING 256
+
+#define MPI_ERRORS_ARE_FATAL ((MPI_Errhandler)1)
+#define MPI_ERRORS_RETURN ((MPI_Errhandler)2)
+
+/* Error classes. An error code is its class, or (with a message) a value
+ * above MPI_ERR_LASTCODE's class range that MPI_Error_class maps back. */
+#define MPI_SUCCESS 0
+#define MPI_ERR_BUFFER 1
+#define MPI_ERR_COUNT 2
+#define MPI_ERR_TYPE 3
+#define MPI_ERR_TAG 4
+#define MPI_ERR_COMM 5
+#define MPI_ERR_RANK 6
+#define MPI_ERR_REQUEST 7
+#define MPI_ERR_ROOT 8
+#define MPI_ERR_OP 9
+#define MPI_ERR_ARG 10
+#define MPI_ERR_UNKNOWN 11
+#define MPI_ERR_TRUNCATE 12
+#define MPI_ERR_OTHER 13
+#define MPI_ERR_INTERN 14
+#define MPI_ERR_IN_STATUS 15
+#define MPI_ERR_PENDING 16
+#define MPI_ERR_NO_MEM 17
+#define MPI_ERR_UNSUPPORTED_OPERATION 18
+#define MPI_ERR_INFO 19
+#define MPI_ERR_LASTCODE 0x3fffffff
+
+/* --- the environment ------------------------------------------------------ */
+
+CRNET_MPI_EXTERN int MPI_Init(int *argc, char ***argv);
+CRNET_MPI_EXTERN int MPI_Init_thread(int *argc, char ***argv, int required,
+                                     int *provided);
+CRNET_MPI_EXTERN int MPI_Query_thread(int *provided);
+CRNET_MPI_EXTERN int MPI_Finalize(void);
+CRNET_MPI_EXTERN int MPI_Initialized(int *flag);
+CRNET_MPI_EXTERN int MPI_Finalized(int *flag);
+CRNET_MPI_EXTERN int MPI_Abort(MPI_Comm comm, int errorcode);
+CRNET_MPI_EXTERN double MPI_Wtime(void);
+CRNET_MPI_EXTERN double MPI_Wtick(void);
+CRNET_MPI_EXTERN int MPI_Get_processor_name(char *name, int *resultlen);
+CRNET_MPI_EXTERN int MPI_Get_version(int *version, int *subversion);
+CRNET_MPI_EXTERN int MPI_Get_library_version(char *version, int *resultlen);
+CRNET_MPI_EXTERN int MPI_Alloc_mem(MPI_Aint size, MPI_Info info, void *baseptr);
+CRNET_MPI_EXTERN int MPI_Free_mem(void *base);
+
+/* --- errors ------------------------------------------------------------- */
+
+CRNET_MPI_EXTERN int MPI_Error_string(int errorcode, char *string,
+                                      int *resultlen);
+CRNET_MPI_EXTERN int MPI_Error_class(int errorcode, int *errorclass);
+CRNET_MPI_EXTERN int MPI_Comm_set_errhandler(MPI_Comm comm,
+                                             MPI_Errhandler errhandler);
+CRNET_MPI_EXTERN int MPI_Comm_get_errhandler(MPI_Comm comm,
+                                             MPI_Errhandler *errhandler);
+
+/* --- communicators -------------------------------------------------------- */
+
+CRNET_MPI_EXTERN int MPI_Comm_rank(MPI_Comm comm, int *rank);
+CRNET_MPI_EXTERN int MPI_Comm_size(MPI_Comm comm, int *size);
+CRNET_MPI_EXTERN int MPI_Comm_split(MPI_Comm comm, int color, int key,
+                                    MPI_Comm *newcomm);
+CRNET_MPI_EXTERN int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm);
+CRNET_MPI_EXTERN int MPI_Comm_free(MPI_Comm *comm);
+
+/* --- datatypes and operators ---------------------------------------------- */
+
+CRNET_MPI_EXTERN int MPI_Type_size(MPI_Datatype datatype, int *size);
+CRNET_MPI_EXTERN int MPI_Type_contiguous(int count, MPI_Datatype oldtype,
+                                         MPI_Datatype *newtype);
+CRNET_MPI_EXTERN int MPI_Type_commit(MPI_Datatype *datatype);
+CRNET_MPI_EXTERN int MPI_Type_free(MPI_Datatype *datatype);
+CRNET_MPI_EXTERN int MPI_Get_count(const MPI_Status *status,
+                                   MPI_Datatype datatype, int *count);
+CRNET_MPI_EXTERN int MPI_Op_create(MPI_User_function *function, int commute,
+                                   MPI_Op *op);
+CRNET_MPI_EXTERN int MPI_Op_free(MPI_Op *op);
+
+/* --- collectives -------------------------------------------------------- */
+
+CRNET_MPI_EXTERN int MPI_Barrier(MPI_Comm comm);
+CRNET_MPI_EXTERN int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype,
+                               int root, MPI_Comm comm);
+CRNET_MPI_EXTERN int MPI_Reduce(const void *sendbuf, void *recvbuf, int count,
+                                MPI_Datatype datatype, MPI_Op op, int root,
+                                MPI_Comm comm);
+CRNET_MPI_EXTERN int MPI_Allreduce(const void *sendbuf, void *recvbuf,
+                                   int count, MPI_Datatype datatype, MPI_Op op,
+                                   MPI_Comm comm);
+CRNET_MPI_EXTERN int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf,
+                                        const int recvcounts[],
+                                        MPI_Datatype datatype, MPI_Op op,
+                                        MPI_Comm comm);
+CRNET_MPI_EXTERN int MPI_Reduce_scatter_block(const void *sendbuf,
+                                              void *recvbuf, int recvcount,
+                                              MPI_Datatype datatype, MPI_Op op,
+                                              MPI_Comm comm);
+CRNET_MPI_EXTERN int MPI_Scan(const void *sendbuf, void *recvbuf, int count,
+                              MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
+CRNET_MPI_EXTERN int MPI_Exscan(const void *sendbuf, void *recvbuf, int count,
+                                MPI_Datatype datatype, MPI_Op op,
+                                MPI_Comm comm);
+CRNET_MPI_EXTERN int MPI_Alltoall(const void *sendbuf, int sendcount,
+                                  MPI_Datatype sendtype, void *recvbuf,
+                                  int recvcount, MPI_Datatype recvtype,
+                                  MPI_Comm comm);
+CRNET_MPI_EXTERN int MPI_Alltoallv(const void *sendbuf, const int sendcounts[],
+                                   const int sdispls[], MPI_Datatype sendtype,
+                                   void *recvbuf, const int recvcounts[],
+                                   const int rdispls[], MPI_Datatype recvtype,
+                                   MPI_Comm comm);
+CRNET_MPI_EXTERN int MPI_Allgather(const void *sendbuf, int sendcount,
+                                   MPI_Datatype sendtype, void *recvbuf,
+                                   int recvcount, MPI_Datatype recvtype,
+                                   MPI_Comm comm);
+CRNET_MPI_EXTERN int MPI_Allgatherv(const void *sendbuf, int sendcount,
+                                    MPI_Datatype sendtype, void *recvbuf,
+                                    const int recvcounts[], const int displs[],
+                                    MPI_Datatype recvtype, MPI_Comm comm);
+CRNET_MPI_EXTERN int MPI_Gather(const void *sendbuf, int sendcount,
+                                MPI_Datatype sendtype, void *recvbuf,
+                                int recvcount, MPI_Datatype recvtype, int root,
+                                MPI_Comm comm);
+CRNET_MPI_EXTERN int MPI_Scatter(const void *sendbuf, int sendcount,
+                                 MPI_Datatype sendtype, void *recvbuf,
+                                 int recvcount, MPI_Datatype recvtype, int root,
+                                 MPI_Comm comm);
+
+CRNET_MPI_EXTERN int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request);
+CRNET_MPI_EXTERN int MPI_Ibcast(void *buffer, int count, MPI_Datatype datatype,
+                                int root, MPI_Comm comm, MPI_Request *request);
+CRNET_MPI_EXTERN int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count,
+                                 MPI_Datatype datatype, MPI_Op op, int root,
+                                 MPI_Comm comm, MPI_Request *request);
+CRNET_MPI_EXTERN int MPI_Iallreduce(const void *sendbuf, void *recvbuf,
+                                    int count, MPI_Datatype datatype, MPI_Op op,
+                                    MPI_Comm comm, MPI_Request *request);
+CRNET_MPI_EXTERN int MPI_Ireduce_scatter(const void *sendbuf, void *recvbuf,
+                                         const int recvcounts[],
+                                         MPI_Datatype datatype, MPI_Op op,
+                                         MPI_Comm comm, MPI_Request *request);
+CRNET_MPI_EXTERN int MPI_Ireduce_scatter_block(const void *sendbuf,
+                                               void *recvbuf, int recvcount,
+                                               MPI_Datatype datatype, MPI_Op op,
+                                               MPI_Comm comm,
+                                               MPI_Request *request);
+CRNET_MPI_EXTERN int MPI_Iscan(const void *sendbuf, void *recvbuf, int count,
+                               MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                               MPI_Request *request);
+CRNET_MPI_EXTERN int MPI_Iexscan(const void *sendbuf, void *recvbuf, int count,
+                                 MPI_Datatype datatype, MPI_Op op,
+                                 MPI_Comm comm, MPI_Request *request);
+CRNET_MPI_EXTERN int MPI_Ialltoall(const void *sendbuf, int sendcount,
+                                   MPI_Datatype sendtype, void *recvbuf,
+                                   int recvcount, MPI_Datatype recvtype,
+                                   MPI_Comm comm, MPI_Request *request);
+CRNET_MPI_EXTERN int MPI_Ialltoallv(const void *sendbuf, const int sendcounts[],
+                                    const int sdispls[], MPI_Datatype sendtype,
+                                    void *recvbuf, const int recvcounts[],
+                                    const int rdispls[], MPI_Datatype recvtype,
+                                    MPI_Comm comm, MPI_Request *request);
+CRNET_MPI_EXTERN int MPI_Iallgather(const void *sendbuf, int sendcount,
+                                    MPI_Datatype sendtype, void *recvbuf,
+                                    int recvcount, MPI_Datatype recvtype,
+                                    MPI_Comm comm, MPI_Request *request);
+CRNET_MPI_EXTERN int MPI_Iallgatherv(const void *sendbuf, int sendcount,
+                                     MPI_Datatype sendtype, void *recvbuf,
+                                     const int recvcounts[], const int displs[],
+                                     MPI_Datatype recvtype, MPI_Comm comm,
+                                     MPI_Request *request);
+CRNET_MPI_EXTERN int MPI_Igather(const void *sendbuf, int sendcount,
+                                 MPI_Datatype sendtype, void *recvbuf,
+                                 int recvcount, MPI_Datatype recvtype, int root,
+                                 MPI_Comm comm, MPI_Request *request);
+CRNET_MPI_EXTERN int MPI_Iscatter(const void *sendbuf, int sendcount,
+                                  MPI_Datatype sendtype, void *recvbuf,
+                                  int recvcount, MPI_Datatype recvtype,
+                                  int root, MPI_Comm comm,
+                                  MPI_Request *request);
+
+/* --- messages and requests --------------------------------------------------
+ */
+
+CRNET_MPI_EXTERN int MPI_Send(const void *buf, int count, MPI_Datatype datatype,
+                              int dest, int tag, MPI_Comm comm);
+CRNET_MPI_EXTERN int MPI_Recv(void *buf, int count, MPI_Datatype datatype,
+                              int source, int tag, MPI_Comm comm,
+                              MPI_Status *status);
+CRNET_MPI_EXTERN int MPI_Sendrecv(const void *sendbuf, int sendcount,
+                                  MPI_Datatype sendtype, int dest, int sendtag,
+                                  void *recvbuf, int recvcount,
+                                  MPI_Datatype recvtype, int source,
+                                  int recvtag, MPI_Comm comm,
+                                  MPI_Status *status);
+CRNET_MPI_EXTERN int MPI_Isend(const void *buf, int count,
+                               MPI_Datatype datatype, int dest, int tag,
+                               MPI_Comm comm, MPI_Request *request);
+CRNET_MPI_EXTERN int MPI_Irecv(void *buf, int count, MPI_Datatype datatype,
+                               int source, int tag, MPI_Comm comm,
+                               MPI_Request *request);
+CRNET_MPI_EXTERN int MPI_Wait(MPI_Request *request, MPI_Status *status);
+CRNET_MPI_EXTERN int MPI_Waitall(int count, MPI_Request requests[],
+                                 MPI_Status statuses[]);
+CRNET_MPI_EXTERN int MPI_Waitany(int count, MPI_Request requests[], int *index,
+                                 MPI_Status *status);
+CRNET_MPI_EXTERN int MPI_Test(MPI_Request *request, int *flag,
+                              MPI_Status *status);
+CRNET_MPI_EXTERN int MPI_Testall(int count, MPI_Request requests[], int *flag,
+                                 MPI_Status statuses[]);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CRNET_MPI_H */

@@ -1,0 +1,114 @@
+/* crnet-mpi's own state, shared by its files. Everything here sits on
+ * libcrnet's public API (crnet.h) and nothing else of crnet.
+ *
+ * Handles. A communicator is a struct crnet_mpi_comm holding its crnet
+ * comm and error handler; MPI_COMM_WORLD and MPI_COMM_SELF are two static
+ * ones, the others are allocated and listed (so MPI_Finalize can destroy
+ * what the program left). A datatype is an index into a table of
+ * (crnet base type, elements of it per MPI element); an operator an index
+ * into a table of crnet operators. A request wraps a crnet request with
+ * what its completion needs: the receive's status, and the count arrays
+ * of a v-collective, which must live until then.
+ *
+ * Errors. Every MPI function returns mpi_error(...)'s code: MPI_SUCCESS, a
+ * bare class, or a code that also names a message kept in a ring of the
+ * last MPI_ERROR_MESSAGES ones (errors.c); the comm's handler decides
+ * whether the code is returned or the job ends.
+ */
+#ifndef CRNET_MPI_INTERNAL_H
+#define CRNET_MPI_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "crnet.h"
+#include "mpi.h"
+
+struct crnet_mpi_comm {
+  crnet_comm *c; /* NULL before MPI_Init and after MPI_Finalize */
+  MPI_Errhandler errhandler;
+  bool user; /* made by split or dup: freed by MPI_Comm_free */
+  struct crnet_mpi_comm *next, *prev; /* the list of user comms */
+};
+
+enum request_kind { REQ_COLL, REQ_SEND, REQ_RECV, REQ_NULL_PEER };
+
+struct crnet_mpi_request {
+  crnet_request *req; /* NULL once complete */
+  enum request_kind kind;
+  MPI_Comm comm;
+  bool done; /* completed by a test, result in rc and st */
+  int rc;    /* crnet's result */
+  crnet_status st;
+  size_t *arrays; /* a v-collective's converted counts, freed at the end */
+  void *temp;     /* an in-place alltoallv's copy of its blocks, likewise */
+};
+
+/* Frees what request r holds and r itself (requests.c). */
+void crnet_mpi_request_free(struct crnet_mpi_request *r);
+
+/* A new request of `kind` on comm in *out, for the nonblocking call `fn`
+ * whose handle goes to *request (refused, raised, if request is NULL). */
+int crnet_mpi_request_new(MPI_Comm comm, const char *fn, enum request_kind kind,
+                          MPI_Request *request, struct crnet_mpi_request **out);
+
+/* The end of a nonblocking call that got crnet's result rc: the request
+ * handed over in *request, or freed with the error raised. */
+int crnet_mpi_request_started(MPI_Comm comm, const char *fn, int rc,
+                              struct crnet_mpi_request *r,
+                              MPI_Request *request);
+
+/* --- state (env.c) --- */
+bool crnet_mpi_ready(void); /* between MPI_Init and MPI_Finalize */
+crnet_comm *crnet_mpi_world(void);
+void crnet_mpi_list_add(MPI_Comm comm);
+void crnet_mpi_list_remove(MPI_Comm comm);
+
+/* --- errors (errors.c) --- */
+
+/* The code for class `cls` with a message printf-formatted from fmt, after
+ * the comm's handler had its say: with MPI_ERRORS_ARE_FATAL (the default)
+ * the message goes to stderr, the job is aborted, and this does not
+ * return. `fn` names the MPI function. comm may be MPI_COMM_NULL (the
+ * world's handler then). */
+int crnet_mpi_fail(MPI_Comm comm, const char *fn, int cls, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* crnet's result `rc` of a call on comm as an MPI code (MPI_SUCCESS for
+ * 0), through crnet_mpi_fail with crnet's explanation of it. */
+int crnet_mpi_from_crnet(MPI_Comm comm, const char *fn, int rc);
+
+/* The class of crnet's error code. */
+int crnet_mpi_class_of(int rc);
+
+/* --- checks shared by the calls --- */
+
+/* 0 if comm is usable, else the error, raised (MPI_ERR_COMM, or MPI_ERR_OTHER
+ * before MPI_Init or after MPI_Finalize). */
+int crnet_mpi_check_comm(MPI_Comm comm, const char *fn);
+
+/* --- datatypes and operators (types.c) --- */
+
+typedef struct crnet_mpi_type {
+  crnet_datatype base; /* what crnet moves */
+  size_t n;            /* base elements per element of this type */
+  bool predefined;
+  bool committed;
+  bool live;
+} crnet_mpi_type;
+
+/* The type behind handle dt, or NULL for MPI_DATATYPE_NULL, a freed or
+ * unknown handle, or an uncommitted derived type. */
+bool crnet_mpi_type_get(MPI_Datatype dt, crnet_mpi_type *out);
+
+/* crnet's operator for MPI op `op` applied to elements of type t: 0 and
+ * *out, or an MPI error class with *why set. */
+int crnet_mpi_op_get(MPI_Op op, const crnet_mpi_type *t, crnet_op *out,
+                     const char **why);
+
+/* The ops and the LXOR operator crnet lacks: created at MPI_Init, the
+ * same on every rank (crnet matches operators by handle). */
+int crnet_mpi_ops_init(void);
+void crnet_mpi_ops_fini(void);
+
+#endif

@@ -1,0 +1,150 @@
+/* Messages between two ranks: send, receive, sendrecv and their
+ * nonblocking forms, with MPI_PROC_NULL (a peer that is nobody: the call
+ * completes at once, a receive with an empty status). */
+#include <stdlib.h>
+
+#include "mpi_internal.h"
+
+typedef struct message {
+  size_t count;
+  crnet_datatype dt;
+} message;
+
+static int check(MPI_Comm comm, const char *fn, int count, MPI_Datatype dt,
+                 int peer, bool any_ok, int tag, message *out) {
+  crnet_mpi_type t;
+  int p, rc = crnet_mpi_check_comm(comm, fn);
+  if (rc != MPI_SUCCESS)
+    return rc;
+  p = crnet_comm_size(comm->c);
+  if (count < 0)
+    return crnet_mpi_fail(comm, fn, MPI_ERR_COUNT, "count %d", count);
+  if (!crnet_mpi_type_get(dt, &t))
+    return crnet_mpi_fail(comm, fn, MPI_ERR_TYPE,
+                          "datatype %d does not exist or is not committed", dt);
+  if (peer != MPI_PROC_NULL && !(any_ok && peer == MPI_ANY_SOURCE) &&
+      (peer < 0 || peer >= p))
+    return crnet_mpi_fail(comm, fn, MPI_ERR_RANK, "rank %d of %d", peer, p);
+  if (tag < 0 && !(any_ok && tag == MPI_ANY_TAG))
+    return crnet_mpi_fail(comm, fn, MPI_ERR_TAG, "tag %d", tag);
+  out->count = (size_t)count * t.n;
+  out->dt = t.base;
+  return MPI_SUCCESS;
+}
+
+static void null_status(MPI_Status *status) {
+  if (status == MPI_STATUS_IGNORE)
+    return;
+  status->MPI_SOURCE = MPI_PROC_NULL;
+  status->MPI_TAG = MPI_ANY_TAG;
+  status->MPI_ERROR = MPI_SUCCESS;
+  status->crnet_bytes_ = 0;
+}
+
+static void from_crnet_status(const crnet_status *st, MPI_Status *status) {
+  if (status == MPI_STATUS_IGNORE)
+    return;
+  status->MPI_SOURCE = st->source;
+  status->MPI_TAG = st->tag;
+  status->MPI_ERROR = crnet_mpi_class_of(st->error);
+  status->crnet_bytes_ = st->bytes;
+}
+
+int MPI_Send(const void *buf, int count, MPI_Datatype datatype, int dest,
+             int tag, MPI_Comm comm) {
+  message m;
+  int rc = check(comm, "MPI_Send", count, datatype, dest, false, tag, &m);
+  if (rc != MPI_SUCCESS || dest == MPI_PROC_NULL)
+    return rc;
+  return crnet_mpi_from_crnet(
+      comm, "MPI_Send", crnet_send(comm->c, buf, m.count, m.dt, dest, tag));
+}
+
+int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source, int tag,
+             MPI_Comm comm, MPI_Status *status) {
+  message m;
+  crnet_status st;
+  int rc = check(comm, "MPI_Recv", count, datatype, source, true, tag, &m);
+  if (rc != MPI_SUCCESS)
+    return rc;
+  if (source == MPI_PROC_NULL) {
+    null_status(status);
+    return MPI_SUCCESS;
+  }
+  rc = crnet_recv(comm->c, buf, m.count, m.dt, source, tag, &st);
+  from_crnet_status(&st, status);
+  return crnet_mpi_from_crnet(comm, "MPI_Recv", rc);
+}
+
+int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                 int dest, int sendtag, void *recvbuf, int recvcount,
+                 MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm,
+                 MPI_Status *status) {
+  message s, r;
+  crnet_status st;
+  int rc = check(comm, "MPI_Sendrecv", sendcount, sendtype, dest, false,
+                 sendtag, &s);
+  if (rc == MPI_SUCCESS)
+    rc = check(comm, "MPI_Sendrecv", recvcount, recvtype, source, true, recvtag,
+               &r);
+  if (rc != MPI_SUCCESS)
+    return rc;
+  if (source == MPI_PROC_NULL) {
+    null_status(status);
+    if (dest == MPI_PROC_NULL)
+      return MPI_SUCCESS;
+    return crnet_mpi_from_crnet(
+        comm, "MPI_Sendrecv",
+        crnet_send(comm->c, sendbuf, s.count, s.dt, dest, sendtag));
+  }
+  if (dest == MPI_PROC_NULL)
+    rc = crnet_recv(comm->c, recvbuf, r.count, r.dt, source, recvtag, &st);
+  else
+    rc = crnet_sendrecv(comm->c, sendbuf, s.count, s.dt, dest, sendtag, recvbuf,
+                        r.count, r.dt, source, recvtag, &st);
+  from_crnet_status(&st, status);
+  return crnet_mpi_from_crnet(comm, "MPI_Sendrecv", rc);
+}
+
+int MPI_Isend(const void *buf, int count, MPI_Datatype datatype, int dest,
+              int tag, MPI_Comm comm, MPI_Request *request) {
+  message m;
+  struct crnet_mpi_request *r = NULL;
+  int rc = check(comm, "MPI_Isend", count, datatype, dest, false, tag, &m);
+  if (rc == MPI_SUCCESS)
+    rc = crnet_mpi_request_new(comm, "MPI_Isend",
+                               dest == MPI_PROC_NULL ? REQ_NULL_PEER : REQ_SEND,
+                               request, &r);
+  if (rc != MPI_SUCCESS)
+    return rc;
+  if (dest == MPI_PROC_NULL) {
+    r->done = true;
+    *request = r;
+    return MPI_SUCCESS;
+  }
+  return crnet_mpi_request_started(
+      comm, "MPI_Isend",
+      crnet_isend(comm->c, buf, m.count, m.dt, dest, tag, &r->req), r, request);
+}
+
+int MPI_Irecv(void *buf, int count, MPI_Datatype datatype, int source, int tag,
+              MPI_Comm comm, MPI_Request *request) {
+  message m;
+  struct crnet_mpi_request *r = NULL;
+  int rc = check(comm, "MPI_Irecv", count, datatype, source, true, tag, &m);
+  if (rc == MPI_SUCCESS)
+    rc = crnet_mpi_request_new(
+        comm, "MPI_Irecv", source == MPI_PROC_NULL ? REQ_NULL_PEER : REQ_RECV,
+        request, &r);
+  if (rc != MPI_SUCCESS)
+    return rc;
+  if (source == MPI_PROC_NULL) {
+    r->done = true;
+    *request = r;
+    return MPI_SUCCESS;
+  }
+  return crnet_mpi_request_started(
+      comm, "MPI_Irecv",
+      crnet_irecv(comm->c, buf, m.count, m.dt, source, tag, &r->st, &r->req), r,
+      request);
+}

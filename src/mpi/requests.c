@@ -1,0 +1,236 @@
+/* Completing requests: wait, waitall, waitany, test, testall.
+ *
+ * A crnet request is freed by the wait or test that completes it; the MPI
+ * request around it keeps its result (done, rc, and for a receive the
+ * status crnet filled) until the MPI call that reports it, since MPI_Testall
+ * may see some requests complete and must leave them all pending when the
+ * rest are not. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "mpi_internal.h"
+
+void crnet_mpi_request_free(struct crnet_mpi_request *r) {
+  free(r->arrays);
+  free(r->temp);
+  free(r);
+}
+
+int crnet_mpi_request_new(MPI_Comm comm, const char *fn, enum request_kind kind,
+                          MPI_Request *request,
+                          struct crnet_mpi_request **out) {
+  if (request == NULL)
+    return crnet_mpi_fail(comm, fn, MPI_ERR_ARG, "request is NULL");
+  *out = calloc(1, sizeof **out);
+  if (*out == NULL)
+    return crnet_mpi_fail(comm, fn, MPI_ERR_NO_MEM, "a request");
+  (*out)->kind = kind;
+  (*out)->comm = comm;
+  return MPI_SUCCESS;
+}
+
+int crnet_mpi_request_started(MPI_Comm comm, const char *fn, int rc,
+                              struct crnet_mpi_request *r,
+                              MPI_Request *request) {
+  if (rc != 0) {
+    crnet_mpi_request_free(r);
+    *request = MPI_REQUEST_NULL;
+    return crnet_mpi_from_crnet(comm, fn, rc);
+  }
+  *request = r;
+  return MPI_SUCCESS;
+}
+
+static void empty_status(MPI_Status *status) {
+  if (status == MPI_STATUS_IGNORE)
+    return;
+  status->MPI_SOURCE = MPI_ANY_SOURCE;
+  status->MPI_TAG = MPI_ANY_TAG;
+  status->MPI_ERROR = MPI_SUCCESS;
+  status->crnet_bytes_ = 0;
+}
+
+static void fill_status(const struct crnet_mpi_request *r, MPI_Status *status) {
+  if (status == MPI_STATUS_IGNORE)
+    return;
+  empty_status(status);
+  if (r->kind == REQ_RECV) {
+    status->MPI_SOURCE = r->st.source;
+    status->MPI_TAG = r->st.tag;
+    status->crnet_bytes_ = r->st.bytes;
+  } else if (r->kind == REQ_NULL_PEER) {
+    status->MPI_SOURCE = MPI_PROC_NULL;
+  }
+  status->MPI_ERROR = crnet_mpi_class_of(r->rc);
+}
+
+/* Waits for r unless a test completed it already. */
+static void finish(struct crnet_mpi_request *r) {
+  if (r->done)
+    return;
+  r->rc = crnet_wait(&r->req);
+  r->done = true;
+}
+
+/* Tests r; whether it is complete. */
+static bool poll_one(struct crnet_mpi_request *r) {
+  int done = 0, rc;
+  if (r->done)
+    return true;
+  rc = crnet_test(&r->req, &done);
+  if (done) {
+    r->rc = rc;
+    r->done = true;
+  }
+  return r->done;
+}
+
+/* Reports the complete request *request (its status, its error through
+ * its comm's handler) and frees it. */
+static int report(MPI_Request *request, MPI_Status *status, const char *fn) {
+  struct crnet_mpi_request *r = *request;
+  MPI_Comm comm = r->comm;
+  int rc = r->rc;
+  fill_status(r, status);
+  crnet_mpi_request_free(r);
+  *request = MPI_REQUEST_NULL;
+  return crnet_mpi_from_crnet(comm, fn, rc);
+}
+
+int MPI_Wait(MPI_Request *request, MPI_Status *status) {
+  if (request == NULL)
+    return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Wait", MPI_ERR_REQUEST,
+                          "request is NULL");
+  if (*request == MPI_REQUEST_NULL) {
+    empty_status(status);
+    return MPI_SUCCESS;
+  }
+  finish(*request);
+  return report(request, status, "MPI_Wait");
+}
+
+int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status) {
+  if (request == NULL || flag == NULL)
+    return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Test", MPI_ERR_ARG,
+                          "request or flag is NULL");
+  if (*request == MPI_REQUEST_NULL) {
+    *flag = 1;
+    empty_status(status);
+    return MPI_SUCCESS;
+  }
+  *flag = poll_one(*request);
+  if (!*flag)
+    return MPI_SUCCESS;
+  return report(request, status, "MPI_Test");
+}
+
+/* Reports every request of requests[0..count) (all complete): statuses,
+ * frees; MPI_ERR_IN_STATUS, raised on the first failed one's comm and
+ * naming it, if any failed. */
+static int report_all(int count, MPI_Request requests[], MPI_Status statuses[],
+                      const char *fn) {
+  int failed = -1, first_rc = 0;
+  MPI_Comm comm = MPI_COMM_NULL;
+  for (int i = 0; i < count; i++) {
+    struct crnet_mpi_request *r = requests[i];
+    MPI_Status *st =
+        statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &statuses[i];
+    if (r == MPI_REQUEST_NULL) {
+      empty_status(st);
+      continue;
+    }
+    fill_status(r, st);
+    if (r->rc != 0 && failed < 0) {
+      failed = i;
+      first_rc = r->rc;
+      comm = r->comm;
+    }
+    crnet_mpi_request_free(r);
+    requests[i] = MPI_REQUEST_NULL;
+  }
+  if (failed < 0)
+    return MPI_SUCCESS;
+  const char *why = comm->c != NULL ? crnet_comm_errmsg(comm->c) : "";
+  return crnet_mpi_fail(comm, fn, MPI_ERR_IN_STATUS,
+                        "request %d: %s%s%s (each status's MPI_ERROR has its "
+                        "class)",
+                        failed, crnet_strerror(first_rc),
+                        why[0] != '\0' ? ": " : "", why);
+}
+
+int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
+  if (count < 0 || (count > 0 && requests == NULL))
+    return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Waitall", MPI_ERR_ARG,
+                          "count %d, requests %p", count, (void *)requests);
+  /* One after the other: each wait moves every request of the job on. */
+  for (int i = 0; i < count; i++)
+    if (requests[i] != MPI_REQUEST_NULL)
+      finish(requests[i]);
+  return report_all(count, requests, statuses, "MPI_Waitall");
+}
+
+int MPI_Testall(int count, MPI_Request requests[], int *flag,
+                MPI_Status statuses[]) {
+  bool all = true;
+  if (count < 0 || flag == NULL || (count > 0 && requests == NULL))
+    return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Testall", MPI_ERR_ARG,
+                          "count %d, requests %p, flag %p", count,
+                          (void *)requests, (void *)flag);
+  for (int i = 0; i < count; i++)
+    if (requests[i] != MPI_REQUEST_NULL && !poll_one(requests[i]))
+      all = false;
+  *flag = all;
+  if (!all)
+    return MPI_SUCCESS;
+  return report_all(count, requests, statuses, "MPI_Testall");
+}
+
+int MPI_Waitany(int count, MPI_Request requests[], int *index,
+                MPI_Status *status) {
+  crnet_request **pending;
+  int *where, n = 0, j = -1, rc;
+  if (count < 0 || index == NULL || (count > 0 && requests == NULL))
+    return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Waitany", MPI_ERR_ARG,
+                          "count %d, requests %p, index %p", count,
+                          (void *)requests, (void *)index);
+  /* One a test completed already goes first. */
+  for (int i = 0; i < count; i++)
+    if (requests[i] != MPI_REQUEST_NULL && requests[i]->done) {
+      *index = i;
+      return report(&requests[i], status, "MPI_Waitany");
+    }
+  pending = malloc(sizeof *pending * (size_t)(count > 0 ? count : 1));
+  where = malloc(sizeof *where * (size_t)(count > 0 ? count : 1));
+  if (pending == NULL || where == NULL) {
+    free(pending);
+    free(where);
+    return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Waitany", MPI_ERR_NO_MEM,
+                          "%d requests", count);
+  }
+  for (int i = 0; i < count; i++)
+    if (requests[i] != MPI_REQUEST_NULL) {
+      pending[n] = requests[i]->req;
+      where[n++] = i;
+    }
+  if (n == 0) {
+    free(pending);
+    free(where);
+    *index = MPI_UNDEFINED;
+    empty_status(status);
+    return MPI_SUCCESS;
+  }
+  rc = crnet_waitany(n, pending, &j);
+  if (j < 0 || j >= n) { /* crnet refused the call itself */
+    free(pending);
+    free(where);
+    return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Waitany", MPI_ERR_REQUEST, "%s",
+                          crnet_strerror(rc));
+  }
+  *index = where[j];
+  free(pending);
+  free(where);
+  requests[*index]->req = NULL; /* freed by crnet_waitany */
+  requests[*index]->rc = rc;
+  requests[*index]->done = true;
+  return report(&requests[*index], status, "MPI_Waitany");
+}

@@ -1,0 +1,364 @@
+/* Datatypes and operators.
+ *
+ * A datatype is what crnet moves: a base type (crnet_datatype) and how
+ * many of it one element holds. The predefined ones map C's types by size;
+ * MPI_Type_contiguous multiplies. MPI_BYTE moves as uint8 so that the
+ * bitwise operators, which MPI allows on it, reduce it.
+ *
+ * Operators. The predefined ones are crnet's, but for MPI_LXOR, which
+ * crnet lacks: a crnet user operator made at MPI_Init. MPI_Op_create makes
+ * one crnet operator per MPI one, in the program's order on every rank as
+ * crnet needs. Its function is called with the MPI datatype that names the
+ * base type (MPI_INT for any 32-bit signed type, MPI_INT32_T included), a
+ * count in base elements; user operators on derived datatypes are refused.
+ */
+#include <limits.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <wchar.h>
+
+#include "mpi_internal.h"
+
+#define TYPES_MAX 4096 /* predefined and derived alive at once */
+#define OPS_MAX 256
+#define FIRST_DERIVED 64
+#define FIRST_USER_OP 32
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* --- datatypes --- */
+
+#define SIGNED_OF(size)                                                        \
+  ((size) == 1   ? CRNET_INT8                                                  \
+   : (size) == 2 ? CRNET_INT16                                                 \
+   : (size) == 4 ? CRNET_INT32                                                 \
+                 : CRNET_INT64)
+#define UNSIGNED_OF(size)                                                      \
+  ((size) == 1   ? CRNET_UINT8                                                 \
+   : (size) == 2 ? CRNET_UINT16                                                \
+   : (size) == 4 ? CRNET_UINT32                                                \
+                 : CRNET_UINT64)
+
+static crnet_mpi_type types[TYPES_MAX] = {
+    [1] = {SIGNED_OF(sizeof(char)), 1, true, true, true},
+    [2] = {CRNET_INT8, 1, true, true, true},
+    [3] = {CRNET_UINT8, 1, true, true, true},
+    [4] = {CRNET_UINT8, 1, true, true, true},
+    [5] = {SIGNED_OF(sizeof(short)), 1, true, true, true},
+    [6] = {UNSIGNED_OF(sizeof(short)), 1, true, true, true},
+    [7] = {SIGNED_OF(sizeof(int)), 1, true, true, true},
+    [8] = {UNSIGNED_OF(sizeof(int)), 1, true, true, true},
+    [9] = {SIGNED_OF(sizeof(long)), 1, true, true, true},
+    [10] = {UNSIGNED_OF(sizeof(long)), 1, true, true, true},
+    [11] = {SIGNED_OF(sizeof(long long)), 1, true, true, true},
+    [12] = {UNSIGNED_OF(sizeof(long long)), 1, true, true, true},
+    [13] = {CRNET_FLOAT, 1, true, true, true},
+    [14] = {CRNET_DOUBLE, 1, true, true, true},
+    [15] = {SIGNED_OF(sizeof(wchar_t)), 1, true, true, true},
+    [16] = {UNSIGNED_OF(sizeof(_Bool)), 1, true, true, true},
+    [17] = {CRNET_INT8, 1, true, true, true},
+    [18] = {CRNET_INT16, 1, true, true, true},
+    [19] = {CRNET_INT32, 1, true, true, true},
+    [20] = {CRNET_INT64, 1, true, true, true},
+    [21] = {CRNET_UINT8, 1, true, true, true},
+    [22] = {CRNET_UINT16, 1, true, true, true},
+    [23] = {CRNET_UINT32, 1, true, true, true},
+    [24] = {CRNET_UINT64, 1, true, true, true},
+    [25] = {SIGNED_OF(sizeof(MPI_Aint)), 1, true, true, true},
+    [26] = {CRNET_INT64, 1, true, true, true},
+    [27] = {CRNET_INT64, 1, true, true, true},
+};
+_Static_assert(sizeof(float) == 4 && sizeof(double) == 8,
+               "float and double are binary32 and binary64");
+
+/* The predefined type a user operator's function is told it works on,
+ * per base type. */
+static const MPI_Datatype canonical[CRNET_DATATYPE_COUNT] = {
+    [CRNET_INT8] = MPI_INT8_T,     [CRNET_INT16] = MPI_INT16_T,
+    [CRNET_INT32] = MPI_INT,       [CRNET_INT64] = MPI_INT64_T,
+    [CRNET_UINT8] = MPI_UINT8_T,   [CRNET_UINT16] = MPI_UINT16_T,
+    [CRNET_UINT32] = MPI_UNSIGNED, [CRNET_UINT64] = MPI_UINT64_T,
+    [CRNET_FLOAT] = MPI_FLOAT,     [CRNET_DOUBLE] = MPI_DOUBLE,
+};
+
+bool crnet_mpi_type_get(MPI_Datatype dt, crnet_mpi_type *out) {
+  bool ok;
+  if (dt <= 0 || dt >= TYPES_MAX)
+    return false;
+  pthread_mutex_lock(&lock);
+  ok = types[dt].live && types[dt].committed;
+  if (ok)
+    *out = types[dt];
+  pthread_mutex_unlock(&lock);
+  return ok;
+}
+
+int MPI_Type_size(MPI_Datatype datatype, int *size) {
+  crnet_mpi_type t;
+  size_t bytes;
+  if (size == NULL)
+    return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Type_size", MPI_ERR_ARG,
+                          "size is NULL");
+  /* An uncommitted type has a size too. */
+  pthread_mutex_lock(&lock);
+  bool live = datatype > 0 && datatype < TYPES_MAX && types[datatype].live;
+  if (live)
+    t = types[datatype];
+  pthread_mutex_unlock(&lock);
+  if (!live)
+    return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Type_size", MPI_ERR_TYPE,
+                          "datatype %d does not exist", datatype);
+  bytes = t.n * crnet_datatype_size(t.base);
+  *size = bytes > INT_MAX ? MPI_UNDEFINED : (int)bytes;
+  return MPI_SUCCESS;
+}
+
+int MPI_Type_contiguous(int count, MPI_Datatype oldtype,
+                        MPI_Datatype *newtype) {
+  crnet_mpi_type old;
+  if (newtype == NULL || count < 0)
+    return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Type_contiguous",
+                          count < 0 ? MPI_ERR_COUNT : MPI_ERR_ARG,
+                          "count %d, newtype %p", count, (void *)newtype);
+  pthread_mutex_lock(&lock);
+  bool live = oldtype > 0 && oldtype < TYPES_MAX && types[oldtype].live;
+  if (live)
+    old = types[oldtype];
+  for (int i = FIRST_DERIVED; live && i < TYPES_MAX; i++)
+    if (!types[i].live) {
+      types[i] =
+          (crnet_mpi_type){old.base, old.n * (size_t)count, false, false, true};
+      *newtype = i;
+      pthread_mutex_unlock(&lock);
+      return MPI_SUCCESS;
+    }
+  pthread_mutex_unlock(&lock);
+  if (!live)
+    return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Type_contiguous", MPI_ERR_TYPE,
+                          "oldtype %d does not exist", oldtype);
+  return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Type_contiguous", MPI_ERR_NO_MEM,
+                        "%d derived datatypes are alive already",
+                        TYPES_MAX - FIRST_DERIVED);
+}
+
+int MPI_Type_commit(MPI_Datatype *datatype) {
+  int rc = MPI_SUCCESS;
+  pthread_mutex_lock(&lock);
+  if (datatype != NULL && *datatype > 0 && *datatype < TYPES_MAX &&
+      types[*datatype].live)
+    types[*datatype].committed = true;
+  else
+    rc = MPI_ERR_TYPE;
+  pthread_mutex_unlock(&lock);
+  if (rc != MPI_SUCCESS)
+    return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Type_commit", rc,
+                          "no such datatype");
+  return MPI_SUCCESS;
+}
+
+int MPI_Type_free(MPI_Datatype *datatype) {
+  int rc = MPI_SUCCESS;
+  pthread_mutex_lock(&lock);
+  if (datatype == NULL || *datatype <= 0 || *datatype >= TYPES_MAX ||
+      !types[*datatype].live)
+    rc = MPI_ERR_TYPE;
+  else if (types[*datatype].predefined)
+    rc = MPI_ERR_ARG;
+  else {
+    types[*datatype].live = false;
+    *datatype = MPI_DATATYPE_NULL;
+  }
+  pthread_mutex_unlock(&lock);
+  if (rc != MPI_SUCCESS)
+    return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Type_free", rc,
+                          rc == MPI_ERR_ARG ? "a predefined datatype"
+                                            : "no such datatype");
+  return MPI_SUCCESS;
+}
+
+int MPI_Get_count(const MPI_Status *status, MPI_Datatype datatype, int *count) {
+  crnet_mpi_type t;
+  size_t size;
+  if (status == NULL || count == NULL)
+    return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Get_count", MPI_ERR_ARG,
+                          "status or count is NULL");
+  if (!crnet_mpi_type_get(datatype, &t))
+    return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Get_count", MPI_ERR_TYPE,
+                          "datatype %d does not exist or is not committed",
+                          datatype);
+  size = t.n * crnet_datatype_size(t.base);
+  if (size == 0)
+    *count = status->crnet_bytes_ == 0 ? 0 : MPI_UNDEFINED;
+  else if (status->crnet_bytes_ % size != 0 ||
+           status->crnet_bytes_ / size > INT_MAX)
+    *count = MPI_UNDEFINED;
+  else
+    *count = (int)(status->crnet_bytes_ / size);
+  return MPI_SUCCESS;
+}
+
+/* --- operators --- */
+
+typedef struct user_op {
+  MPI_User_function *fn;
+  crnet_op op;
+  bool live;
+} user_op;
+
+static user_op user_ops[OPS_MAX];
+static crnet_op lxor_op = -1;
+
+static const crnet_op builtin[] = {
+    [1] = CRNET_MAX,  [2] = CRNET_MIN,  [3] = CRNET_SUM,
+    [4] = CRNET_PROD, [5] = CRNET_LAND, [6] = CRNET_BAND,
+    [7] = CRNET_LOR,  [8] = CRNET_BOR,  [10] = CRNET_BXOR,
+};
+
+#define LXOR_LOOP(type)                                                        \
+  do {                                                                         \
+    const type *a = in;                                                        \
+    type *b = inout;                                                           \
+    for (size_t i = 0; i < count; i++)                                         \
+      b[i] = (type)((a[i] != 0) != (b[i] != 0));                               \
+  } while (0)
+
+/* MPI_LXOR on the integer and logical types, as MPI defines it. */
+static void lxor(const void *in, void *inout, size_t count, crnet_datatype dt,
+                 void *ctx) {
+  (void)ctx;
+  switch (dt) {
+  case CRNET_INT8:
+    LXOR_LOOP(int8_t);
+    break;
+  case CRNET_INT16:
+    LXOR_LOOP(int16_t);
+    break;
+  case CRNET_INT32:
+    LXOR_LOOP(int32_t);
+    break;
+  case CRNET_INT64:
+    LXOR_LOOP(int64_t);
+    break;
+  case CRNET_UINT8:
+    LXOR_LOOP(uint8_t);
+    break;
+  case CRNET_UINT16:
+    LXOR_LOOP(uint16_t);
+    break;
+  case CRNET_UINT32:
+    LXOR_LOOP(uint32_t);
+    break;
+  case CRNET_UINT64:
+    LXOR_LOOP(uint64_t);
+    break;
+  default: /* refused before the call (crnet_mpi_op_get) */
+    break;
+  }
+}
+
+/* crnet's call of an MPI user operator: in pieces of at most INT_MAX
+ * elements, since MPI's len is an int. */
+static void call_user(const void *in, void *inout, size_t count,
+                      crnet_datatype dt, void *ctx) {
+  MPI_User_function *fn = (MPI_User_function *)(uintptr_t)ctx;
+  MPI_Datatype mdt = canonical[dt];
+  size_t esize = crnet_datatype_size(dt);
+  while (count > 0) {
+    int len = count > INT_MAX ? INT_MAX : (int)count;
+    fn((void *)(uintptr_t)in, inout, &len, &mdt);
+    in = (const char *)in + (size_t)len * esize;
+    inout = (char *)inout + (size_t)len * esize;
+    count -= (size_t)len;
+  }
+}
+
+int crnet_mpi_ops_init(void) {
+  return crnet_op_create(&lxor_op, lxor, NULL, 1);
+}
+
+void crnet_mpi_ops_fini(void) {
+  pthread_mutex_lock(&lock);
+  for (int i = 0; i < OPS_MAX; i++)
+    if (user_ops[i].live) {
+      crnet_op_free(&user_ops[i].op);
+      user_ops[i].live = false;
+    }
+  pthread_mutex_unlock(&lock);
+  if (lxor_op >= 0)
+    crnet_op_free(&lxor_op);
+}
+
+static bool integer_base(crnet_datatype dt) { return dt <= CRNET_UINT64; }
+
+int crnet_mpi_op_get(MPI_Op op, const crnet_mpi_type *t, crnet_op *out,
+                     const char **why) {
+  if (op > 0 && op < (MPI_Op)(sizeof builtin / sizeof builtin[0])) {
+    bool bitwise = op == MPI_BAND || op == MPI_BOR || op == MPI_BXOR;
+    bool logical = op == MPI_LAND || op == MPI_LOR || op == MPI_LXOR;
+    if ((bitwise || logical) && !integer_base(t->base)) {
+      *why = "logical and bitwise operators take integer types only";
+      return MPI_ERR_OP;
+    }
+    *out = op == MPI_LXOR ? lxor_op : builtin[op];
+    return MPI_SUCCESS;
+  }
+  if (op >= FIRST_USER_OP && op < FIRST_USER_OP + OPS_MAX) {
+    pthread_mutex_lock(&lock);
+    user_op u = user_ops[op - FIRST_USER_OP];
+    pthread_mutex_unlock(&lock);
+    if (u.live) {
+      if (t->n != 1 || !t->predefined) {
+        *why = "a user operator on a derived datatype is not supported";
+        return MPI_ERR_UNSUPPORTED_OPERATION;
+      }
+      *out = u.op;
+      return MPI_SUCCESS;
+    }
+  }
+  *why = "no such operator";
+  return MPI_ERR_OP;
+}
+
+int MPI_Op_create(MPI_User_function *function, int commute, MPI_Op *op) {
+  int rc;
+  if (function == NULL || op == NULL)
+    return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Op_create", MPI_ERR_ARG,
+                          "function or op is NULL");
+  pthread_mutex_lock(&lock);
+  for (int i = 0; i < OPS_MAX; i++) {
+    if (user_ops[i].live)
+      continue;
+    rc = crnet_op_create(&user_ops[i].op, call_user,
+                         (void *)(uintptr_t)function, commute);
+    if (rc == 0) {
+      user_ops[i].fn = function;
+      user_ops[i].live = true;
+      *op = FIRST_USER_OP + i;
+    }
+    pthread_mutex_unlock(&lock);
+    return rc == 0 ? MPI_SUCCESS
+                   : crnet_mpi_fail(MPI_COMM_NULL, "MPI_Op_create",
+                                    MPI_ERR_NO_MEM, "%s", crnet_strerror(rc));
+  }
+  pthread_mutex_unlock(&lock);
+  return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Op_create", MPI_ERR_NO_MEM,
+                        "%d operators are alive already", OPS_MAX);
+}
+
+int MPI_Op_free(MPI_Op *op) {
+  int rc = MPI_ERR_OP;
+  pthread_mutex_lock(&lock);
+  if (op != NULL && *op >= FIRST_USER_OP && *op < FIRST_USER_OP + OPS_MAX &&
+      user_ops[*op - FIRST_USER_OP].live) {
+    user_op *u = &user_ops[*op - FIRST_USER_OP];
+    crnet_op_free(&u->op);
+    u->live = false;
+    *op = MPI_OP_NULL;
+    rc = MPI_SUCCESS;
+  }
+  pthread_mutex_unlock(&lock);
+  if (rc != MPI_SUCCESS)
+    return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Op_free", rc,
+                          "not an operator MPI_Op_create made");
+  return MPI_SUCCESS;
+}

@@ -1,0 +1,487 @@
+/* mpi_check: crnet-mpi's semantics through the MPI names, at any p >= 2.
+ *
+ *   crlaunch -n P mpi_check            every check below
+ *   crlaunch -n P mpi_check mismatch   rank 0 calls MPI_Allreduce, the others
+ *                                      MPI_Bcast: each gets MPI_ERR_OTHER and
+ *                                      a message that says so
+ *   crlaunch -n P mpi_check fatal      rank 1 sends to a rank that does not
+ *                                      exist under MPI_ERRORS_ARE_FATAL: the
+ *                                      job ends, naming MPI_ERR_RANK
+ *
+ * Exits 0 when every check held; else prints the first that failed. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mpi.h"
+
+static int rank, p;
+static int failures;
+
+#define EXPECT(cond, ...)                                                      \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
+      fprintf(stderr, "mpi_check: rank %d: %s:%d: ", rank, __FILE__,           \
+              __LINE__);                                                       \
+      fprintf(stderr, __VA_ARGS__);                                            \
+      fputc('\n', stderr);                                                     \
+      failures++;                                                              \
+    }                                                                          \
+  } while (0)
+
+#define OK(call) EXPECT((call) == MPI_SUCCESS, "%s failed", #call)
+
+static int error_class(int code) {
+  int cls = -1;
+  MPI_Error_class(code, &cls);
+  return cls;
+}
+
+static const char *error_text(int code) {
+  static char s[MPI_MAX_ERROR_STRING];
+  int n;
+  if (MPI_Error_string(code, s, &n) != MPI_SUCCESS)
+    snprintf(s, sizeof s, "(no string)");
+  return s;
+}
+
+/* A non-commutative operator: affine maps x -> a x + b modulo 2^32, one
+ * per element (a in the high half of a uint64, b in the low), composed in
+ * rank order: invec holds the lower ranks' map, which applies first. */
+static void compose(void *in, void *inout, int *len, MPI_Datatype *dt) {
+  const uint64_t *f = in;
+  uint64_t *g = inout;
+  (void)dt;
+  for (int i = 0; i < *len; i++) {
+    uint32_t af = (uint32_t)(f[i] >> 32), bf = (uint32_t)f[i];
+    uint32_t ag = (uint32_t)(g[i] >> 32), bg = (uint32_t)g[i];
+    g[i] = (uint64_t)(ag * af) << 32 | (uint32_t)(ag * bf + bg);
+  }
+}
+
+static uint64_t affine(uint32_t a, uint32_t b) { return (uint64_t)a << 32 | b; }
+
+static void check_reductions(void) {
+  int x = rank + 1, sum = -1, v[4], w[4];
+  double d = rank * 0.5, dmax = -1;
+  OK(MPI_Allreduce(&x, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+  EXPECT(sum == p * (p + 1) / 2, "allreduce sum %d", sum);
+  OK(MPI_Allreduce(&d, &dmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+  EXPECT(dmax == (p - 1) * 0.5, "allreduce max %g", dmax);
+  /* in place */
+  for (int i = 0; i < 4; i++)
+    v[i] = rank * 10 + i;
+  OK(MPI_Allreduce(MPI_IN_PLACE, v, 4, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+  for (int i = 0; i < 4; i++)
+    EXPECT(v[i] == 10 * p * (p - 1) / 2 + p * i, "in place [%d] = %d", i, v[i]);
+  /* LXOR, which crnet lacks and the shim adds: odd count of true values */
+  int t = rank % 3, lx = -1, nonzero = 0; /* 0, 1, 2: BXOR would differ */
+  for (int q = 0; q < p; q++)
+    nonzero += q % 3 != 0;
+  OK(MPI_Allreduce(&t, &lx, 1, MPI_INT, MPI_LXOR, MPI_COMM_WORLD));
+  EXPECT(lx == nonzero % 2, "lxor %d", lx);
+  /* reduce to the last rank, in place there */
+  int root = p - 1, r = rank + 1;
+  if (rank == root)
+    OK(MPI_Reduce(MPI_IN_PLACE, &r, 1, MPI_INT, MPI_PROD, root,
+                  MPI_COMM_WORLD));
+  else
+    OK(MPI_Reduce(&r, NULL, 1, MPI_INT, MPI_PROD, root, MPI_COMM_WORLD));
+  if (rank == root) {
+    int fact = 1;
+    for (int i = 2; i <= p; i++)
+      fact *= i;
+    EXPECT(r == fact, "reduce prod %d", r);
+  }
+  /* scan and exscan */
+  int s = -1, e = -7;
+  OK(MPI_Scan(&x, &s, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+  EXPECT(s == (rank + 1) * (rank + 2) / 2, "scan %d", s);
+  OK(MPI_Exscan(&x, &e, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+  if (rank > 0)
+    EXPECT(e == rank * (rank + 1) / 2, "exscan %d", e);
+  /* a user operator that does not commute: the composition in rank order */
+  MPI_Op op;
+  OK(MPI_Op_create(compose, 0, &op));
+  uint64_t f[5], g[5];
+  for (int i = 0; i < 5; i++)
+    f[i] = affine((uint32_t)(rank + 2 + i), (uint32_t)(rank * 3 + i));
+  OK(MPI_Allreduce(f, g, 5, MPI_UINT64_T, op, MPI_COMM_WORLD));
+  for (int i = 0; i < 5; i++) {
+    uint32_t a = 1, b = 0; /* rank 0's map first */
+    for (int q = 0; q < p; q++) {
+      b = (uint32_t)(q + 2 + i) * b + (uint32_t)(q * 3 + i);
+      a = (uint32_t)(q + 2 + i) * a;
+    }
+    EXPECT(g[i] == affine(a, b), "user op [%d]: %llx, expected %llx", i,
+           (unsigned long long)g[i], (unsigned long long)affine(a, b));
+  }
+  OK(MPI_Op_free(&op));
+  EXPECT(op == MPI_OP_NULL, "op not reset");
+  /* a contiguous type of 3 ints */
+  MPI_Datatype three;
+  int size = 0;
+  OK(MPI_Type_contiguous(3, MPI_INT, &three));
+  OK(MPI_Type_commit(&three));
+  OK(MPI_Type_size(three, &size));
+  EXPECT(size == 12, "type size %d", size);
+  int tin[6], tout[6];
+  for (int i = 0; i < 6; i++)
+    tin[i] = i + rank;
+  OK(MPI_Allreduce(tin, tout, 2, three, MPI_SUM, MPI_COMM_WORLD));
+  for (int i = 0; i < 6; i++)
+    EXPECT(tout[i] == p * i + p * (p - 1) / 2, "three[%d] = %d", i, tout[i]);
+  OK(MPI_Type_free(&three));
+  EXPECT(three == MPI_DATATYPE_NULL, "type not reset");
+  /* reduce-scatter with blocks of rank + 1 elements */
+  int total = p * (p + 1) / 2, *counts = malloc(sizeof(int) * (size_t)p);
+  int *in = malloc(sizeof(int) * (size_t)total), out[64];
+  for (int i = 0; i < p; i++)
+    counts[i] = i + 1;
+  for (int i = 0; i < total; i++)
+    in[i] = i * (rank + 1);
+  OK(MPI_Reduce_scatter(in, out, counts, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+  int first = rank * (rank + 1) / 2;
+  for (int i = 0; i <= rank; i++)
+    EXPECT(out[i] == (first + i) * total, "reduce_scatter[%d] = %d", i, out[i]);
+  for (int i = 0; i < 4; i++)
+    w[i] = 0;
+  int blk[2 * 64];
+  for (int i = 0; i < 2 * p; i++)
+    blk[i] = i;
+  OK(MPI_Reduce_scatter_block(blk, w, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+  EXPECT(w[0] == 2 * rank * p && w[1] == (2 * rank + 1) * p,
+         "reduce_scatter_block %d %d", w[0], w[1]);
+  free(counts);
+  free(in);
+}
+
+static void check_moves(void) {
+  int *all = malloc(sizeof(int) * (size_t)(4 * p + 8));
+  int *cnt = malloc(sizeof(int) * (size_t)p);
+  int *dis = malloc(sizeof(int) * (size_t)p);
+  int *scnt = malloc(sizeof(int) * (size_t)p);
+  int *sdis = malloc(sizeof(int) * (size_t)p);
+  int mine[2] = {rank * 100, rank * 100 + 1};
+  /* allgather, in place */
+  for (int i = 0; i < 2 * p; i++)
+    all[i] = i / 2 == rank ? mine[i % 2] : -1;
+  OK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all, 2, MPI_INT,
+                   MPI_COMM_WORLD));
+  for (int i = 0; i < 2 * p; i++)
+    EXPECT(all[i] == (i / 2) * 100 + i % 2, "allgather[%d] = %d", i, all[i]);
+  /* allgatherv, rank r's r+1 elements at displacement 2r + r(r+1)/2 (a gap
+   * of 2 before each block), the gaps untouched */
+  int end = 0;
+  for (int r = 0; r < p; r++) {
+    cnt[r] = r + 1;
+    dis[r] = 2 * (r + 1) + r * (r + 1) / 2;
+    end = dis[r] + cnt[r];
+  }
+  int *vout = malloc(sizeof(int) * (size_t)end), vin[64];
+  for (int i = 0; i < end; i++)
+    vout[i] = -5;
+  for (int i = 0; i <= rank; i++)
+    vin[i] = rank * 1000 + i;
+  OK(MPI_Allgatherv(vin, rank + 1, MPI_INT, vout, cnt, dis, MPI_INT,
+                    MPI_COMM_WORLD));
+  for (int r = 0, at = 0; r < p; r++) {
+    for (; at < dis[r]; at++)
+      EXPECT(vout[at] == -5, "allgatherv gap at %d written: %d", at, vout[at]);
+    for (int i = 0; i < cnt[r]; i++, at++)
+      EXPECT(vout[at] == r * 1000 + i, "allgatherv[%d] = %d", at, vout[at]);
+  }
+  free(vout);
+  /* alltoallv: to rank j, j+1 elements; blocks of the receive side in
+   * reverse rank order */
+  int sbuf[256], rbuf[256], rtotal = 0;
+  for (int j = 0, at = 0; j < p; j++) {
+    scnt[j] = j + 1;
+    sdis[j] = at;
+    for (int i = 0; i <= j; i++)
+      sbuf[at + i] = rank * 100 + j * 10 + i;
+    at += j + 1;
+  }
+  for (int j = p - 1, at = 0; j >= 0; j--) {
+    cnt[j] = rank + 1;
+    dis[j] = at;
+    at += rank + 1;
+    rtotal = at;
+  }
+  OK(MPI_Alltoallv(sbuf, scnt, sdis, MPI_INT, rbuf, cnt, dis, MPI_INT,
+                   MPI_COMM_WORLD));
+  for (int j = 0; j < p; j++)
+    for (int i = 0; i <= rank; i++)
+      EXPECT(rbuf[dis[j] + i] == j * 100 + rank * 10 + i,
+             "alltoallv from %d [%d] = %d", j, i, rbuf[dis[j] + i]);
+  /* alltoallv in place: the blocks to send are in the receive buffer */
+  for (int j = 0; j < p; j++) {
+    cnt[j] = 2;
+    dis[j] = 2 * j;
+    rbuf[2 * j] = rank * 10 + j;
+    rbuf[2 * j + 1] = -rank;
+  }
+  OK(MPI_Alltoallv(MPI_IN_PLACE, NULL, NULL, MPI_DATATYPE_NULL, rbuf, cnt, dis,
+                   MPI_INT, MPI_COMM_WORLD));
+  for (int j = 0; j < p; j++)
+    EXPECT(rbuf[2 * j] == j * 10 + rank && rbuf[2 * j + 1] == -j,
+           "alltoallv in place from %d: %d %d", j, rbuf[2 * j],
+           rbuf[2 * j + 1]);
+  (void)rtotal;
+  /* alltoall */
+  for (int j = 0; j < p; j++)
+    sbuf[j] = rank * p + j;
+  OK(MPI_Alltoall(sbuf, 1, MPI_INT, rbuf, 1, MPI_INT, MPI_COMM_WORLD));
+  for (int j = 0; j < p; j++)
+    EXPECT(rbuf[j] == j * p + rank, "alltoall from %d: %d", j, rbuf[j]);
+  /* gather to the last rank, scatter from it in place */
+  int root = p - 1;
+  OK(MPI_Gather(mine, 2, MPI_INT, rank == root ? all : NULL, 2, MPI_INT, root,
+                MPI_COMM_WORLD));
+  if (rank == root)
+    for (int i = 0; i < 2 * p; i++)
+      EXPECT(all[i] == (i / 2) * 100 + i % 2, "gather[%d] = %d", i, all[i]);
+  int got[2] = {-1, -1};
+  if (rank == root) {
+    for (int i = 0; i < 2 * p; i++)
+      all[i] = 7 * i;
+    OK(MPI_Scatter(all, 2, MPI_INT, MPI_IN_PLACE, 2, MPI_INT, root,
+                   MPI_COMM_WORLD));
+  } else {
+    OK(MPI_Scatter(NULL, 2, MPI_INT, got, 2, MPI_INT, root, MPI_COMM_WORLD));
+    EXPECT(got[0] == 14 * rank && got[1] == 14 * rank + 7, "scatter %d %d",
+           got[0], got[1]);
+  }
+  /* bcast of 3 doubles from rank 1 */
+  double bd[3] = {rank, rank, rank};
+  if (rank == 1)
+    bd[0] = 1.5, bd[1] = 2.5, bd[2] = 3.5;
+  OK(MPI_Bcast(bd, 3, MPI_DOUBLE, 1, MPI_COMM_WORLD));
+  EXPECT(bd[0] == 1.5 && bd[2] == 3.5, "bcast %g %g", bd[0], bd[2]);
+  free(all);
+  free(cnt);
+  free(dis);
+  free(scnt);
+  free(sdis);
+}
+
+static void check_comms(void) {
+  MPI_Comm half, none, dup;
+  int hr = -1, hs = -1;
+  /* split: by parity, keys reversing the order */
+  OK(MPI_Comm_split(MPI_COMM_WORLD, rank % 2, -rank, &half));
+  OK(MPI_Comm_rank(half, &hr));
+  OK(MPI_Comm_size(half, &hs));
+  int same = (p - rank % 2 + 1) / 2; /* ranks of my parity */
+  EXPECT(hs == same, "split size %d, expected %d", hs, same);
+  EXPECT(hr == same - 1 - rank / 2, "split rank %d, expected %d", hr,
+         same - 1 - rank / 2);
+  int sum = -1;
+  OK(MPI_Allreduce(&rank, &sum, 1, MPI_INT, MPI_SUM, half));
+  int want = 0;
+  for (int r = rank % 2; r < p; r += 2)
+    want += r;
+  EXPECT(sum == want, "sum over the split %d, expected %d", sum, want);
+  OK(MPI_Comm_free(&half));
+  EXPECT(half == MPI_COMM_NULL, "free did not reset the handle");
+  OK(MPI_Comm_split(MPI_COMM_WORLD, rank == 0 ? 0 : MPI_UNDEFINED, 0, &none));
+  EXPECT((rank == 0) == (none != MPI_COMM_NULL), "MPI_UNDEFINED split");
+  if (none != MPI_COMM_NULL)
+    OK(MPI_Comm_free(&none));
+  OK(MPI_Comm_dup(MPI_COMM_WORLD, &dup));
+  OK(MPI_Barrier(dup));
+  /* MPI_COMM_SELF is this rank alone */
+  int ss = 0, sr = -1;
+  OK(MPI_Comm_size(MPI_COMM_SELF, &ss));
+  OK(MPI_Comm_rank(MPI_COMM_SELF, &sr));
+  EXPECT(ss == 1 && sr == 0, "self %d %d", ss, sr);
+  /* freeing the world is refused, and returns */
+  MPI_Comm w = MPI_COMM_WORLD;
+  OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  EXPECT(error_class(MPI_Comm_free(&w)) == MPI_ERR_COMM, "world freed");
+  OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
+  OK(MPI_Comm_free(&dup));
+}
+
+static void check_messages(void) {
+  int next = (rank + 1) % p, prev = (rank + p - 1) % p, got = -1, n = -1;
+  MPI_Status st;
+  MPI_Request req[4];
+  /* a ring of sendrecvs with tags */
+  OK(MPI_Sendrecv(&rank, 1, MPI_INT, next, 5, &got, 1, MPI_INT, prev, 5,
+                  MPI_COMM_WORLD, &st));
+  EXPECT(got == prev && st.MPI_SOURCE == prev && st.MPI_TAG == 5,
+         "sendrecv got %d from %d tag %d", got, st.MPI_SOURCE, st.MPI_TAG);
+  OK(MPI_Get_count(&st, MPI_INT, &n));
+  EXPECT(n == 1, "get_count %d", n);
+  /* nonblocking both ways, any source and any tag */
+  int sv[3] = {rank, rank * 2, rank * 3}, rv[3] = {0};
+  OK(MPI_Irecv(rv, 3, MPI_INT, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD,
+               &req[0]));
+  OK(MPI_Isend(sv, 3, MPI_INT, next, 100 + rank, MPI_COMM_WORLD, &req[1]));
+  MPI_Status sts[2];
+  OK(MPI_Waitall(2, req, sts));
+  EXPECT(req[0] == MPI_REQUEST_NULL && req[1] == MPI_REQUEST_NULL,
+         "waitall left requests");
+  EXPECT(rv[2] == prev * 3 && sts[0].MPI_SOURCE == prev &&
+             sts[0].MPI_TAG == 100 + prev,
+         "irecv %d from %d tag %d", rv[2], sts[0].MPI_SOURCE, sts[0].MPI_TAG);
+  /* waitany and test over a receive and a barrier */
+  OK(MPI_Irecv(&got, 1, MPI_INT, prev, 9, MPI_COMM_WORLD, &req[0]));
+  OK(MPI_Ibarrier(MPI_COMM_WORLD, &req[1]));
+  OK(MPI_Send(&rank, 1, MPI_INT, next, 9, MPI_COMM_WORLD));
+  int idx = -1, flag = 0;
+  OK(MPI_Waitany(2, req, &idx, &st));
+  EXPECT(idx == 0 || idx == 1, "waitany index %d", idx);
+  while (!flag)
+    OK(MPI_Testall(2, req, &flag, MPI_STATUSES_IGNORE));
+  EXPECT(got == prev, "irecv after waitany %d", got);
+  OK(MPI_Waitany(2, req, &idx, &st));
+  EXPECT(idx == MPI_UNDEFINED, "waitany on nothing: %d", idx);
+  /* MPI_PROC_NULL: at once, an empty status */
+  OK(MPI_Recv(&got, 1, MPI_INT, MPI_PROC_NULL, 0, MPI_COMM_WORLD, &st));
+  OK(MPI_Get_count(&st, MPI_INT, &n));
+  EXPECT(st.MPI_SOURCE == MPI_PROC_NULL && n == 0, "proc null %d %d",
+         st.MPI_SOURCE, n);
+  /* a nonblocking collective and a message in flight together */
+  double x = rank, sum = 0;
+  OK(MPI_Iallreduce(&x, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &req[0]));
+  OK(MPI_Isend(&rank, 1, MPI_INT, next, 11, MPI_COMM_WORLD, &req[1]));
+  OK(MPI_Irecv(&got, 1, MPI_INT, prev, 11, MPI_COMM_WORLD, &req[2]));
+  int tflag = 0;
+  while (!tflag)
+    OK(MPI_Test(&req[0], &tflag, MPI_STATUS_IGNORE));
+  OK(MPI_Waitall(2, req + 1, MPI_STATUSES_IGNORE));
+  EXPECT(sum == p * (p - 1) / 2.0 && got == prev, "iallreduce %g, got %d", sum,
+         got);
+}
+
+/* Bad arguments return their class under MPI_ERRORS_RETURN and change
+ * nothing: the comm works after each. */
+static void check_errors(void) {
+  MPI_Comm c;
+  int x = 1, y = 0, code;
+  float fx = 1, fy;
+  OK(MPI_Comm_dup(MPI_COMM_WORLD, &c));
+  OK(MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN));
+  MPI_Errhandler eh;
+  OK(MPI_Comm_get_errhandler(c, &eh));
+  EXPECT(eh == MPI_ERRORS_RETURN, "errhandler %d", eh);
+  code = MPI_Allreduce(&x, &y, -1, MPI_INT, MPI_SUM, c);
+  EXPECT(error_class(code) == MPI_ERR_COUNT, "count -1: %s", error_text(code));
+  code = MPI_Allreduce(&x, &y, 1, (MPI_Datatype)999, MPI_SUM, c);
+  EXPECT(error_class(code) == MPI_ERR_TYPE, "type 999: %s", error_text(code));
+  code = MPI_Bcast(&x, 1, MPI_INT, p, c);
+  EXPECT(error_class(code) == MPI_ERR_ROOT, "root p: %s", error_text(code));
+  code = MPI_Gather(&x, 1, MPI_INT, &y, 1, MPI_INT, -3, c);
+  EXPECT(error_class(code) == MPI_ERR_ROOT, "root -3: %s", error_text(code));
+  code = MPI_Allreduce(&fx, &fy, 1, MPI_FLOAT, MPI_BAND, c);
+  EXPECT(error_class(code) == MPI_ERR_OP, "band on float: %s",
+         error_text(code));
+  code = MPI_Send(&x, 1, MPI_INT, p + 5, 0, c);
+  EXPECT(error_class(code) == MPI_ERR_RANK, "rank p+5: %s", error_text(code));
+  code = MPI_Send(&x, 1, MPI_INT, 0, -4, c);
+  EXPECT(error_class(code) == MPI_ERR_TAG, "tag -4: %s", error_text(code));
+  MPI_Op op;
+  MPI_Datatype two;
+  OK(MPI_Op_create(compose, 1, &op));
+  OK(MPI_Type_contiguous(2, MPI_UINT64_T, &two));
+  OK(MPI_Type_commit(&two));
+  uint64_t pair[2] = {1, 0}, out[2];
+  code = MPI_Allreduce(pair, out, 1, two, op, c);
+  EXPECT(error_class(code) == MPI_ERR_UNSUPPORTED_OPERATION &&
+             strstr(error_text(code), "user operator") != NULL,
+         "user op on a derived type: %s", error_text(code));
+  OK(MPI_Type_free(&two));
+  OK(MPI_Op_free(&op));
+  /* different send and receive signatures */
+  int sv[2], rv[2 * 64];
+  code = MPI_Allgather(sv, 2, MPI_INT, rv, 1, MPI_INT, c);
+  EXPECT(error_class(code) == MPI_ERR_TYPE, "signatures: %s", error_text(code));
+  /* truncation: the receive's class, the sizes in its message */
+  if (p >= 2 && rank < 2) {
+    int big[4] = {1, 2, 3, 4}, small = 0;
+    if (rank == 0) {
+      OK(MPI_Send(big, 4, MPI_INT, 1, 3, c));
+    } else {
+      MPI_Status st;
+      code = MPI_Recv(&small, 1, MPI_INT, 0, 3, c, &st);
+      EXPECT(error_class(code) == MPI_ERR_TRUNCATE, "truncate: %s",
+             error_text(code));
+    }
+  }
+  /* the comm still works */
+  OK(MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, c));
+  EXPECT(y == p, "after the errors: %d", y);
+  char s[MPI_MAX_ERROR_STRING];
+  int len;
+  OK(MPI_Error_string(MPI_ERR_TRUNCATE, s, &len));
+  EXPECT(len > 0 && strstr(s, "MPI_ERR_TRUNCATE") != NULL, "string %s", s);
+  OK(MPI_Comm_free(&c));
+}
+
+static int mismatch(void) {
+  int x = rank, y = 0, code;
+  OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  if (rank == 0)
+    code = MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  else
+    code = MPI_Bcast(&x, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  EXPECT(error_class(code) == MPI_ERR_OTHER &&
+             strstr(error_text(code), "mismatch") != NULL,
+         "mismatch: %s", error_text(code));
+  if (failures == 0)
+    printf("mpi_check: rank %d: %s\n", rank, error_text(code));
+  /* the world has failed: finalize says so, returning */
+  MPI_Finalize();
+  return failures == 0 ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+  int provided = -1, flag = 0, v = 0, sv = 0;
+  const char *mode = argc > 1 ? argv[1] : "all";
+  OK(MPI_Initialized(&flag));
+  EXPECT(!flag, "initialized before MPI_Init");
+  OK(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided));
+  EXPECT(provided == MPI_THREAD_MULTIPLE, "provided %d", provided);
+  OK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  OK(MPI_Comm_size(MPI_COMM_WORLD, &p));
+  if (p < 2 || p > 64) {
+    fprintf(stderr, "mpi_check: run it on 2 to 64 ranks\n");
+    return 2;
+  }
+  if (strcmp(mode, "mismatch") == 0)
+    return mismatch();
+  if (strcmp(mode, "fatal") == 0) {
+    int x = 0;
+    if (rank == 1)
+      MPI_Send(&x, 1, MPI_INT, p + 7, 0, MPI_COMM_WORLD);
+    MPI_Barrier(MPI_COMM_WORLD); /* fails on the others: the job aborted */
+    fprintf(stderr, "mpi_check: rank %d: not ended by the error\n", rank);
+    return 0; /* the test wants a failing job */
+  }
+  OK(MPI_Get_version(&v, &sv));
+  EXPECT(v == 3 && sv == 1, "version %d.%d", v, sv);
+  double t0 = MPI_Wtime();
+  EXPECT(MPI_Wtick() > 0 && MPI_Wtick() < 1e-3, "wtick %g", MPI_Wtick());
+  check_reductions();
+  check_moves();
+  check_comms();
+  check_messages();
+  check_errors();
+  EXPECT(MPI_Wtime() >= t0, "wtime went back");
+  /* A comm the program never frees: MPI_Finalize destroys it (and under
+   * the sanitizers nothing of it leaks). */
+  MPI_Comm leftover;
+  OK(MPI_Comm_dup(MPI_COMM_WORLD, &leftover));
+  OK(MPI_Barrier(leftover));
+  int bad = failures, all_bad = 0;
+  OK(MPI_Allreduce(&bad, &all_bad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+  OK(MPI_Finalize());
+  OK(MPI_Finalized(&flag));
+  EXPECT(flag, "not finalized");
+  if (rank == 0 && all_bad == 0 && failures == 0)
+    printf("mpi_check: p = %d: every check held\n", p);
+  return failures == 0 && all_bad == 0 ? 0 : 1;
+}

@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# The OSU micro-benchmarks 5.3 (BSD licence, code nobody here wrote) as
+# outside clients of crnet-mpi: built unmodified with crnet-mpicc from
+# ../shared/outside, run under crlaunch (docs/MPI.md).
+#
+#   tools/osu/osu.sh build BUILD OUT
+#       builds every benchmark of OSU's collective and pt2pt directories
+#       into OUT with BUILD's crnet-mpicc (the build tree's
+#       src/mpi/crnet-mpicc-uninstalled); prints what built, and for what
+#       did not, why (the MPI function outside the subset, or the compiler's
+#       first error); OUT/built lists the names
+#   tools/osu/osu.sh run BUILD OUT P NAME [ARGS...]
+#       runs OUT/NAME under BUILD's crlaunch -np P
+#   tools/osu/osu.sh ci BUILD OUT P
+#       build, then run a subset at P ranks with short settings, checking
+#       that each exits 0 and prints its table; the test suite runs this at
+#       P = 2 and 4 (the full sweep is tools/osu/compare.sh)
+#
+# The sources are found at $OSU_DIR, else ../shared/outside/
+# osu-micro-benchmarks-5.3 beside the source tree; without them the script
+# says so and exits 77 (meson's "skipped").
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")/../.." && pwd)
+OSU=${OSU_DIR:-$HERE/../shared/outside/osu-micro-benchmarks-5.3}
+
+usage() {
+  sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2
+  exit 2
+}
+
+[ $# -ge 3 ] || usage
+mode=$1
+BUILD=$(cd "$2" && pwd)
+OUT=$3
+shift 3
+MPICC=${CRNET_MPICC:-$BUILD/src/mpi/crnet-mpicc-uninstalled}
+CRLAUNCH=$BUILD/src/crlaunch
+
+need_sources() {
+  if [ ! -d "$OSU/mpi/collective" ] || [ ! -d "$OSU/mpi/pt2pt" ]; then
+    echo "osu.sh: no OSU sources at $OSU (set OSU_DIR)" >&2
+    exit 77
+  fi
+}
+
+# Why a benchmark did not build, from its log: the first MPI function the
+# linker could not find (outside the subset), else the first error.
+why_not() {
+  local f=$1 sym
+  sym=$(grep -o "undefined reference to \`MPI_[A-Za-z_]*'" "$f" | head -1 |
+    sed "s/.*\`\(MPI_[A-Za-z_]*\)'/\1/" || true)
+  if [ -n "$sym" ]; then
+    echo "calls $sym, outside the subset"
+  else
+    grep -m1 "error" "$f" | sed "s|$OSU/||" || echo "see $f"
+  fi
+}
+
+build() {
+  need_sources
+  mkdir -p "$OUT"
+  : >"$OUT/built"
+  : >"$OUT/not-built"
+  local dir src name helper
+  for dir in collective pt2pt; do
+    helper=$OSU/mpi/$dir/osu_coll.c
+    [ "$dir" = pt2pt ] && helper=$OSU/mpi/$dir/osu_pt2pt.c
+    for src in "$OSU"/mpi/$dir/osu_*.c; do
+      name=$(basename "$src" .c)
+      [ "$src" = "$helper" ] && continue
+      if "$MPICC" -O2 -I"$OSU/mpi/$dir" -o "$OUT/$name" "$src" "$helper" \
+        -lm -lpthread >"$OUT/$name.log" 2>&1; then
+        echo "$name" >>"$OUT/built"
+      else
+        echo "$name: $(why_not "$OUT/$name.log")" >>"$OUT/not-built"
+      fi
+    done
+  done
+  echo "built ($(wc -l <"$OUT/built")): $(tr '\n' ' ' <"$OUT/built")"
+  if [ -s "$OUT/not-built" ]; then
+    echo "not built ($(wc -l <"$OUT/not-built")):"
+    sed 's/^/  /' "$OUT/not-built"
+  fi
+}
+
+run() {
+  local p=$1 name=$2
+  shift 2
+  # In a sanitized build, OSU's own leaks are not crnet-mpi's (lsan.supp).
+  timeout -k 5 300 "$CRLAUNCH" -np "$p" --timeout 280 \
+    -x LSAN_OPTIONS="suppressions=$HERE/tools/osu/lsan.supp" \
+    "$OUT/$name" "$@"
+}
+
+# One benchmark of the CI subset: exits 0 and prints a table row.
+ci_one() {
+  local p=$1 name=$2 out
+  shift 2
+  if ! grep -qx "$name" "$OUT/built"; then
+    echo "osu.sh: $name did not build" >&2
+    return 1
+  fi
+  if ! out=$(run "$p" "$name" "$@" 2>&1); then
+    echo "$out" >&2
+    echo "osu.sh: $name at p = $p failed" >&2
+    return 1
+  fi
+  echo "$out"
+  if ! echo "$out" | grep -Eq '^ *[0-9]+(\.[0-9]+)?( +[0-9.]+)* *$'; then
+    echo "osu.sh: $name at p = $p printed no table" >&2
+    return 1
+  fi
+}
+
+ci() {
+  local p=$1 name failed=0
+  build
+  for name in osu_allreduce osu_reduce_scatter osu_alltoall osu_allgather \
+    osu_bcast osu_barrier osu_allgatherv osu_alltoallv osu_gather \
+    osu_scatter osu_reduce osu_iallgather osu_ialltoall osu_ibcast; do
+    ci_one "$p" "$name" -m 1:65536 -i 20 -x 5 || failed=1
+  done
+  if [ "$p" = 2 ]; then
+    for name in osu_latency osu_bw osu_bibw; do
+      ci_one 2 "$name" -i 20 -x 5 || failed=1
+    done
+  fi
+  return $failed
+}
+
+case $mode in
+build) build ;;
+run)
+  [ $# -ge 2 ] || usage
+  run "$@"
+  ;;
+ci)
+  [ $# -eq 1 ] || usage
+  ci "$1"
+  ;;
+*) usage ;;
+esac

@@ -163,6 +163,50 @@ expect "installed crsched: exit status" "$?" 0
 expect "installed crsched: ring allreduce at p = 3 sends in 2(p-1) rounds" \
   "$(printf '%s\n' "$out" | grep -c '"send_to":[0-9]')" 4
 
+# --- crnet-mpi: mpi.h, libcrnet-mpi, crnet-mpi.pc, crnet-mpicc ---------------
+
+for f in "$lib/libcrnet-mpi.so" "$lib/libcrnet-mpi.so.0" \
+  "$lib/pkgconfig/crnet-mpi.pc" "$root$INCLUDEDIR/crnet-mpi/mpi.h" \
+  "$bin/crnet-mpicc"; do
+  if [ -e "$f" ]; then ok "installed ${f#"$root"}"; else fail "missing ${f#"$root"}"; fi
+done
+expect "no mpi.h in the include directory itself (it would shadow an MPI's)" \
+  "$(ls "$root$INCLUDEDIR/mpi.h" 2>/dev/null)" ""
+expect "pkg-config --cflags crnet-mpi" \
+  "$(echo $(pkg-config --cflags crnet-mpi 2>&1))" "-I$root$INCLUDEDIR/crnet-mpi"
+expect "pkg-config --libs crnet-mpi" \
+  "$(echo $(pkg-config --libs crnet-mpi 2>&1))" "-L$lib -lcrnet-mpi -lcrnet"
+# The wrapper names the installed paths (without DESTDIR, where a user
+# finds them), and adds no link flags when only compiling.
+expect "crnet-mpicc -show" "$(CRNET_MPICC_CC=cc "$bin/crnet-mpicc" -show a.c -o a)" \
+  "cc -I$INCLUDEDIR/crnet-mpi a.c -o a -L$LIBDIR -Wl,-rpath,$LIBDIR -lcrnet-mpi -lcrnet"
+expect "crnet-mpicc -show -c" "$(CRNET_MPICC_CC=cc "$bin/crnet-mpicc" -show -c a.c)" \
+  "cc -I$INCLUDEDIR/crnet-mpi -c a.c"
+if ! dyn=$(LC_ALL=C readelf -d "$lib/libcrnet-mpi.so.$VERSION" 2>&1); then
+  fail "readelf -d libcrnet-mpi: $dyn"
+else
+  expect "libcrnet-mpi has no rpath" \
+    "$(printf '%s\n' "$dyn" | grep -E 'R(UN)?PATH')" ""
+fi
+mkdir "$tmp/mpi"
+cp "$SOURCE/tests/progs/mpi_check.c" "$tmp/mpi/"
+cd "$tmp/mpi" || give_up "cannot enter $tmp/mpi"
+# shellcheck disable=SC2086 # the flags are words
+if $CC -Wall -Wextra -Werror $(pkg-config --cflags crnet-mpi) -o mpi_check \
+  mpi_check.c $(pkg-config --libs crnet-mpi) >"$tmp/mpicc.log" 2>&1; then
+  ok "cc mpi_check.c \$(pkg-config --cflags --libs crnet-mpi)"
+  out=$("$bin/crlaunch" -np 3 --timeout 60 ./mpi_check 2>&1)
+  expect "crlaunch -np 3 mpi_check (the installed crnet-mpi): exit status" "$?" 0
+  expect "mpi_check's verdict" "$out" "mpi_check: p = 3: every check held"
+  expect "mpi_check loads the installed libcrnet-mpi" \
+    "$(ldd ./mpi_check | sed -n 's/^[[:space:]]*libcrnet-mpi\.so\.0 => \(.*\) (0x.*$/\1/p')" \
+    "$lib/libcrnet-mpi.so.0"
+else
+  sed 's/^/  | /' "$tmp/mpicc.log"
+  fail "mpi_check.c does not build against the installed crnet-mpi"
+fi
+cd "$tmp" || give_up "cannot enter $tmp"
+
 # --- man pages -------------------------------------------------------------
 
 for page in man1/crlaunch.1 man1/crbench.1 man1/crsched.1 man3/crnet.3; do

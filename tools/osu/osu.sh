@@ -14,7 +14,7 @@
 #   tools/osu/osu.sh ci BUILD OUT P
 #       build, then run a subset at P ranks with short settings, checking
 #       that each exits 0 and prints its table; the test suite runs this at
-#       P = 2 and 4 (the full sweep is tools/osu/compare.sh)
+#       P = 2 and 4 (side by side with Open MPI: tools/osu/compare.sh)
 #
 # The sources are found at $OSU_DIR, else ../shared/outside/
 # osu-micro-benchmarks-5.3 beside the source tree; without them the script

@@ -85,6 +85,10 @@ bool crnet_mpi_type_get(MPI_Datatype dt, crnet_mpi_type *out) {
   bool ok;
   if (dt <= 0 || dt >= TYPES_MAX)
     return false;
+  if (dt < FIRST_DERIVED) { /* predefined: never written after start-up */
+    *out = types[dt];
+    return out->live;
+  }
   pthread_mutex_lock(&lock);
   ok = types[dt].live && types[dt].committed;
   if (ok)

@@ -357,6 +357,84 @@ static void check_messages(void) {
          got);
 }
 
+/* Every collective over counts from 0 up, every root, blocking and
+ * nonblocking alike: the results against what each rank can compute
+ * alone (element i of rank r's contribution is r * 1000 + i). */
+static void check_sweep(void) {
+  static const int counts[] = {0, 1, 2, 3, 7, 31, 64, 127, 300, 1000, 4099};
+  size_t cap = (size_t)p * 4099;
+  int *in = malloc(sizeof(int) * cap), *out = malloc(sizeof(int) * cap);
+  for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+    int n = counts[c];
+    for (int nb = 0; nb < 2; nb++) {
+      MPI_Request req;
+      for (int i = 0; i < n; i++)
+        in[i] = rank * 1000 + i;
+      if (nb) {
+        OK(MPI_Iallreduce(in, out, n, MPI_INT, MPI_SUM, MPI_COMM_WORLD,
+                          &req));
+        OK(MPI_Wait(&req, MPI_STATUS_IGNORE));
+      } else {
+        OK(MPI_Allreduce(in, out, n, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+      }
+      for (int i = 0; i < n; i++)
+        EXPECT(out[i] == 1000 * p * (p - 1) / 2 + p * i,
+               "allreduce n=%d nb=%d [%d] = %d", n, nb, i, out[i]);
+      for (int root = 0; root < p; root++) {
+        for (int i = 0; i < n; i++)
+          out[i] = rank == root ? root * 1000 + i : -1;
+        if (nb) {
+          OK(MPI_Ibcast(out, n, MPI_INT, root, MPI_COMM_WORLD, &req));
+          OK(MPI_Wait(&req, MPI_STATUS_IGNORE));
+        } else {
+          OK(MPI_Bcast(out, n, MPI_INT, root, MPI_COMM_WORLD));
+        }
+        for (int i = 0; i < n; i++)
+          EXPECT(out[i] == root * 1000 + i, "bcast n=%d root=%d [%d] = %d",
+                 n, root, i, out[i]);
+        if (nb) {
+          OK(MPI_Ireduce(in, out, n, MPI_INT, MPI_MAX, root, MPI_COMM_WORLD,
+                         &req));
+          OK(MPI_Wait(&req, MPI_STATUS_IGNORE));
+        } else {
+          OK(MPI_Reduce(in, out, n, MPI_INT, MPI_MAX, root, MPI_COMM_WORLD));
+        }
+        if (rank == root)
+          for (int i = 0; i < n; i++)
+            EXPECT(out[i] == (p - 1) * 1000 + i,
+                   "reduce n=%d root=%d [%d] = %d", n, root, i, out[i]);
+        OK(MPI_Gather(in, n, MPI_INT, out, n, MPI_INT, root, MPI_COMM_WORLD));
+        if (rank == root)
+          for (int i = 0; i < n * p; i++)
+            EXPECT(out[i] == (i / n) * 1000 + i % n,
+                   "gather n=%d root=%d [%d] = %d", n, root, i, out[i]);
+      }
+      /* allgather, alltoall, reduce-scatter-block, scan: blocks of n */
+      OK(MPI_Allgather(in, n, MPI_INT, out, n, MPI_INT, MPI_COMM_WORLD));
+      for (int i = 0; i < n * p; i++)
+        EXPECT(out[i] == (i / n) * 1000 + i % n, "allgather n=%d [%d] = %d",
+               n, i, out[i]);
+      for (int i = 0; i < n * p; i++)
+        in[i] = rank * 1000 + i;
+      OK(MPI_Alltoall(in, n, MPI_INT, out, n, MPI_INT, MPI_COMM_WORLD));
+      for (int i = 0; i < n * p; i++)
+        EXPECT(out[i] == (i / n) * 1000 + rank * n + i % n,
+               "alltoall n=%d [%d] = %d", n, i, out[i]);
+      OK(MPI_Reduce_scatter_block(in, out, n, MPI_INT, MPI_SUM,
+                                  MPI_COMM_WORLD));
+      for (int i = 0; i < n; i++)
+        EXPECT(out[i] == 1000 * p * (p - 1) / 2 + p * (rank * n + i),
+               "reduce_scatter_block n=%d [%d] = %d", n, i, out[i]);
+      OK(MPI_Scan(in, out, n, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+      for (int i = 0; i < n; i++)
+        EXPECT(out[i] == 1000 * rank * (rank + 1) / 2 + (rank + 1) * i,
+               "scan n=%d [%d] = %d", n, i, out[i]);
+    }
+  }
+  free(in);
+  free(out);
+}
+
 /* Bad arguments return their class under MPI_ERRORS_RETURN and change
  * nothing: the comm works after each. */
 static void check_errors(void) {
@@ -469,6 +547,7 @@ int main(int argc, char **argv) {
   check_moves();
   check_comms();
   check_messages();
+  check_sweep();
   check_errors();
   EXPECT(MPI_Wtime() >= t0, "wtime went back");
   /* A comm the program never frees: MPI_Finalize destroys it (and under

@@ -89,7 +89,9 @@ int MPI_Comm_free(MPI_Comm *comm) {
                           "MPI_COMM_WORLD and MPI_COMM_SELF are not freed");
   /* crnet refuses while requests are in flight; MPI would free it once
    * they complete. */
-  rc = crnet_comm_destroy((*comm)->c);
+  rc = crnet_mpi_hidden_free(*comm);
+  if (rc != CRNET_EINVAL)
+    rc = crnet_comm_destroy((*comm)->c);
   if (rc == CRNET_EINVAL)
     return crnet_mpi_fail(*comm, "MPI_Comm_free", MPI_ERR_UNSUPPORTED_OPERATION,
                           "the communicator has requests in flight: wait "

@@ -123,11 +123,14 @@ int MPI_Finalize(void) {
   while (user_comms != NULL) {
     struct crnet_mpi_comm *c = user_comms;
     user_comms = c->next;
+    crnet_mpi_hidden_free(c);
     rc = crnet_comm_destroy(c->c);
     if (rc != 0 && first == 0)
       first = rc;
     free(c); /* a handle used after MPI_Finalize is erroneous (MPI 3.1, 8.7) */
   }
+  crnet_mpi_hidden_free(&crnet_mpi_comm_self);
+  crnet_mpi_hidden_free(&crnet_mpi_comm_world);
   rc = crnet_comm_destroy(crnet_mpi_comm_self.c);
   if (rc != 0 && first == 0)
     first = rc;

@@ -263,6 +263,17 @@ CRNET_MPI_EXTERN int MPI_Scatter(const void *sendbuf, int sendcount,
                                  int recvcount, MPI_Datatype recvtype, int root,
                                  MPI_Comm comm);
 
+CRNET_MPI_EXTERN int MPI_Gatherv(const void *sendbuf, int sendcount,
+                                 MPI_Datatype sendtype, void *recvbuf,
+                                 const int recvcounts[], const int displs[],
+                                 MPI_Datatype recvtype, int root,
+                                 MPI_Comm comm);
+CRNET_MPI_EXTERN int MPI_Scatterv(const void *sendbuf, const int sendcounts[],
+                                  const int displs[], MPI_Datatype sendtype,
+                                  void *recvbuf, int recvcount,
+                                  MPI_Datatype recvtype, int root,
+                                  MPI_Comm comm);
+
 CRNET_MPI_EXTERN int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request);
 CRNET_MPI_EXTERN int MPI_Ibcast(void *buffer, int count, MPI_Datatype datatype,
                                 int root, MPI_Comm comm, MPI_Request *request);
@@ -314,6 +325,17 @@ CRNET_MPI_EXTERN int MPI_Iscatter(const void *sendbuf, int sendcount,
                                   int recvcount, MPI_Datatype recvtype,
                                   int root, MPI_Comm comm,
                                   MPI_Request *request);
+
+CRNET_MPI_EXTERN int MPI_Igatherv(const void *sendbuf, int sendcount,
+                                  MPI_Datatype sendtype, void *recvbuf,
+                                  const int recvcounts[], const int displs[],
+                                  MPI_Datatype recvtype, int root,
+                                  MPI_Comm comm, MPI_Request *request);
+CRNET_MPI_EXTERN int MPI_Iscatterv(const void *sendbuf, const int sendcounts[],
+                                   const int displs[], MPI_Datatype sendtype,
+                                   void *recvbuf, int recvcount,
+                                   MPI_Datatype recvtype, int root,
+                                   MPI_Comm comm, MPI_Request *request);
 
 /* --- messages and requests --------------------------------------------------
  */

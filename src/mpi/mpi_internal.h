@@ -26,12 +26,15 @@
 
 struct crnet_mpi_comm {
   crnet_comm *c; /* NULL before MPI_Init and after MPI_Finalize */
+  /* A dup of c made at the first MPI_Gatherv or MPI_Scatterv, whose
+   * messages then cannot meet the program's own (vrooted.c); or NULL. */
+  crnet_comm *hidden;
   MPI_Errhandler errhandler;
   bool user; /* made by split or dup: freed by MPI_Comm_free */
   struct crnet_mpi_comm *next, *prev; /* the list of user comms */
 };
 
-enum request_kind { REQ_COLL, REQ_SEND, REQ_RECV, REQ_NULL_PEER };
+enum request_kind { REQ_COLL, REQ_SEND, REQ_RECV, REQ_NULL_PEER, REQ_PARTS };
 
 struct crnet_mpi_request {
   crnet_request *req; /* NULL once complete */
@@ -42,7 +45,15 @@ struct crnet_mpi_request {
   crnet_status st;
   size_t *arrays; /* a v-collective's converted counts, freed at the end */
   void *temp;     /* an in-place alltoallv's copy of its blocks, likewise */
+  /* REQ_PARTS: the messages of a gatherv or scatterv (vrooted.c), each
+   * NULL once complete; the request is complete when all are. */
+  crnet_request **parts;
+  int nparts;
 };
+
+/* Destroys comm's hidden dup, if it has one (vrooted.c): 0, or
+ * CRNET_EINVAL, keeping it, while requests of it are in flight. */
+int crnet_mpi_hidden_free(MPI_Comm comm);
 
 /* Frees what request r holds and r itself (requests.c). */
 void crnet_mpi_request_free(struct crnet_mpi_request *r);

@@ -13,6 +13,7 @@
 void crnet_mpi_request_free(struct crnet_mpi_request *r) {
   free(r->arrays);
   free(r->temp);
+  free(r->parts);
   free(r);
 }
 
@@ -64,10 +65,29 @@ static void fill_status(const struct crnet_mpi_request *r, MPI_Status *status) {
   status->MPI_ERROR = crnet_mpi_class_of(r->rc);
 }
 
+/* A part of a REQ_PARTS request completed with rc: the first failure is
+ * the request's; complete once every part is. */
+static void part_done(struct crnet_mpi_request *r, int k, int rc) {
+  r->parts[k] = NULL;
+  if (rc != 0 && r->rc == 0)
+    r->rc = rc;
+  for (int i = 0; i < r->nparts; i++)
+    if (r->parts[i] != NULL)
+      return;
+  r->done = true;
+}
+
 /* Waits for r unless a test completed it already. */
 static void finish(struct crnet_mpi_request *r) {
   if (r->done)
     return;
+  if (r->kind == REQ_PARTS) {
+    for (int k = 0; k < r->nparts; k++)
+      if (r->parts[k] != NULL)
+        part_done(r, k, crnet_wait(&r->parts[k]));
+    r->done = true; /* also with no parts at all */
+    return;
+  }
   r->rc = crnet_wait(&r->req);
   r->done = true;
 }
@@ -77,6 +97,16 @@ static bool poll_one(struct crnet_mpi_request *r) {
   int done = 0, rc;
   if (r->done)
     return true;
+  if (r->kind == REQ_PARTS) {
+    for (int k = 0; k < r->nparts; k++)
+      if (r->parts[k] != NULL) {
+        done = 0;
+        rc = crnet_test(&r->parts[k], &done);
+        if (done)
+          part_done(r, k, rc);
+      }
+    return r->done;
+  }
   rc = crnet_test(&r->req, &done);
   if (done) {
     r->rc = rc;
@@ -185,52 +215,91 @@ int MPI_Testall(int count, MPI_Request requests[], int *flag,
   return report_all(count, requests, statuses, "MPI_Testall");
 }
 
+/* The crnet requests still pending behind requests[0..count): one entry
+ * per request, or per part of a REQ_PARTS one; owner[] and part[] say
+ * whose. */
+typedef struct pending {
+  crnet_request **req;
+  int *owner, *part, n;
+} pending;
+
+static bool collect(pending *pd, int count, MPI_Request requests[]) {
+  int cap = 0;
+  for (int i = 0; i < count; i++)
+    if (requests[i] != MPI_REQUEST_NULL)
+      cap += requests[i]->kind == REQ_PARTS ? requests[i]->nparts : 1;
+  pd->n = 0;
+  pd->req = malloc(sizeof *pd->req * (size_t)(cap > 0 ? cap : 1));
+  pd->owner = malloc(sizeof *pd->owner * (size_t)(cap > 0 ? cap : 1));
+  pd->part = malloc(sizeof *pd->part * (size_t)(cap > 0 ? cap : 1));
+  if (pd->req == NULL || pd->owner == NULL || pd->part == NULL)
+    return false;
+  for (int i = 0; i < count; i++) {
+    struct crnet_mpi_request *r = requests[i];
+    if (r == MPI_REQUEST_NULL)
+      continue;
+    for (int k = 0; k < (r->kind == REQ_PARTS ? r->nparts : 1); k++) {
+      crnet_request *q = r->kind == REQ_PARTS ? r->parts[k] : r->req;
+      if (q == NULL)
+        continue;
+      pd->req[pd->n] = q;
+      pd->owner[pd->n] = i;
+      pd->part[pd->n++] = k;
+    }
+  }
+  return true;
+}
+
+static void pending_free(pending *pd) {
+  free(pd->req);
+  free(pd->owner);
+  free(pd->part);
+}
+
 int MPI_Waitany(int count, MPI_Request requests[], int *index,
                 MPI_Status *status) {
-  crnet_request **pending;
-  int *where, n = 0, j = -1, rc;
+  pending pd;
+  int j = -1, rc, live = 0;
   if (count < 0 || index == NULL || (count > 0 && requests == NULL))
     return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Waitany", MPI_ERR_ARG,
                           "count %d, requests %p, index %p", count,
                           (void *)requests, (void *)index);
-  /* One a test completed already goes first. */
-  for (int i = 0; i < count; i++)
-    if (requests[i] != MPI_REQUEST_NULL && requests[i]->done) {
-      *index = i;
-      return report(&requests[i], status, "MPI_Waitany");
+  for (;;) {
+    /* One complete already (by a test, or a request without messages)
+     * goes first. */
+    for (int i = 0; i < count; i++)
+      if (requests[i] != MPI_REQUEST_NULL) {
+        live++;
+        if (requests[i]->done) {
+          *index = i;
+          return report(&requests[i], status, "MPI_Waitany");
+        }
+      }
+    if (live == 0) {
+      *index = MPI_UNDEFINED;
+      empty_status(status);
+      return MPI_SUCCESS;
     }
-  pending = malloc(sizeof *pending * (size_t)(count > 0 ? count : 1));
-  where = malloc(sizeof *where * (size_t)(count > 0 ? count : 1));
-  if (pending == NULL || where == NULL) {
-    free(pending);
-    free(where);
-    return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Waitany", MPI_ERR_NO_MEM,
-                          "%d requests", count);
-  }
-  for (int i = 0; i < count; i++)
-    if (requests[i] != MPI_REQUEST_NULL) {
-      pending[n] = requests[i]->req;
-      where[n++] = i;
+    if (!collect(&pd, count, requests)) {
+      pending_free(&pd);
+      return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Waitany", MPI_ERR_NO_MEM,
+                            "%d requests", count);
     }
-  if (n == 0) {
-    free(pending);
-    free(where);
-    *index = MPI_UNDEFINED;
-    empty_status(status);
-    return MPI_SUCCESS;
+    rc = crnet_waitany(pd.n, pd.req, &j);
+    if (j < 0 || j >= pd.n) { /* crnet refused the call itself */
+      pending_free(&pd);
+      return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Waitany", MPI_ERR_REQUEST, "%s",
+                            crnet_strerror(rc));
+    }
+    struct crnet_mpi_request *r = requests[pd.owner[j]];
+    if (r->kind == REQ_PARTS) {
+      part_done(r, pd.part[j], rc); /* freed by crnet_waitany */
+    } else {
+      r->req = NULL;
+      r->rc = rc;
+      r->done = true;
+    }
+    pending_free(&pd);
+    live = 0;
   }
-  rc = crnet_waitany(n, pending, &j);
-  if (j < 0 || j >= n) { /* crnet refused the call itself */
-    free(pending);
-    free(where);
-    return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Waitany", MPI_ERR_REQUEST, "%s",
-                          crnet_strerror(rc));
-  }
-  *index = where[j];
-  free(pending);
-  free(where);
-  requests[*index]->req = NULL; /* freed by crnet_waitany */
-  requests[*index]->rc = rc;
-  requests[*index]->done = true;
-  return report(&requests[*index], status, "MPI_Waitany");
 }

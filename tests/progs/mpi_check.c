@@ -357,6 +357,97 @@ static void check_messages(void) {
          got);
 }
 
+/* MPI_Gatherv and MPI_Scatterv (and their I-forms) at every root: rank r
+ * contributes r % 3 + 1 elements (rank 1 none at all, where p > 2),
+ * placed at the root with a gap of 3 before each block; in place at the
+ * root, and mixed with a message of the program's own on MPI_ANY_TAG,
+ * which must not take theirs. */
+static void check_vrooted(void) {
+  int *cnt = malloc(sizeof(int) * (size_t)p),
+      *dis = malloc(sizeof(int) * (size_t)p);
+  int end = 0, mine[4], got[4];
+  for (int r = 0; r < p; r++) {
+    cnt[r] = p > 2 && r == 1 ? 0 : r % 3 + 1;
+    dis[r] = end + 3;
+    end = dis[r] + cnt[r];
+  }
+  int *buf = malloc(sizeof(int) * (size_t)end);
+  for (int root = 0; root < p; root++) {
+    for (int nb = 0; nb < 2; nb++) {
+      MPI_Request req[2];
+      int other = -1, idx = -1;
+      for (int i = 0; i < cnt[rank]; i++)
+        mine[i] = rank * 100 + i + root;
+      for (int i = 0; i < end; i++)
+        buf[i] = -9;
+      /* a receive of the program's own, matching any tag, posted first */
+      OK(MPI_Irecv(&other, 1, MPI_INT, MPI_ANY_SOURCE, MPI_ANY_TAG,
+                   MPI_COMM_WORLD, &req[1]));
+      if (nb) {
+        OK(MPI_Igatherv(mine, cnt[rank], MPI_INT, buf, cnt, dis, MPI_INT, root,
+                        MPI_COMM_WORLD, &req[0]));
+        /* The program's receive may complete first (a faster rank's
+         * message of 77 below): then the gatherv is still to come. */
+        OK(MPI_Waitany(2, req, &idx, MPI_STATUS_IGNORE));
+        if (idx == 1)
+          OK(MPI_Wait(&req[0], MPI_STATUS_IGNORE));
+      } else {
+        OK(MPI_Gatherv(mine, cnt[rank], MPI_INT, buf, cnt, dis, MPI_INT, root,
+                       MPI_COMM_WORLD));
+      }
+      if (rank == root)
+        for (int r = 0, at = 0; r < p; r++) {
+          for (; at < dis[r]; at++)
+            EXPECT(buf[at] == -9, "gatherv root %d: gap %d written", root, at);
+          for (int i = 0; i < cnt[r]; i++, at++)
+            EXPECT(buf[at] == r * 100 + i + root,
+                   "gatherv root %d nb %d [%d] = %d", root, nb, at, buf[at]);
+        }
+      /* the program's own message ends its receive */
+      int next = (rank + 1) % p;
+      OK(MPI_Send(&rank, 1, MPI_INT, next, 77, MPI_COMM_WORLD));
+      OK(MPI_Wait(&req[1], MPI_STATUS_IGNORE));
+      EXPECT(other == (rank + p - 1) % p,
+             "the program's receive got %d, not its message", other);
+      /* scatterv back, in place at the root */
+      for (int i = 0; i < 4; i++)
+        got[i] = -1;
+      if (rank == root && nb) {
+        OK(MPI_Iscatterv(buf, cnt, dis, MPI_INT, MPI_IN_PLACE, cnt[rank],
+                         MPI_INT, root, MPI_COMM_WORLD, &req[0]));
+        OK(MPI_Wait(&req[0], MPI_STATUS_IGNORE));
+      } else if (rank == root) {
+        OK(MPI_Scatterv(buf, cnt, dis, MPI_INT, MPI_IN_PLACE, cnt[rank],
+                        MPI_INT, root, MPI_COMM_WORLD));
+      } else if (nb) {
+        OK(MPI_Iscatterv(NULL, NULL, NULL, MPI_INT, got, cnt[rank], MPI_INT,
+                         root, MPI_COMM_WORLD, &req[0]));
+        OK(MPI_Wait(&req[0], MPI_STATUS_IGNORE));
+      } else {
+        OK(MPI_Scatterv(NULL, NULL, NULL, MPI_INT, got, cnt[rank], MPI_INT,
+                        root, MPI_COMM_WORLD));
+      }
+      if (rank != root)
+        for (int i = 0; i < cnt[rank]; i++)
+          EXPECT(got[i] == rank * 100 + i + root,
+                 "scatterv root %d nb %d [%d] = %d", root, nb, i, got[i]);
+    }
+  }
+  /* a count the root does not expect: the root's receive is truncated */
+  OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  int code = MPI_Gatherv(mine, rank == 1 ? cnt[1] + 1 : cnt[rank], MPI_INT, buf,
+                         cnt, dis, MPI_INT, 0, MPI_COMM_WORLD);
+  if (rank == 0)
+    EXPECT(error_class(code) == MPI_ERR_TRUNCATE, "gatherv truncated: %s",
+           error_text(code));
+  else
+    EXPECT(code == MPI_SUCCESS, "gatherv sender: %s", error_text(code));
+  OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
+  free(buf);
+  free(cnt);
+  free(dis);
+}
+
 /* Every collective over counts from 0 up, every root, blocking and
  * nonblocking alike: the results against what each rank can compute
  * alone (element i of rank r's contribution is r * 1000 + i). */
@@ -371,8 +462,7 @@ static void check_sweep(void) {
       for (int i = 0; i < n; i++)
         in[i] = rank * 1000 + i;
       if (nb) {
-        OK(MPI_Iallreduce(in, out, n, MPI_INT, MPI_SUM, MPI_COMM_WORLD,
-                          &req));
+        OK(MPI_Iallreduce(in, out, n, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &req));
         OK(MPI_Wait(&req, MPI_STATUS_IGNORE));
       } else {
         OK(MPI_Allreduce(in, out, n, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
@@ -390,8 +480,8 @@ static void check_sweep(void) {
           OK(MPI_Bcast(out, n, MPI_INT, root, MPI_COMM_WORLD));
         }
         for (int i = 0; i < n; i++)
-          EXPECT(out[i] == root * 1000 + i, "bcast n=%d root=%d [%d] = %d",
-                 n, root, i, out[i]);
+          EXPECT(out[i] == root * 1000 + i, "bcast n=%d root=%d [%d] = %d", n,
+                 root, i, out[i]);
         if (nb) {
           OK(MPI_Ireduce(in, out, n, MPI_INT, MPI_MAX, root, MPI_COMM_WORLD,
                          &req));
@@ -412,8 +502,8 @@ static void check_sweep(void) {
       /* allgather, alltoall, reduce-scatter-block, scan: blocks of n */
       OK(MPI_Allgather(in, n, MPI_INT, out, n, MPI_INT, MPI_COMM_WORLD));
       for (int i = 0; i < n * p; i++)
-        EXPECT(out[i] == (i / n) * 1000 + i % n, "allgather n=%d [%d] = %d",
-               n, i, out[i]);
+        EXPECT(out[i] == (i / n) * 1000 + i % n, "allgather n=%d [%d] = %d", n,
+               i, out[i]);
       for (int i = 0; i < n * p; i++)
         in[i] = rank * 1000 + i;
       OK(MPI_Alltoall(in, n, MPI_INT, out, n, MPI_INT, MPI_COMM_WORLD));
@@ -548,6 +638,7 @@ int main(int argc, char **argv) {
   check_comms();
   check_messages();
   check_sweep();
+  check_vrooted();
   check_errors();
   EXPECT(MPI_Wtime() >= t0, "wtime went back");
   /* A comm the program never frees: MPI_Finalize destroys it (and under

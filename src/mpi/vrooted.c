@@ -1,0 +1,228 @@
+/* MPI_Gatherv and MPI_Scatterv, blocking and not: the root exchanges a
+ * message with every other rank (MPI's "linear" algorithm), its own block
+ * is a copy.
+ *
+ * crnet has no collective for them: only the root knows every count, and
+ * crnet's calls are checked alike on every rank. The messages go on a dup
+ * of the communicator made at its first such call (every rank makes that
+ * call at the same point of the comm's collectives), so that no receive
+ * of the program's own (MPI_ANY_TAG) can take one. Successive calls match
+ * in order: messages between two ranks with one tag do not overtake.
+ * A count that disagrees with the root's gets the receive's truncation
+ * error at the root (gatherv) or the rank (scatterv). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "mpi_internal.h"
+
+enum { TAG_GATHERV = 1, TAG_SCATTERV = 2 };
+
+int crnet_mpi_hidden_free(MPI_Comm comm) {
+  int rc = 0;
+  if (comm->hidden != NULL)
+    rc = crnet_comm_destroy(comm->hidden);
+  if (rc != CRNET_EINVAL) /* refused while its messages are in flight */
+    comm->hidden = NULL;
+  return rc;
+}
+
+static int hidden_of(MPI_Comm comm, const char *fn) {
+  int rc;
+  if (comm->hidden != NULL)
+    return MPI_SUCCESS;
+  rc = crnet_comm_dup(comm->c, &comm->hidden);
+  return crnet_mpi_from_crnet(comm, fn, rc);
+}
+
+/* What one call moves: the root's per-rank counts and displacements in
+ * base elements, this rank's own count, the element type. */
+typedef struct vcall {
+  crnet_datatype dt;
+  size_t esize, own;
+  size_t *counts, *displs; /* the root's, else NULL */
+  int p, me, root;
+} vcall;
+
+static int prep(MPI_Comm comm, const char *fn, bool gather, const void *sbuf,
+                int scount, MPI_Datatype stype, const void *rbuf,
+                const int counts[], const int displs[], MPI_Datatype rtype,
+                int rcount, int root, vcall *v) {
+  crnet_mpi_type own, roots;
+  int rc = crnet_mpi_check_comm(comm, fn);
+  if (rc != MPI_SUCCESS)
+    return rc;
+  memset(v, 0, sizeof *v);
+  v->p = crnet_comm_size(comm->c);
+  v->me = crnet_comm_rank(comm->c);
+  v->root = root;
+  if (root < 0 || root >= v->p)
+    return crnet_mpi_fail(comm, fn, MPI_ERR_ROOT, "root %d of %d ranks", root,
+                          v->p);
+  /* This rank's own side: the send of gatherv, the receive of scatterv;
+   * at the root in place, none. */
+  bool in_place = v->me == root && (gather ? sbuf : rbuf) == MPI_IN_PLACE;
+  MPI_Datatype odt = gather ? stype : rtype;
+  int ocount = gather ? scount : rcount;
+  if (!in_place) {
+    if (ocount < 0)
+      return crnet_mpi_fail(comm, fn, MPI_ERR_COUNT, "count %d", ocount);
+    if (!crnet_mpi_type_get(odt, &own))
+      return crnet_mpi_fail(comm, fn, MPI_ERR_TYPE,
+                            "datatype %d does not exist or is not committed",
+                            odt);
+    v->dt = own.base;
+    v->own = (size_t)ocount * own.n;
+  }
+  if (v->me != root)
+    return MPI_SUCCESS;
+  MPI_Datatype vdt = gather ? rtype : stype;
+  if (!crnet_mpi_type_get(vdt, &roots))
+    return crnet_mpi_fail(comm, fn, MPI_ERR_TYPE,
+                          "datatype %d does not exist or is not committed",
+                          vdt);
+  if (!in_place && roots.base != v->dt)
+    return crnet_mpi_fail(comm, fn, MPI_ERR_TYPE,
+                          "the root's own block is %s, its %s side %s: "
+                          "crnet-mpi needs them alike",
+                          crnet_datatype_name(v->dt),
+                          gather ? "receive" : "send",
+                          crnet_datatype_name(roots.base));
+  v->dt = roots.base;
+  if (counts == NULL || displs == NULL)
+    return crnet_mpi_fail(comm, fn, MPI_ERR_ARG,
+                          "counts or displacements are NULL");
+  v->counts = malloc(sizeof *v->counts * 2 * (size_t)v->p);
+  if (v->counts == NULL)
+    return crnet_mpi_fail(comm, fn, MPI_ERR_NO_MEM, "counts");
+  v->displs = v->counts + v->p;
+  for (int r = 0; r < v->p; r++) {
+    if (counts[r] < 0 || displs[r] < 0) {
+      free(v->counts);
+      return crnet_mpi_fail(comm, fn, MPI_ERR_COUNT,
+                            "counts[%d] = %d, displs[%d] = %d", r, counts[r], r,
+                            displs[r]);
+    }
+    v->counts[r] = (size_t)counts[r] * roots.n;
+    v->displs[r] = (size_t)displs[r] * roots.n;
+  }
+  if (!in_place && v->own != v->counts[root]) {
+    size_t want = v->counts[root];
+    free(v->counts);
+    return crnet_mpi_fail(comm, fn, MPI_ERR_TRUNCATE,
+                          "the root's own block has %zu elements, its counts "
+                          "say %zu",
+                          v->own, want);
+  }
+  v->esize = crnet_datatype_size(v->dt);
+  return MPI_SUCCESS;
+}
+
+/* Starts the call's messages as parts of request r; the root copies its
+ * own block. */
+static int start(MPI_Comm comm, bool gather, const void *sbuf, void *rbuf,
+                 const vcall *v, struct crnet_mpi_request *r) {
+  int rc = 0;
+  crnet_comm *h = comm->hidden;
+  int tag = gather ? TAG_GATHERV : TAG_SCATTERV;
+  r->kind = REQ_PARTS;
+  r->parts = calloc((size_t)v->p, sizeof *r->parts);
+  if (r->parts == NULL)
+    return CRNET_ENOMEM;
+  if (v->me != v->root) {
+    r->nparts = 1;
+    return gather
+               ? crnet_isend(h, sbuf, v->own, v->dt, v->root, tag, &r->parts[0])
+               : crnet_irecv(h, rbuf, v->own, v->dt, v->root, tag, NULL,
+                             &r->parts[0]);
+  }
+  for (int q = 0; q < v->p && rc == 0; q++) {
+    size_t at = v->displs[q] * v->esize;
+    if (q == v->me) {
+      if (gather && sbuf != MPI_IN_PLACE)
+        memmove((char *)rbuf + at, sbuf, v->own * v->esize);
+      else if (!gather && rbuf != MPI_IN_PLACE)
+        memmove(rbuf, (const char *)sbuf + at, v->own * v->esize);
+      continue;
+    }
+    rc = gather ? crnet_irecv(h, (char *)rbuf + at, v->counts[q], v->dt, q, tag,
+                              NULL, &r->parts[r->nparts])
+                : crnet_isend(h, (const char *)sbuf + at, v->counts[q], v->dt,
+                              q, tag, &r->parts[r->nparts]);
+    if (rc == 0)
+      r->nparts++;
+  }
+  return rc;
+}
+
+/* The whole call: blocking waits here, nonblocking hands the request
+ * over. A start that failed halfway still completes what it started. */
+static int vrooted(MPI_Comm comm, const char *fn, bool gather, const void *sbuf,
+                   int scount, MPI_Datatype stype, void *rbuf,
+                   const int counts[], const int displs[], MPI_Datatype rtype,
+                   int rcount, int root, MPI_Request *request) {
+  struct crnet_mpi_request *r = NULL;
+  vcall v;
+  int rc = prep(comm, fn, gather, sbuf, scount, stype, rbuf, counts, displs,
+                rtype, rcount, root, &v);
+  if (rc != MPI_SUCCESS)
+    return rc;
+  rc = hidden_of(comm, fn);
+  if (rc == MPI_SUCCESS)
+    rc = crnet_mpi_request_new(
+        comm, fn, REQ_PARTS, request != NULL ? request : &(MPI_Request){0}, &r);
+  if (rc != MPI_SUCCESS) {
+    free(v.counts);
+    return rc;
+  }
+  int started = start(comm, gather, sbuf, rbuf, &v, r);
+  free(v.counts);
+  if (r->nparts == 0) /* the root of one rank: its copy was all */
+    r->done = true;
+  if (started != 0 || request == NULL) {
+    /* Every message that began must end before its buffer is given
+     * back. */
+    MPI_Request all = r;
+    int wrc = MPI_Wait(&all, MPI_STATUS_IGNORE);
+    if (started != 0)
+      return crnet_mpi_from_crnet(comm, fn, started);
+    return wrc;
+  }
+  *request = r;
+  return MPI_SUCCESS;
+}
+
+int MPI_Gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                void *recvbuf, const int recvcounts[], const int displs[],
+                MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  return vrooted(comm, "MPI_Gatherv", true, sendbuf, sendcount, sendtype,
+                 recvbuf, recvcounts, displs, recvtype, 0, root, NULL);
+}
+
+int MPI_Igatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                 void *recvbuf, const int recvcounts[], const int displs[],
+                 MPI_Datatype recvtype, int root, MPI_Comm comm,
+                 MPI_Request *request) {
+  if (request == NULL)
+    return crnet_mpi_fail(comm, "MPI_Igatherv", MPI_ERR_ARG, "request is NULL");
+  return vrooted(comm, "MPI_Igatherv", true, sendbuf, sendcount, sendtype,
+                 recvbuf, recvcounts, displs, recvtype, 0, root, request);
+}
+
+int MPI_Scatterv(const void *sendbuf, const int sendcounts[],
+                 const int displs[], MPI_Datatype sendtype, void *recvbuf,
+                 int recvcount, MPI_Datatype recvtype, int root,
+                 MPI_Comm comm) {
+  return vrooted(comm, "MPI_Scatterv", false, sendbuf, 0, sendtype, recvbuf,
+                 sendcounts, displs, recvtype, recvcount, root, NULL);
+}
+
+int MPI_Iscatterv(const void *sendbuf, const int sendcounts[],
+                  const int displs[], MPI_Datatype sendtype, void *recvbuf,
+                  int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                  MPI_Request *request) {
+  if (request == NULL)
+    return crnet_mpi_fail(comm, "MPI_Iscatterv", MPI_ERR_ARG,
+                          "request is NULL");
+  return vrooted(comm, "MPI_Iscatterv", false, sendbuf, 0, sendtype, recvbuf,
+                 sendcounts, displs, recvtype, recvcount, root, request);
+}

@@ -323,8 +323,14 @@ expect "two-level view names its levels" \
   "$("$CRSCHED" --coll allreduce --schedule two-level --hosts 3+5+1 --rank 8 \
     --count 30 | sed -n 3p)" \
   "levels: host 2 of 3 (1 rank; this rank is its rank 0): rounds 0-3 reduce-scatter inside the host (circulant); rounds 4-23 allreduce across hosts (ring), lanes 0-4 of 5 in slots of 4 rounds; rounds 24-26 allgather inside the host (circulant)"
-expect "--auto with two hosts of 8 picks two-level at 16 MiB" \
+# Two hosts of 8, ranks host by host: rabenseifner crosses hosts with its
+# smallest pieces and prices as two-level does (listed first, it wins); 3 +
+# 5 ranks puts a crossing in its first, largest round: two-level.
+expect "--auto with two hosts of 8 picks rabenseifner at 16 MiB" \
   "$("$CRSCHED" --auto --hosts 2x8 -m 16777216 --coll allreduce \
+    --tuning /dev/null | awk '$1 == "allreduce" { print $2 }')" "rabenseifner"
+expect "--auto with hosts of 3 and 5 picks two-level at 16 MiB" \
+  "$("$CRSCHED" --auto --hosts 3+5 -m 16777216 --coll allreduce \
     --tuning /dev/null | awk '$1 == "allreduce" { print $2 }')" "two-level"
 expect "--auto on one host never prices two-level" \
   "$("$CRSCHED" --auto -p 16 -m 16777216 --coll allreduce --tuning /dev/null |

@@ -188,6 +188,11 @@ else
   expect "libcrnet-mpi has no rpath" \
     "$(printf '%s\n' "$dyn" | grep -E 'R(UN)?PATH')" ""
 fi
+# Functions only: a data object would be copied into each program at link
+# time, which would fix its size for good (a copy relocation).
+expect "libcrnet-mpi exports no data objects" \
+  "$(LC_ALL=C readelf --dyn-syms -W "$lib/libcrnet-mpi.so.$VERSION" |
+    awk '$7 != "UND" && $4 == "OBJECT" { print $8 }')" ""
 mkdir "$tmp/mpi"
 cp "$SOURCE/tests/progs/mpi_check.c" "$tmp/mpi/"
 cd "$tmp/mpi" || give_up "cannot enter $tmp/mpi"

@@ -106,13 +106,13 @@ static size_t *widen(MPI_Comm comm, const char *fn, const int *v, int p,
 /* --- barrier, bcast --- */
 
 int MPI_Barrier(MPI_Comm comm) {
-  CHECK(crnet_mpi_check_comm(comm, "MPI_Barrier"));
+  CHECK(crnet_mpi_check_comm(&comm, "MPI_Barrier"));
   return crnet_mpi_from_crnet(comm, "MPI_Barrier", crnet_barrier(comm->c));
 }
 
 int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request) {
   struct crnet_mpi_request *r = NULL;
-  CHECK(crnet_mpi_check_comm(comm, "MPI_Ibarrier"));
+  CHECK(crnet_mpi_check_comm(&comm, "MPI_Ibarrier"));
   CHECK(crnet_mpi_request_new(comm, "MPI_Ibarrier", REQ_COLL, request, &r));
   return crnet_mpi_request_started(
       comm, "MPI_Ibarrier", crnet_ibarrier(comm->c, &r->req), r, request);
@@ -121,7 +121,7 @@ int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request) {
 int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root,
               MPI_Comm comm) {
   moved m;
-  CHECK(crnet_mpi_check_comm(comm, "MPI_Bcast"));
+  CHECK(crnet_mpi_check_comm(&comm, "MPI_Bcast"));
   CHECK(check_root(comm, "MPI_Bcast", root));
   CHECK(resolve(comm, "MPI_Bcast", count, datatype, &m));
   return crnet_mpi_from_crnet(
@@ -132,7 +132,7 @@ int MPI_Ibcast(void *buffer, int count, MPI_Datatype datatype, int root,
                MPI_Comm comm, MPI_Request *request) {
   moved m;
   struct crnet_mpi_request *r = NULL;
-  CHECK(crnet_mpi_check_comm(comm, "MPI_Ibcast"));
+  CHECK(crnet_mpi_check_comm(&comm, "MPI_Ibcast"));
   CHECK(check_root(comm, "MPI_Ibcast", root));
   CHECK(resolve(comm, "MPI_Ibcast", count, datatype, &m));
   CHECK(crnet_mpi_request_new(comm, "MPI_Ibcast", REQ_COLL, request, &r));
@@ -147,7 +147,7 @@ int MPI_Reduce(const void *sendbuf, void *recvbuf, int count,
                MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm) {
   moved m;
   crnet_op cop;
-  CHECK(crnet_mpi_check_comm(comm, "MPI_Reduce"));
+  CHECK(crnet_mpi_check_comm(&comm, "MPI_Reduce"));
   CHECK(check_root(comm, "MPI_Reduce", root));
   CHECK(reduction(comm, "MPI_Reduce", count, datatype, op, &m, &cop));
   return crnet_mpi_from_crnet(comm, "MPI_Reduce",
@@ -161,7 +161,7 @@ int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count,
   moved m;
   crnet_op cop;
   struct crnet_mpi_request *r = NULL;
-  CHECK(crnet_mpi_check_comm(comm, "MPI_Ireduce"));
+  CHECK(crnet_mpi_check_comm(&comm, "MPI_Ireduce"));
   CHECK(check_root(comm, "MPI_Ireduce", root));
   CHECK(reduction(comm, "MPI_Ireduce", count, datatype, op, &m, &cop));
   CHECK(crnet_mpi_request_new(comm, "MPI_Ireduce", REQ_COLL, request, &r));
@@ -176,7 +176,7 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count,
                   MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
   moved m;
   crnet_op cop;
-  CHECK(crnet_mpi_check_comm(comm, "MPI_Allreduce"));
+  CHECK(crnet_mpi_check_comm(&comm, "MPI_Allreduce"));
   CHECK(reduction(comm, "MPI_Allreduce", count, datatype, op, &m, &cop));
   return crnet_mpi_from_crnet(
       comm, "MPI_Allreduce",
@@ -189,7 +189,7 @@ int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count,
   moved m;
   crnet_op cop;
   struct crnet_mpi_request *r = NULL;
-  CHECK(crnet_mpi_check_comm(comm, "MPI_Iallreduce"));
+  CHECK(crnet_mpi_check_comm(&comm, "MPI_Iallreduce"));
   CHECK(reduction(comm, "MPI_Iallreduce", count, datatype, op, &m, &cop));
   CHECK(crnet_mpi_request_new(comm, "MPI_Iallreduce", REQ_COLL, request, &r));
   return crnet_mpi_request_started(comm, "MPI_Iallreduce",
@@ -203,7 +203,7 @@ int MPI_Scan(const void *sendbuf, void *recvbuf, int count,
              MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
   moved m;
   crnet_op cop;
-  CHECK(crnet_mpi_check_comm(comm, "MPI_Scan"));
+  CHECK(crnet_mpi_check_comm(&comm, "MPI_Scan"));
   CHECK(reduction(comm, "MPI_Scan", count, datatype, op, &m, &cop));
   return crnet_mpi_from_crnet(
       comm, "MPI_Scan",
@@ -216,7 +216,7 @@ int MPI_Iscan(const void *sendbuf, void *recvbuf, int count,
   moved m;
   crnet_op cop;
   struct crnet_mpi_request *r = NULL;
-  CHECK(crnet_mpi_check_comm(comm, "MPI_Iscan"));
+  CHECK(crnet_mpi_check_comm(&comm, "MPI_Iscan"));
   CHECK(reduction(comm, "MPI_Iscan", count, datatype, op, &m, &cop));
   CHECK(crnet_mpi_request_new(comm, "MPI_Iscan", REQ_COLL, request, &r));
   return crnet_mpi_request_started(comm, "MPI_Iscan",
@@ -230,7 +230,7 @@ int MPI_Exscan(const void *sendbuf, void *recvbuf, int count,
                MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
   moved m;
   crnet_op cop;
-  CHECK(crnet_mpi_check_comm(comm, "MPI_Exscan"));
+  CHECK(crnet_mpi_check_comm(&comm, "MPI_Exscan"));
   CHECK(reduction(comm, "MPI_Exscan", count, datatype, op, &m, &cop));
   return crnet_mpi_from_crnet(
       comm, "MPI_Exscan",
@@ -243,7 +243,7 @@ int MPI_Iexscan(const void *sendbuf, void *recvbuf, int count,
   moved m;
   crnet_op cop;
   struct crnet_mpi_request *r = NULL;
-  CHECK(crnet_mpi_check_comm(comm, "MPI_Iexscan"));
+  CHECK(crnet_mpi_check_comm(&comm, "MPI_Iexscan"));
   CHECK(reduction(comm, "MPI_Iexscan", count, datatype, op, &m, &cop));
   CHECK(crnet_mpi_request_new(comm, "MPI_Iexscan", REQ_COLL, request, &r));
   return crnet_mpi_request_started(comm, "MPI_Iexscan",
@@ -257,7 +257,7 @@ int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
                              MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
   moved m;
   crnet_op cop;
-  CHECK(crnet_mpi_check_comm(comm, "MPI_Reduce_scatter_block"));
+  CHECK(crnet_mpi_check_comm(&comm, "MPI_Reduce_scatter_block"));
   CHECK(reduction(comm, "MPI_Reduce_scatter_block", recvcount, datatype, op, &m,
                   &cop));
   return crnet_mpi_from_crnet(
@@ -272,7 +272,7 @@ int MPI_Ireduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
   moved m;
   crnet_op cop;
   struct crnet_mpi_request *r = NULL;
-  CHECK(crnet_mpi_check_comm(comm, "MPI_Ireduce_scatter_block"));
+  CHECK(crnet_mpi_check_comm(&comm, "MPI_Ireduce_scatter_block"));
   CHECK(reduction(comm, "MPI_Ireduce_scatter_block", recvcount, datatype, op,
                   &m, &cop));
   CHECK(crnet_mpi_request_new(comm, "MPI_Ireduce_scatter_block", REQ_COLL,
@@ -303,7 +303,7 @@ int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf,
   crnet_op cop;
   size_t *counts;
   int rc;
-  CHECK(crnet_mpi_check_comm(comm, "MPI_Reduce_scatter"));
+  CHECK(crnet_mpi_check_comm(&comm, "MPI_Reduce_scatter"));
   CHECK(prep_reduce_scatter(comm, "MPI_Reduce_scatter", recvcounts, datatype,
                             op, &m, &cop, &counts));
   rc = crnet_reduce_scatter(comm->c, send_of(sendbuf), recvbuf, counts, m.dt,
@@ -318,7 +318,7 @@ int MPI_Ireduce_scatter(const void *sendbuf, void *recvbuf,
   moved m;
   crnet_op cop;
   struct crnet_mpi_request *r = NULL;
-  CHECK(crnet_mpi_check_comm(comm, "MPI_Ireduce_scatter"));
+  CHECK(crnet_mpi_check_comm(&comm, "MPI_Ireduce_scatter"));
   CHECK(crnet_mpi_request_new(comm, "MPI_Ireduce_scatter", REQ_COLL, request,
                               &r));
   int rc = prep_reduce_scatter(comm, "MPI_Ireduce_scatter", recvcounts,
@@ -354,7 +354,7 @@ int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                   void *recvbuf, int recvcount, MPI_Datatype recvtype,
                   MPI_Comm comm) {
   moved m;
-  CHECK(crnet_mpi_check_comm(comm, "MPI_Allgather"));
+  CHECK(crnet_mpi_check_comm(&comm, "MPI_Allgather"));
   CHECK(prep_pair(comm, "MPI_Allgather", sendbuf, sendcount, sendtype,
                   recvcount, recvtype, &m));
   return crnet_mpi_from_crnet(
@@ -367,7 +367,7 @@ int MPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                    MPI_Comm comm, MPI_Request *request) {
   moved m;
   struct crnet_mpi_request *r = NULL;
-  CHECK(crnet_mpi_check_comm(comm, "MPI_Iallgather"));
+  CHECK(crnet_mpi_check_comm(&comm, "MPI_Iallgather"));
   CHECK(prep_pair(comm, "MPI_Iallgather", sendbuf, sendcount, sendtype,
                   recvcount, recvtype, &m));
   CHECK(crnet_mpi_request_new(comm, "MPI_Iallgather", REQ_COLL, request, &r));
@@ -382,7 +382,7 @@ int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                  void *recvbuf, int recvcount, MPI_Datatype recvtype,
                  MPI_Comm comm) {
   moved m;
-  CHECK(crnet_mpi_check_comm(comm, "MPI_Alltoall"));
+  CHECK(crnet_mpi_check_comm(&comm, "MPI_Alltoall"));
   CHECK(prep_pair(comm, "MPI_Alltoall", sendbuf, sendcount, sendtype, recvcount,
                   recvtype, &m));
   return crnet_mpi_from_crnet(
@@ -395,7 +395,7 @@ int MPI_Ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                   MPI_Comm comm, MPI_Request *request) {
   moved m;
   struct crnet_mpi_request *r = NULL;
-  CHECK(crnet_mpi_check_comm(comm, "MPI_Ialltoall"));
+  CHECK(crnet_mpi_check_comm(&comm, "MPI_Ialltoall"));
   CHECK(prep_pair(comm, "MPI_Ialltoall", sendbuf, sendcount, sendtype,
                   recvcount, recvtype, &m));
   CHECK(crnet_mpi_request_new(comm, "MPI_Ialltoall", REQ_COLL, request, &r));
@@ -441,7 +441,7 @@ int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                void *recvbuf, int recvcount, MPI_Datatype recvtype, int root,
                MPI_Comm comm) {
   moved m;
-  CHECK(crnet_mpi_check_comm(comm, "MPI_Gather"));
+  CHECK(crnet_mpi_check_comm(&comm, "MPI_Gather"));
   CHECK(prep_rooted(comm, "MPI_Gather", root, true, sendbuf, sendcount,
                     sendtype, recvbuf, recvcount, recvtype, &m));
   return crnet_mpi_from_crnet(
@@ -454,7 +454,7 @@ int MPI_Igather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                 MPI_Comm comm, MPI_Request *request) {
   moved m;
   struct crnet_mpi_request *r = NULL;
-  CHECK(crnet_mpi_check_comm(comm, "MPI_Igather"));
+  CHECK(crnet_mpi_check_comm(&comm, "MPI_Igather"));
   CHECK(prep_rooted(comm, "MPI_Igather", root, true, sendbuf, sendcount,
                     sendtype, recvbuf, recvcount, recvtype, &m));
   CHECK(crnet_mpi_request_new(comm, "MPI_Igather", REQ_COLL, request, &r));
@@ -469,7 +469,7 @@ int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                 void *recvbuf, int recvcount, MPI_Datatype recvtype, int root,
                 MPI_Comm comm) {
   moved m;
-  CHECK(crnet_mpi_check_comm(comm, "MPI_Scatter"));
+  CHECK(crnet_mpi_check_comm(&comm, "MPI_Scatter"));
   CHECK(prep_rooted(comm, "MPI_Scatter", root, false, sendbuf, sendcount,
                     sendtype, recvbuf, recvcount, recvtype, &m));
   return crnet_mpi_from_crnet(
@@ -484,7 +484,7 @@ int MPI_Iscatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                  MPI_Comm comm, MPI_Request *request) {
   moved m;
   struct crnet_mpi_request *r = NULL;
-  CHECK(crnet_mpi_check_comm(comm, "MPI_Iscatter"));
+  CHECK(crnet_mpi_check_comm(&comm, "MPI_Iscatter"));
   CHECK(prep_rooted(comm, "MPI_Iscatter", root, false, sendbuf, sendcount,
                     sendtype, recvbuf, recvcount, recvtype, &m));
   CHECK(crnet_mpi_request_new(comm, "MPI_Iscatter", REQ_COLL, request, &r));
@@ -549,7 +549,7 @@ int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
   moved m;
   size_t own, *arrays;
   int rc, p;
-  CHECK(crnet_mpi_check_comm(comm, "MPI_Allgatherv"));
+  CHECK(crnet_mpi_check_comm(&comm, "MPI_Allgatherv"));
   CHECK(prep_allgatherv(comm, "MPI_Allgatherv", sendbuf, sendcount, sendtype,
                         recvcounts, displs, recvtype, &m, &own, &arrays));
   p = crnet_comm_size(comm->c);
@@ -567,7 +567,7 @@ int MPI_Iallgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
   size_t own;
   struct crnet_mpi_request *r = NULL;
   int rc, p;
-  CHECK(crnet_mpi_check_comm(comm, "MPI_Iallgatherv"));
+  CHECK(crnet_mpi_check_comm(&comm, "MPI_Iallgatherv"));
   CHECK(crnet_mpi_request_new(comm, "MPI_Iallgatherv", REQ_COLL, request, &r));
   rc = prep_allgatherv(comm, "MPI_Iallgatherv", sendbuf, sendcount, sendtype,
                        recvcounts, displs, recvtype, &m, &own, &r->arrays);
@@ -647,7 +647,7 @@ int MPI_Alltoallv(const void *sendbuf, const int sendcounts[],
   size_t *a;
   void *temp;
   int rc, p;
-  CHECK(crnet_mpi_check_comm(comm, "MPI_Alltoallv"));
+  CHECK(crnet_mpi_check_comm(&comm, "MPI_Alltoallv"));
   CHECK(prep_alltoallv(comm, "MPI_Alltoallv", sendbuf, sendcounts, sdispls,
                        sendtype, recvbuf, recvcounts, rdispls, recvtype, &m, &a,
                        &temp));
@@ -667,7 +667,7 @@ int MPI_Ialltoallv(const void *sendbuf, const int sendcounts[],
   struct crnet_mpi_request *r = NULL;
   size_t *a;
   int rc, p;
-  CHECK(crnet_mpi_check_comm(comm, "MPI_Ialltoallv"));
+  CHECK(crnet_mpi_check_comm(&comm, "MPI_Ialltoallv"));
   CHECK(crnet_mpi_request_new(comm, "MPI_Ialltoallv", REQ_COLL, request, &r));
   rc = prep_alltoallv(comm, "MPI_Ialltoallv", sendbuf, sendcounts, sdispls,
                       sendtype, recvbuf, recvcounts, rdispls, recvtype, &m,

@@ -4,7 +4,7 @@
 #include "mpi_internal.h"
 
 int MPI_Comm_rank(MPI_Comm comm, int *rank) {
-  int rc = crnet_mpi_check_comm(comm, "MPI_Comm_rank");
+  int rc = crnet_mpi_check_comm(&comm, "MPI_Comm_rank");
   if (rc != MPI_SUCCESS)
     return rc;
   if (rank == NULL)
@@ -14,7 +14,7 @@ int MPI_Comm_rank(MPI_Comm comm, int *rank) {
 }
 
 int MPI_Comm_size(MPI_Comm comm, int *size) {
-  int rc = crnet_mpi_check_comm(comm, "MPI_Comm_size");
+  int rc = crnet_mpi_check_comm(&comm, "MPI_Comm_size");
   if (rc != MPI_SUCCESS)
     return rc;
   if (size == NULL)
@@ -47,7 +47,7 @@ static int wrap(MPI_Comm from, const char *fn, crnet_comm *c,
 
 int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm) {
   crnet_comm *c = NULL;
-  int rc = crnet_mpi_check_comm(comm, "MPI_Comm_split");
+  int rc = crnet_mpi_check_comm(&comm, "MPI_Comm_split");
   if (rc != MPI_SUCCESS)
     return rc;
   if (newcomm == NULL)
@@ -65,7 +65,7 @@ int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm) {
 
 int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm) {
   crnet_comm *c = NULL;
-  int rc = crnet_mpi_check_comm(comm, "MPI_Comm_dup");
+  int rc = crnet_mpi_check_comm(&comm, "MPI_Comm_dup");
   if (rc != MPI_SUCCESS)
     return rc;
   if (newcomm == NULL)
@@ -81,23 +81,24 @@ int MPI_Comm_free(MPI_Comm *comm) {
   if (comm == NULL)
     return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Comm_free", MPI_ERR_ARG,
                           "comm is NULL");
-  rc = crnet_mpi_check_comm(*comm, "MPI_Comm_free");
+  MPI_Comm c = *comm; /* the program's handle changes only once freed */
+  rc = crnet_mpi_check_comm(&c, "MPI_Comm_free");
   if (rc != MPI_SUCCESS)
     return rc;
-  if (!(*comm)->user)
-    return crnet_mpi_fail(*comm, "MPI_Comm_free", MPI_ERR_COMM,
+  if (!c->user)
+    return crnet_mpi_fail(c, "MPI_Comm_free", MPI_ERR_COMM,
                           "MPI_COMM_WORLD and MPI_COMM_SELF are not freed");
   /* crnet refuses while requests are in flight; MPI would free it once
    * they complete. */
-  rc = crnet_mpi_hidden_free(*comm);
+  rc = crnet_mpi_hidden_free(c);
   if (rc != CRNET_EINVAL)
-    rc = crnet_comm_destroy((*comm)->c);
+    rc = crnet_comm_destroy(c->c);
   if (rc == CRNET_EINVAL)
-    return crnet_mpi_fail(*comm, "MPI_Comm_free", MPI_ERR_UNSUPPORTED_OPERATION,
+    return crnet_mpi_fail(c, "MPI_Comm_free", MPI_ERR_UNSUPPORTED_OPERATION,
                           "the communicator has requests in flight: wait "
                           "for them first");
-  crnet_mpi_list_remove(*comm);
-  free(*comm);
+  crnet_mpi_list_remove(c);
+  free(c);
   *comm = MPI_COMM_NULL;
   /* A failed comm's sticky error is its, not the free's. */
   return MPI_SUCCESS;

@@ -11,10 +11,17 @@
 #include "crnet_version.h"
 #include "mpi_internal.h"
 
-struct crnet_mpi_comm crnet_mpi_comm_world = {.errhandler =
-                                                  MPI_ERRORS_ARE_FATAL};
-struct crnet_mpi_comm crnet_mpi_comm_self = {.errhandler =
-                                                 MPI_ERRORS_ARE_FATAL};
+/* The objects behind MPI_COMM_WORLD and MPI_COMM_SELF. */
+static struct crnet_mpi_comm world_comm = {.errhandler = MPI_ERRORS_ARE_FATAL};
+static struct crnet_mpi_comm self_comm = {.errhandler = MPI_ERRORS_ARE_FATAL};
+
+MPI_Comm crnet_mpi_comm_of(MPI_Comm handle) {
+  if (handle == MPI_COMM_WORLD)
+    return &world_comm;
+  if (handle == MPI_COMM_SELF)
+    return &self_comm;
+  return handle;
+}
 
 enum phase { BEFORE, RUNNING, AFTER };
 
@@ -26,7 +33,7 @@ static struct crnet_mpi_comm *user_comms; /* split and dup, not yet freed */
 
 bool crnet_mpi_ready(void) { return atomic_load(&phase) == RUNNING; }
 
-crnet_comm *crnet_mpi_world(void) { return crnet_mpi_comm_world.c; }
+crnet_comm *crnet_mpi_world(void) { return world_comm.c; }
 
 void crnet_mpi_list_add(MPI_Comm comm) {
   pthread_mutex_lock(&lock);
@@ -81,8 +88,8 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
     crnet_comm_abort(world, 1);
     exit(1);
   }
-  crnet_mpi_comm_world.c = world;
-  crnet_mpi_comm_self.c = self;
+  world_comm.c = world;
+  self_comm.c = self;
   /* Every call of the library may come from any thread (crnet.h,
    * "Threads"), and its own tables are locked. */
   thread_level = required < MPI_THREAD_SINGLE     ? MPI_THREAD_SINGLE
@@ -129,17 +136,17 @@ int MPI_Finalize(void) {
       first = rc;
     free(c); /* a handle used after MPI_Finalize is erroneous (MPI 3.1, 8.7) */
   }
-  crnet_mpi_hidden_free(&crnet_mpi_comm_self);
-  crnet_mpi_hidden_free(&crnet_mpi_comm_world);
-  rc = crnet_comm_destroy(crnet_mpi_comm_self.c);
+  crnet_mpi_hidden_free(&self_comm);
+  crnet_mpi_hidden_free(&world_comm);
+  rc = crnet_comm_destroy(self_comm.c);
   if (rc != 0 && first == 0)
     first = rc;
-  crnet_mpi_comm_self.c = NULL;
+  self_comm.c = NULL;
   crnet_mpi_ops_fini();
-  rc = crnet_comm_destroy(crnet_mpi_comm_world.c);
+  rc = crnet_comm_destroy(world_comm.c);
   if (rc != 0 && first == 0)
     first = rc;
-  crnet_mpi_comm_world.c = NULL;
+  world_comm.c = NULL;
   phase = AFTER;
   pthread_mutex_unlock(&lock);
   if (first != 0)

@@ -100,7 +100,7 @@ static int record(int cls, const char *text) {
 static MPI_Errhandler handler_of(MPI_Comm comm) {
   if (comm == MPI_COMM_NULL)
     comm = MPI_COMM_WORLD;
-  return comm->errhandler;
+  return crnet_mpi_comm_of(comm)->errhandler;
 }
 
 int crnet_mpi_fail(MPI_Comm comm, const char *fn, int cls, const char *fmt,
@@ -126,20 +126,22 @@ int crnet_mpi_from_crnet(MPI_Comm comm, const char *fn, int rc) {
   const char *why;
   if (rc == 0)
     return MPI_SUCCESS;
+  comm = crnet_mpi_comm_of(comm);
   why = comm != MPI_COMM_NULL && comm->c != NULL ? crnet_comm_errmsg(comm->c)
                                                  : "";
   return crnet_mpi_fail(comm, fn, crnet_mpi_class_of(rc), "%s%s%s",
                         crnet_strerror(rc), why[0] != '\0' ? ": " : "", why);
 }
 
-int crnet_mpi_check_comm(MPI_Comm comm, const char *fn) {
+int crnet_mpi_check_comm(MPI_Comm *comm, const char *fn) {
   if (!crnet_mpi_ready())
     return crnet_mpi_fail(MPI_COMM_NULL, fn, MPI_ERR_OTHER,
                           "called before MPI_Init or after MPI_Finalize");
-  if (comm == MPI_COMM_NULL || comm->c == NULL)
+  *comm = crnet_mpi_comm_of(*comm);
+  if (*comm == MPI_COMM_NULL || (*comm)->c == NULL)
     return crnet_mpi_fail(MPI_COMM_NULL, fn, MPI_ERR_COMM,
-                          comm == MPI_COMM_NULL ? "MPI_COMM_NULL"
-                                                : "a freed communicator");
+                          *comm == MPI_COMM_NULL ? "MPI_COMM_NULL"
+                                                 : "a freed communicator");
   return MPI_SUCCESS;
 }
 
@@ -177,7 +179,7 @@ int MPI_Error_string(int errorcode, char *string, int *resultlen) {
 }
 
 int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler) {
-  int rc = crnet_mpi_check_comm(comm, "MPI_Comm_set_errhandler");
+  int rc = crnet_mpi_check_comm(&comm, "MPI_Comm_set_errhandler");
   if (rc != MPI_SUCCESS)
     return rc;
   if (errhandler != MPI_ERRORS_ARE_FATAL && errhandler != MPI_ERRORS_RETURN)
@@ -189,7 +191,7 @@ int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler) {
 }
 
 int MPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler *errhandler) {
-  int rc = crnet_mpi_check_comm(comm, "MPI_Comm_get_errhandler");
+  int rc = crnet_mpi_check_comm(&comm, "MPI_Comm_get_errhandler");
   if (rc != MPI_SUCCESS)
     return rc;
   if (errhandler == NULL)

@@ -37,15 +37,14 @@ extern "C" {
 
 /* --- handles ------------------------------------------------------------- */
 
-/* Communicators are pointers: MPI_COMM_WORLD and MPI_COMM_SELF are the
- * addresses of two objects of the library, constant expressions a program
- * may use in static initializers. */
+/* Communicators are pointers to the library's objects. MPI_COMM_WORLD and
+ * MPI_COMM_SELF are small integers cast to that type: constant
+ * expressions a program may use in static initializers, and no data
+ * symbol a program's executable would copy (and so fix the size of). */
 typedef struct crnet_mpi_comm *MPI_Comm;
-CRNET_MPI_EXTERN extern struct crnet_mpi_comm crnet_mpi_comm_world;
-CRNET_MPI_EXTERN extern struct crnet_mpi_comm crnet_mpi_comm_self;
-#define MPI_COMM_WORLD (&crnet_mpi_comm_world)
-#define MPI_COMM_SELF (&crnet_mpi_comm_self)
 #define MPI_COMM_NULL ((MPI_Comm)0)
+#define MPI_COMM_WORLD ((MPI_Comm)1)
+#define MPI_COMM_SELF ((MPI_Comm)2)
 
 typedef struct crnet_mpi_request *MPI_Request;
 #define MPI_REQUEST_NULL ((MPI_Request)0)

@@ -2,7 +2,7 @@
  * libcrnet's public API (crnet.h) and nothing else of crnet.
  *
  * Handles. A communicator is a struct crnet_mpi_comm holding its crnet
- * comm and error handler; MPI_COMM_WORLD and MPI_COMM_SELF are two static
+ * comm and error handler; MPI_COMM_WORLD and MPI_COMM_SELF name two static
  * ones, the others are allocated and listed (so MPI_Finalize can destroy
  * what the program left). A datatype is an index into a table of
  * (crnet base type, elements of it per MPI element); an operator an index
@@ -70,6 +70,9 @@ int crnet_mpi_request_started(MPI_Comm comm, const char *fn, int rc,
                               MPI_Request *request);
 
 /* --- state (env.c) --- */
+/* The library's object behind a handle: MPI_COMM_WORLD and MPI_COMM_SELF
+ * are small integers (mpi.h), every other handle is the object itself. */
+MPI_Comm crnet_mpi_comm_of(MPI_Comm handle);
 bool crnet_mpi_ready(void); /* between MPI_Init and MPI_Finalize */
 crnet_comm *crnet_mpi_world(void);
 void crnet_mpi_list_add(MPI_Comm comm);
@@ -94,9 +97,11 @@ int crnet_mpi_class_of(int rc);
 
 /* --- checks shared by the calls --- */
 
-/* 0 if comm is usable, else the error, raised (MPI_ERR_COMM, or MPI_ERR_OTHER
- * before MPI_Init or after MPI_Finalize). */
-int crnet_mpi_check_comm(MPI_Comm comm, const char *fn);
+/* 0 if *comm is usable, turned into the library's object behind it
+ * (crnet_mpi_comm_of); else the error, raised (MPI_ERR_COMM, or
+ * MPI_ERR_OTHER before MPI_Init or after MPI_Finalize). Every call gives
+ * it its own copy of the program's handle. */
+int crnet_mpi_check_comm(MPI_Comm *comm, const char *fn);
 
 /* --- datatypes and operators (types.c) --- */
 

@@ -10,10 +10,12 @@ typedef struct message {
   crnet_datatype dt;
 } message;
 
-static int check(MPI_Comm comm, const char *fn, int count, MPI_Datatype dt,
+/* *commp becomes the library's object behind the handle (check_comm). */
+static int check(MPI_Comm *commp, const char *fn, int count, MPI_Datatype dt,
                  int peer, bool any_ok, int tag, message *out) {
   crnet_mpi_type t;
-  int p, rc = crnet_mpi_check_comm(comm, fn);
+  int p, rc = crnet_mpi_check_comm(commp, fn);
+  MPI_Comm comm = *commp;
   if (rc != MPI_SUCCESS)
     return rc;
   p = crnet_comm_size(comm->c);
@@ -53,7 +55,7 @@ static void from_crnet_status(const crnet_status *st, MPI_Status *status) {
 int MPI_Send(const void *buf, int count, MPI_Datatype datatype, int dest,
              int tag, MPI_Comm comm) {
   message m;
-  int rc = check(comm, "MPI_Send", count, datatype, dest, false, tag, &m);
+  int rc = check(&comm, "MPI_Send", count, datatype, dest, false, tag, &m);
   if (rc != MPI_SUCCESS || dest == MPI_PROC_NULL)
     return rc;
   return crnet_mpi_from_crnet(
@@ -64,7 +66,7 @@ int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source, int tag,
              MPI_Comm comm, MPI_Status *status) {
   message m;
   crnet_status st;
-  int rc = check(comm, "MPI_Recv", count, datatype, source, true, tag, &m);
+  int rc = check(&comm, "MPI_Recv", count, datatype, source, true, tag, &m);
   if (rc != MPI_SUCCESS)
     return rc;
   if (source == MPI_PROC_NULL) {
@@ -82,11 +84,11 @@ int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                  MPI_Status *status) {
   message s, r;
   crnet_status st;
-  int rc = check(comm, "MPI_Sendrecv", sendcount, sendtype, dest, false,
+  int rc = check(&comm, "MPI_Sendrecv", sendcount, sendtype, dest, false,
                  sendtag, &s);
   if (rc == MPI_SUCCESS)
-    rc = check(comm, "MPI_Sendrecv", recvcount, recvtype, source, true, recvtag,
-               &r);
+    rc = check(&comm, "MPI_Sendrecv", recvcount, recvtype, source, true,
+               recvtag, &r);
   if (rc != MPI_SUCCESS)
     return rc;
   if (source == MPI_PROC_NULL) {
@@ -110,7 +112,7 @@ int MPI_Isend(const void *buf, int count, MPI_Datatype datatype, int dest,
               int tag, MPI_Comm comm, MPI_Request *request) {
   message m;
   struct crnet_mpi_request *r = NULL;
-  int rc = check(comm, "MPI_Isend", count, datatype, dest, false, tag, &m);
+  int rc = check(&comm, "MPI_Isend", count, datatype, dest, false, tag, &m);
   if (rc == MPI_SUCCESS)
     rc = crnet_mpi_request_new(comm, "MPI_Isend",
                                dest == MPI_PROC_NULL ? REQ_NULL_PEER : REQ_SEND,
@@ -131,7 +133,7 @@ int MPI_Irecv(void *buf, int count, MPI_Datatype datatype, int source, int tag,
               MPI_Comm comm, MPI_Request *request) {
   message m;
   struct crnet_mpi_request *r = NULL;
-  int rc = check(comm, "MPI_Irecv", count, datatype, source, true, tag, &m);
+  int rc = check(&comm, "MPI_Irecv", count, datatype, source, true, tag, &m);
   if (rc == MPI_SUCCESS)
     rc = crnet_mpi_request_new(
         comm, "MPI_Irecv", source == MPI_PROC_NULL ? REQ_NULL_PEER : REQ_RECV,

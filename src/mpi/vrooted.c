@@ -48,7 +48,7 @@ static int prep(MPI_Comm comm, const char *fn, bool gather, const void *sbuf,
                 const int counts[], const int displs[], MPI_Datatype rtype,
                 int rcount, int root, vcall *v) {
   crnet_mpi_type own, roots;
-  int rc = crnet_mpi_check_comm(comm, fn);
+  int rc = crnet_mpi_check_comm(&comm, fn);
   if (rc != MPI_SUCCESS)
     return rc;
   memset(v, 0, sizeof *v);
@@ -162,8 +162,10 @@ static int vrooted(MPI_Comm comm, const char *fn, bool gather, const void *sbuf,
                    int rcount, int root, MPI_Request *request) {
   struct crnet_mpi_request *r = NULL;
   vcall v;
-  int rc = prep(comm, fn, gather, sbuf, scount, stype, rbuf, counts, displs,
-                rtype, rcount, root, &v);
+  int rc;
+  comm = crnet_mpi_comm_of(comm); /* prep checks it */
+  rc = prep(comm, fn, gather, sbuf, scount, stype, rbuf, counts, displs, rtype,
+            rcount, root, &v);
   if (rc != MPI_SUCCESS)
     return rc;
   rc = hidden_of(comm, fn);

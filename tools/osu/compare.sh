@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The same OSU 5.3 sources built twice, with crnet-mpicc and with Open MPI's
 # mpicc, and run side by side: crnet-mpi under crlaunch, Open MPI under
-# mpirun over TCP (--mca btl tcp,self, as the table asks) or its
-# default (shared memory inside the host; BTL=default). Rounds alternate
+# mpirun, both over TCP (crnet with CRNET_TRANSPORT=tcp, Open MPI with
+# --mca btl tcp,self) or, with BTL=default, both on their defaults (shared
+# memory between the ranks of the host). Rounds alternate
 # (crnet, Open MPI, crnet, ...) so that the machine's noise falls on both;
 # the table gives per size the median over rounds of each one's figure
 # and the ratio crnet / Open MPI (latency: below 1 crnet faster; the
@@ -39,7 +40,11 @@ for spec in "$@"; do
       "$OSU/mpi/$dir/$name.c" "$OSU/mpi/$dir/$helper" -lm -lpthread
 done
 MPIRUN=(mpirun.openmpi --allow-run-as-root --oversubscribe -np "$P")
-[ "$BTL" = tcp ] && MPIRUN+=(--mca btl tcp,self --mca btl_tcp_if_include lo)
+CRLAUNCH=("$BUILD/src/crlaunch" -np "$P" --timeout 600)
+if [ "$BTL" = tcp ]; then
+  MPIRUN+=(--mca btl tcp,self --mca btl_tcp_if_include lo)
+  CRLAUNCH+=(-x CRNET_TRANSPORT=tcp)
+fi
 
 # Rows "lib bench size value" from one run's table.
 rows() {
@@ -50,7 +55,7 @@ for r in $(seq "$ROUNDS"); do
     name=${spec%% *}
     args=${spec#"$name"}
     # shellcheck disable=SC2086 # the benchmark's arguments are words
-    "$BUILD/src/crlaunch" -np "$P" --timeout 600 "$tmp/crnet/$name" $args |
+    "${CRLAUNCH[@]}" "$tmp/crnet/$name" $args |
       rows crnet "$name" >>"$tmp/rows"
     # shellcheck disable=SC2086
     "${MPIRUN[@]}" "$tmp/ompi/$name" $args 2>/dev/null |
@@ -64,7 +69,7 @@ p, rounds, btl = sys.argv[2], sys.argv[3], sys.argv[4]
 by = {}
 for lib, bench, size, v in rows:
     by.setdefault((bench, int(size)), {}).setdefault(lib, []).append(float(v))
-print(f"# p = {p}, {rounds} interleaved rounds, Open MPI btl {btl}; medians "
+print(f"# p = {p}, {rounds} interleaved rounds, both on {btl}; medians "
       "over rounds, [lowest-highest round]")
 print(f"# {'benchmark':<20} {'size':>9} {'crnet':>20} {'Open MPI':>20} {'crnet/OMPI':>10}")
 for (bench, size) in sorted(by):

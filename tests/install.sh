@@ -167,7 +167,7 @@ expect "installed crsched: ring allreduce at p = 3 sends in 2(p-1) rounds" \
 
 for f in "$lib/libcrnet-mpi.so" "$lib/libcrnet-mpi.so.0" \
   "$lib/pkgconfig/crnet-mpi.pc" "$root$INCLUDEDIR/crnet-mpi/mpi.h" \
-  "$bin/crnet-mpicc"; do
+  "$bin/crnet-mpicc" "$man/man1/crnet-mpicc.1"; do
   if [ -e "$f" ]; then ok "installed ${f#"$root"}"; else fail "missing ${f#"$root"}"; fi
 done
 expect "no mpi.h in the include directory itself (it would shadow an MPI's)" \
@@ -214,9 +214,10 @@ cd "$tmp" || give_up "cannot enter $tmp"
 
 # --- man pages -------------------------------------------------------------
 
-for page in man1/crlaunch.1 man1/crbench.1 man1/crsched.1 man3/crnet.3; do
+for page in man1/crlaunch.1 man1/crbench.1 man1/crsched.1 man1/crnet-mpicc.1 \
+  man3/crnet.3; do
   f=$man/$page
-  th=$(sed -n '1s/^\.TH [A-Z]* [13] "[0-9-]*" "\(.*\)" "crnet manual"$/\1/p' "$f")
+  th=$(sed -n '1s/^\.TH [A-Z-]* [13] "[0-9-]*" "\(.*\)" "crnet manual"$/\1/p' "$f")
   expect "$page: its .TH line names crnet $VERSION" "$th" "crnet $VERSION"
   [ -n "$MAN" ] || continue
   MANWIDTH=80 MANPAGER=cat "$MAN" --warnings -l "$f" >"$tmp/page" 2>"$tmp/warn"

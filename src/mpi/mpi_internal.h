@@ -18,6 +18,7 @@
 #ifndef CRNET_MPI_INTERNAL_H
 #define CRNET_MPI_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -29,7 +30,7 @@ struct crnet_mpi_comm {
   /* A dup of c made at the first MPI_Gatherv or MPI_Scatterv, whose
    * messages then cannot meet the program's own (vrooted.c); or NULL. */
   crnet_comm *hidden;
-  MPI_Errhandler errhandler;
+  _Atomic MPI_Errhandler errhandler; /* set and read from any thread */
   bool user; /* made by split or dup: freed by MPI_Comm_free */
   struct crnet_mpi_comm *next, *prev; /* the list of user comms */
 };

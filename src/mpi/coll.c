@@ -120,7 +120,7 @@ int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request) {
 
 int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root,
               MPI_Comm comm) {
-  moved m;
+  moved m = {0};
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Bcast"));
   CHECK(check_root(comm, "MPI_Bcast", root));
   CHECK(resolve(comm, "MPI_Bcast", count, datatype, &m));
@@ -130,7 +130,7 @@ int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root,
 
 int MPI_Ibcast(void *buffer, int count, MPI_Datatype datatype, int root,
                MPI_Comm comm, MPI_Request *request) {
-  moved m;
+  moved m = {0};
   struct crnet_mpi_request *r = NULL;
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Ibcast"));
   CHECK(check_root(comm, "MPI_Ibcast", root));
@@ -145,8 +145,8 @@ int MPI_Ibcast(void *buffer, int count, MPI_Datatype datatype, int root,
 
 int MPI_Reduce(const void *sendbuf, void *recvbuf, int count,
                MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm) {
-  moved m;
-  crnet_op cop;
+  moved m = {0};
+  crnet_op cop = CRNET_SUM;
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Reduce"));
   CHECK(check_root(comm, "MPI_Reduce", root));
   CHECK(reduction(comm, "MPI_Reduce", count, datatype, op, &m, &cop));
@@ -158,8 +158,8 @@ int MPI_Reduce(const void *sendbuf, void *recvbuf, int count,
 int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count,
                 MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm,
                 MPI_Request *request) {
-  moved m;
-  crnet_op cop;
+  moved m = {0};
+  crnet_op cop = CRNET_SUM;
   struct crnet_mpi_request *r = NULL;
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Ireduce"));
   CHECK(check_root(comm, "MPI_Ireduce", root));
@@ -174,8 +174,8 @@ int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count,
 
 int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count,
                   MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
-  moved m;
-  crnet_op cop;
+  moved m = {0};
+  crnet_op cop = CRNET_SUM;
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Allreduce"));
   CHECK(reduction(comm, "MPI_Allreduce", count, datatype, op, &m, &cop));
   return crnet_mpi_from_crnet(
@@ -186,8 +186,8 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count,
 int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count,
                    MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
                    MPI_Request *request) {
-  moved m;
-  crnet_op cop;
+  moved m = {0};
+  crnet_op cop = CRNET_SUM;
   struct crnet_mpi_request *r = NULL;
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Iallreduce"));
   CHECK(reduction(comm, "MPI_Iallreduce", count, datatype, op, &m, &cop));
@@ -201,8 +201,8 @@ int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count,
 
 int MPI_Scan(const void *sendbuf, void *recvbuf, int count,
              MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
-  moved m;
-  crnet_op cop;
+  moved m = {0};
+  crnet_op cop = CRNET_SUM;
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Scan"));
   CHECK(reduction(comm, "MPI_Scan", count, datatype, op, &m, &cop));
   return crnet_mpi_from_crnet(
@@ -213,8 +213,8 @@ int MPI_Scan(const void *sendbuf, void *recvbuf, int count,
 int MPI_Iscan(const void *sendbuf, void *recvbuf, int count,
               MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
               MPI_Request *request) {
-  moved m;
-  crnet_op cop;
+  moved m = {0};
+  crnet_op cop = CRNET_SUM;
   struct crnet_mpi_request *r = NULL;
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Iscan"));
   CHECK(reduction(comm, "MPI_Iscan", count, datatype, op, &m, &cop));
@@ -228,8 +228,8 @@ int MPI_Iscan(const void *sendbuf, void *recvbuf, int count,
 
 int MPI_Exscan(const void *sendbuf, void *recvbuf, int count,
                MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
-  moved m;
-  crnet_op cop;
+  moved m = {0};
+  crnet_op cop = CRNET_SUM;
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Exscan"));
   CHECK(reduction(comm, "MPI_Exscan", count, datatype, op, &m, &cop));
   return crnet_mpi_from_crnet(
@@ -240,8 +240,8 @@ int MPI_Exscan(const void *sendbuf, void *recvbuf, int count,
 int MPI_Iexscan(const void *sendbuf, void *recvbuf, int count,
                 MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
                 MPI_Request *request) {
-  moved m;
-  crnet_op cop;
+  moved m = {0};
+  crnet_op cop = CRNET_SUM;
   struct crnet_mpi_request *r = NULL;
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Iexscan"));
   CHECK(reduction(comm, "MPI_Iexscan", count, datatype, op, &m, &cop));
@@ -255,8 +255,8 @@ int MPI_Iexscan(const void *sendbuf, void *recvbuf, int count,
 
 int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
                              MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
-  moved m;
-  crnet_op cop;
+  moved m = {0};
+  crnet_op cop = CRNET_SUM;
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Reduce_scatter_block"));
   CHECK(reduction(comm, "MPI_Reduce_scatter_block", recvcount, datatype, op, &m,
                   &cop));
@@ -269,8 +269,8 @@ int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
 int MPI_Ireduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
                               MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
                               MPI_Request *request) {
-  moved m;
-  crnet_op cop;
+  moved m = {0};
+  crnet_op cop = CRNET_SUM;
   struct crnet_mpi_request *r = NULL;
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Ireduce_scatter_block"));
   CHECK(reduction(comm, "MPI_Ireduce_scatter_block", recvcount, datatype, op,
@@ -299,8 +299,8 @@ static int prep_reduce_scatter(MPI_Comm comm, const char *fn,
 int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf,
                        const int recvcounts[], MPI_Datatype datatype, MPI_Op op,
                        MPI_Comm comm) {
-  moved m;
-  crnet_op cop;
+  moved m = {0};
+  crnet_op cop = CRNET_SUM;
   size_t *counts;
   int rc;
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Reduce_scatter"));
@@ -315,8 +315,8 @@ int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf,
 int MPI_Ireduce_scatter(const void *sendbuf, void *recvbuf,
                         const int recvcounts[], MPI_Datatype datatype,
                         MPI_Op op, MPI_Comm comm, MPI_Request *request) {
-  moved m;
-  crnet_op cop;
+  moved m = {0};
+  crnet_op cop = CRNET_SUM;
   struct crnet_mpi_request *r = NULL;
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Ireduce_scatter"));
   CHECK(crnet_mpi_request_new(comm, "MPI_Ireduce_scatter", REQ_COLL, request,
@@ -342,7 +342,7 @@ int MPI_Ireduce_scatter(const void *sendbuf, void *recvbuf,
 static int prep_pair(MPI_Comm comm, const char *fn, const void *sendbuf,
                      int sendcount, MPI_Datatype sendtype, int recvcount,
                      MPI_Datatype recvtype, moved *r) {
-  moved s;
+  moved s = {0};
   CHECK(resolve(comm, fn, recvcount, recvtype, r));
   if (sendbuf == MPI_IN_PLACE)
     return MPI_SUCCESS;
@@ -353,7 +353,7 @@ static int prep_pair(MPI_Comm comm, const char *fn, const void *sendbuf,
 int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                   void *recvbuf, int recvcount, MPI_Datatype recvtype,
                   MPI_Comm comm) {
-  moved m;
+  moved m = {0};
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Allgather"));
   CHECK(prep_pair(comm, "MPI_Allgather", sendbuf, sendcount, sendtype,
                   recvcount, recvtype, &m));
@@ -365,7 +365,7 @@ int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
 int MPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                    void *recvbuf, int recvcount, MPI_Datatype recvtype,
                    MPI_Comm comm, MPI_Request *request) {
-  moved m;
+  moved m = {0};
   struct crnet_mpi_request *r = NULL;
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Iallgather"));
   CHECK(prep_pair(comm, "MPI_Iallgather", sendbuf, sendcount, sendtype,
@@ -381,7 +381,7 @@ int MPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
 int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                  void *recvbuf, int recvcount, MPI_Datatype recvtype,
                  MPI_Comm comm) {
-  moved m;
+  moved m = {0};
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Alltoall"));
   CHECK(prep_pair(comm, "MPI_Alltoall", sendbuf, sendcount, sendtype, recvcount,
                   recvtype, &m));
@@ -393,7 +393,7 @@ int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
 int MPI_Ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                   void *recvbuf, int recvcount, MPI_Datatype recvtype,
                   MPI_Comm comm, MPI_Request *request) {
-  moved m;
+  moved m = {0};
   struct crnet_mpi_request *r = NULL;
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Ialltoall"));
   CHECK(prep_pair(comm, "MPI_Ialltoall", sendbuf, sendcount, sendtype,
@@ -413,7 +413,7 @@ static int prep_rooted(MPI_Comm comm, const char *fn, int root, bool gather,
                        const void *sendbuf, int sendcount,
                        MPI_Datatype sendtype, const void *recvbuf,
                        int recvcount, MPI_Datatype recvtype, moved *m) {
-  moved s, r;
+  moved s = {0}, r = {0};
   int me = crnet_comm_rank(comm->c);
   CHECK(check_root(comm, fn, root));
   if (me != root) { /* only this rank's own side counts */
@@ -440,7 +440,7 @@ static int prep_rooted(MPI_Comm comm, const char *fn, int root, bool gather,
 int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                void *recvbuf, int recvcount, MPI_Datatype recvtype, int root,
                MPI_Comm comm) {
-  moved m;
+  moved m = {0};
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Gather"));
   CHECK(prep_rooted(comm, "MPI_Gather", root, true, sendbuf, sendcount,
                     sendtype, recvbuf, recvcount, recvtype, &m));
@@ -452,7 +452,7 @@ int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
 int MPI_Igather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                 void *recvbuf, int recvcount, MPI_Datatype recvtype, int root,
                 MPI_Comm comm, MPI_Request *request) {
-  moved m;
+  moved m = {0};
   struct crnet_mpi_request *r = NULL;
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Igather"));
   CHECK(prep_rooted(comm, "MPI_Igather", root, true, sendbuf, sendcount,
@@ -468,7 +468,7 @@ int MPI_Igather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
 int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                 void *recvbuf, int recvcount, MPI_Datatype recvtype, int root,
                 MPI_Comm comm) {
-  moved m;
+  moved m = {0};
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Scatter"));
   CHECK(prep_rooted(comm, "MPI_Scatter", root, false, sendbuf, sendcount,
                     sendtype, recvbuf, recvcount, recvtype, &m));
@@ -482,7 +482,7 @@ int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
 int MPI_Iscatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                  void *recvbuf, int recvcount, MPI_Datatype recvtype, int root,
                  MPI_Comm comm, MPI_Request *request) {
-  moved m;
+  moved m = {0};
   struct crnet_mpi_request *r = NULL;
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Iscatter"));
   CHECK(prep_rooted(comm, "MPI_Iscatter", root, false, sendbuf, sendcount,
@@ -546,7 +546,7 @@ static int prep_allgatherv(MPI_Comm comm, const char *fn, const void *sendbuf,
 int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                    void *recvbuf, const int recvcounts[], const int displs[],
                    MPI_Datatype recvtype, MPI_Comm comm) {
-  moved m;
+  moved m = {0};
   size_t own, *arrays;
   int rc, p;
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Allgatherv"));
@@ -563,7 +563,7 @@ int MPI_Iallgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                     void *recvbuf, const int recvcounts[], const int displs[],
                     MPI_Datatype recvtype, MPI_Comm comm,
                     MPI_Request *request) {
-  moved m;
+  moved m = {0};
   size_t own;
   struct crnet_mpi_request *r = NULL;
   int rc, p;
@@ -594,7 +594,7 @@ static int prep_alltoallv(MPI_Comm comm, const char *fn, const void *sendbuf,
                           void **temp) {
   int p = crnet_comm_size(comm->c), rc = MPI_SUCCESS;
   bool in_place = sendbuf == MPI_IN_PLACE;
-  moved s;
+  moved s = {0};
   const int *v[4] = {in_place ? recvcounts : sendcounts,
                      in_place ? rdispls : sdispls, recvcounts, rdispls};
   static const char *const names[4] = {"sendcounts", "sdispls", "recvcounts",
@@ -643,7 +643,7 @@ int MPI_Alltoallv(const void *sendbuf, const int sendcounts[],
                   const int sdispls[], MPI_Datatype sendtype, void *recvbuf,
                   const int recvcounts[], const int rdispls[],
                   MPI_Datatype recvtype, MPI_Comm comm) {
-  moved m;
+  moved m = {0};
   size_t *a;
   void *temp;
   int rc, p;
@@ -663,7 +663,7 @@ int MPI_Ialltoallv(const void *sendbuf, const int sendcounts[],
                    const int sdispls[], MPI_Datatype sendtype, void *recvbuf,
                    const int recvcounts[], const int rdispls[],
                    MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request) {
-  moved m;
+  moved m = {0};
   struct crnet_mpi_request *r = NULL;
   size_t *a;
   int rc, p;

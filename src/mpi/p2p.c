@@ -54,7 +54,7 @@ static void from_crnet_status(const crnet_status *st, MPI_Status *status) {
 
 int MPI_Send(const void *buf, int count, MPI_Datatype datatype, int dest,
              int tag, MPI_Comm comm) {
-  message m;
+  message m = {0};
   int rc = check(&comm, "MPI_Send", count, datatype, dest, false, tag, &m);
   if (rc != MPI_SUCCESS || dest == MPI_PROC_NULL)
     return rc;
@@ -64,7 +64,7 @@ int MPI_Send(const void *buf, int count, MPI_Datatype datatype, int dest,
 
 int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source, int tag,
              MPI_Comm comm, MPI_Status *status) {
-  message m;
+  message m = {0};
   crnet_status st;
   int rc = check(&comm, "MPI_Recv", count, datatype, source, true, tag, &m);
   if (rc != MPI_SUCCESS)
@@ -82,7 +82,7 @@ int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                  int dest, int sendtag, void *recvbuf, int recvcount,
                  MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm,
                  MPI_Status *status) {
-  message s, r;
+  message s = {0}, r = {0};
   crnet_status st;
   int rc = check(&comm, "MPI_Sendrecv", sendcount, sendtype, dest, false,
                  sendtag, &s);
@@ -110,7 +110,7 @@ int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
 
 int MPI_Isend(const void *buf, int count, MPI_Datatype datatype, int dest,
               int tag, MPI_Comm comm, MPI_Request *request) {
-  message m;
+  message m = {0};
   struct crnet_mpi_request *r = NULL;
   int rc = check(&comm, "MPI_Isend", count, datatype, dest, false, tag, &m);
   if (rc == MPI_SUCCESS)
@@ -131,7 +131,7 @@ int MPI_Isend(const void *buf, int count, MPI_Datatype datatype, int dest,
 
 int MPI_Irecv(void *buf, int count, MPI_Datatype datatype, int source, int tag,
               MPI_Comm comm, MPI_Request *request) {
-  message m;
+  message m = {0};
   struct crnet_mpi_request *r = NULL;
   int rc = check(&comm, "MPI_Irecv", count, datatype, source, true, tag, &m);
   if (rc == MPI_SUCCESS)

@@ -70,30 +70,26 @@ static const void *send_of(const void *sendbuf) {
   return sendbuf == MPI_IN_PLACE ? CRNET_IN_PLACE : sendbuf;
 }
 
-/* int counts (or displacements) of p ranks, times n, as size_t; NULL and
- * an error raised if one is negative or memory is short. */
-static size_t *widen(MPI_Comm comm, const char *fn, const int *v, int p,
-                     size_t n, const char *what, int *rc) {
+int crnet_mpi_widen(MPI_Comm comm, const char *fn, int k, const int *const v[],
+                    const char *const names[], int p, size_t n, size_t **out) {
   size_t *w;
-  if (v == NULL) {
-    *rc = crnet_mpi_fail(comm, fn, MPI_ERR_ARG, "%s is NULL", what);
-    return NULL;
-  }
-  w = malloc(sizeof *w * (size_t)(p > 0 ? p : 1));
-  if (w == NULL) {
-    *rc = crnet_mpi_fail(comm, fn, MPI_ERR_NO_MEM, "%s", what);
-    return NULL;
-  }
-  for (int i = 0; i < p; i++) {
-    if (v[i] < 0) {
-      free(w);
-      *rc =
-          crnet_mpi_fail(comm, fn, MPI_ERR_COUNT, "%s[%d] = %d", what, i, v[i]);
-      return NULL;
+  for (int a = 0; a < k; a++)
+    if (v[a] == NULL)
+      return crnet_mpi_fail(comm, fn, MPI_ERR_ARG, "%s is NULL", names[a]);
+  w = malloc(sizeof *w * (size_t)k * (size_t)(p > 0 ? p : 1));
+  if (w == NULL)
+    return crnet_mpi_fail(comm, fn, MPI_ERR_NO_MEM, "%s", names[0]);
+  for (int a = 0; a < k; a++)
+    for (int i = 0; i < p; i++) {
+      if (v[a][i] < 0) {
+        free(w);
+        return crnet_mpi_fail(comm, fn, MPI_ERR_COUNT, "%s[%d] = %d", names[a],
+                              i, v[a][i]);
+      }
+      w[(size_t)a * (size_t)p + (size_t)i] = (size_t)v[a][i] * n;
     }
-    w[i] = (size_t)v[i] * n;
-  }
-  return w;
+  *out = w;
+  return MPI_SUCCESS;
 }
 
 #define CHECK(expr)                                                            \
@@ -289,11 +285,10 @@ static int prep_reduce_scatter(MPI_Comm comm, const char *fn,
                                const int recvcounts[], MPI_Datatype datatype,
                                MPI_Op op, moved *m, crnet_op *cop,
                                size_t **out) {
-  int rc;
+  static const char *const names[] = {"recvcounts"};
   CHECK(reduction(comm, fn, 1, datatype, op, m, cop));
-  *out = widen(comm, fn, recvcounts, crnet_comm_size(comm->c), m->t.n,
-               "recvcounts", &rc);
-  return *out != NULL ? MPI_SUCCESS : rc;
+  return crnet_mpi_widen(comm, fn, 1, (const int *const[]){recvcounts}, names,
+                         crnet_comm_size(comm->c), m->t.n, out);
 }
 
 int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf,
@@ -505,26 +500,10 @@ static int prep_allgatherv(MPI_Comm comm, const char *fn, const void *sendbuf,
                            MPI_Datatype recvtype, moved *m, size_t *own,
                            size_t **arrays) {
   int p = crnet_comm_size(comm->c), me = crnet_comm_rank(comm->c), rc;
-  size_t *counts, *dis;
+  static const char *const names[] = {"recvcounts", "displs"};
   CHECK(resolve(comm, fn, 1, recvtype, m));
-  counts = widen(comm, fn, recvcounts, p, m->t.n, "recvcounts", &rc);
-  if (counts == NULL)
-    return rc;
-  dis = widen(comm, fn, displs, p, m->t.n, "displs", &rc);
-  if (dis == NULL) {
-    free(counts);
-    return rc;
-  }
-  *arrays = malloc(sizeof **arrays * 2 * (size_t)p);
-  if (*arrays == NULL) {
-    free(counts);
-    free(dis);
-    return crnet_mpi_fail(comm, fn, MPI_ERR_NO_MEM, "counts");
-  }
-  memcpy(*arrays, counts, sizeof *counts * (size_t)p);
-  memcpy(*arrays + p, dis, sizeof *dis * (size_t)p);
-  free(counts);
-  free(dis);
+  CHECK(crnet_mpi_widen(comm, fn, 2, (const int *const[]){recvcounts, displs},
+                        names, p, m->t.n, arrays));
   *own = (*arrays)[me];
   if (sendbuf != MPI_IN_PLACE) {
     moved s;
@@ -592,7 +571,7 @@ static int prep_alltoallv(MPI_Comm comm, const char *fn, const void *sendbuf,
                           const int recvcounts[], const int rdispls[],
                           MPI_Datatype recvtype, moved *m, size_t **arrays,
                           void **temp) {
-  int p = crnet_comm_size(comm->c), rc = MPI_SUCCESS;
+  int p = crnet_comm_size(comm->c);
   bool in_place = sendbuf == MPI_IN_PLACE;
   moved s = {0};
   const int *v[4] = {in_place ? recvcounts : sendcounts,
@@ -610,18 +589,7 @@ static int prep_alltoallv(MPI_Comm comm, const char *fn, const void *sendbuf,
                             s.count, crnet_datatype_name(s.dt), m->count,
                             crnet_datatype_name(m->dt));
   }
-  *arrays = malloc(sizeof **arrays * 4 * (size_t)p);
-  if (*arrays == NULL)
-    return crnet_mpi_fail(comm, fn, MPI_ERR_NO_MEM, "counts");
-  for (int k = 0; k < 4; k++) {
-    size_t *w = widen(comm, fn, v[k], p, m->t.n, names[k], &rc);
-    if (w == NULL) {
-      free(*arrays);
-      return rc;
-    }
-    memcpy(*arrays + (size_t)k * (size_t)p, w, sizeof *w * (size_t)p);
-    free(w);
-  }
+  CHECK(crnet_mpi_widen(comm, fn, 4, v, names, p, m->t.n, arrays));
   if (in_place) {
     size_t end = 0, es = crnet_datatype_size(m->dt);
     for (int j = 0; j < p; j++) {

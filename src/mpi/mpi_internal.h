@@ -56,6 +56,11 @@ struct crnet_mpi_request {
  * CRNET_EINVAL, keeping it, while requests of it are in flight. */
 int crnet_mpi_hidden_free(MPI_Comm comm);
 
+/* Fills *status (unless MPI_STATUS_IGNORE) with the source, tag, class of
+ * crnet's result rc, and the bytes received (requests.c). */
+void crnet_mpi_status(MPI_Status *status, int source, int tag, int rc,
+                      size_t bytes);
+
 /* Frees what request r holds and r itself (requests.c). */
 void crnet_mpi_request_free(struct crnet_mpi_request *r);
 
@@ -103,6 +108,13 @@ int crnet_mpi_class_of(int rc);
  * MPI_ERR_OTHER before MPI_Init or after MPI_Finalize). Every call gives
  * it its own copy of the program's handle. */
 int crnet_mpi_check_comm(MPI_Comm *comm, const char *fn);
+
+/* k arrays v[0..k) of p ints (counts or displacements), each times n, as
+ * one array of k * p size_t in *out (freed by the caller): 0, or the error
+ * raised (a NULL array, a negative entry, no memory). names[] name them
+ * in the message. (coll.c) */
+int crnet_mpi_widen(MPI_Comm comm, const char *fn, int k, const int *const v[],
+                    const char *const names[], int p, size_t n, size_t **out);
 
 /* --- datatypes and operators (types.c) --- */
 

@@ -34,24 +34,6 @@ static int check(MPI_Comm *commp, const char *fn, int count, MPI_Datatype dt,
   return MPI_SUCCESS;
 }
 
-static void null_status(MPI_Status *status) {
-  if (status == MPI_STATUS_IGNORE)
-    return;
-  status->MPI_SOURCE = MPI_PROC_NULL;
-  status->MPI_TAG = MPI_ANY_TAG;
-  status->MPI_ERROR = MPI_SUCCESS;
-  status->crnet_bytes_ = 0;
-}
-
-static void from_crnet_status(const crnet_status *st, MPI_Status *status) {
-  if (status == MPI_STATUS_IGNORE)
-    return;
-  status->MPI_SOURCE = st->source;
-  status->MPI_TAG = st->tag;
-  status->MPI_ERROR = crnet_mpi_class_of(st->error);
-  status->crnet_bytes_ = st->bytes;
-}
-
 int MPI_Send(const void *buf, int count, MPI_Datatype datatype, int dest,
              int tag, MPI_Comm comm) {
   message m = {0};
@@ -70,11 +52,11 @@ int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source, int tag,
   if (rc != MPI_SUCCESS)
     return rc;
   if (source == MPI_PROC_NULL) {
-    null_status(status);
+    crnet_mpi_status(status, MPI_PROC_NULL, MPI_ANY_TAG, 0, 0);
     return MPI_SUCCESS;
   }
   rc = crnet_recv(comm->c, buf, m.count, m.dt, source, tag, &st);
-  from_crnet_status(&st, status);
+  crnet_mpi_status(status, st.source, st.tag, st.error, st.bytes);
   return crnet_mpi_from_crnet(comm, "MPI_Recv", rc);
 }
 
@@ -92,7 +74,7 @@ int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
   if (rc != MPI_SUCCESS)
     return rc;
   if (source == MPI_PROC_NULL) {
-    null_status(status);
+    crnet_mpi_status(status, MPI_PROC_NULL, MPI_ANY_TAG, 0, 0);
     if (dest == MPI_PROC_NULL)
       return MPI_SUCCESS;
     return crnet_mpi_from_crnet(
@@ -104,7 +86,7 @@ int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
   else
     rc = crnet_sendrecv(comm->c, sendbuf, s.count, s.dt, dest, sendtag, recvbuf,
                         r.count, r.dt, source, recvtag, &st);
-  from_crnet_status(&st, status);
+  crnet_mpi_status(status, st.source, st.tag, st.error, st.bytes);
   return crnet_mpi_from_crnet(comm, "MPI_Sendrecv", rc);
 }
 

@@ -42,27 +42,27 @@ int crnet_mpi_request_started(MPI_Comm comm, const char *fn, int rc,
   return MPI_SUCCESS;
 }
 
-static void empty_status(MPI_Status *status) {
+void crnet_mpi_status(MPI_Status *status, int source, int tag, int rc,
+                      size_t bytes) {
   if (status == MPI_STATUS_IGNORE)
     return;
-  status->MPI_SOURCE = MPI_ANY_SOURCE;
-  status->MPI_TAG = MPI_ANY_TAG;
-  status->MPI_ERROR = MPI_SUCCESS;
-  status->crnet_bytes_ = 0;
+  status->MPI_SOURCE = source;
+  status->MPI_TAG = tag;
+  status->MPI_ERROR = crnet_mpi_class_of(rc);
+  status->crnet_bytes_ = bytes;
+}
+
+static void empty_status(MPI_Status *status) {
+  crnet_mpi_status(status, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, 0);
 }
 
 static void fill_status(const struct crnet_mpi_request *r, MPI_Status *status) {
-  if (status == MPI_STATUS_IGNORE)
-    return;
-  empty_status(status);
-  if (r->kind == REQ_RECV) {
-    status->MPI_SOURCE = r->st.source;
-    status->MPI_TAG = r->st.tag;
-    status->crnet_bytes_ = r->st.bytes;
-  } else if (r->kind == REQ_NULL_PEER) {
-    status->MPI_SOURCE = MPI_PROC_NULL;
-  }
-  status->MPI_ERROR = crnet_mpi_class_of(r->rc);
+  if (r->kind == REQ_RECV)
+    crnet_mpi_status(status, r->st.source, r->st.tag, r->rc, r->st.bytes);
+  else
+    crnet_mpi_status(status,
+                     r->kind == REQ_NULL_PEER ? MPI_PROC_NULL : MPI_ANY_SOURCE,
+                     MPI_ANY_TAG, r->rc, 0);
 }
 
 /* A part of a REQ_PARTS request completed with rc: the first failure is

@@ -204,8 +204,7 @@ int MPI_Get_count(const MPI_Status *status, MPI_Datatype datatype, int *count) {
 /* --- operators --- */
 
 typedef struct user_op {
-  MPI_User_function *fn;
-  crnet_op op;
+  crnet_op op; /* calls call_user with the MPI function as its ctx */
   bool live;
 } user_op;
 
@@ -335,7 +334,6 @@ int MPI_Op_create(MPI_User_function *function, int commute, MPI_Op *op) {
     rc = crnet_op_create(&user_ops[i].op, call_user,
                          (void *)(uintptr_t)function, commute);
     if (rc == 0) {
-      user_ops[i].fn = function;
       user_ops[i].live = true;
       *op = FIRST_USER_OP + i;
     }

@@ -88,23 +88,12 @@ static int prep(MPI_Comm comm, const char *fn, bool gather, const void *sbuf,
                           gather ? "receive" : "send",
                           crnet_datatype_name(roots.base));
   v->dt = roots.base;
-  if (counts == NULL || displs == NULL)
-    return crnet_mpi_fail(comm, fn, MPI_ERR_ARG,
-                          "counts or displacements are NULL");
-  v->counts = malloc(sizeof *v->counts * 2 * (size_t)v->p);
-  if (v->counts == NULL)
-    return crnet_mpi_fail(comm, fn, MPI_ERR_NO_MEM, "counts");
+  static const char *const names[] = {"counts", "displs"};
+  rc = crnet_mpi_widen(comm, fn, 2, (const int *const[]){counts, displs}, names,
+                       v->p, roots.n, &v->counts);
+  if (rc != MPI_SUCCESS)
+    return rc;
   v->displs = v->counts + v->p;
-  for (int r = 0; r < v->p; r++) {
-    if (counts[r] < 0 || displs[r] < 0) {
-      free(v->counts);
-      return crnet_mpi_fail(comm, fn, MPI_ERR_COUNT,
-                            "counts[%d] = %d, displs[%d] = %d", r, counts[r], r,
-                            displs[r]);
-    }
-    v->counts[r] = (size_t)counts[r] * roots.n;
-    v->displs[r] = (size_t)displs[r] * roots.n;
-  }
   if (!in_place && v->own != v->counts[root]) {
     size_t want = v->counts[root];
     free(v->counts);

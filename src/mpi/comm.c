@@ -88,9 +88,9 @@ int MPI_Comm_free(MPI_Comm *comm) {
   if (!c->user)
     return crnet_mpi_fail(c, "MPI_Comm_free", MPI_ERR_COMM,
                           "MPI_COMM_WORLD and MPI_COMM_SELF are not freed");
-  /* crnet refuses while requests are in flight; MPI would free it once
-   * they complete. */
-  rc = crnet_mpi_hidden_free(c);
+  /* Refused while requests of it are not yet reported, even complete ones
+   * (crnet_mpi_comm.requests); MPI would free it once they are. */
+  rc = atomic_load(&c->requests) > 0 ? CRNET_EINVAL : crnet_mpi_hidden_free(c);
   if (rc != CRNET_EINVAL)
     rc = crnet_comm_destroy(c->c);
   if (rc == CRNET_EINVAL)

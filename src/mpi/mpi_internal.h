@@ -32,6 +32,10 @@ struct crnet_mpi_comm {
   crnet_comm *hidden;
   _Atomic MPI_Errhandler errhandler; /* set and read from any thread */
   bool user; /* made by split or dup: freed by MPI_Comm_free */
+  /* MPI requests of this comm not yet reported by a wait or test: while
+   * there are any, the crnet comm must stay (its destroy would free
+   * complete crnet requests the MPI ones still point to). */
+  _Atomic int requests;
   struct crnet_mpi_comm *next, *prev; /* the list of user comms */
 };
 

@@ -11,6 +11,7 @@
 #include "mpi_internal.h"
 
 void crnet_mpi_request_free(struct crnet_mpi_request *r) {
+  atomic_fetch_sub(&r->comm->requests, 1);
   free(r->arrays);
   free(r->temp);
   free(r->parts);
@@ -27,6 +28,7 @@ int crnet_mpi_request_new(MPI_Comm comm, const char *fn, enum request_kind kind,
     return crnet_mpi_fail(comm, fn, MPI_ERR_NO_MEM, "a request");
   (*out)->kind = kind;
   (*out)->comm = comm;
+  atomic_fetch_add(&comm->requests, 1);
   return MPI_SUCCESS;
 }
 

@@ -581,6 +581,27 @@ static void check_errors(void) {
              error_text(code));
     }
   }
+  /* a negative count in a v-variant's array, the same on every rank */
+  int *neg = malloc(sizeof(int) * (size_t)p), *dneg = calloc((size_t)p,
+                                                              sizeof(int));
+  for (int r = 0; r < p; r++)
+    neg[r] = r == p - 1 ? -2 : 1;
+  code = MPI_Allgatherv(&x, 1, MPI_INT, rv, neg, dneg, MPI_INT, c);
+  EXPECT(error_class(code) == MPI_ERR_COUNT, "allgatherv count -2: %s",
+         error_text(code));
+  free(neg);
+  free(dneg);
+  /* a comm with a request in flight is not freed; after the wait it is */
+  MPI_Comm busy;
+  MPI_Request req;
+  OK(MPI_Comm_dup(c, &busy));
+  OK(MPI_Ibarrier(busy, &req));
+  code = MPI_Comm_free(&busy);
+  EXPECT(error_class(code) == MPI_ERR_UNSUPPORTED_OPERATION &&
+             busy != MPI_COMM_NULL,
+         "free with a request in flight: %s", error_text(code));
+  OK(MPI_Wait(&req, MPI_STATUS_IGNORE));
+  OK(MPI_Comm_free(&busy));
   /* the comm still works */
   OK(MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, c));
   EXPECT(y == p, "after the errors: %d", y);

@@ -305,7 +305,8 @@ END_TEST
  * timeout) and the next calls work. */
 static int rank_stranger(int rank, int p, void *arg) {
   crnet_comm *c;
-  int rc, fd = -1, closed = 0;
+  int rc, fd = -1;
+  int32_t closed = 0, all_closed = 0;
   int32_t x = rank, y = 0;
   (void)arg;
   setenv("CRNET_LAZY_LINKS", "1", 1);
@@ -325,22 +326,34 @@ static int rank_stranger(int rank, int p, void *arg) {
     rc = crnet_allreduce(c, &x, &y, 1, CRNET_INT32, CRNET_SUM);
   if (rc == 0 && y != p * (p - 1) / 2)
     rc = CRNET_EMISMATCH;
+  /* Rank 1's loop reads the garbage while it runs: during the calls above
+   * or the barriers here, which every rank makes (a collective only rank 1
+   * made would be a mismatch), until rank 1 sees the stranger closed. The
+   * others learn that from the allreduce, so all leave the loop together. */
   if (fd >= 0) {
-    /* The rank's loop ran during the calls and has read the garbage;
-     * the stranger sees the connection closed. */
     struct timeval tv = {.tv_sec = 5};
-    char buf[64];
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    for (int i = 0; rc == 0 && i < 200 && !closed; i++) {
+  }
+  for (int i = 0; rc == 0 && !all_closed; i++) {
+    if (fd >= 0 && !closed) {
+      char buf[64];
       ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
       closed = n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
-      if (!closed) {
-        rc = crnet_barrier(c);
-        usleep(10000);
-      }
     }
+    if (fd < 0 || closed || i == 200)
+      closed = 1; /* after 200 turns: rank 1 stops the loop, and fails */
+    rc = crnet_allreduce(c, &closed, &all_closed, 1, CRNET_INT32, CRNET_MIN);
+    if (rc == 0 && !all_closed) {
+      rc = crnet_barrier(c);
+      usleep(10000);
+    }
+  }
+  if (fd >= 0) {
+    char buf[1];
+    ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    bool gone = n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
     close(fd);
-    if (rc == 0 && !closed)
+    if (rc == 0 && !gone)
       rc = CRNET_ETIMEDOUT;
   }
   return finish_rank(rank, c, rc);

@@ -653,6 +653,20 @@ CRNET_EXTERN int crnet_irecv(crnet_comm *comm, void *buf, size_t count,
                              crnet_datatype dt, int source, int tag,
                              crnet_status *status, crnet_request **req);
 
+/* Whether a message that crnet_recv(comm, ..., source, tag, ...) would take
+ * has come, without taking it: its source, tag and size go to status (may
+ * be NULL), and the next receive that matches it gets it (unless another
+ * thread receives it first). crnet_probe waits until such a message has
+ * come; crnet_iprobe looks, lets the comm's loop run once, looks again,
+ * and sets *flag to 1 (status filled) or 0 (status untouched), so a loop
+ * of crnet_iprobe calls moves messages on. A message whose receive is
+ * already posted goes to that receive and is never seen here. Failures are
+ * those of crnet_recv, a rank that left included. */
+CRNET_EXTERN int crnet_probe(crnet_comm *comm, int source, int tag,
+                             crnet_status *status);
+CRNET_EXTERN int crnet_iprobe(crnet_comm *comm, int source, int tag,
+                              int *flag, crnet_status *status);
+
 /* Chooses the schedule for one collective on this comm: "auto" (the
  * default), "circulant", "circulant-doubling", "circulant-linear",
  * "circulant-sqrt", "ring", ... Every rank must choose alike. The environment

@@ -2,10 +2,10 @@
  * tags and wildcards, statuses, messages that come before their receive
  * (eager and rendezvous), truncation, messages to oneself, sendrecv,
  * messages on sub-communicators and beside collectives, the memory a
- * flood of unexpected messages takes, a lost peer, and misuse.
+ * flood of unexpected messages takes, probes, a lost peer, and misuse.
  *
  * Cases (CK_RUN_CASE): "order", "unexpected", "edges", "comms", "memory",
- * "failure", "abort-write", "left"; argument "unit" runs the argument checks in a job of one.
+ * "failure", "abort-write", "probe", "left"; argument "unit" runs the argument checks in a job of one.
  * Messages with the progress thread, and from threads of their own beside
  * the world's collectives (for ThreadSanitizer, suite `threads`): the case
  * "p2p-threads" of test_comms.c.
@@ -557,6 +557,127 @@ START_TEST(receive_from_a_rank_that_left_fails) {
 }
 END_TEST
 
+/* --- probe: looking at a message before receiving it ------------------------ */
+
+/* Waits (iprobe in a loop, nothing else) until a message of (src, tag)
+ * has come: a loop of iprobe calls must move messages on by itself. */
+static int iprobe_until(crnet_comm *c, int src, int tag, crnet_status *st) {
+  double give_up = now_s() + 20;
+  int flag = 0, rc;
+  while ((rc = crnet_iprobe(c, src, tag, &flag, st)) == 0 && !flag &&
+         now_s() < give_up)
+    ;
+  return rc != 0 ? rc : flag ? 0 : CRNET_ETIMEDOUT;
+}
+
+/* Rank 1 receives everything the others send it through probes: first
+ * the sizes a probe must report (0, eager, rendezvous, to itself), then
+ * the pattern of a program that receives messages of unknown size from
+ * anyone: probe, allocate what the status says, receive that message. */
+static int rank_probe(int rank, int size, void *arg) {
+  crnet_comm *c = init_or_die(rank);
+  enum { K = 12 };
+  crnet_status st = {.source = -5, .tag = -5, .bytes = 99};
+  int flag = -1;
+  (void)arg;
+  if (rank == 1) {
+    /* Nothing sent yet: the flag is 0 and the status untouched. */
+    CALL(crnet_iprobe(c, 2, 999, &flag, &st));
+    FAIL_IF(flag != 0 || st.source != -5 || st.bytes != 99,
+            "iprobe before any send: flag %d, source %d", flag, st.source);
+  }
+  CALL(crnet_barrier(c));
+  if (rank == 2) {
+    uint8_t b[100];
+    fill(b, sizeof b, 2, 999);
+    CALL(crnet_send(c, b, sizeof b, CRNET_UINT8, 1, 999));
+  } else if (rank == 0) {
+    size_t n = 3 << 20;
+    uint8_t *b = malloc(n);
+    FAIL_IF(b == NULL, "out of memory");
+    fill(b, n, 0, 7);
+    CALL(crnet_send(c, b, n, CRNET_UINT8, 1, 7)); /* waits for the receive */
+    CALL(crnet_send(c, b, 0, CRNET_UINT8, 1, 8));
+    free(b);
+  } else if (rank == 1) {
+    uint8_t small[100], *big;
+    crnet_status again;
+    CALL(iprobe_until(c, 2, 999, &st));
+    FAIL_IF(st.source != 2 || st.tag != 999 || st.bytes != 100,
+            "iprobe: source %d tag %d bytes %zu", st.source, st.tag, st.bytes);
+    /* A rendezvous message: announced, its size known before its data. */
+    CALL(iprobe_until(c, CRNET_ANY_SOURCE, 7, &st));
+    FAIL_IF(st.source != 0 || st.bytes != (size_t)3 << 20,
+            "iprobe of the large message: source %d bytes %zu", st.source,
+            st.bytes);
+    /* A probe takes nothing: the same message again. */
+    CALL(crnet_probe(c, CRNET_ANY_SOURCE, 7, &again));
+    FAIL_IF(again.source != 0 || again.bytes != st.bytes, "probe again");
+    big = malloc(st.bytes);
+    FAIL_IF(big == NULL, "out of memory");
+    CALL(crnet_recv(c, big, st.bytes, CRNET_UINT8, st.source, st.tag, NULL));
+    FAIL_IF(!check(big, st.bytes, 0, 7), "the large message");
+    free(big);
+    CALL(crnet_recv(c, small, sizeof small, CRNET_UINT8, 2, 999, &st));
+    FAIL_IF(!check(small, st.bytes, 2, 999), "the small message");
+    CALL(crnet_probe(c, 0, CRNET_ANY_TAG, &st));
+    FAIL_IF(st.tag != 8 || st.bytes != 0, "the empty message: tag %d, %zu "
+            "bytes", st.tag, st.bytes);
+    CALL(crnet_recv(c, NULL, 0, CRNET_UINT8, 0, 8, NULL));
+    /* To oneself. */
+    {
+      int64_t x = 77, y = 0;
+      crnet_request *r;
+      CALL(crnet_isend(c, &x, 1, CRNET_INT64, 1, 5, &r));
+      CALL(crnet_probe(c, 1, 5, &st));
+      FAIL_IF(st.source != 1 || st.bytes != 8, "probe of a message to self");
+      CALL(crnet_recv(c, &y, 1, CRNET_INT64, 1, 5, NULL));
+      CALL(crnet_wait(&r));
+      FAIL_IF(y != 77, "message to self: %lld", (long long)y);
+    }
+  }
+  CALL(crnet_barrier(c));
+  /* Unknown sizes from anyone, in each sender's order. */
+  if (rank == 1) {
+    int next[3] = {0, 0, 0};
+    for (int k = 0; k < 2 * K; k++) {
+      uint8_t *b;
+      CALL(crnet_probe(c, CRNET_ANY_SOURCE, CRNET_ANY_TAG, &st));
+      FAIL_IF(st.source == 1 || st.tag != next[st.source],
+              "message %d: source %d tag %d, expected tag %d", k, st.source,
+              st.tag, st.source == 1 ? -1 : next[st.source]);
+      FAIL_IF(st.bytes != sizes[st.tag % NSIZES], "message %d: %zu bytes", k,
+              st.bytes);
+      b = malloc(st.bytes + 1);
+      FAIL_IF(b == NULL, "out of memory");
+      CALL(crnet_recv(c, b, st.bytes, CRNET_UINT8, st.source, st.tag, NULL));
+      FAIL_IF(!check(b, st.bytes, st.source, st.tag), "message %d", k);
+      free(b);
+      next[st.source]++;
+    }
+  } else if (rank == 0 || rank == 2) {
+    for (int k = 0; k < K; k++) {
+      uint8_t *b = malloc(sizes[k % NSIZES] + 1);
+      FAIL_IF(b == NULL, "out of memory");
+      fill(b, sizes[k % NSIZES], rank, k);
+      CALL(crnet_send(c, b, sizes[k % NSIZES], CRNET_UINT8, 1, k));
+      free(b);
+    }
+  }
+  (void)size;
+  CALL(crnet_barrier(c));
+  CALL(crnet_comm_destroy(c));
+  return EXIT_OK;
+}
+
+START_TEST(probe_sees_without_taking) {
+  job j;
+  job_init(&j, 3, 30);
+  run_job(&j, rank_probe, NULL, 120);
+  expect_all_ok(&j, __func__);
+}
+END_TEST
+
 /* --- misuse, in a job of one ------------------------------------------------- */
 
 START_TEST(misuse_is_refused) {
@@ -584,6 +705,21 @@ START_TEST(misuse_is_refused) {
   ck_assert_int_eq(crnet_irecv(c, &x, 1, CRNET_INT64, 5, 0, NULL, &r),
                    CRNET_EINVAL);
   ck_assert_ptr_null(r);
+  {
+    int flag = 3;
+    ck_assert_int_eq(crnet_iprobe(c, 0, 0, NULL, NULL), CRNET_EINVAL);
+    ck_assert_ptr_nonnull(strstr(crnet_comm_errmsg(c), "flag is NULL"));
+    ck_assert_int_eq(crnet_iprobe(c, 1, 0, &flag, NULL), CRNET_EINVAL);
+    ck_assert_int_eq(flag, 0);
+    ck_assert_int_eq(crnet_probe(c, 0, -2, NULL), CRNET_EINVAL);
+    ck_assert_ptr_nonnull(strstr(crnet_comm_errmsg(c), "negative"));
+    ck_assert_int_eq(crnet_probe(NULL, 0, 0, NULL), CRNET_EINVAL);
+    /* Nothing to see in a job of one with nothing sent. */
+    ck_assert_int_eq(crnet_iprobe(c, CRNET_ANY_SOURCE, CRNET_ANY_TAG, &flag,
+                                  NULL),
+                     0);
+    ck_assert_int_eq(flag, 0);
+  }
   /* A sendrecv with one bad half starts nothing. */
   ck_assert_int_eq(crnet_sendrecv(c, &x, 1, CRNET_INT64, 0, 0, &x, 1,
                                   CRNET_INT64, 0, -3, NULL),
@@ -680,6 +816,7 @@ int main(int argc, char **argv) {
         {"memory", unexpected_memory_is_bounded},
         {"failure", lost_peer_ends_a_receive},
         {"abort-write", abort_reaches_a_sender_whose_write_fails},
+        {"probe", probe_sees_without_taking},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
       t = tcase_create(cases[i].name);

@@ -145,6 +145,9 @@ int MPI_Reduce(const void *sendbuf, void *recvbuf, int count,
   crnet_op cop = CRNET_SUM;
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Reduce"));
   CHECK(check_root(comm, "MPI_Reduce", root));
+  if (CRNET_MPI_IS_LOC(op))
+    return crnet_mpi_loc(comm, "MPI_Reduce", sendbuf, recvbuf, count, NULL,
+                         datatype, op, root);
   CHECK(reduction(comm, "MPI_Reduce", count, datatype, op, &m, &cop));
   return crnet_mpi_from_crnet(comm, "MPI_Reduce",
                               crnet_reduce(comm->c, send_of(sendbuf), recvbuf,
@@ -173,6 +176,9 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count,
   moved m = {0};
   crnet_op cop = CRNET_SUM;
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Allreduce"));
+  if (CRNET_MPI_IS_LOC(op))
+    return crnet_mpi_loc(comm, "MPI_Allreduce", sendbuf, recvbuf, count, NULL,
+                         datatype, op, -1);
   CHECK(reduction(comm, "MPI_Allreduce", count, datatype, op, &m, &cop));
   return crnet_mpi_from_crnet(
       comm, "MPI_Allreduce",
@@ -254,6 +260,19 @@ int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
   moved m = {0};
   crnet_op cop = CRNET_SUM;
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Reduce_scatter_block"));
+  if (CRNET_MPI_IS_LOC(op)) {
+    int p = crnet_comm_size(comm->c), rc;
+    int *counts = malloc(sizeof *counts * (size_t)p);
+    if (counts == NULL)
+      return crnet_mpi_fail(comm, "MPI_Reduce_scatter_block", MPI_ERR_NO_MEM,
+                            "recvcounts");
+    for (int i = 0; i < p; i++)
+      counts[i] = recvcount;
+    rc = crnet_mpi_loc(comm, "MPI_Reduce_scatter_block", sendbuf, recvbuf, 0,
+                       counts, datatype, op, -1);
+    free(counts);
+    return rc;
+  }
   CHECK(reduction(comm, "MPI_Reduce_scatter_block", recvcount, datatype, op, &m,
                   &cop));
   return crnet_mpi_from_crnet(
@@ -299,6 +318,13 @@ int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf,
   size_t *counts;
   int rc;
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Reduce_scatter"));
+  if (CRNET_MPI_IS_LOC(op)) {
+    if (recvcounts == NULL)
+      return crnet_mpi_fail(comm, "MPI_Reduce_scatter", MPI_ERR_ARG,
+                            "recvcounts is NULL");
+    return crnet_mpi_loc(comm, "MPI_Reduce_scatter", sendbuf, recvbuf, 0,
+                         recvcounts, datatype, op, -1);
+  }
   CHECK(prep_reduce_scatter(comm, "MPI_Reduce_scatter", recvcounts, datatype,
                             op, &m, &cop, &counts));
   rc = crnet_reduce_scatter(comm->c, send_of(sendbuf), recvbuf, counts, m.dt,

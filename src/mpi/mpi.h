@@ -100,6 +100,13 @@ typedef struct MPI_Status {
 #define MPI_AINT ((MPI_Datatype)25)
 #define MPI_OFFSET ((MPI_Datatype)26)
 #define MPI_COUNT ((MPI_Datatype)27)
+/* The pairs of a value and an int index that MPI_MINLOC and MPI_MAXLOC
+ * reduce (laid out as struct { float v; int i; } and so on). */
+#define MPI_FLOAT_INT ((MPI_Datatype)28)
+#define MPI_DOUBLE_INT ((MPI_Datatype)29)
+#define MPI_LONG_INT ((MPI_Datatype)30)
+#define MPI_2INT ((MPI_Datatype)31)
+#define MPI_SHORT_INT ((MPI_Datatype)32)
 
 /* --- operators ------------------------------------------------------------ */
 
@@ -114,6 +121,8 @@ typedef struct MPI_Status {
 #define MPI_BOR ((MPI_Op)8)
 #define MPI_LXOR ((MPI_Op)9)
 #define MPI_BXOR ((MPI_Op)10)
+#define MPI_MINLOC ((MPI_Op)11)
+#define MPI_MAXLOC ((MPI_Op)12)
 
 typedef void MPI_User_function(void *invec, void *inoutvec, int *len,
                                MPI_Datatype *datatype);
@@ -356,6 +365,10 @@ CRNET_MPI_EXTERN int MPI_Isend(const void *buf, int count,
 CRNET_MPI_EXTERN int MPI_Irecv(void *buf, int count, MPI_Datatype datatype,
                                int source, int tag, MPI_Comm comm,
                                MPI_Request *request);
+CRNET_MPI_EXTERN int MPI_Probe(int source, int tag, MPI_Comm comm,
+                               MPI_Status *status);
+CRNET_MPI_EXTERN int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag,
+                                MPI_Status *status);
 CRNET_MPI_EXTERN int MPI_Wait(MPI_Request *request, MPI_Status *status);
 CRNET_MPI_EXTERN int MPI_Waitall(int count, MPI_Request requests[],
                                  MPI_Status statuses[]);

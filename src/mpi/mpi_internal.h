@@ -128,6 +128,7 @@ typedef struct crnet_mpi_type {
   bool predefined;
   bool committed;
   bool live;
+  bool pair; /* MPI_FLOAT_INT ... MPI_SHORT_INT: moved as its bytes */
 } crnet_mpi_type;
 
 /* The type behind handle dt, or NULL for MPI_DATATYPE_NULL, a freed or
@@ -138,6 +139,14 @@ bool crnet_mpi_type_get(MPI_Datatype dt, crnet_mpi_type *out);
  * *out, or an MPI error class with *why set. */
 int crnet_mpi_op_get(MPI_Op op, const crnet_mpi_type *t, crnet_op *out,
                      const char **why);
+
+/* MPI_MINLOC and MPI_MAXLOC (loc.c), for MPI_Allreduce, MPI_Reduce
+ * (root >= 0) and MPI_Reduce_scatter (counts: the pairs each rank gets;
+ * NULL for the other two, which reduce `count` pairs). */
+#define CRNET_MPI_IS_LOC(op) ((op) == MPI_MINLOC || (op) == MPI_MAXLOC)
+int crnet_mpi_loc(MPI_Comm comm, const char *fn, const void *sendbuf,
+                  void *recvbuf, int count, const int *counts,
+                  MPI_Datatype dt, MPI_Op op, int root);
 
 /* The ops and the LXOR operator crnet lacks: created at MPI_Init, the
  * same on every rank (crnet matches operators by handle). */

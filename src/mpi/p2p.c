@@ -1,5 +1,5 @@
 /* Messages between two ranks: send, receive, sendrecv and their
- * nonblocking forms, with MPI_PROC_NULL (a peer that is nobody: the call
+ * nonblocking forms, probes, with MPI_PROC_NULL (a peer that is nobody: the call
  * completes at once, a receive with an empty status). */
 #include <stdlib.h>
 
@@ -131,4 +131,47 @@ int MPI_Irecv(void *buf, int count, MPI_Datatype datatype, int source, int tag,
       comm, "MPI_Irecv",
       crnet_irecv(comm->c, buf, m.count, m.dt, source, tag, &r->st, &r->req), r,
       request);
+}
+
+/* A probe's arguments; MPI_PROC_NULL is answered here, at once, with the
+ * empty status MPI gives it (*answered). */
+static int check_probe(MPI_Comm *commp, const char *fn, int source, int tag,
+                       MPI_Status *status, bool *answered) {
+  message m = {0};
+  int rc = check(commp, fn, 0, MPI_BYTE, source, true, tag, &m);
+  *answered = rc == MPI_SUCCESS && source == MPI_PROC_NULL;
+  if (*answered)
+    crnet_mpi_status(status, MPI_PROC_NULL, MPI_ANY_TAG, 0, 0);
+  return rc;
+}
+
+int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status) {
+  crnet_status st;
+  bool answered;
+  int rc = check_probe(&comm, "MPI_Probe", source, tag, status, &answered);
+  if (rc != MPI_SUCCESS || answered)
+    return rc;
+  rc = crnet_probe(comm->c, source, tag, &st);
+  if (rc == 0)
+    crnet_mpi_status(status, st.source, st.tag, 0, st.bytes);
+  return crnet_mpi_from_crnet(comm, "MPI_Probe", rc);
+}
+
+int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag,
+               MPI_Status *status) {
+  crnet_status st;
+  bool answered;
+  int rc = check_probe(&comm, "MPI_Iprobe", source, tag, status, &answered);
+  if (rc == MPI_SUCCESS && flag == NULL)
+    rc = crnet_mpi_fail(comm, "MPI_Iprobe", MPI_ERR_ARG, "flag is NULL");
+  if (rc != MPI_SUCCESS)
+    return rc;
+  if (answered) {
+    *flag = 1;
+    return MPI_SUCCESS;
+  }
+  rc = crnet_iprobe(comm->c, source, tag, flag, &st);
+  if (rc == 0 && *flag)
+    crnet_mpi_status(status, st.source, st.tag, 0, st.bytes);
+  return crnet_mpi_from_crnet(comm, "MPI_Iprobe", rc);
 }

@@ -11,6 +11,9 @@
  * crnet needs. Its function is called with the MPI datatype that names the
  * base type (MPI_INT for any 32-bit signed type, MPI_INT32_T included), a
  * count in base elements; user operators on derived datatypes are refused.
+ *
+ * The pair types of MPI_MINLOC and MPI_MAXLOC move as their bytes; loc.c
+ * reduces them.
  */
 #include <limits.h>
 #include <pthread.h>
@@ -40,33 +43,43 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
                  : CRNET_UINT64)
 
 static crnet_mpi_type types[TYPES_MAX] = {
-    [1] = {SIGNED_OF(sizeof(char)), 1, true, true, true},
-    [2] = {CRNET_INT8, 1, true, true, true},
-    [3] = {CRNET_UINT8, 1, true, true, true},
-    [4] = {CRNET_UINT8, 1, true, true, true},
-    [5] = {SIGNED_OF(sizeof(short)), 1, true, true, true},
-    [6] = {UNSIGNED_OF(sizeof(short)), 1, true, true, true},
-    [7] = {SIGNED_OF(sizeof(int)), 1, true, true, true},
-    [8] = {UNSIGNED_OF(sizeof(int)), 1, true, true, true},
-    [9] = {SIGNED_OF(sizeof(long)), 1, true, true, true},
-    [10] = {UNSIGNED_OF(sizeof(long)), 1, true, true, true},
-    [11] = {SIGNED_OF(sizeof(long long)), 1, true, true, true},
-    [12] = {UNSIGNED_OF(sizeof(long long)), 1, true, true, true},
-    [13] = {CRNET_FLOAT, 1, true, true, true},
-    [14] = {CRNET_DOUBLE, 1, true, true, true},
-    [15] = {SIGNED_OF(sizeof(wchar_t)), 1, true, true, true},
-    [16] = {UNSIGNED_OF(sizeof(_Bool)), 1, true, true, true},
-    [17] = {CRNET_INT8, 1, true, true, true},
-    [18] = {CRNET_INT16, 1, true, true, true},
-    [19] = {CRNET_INT32, 1, true, true, true},
-    [20] = {CRNET_INT64, 1, true, true, true},
-    [21] = {CRNET_UINT8, 1, true, true, true},
-    [22] = {CRNET_UINT16, 1, true, true, true},
-    [23] = {CRNET_UINT32, 1, true, true, true},
-    [24] = {CRNET_UINT64, 1, true, true, true},
-    [25] = {SIGNED_OF(sizeof(MPI_Aint)), 1, true, true, true},
-    [26] = {CRNET_INT64, 1, true, true, true},
-    [27] = {CRNET_INT64, 1, true, true, true},
+    [1] = {SIGNED_OF(sizeof(char)), 1, true, true, true, false},
+    [2] = {CRNET_INT8, 1, true, true, true, false},
+    [3] = {CRNET_UINT8, 1, true, true, true, false},
+    [4] = {CRNET_UINT8, 1, true, true, true, false},
+    [5] = {SIGNED_OF(sizeof(short)), 1, true, true, true, false},
+    [6] = {UNSIGNED_OF(sizeof(short)), 1, true, true, true, false},
+    [7] = {SIGNED_OF(sizeof(int)), 1, true, true, true, false},
+    [8] = {UNSIGNED_OF(sizeof(int)), 1, true, true, true, false},
+    [9] = {SIGNED_OF(sizeof(long)), 1, true, true, true, false},
+    [10] = {UNSIGNED_OF(sizeof(long)), 1, true, true, true, false},
+    [11] = {SIGNED_OF(sizeof(long long)), 1, true, true, true, false},
+    [12] = {UNSIGNED_OF(sizeof(long long)), 1, true, true, true, false},
+    [13] = {CRNET_FLOAT, 1, true, true, true, false},
+    [14] = {CRNET_DOUBLE, 1, true, true, true, false},
+    [15] = {SIGNED_OF(sizeof(wchar_t)), 1, true, true, true, false},
+    [16] = {UNSIGNED_OF(sizeof(_Bool)), 1, true, true, true, false},
+    [17] = {CRNET_INT8, 1, true, true, true, false},
+    [18] = {CRNET_INT16, 1, true, true, true, false},
+    [19] = {CRNET_INT32, 1, true, true, true, false},
+    [20] = {CRNET_INT64, 1, true, true, true, false},
+    [21] = {CRNET_UINT8, 1, true, true, true, false},
+    [22] = {CRNET_UINT16, 1, true, true, true, false},
+    [23] = {CRNET_UINT32, 1, true, true, true, false},
+    [24] = {CRNET_UINT64, 1, true, true, true, false},
+    [25] = {SIGNED_OF(sizeof(MPI_Aint)), 1, true, true, true, false},
+    [26] = {CRNET_INT64, 1, true, true, true, false},
+    [27] = {CRNET_INT64, 1, true, true, true, false},
+    [28] = {CRNET_BYTE, sizeof(struct { float v; int i; }), true, true, true,
+            true},
+    [29] = {CRNET_BYTE, sizeof(struct { double v; int i; }), true, true, true,
+            true},
+    [30] = {CRNET_BYTE, sizeof(struct { long v; int i; }), true, true, true,
+            true},
+    [31] = {CRNET_BYTE, sizeof(struct { int v; int i; }), true, true, true,
+            true},
+    [32] = {CRNET_BYTE, sizeof(struct { short v; int i; }), true, true, true,
+            true},
 };
 _Static_assert(sizeof(float) == 4 && sizeof(double) == 8,
                "float and double are binary32 and binary64");
@@ -131,7 +144,8 @@ int MPI_Type_contiguous(int count, MPI_Datatype oldtype,
   for (int i = FIRST_DERIVED; live && i < TYPES_MAX; i++)
     if (!types[i].live) {
       types[i] =
-          (crnet_mpi_type){old.base, old.n * (size_t)count, false, false, true};
+          (crnet_mpi_type){old.base, old.n * (size_t)count, false, false, true,
+                           false};
       *newtype = i;
       pthread_mutex_unlock(&lock);
       return MPI_SUCCESS;
@@ -295,6 +309,21 @@ static bool integer_base(crnet_datatype dt) { return dt <= CRNET_UINT64; }
 
 int crnet_mpi_op_get(MPI_Op op, const crnet_mpi_type *t, crnet_op *out,
                      const char **why) {
+  if (CRNET_MPI_IS_LOC(op)) {
+    *why = t->pair ? "MPI_MINLOC and MPI_MAXLOC reduce in MPI_Allreduce, "
+                     "MPI_Reduce, MPI_Reduce_scatter and "
+                     "MPI_Reduce_scatter_block only"
+                   : "MPI_MINLOC and MPI_MAXLOC take the pair types "
+                     "(MPI_2INT, MPI_DOUBLE_INT, ...) only";
+    return t->pair ? MPI_ERR_UNSUPPORTED_OPERATION : MPI_ERR_OP;
+  }
+  if (t->pair) {
+    bool user = op >= FIRST_USER_OP;
+    *why = user ? "a user operator on a pair type is not supported"
+                : "of the predefined operators, only MPI_MINLOC and "
+                  "MPI_MAXLOC reduce a pair type";
+    return user ? MPI_ERR_UNSUPPORTED_OPERATION : MPI_ERR_OP;
+  }
   if (op > 0 && op < (MPI_Op)(sizeof builtin / sizeof builtin[0])) {
     bool bitwise = op == MPI_BAND || op == MPI_BOR || op == MPI_BXOR;
     bool logical = op == MPI_LAND || op == MPI_LOR || op == MPI_LXOR;

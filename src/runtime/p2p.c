@@ -49,7 +49,7 @@
 #define CREDIT_RETURN (CRNET_EAGER_BUDGET / 4)
 #define CTS_DROP 1u
 
-enum { P2P_SEND, P2P_RECV };
+enum { P2P_SEND, P2P_RECV, P2P_PROBE };
 
 enum phase {
   PH_NEW,        /* not begun on the loop */
@@ -58,6 +58,7 @@ enum phase {
   PH_AWAIT_CTS,  /* send: announced, waiting for the receive */
   PH_SELF,       /* send to this rank: waiting for the receive */
   PH_AWAIT_DATA, /* receive: matched, its payload is coming */
+  PH_PROBING,    /* probe: looked once, looks again as the loop runs */
   PH_DONE,
 };
 
@@ -72,6 +73,9 @@ typedef struct crnet__p2p_req {
   int result;
   crnet_status st;
   crnet_status *status_out;
+  int *found_out; /* a probe's: whether a message matched */
+  bool once;      /* a probe that gives up after its second look (iprobe) */
+  bool found;
   crnet__send_req wr;
   crnet__iov iov;
   crnet__recv_req lr;
@@ -332,6 +336,12 @@ static bool done_now(p2p_req *q) {
   q->st.error = q->result;
   if (q->kind == P2P_RECV && q->status_out != NULL)
     *q->status_out = q->st;
+  if (q->kind == P2P_PROBE) {
+    if (q->found && q->status_out != NULL)
+      *q->status_out = q->st;
+    if (q->found_out != NULL)
+      *q->found_out = q->found;
+  }
   r->why = q->result != 0 && q->why[0] != '\0' ? q->why : NULL;
   return true;
 }
@@ -474,6 +484,24 @@ static bool send_advance(crnet_request *r) {
   }
 }
 
+/* Whether receive or probe q names a rank that has left (nothing more can
+ * come from it; what it sent before is on the unexpected list, and q found
+ * nothing there): then the comms that have it fail, as for a send to a
+ * rank that left (send_advance). */
+static bool source_left(crnet_comm *c, const p2p_req *q, const char *what) {
+  int j;
+  if (q->peer == CRNET_ANY_SOURCE)
+    return false;
+  j = crnet__world_rank(c, q->peer);
+  if (j == c->w->rank || !peer_left(c, j))
+    return false;
+  crnet__world_fail_peer(c->w, j, CRNET_EPEER,
+                         "rank %d has left the job (a %s naming it was "
+                         "posted after its crnet_comm_destroy)",
+                         q->peer, what);
+  return true;
+}
+
 static bool recv_advance(crnet_request *r) {
   p2p_req *q = (p2p_req *)r;
   crnet_comm *c = r->comm;
@@ -487,18 +515,8 @@ static bool recv_advance(crnet_request *r) {
       take_msg(c, q, m);
       return q->phase == PH_DONE && done_now(q);
     }
-    if (q->peer != CRNET_ANY_SOURCE) {
-      int j = crnet__world_rank(c, q->peer);
-      if (j != c->w->rank && peer_left(c, j)) {
-        /* As for a send to a rank that left (send_advance). */
-        crnet__world_fail_peer(c->w, j, CRNET_EPEER,
-                               "rank %d has left the job (a receive from "
-                               "it was posted after its "
-                               "crnet_comm_destroy)",
-                               q->peer);
-        return finish(q, c->err) && done_now(q);
-      }
-    }
+    if (source_left(c, q, "receive"))
+      return finish(q, c->err) && done_now(q);
     q->next = NULL;
     if (c->p2p_posted_tail != NULL)
       c->p2p_posted_tail->next = q;
@@ -535,9 +553,52 @@ static bool recv_advance(crnet_request *r) {
   }
 }
 
+/* The first unexpected message receive or probe q matches, left in
+ * place. */
+static const p2p_msg *find_unexpected(const crnet_comm *c, const p2p_req *q) {
+  for (const p2p_msg *m = c->p2p_unexp; m != NULL; m = m->next)
+    if (matches(q, crnet__local_rank(c, m->src), m->tag))
+      return m;
+  return NULL;
+}
+
+/* A probe looks at the messages come and not received, and takes none. It
+ * looks when it begins and again each time the loop has run; a once-probe
+ * (crnet_iprobe) gives up at its second look, so that one call lets the
+ * loop read what has come in between. */
+static bool probe_advance(crnet_request *r) {
+  p2p_req *q = (p2p_req *)r;
+  crnet_comm *c = r->comm;
+  const p2p_msg *m;
+  if (c->err != 0)
+    return finish(q, c->err) && done_now(q);
+  m = find_unexpected(c, q);
+  if (m != NULL) {
+    set_status(q, crnet__local_rank(c, m->src), m->tag, m->bytes);
+    q->found = true;
+    return finish(q, 0) && done_now(q);
+  }
+  if (source_left(c, q, "probe"))
+    return finish(q, c->err) && done_now(q);
+  if (q->phase == PH_NEW) {
+    q->phase = PH_PROBING;
+    if (q->once)
+      dirty(c->w); /* the engine's next pass looks again */
+    return false;
+  }
+  return q->once && finish(q, 0) && done_now(q);
+}
+
 static bool p2p_advance(crnet_request *r) {
   p2p_req *q = (p2p_req *)r;
-  return q->kind == P2P_SEND ? send_advance(r) : recv_advance(r);
+  switch (q->kind) {
+  case P2P_SEND:
+    return send_advance(r);
+  case P2P_RECV:
+    return recv_advance(r);
+  default:
+    return probe_advance(r);
+  }
 }
 
 /* The message's bytes in the counters of its peer (c->w->mu held). */
@@ -545,7 +606,7 @@ static void p2p_account(crnet_request *r) {
   p2p_req *q = (p2p_req *)r;
   crnet_comm *c = r->comm;
   crnet_peer_stats *ps;
-  if (q->result != 0)
+  if (q->result != 0 || q->kind == P2P_PROBE)
     return;
   if (q->kind == P2P_SEND) {
     ps = &c->peer_stats[q->peer];
@@ -965,6 +1026,56 @@ int crnet_irecv(crnet_comm *comm, void *buf, size_t count, crnet_datatype dt,
                 crnet_request **req) {
   return start(comm, P2P_RECV, buf, count, dt, source, tag, status, false,
                req, "crnet_irecv");
+}
+
+/* A probe of (source, tag): blocking, or once (crnet_iprobe). */
+static int probe(crnet_comm *c, int source, int tag, int *found,
+                 crnet_status *status, bool once, const char *what) {
+  crnet_request *r;
+  p2p_req *q;
+  int rc = check_args(c, P2P_RECV, NULL, 0, CRNET_BYTE, source, tag, what);
+  if (rc != 0)
+    return rc;
+  q = (p2p_req *)crnet__req_alloc(c, sizeof *q);
+  if (q == NULL)
+    return call_error(c, CRNET_ENOMEM, "%s: out of memory", what);
+  memset((uint8_t *)q + sizeof q->base, 0, sizeof *q - sizeof q->base);
+  q->base.ops = &p2p_ops;
+  q->base.p2p = true;
+  /* A once-probe is nonblocking: started with nobody running the loop,
+   * its first look and a turn of the loop happen at once, and its wait
+   * finds it complete after the second look. */
+  q->base.blocking = !once;
+  q->base.call.op = -1;
+  q->base.call.root = -1;
+  q->kind = P2P_PROBE;
+  q->phase = PH_NEW;
+  q->peer = source;
+  q->tag = tag;
+  q->once = once;
+  q->status_out = status;
+  q->found_out = found;
+  rc = crnet__req_start(c, &q->base);
+  if (rc != 0) {
+    crnet__req_discard(&q->base);
+    return rc;
+  }
+  r = &q->base;
+  return crnet_wait(&r);
+}
+
+int crnet_probe(crnet_comm *comm, int source, int tag, crnet_status *status) {
+  return probe(comm, source, tag, NULL, status, false, "crnet_probe");
+}
+
+int crnet_iprobe(crnet_comm *comm, int source, int tag, int *flag,
+                 crnet_status *status) {
+  if (flag == NULL)
+    return comm == NULL ? CRNET_EINVAL
+                        : call_error(comm, CRNET_EINVAL,
+                                     "crnet_iprobe: flag is NULL");
+  *flag = 0;
+  return probe(comm, source, tag, flag, status, true, "crnet_iprobe");
 }
 
 /* The short cut of a small blocking send. When nothing else is in flight

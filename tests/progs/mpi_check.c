@@ -357,6 +357,137 @@ static void check_messages(void) {
   OK(MPI_Waitall(2, req + 1, MPI_STATUSES_IGNORE));
   EXPECT(sum == p * (p - 1) / 2.0 && got == prev, "iallreduce %g, got %d", sum,
          got);
+  /* probes: a message of a size only its sender knows (prev + 1 doubles),
+   * seen by MPI_Iprobe in a loop, then MPI_Probe, then received with the
+   * count the status gives */
+  double out[64], in[64];
+  for (int i = 0; i <= rank && i < 64; i++)
+    out[i] = rank * 100 + i;
+  OK(MPI_Isend(out, rank + 1 < 64 ? rank + 1 : 64, MPI_DOUBLE, next, 12,
+               MPI_COMM_WORLD, &req[0]));
+  flag = 0;
+  while (!flag)
+    OK(MPI_Iprobe(MPI_ANY_SOURCE, 12, MPI_COMM_WORLD, &flag, &st));
+  OK(MPI_Get_count(&st, MPI_DOUBLE, &n));
+  EXPECT(st.MPI_SOURCE == prev && st.MPI_TAG == 12 &&
+             n == (prev + 1 < 64 ? prev + 1 : 64),
+         "iprobe: source %d tag %d count %d", st.MPI_SOURCE, st.MPI_TAG, n);
+  OK(MPI_Probe(prev, MPI_ANY_TAG, MPI_COMM_WORLD, &st));
+  OK(MPI_Get_count(&st, MPI_DOUBLE, &n));
+  OK(MPI_Recv(in, n, MPI_DOUBLE, st.MPI_SOURCE, st.MPI_TAG, MPI_COMM_WORLD,
+              MPI_STATUS_IGNORE));
+  EXPECT(in[n - 1] == prev * 100 + n - 1, "probed message: %g", in[n - 1]);
+  OK(MPI_Wait(&req[0], MPI_STATUS_IGNORE));
+  /* nothing more with tag 12 here: the flag stays 0 */
+  OK(MPI_Iprobe(MPI_ANY_SOURCE, 12, MPI_COMM_WORLD, &flag, &st));
+  EXPECT(flag == 0, "iprobe found a message already received");
+  OK(MPI_Iprobe(MPI_PROC_NULL, 0, MPI_COMM_WORLD, &flag, &st));
+  EXPECT(flag == 1 && st.MPI_SOURCE == MPI_PROC_NULL, "iprobe of proc null");
+  OK(MPI_Barrier(MPI_COMM_WORLD));
+}
+
+/* MPI_MINLOC and MPI_MAXLOC on every pair type: values with ties across
+ * ranks, indices that do not follow the ranks (the smallest index among
+ * the ties must win, not the lowest rank), through allreduce (also in
+ * place), reduce (in place at the root), reduce_scatter_block and
+ * reduce_scatter; each rank works out the expected pairs from everyone's
+ * inputs. */
+#define LOC_N 7
+#define LOC_VALUE(r, i) (((r)*7 + (i)*3) % 4 - 1)
+#define LOC_INDEX(r, i) ((p - (r)) * 100 + (i))
+
+#define DEFINE_LOC_CHECK(name, vtype, mtype)                                   \
+  static void name(void) {                                                     \
+    typedef struct {                                                           \
+      vtype v;                                                                 \
+      int i;                                                                   \
+    } pair;                                                                    \
+    pair in[LOC_N * 16], out[LOC_N * 16], want[2][LOC_N * 16];                 \
+    int counts[16], n = LOC_N * p, first = 0;                                 \
+    if (p > 16)                                                                \
+      return;                                                                  \
+    for (int k = 0; k < n; k++) {                                              \
+      in[k].v = (vtype)LOC_VALUE(rank, k);                                     \
+      in[k].i = LOC_INDEX(rank, k);                                            \
+      for (int m = 0; m < 2; m++) {                                            \
+        want[m][k].v = (vtype)LOC_VALUE(0, k);                                 \
+        want[m][k].i = LOC_INDEX(0, k);                                        \
+      }                                                                        \
+      for (int r = 1; r < p; r++) {                                            \
+        vtype v = (vtype)LOC_VALUE(r, k);                                      \
+        int i = LOC_INDEX(r, k);                                               \
+        for (int m = 0; m < 2; m++) { /* 0: MINLOC, 1: MAXLOC */               \
+          pair *w = &want[m][k];                                               \
+          if (m == 0 ? v < w->v : v > w->v)                                    \
+            *w = (pair){v, i};                                                 \
+          else if (v == w->v && i < w->i)                                      \
+            w->i = i;                                                          \
+        }                                                                      \
+      }                                                                        \
+    }                                                                          \
+    for (int m = 0; m < 2; m++) {                                              \
+      MPI_Op op = m == 0 ? MPI_MINLOC : MPI_MAXLOC;                            \
+      const char *what = m == 0 ? #mtype " minloc" : #mtype " maxloc";        \
+      memset(out, 0x55, sizeof out);                                           \
+      OK(MPI_Allreduce(in, out, n, mtype, op, MPI_COMM_WORLD));                \
+      for (int k = 0; k < n; k++)                                              \
+        EXPECT(out[k].v == want[m][k].v && out[k].i == want[m][k].i,           \
+               "%s allreduce [%d]: (%g, %d), want (%g, %d)", what, k,          \
+               (double)out[k].v, out[k].i, (double)want[m][k].v,               \
+               want[m][k].i);                                                  \
+      memcpy(out, in, sizeof in);                                              \
+      OK(MPI_Allreduce(MPI_IN_PLACE, out, n, mtype, op, MPI_COMM_WORLD));      \
+      EXPECT(out[n - 1].i == want[m][n - 1].i, "%s in place", what);           \
+      memcpy(out, in, sizeof in);                                              \
+      OK(MPI_Reduce(rank == p - 1 ? MPI_IN_PLACE : in, out, n, mtype, op,      \
+                    p - 1, MPI_COMM_WORLD));                                   \
+      for (int k = 0; rank == p - 1 && k < n; k++)                             \
+        EXPECT(out[k].v == want[m][k].v && out[k].i == want[m][k].i,           \
+               "%s reduce [%d]", what, k);                                     \
+      memset(out, 0x55, sizeof out);                                           \
+      OK(MPI_Reduce_scatter_block(in, out, n / p, mtype, op,                   \
+                                  MPI_COMM_WORLD));                            \
+      for (int k = 0; k < n / p; k++)                                          \
+        EXPECT(out[k].i == want[m][rank * (n / p) + k].i &&                    \
+                   out[k].v == want[m][rank * (n / p) + k].v,                  \
+               "%s reduce_scatter_block [%d]", what, k);                       \
+      first = 0;                                                               \
+      counts[p - 1] = n;                                                       \
+      for (int r = 0; r < p - 1; r++) {                                        \
+        counts[r] = r % 3;                                                     \
+        counts[p - 1] -= counts[r];                                            \
+        if (r < rank)                                                          \
+          first += counts[r];                                                  \
+      }                                                                        \
+      if (counts[p - 1] >= 0) {                                                \
+        memset(out, 0x55, sizeof out);                                         \
+        OK(MPI_Reduce_scatter(in, out, counts, mtype, op, MPI_COMM_WORLD));    \
+        for (int k = 0; k < counts[rank]; k++)                                 \
+          EXPECT(out[k].i == want[m][first + k].i &&                           \
+                     out[k].v == want[m][first + k].v,                         \
+                 "%s reduce_scatter [%d]", what, k);                           \
+      }                                                                        \
+    }                                                                          \
+    /* pairs move as they are */                                               \
+    OK(MPI_Sendrecv(in, 2, mtype, (rank + 1) % p, 31, out, 2, mtype,           \
+                    (rank + p - 1) % p, 31, MPI_COMM_WORLD,                    \
+                    MPI_STATUS_IGNORE));                                       \
+    EXPECT(out[1].i == LOC_INDEX((rank + p - 1) % p, 1), "%s sendrecv",        \
+           #mtype);                                                            \
+  }
+
+DEFINE_LOC_CHECK(check_loc_float, float, MPI_FLOAT_INT)
+DEFINE_LOC_CHECK(check_loc_double, double, MPI_DOUBLE_INT)
+DEFINE_LOC_CHECK(check_loc_long, long, MPI_LONG_INT)
+DEFINE_LOC_CHECK(check_loc_int, int, MPI_2INT)
+DEFINE_LOC_CHECK(check_loc_short, short, MPI_SHORT_INT)
+
+static void check_loc(void) {
+  check_loc_float();
+  check_loc_double();
+  check_loc_long();
+  check_loc_int();
+  check_loc_short();
 }
 
 /* MPI_Gatherv and MPI_Scatterv (and their I-forms) at every root: rank r
@@ -553,6 +684,31 @@ static void check_errors(void) {
   EXPECT(error_class(code) == MPI_ERR_RANK, "rank p+5: %s", error_text(code));
   code = MPI_Send(&x, 1, MPI_INT, 0, -4, c);
   EXPECT(error_class(code) == MPI_ERR_TAG, "tag -4: %s", error_text(code));
+  code = MPI_Probe(p, 0, c, MPI_STATUS_IGNORE);
+  EXPECT(error_class(code) == MPI_ERR_RANK, "probe rank p: %s",
+         error_text(code));
+  {
+    struct {
+      double v;
+      int i;
+    } dp = {1, 2}, dq;
+    MPI_Request rq;
+    code = MPI_Allreduce(&dp, &dq, 1, MPI_DOUBLE_INT, MPI_SUM, c);
+    EXPECT(error_class(code) == MPI_ERR_OP, "sum of pairs: %s",
+           error_text(code));
+    code = MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_MINLOC, c);
+    EXPECT(error_class(code) == MPI_ERR_OP, "minloc of ints: %s",
+           error_text(code));
+    code = MPI_Iallreduce(&dp, &dq, 1, MPI_DOUBLE_INT, MPI_MAXLOC, c, &rq);
+    EXPECT(error_class(code) == MPI_ERR_UNSUPPORTED_OPERATION,
+           "iallreduce maxloc: %s", error_text(code));
+    code = MPI_Scan(&dp, &dq, 1, MPI_DOUBLE_INT, MPI_MINLOC, c);
+    EXPECT(error_class(code) == MPI_ERR_UNSUPPORTED_OPERATION,
+           "scan minloc: %s", error_text(code));
+  }
+  code = MPI_Iprobe(0, 0, c, NULL, MPI_STATUS_IGNORE);
+  EXPECT(error_class(code) == MPI_ERR_ARG, "iprobe, flag NULL: %s",
+         error_text(code));
   MPI_Op op;
   MPI_Datatype two;
   OK(MPI_Op_create(compose, 1, &op));
@@ -660,6 +816,7 @@ int main(int argc, char **argv) {
   check_moves();
   check_comms();
   check_messages();
+  check_loc();
   check_sweep();
   check_vrooted();
   check_errors();

@@ -111,6 +111,8 @@ expect "crnet_version.h's version" \
 mkdir "$tmp/ex" "$tmp/mk"
 cp "$SOURCE/examples/hello_allreduce.c" "$tmp/ex/"
 cp "$SOURCE/examples/hello_allreduce.c" "$SOURCE/examples/Makefile" "$tmp/mk/"
+mkdir "$tmp/mk/mpi"
+cp "$SOURCE/examples/mpi/samplesort.c" "$tmp/mk/mpi/"
 # Run from the copy's directory, so that no include path can reach the
 # source tree by accident.
 cd "$tmp/ex" || give_up "cannot enter $tmp/ex"
@@ -123,8 +125,9 @@ else
   give_up "hello_allreduce.c does not build against the installed crnet"
 fi
 if make -C "$tmp/mk" CC="$CC" CFLAGS="-O2 -Wall -Wextra -Werror" \
-  >"$tmp/make.log" 2>&1 && [ -x "$tmp/mk/hello_allreduce" ]; then
-  ok "make -C examples"
+  >"$tmp/make.log" 2>&1 && [ -x "$tmp/mk/hello_allreduce" ] &&
+  [ -x "$tmp/mk/mpi/samplesort" ]; then
+  ok "make -C examples (mpi/samplesort with crnet-mpi.pc)"
 else
   sed 's/^/  | /' "$tmp/make.log"
   fail "make -C examples failed (its output is above)"

@@ -51,10 +51,18 @@ struct crnet_mpi_request {
   size_t *arrays; /* a v-collective's converted counts, freed at the end */
   void *temp;     /* an in-place alltoallv's copy of its blocks, likewise */
   /* REQ_PARTS: the messages of a gatherv or scatterv (vrooted.c), each
-   * NULL once complete; the request is complete when all are. */
+   * NULL once complete; the request is complete when all are. A received
+   * part's status (part_st, or NULL) tells a peer's refusal (its tag);
+   * refused_by is then that peer, else -1. */
   crnet_request **parts;
+  crnet_status *part_st;
   int nparts;
+  int refused_by;
 };
+
+/* A gatherv or scatterv message that says its sender refused its own
+ * arguments to the call (vrooted.c); received parts check for it. */
+#define CRNET_MPI_TAG_REFUSED 3
 
 /* Destroys comm's hidden dup, if it has one (vrooted.c): 0, or
  * CRNET_EINVAL, keeping it, while requests of it are in flight. */

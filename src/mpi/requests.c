@@ -15,6 +15,7 @@ void crnet_mpi_request_free(struct crnet_mpi_request *r) {
   free(r->arrays);
   free(r->temp);
   free(r->parts);
+  free(r->part_st);
   free(r);
 }
 
@@ -28,6 +29,7 @@ int crnet_mpi_request_new(MPI_Comm comm, const char *fn, enum request_kind kind,
     return crnet_mpi_fail(comm, fn, MPI_ERR_NO_MEM, "a request");
   (*out)->kind = kind;
   (*out)->comm = comm;
+  (*out)->refused_by = -1;
   atomic_fetch_add(&comm->requests, 1);
   return MPI_SUCCESS;
 }
@@ -54,6 +56,10 @@ void crnet_mpi_status(MPI_Status *status, int source, int tag, int rc,
   status->crnet_bytes_ = bytes;
 }
 
+#define REFUSED_MSG                                                            \
+  "rank %d refused its arguments to this gatherv or scatterv (its own "      \
+  "error says why)"
+
 static void empty_status(MPI_Status *status) {
   crnet_mpi_status(status, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, 0);
 }
@@ -71,6 +77,13 @@ static void fill_status(const struct crnet_mpi_request *r, MPI_Status *status) {
  * the request's; complete once every part is. */
 static void part_done(struct crnet_mpi_request *r, int k, int rc) {
   r->parts[k] = NULL;
+  if (rc == 0 && r->part_st != NULL &&
+      r->part_st[k].tag == CRNET_MPI_TAG_REFUSED) {
+    /* Reported as MPI_ERR_OTHER, with its own message (report). */
+    rc = CRNET_EMISMATCH;
+    if (r->refused_by < 0)
+      r->refused_by = r->part_st[k].source;
+  }
   if (rc != 0 && r->rc == 0)
     r->rc = rc;
   for (int i = 0; i < r->nparts; i++)
@@ -122,10 +135,12 @@ static bool poll_one(struct crnet_mpi_request *r) {
 static int report(MPI_Request *request, MPI_Status *status, const char *fn) {
   struct crnet_mpi_request *r = *request;
   MPI_Comm comm = r->comm;
-  int rc = r->rc;
+  int rc = r->rc, refused_by = r->refused_by;
   fill_status(r, status);
   crnet_mpi_request_free(r);
   *request = MPI_REQUEST_NULL;
+  if (refused_by >= 0)
+    return crnet_mpi_fail(comm, fn, MPI_ERR_OTHER, REFUSED_MSG, refused_by);
   return crnet_mpi_from_crnet(comm, fn, rc);
 }
 
@@ -161,7 +176,7 @@ int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status) {
  * naming it, if any failed. */
 static int report_all(int count, MPI_Request requests[], MPI_Status statuses[],
                       const char *fn) {
-  int failed = -1, first_rc = 0;
+  int failed = -1, first_rc = 0, refused_by = -1;
   MPI_Comm comm = MPI_COMM_NULL;
   for (int i = 0; i < count; i++) {
     struct crnet_mpi_request *r = requests[i];
@@ -175,6 +190,7 @@ static int report_all(int count, MPI_Request requests[], MPI_Status statuses[],
     if (r->rc != 0 && failed < 0) {
       failed = i;
       first_rc = r->rc;
+      refused_by = r->refused_by;
       comm = r->comm;
     }
     crnet_mpi_request_free(r);
@@ -182,6 +198,9 @@ static int report_all(int count, MPI_Request requests[], MPI_Status statuses[],
   }
   if (failed < 0)
     return MPI_SUCCESS;
+  if (refused_by >= 0)
+    return crnet_mpi_fail(comm, fn, MPI_ERR_IN_STATUS,
+                          "request %d: " REFUSED_MSG, failed, refused_by);
   const char *why = comm->c != NULL ? crnet_comm_errmsg(comm->c) : "";
   return crnet_mpi_fail(comm, fn, MPI_ERR_IN_STATUS,
                         "request %d: %s%s%s (each status's MPI_ERROR has its "

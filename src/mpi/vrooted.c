@@ -9,13 +9,26 @@
  * of the program's own (MPI_ANY_TAG) can take one. Successive calls match
  * in order: messages between two ranks with one tag do not overtake.
  * A count that disagrees with the root's gets the receive's truncation
- * error at the root (gatherv) or the rank (scatterv). */
+ * error at the root (gatherv) or the rank (scatterv).
+ *
+ * Refused arguments. Only the root checks the counts and displacements,
+ * only each rank its own block: a rank that refuses its arguments would
+ * leave the others waiting for its messages. So every rank makes the dup
+ * first, whatever its arguments, and a rank that refuses still takes part
+ * (refuse): it sends an empty message with CRNET_MPI_TAG_REFUSED where it
+ * would have sent its block, and drops the blocks it would have received.
+ * Receives take any tag from their peer, and a refusal fails the request
+ * naming that rank (requests.c). Calls still match in order: each pair's
+ * messages of a call come in the order of the calls. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "mpi_internal.h"
 
 enum { TAG_GATHERV = 1, TAG_SCATTERV = 2 };
+_Static_assert(CRNET_MPI_TAG_REFUSED != TAG_GATHERV &&
+                   CRNET_MPI_TAG_REFUSED != TAG_SCATTERV,
+               "a refusal's tag is its own");
 
 int crnet_mpi_hidden_free(MPI_Comm comm) {
   int rc = 0;
@@ -48,16 +61,11 @@ static int prep(MPI_Comm comm, const char *fn, bool gather, const void *sbuf,
                 const int counts[], const int displs[], MPI_Datatype rtype,
                 int rcount, int root, vcall *v) {
   crnet_mpi_type own, roots;
-  int rc = crnet_mpi_check_comm(&comm, fn);
-  if (rc != MPI_SUCCESS)
-    return rc;
+  int rc;
   memset(v, 0, sizeof *v);
   v->p = crnet_comm_size(comm->c);
   v->me = crnet_comm_rank(comm->c);
   v->root = root;
-  if (root < 0 || root >= v->p)
-    return crnet_mpi_fail(comm, fn, MPI_ERR_ROOT, "root %d of %d ranks", root,
-                          v->p);
   /* This rank's own side: the send of gatherv, the receive of scatterv;
    * at the root in place, none. */
   bool in_place = v->me == root && (gather ? sbuf : rbuf) == MPI_IN_PLACE;
@@ -117,12 +125,18 @@ static int start(MPI_Comm comm, bool gather, const void *sbuf, void *rbuf,
   r->parts = calloc((size_t)v->p, sizeof *r->parts);
   if (r->parts == NULL)
     return CRNET_ENOMEM;
+  /* A received part's status says whether its sender refused. */
+  if (gather == (v->me == v->root)) {
+    r->part_st = calloc((size_t)v->p, sizeof *r->part_st);
+    if (r->part_st == NULL)
+      return CRNET_ENOMEM;
+  }
   if (v->me != v->root) {
     r->nparts = 1;
     return gather
                ? crnet_isend(h, sbuf, v->own, v->dt, v->root, tag, &r->parts[0])
-               : crnet_irecv(h, rbuf, v->own, v->dt, v->root, tag, NULL,
-                             &r->parts[0]);
+               : crnet_irecv(h, rbuf, v->own, v->dt, v->root, CRNET_ANY_TAG,
+                             &r->part_st[0], &r->parts[0]);
   }
   for (int q = 0; q < v->p && rc == 0; q++) {
     size_t at = v->displs[q] * v->esize;
@@ -133,8 +147,9 @@ static int start(MPI_Comm comm, bool gather, const void *sbuf, void *rbuf,
         memmove(rbuf, (const char *)sbuf + at, v->own * v->esize);
       continue;
     }
-    rc = gather ? crnet_irecv(h, (char *)rbuf + at, v->counts[q], v->dt, q, tag,
-                              NULL, &r->parts[r->nparts])
+    rc = gather ? crnet_irecv(h, (char *)rbuf + at, v->counts[q], v->dt, q,
+                              CRNET_ANY_TAG, &r->part_st[r->nparts],
+                              &r->parts[r->nparts])
                 : crnet_isend(h, (const char *)sbuf + at, v->counts[q], v->dt,
                               q, tag, &r->parts[r->nparts]);
     if (rc == 0)
@@ -143,26 +158,58 @@ static int start(MPI_Comm comm, bool gather, const void *sbuf, void *rbuf,
   return rc;
 }
 
+/* This rank refused its arguments (its error is raised already), but the
+ * others exchange this call's messages with it all the same: it tells
+ * those that wait for a block of it, and drops the blocks it would have
+ * received (an empty receive: a block is dropped whole, and its sender's
+ * send completes). It waits for those blocks: their senders are in this
+ * call too. */
+static void refuse(MPI_Comm comm, bool gather, int root) {
+  crnet_comm *h = comm->hidden;
+  int me = crnet_comm_rank(h), p = crnet_comm_size(h);
+  bool tell = (me == root) != gather; /* else drop */
+  for (int q = 0; q < p; q++) {
+    if (q == me || (me != root && q != root))
+      continue;
+    if (tell)
+      (void)crnet_send(h, NULL, 0, CRNET_BYTE, q, CRNET_MPI_TAG_REFUSED);
+    else
+      (void)crnet_recv(h, NULL, 0, CRNET_BYTE, q, CRNET_ANY_TAG, NULL);
+  }
+}
+
 /* The whole call: blocking waits here, nonblocking hands the request
  * over. A start that failed halfway still completes what it started. */
 static int vrooted(MPI_Comm comm, const char *fn, bool gather, const void *sbuf,
                    int scount, MPI_Datatype stype, void *rbuf,
                    const int counts[], const int displs[], MPI_Datatype rtype,
-                   int rcount, int root, MPI_Request *request) {
+                   int rcount, int root, bool nonblocking,
+                   MPI_Request *request) {
   struct crnet_mpi_request *r = NULL;
   vcall v;
   int rc;
-  comm = crnet_mpi_comm_of(comm); /* prep checks it */
-  rc = prep(comm, fn, gather, sbuf, scount, stype, rbuf, counts, displs, rtype,
-            rcount, root, &v);
+  rc = crnet_mpi_check_comm(&comm, fn);
   if (rc != MPI_SUCCESS)
     return rc;
+  if (root < 0 || root >= crnet_comm_size(comm->c))
+    return crnet_mpi_fail(comm, fn, MPI_ERR_ROOT, "root %d of %d ranks", root,
+                          crnet_comm_size(comm->c));
   rc = hidden_of(comm, fn);
-  if (rc == MPI_SUCCESS)
+  if (rc != MPI_SUCCESS)
+    return rc;
+  if (nonblocking && request == NULL)
+    rc = crnet_mpi_fail(comm, fn, MPI_ERR_ARG, "request is NULL");
+  else
+    rc = prep(comm, fn, gather, sbuf, scount, stype, rbuf, counts, displs,
+              rtype, rcount, root, &v);
+  if (rc == MPI_SUCCESS) {
     rc = crnet_mpi_request_new(
         comm, fn, REQ_PARTS, request != NULL ? request : &(MPI_Request){0}, &r);
+    if (rc != MPI_SUCCESS)
+      free(v.counts);
+  }
   if (rc != MPI_SUCCESS) {
-    free(v.counts);
+    refuse(comm, gather, root);
     return rc;
   }
   int started = start(comm, gather, sbuf, rbuf, &v, r);
@@ -186,17 +233,15 @@ int MPI_Gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                 void *recvbuf, const int recvcounts[], const int displs[],
                 MPI_Datatype recvtype, int root, MPI_Comm comm) {
   return vrooted(comm, "MPI_Gatherv", true, sendbuf, sendcount, sendtype,
-                 recvbuf, recvcounts, displs, recvtype, 0, root, NULL);
+                 recvbuf, recvcounts, displs, recvtype, 0, root, false, NULL);
 }
 
 int MPI_Igatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                  void *recvbuf, const int recvcounts[], const int displs[],
                  MPI_Datatype recvtype, int root, MPI_Comm comm,
                  MPI_Request *request) {
-  if (request == NULL)
-    return crnet_mpi_fail(comm, "MPI_Igatherv", MPI_ERR_ARG, "request is NULL");
   return vrooted(comm, "MPI_Igatherv", true, sendbuf, sendcount, sendtype,
-                 recvbuf, recvcounts, displs, recvtype, 0, root, request);
+                 recvbuf, recvcounts, displs, recvtype, 0, root, true, request);
 }
 
 int MPI_Scatterv(const void *sendbuf, const int sendcounts[],
@@ -204,16 +249,13 @@ int MPI_Scatterv(const void *sendbuf, const int sendcounts[],
                  int recvcount, MPI_Datatype recvtype, int root,
                  MPI_Comm comm) {
   return vrooted(comm, "MPI_Scatterv", false, sendbuf, 0, sendtype, recvbuf,
-                 sendcounts, displs, recvtype, recvcount, root, NULL);
+                 sendcounts, displs, recvtype, recvcount, root, false, NULL);
 }
 
 int MPI_Iscatterv(const void *sendbuf, const int sendcounts[],
                   const int displs[], MPI_Datatype sendtype, void *recvbuf,
                   int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
                   MPI_Request *request) {
-  if (request == NULL)
-    return crnet_mpi_fail(comm, "MPI_Iscatterv", MPI_ERR_ARG,
-                          "request is NULL");
   return vrooted(comm, "MPI_Iscatterv", false, sendbuf, 0, sendtype, recvbuf,
-                 sendcounts, displs, recvtype, recvcount, root, request);
+                 sendcounts, displs, recvtype, recvcount, root, true, request);
 }

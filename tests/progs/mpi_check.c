@@ -575,6 +575,60 @@ static void check_vrooted(void) {
            error_text(code));
   else
     EXPECT(code == MPI_SUCCESS, "gatherv sender: %s", error_text(code));
+  /* Refused arguments, on one side only: nobody waits for the rank that
+   * refused, the ranks that needed its block say who, the comm goes on.
+   * The root refuses a negative count (scatterv, then gatherv). */
+  int saved = cnt[p - 1], big = 70000; /* a block past the eager size too */
+  int *large = calloc((size_t)big, sizeof(int));
+  cnt[p - 1] = -1;
+  code = MPI_Scatterv(rank == 0 ? buf : NULL, cnt, dis, MPI_INT, got,
+                      cnt[rank] < 0 ? 0 : cnt[rank], MPI_INT, 0,
+                      MPI_COMM_WORLD);
+  if (rank == 0)
+    EXPECT(error_class(code) == MPI_ERR_COUNT, "scatterv, root refuses: %s",
+           error_text(code));
+  else
+    EXPECT(error_class(code) == MPI_ERR_OTHER &&
+               strstr(error_text(code), "rank 0 refused") != NULL,
+           "scatterv, the root refused: %s", error_text(code));
+  code = MPI_Gatherv(rank == p - 1 ? large : mine,
+                     rank == p - 1 ? big : cnt[rank], MPI_INT, buf, cnt, dis,
+                     MPI_INT, 0, MPI_COMM_WORLD);
+  EXPECT(rank == 0 ? error_class(code) == MPI_ERR_COUNT
+                   : code == MPI_SUCCESS,
+         "gatherv, root refuses: %s", error_text(code));
+  cnt[p - 1] = saved;
+  /* The last rank refuses its own block's type (gatherv), then its
+   * request pointer (iscatterv). */
+  code = MPI_Gatherv(mine, cnt[rank], rank == p - 1 ? (MPI_Datatype)999 : MPI_INT,
+                     buf, cnt, dis, MPI_INT, 0, MPI_COMM_WORLD);
+  if (rank == p - 1)
+    EXPECT(error_class(code) == MPI_ERR_TYPE, "gatherv, type 999: %s",
+           error_text(code));
+  else if (rank == 0)
+    EXPECT(error_class(code) == MPI_ERR_OTHER &&
+               strstr(error_text(code), "refused") != NULL,
+           "gatherv, rank %d refused: %s", p - 1, error_text(code));
+  else
+    EXPECT(code == MPI_SUCCESS, "gatherv beside a refusal: %s",
+           error_text(code));
+  MPI_Request rq = MPI_REQUEST_NULL;
+  code = MPI_Iscatterv(rank == 0 ? buf : NULL, cnt, dis, MPI_INT, got,
+                       cnt[rank], MPI_INT, 0, MPI_COMM_WORLD,
+                       rank == p - 1 ? NULL : &rq);
+  if (rank == p - 1)
+    EXPECT(error_class(code) == MPI_ERR_ARG, "iscatterv, request NULL: %s",
+           error_text(code));
+  else
+    OK(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+  free(large);
+  /* and the comm works */
+  for (int i = 0; i < cnt[rank]; i++)
+    mine[i] = rank * 100 + i;
+  OK(MPI_Gatherv(mine, cnt[rank], MPI_INT, buf, cnt, dis, MPI_INT, 0,
+                 MPI_COMM_WORLD));
+  if (rank == 0)
+    EXPECT(buf[dis[p - 1]] == (p - 1) * 100, "gatherv after the refusals");
   OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
   free(buf);
   free(cnt);

@@ -36,9 +36,10 @@ void crnet__link_start_reading(crnet__link *l);
 void crnet__link_handle_closed(uv_handle_t *h);
 
 /* The link's byte stream out, on TCP or, once switched, on shared memory
- * (link_shm.h): as uv_write and uv_try_write. */
+ * (link_shm.h): as uv_write and uv_try_write. inline_only: on shared
+ * memory, through the ring, never by address. */
 int crnet__link_io_write(crnet__link *l, uv_write_t *w, const uv_buf_t *b,
-                         unsigned n, uv_write_cb cb);
+                         unsigned n, uv_write_cb cb, bool inline_only);
 int crnet__link_io_try_write(crnet__link *l, const uv_buf_t *b, unsigned n);
 
 #endif

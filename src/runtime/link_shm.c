@@ -73,6 +73,7 @@ typedef struct shm_write {
   uint32_t cur;        /* iov[cur] holds byte `done` */
   uint64_t cur_off;    /* at this offset */
   uint64_t remote_mark; /* remote_sent after its last piece by address */
+  bool inline_only;     /* no piece by address (crnet__link_shm_write) */
   crnet__ring_iov iov[];
 } shm_write;
 
@@ -126,6 +127,8 @@ struct crnet__link_shm {
   uint64_t peer_probe; /* the address of the peer's cookie, in its memory */
   uint64_t in_left, rem_left, rem_addr, remote_read;
   uint64_t rem_done_len; /* the length of the record by address being read */
+  uint64_t remote_copied; /* reader: bytes copied by address, piece by piece */
+  uint64_t remote_progress_seen; /* writer: the peer's remote_progress */
   uint64_t queued;
   uv_shutdown_t *shutdown_req;
   uv_shutdown_cb shutdown_cb;
@@ -753,7 +756,7 @@ static uint64_t inline_run(const crnet__link_shm *s, const shm_write *w,
   uint64_t n = 0, off = w->cur_off;
   for (uint32_t i = w->cur; i < w->n && n < cap; i++, off = 0) {
     uint64_t left = w->iov[i].len - off;
-    if (s->remote_ok && left >= REMOTE_MIN)
+    if (s->remote_ok && !w->inline_only && left >= REMOTE_MIN)
       break;
     n += left;
   }
@@ -787,7 +790,7 @@ static size_t write_records(crnet__link_shm *s, shm_write *w) {
     crnet__ring_iov v[1 + 16];
     uint64_t piece = w->iov[w->cur].len - w->cur_off;
     uint32_t nv = 1;
-    if (s->remote_ok && piece >= REMOTE_MIN) {
+    if (s->remote_ok && !w->inline_only && piece >= REMOTE_MIN) {
       if (room < sizeof head)
         break;
       crnet__put_le64(head, REC_REMOTE | piece);
@@ -861,6 +864,15 @@ static bool flush_tx(crnet__link_shm *s) {
       append(&s->done_head, &s->done_tail, pop(&s->wait_head, &s->wait_tail));
       did = true;
     }
+    if (s->wait_head != NULL &&
+        crnet__ring_remote_progress(tx) != s->remote_progress_seen) {
+      /* The peer is copying a large piece out of our memory: news for a
+       * wait that polls (it would otherwise give up while the copy runs,
+       * about 100 us for 1 MiB here, and sleep until the peer's wake-up;
+       * measured in docs/PERFORMANCE.md, "Point-to-point"). */
+      s->remote_progress_seen = crnet__ring_remote_progress(tx);
+      crnet__link_note_io(s->link);
+    }
   }
   if (wrote) {
     crnet__link_note_io(s->link);
@@ -877,7 +889,7 @@ static bool flush_tx(crnet__link_shm *s) {
 }
 
 int crnet__link_shm_write(crnet__link *l, uv_write_t *req, const uv_buf_t *b,
-                          unsigned n, uv_write_cb cb) {
+                          unsigned n, uv_write_cb cb, bool inline_only) {
   crnet__link_shm *s = l->shm;
   shm_write *w;
   uint64_t total = 0;
@@ -899,6 +911,7 @@ int crnet__link_shm_write(crnet__link *l, uv_write_t *req, const uv_buf_t *b,
   w->cur = 0;
   w->cur_off = 0;
   w->remote_mark = 0;
+  w->inline_only = inline_only;
   advance(w, 0); /* past empty pieces */
   req->handle = (uv_stream_t *)&l->tcp;
   append(&s->q_head, &s->q_tail, w);
@@ -1072,6 +1085,8 @@ static bool drain_rx(crnet__link_shm *s) {
       s->rem_addr += (uint64_t)got;
       s->rem_left -= (uint64_t)got;
       moved += (uint64_t)got;
+      s->remote_copied += (uint64_t)got;
+      crnet__ring_remote_progress_set(rx, s->remote_copied);
       if (s->rem_left == 0) {
         s->remote_read += s->rem_done_len;
         crnet__ring_remote_done_set(rx, s->remote_read);

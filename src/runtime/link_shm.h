@@ -79,9 +79,11 @@ void crnet__link_shm_control(crnet__link *l, const crnet__frame_header *h,
 /* The stream calls of a link whose writing (tx) or reading (rx) has
  * switched: as uv_write, uv_try_write and uv_read_start / _stop, with the
  * same callbacks and the same promises (a write's callback runs later,
- * from the loop, never from inside the call). */
+ * from the loop, never from inside the call). A write inline_only goes
+ * through the ring whole, never by address (see "Single copy" in
+ * link_shm.c). */
 int crnet__link_shm_write(crnet__link *l, uv_write_t *w, const uv_buf_t *b,
-                          unsigned n, uv_write_cb cb);
+                          unsigned n, uv_write_cb cb, bool inline_only);
 int crnet__link_shm_try_write(crnet__link *l, const uv_buf_t *b, unsigned n);
 void crnet__link_shm_read_start(crnet__link *l, uv_alloc_cb alloc,
                                 uv_read_cb read);

@@ -46,9 +46,9 @@ typedef struct crnet__out_chunk {
 /* --- the byte stream out -------------------------------------------------- */
 
 int crnet__link_io_write(crnet__link *l, uv_write_t *w, const uv_buf_t *b,
-                         unsigned n, uv_write_cb cb) {
+                         unsigned n, uv_write_cb cb, bool inline_only) {
   if (crnet__link_shm_tx(l))
-    return crnet__link_shm_write(l, w, b, n, cb);
+    return crnet__link_shm_write(l, w, b, n, cb, inline_only);
   return uv_write(w, (uv_stream_t *)&l->tcp, b, n, cb);
 }
 
@@ -374,7 +374,7 @@ static void queue_pieces(crnet__link *l, uv_buf_t *b, unsigned *n) {
     cut = b[k].len;
     b[k].len = piece - got;
     w->data = l;
-    if (crnet__link_io_write(l, w, b, k + 1, on_piece_written) != 0) {
+    if (crnet__link_io_write(l, w, b, k + 1, on_piece_written, false) != 0) {
       b[k].len = cut;
       free(w);
       return; /* the frame's own write reports the failure */
@@ -443,8 +443,17 @@ void crnet__link_send(crnet__link *l, crnet__send_req *r,
   /* Pieces are for the kernel's socket; shared memory pipelines anyway. */
   if (total_len(bufs, nbufs) > 2 * WRITE_PIECE && !crnet__link_shm_tx(l))
     queue_pieces(l, bufs, &nbufs);
-  /* libuv copies the buffer list; the memory it points to stays ours. */
-  rc = crnet__link_io_write(l, &r->write, bufs, nbufs, on_send_done);
+  /* libuv copies the buffer list; the memory it points to stays ours.
+   * An eager message (MSG) goes through the shared ring whole: by address
+   * its send would complete only once the receiver has copied it, and a
+   * sender that waits for that (a blocking send, then its receive) is
+   * late with its next receive: the peer's next message then comes
+   * unexpected and is copied twice anyway. Measured at p = 2 (crbench
+   * --p2p latency, 16 / 32 / 64 KiB): 6.3-7.0 / 8.0-8.2 / 11.6-12.4 us by
+   * address, 3.2-3.4 / 4.8-6.0 / 7.6-8.9 us through the ring
+   * (docs/PERFORMANCE.md, "Point-to-point on shared memory"). */
+  rc = crnet__link_io_write(l, &r->write, bufs, nbufs, on_send_done,
+                            h->kind == CRNET__FRAME_MSG);
   if (bufs != small)
     free(bufs);
   if (rc != 0) {
@@ -520,7 +529,8 @@ static int queue_copy(crnet__link *l,
   b.base = (char *)cw->header + skip;
   b.len = sizeof cw->header + len - skip;
   cw->write.data = l;
-  if (crnet__link_io_write(l, &cw->write, &b, 1, on_control_sent) != 0) {
+  if (crnet__link_io_write(l, &cw->write, &b, 1, on_control_sent, false) !=
+      0) {
     free(cw);
     return CRNET_EPEER;
   }

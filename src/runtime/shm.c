@@ -92,6 +92,8 @@ _Static_assert(offsetof(crnet__ring_ctl, writer_sleeps) == 132,
                "writer_sleeps at +132");
 _Static_assert(offsetof(crnet__ring_ctl, remote_done) == 136,
                "remote_done at +136");
+_Static_assert(offsetof(crnet__ring_ctl, remote_progress) == 144,
+               "remote_progress at +144");
 _Static_assert(sizeof(crnet__ring_ctl) == 192, "a ring's control: 192 bytes");
 _Static_assert(sizeof(crnet__shm_header) <= CRNET__SHM_HEADER_BYTES,
                "the header fits its page");
@@ -490,6 +492,14 @@ void crnet__ring_remote_done_set(crnet__ring *r, uint64_t v) {
 
 uint64_t crnet__ring_remote_done(const crnet__ring *r) {
   return atomic_load_explicit(&r->ctl->remote_done, memory_order_seq_cst);
+}
+
+void crnet__ring_remote_progress_set(crnet__ring *r, uint64_t v) {
+  atomic_store_explicit(&r->ctl->remote_progress, v, memory_order_relaxed);
+}
+
+uint64_t crnet__ring_remote_progress(const crnet__ring *r) {
+  return atomic_load_explicit(&r->ctl->remote_progress, memory_order_relaxed);
 }
 
 bool crnet__ring_writer_sleep_remote(crnet__ring *r, uint64_t mark) {

@@ -34,6 +34,8 @@
  *     +136           8  remote_done: bytes the consumer has copied out of
  *                       the producer's own memory (the consumer's; see
  *                       crnet__ring_remote_done)
+ *     +144           8  remote_progress: the same, counted piece by piece
+ *                       within a record (the consumer's; a sign of life)
  *      448        3648  zero
  *     4096           R  ring 0's data (the creator writes, the attacher reads)
  * 4096 + R           R  ring 1's data (the attacher writes, the creator reads)
@@ -111,6 +113,7 @@ typedef struct crnet__ring_ctl {
   alignas(64) _Atomic uint32_t reader_sleeps;
   _Atomic uint32_t writer_sleeps;
   _Atomic uint64_t remote_done;
+  _Atomic uint64_t remote_progress;
 } crnet__ring_ctl;
 
 /* The start of the segment. The fields are atomics, read with relaxed
@@ -251,6 +254,13 @@ bool crnet__ring_wake_writer(crnet__ring *r);
  * crnet__ring_writer_sleep_remote, which returns false when it has. */
 void crnet__ring_remote_done_set(crnet__ring *r, uint64_t v);
 uint64_t crnet__ring_remote_done(const crnet__ring *r);
+/* remote_progress: raised by the consumer after every piece it copies, so
+ * that a producer polling for remote_done sees the copy move (its wait
+ * takes that as progress and keeps polling, instead of sleeping through a
+ * long copy and paying a wake-up). Only a hint: nothing is freed by it,
+ * and whatever the peer writes there costs at most some polling. */
+void crnet__ring_remote_progress_set(crnet__ring *r, uint64_t v);
+uint64_t crnet__ring_remote_progress(const crnet__ring *r);
 bool crnet__ring_writer_sleep_remote(crnet__ring *r, uint64_t mark);
 
 /* Withdraw a sleep announced (the side woke for another reason and polls

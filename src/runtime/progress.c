@@ -557,14 +557,17 @@ static void light_turn(crnet_comm *c) {
  * left). spin_ns bounds the time without progress, not the wait: while a
  * large message streams in (or out) every read is news, and sleeping
  * between the reads would cost a wake-up each. */
-static int poll_turn(crnet_comm *c, uint64_t *seen, bool *news) {
-  int alive = 1;
+static int one_turn(crnet_comm *c) {
   if (c->w->n_node_ranks > 0 && ++c->w->light_turns < LIGHT_TURNS) {
     light_turn(c);
-  } else {
-    c->w->light_turns = 0;
-    alive = run_nowait(c);
+    return 1;
   }
+  c->w->light_turns = 0;
+  return run_nowait(c);
+}
+
+static int poll_turn(crnet_comm *c, uint64_t *seen, bool *news) {
+  int alive = one_turn(c);
   if (c->w->io_count != *seen) {
     *seen = c->w->io_count;
     *news = true;
@@ -720,13 +723,19 @@ static void stop_leaning_locked(crnet_comm *c) {
  * sleeping (one pass of the engine and one turn of the loop), gives it
  * back; mu is held again on return. What a start without a progress
  * thread and crnet_test do. */
+/* A nonblocking call's start or a test, with nobody running the loop:
+ * one turn, as a polling wait's (one_turn): with links to ranks of this
+ * node mostly a light one, since a program that starts or tests many
+ * small calls in a row (a window of isends) would otherwise pay an
+ * epoll_wait and two clock reads for each, several times what a small
+ * message costs through a ring. */
 static void move_on_locked(crnet_comm *c) {
   take_locked(c);
   pthread_mutex_unlock(&c->w->mu);
   if (c->w->lazy)
     crnet__lazy_resume(c);
   crnet__progress(c);
-  run_nowait(c);
+  one_turn(c);
   pthread_mutex_lock(&c->w->mu);
   release_locked(c);
 }

@@ -869,7 +869,8 @@ static bool flush_tx(crnet__link_shm *s) {
       /* The peer is copying a large piece out of our memory: news for a
        * wait that polls (it would otherwise give up while the copy runs,
        * about 100 us for 1 MiB here, and sleep until the peer's wake-up;
-       * measured in docs/PERFORMANCE.md, "Point-to-point"). */
+       * measured in docs/PERFORMANCE-SHM.md, "Point-to-point on
+       * shared memory"). */
       s->remote_progress_seen = crnet__ring_remote_progress(tx);
       crnet__link_note_io(s->link);
     }

@@ -451,7 +451,7 @@ void crnet__link_send(crnet__link *l, crnet__send_req *r,
    * unexpected and is copied twice anyway. Measured at p = 2 (crbench
    * --p2p latency, 16 / 32 / 64 KiB): 6.3-7.0 / 8.0-8.2 / 11.6-12.4 us by
    * address, 3.2-3.4 / 4.8-6.0 / 7.6-8.9 us through the ring
-   * (docs/PERFORMANCE.md, "Point-to-point on shared memory"). */
+   * (docs/PERFORMANCE-SHM.md, "Point-to-point on shared memory"). */
   rc = crnet__link_io_write(l, &r->write, bufs, nbufs, on_send_done,
                             h->kind == CRNET__FRAME_MSG);
   if (bufs != small)

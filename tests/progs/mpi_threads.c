@@ -57,8 +57,7 @@ static void *messenger(void *arg) {
     int out[3] = {rank, i, rank * i}, in[3] = {-1, -1, -1}, n = -1, flag = 0;
     MPI_Status st;
     MPI_Request rq[2];
-    OK(MPI_Sendrecv(out, 3, MPI_INT, next, i, in, 3, MPI_INT, prev, i, c,
-                    &st));
+    OK(MPI_Sendrecv(out, 3, MPI_INT, next, i, in, 3, MPI_INT, prev, i, c, &st));
     EXPECT(in[0] == prev && in[1] == i, "sendrecv %d", i);
     /* a size only the sender knows: probe, then receive */
     OK(MPI_Isend(out, 1 + i % 3, MPI_INT, next, 1000 + i, c, &rq[0]));

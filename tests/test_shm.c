@@ -654,6 +654,17 @@ START_TEST(test_room_and_remote_done) {
   ck_assert(!crnet__ring_writer_sleep_remote(tx, 100));
   ck_assert_uint_eq(atomic_load(&ctl->writer_sleeps), 0);
   ck_assert_uint_eq(atomic_load(&ctl->remote_done), 100);
+
+  /* remote_progress: the consumer's count piece by piece, seen by the
+   * producer in a word of its own, apart from remote_done, which it
+   * neither moves nor lets a sleep end. */
+  ck_assert_uint_eq(crnet__ring_remote_progress(tx), 0);
+  crnet__ring_remote_progress_set(rx, 256 * KIB);
+  ck_assert_uint_eq(crnet__ring_remote_progress(tx), 256 * KIB);
+  ck_assert_uint_eq(atomic_load(&ctl->remote_progress), 256 * KIB);
+  ck_assert_uint_eq(crnet__ring_remote_done(tx), 100);
+  ck_assert(crnet__ring_writer_sleep_remote(tx, 200));
+  crnet__ring_writer_awake(tx);
   crnet__shm_close(&a);
   crnet__shm_close(&b);
 }

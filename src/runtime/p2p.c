@@ -963,18 +963,15 @@ static int check_args(crnet_comm *c, int kind, const void *buf, size_t count,
   return 0;
 }
 
-/* Starts a checked call's request: 0 with *out, or an error with nothing
- * started. */
-static int start_checked(crnet_comm *c, int kind, const void *buf,
-                         size_t count, crnet_datatype dt, int peer, int tag,
-                         crnet_status *status, bool blocking,
-                         crnet_request **out, const char *what) {
-  size_t es = crnet_datatype_size(dt);
-  p2p_req *q;
-  int rc;
-  q = (p2p_req *)crnet__req_alloc(c, sizeof *q);
-  if (q == NULL)
-    return call_error(c, CRNET_ENOMEM, "%s: out of memory", what);
+/* A new request of `kind` for (peer, tag), its own part zeroed, not
+ * started; NULL (the error said) out of memory. */
+static p2p_req *new_req(crnet_comm *c, int kind, int peer, int tag,
+                        bool blocking, const char *what) {
+  p2p_req *q = (p2p_req *)crnet__req_alloc(c, sizeof *q);
+  if (q == NULL) {
+    call_error(c, CRNET_ENOMEM, "%s: out of memory", what);
+    return NULL;
+  }
   memset((uint8_t *)q + sizeof q->base, 0, sizeof *q - sizeof q->base);
   q->base.ops = &p2p_ops;
   q->base.p2p = true;
@@ -985,18 +982,35 @@ static int start_checked(crnet_comm *c, int kind, const void *buf,
   q->phase = PH_NEW;
   q->peer = peer;
   q->tag = tag;
-  q->buf = (uint8_t *)(uintptr_t)buf;
-  q->bytes = (uint64_t)count * es;
-  q->status_out = status;
-  q->st.source = CRNET_ANY_SOURCE;
-  q->st.tag = CRNET_ANY_TAG;
-  rc = crnet__req_start(c, &q->base);
+  return q;
+}
+
+/* Starts q: 0 with *out, or an error with q given back. */
+static int launch(crnet_comm *c, p2p_req *q, crnet_request **out) {
+  int rc = crnet__req_start(c, &q->base);
   if (rc != 0) {
     crnet__req_discard(&q->base);
     return rc;
   }
   *out = &q->base;
   return 0;
+}
+
+/* Starts a checked call's request: 0 with *out, or an error with nothing
+ * started. */
+static int start_checked(crnet_comm *c, int kind, const void *buf,
+                         size_t count, crnet_datatype dt, int peer, int tag,
+                         crnet_status *status, bool blocking,
+                         crnet_request **out, const char *what) {
+  p2p_req *q = new_req(c, kind, peer, tag, blocking, what);
+  if (q == NULL)
+    return CRNET_ENOMEM;
+  q->buf = (uint8_t *)(uintptr_t)buf;
+  q->bytes = (uint64_t)count * crnet_datatype_size(dt);
+  q->status_out = status;
+  q->st.source = CRNET_ANY_SOURCE;
+  q->st.tag = CRNET_ANY_TAG;
+  return launch(c, q, out);
 }
 
 static int start(crnet_comm *c, int kind, const void *buf, size_t count,
@@ -1036,32 +1050,17 @@ static int probe(crnet_comm *c, int source, int tag, int *found,
   int rc = check_args(c, P2P_RECV, NULL, 0, CRNET_BYTE, source, tag, what);
   if (rc != 0)
     return rc;
-  q = (p2p_req *)crnet__req_alloc(c, sizeof *q);
-  if (q == NULL)
-    return call_error(c, CRNET_ENOMEM, "%s: out of memory", what);
-  memset((uint8_t *)q + sizeof q->base, 0, sizeof *q - sizeof q->base);
-  q->base.ops = &p2p_ops;
-  q->base.p2p = true;
   /* A once-probe is nonblocking: started with nobody running the loop,
    * its first look and a turn of the loop happen at once, and its wait
    * finds it complete after the second look. */
-  q->base.blocking = !once;
-  q->base.call.op = -1;
-  q->base.call.root = -1;
-  q->kind = P2P_PROBE;
-  q->phase = PH_NEW;
-  q->peer = source;
-  q->tag = tag;
+  q = new_req(c, P2P_PROBE, source, tag, !once, what);
+  if (q == NULL)
+    return CRNET_ENOMEM;
   q->once = once;
   q->status_out = status;
   q->found_out = found;
-  rc = crnet__req_start(c, &q->base);
-  if (rc != 0) {
-    crnet__req_discard(&q->base);
-    return rc;
-  }
-  r = &q->base;
-  return crnet_wait(&r);
+  rc = launch(c, q, &r);
+  return rc != 0 ? rc : crnet_wait(&r);
 }
 
 int crnet_probe(crnet_comm *comm, int source, int tag, crnet_status *status) {

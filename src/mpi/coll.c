@@ -345,7 +345,7 @@ int MPI_Ireduce_scatter(const void *sendbuf, void *recvbuf,
   int rc = prep_reduce_scatter(comm, "MPI_Ireduce_scatter", recvcounts,
                                datatype, op, &m, &cop, &r->arrays);
   if (rc != MPI_SUCCESS) {
-    free(r);
+    crnet_mpi_request_free(r);
     return rc;
   }
   return crnet_mpi_request_started(
@@ -577,7 +577,7 @@ int MPI_Iallgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
   rc = prep_allgatherv(comm, "MPI_Iallgatherv", sendbuf, sendcount, sendtype,
                        recvcounts, displs, recvtype, &m, &own, &r->arrays);
   if (rc != MPI_SUCCESS) {
-    free(r);
+    crnet_mpi_request_free(r);
     return rc;
   }
   p = crnet_comm_size(comm->c);
@@ -667,7 +667,7 @@ int MPI_Ialltoallv(const void *sendbuf, const int sendcounts[],
                       sendtype, recvbuf, recvcounts, rdispls, recvtype, &m,
                       &r->arrays, &r->temp);
   if (rc != MPI_SUCCESS) {
-    free(r);
+    crnet_mpi_request_free(r);
     return rc;
   }
   p = crnet_comm_size(comm->c);

@@ -799,6 +799,19 @@ static void check_errors(void) {
   code = MPI_Allgatherv(&x, 1, MPI_INT, rv, neg, dneg, MPI_INT, c);
   EXPECT(error_class(code) == MPI_ERR_COUNT, "allgatherv count -2: %s",
          error_text(code));
+  /* the same refused by the nonblocking forms: no request is left behind
+   * (MPI_Comm_free of c below would be refused) */
+  MPI_Request none;
+  code = MPI_Iallgatherv(&x, 1, MPI_INT, rv, neg, dneg, MPI_INT, c, &none);
+  EXPECT(error_class(code) == MPI_ERR_COUNT, "iallgatherv count -2: %s",
+         error_text(code));
+  code = MPI_Ialltoallv(rv, neg, dneg, MPI_INT, rv, neg, dneg, MPI_INT, c,
+                        &none);
+  EXPECT(error_class(code) == MPI_ERR_COUNT, "ialltoallv count -2: %s",
+         error_text(code));
+  code = MPI_Ireduce_scatter(rv, rv, neg, MPI_INT, MPI_SUM, c, &none);
+  EXPECT(error_class(code) == MPI_ERR_COUNT, "ireduce_scatter count -2: %s",
+         error_text(code));
   free(neg);
   free(dneg);
   /* a comm with a request in flight is not freed; after the wait it is */

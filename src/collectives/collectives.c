@@ -216,6 +216,7 @@ static int start(crnet_comm *c, crnet__call *call, const void *send,
   char chosen[sizeof c->schedule[0]];
   const char *name;
   uint32_t id;
+  bool kept;
   int rc;
 
   call->p = c->size;
@@ -274,9 +275,11 @@ static int start(crnet_comm *c, crnet__call *call, const void *send,
   a.unpack_displs = call->displs;
   a.rank = call->rank;
   a.p = call->p;
-  rc = crnet__build(name, call, &sched);
-  if (rc != 0)
+  a.memo = crnet__memo_take(c, call, id, &sched, &kept);
+  if (!kept && (rc = crnet__build(name, call, &sched)) != 0) {
+    crnet__memo_drop(a.memo);
     return rc;
+  }
   return crnet__exec_start(c, &sched, &a, out);
 }
 

@@ -216,6 +216,7 @@ typedef struct round_run {
 typedef struct exec_call {
   crnet_request req;
   crnet__schedule sched;
+  crnet__sched_memo *memo; /* where sched goes back to, or NULL */
   exec_bufs b;
   crnet_datatype dt;
   crnet_op op;
@@ -573,7 +574,11 @@ static void exec_release(crnet_request *req) {
   e->packed = NULL;
   e->unpack = NULL;
   put_temp(e);
-  crnet__sched_free(&e->sched);
+  if (e->memo != NULL)
+    crnet__memo_give_back(req->comm, e->memo, &e->sched);
+  else
+    crnet__sched_free(&e->sched);
+  e->memo = NULL;
   if (req->peers != req->peers_small)
     free(req->peers);
   req->peers = NULL;
@@ -697,6 +702,7 @@ int crnet__exec_start(crnet_comm *c, crnet__schedule *s,
       c, sizeof *e + sizeof(round_run) * (size_t)c->w->rounds_in_flight);
   if (e == NULL) {
     crnet__sched_free(s);
+    crnet__memo_drop(a->memo);
     return CRNET_ENOMEM;
   }
   /* The request's memory may be reused: everything of the executor's
@@ -704,6 +710,7 @@ int crnet__exec_start(crnet_comm *c, crnet__schedule *s,
   memset((uint8_t *)e + sizeof e->req, 0,
          offsetof(exec_call, runs) - sizeof e->req);
   e->sched = *s;
+  e->memo = a->memo;
   e->window = window;
   e->dt = a->dt;
   e->op = a->op;

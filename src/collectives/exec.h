@@ -13,6 +13,7 @@
 #include <stdbool.h>
 
 #include "comm.h"
+#include "memo.h"
 #include "schedule.h"
 
 typedef struct crnet__exec_args {
@@ -37,10 +38,13 @@ typedef struct crnet__exec_args {
    * unpack_displs[rank]. NULL: recv is packed already. */
   const uint64_t *unpack_counts, *unpack_displs;
   int32_t rank, p;
+  /* The shape s was built for (memo.h), to which s goes back when the call
+   * ends, or NULL: s is freed then. */
+  crnet__sched_memo *memo;
 } crnet__exec_args;
 
-/* Makes the call a request and starts it: s is taken (freed whatever
- * happens). TEMP (s->temp_count elements) is the call's own, from the
+/* Makes the call a request and starts it: s and a->memo are taken (freed,
+ * or s given back to the memo, whatever happens). TEMP (s->temp_count elements) is the call's own, from the
  * comm's scratch when it is free (kept between calls up to 256 MiB, see
  * exec.c). Returns 0 with *out set, or CRNET_ENOMEM or the comm's sticky
  * error with *out NULL. */

@@ -479,6 +479,9 @@ int crnet__comm_hosts(crnet_comm *c) {
 /* A comm's own memory; the world's goes with the world comm. */
 static void free_comm(crnet_comm *c) {
   crnet__world *w = c->w;
+  for (int k = 0; k < CRNET_COLL_COUNT; k++)
+    if (c->sched_memo[k] != NULL)
+      c->sched_memo[k]->free(c->sched_memo[k]);
   free(c->host);
   free(c->peer_stats);
   free(c->world);

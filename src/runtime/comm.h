@@ -273,6 +273,12 @@ typedef struct crnet__world {
   crnet__trace *trace;  /* CRNET_TRACE, or NULL */
 } crnet__world;
 
+/* What a layer above keeps in a comm between calls (crnet_comm's
+ * sched_memo): the comm frees it through `free` when it is freed itself. */
+struct crnet__comm_memo {
+  void (*free)(struct crnet__comm_memo *m);
+};
+
 /* A communicator: a group of the job's ranks, numbered 0..size-1, with its
  * own calls, schedule choices, counters and sticky error, on the links of
  * the world it belongs to. */
@@ -304,6 +310,10 @@ struct crnet_comm {
     const char *name; /* NULL: nothing remembered */
     uint32_t id;
   } auto_memo[CRNET_COLL_COUNT];
+  /* The collectives layer's schedule kept from the last call of each
+   * collective (memo.c), or NULL: an object of that layer, which the comm
+   * frees through the object's own `free` when it goes; under mu. */
+  struct crnet__comm_memo *sched_memo[CRNET_COLL_COUNT];
   /* The host of each rank of this comm (size entries, hosts numbered from
    * 0 in order of their first rank) and how many hosts: the layout the
    * two-level schedules work with. NULL until the first collective call

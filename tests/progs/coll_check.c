@@ -1456,6 +1456,68 @@ static bool choose_auto(struct state *st) {
  * (hash agreement, barrier entry times) uses it, and allreduce_check tests
  * it under every schedule. A choice that fails is reported on every rank
  * alike (it is a local decision), and the schedule is skipped. */
+/* --- the schedules a comm keeps ---
+ * A comm keeps the schedule of its last call of each collective and runs
+ * the next call of the same shape on it (src/collectives/memo.h). The
+ * passes above change the shape at nearly every call (in place alternates),
+ * so here each call repeats the one before it or changes one thing a
+ * schedule depends on: the count, one rank's block, the element size, the
+ * root, in place, exclusive. A kept schedule that ran a call of another
+ * shape gives wrong results, overruns the guards or fails as a mismatch. */
+static void run_shapes_in_turn(struct state *st) {
+  const struct schedule *s = st->s;
+  size_t a = st->counts[st->ncounts / 2], b = a + 3;
+  size_t *block = xmalloc(sizeof(size_t) * (size_t)st->p);
+  int r0 = st->roots[0], r1 = st->roots[st->nroots - 1];
+
+  if (can(s, CRNET_COLL_REDUCE_SCATTER)) {
+    const size_t shape[] = {a, a, b, a};
+    for (size_t k = 0; k < 4 && !stopped(st); k++) {
+      for (int r = 0; r < st->p; r++)
+        block[r] = shape[k];
+      rs_case(st, &variants[0], block, true, false, "in turn");
+    }
+    /* The same total in other blocks: rank 0's extra moves to the last
+     * rank. */
+    block[0] = b;
+    rs_case(st, &variants[0], block, false, false, "in turn");
+    block[0] = a;
+    block[st->p - 1] = b;
+    rs_case(st, &variants[0], block, false, false, "in turn");
+    rs_case(st, &variants[8], block, false, false, "in turn");
+  }
+  if (can(s, CRNET_COLL_ALLGATHER)) {
+    const size_t shape[] = {a, a, b, a, a, a, a};
+    const bool ip[] = {false, false, false, false, true, true, false};
+    for (size_t k = 0; k < 7 && !stopped(st); k++)
+      allgather_case(st, k == 3 ? CRNET_DOUBLE : CRNET_INT32, shape[k],
+                     ip[k]);
+  }
+  if (can(s, CRNET_COLL_BCAST)) {
+    const size_t shape[] = {a, a, a, a, b};
+    for (size_t k = 0; k < 5 && !stopped(st); k++)
+      bcast_case(st, CRNET_INT32, shape[k], k < 2 ? r0 : r1);
+  }
+  if (can(s, CRNET_COLL_REDUCE)) {
+    const bool ip[] = {false, false, false, true, true};
+    for (size_t k = 0; k < 5 && !stopped(st); k++)
+      reduce_case(st, &variants[0], k == 4 ? b : a, k < 2 ? r0 : r1, ip[k],
+                  false);
+  }
+  if (can(s, CRNET_COLL_SCAN)) {
+    const bool ex[] = {false, false, true, true, false};
+    for (size_t k = 0; k < 5 && !stopped(st); k++)
+      scan_case(st, &variants[0], k == 4 ? b : a, ex[k], k == 4);
+  }
+  if (can(s, CRNET_COLL_ALLTOALL) &&
+      !refused_at_p(s, CRNET_COLL_ALLTOALL, st->p)) {
+    const size_t shape[] = {a, a, b, a, a};
+    for (size_t k = 0; k < 5 && !stopped(st); k++)
+      alltoall_case(st, CRNET_INT32, shape[k], k == 4);
+  }
+  free(block);
+}
+
 static void run_schedule(struct state *st, const struct schedule *s,
                          crnet_op nc) {
   bool ok;
@@ -1524,6 +1586,8 @@ static void run_schedule(struct state *st, const struct schedule *s,
     run_barrier(st);
   if (!stopped(st))
     run_noncommutative(st, nc);
+  if (!stopped(st))
+    run_shapes_in_turn(st);
 }
 
 /* --- misuse --- */

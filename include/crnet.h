@@ -267,6 +267,12 @@ CRNET_EXTERN int crnet_comm_destroy(crnet_comm *comm);
 CRNET_EXTERN int crnet_comm_rank(const crnet_comm *comm);
 CRNET_EXTERN int crnet_comm_size(const crnet_comm *comm);
 
+/* The rank in the job (in the comm of crnet_comm_init) of this comm's rank
+ * `rank`, as MPI_Group_translate_ranks gives it: what tells which ranks
+ * two comms of one job share. -1 if comm is NULL or rank is not in
+ * 0..size-1. Local: no message. */
+CRNET_EXTERN int crnet_comm_job_rank(const crnet_comm *comm, int rank);
+
 /* crnet_comm_split's color for a rank that joins no new comm. */
 #define CRNET_UNDEFINED (-32766)
 

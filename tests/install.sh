@@ -197,7 +197,7 @@ expect "libcrnet-mpi exports no data objects" \
   "$(LC_ALL=C readelf --dyn-syms -W "$lib/libcrnet-mpi.so.$VERSION" |
     awk '$7 != "UND" && $4 == "OBJECT" { print $8 }')" ""
 mkdir "$tmp/mpi"
-cp "$SOURCE/tests/progs/mpi_check.c" "$tmp/mpi/"
+cp "$SOURCE/tests/progs/mpi_check.c" "$SOURCE/tests/progs/mpi_expect.h" "$tmp/mpi/"
 cd "$tmp/mpi" || give_up "cannot enter $tmp/mpi"
 # shellcheck disable=SC2086 # the flags are words
 if $CC -Wall -Wextra -Werror $(pkg-config --cflags crnet-mpi) -o mpi_check \

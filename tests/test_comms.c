@@ -95,12 +95,26 @@ static int rank_split(int rank, int size, void *arg) {
           crnet_comm_size(half), n);
   FAIL_IF(members[crnet_comm_rank(half)] != rank, "half rank %d is not job "
           "rank %d", crnet_comm_rank(half), rank);
+  /* Every rank of it names its job rank, the others -1. */
+  for (int r = 0; r < n; r++)
+    FAIL_IF(crnet_comm_job_rank(half, r) != members[r],
+            "half's rank %d is job rank %d, want %d", r,
+            crnet_comm_job_rank(half, r), members[r]);
+  FAIL_IF(crnet_comm_job_rank(half, n) != -1 ||
+              crnet_comm_job_rank(half, -1) != -1 ||
+              crnet_comm_job_rank(NULL, 0) != -1,
+          "job rank of no rank");
+  FAIL_IF(crnet_comm_job_rank(c, size - 1) != size - 1, "the world's own");
   if (check_allreduce(half, rank, members, n, 1000) != EXIT_OK)
     return EXIT_FAIL;
   /* Equal keys: ordered by parent rank. A split of a split. */
   rc = crnet_comm_split(half, 0, 7, &rev);
   FAIL_IF(rc != 0, "split of split: %s", crnet_err_name(rc));
   FAIL_IF(crnet_comm_rank(rev) != crnet_comm_rank(half), "tie not by rank");
+  for (int r = 0; r < n; r++)
+    FAIL_IF(crnet_comm_job_rank(rev, r) != members[r],
+            "a split of a split: rank %d is job rank %d, want %d", r,
+            crnet_comm_job_rank(rev, r), members[r]);
   /* Dup: the same ranks, the same order, another comm. */
   rc = crnet_comm_dup(c, &dup);
   FAIL_IF(rc != 0, "dup: %s", crnet_err_name(rc));

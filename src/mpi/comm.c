@@ -23,10 +23,8 @@ int MPI_Comm_size(MPI_Comm comm, int *size) {
   return MPI_SUCCESS;
 }
 
-/* A new handle for crnet comm c (NULL: MPI_COMM_NULL), with the error
- * handler of `from`, as MPI_Comm_split and MPI_Comm_dup give it. */
-static int wrap(MPI_Comm from, const char *fn, crnet_comm *c,
-                MPI_Comm *newcomm) {
+int crnet_mpi_comm_wrap(MPI_Comm from, const char *fn, crnet_comm *c,
+                        MPI_Comm *newcomm) {
   struct crnet_mpi_comm *m;
   if (c == NULL) {
     *newcomm = MPI_COMM_NULL;
@@ -60,11 +58,12 @@ int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm) {
       comm->c, color == MPI_UNDEFINED ? CRNET_UNDEFINED : color, key, &c);
   if (rc != 0)
     return crnet_mpi_from_crnet(comm, "MPI_Comm_split", rc);
-  return wrap(comm, "MPI_Comm_split", c, newcomm);
+  return crnet_mpi_comm_wrap(comm, "MPI_Comm_split", c, newcomm);
 }
 
 int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm) {
   crnet_comm *c = NULL;
+  MPI_Comm dup;
   int rc = crnet_mpi_check_comm(&comm, "MPI_Comm_dup");
   if (rc != MPI_SUCCESS)
     return rc;
@@ -73,7 +72,22 @@ int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm) {
   rc = crnet_comm_dup(comm->c, &c);
   if (rc != 0)
     return crnet_mpi_from_crnet(comm, "MPI_Comm_dup", rc);
-  return wrap(comm, "MPI_Comm_dup", c, newcomm);
+  rc = crnet_mpi_comm_wrap(comm, "MPI_Comm_dup", c, &dup);
+  if (rc != MPI_SUCCESS)
+    return rc;
+  /* The attributes whose copy callbacks say so (MPI 3.1, 6.7.2); if one
+   * fails, so does the dup, and the copies made so far go. */
+  rc = crnet_mpi_attr_copy_all(comm, dup, "MPI_Comm_dup");
+  if (rc != MPI_SUCCESS) {
+    crnet_mpi_attr_delete_all(dup, "MPI_Comm_dup");
+    crnet_mpi_attr_drop_all(dup);
+    crnet_mpi_list_remove(dup);
+    crnet_comm_destroy(dup->c);
+    free(dup);
+    return rc;
+  }
+  *newcomm = dup;
+  return MPI_SUCCESS;
 }
 
 int MPI_Comm_free(MPI_Comm *comm) {
@@ -90,6 +104,12 @@ int MPI_Comm_free(MPI_Comm *comm) {
                           "MPI_COMM_WORLD and MPI_COMM_SELF are not freed");
   /* Refused while requests of it are not yet reported, even complete ones
    * (crnet_mpi_comm.requests); MPI would free it once they are. */
+  if (atomic_load(&c->requests) == 0) {
+    /* The delete callbacks first: one that fails keeps the comm. */
+    rc = crnet_mpi_attr_delete_all(c, "MPI_Comm_free");
+    if (rc != MPI_SUCCESS)
+      return rc;
+  }
   rc = atomic_load(&c->requests) > 0 ? CRNET_EINVAL : crnet_mpi_hidden_free(c);
   if (rc != CRNET_EINVAL)
     rc = crnet_comm_destroy(c->c);

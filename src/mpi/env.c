@@ -145,15 +145,26 @@ int MPI_Query_thread(int *provided) {
  * rank's data is delivered, as MPI_Finalize does. */
 int MPI_Finalize(void) {
   int rc = 0, first = 0;
+  if (!crnet_mpi_ready())
+    return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Finalize", MPI_ERR_OTHER,
+                          "MPI is not initialized");
+  /* MPI_COMM_SELF's attributes are deleted first, callbacks and all, as
+   * if it were freed (MPI 3.1, 8.7.1): libraries hook their clean-up
+   * there, and may still call MPI. */
+  rc = crnet_mpi_attr_delete_all(&self_comm, "MPI_Finalize");
+  if (rc != MPI_SUCCESS)
+    return rc;
   pthread_mutex_lock(&lock);
   if (phase != RUNNING) {
     pthread_mutex_unlock(&lock);
     return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Finalize", MPI_ERR_OTHER,
                           "MPI is not initialized");
   }
+  crnet_mpi_attr_drop_all(&world_comm);
   while (user_comms != NULL) {
     struct crnet_mpi_comm *c = user_comms;
     user_comms = c->next;
+    crnet_mpi_attr_drop_all(c);
     crnet_mpi_hidden_free(c);
     rc = crnet_comm_destroy(c->c);
     if (rc != 0 && first == 0)
@@ -167,6 +178,7 @@ int MPI_Finalize(void) {
     first = rc;
   self_comm.c = NULL;
   crnet_mpi_ops_fini();
+  crnet_mpi_attr_fini();
   rc = crnet_comm_destroy(world_comm.c);
   if (rc != 0 && first == 0)
     first = rc;

@@ -63,6 +63,10 @@ static const char *class_text(int cls) {
     return "MPI_ERR_UNSUPPORTED_OPERATION: not supported by crnet-mpi";
   case MPI_ERR_INFO:
     return "MPI_ERR_INFO: invalid info object";
+  case MPI_ERR_GROUP:
+    return "MPI_ERR_GROUP: invalid group";
+  case MPI_ERR_KEYVAL:
+    return "MPI_ERR_KEYVAL: invalid attribute key";
   default:
     return "MPI_ERR_UNKNOWN: unknown error";
   }

@@ -169,6 +169,8 @@ typedef void MPI_User_function(void *invec, void *inoutvec, int *len,
 #define MPI_ERR_NO_MEM 17
 #define MPI_ERR_UNSUPPORTED_OPERATION 18
 #define MPI_ERR_INFO 19
+#define MPI_ERR_GROUP 20
+#define MPI_ERR_KEYVAL 21
 #define MPI_ERR_LASTCODE 0x3fffffff
 
 /* --- the environment ------------------------------------------------------ */
@@ -207,6 +209,90 @@ CRNET_MPI_EXTERN int MPI_Comm_split(MPI_Comm comm, int color, int key,
                                     MPI_Comm *newcomm);
 CRNET_MPI_EXTERN int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm);
 CRNET_MPI_EXTERN int MPI_Comm_free(MPI_Comm *comm);
+CRNET_MPI_EXTERN int MPI_Comm_compare(MPI_Comm comm1, MPI_Comm comm2,
+                                      int *result);
+
+/* Results of MPI_Comm_compare and MPI_Group_compare. */
+#define MPI_IDENT 0
+#define MPI_CONGRUENT 1
+#define MPI_SIMILAR 2
+#define MPI_UNEQUAL 3
+
+/* --- groups --------------------------------------------------------------- */
+
+typedef struct crnet_mpi_group *MPI_Group;
+#define MPI_GROUP_NULL ((MPI_Group)0)
+#define MPI_GROUP_EMPTY ((MPI_Group)1)
+
+CRNET_MPI_EXTERN int MPI_Comm_group(MPI_Comm comm, MPI_Group *group);
+CRNET_MPI_EXTERN int MPI_Comm_create(MPI_Comm comm, MPI_Group group,
+                                     MPI_Comm *newcomm);
+CRNET_MPI_EXTERN int MPI_Group_size(MPI_Group group, int *size);
+CRNET_MPI_EXTERN int MPI_Group_rank(MPI_Group group, int *rank);
+CRNET_MPI_EXTERN int MPI_Group_free(MPI_Group *group);
+CRNET_MPI_EXTERN int MPI_Group_translate_ranks(MPI_Group group1, int n,
+                                               const int ranks1[],
+                                               MPI_Group group2,
+                                               int ranks2[]);
+CRNET_MPI_EXTERN int MPI_Group_compare(MPI_Group group1, MPI_Group group2,
+                                       int *result);
+CRNET_MPI_EXTERN int MPI_Group_incl(MPI_Group group, int n, const int ranks[],
+                                    MPI_Group *newgroup);
+CRNET_MPI_EXTERN int MPI_Group_excl(MPI_Group group, int n, const int ranks[],
+                                    MPI_Group *newgroup);
+CRNET_MPI_EXTERN int MPI_Group_range_incl(MPI_Group group, int n,
+                                          int ranges[][3],
+                                          MPI_Group *newgroup);
+CRNET_MPI_EXTERN int MPI_Group_range_excl(MPI_Group group, int n,
+                                          int ranges[][3],
+                                          MPI_Group *newgroup);
+CRNET_MPI_EXTERN int MPI_Group_union(MPI_Group group1, MPI_Group group2,
+                                     MPI_Group *newgroup);
+CRNET_MPI_EXTERN int MPI_Group_intersection(MPI_Group group1,
+                                            MPI_Group group2,
+                                            MPI_Group *newgroup);
+CRNET_MPI_EXTERN int MPI_Group_difference(MPI_Group group1, MPI_Group group2,
+                                          MPI_Group *newgroup);
+
+/* --- attributes ----------------------------------------------------------- */
+
+/* Predefined keys: MPI_Comm_get_attr gives the address of an int. */
+#define MPI_TAG_UB 1
+#define MPI_HOST 2
+#define MPI_IO 3
+#define MPI_WTIME_IS_GLOBAL 4
+#define MPI_UNIVERSE_SIZE 5
+#define MPI_APPNUM 6
+#define MPI_LASTUSEDCODE 7
+#define MPI_KEYVAL_INVALID (-1)
+
+typedef int MPI_Comm_copy_attr_function(MPI_Comm oldcomm, int comm_keyval,
+                                        void *extra_state,
+                                        void *attribute_val_in,
+                                        void *attribute_val_out, int *flag);
+typedef int MPI_Comm_delete_attr_function(MPI_Comm comm, int comm_keyval,
+                                          void *attribute_val,
+                                          void *extra_state);
+/* Copy nothing, delete nothing; and copy the value as it is. */
+#define MPI_COMM_NULL_COPY_FN ((MPI_Comm_copy_attr_function *)0)
+#define MPI_COMM_NULL_DELETE_FN ((MPI_Comm_delete_attr_function *)0)
+#define MPI_COMM_DUP_FN crnet_mpi_comm_dup_fn
+CRNET_MPI_EXTERN int crnet_mpi_comm_dup_fn(MPI_Comm oldcomm, int comm_keyval,
+                                           void *extra_state,
+                                           void *attribute_val_in,
+                                           void *attribute_val_out,
+                                           int *flag);
+
+CRNET_MPI_EXTERN int MPI_Comm_create_keyval(
+    MPI_Comm_copy_attr_function *comm_copy_attr_fn,
+    MPI_Comm_delete_attr_function *comm_delete_attr_fn, int *comm_keyval,
+    void *extra_state);
+CRNET_MPI_EXTERN int MPI_Comm_free_keyval(int *comm_keyval);
+CRNET_MPI_EXTERN int MPI_Comm_set_attr(MPI_Comm comm, int comm_keyval,
+                                       void *attribute_val);
+CRNET_MPI_EXTERN int MPI_Comm_get_attr(MPI_Comm comm, int comm_keyval,
+                                       void *attribute_val, int *flag);
+CRNET_MPI_EXTERN int MPI_Comm_delete_attr(MPI_Comm comm, int comm_keyval);
 
 /* --- datatypes and operators ---------------------------------------------- */
 

@@ -37,6 +37,7 @@ struct crnet_mpi_comm {
    * complete crnet requests the MPI ones still point to). */
   _Atomic int requests;
   struct crnet_mpi_comm *next, *prev; /* the list of user comms */
+  struct crnet_mpi_attr *attrs; /* the program's attributes (attr.c) */
 };
 
 enum request_kind { REQ_COLL, REQ_SEND, REQ_RECV, REQ_NULL_PEER, REQ_PARTS };
@@ -91,7 +92,22 @@ int crnet_mpi_request_started(MPI_Comm comm, const char *fn, int rc,
 /* The library's object behind a handle: MPI_COMM_WORLD and MPI_COMM_SELF
  * are small integers (mpi.h), every other handle is the object itself. */
 MPI_Comm crnet_mpi_comm_of(MPI_Comm handle);
+/* A new handle for crnet comm c (NULL: MPI_COMM_NULL), with the error
+ * handler of `from`, as MPI_Comm_split, MPI_Comm_dup and MPI_Comm_create
+ * give it; c is destroyed if that fails. */
+int crnet_mpi_comm_wrap(MPI_Comm from, const char *fn, crnet_comm *c,
+                        MPI_Comm *newcomm);
 bool crnet_mpi_ready(void); /* between MPI_Init and MPI_Finalize */
+
+/* Attributes (attr.c). delete_all runs the delete callbacks of every value
+ * on comm and takes them off (the first callback that fails stops it:
+ * its error, raised); copy_all gives `to` what the copy callbacks of
+ * `from`'s values say (MPI_Comm_dup); drop_all frees comm's values without
+ * callbacks; fini frees the keys (MPI_Finalize). */
+int crnet_mpi_attr_delete_all(MPI_Comm comm, const char *fn);
+int crnet_mpi_attr_copy_all(MPI_Comm from, MPI_Comm to, const char *fn);
+void crnet_mpi_attr_drop_all(MPI_Comm comm);
+void crnet_mpi_attr_fini(void);
 crnet_comm *crnet_mpi_world(void);
 void crnet_mpi_list_add(MPI_Comm comm);
 void crnet_mpi_list_remove(MPI_Comm comm);

@@ -1019,6 +1019,14 @@ int crnet_comm_rank(const crnet_comm *c) { return c != NULL ? c->rank : -1; }
 
 int crnet_comm_size(const crnet_comm *c) { return c != NULL ? c->size : -1; }
 
+int crnet_comm_job_rank(const crnet_comm *c, int rank) {
+  if (c == NULL || rank < 0 || rank >= c->size)
+    return -1;
+  /* world is NULL for the comm of crnet_comm_init: its ranks are the
+   * job's. Set at the comm's making, never changed: no lock. */
+  return c->world != NULL ? c->world[rank] : rank;
+}
+
 const char *crnet_comm_errmsg(const crnet_comm *c) {
   int err;
   if (c == NULL)

@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define EXPECT_PROG "mpi_check"
+#include "mpi_expect.h"
 #include "mpi.h"
 
 static int rank, p;
@@ -21,32 +23,6 @@ static int failures;
 /* The predefined handles are constant expressions, as MPI requires. */
 static MPI_Comm world_static = MPI_COMM_WORLD;
 
-#define EXPECT(cond, ...)                                                      \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      fprintf(stderr, "mpi_check: rank %d: %s:%d: ", rank, __FILE__,           \
-              __LINE__);                                                       \
-      fprintf(stderr, __VA_ARGS__);                                            \
-      fputc('\n', stderr);                                                     \
-      failures++;                                                              \
-    }                                                                          \
-  } while (0)
-
-#define OK(call) EXPECT((call) == MPI_SUCCESS, "%s failed", #call)
-
-static int error_class(int code) {
-  int cls = -1;
-  MPI_Error_class(code, &cls);
-  return cls;
-}
-
-static const char *error_text(int code) {
-  static char s[MPI_MAX_ERROR_STRING];
-  int n;
-  if (MPI_Error_string(code, s, &n) != MPI_SUCCESS)
-    snprintf(s, sizeof s, "(no string)");
-  return s;
-}
 
 /* A non-commutative operator: affine maps x -> a x + b modulo 2^32, one
  * per element (a in the high half of a uint64, b in the low), composed in

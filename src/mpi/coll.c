@@ -678,3 +678,99 @@ int MPI_Ialltoallv(const void *sendbuf, const int sendcounts[],
                        recvbuf, a + 2 * p, a + 3 * p, m.dt, &r->req),
       r, request);
 }
+
+/* alltoallw: each block its own type, displacements in bytes. A crnet call
+ * moves one type, so the blocks go as bytes, each its count times its
+ * type's size: a block's length is still checked against the receive
+ * that takes it (MPI_ERR_TRUNCATE, or a mismatch), its type is not. The
+ * arrays in *arrays are the four of crnet_alltoallv in bytes; in place,
+ * *temp holds the blocks to send, copied from recvbuf. */
+static int prep_alltoallw(MPI_Comm comm, const char *fn, const void *sendbuf,
+                          const int sendcounts[], const int sdispls[],
+                          const MPI_Datatype sendtypes[], const void *recvbuf,
+                          const int recvcounts[], const int rdispls[],
+                          const MPI_Datatype recvtypes[], size_t **arrays,
+                          void **temp) {
+  size_t p = (size_t)crnet_comm_size(comm->c), end = 0, *a;
+  bool in_place = sendbuf == MPI_IN_PLACE;
+  const int *counts[2] = {in_place ? recvcounts : sendcounts, recvcounts};
+  const int *displs[2] = {in_place ? rdispls : sdispls, rdispls};
+  const MPI_Datatype *types[2] = {in_place ? recvtypes : sendtypes, recvtypes};
+  *temp = NULL;
+  for (int k = 0; k < 2; k++)
+    if (counts[k] == NULL || displs[k] == NULL || types[k] == NULL)
+      return crnet_mpi_fail(comm, fn, MPI_ERR_ARG, "the %s arrays are NULL",
+                            k == 0 ? "send" : "receive");
+  if ((a = malloc(sizeof *a * 4 * p)) == NULL)
+    return crnet_mpi_fail(comm, fn, MPI_ERR_NO_MEM, "%zu counts", 4 * p);
+  for (int k = 0; k < 2; k++)
+    for (size_t j = 0; j < p; j++) {
+      moved m;
+      int rc = resolve(comm, fn, counts[k][j], types[k][j], &m);
+      if (rc == MPI_SUCCESS && displs[k][j] < 0)
+        rc = crnet_mpi_fail(comm, fn, MPI_ERR_ARG, "%s[%zu] is %d",
+                            k == 0 ? "sdispls" : "rdispls", j, displs[k][j]);
+      if (rc != MPI_SUCCESS) {
+        free(a);
+        return rc;
+      }
+      a[2 * k * p + j] = m.count * crnet_datatype_size(m.dt);
+      a[(2 * k + 1) * p + j] = (size_t)displs[k][j];
+      if (k == 1 && a[3 * p + j] + a[2 * p + j] > end)
+        end = a[3 * p + j] + a[2 * p + j];
+    }
+  if (in_place) {
+    if ((*temp = malloc(end > 0 ? end : 1)) == NULL) {
+      free(a);
+      return crnet_mpi_fail(comm, fn, MPI_ERR_NO_MEM, "%zu bytes", end);
+    }
+    memcpy(*temp, recvbuf, end);
+  }
+  *arrays = a;
+  return MPI_SUCCESS;
+}
+
+int MPI_Alltoallw(const void *sendbuf, const int sendcounts[],
+                  const int sdispls[], const MPI_Datatype sendtypes[],
+                  void *recvbuf, const int recvcounts[], const int rdispls[],
+                  const MPI_Datatype recvtypes[], MPI_Comm comm) {
+  size_t *a;
+  void *temp;
+  int rc, p;
+  CHECK(crnet_mpi_check_comm(&comm, "MPI_Alltoallw"));
+  CHECK(prep_alltoallw(comm, "MPI_Alltoallw", sendbuf, sendcounts, sdispls,
+                       sendtypes, recvbuf, recvcounts, rdispls, recvtypes, &a,
+                       &temp));
+  p = crnet_comm_size(comm->c);
+  rc = crnet_alltoallv(comm->c, temp != NULL ? temp : sendbuf, a, a + p,
+                       recvbuf, a + 2 * p, a + 3 * p, CRNET_UINT8);
+  free(a);
+  free(temp);
+  return crnet_mpi_from_crnet(comm, "MPI_Alltoallw", rc);
+}
+
+int MPI_Ialltoallw(const void *sendbuf, const int sendcounts[],
+                   const int sdispls[], const MPI_Datatype sendtypes[],
+                   void *recvbuf, const int recvcounts[], const int rdispls[],
+                   const MPI_Datatype recvtypes[], MPI_Comm comm,
+                   MPI_Request *request) {
+  struct crnet_mpi_request *r = NULL;
+  size_t *a;
+  int rc, p;
+  CHECK(crnet_mpi_check_comm(&comm, "MPI_Ialltoallw"));
+  CHECK(crnet_mpi_request_new(comm, "MPI_Ialltoallw", REQ_COLL, request, &r));
+  rc = prep_alltoallw(comm, "MPI_Ialltoallw", sendbuf, sendcounts, sdispls,
+                      sendtypes, recvbuf, recvcounts, rdispls, recvtypes,
+                      &r->arrays, &r->temp);
+  if (rc != MPI_SUCCESS) {
+    crnet_mpi_request_free(r);
+    return rc;
+  }
+  p = crnet_comm_size(comm->c);
+  a = r->arrays;
+  return crnet_mpi_request_started(
+      comm, "MPI_Ialltoallw",
+      crnet_ialltoallv(comm->c, r->temp != NULL ? r->temp : sendbuf, a, a + p,
+                       recvbuf, a + 2 * p, a + 3 * p, CRNET_UINT8, &r->req),
+      r, request);
+}

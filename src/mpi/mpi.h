@@ -340,6 +340,14 @@ CRNET_MPI_EXTERN int MPI_Alltoallv(const void *sendbuf, const int sendcounts[],
                                    void *recvbuf, const int recvcounts[],
                                    const int rdispls[], MPI_Datatype recvtype,
                                    MPI_Comm comm);
+/* Each block its own type; displacements in bytes (docs/MPI.md). */
+CRNET_MPI_EXTERN int MPI_Alltoallw(const void *sendbuf, const int sendcounts[],
+                                   const int sdispls[],
+                                   const MPI_Datatype sendtypes[],
+                                   void *recvbuf, const int recvcounts[],
+                                   const int rdispls[],
+                                   const MPI_Datatype recvtypes[],
+                                   MPI_Comm comm);
 CRNET_MPI_EXTERN int MPI_Allgather(const void *sendbuf, int sendcount,
                                    MPI_Datatype sendtype, void *recvbuf,
                                    int recvcount, MPI_Datatype recvtype,
@@ -400,6 +408,13 @@ CRNET_MPI_EXTERN int MPI_Ialltoallv(const void *sendbuf, const int sendcounts[],
                                     const int sdispls[], MPI_Datatype sendtype,
                                     void *recvbuf, const int recvcounts[],
                                     const int rdispls[], MPI_Datatype recvtype,
+                                    MPI_Comm comm, MPI_Request *request);
+CRNET_MPI_EXTERN int MPI_Ialltoallw(const void *sendbuf, const int sendcounts[],
+                                    const int sdispls[],
+                                    const MPI_Datatype sendtypes[],
+                                    void *recvbuf, const int recvcounts[],
+                                    const int rdispls[],
+                                    const MPI_Datatype recvtypes[],
                                     MPI_Comm comm, MPI_Request *request);
 CRNET_MPI_EXTERN int MPI_Iallgather(const void *sendbuf, int sendcount,
                                     MPI_Datatype sendtype, void *recvbuf,

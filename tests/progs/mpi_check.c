@@ -9,20 +9,20 @@
  *                                      job ends, naming MPI_ERR_RANK
  *
  * Exits 0 when every check held; else prints the first that failed. */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define EXPECT_PROG "mpi_check"
-#include "mpi_expect.h"
 #include "mpi.h"
+#include "mpi_expect.h"
 
 static int rank, p;
 static int failures;
 /* The predefined handles are constant expressions, as MPI requires. */
 static MPI_Comm world_static = MPI_COMM_WORLD;
-
 
 /* A non-commutative operator: affine maps x -> a x + b modulo 2^32, one
  * per element (a in the high half of a uint64, b in the low), composed in
@@ -244,6 +244,112 @@ static void check_moves(void) {
   free(sdis);
 }
 
+/* alltoallw: the block from i to j has c(i, j) elements of type T(i, j),
+ * doubles or ints, each sender's blocks in reverse order of j with a
+ * 3-byte gap before each, each receiver's in reverse order of i with a
+ * gap of 5 bytes that must stay untouched; then in place, then the
+ * nonblocking form, then the errors. */
+static int w_count(int i, int j) { return (i + 2 * j) % 3 + 1; }
+static MPI_Datatype w_type(int i, int j) {
+  return (i + j) % 2 ? MPI_INT : MPI_DOUBLE;
+}
+static size_t w_size(int i, int j) {
+  return (size_t)w_count(i, j) * (w_type(i, j) == MPI_INT ? 4 : 8);
+}
+static double w_value(int i, int j, int k) { return i * 10000 + j * 100 + k; }
+
+static void w_put(unsigned char *at, int i, int j) {
+  for (int k = 0; k < w_count(i, j); k++)
+    if (w_type(i, j) == MPI_INT) {
+      int v = (int)w_value(i, j, k);
+      memcpy(at + 4 * (size_t)k, &v, 4);
+    } else {
+      double v = w_value(i, j, k);
+      memcpy(at + 8 * (size_t)k, &v, 8);
+    }
+}
+
+static bool w_holds(const unsigned char *at, int i, int j) {
+  unsigned char want[24];
+  w_put(want, i, j);
+  return memcmp(at, want, w_size(i, j)) == 0;
+}
+
+static void check_alltoallw(void) {
+  int scnt[64], sdis[64], rcnt[64], rdis[64], code;
+  MPI_Datatype sty[64], rty[64];
+  unsigned char sbuf[64 * 32], rbuf[64 * 32];
+  size_t at = 0;
+  MPI_Request rq;
+  for (int j = p - 1; j >= 0; j--) {
+    at += 3;
+    scnt[j] = w_count(rank, j);
+    sty[j] = w_type(rank, j);
+    sdis[j] = (int)at;
+    w_put(sbuf + at, rank, j);
+    at += w_size(rank, j);
+  }
+  at = 0;
+  for (int i = p - 1; i >= 0; i--) {
+    at += 5;
+    rcnt[i] = w_count(i, rank);
+    rty[i] = w_type(i, rank);
+    rdis[i] = (int)at;
+    at += w_size(i, rank);
+  }
+  for (int round = 0; round < 2; round++) {
+    memset(rbuf, 0xee, sizeof rbuf);
+    if (round == 0) {
+      OK(MPI_Alltoallw(sbuf, scnt, sdis, sty, rbuf, rcnt, rdis, rty,
+                       MPI_COMM_WORLD));
+    } else {
+      OK(MPI_Ialltoallw(sbuf, scnt, sdis, sty, rbuf, rcnt, rdis, rty,
+                        MPI_COMM_WORLD, &rq));
+      OK(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+    }
+    for (int i = 0; i < p; i++) {
+      EXPECT(w_holds(rbuf + rdis[i], i, rank), "alltoallw%s from %d",
+             round ? " (nonblocking)" : "", i);
+      for (int g = 1; g <= 5; g++)
+        EXPECT(rbuf[rdis[i] - g] == 0xee, "alltoallw gap before %d written", i);
+    }
+  }
+  /* in place: the block for j sits where j's block will land, so the
+   * blocks both ways are alike (two ints each) */
+  for (int j = 0; j < p; j++) {
+    rcnt[j] = 2;
+    rty[j] = MPI_INT;
+    rdis[j] = 8 * j;
+    int v[2] = {rank * 100 + j, -rank};
+    memcpy(rbuf + 8 * j, v, 8);
+  }
+  OK(MPI_Alltoallw(MPI_IN_PLACE, NULL, NULL, NULL, rbuf, rcnt, rdis, rty,
+                   MPI_COMM_WORLD));
+  for (int j = 0; j < p; j++) {
+    int v[2];
+    memcpy(v, rbuf + 8 * j, 8);
+    EXPECT(v[0] == j * 100 + rank && v[1] == -j,
+           "alltoallw in place from %d: %d %d", j, v[0], v[1]);
+  }
+  /* errors: nothing moves, the comm works after */
+  MPI_Comm c;
+  OK(MPI_Comm_dup(MPI_COMM_WORLD, &c));
+  OK(MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN));
+  code = MPI_Alltoallw(sbuf, scnt, sdis, NULL, rbuf, rcnt, rdis, rty, c);
+  EXPECT(error_class(code) == MPI_ERR_ARG, "alltoallw NULL types: %s",
+         error_text(code));
+  sdis[0] = -1;
+  code = MPI_Alltoallw(sbuf, scnt, sdis, sty, rbuf, rcnt, rdis, rty, c);
+  EXPECT(error_class(code) == MPI_ERR_ARG, "alltoallw sdispls -1: %s",
+         error_text(code));
+  sty[0] = (MPI_Datatype)999;
+  code = MPI_Ialltoallw(sbuf, scnt, sdis, sty, rbuf, rcnt, rdis, rty, c, &rq);
+  EXPECT(error_class(code) == MPI_ERR_TYPE, "ialltoallw type 999: %s",
+         error_text(code));
+  OK(MPI_Barrier(c));
+  OK(MPI_Comm_free(&c));
+}
+
 static void check_comms(void) {
   MPI_Comm half, none, dup;
   int hr = -1, hs = -1;
@@ -379,7 +485,7 @@ static void check_messages(void) {
       int i;                                                                   \
     } pair;                                                                    \
     pair in[LOC_N * 16], out[LOC_N * 16], want[2][LOC_N * 16];                 \
-    int counts[16], n = LOC_N * p, first = 0;                                 \
+    int counts[16], n = LOC_N * p, first = 0;                                  \
     if (p > 16)                                                                \
       return;                                                                  \
     for (int k = 0; k < n; k++) {                                              \
@@ -403,7 +509,7 @@ static void check_messages(void) {
     }                                                                          \
     for (int m = 0; m < 2; m++) {                                              \
       MPI_Op op = m == 0 ? MPI_MINLOC : MPI_MAXLOC;                            \
-      const char *what = m == 0 ? #mtype " minloc" : #mtype " maxloc";        \
+      const char *what = m == 0 ? #mtype " minloc" : #mtype " maxloc";         \
       memset(out, 0x55, sizeof out);                                           \
       OK(MPI_Allreduce(in, out, n, mtype, op, MPI_COMM_WORLD));                \
       for (int k = 0; k < n; k++)                                              \
@@ -421,8 +527,7 @@ static void check_messages(void) {
         EXPECT(out[k].v == want[m][k].v && out[k].i == want[m][k].i,           \
                "%s reduce [%d]", what, k);                                     \
       memset(out, 0x55, sizeof out);                                           \
-      OK(MPI_Reduce_scatter_block(in, out, n / p, mtype, op,                   \
-                                  MPI_COMM_WORLD));                            \
+      OK(MPI_Reduce_scatter_block(in, out, n / p, mtype, op, MPI_COMM_WORLD)); \
       for (int k = 0; k < n / p; k++)                                          \
         EXPECT(out[k].i == want[m][rank * (n / p) + k].i &&                    \
                    out[k].v == want[m][rank * (n / p) + k].v,                  \
@@ -557,9 +662,9 @@ static void check_vrooted(void) {
   int saved = cnt[p - 1], big = 70000; /* a block past the eager size too */
   int *large = calloc((size_t)big, sizeof(int));
   cnt[p - 1] = -1;
-  code = MPI_Scatterv(rank == 0 ? buf : NULL, cnt, dis, MPI_INT, got,
-                      cnt[rank] < 0 ? 0 : cnt[rank], MPI_INT, 0,
-                      MPI_COMM_WORLD);
+  code =
+      MPI_Scatterv(rank == 0 ? buf : NULL, cnt, dis, MPI_INT, got,
+                   cnt[rank] < 0 ? 0 : cnt[rank], MPI_INT, 0, MPI_COMM_WORLD);
   if (rank == 0)
     EXPECT(error_class(code) == MPI_ERR_COUNT, "scatterv, root refuses: %s",
            error_text(code));
@@ -567,17 +672,17 @@ static void check_vrooted(void) {
     EXPECT(error_class(code) == MPI_ERR_OTHER &&
                strstr(error_text(code), "rank 0 refused") != NULL,
            "scatterv, the root refused: %s", error_text(code));
-  code = MPI_Gatherv(rank == p - 1 ? large : mine,
-                     rank == p - 1 ? big : cnt[rank], MPI_INT, buf, cnt, dis,
-                     MPI_INT, 0, MPI_COMM_WORLD);
-  EXPECT(rank == 0 ? error_class(code) == MPI_ERR_COUNT
-                   : code == MPI_SUCCESS,
+  code =
+      MPI_Gatherv(rank == p - 1 ? large : mine, rank == p - 1 ? big : cnt[rank],
+                  MPI_INT, buf, cnt, dis, MPI_INT, 0, MPI_COMM_WORLD);
+  EXPECT(rank == 0 ? error_class(code) == MPI_ERR_COUNT : code == MPI_SUCCESS,
          "gatherv, root refuses: %s", error_text(code));
   cnt[p - 1] = saved;
   /* The last rank refuses its own block's type (gatherv), then its
    * request pointer (iscatterv). */
-  code = MPI_Gatherv(mine, cnt[rank], rank == p - 1 ? (MPI_Datatype)999 : MPI_INT,
-                     buf, cnt, dis, MPI_INT, 0, MPI_COMM_WORLD);
+  code =
+      MPI_Gatherv(mine, cnt[rank], rank == p - 1 ? (MPI_Datatype)999 : MPI_INT,
+                  buf, cnt, dis, MPI_INT, 0, MPI_COMM_WORLD);
   if (rank == p - 1)
     EXPECT(error_class(code) == MPI_ERR_TYPE, "gatherv, type 999: %s",
            error_text(code));
@@ -589,9 +694,9 @@ static void check_vrooted(void) {
     EXPECT(code == MPI_SUCCESS, "gatherv beside a refusal: %s",
            error_text(code));
   MPI_Request rq = MPI_REQUEST_NULL;
-  code = MPI_Iscatterv(rank == 0 ? buf : NULL, cnt, dis, MPI_INT, got,
-                       cnt[rank], MPI_INT, 0, MPI_COMM_WORLD,
-                       rank == p - 1 ? NULL : &rq);
+  code =
+      MPI_Iscatterv(rank == 0 ? buf : NULL, cnt, dis, MPI_INT, got, cnt[rank],
+                    MPI_INT, 0, MPI_COMM_WORLD, rank == p - 1 ? NULL : &rq);
   if (rank == p - 1)
     EXPECT(error_class(code) == MPI_ERR_ARG, "iscatterv, request NULL: %s",
            error_text(code));
@@ -768,8 +873,8 @@ static void check_errors(void) {
     }
   }
   /* a negative count in a v-variant's array, the same on every rank */
-  int *neg = malloc(sizeof(int) * (size_t)p), *dneg = calloc((size_t)p,
-                                                              sizeof(int));
+  int *neg = malloc(sizeof(int) * (size_t)p),
+      *dneg = calloc((size_t)p, sizeof(int));
   for (int r = 0; r < p; r++)
     neg[r] = r == p - 1 ? -2 : 1;
   code = MPI_Allgatherv(&x, 1, MPI_INT, rv, neg, dneg, MPI_INT, c);
@@ -781,8 +886,8 @@ static void check_errors(void) {
   code = MPI_Iallgatherv(&x, 1, MPI_INT, rv, neg, dneg, MPI_INT, c, &none);
   EXPECT(error_class(code) == MPI_ERR_COUNT, "iallgatherv count -2: %s",
          error_text(code));
-  code = MPI_Ialltoallv(rv, neg, dneg, MPI_INT, rv, neg, dneg, MPI_INT, c,
-                        &none);
+  code =
+      MPI_Ialltoallv(rv, neg, dneg, MPI_INT, rv, neg, dneg, MPI_INT, c, &none);
   EXPECT(error_class(code) == MPI_ERR_COUNT, "ialltoallv count -2: %s",
          error_text(code));
   code = MPI_Ireduce_scatter(rv, rv, neg, MPI_INT, MPI_SUM, c, &none);
@@ -857,6 +962,7 @@ int main(int argc, char **argv) {
   EXPECT(MPI_Wtick() > 0 && MPI_Wtick() < 1e-3, "wtick %g", MPI_Wtick());
   check_reductions();
   check_moves();
+  check_alltoallw();
   check_comms();
   check_messages();
   check_loc();

@@ -18,12 +18,11 @@
 #include <string.h>
 
 #define EXPECT_PROG "mpi_groups"
-#include "mpi_expect.h"
 #include "mpi.h"
+#include "mpi_expect.h"
 
 static int rank, p;
 static int failures;
-
 
 static int size_of(MPI_Group g) {
   int n = -1;

@@ -118,7 +118,7 @@ ci() {
   for name in osu_allreduce osu_reduce_scatter osu_alltoall osu_allgather \
     osu_bcast osu_barrier osu_allgatherv osu_alltoallv osu_gather \
     osu_scatter osu_reduce osu_gatherv osu_scatterv osu_iallgather \
-    osu_ialltoall osu_ibcast osu_igatherv; do
+    osu_ialltoall osu_ialltoallw osu_ibcast osu_igatherv; do
     ci_one "$p" "$name" -m 1:65536 -i 20 -x 5 || failed=1
   done
   if [ "$p" = 2 ]; then

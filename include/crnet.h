@@ -273,6 +273,15 @@ CRNET_EXTERN int crnet_comm_size(const crnet_comm *comm);
  * 0..size-1. Local: no message. */
 CRNET_EXTERN int crnet_comm_job_rank(const crnet_comm *comm, int rank);
 
+/* The host of the comm's rank `rank`: hosts are numbered 0, 1, ... in the
+ * order of their first rank in the comm, alike on every rank of it. Ranks
+ * of one host share a kernel boot and a network namespace (the ranks whose
+ * links go through shared memory; the namespaces of the multi-host test
+ * bed are hosts of their own). What MPI_Comm_split_type's
+ * MPI_COMM_TYPE_SHARED splits by. Returns the host, CRNET_EINVAL (comm
+ * NULL, rank not in 0..size-1) or CRNET_ENOMEM. Local: no message. */
+CRNET_EXTERN int crnet_comm_host(const crnet_comm *comm, int rank);
+
 /* crnet_comm_split's color for a rank that joins no new comm. */
 #define CRNET_UNDEFINED (-32766)
 

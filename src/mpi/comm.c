@@ -61,6 +61,45 @@ int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm) {
   return crnet_mpi_comm_wrap(comm, "MPI_Comm_split", c, newcomm);
 }
 
+/* MPI_COMM_TYPE_SHARED: a comm of the ranks of each host, those that
+ * share memory (crnet_comm_host). A rank whose arguments are wrong still
+ * takes its part in the split (with no color), so that the others do not
+ * wait for it, and fails. */
+int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info,
+                        MPI_Comm *newcomm) {
+  const char *fn = "MPI_Comm_split_type";
+  crnet_comm *c = NULL;
+  int color = CRNET_UNDEFINED, bad = MPI_SUCCESS;
+  int rc = crnet_mpi_check_comm(&comm, fn);
+  if (rc != MPI_SUCCESS)
+    return rc;
+  if (newcomm == NULL)
+    return crnet_mpi_fail(comm, fn, MPI_ERR_ARG, "newcomm is NULL");
+  if (info != MPI_INFO_NULL)
+    bad = MPI_ERR_INFO;
+  else if (split_type == MPI_COMM_TYPE_SHARED)
+    color = crnet_comm_host(comm->c, crnet_comm_rank(comm->c));
+  else if (split_type != MPI_UNDEFINED)
+    bad = MPI_ERR_ARG;
+  if (color < 0 && color != CRNET_UNDEFINED) { /* no memory for the layout */
+    bad = MPI_ERR_NO_MEM;
+    color = CRNET_UNDEFINED;
+  }
+  rc = crnet_comm_split(comm->c, color, key, &c);
+  if (rc != 0)
+    return crnet_mpi_from_crnet(comm, fn, rc);
+  if (bad == MPI_ERR_INFO)
+    return crnet_mpi_fail(comm, fn, bad, "info: only MPI_INFO_NULL exists");
+  if (bad == MPI_ERR_ARG)
+    return crnet_mpi_fail(comm, fn, bad,
+                          "split_type %d: MPI_COMM_TYPE_SHARED or "
+                          "MPI_UNDEFINED",
+                          split_type);
+  if (bad != MPI_SUCCESS)
+    return crnet_mpi_fail(comm, fn, bad, "the hosts' layout");
+  return crnet_mpi_comm_wrap(comm, fn, c, newcomm);
+}
+
 int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm) {
   crnet_comm *c = NULL;
   MPI_Comm dup;

@@ -211,6 +211,11 @@ CRNET_MPI_EXTERN int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm);
 CRNET_MPI_EXTERN int MPI_Comm_free(MPI_Comm *comm);
 CRNET_MPI_EXTERN int MPI_Comm_compare(MPI_Comm comm1, MPI_Comm comm2,
                                       int *result);
+/* The ranks of each host (MPI_COMM_TYPE_SHARED; crnet_comm_host). */
+#define MPI_COMM_TYPE_SHARED 1
+CRNET_MPI_EXTERN int MPI_Comm_split_type(MPI_Comm comm, int split_type,
+                                         int key, MPI_Info info,
+                                         MPI_Comm *newcomm);
 
 /* Results of MPI_Comm_compare and MPI_Group_compare. */
 #define MPI_IDENT 0

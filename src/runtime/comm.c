@@ -1019,6 +1019,21 @@ int crnet_comm_rank(const crnet_comm *c) { return c != NULL ? c->rank : -1; }
 
 int crnet_comm_size(const crnet_comm *c) { return c != NULL ? c->size : -1; }
 
+int crnet_comm_host(const crnet_comm *comm, int rank) {
+  /* The layout is worked out once, at the first call that needs it
+   * (crnet__comm_hosts), under the lock: not a change the caller sees. */
+  crnet_comm *c = (crnet_comm *)(uintptr_t)comm;
+  int rc;
+  if (c == NULL || rank < 0 || rank >= c->size)
+    return CRNET_EINVAL;
+  pthread_mutex_lock(&c->w->mu);
+  rc = crnet__comm_hosts(c);
+  if (rc == 0)
+    rc = c->host[rank];
+  pthread_mutex_unlock(&c->w->mu);
+  return rc;
+}
+
 int crnet_comm_job_rank(const crnet_comm *c, int rank) {
   if (c == NULL || rank < 0 || rank >= c->size)
     return -1;

@@ -98,6 +98,37 @@ static int traffic(crnet_comm *c, int32_t *in, int32_t *out) {
   return crnet_barrier(c);
 }
 
+/* crnet_comm_host agrees with the nodes the ranks worked out: ranks of one
+ * node, and only those, share a host number, and hosts are numbered in
+ * the order of their first rank. 0, or 1 with why set. */
+static int wrong_hosts(crnet_comm *c, const node *nodes, char *why,
+                       size_t whylen) {
+  int p = crnet_comm_size(c), next = 0;
+  for (int r = 0; r < p; r++) {
+    int h = crnet_comm_host(c, r), want = next;
+    for (int q = 0; q < r; q++)
+      if (memcmp(&nodes[q], &nodes[r], sizeof(node)) == 0) {
+        want = crnet_comm_host(c, q);
+        break;
+      }
+    if (want == next)
+      next++;
+    if (h != want) {
+      snprintf(why, whylen,
+               "crnet_comm_host says rank %d is on host %d, "
+               "its node says %d",
+               r, h, want);
+      return 1;
+    }
+  }
+  if (crnet_comm_host(c, p) != CRNET_EINVAL ||
+      crnet_comm_host(NULL, 0) != CRNET_EINVAL) {
+    snprintf(why, whylen, "crnet_comm_host of no rank");
+    return 1;
+  }
+  return 0;
+}
+
 int main(void) {
   crnet_comm *c;
   node me, *nodes;
@@ -140,6 +171,8 @@ int main(void) {
   if (wrong > 0)
     fprintf(stderr, "link_kinds: %s (%d link(s) wrong after 10 s)\n", why,
             wrong);
+  else if ((wrong = wrong_hosts(c, nodes, why, sizeof why)) > 0)
+    fprintf(stderr, "link_kinds: rank %d: %s\n", rank, why);
   /* Every rank's verdict, so that rank 0 can say it for the job. */
   rc = crnet_allreduce(c, &wrong, &total, 1, CRNET_INT32, CRNET_SUM);
   if (rc == 0 && rank == 0 && total == 0) {
@@ -150,7 +183,7 @@ int main(void) {
       shm += k == CRNET_LINK_SHM;
     }
     printf("link_kinds: p=%d: every link as expected (rank 0: %d on shared "
-           "memory, %d on TCP)\n",
+           "memory, %d on TCP), and every rank's host\n",
            p, shm, p - 1 - shm);
   }
   crnet_comm_destroy(c);

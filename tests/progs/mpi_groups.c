@@ -179,6 +179,25 @@ static void check_comm_create(void) {
   EXPECT(compare_comms(split, MPI_COMM_WORLD) == MPI_CONGRUENT, "split 0");
   EXPECT(compare_comms(MPI_COMM_WORLD, MPI_COMM_WORLD) == MPI_IDENT, "ident");
   EXPECT(compare_comms(MPI_COMM_SELF, MPI_COMM_WORLD) == MPI_UNEQUAL, "self");
+  /* the ranks of this host: here every rank (one host); keys order them */
+  MPI_Comm node = MPI_COMM_NULL;
+  OK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL,
+                         &node));
+  EXPECT(node != MPI_COMM_NULL &&
+             compare_comms(node, MPI_COMM_WORLD) == MPI_CONGRUENT,
+         "the host's comm");
+  OK(MPI_Comm_free(&node));
+  OK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, -rank,
+                         MPI_INFO_NULL, &node));
+  EXPECT(compare_comms(node, MPI_COMM_WORLD) == MPI_SIMILAR,
+         "the host's comm in reverse");
+  OK(MPI_Comm_free(&node));
+  OK(MPI_Comm_split_type(MPI_COMM_WORLD,
+                         rank == 0 ? MPI_UNDEFINED : MPI_COMM_TYPE_SHARED, 0,
+                         MPI_INFO_NULL, &node));
+  EXPECT((rank == 0) == (node == MPI_COMM_NULL), "MPI_UNDEFINED split_type");
+  if (node != MPI_COMM_NULL)
+    OK(MPI_Comm_free(&node));
   /* the empty group: nobody gets a comm */
   OK(MPI_Comm_create(dup, MPI_GROUP_EMPTY, &c));
   EXPECT(c == MPI_COMM_NULL, "a comm of nobody");
@@ -237,6 +256,14 @@ static void check_errors(void) {
              strstr(error_text(code), "not in the communicator") != NULL,
          "the world's group on half: %s", error_text(code));
   OK(MPI_Comm_free(&half));
+  /* a split type that does not exist: every rank fails, none waits */
+  code = MPI_Comm_split_type(MPI_COMM_WORLD, 77, 0, MPI_INFO_NULL, &c);
+  EXPECT(error_class(code) == MPI_ERR_ARG && c == MPI_COMM_NULL,
+         "split_type 77: %s", error_text(code));
+  code = MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0,
+                             (MPI_Info)5, &c);
+  EXPECT(error_class(code) == MPI_ERR_INFO && c == MPI_COMM_NULL,
+         "split_type with info 5: %s", error_text(code));
   /* the world works after all that */
   int one = 1, all = 0;
   OK(MPI_Allreduce(&one, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));

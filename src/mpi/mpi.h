@@ -299,6 +299,23 @@ CRNET_MPI_EXTERN int MPI_Comm_get_attr(MPI_Comm comm, int comm_keyval,
                                        void *attribute_val, int *flag);
 CRNET_MPI_EXTERN int MPI_Comm_delete_attr(MPI_Comm comm, int comm_keyval);
 
+/* MPI 1's names of the same (deprecated since MPI 2, still in older
+ * programs): the same keys, values and callbacks. */
+typedef MPI_Comm_copy_attr_function MPI_Copy_function;
+typedef MPI_Comm_delete_attr_function MPI_Delete_function;
+#define MPI_NULL_COPY_FN MPI_COMM_NULL_COPY_FN
+#define MPI_NULL_DELETE_FN MPI_COMM_NULL_DELETE_FN
+#define MPI_DUP_FN MPI_COMM_DUP_FN
+CRNET_MPI_EXTERN int MPI_Keyval_create(MPI_Copy_function *copy_fn,
+                                       MPI_Delete_function *delete_fn,
+                                       int *keyval, void *extra_state);
+CRNET_MPI_EXTERN int MPI_Keyval_free(int *keyval);
+CRNET_MPI_EXTERN int MPI_Attr_put(MPI_Comm comm, int keyval,
+                                  void *attribute_val);
+CRNET_MPI_EXTERN int MPI_Attr_get(MPI_Comm comm, int keyval,
+                                  void *attribute_val, int *flag);
+CRNET_MPI_EXTERN int MPI_Attr_delete(MPI_Comm comm, int keyval);
+
 /* --- datatypes and operators ---------------------------------------------- */
 
 CRNET_MPI_EXTERN int MPI_Type_size(MPI_Datatype datatype, int *size);

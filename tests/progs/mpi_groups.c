@@ -415,6 +415,22 @@ static void check_attributes(void) {
   int before = deleted;
   OK(MPI_Comm_free(&c));
   EXPECT(deleted == before + 1, "the freed key's value was not deleted");
+  /* MPI 1's names: the same keys and values */
+  int old = MPI_KEYVAL_INVALID;
+  OK(MPI_Attr_get(MPI_COMM_WORLD, MPI_TAG_UB, &value, &flag));
+  EXPECT(flag && *value >= 32767, "MPI_Attr_get(MPI_TAG_UB)");
+  OK(MPI_Keyval_create(MPI_NULL_COPY_FN, count_delete, &old, NULL));
+  OK(MPI_Comm_dup(MPI_COMM_WORLD, &c));
+  OK(MPI_Attr_put(c, old, &data[1]));
+  OK(MPI_Comm_get_attr(c, old, &got, &flag));
+  EXPECT(flag && got == &data[1], "MPI_Attr_put's value");
+  before = deleted;
+  OK(MPI_Attr_delete(c, old));
+  OK(MPI_Attr_get(c, old, &got, &flag));
+  EXPECT(!flag && deleted == before + 1, "MPI_Attr_delete");
+  OK(MPI_Keyval_free(&old));
+  EXPECT(old == MPI_KEYVAL_INVALID, "MPI_Keyval_free");
+  OK(MPI_Comm_free(&c));
   /* MPI_COMM_SELF's: deleted by MPI_Finalize (main checks) */
   OK(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, self_delete, &selfkey,
                             NULL));

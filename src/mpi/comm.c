@@ -1,5 +1,8 @@
 /* Communicators: rank, size, split, dup, free. */
+#include <pthread.h>
 #include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "mpi_internal.h"
 
@@ -160,5 +163,37 @@ int MPI_Comm_free(MPI_Comm *comm) {
   free(c);
   *comm = MPI_COMM_NULL;
   /* A failed comm's sticky error is its, not the free's. */
+  return MPI_SUCCESS;
+}
+
+/* Names: the program's, for its own messages and tools. A dup or split
+ * does not inherit one (MPI 3.1, 6.8). */
+static pthread_mutex_t name_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int MPI_Comm_set_name(MPI_Comm comm, const char *comm_name) {
+  int rc = crnet_mpi_check_comm(&comm, "MPI_Comm_set_name");
+  if (rc != MPI_SUCCESS)
+    return rc;
+  if (comm_name == NULL)
+    return crnet_mpi_fail(comm, "MPI_Comm_set_name", MPI_ERR_ARG,
+                          "comm_name is NULL");
+  pthread_mutex_lock(&name_lock);
+  /* Longer names are cut to MPI_MAX_OBJECT_NAME - 1 bytes, as MPI says. */
+  snprintf(comm->name, sizeof comm->name, "%s", comm_name);
+  pthread_mutex_unlock(&name_lock);
+  return MPI_SUCCESS;
+}
+
+int MPI_Comm_get_name(MPI_Comm comm, char *comm_name, int *resultlen) {
+  int rc = crnet_mpi_check_comm(&comm, "MPI_Comm_get_name");
+  if (rc != MPI_SUCCESS)
+    return rc;
+  if (comm_name == NULL || resultlen == NULL)
+    return crnet_mpi_fail(comm, "MPI_Comm_get_name", MPI_ERR_ARG,
+                          "comm_name or resultlen is NULL");
+  pthread_mutex_lock(&name_lock);
+  memcpy(comm_name, comm->name, sizeof comm->name);
+  pthread_mutex_unlock(&name_lock);
+  *resultlen = (int)strlen(comm_name);
   return MPI_SUCCESS;
 }

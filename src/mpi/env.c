@@ -2,6 +2,7 @@
  * clocks, names and versions, memory. */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,8 +13,10 @@
 #include "mpi_internal.h"
 
 /* The objects behind MPI_COMM_WORLD and MPI_COMM_SELF. */
-static struct crnet_mpi_comm world_comm = {.errhandler = MPI_ERRORS_ARE_FATAL};
-static struct crnet_mpi_comm self_comm = {.errhandler = MPI_ERRORS_ARE_FATAL};
+static struct crnet_mpi_comm world_comm = {.errhandler = MPI_ERRORS_ARE_FATAL,
+                                           .name = "MPI_COMM_WORLD"};
+static struct crnet_mpi_comm self_comm = {.errhandler = MPI_ERRORS_ARE_FATAL,
+                                          .name = "MPI_COMM_SELF"};
 
 MPI_Comm crnet_mpi_comm_of(MPI_Comm handle) {
   if (handle == MPI_COMM_WORLD)
@@ -279,4 +282,18 @@ int MPI_Alloc_mem(MPI_Aint size, MPI_Info info, void *baseptr) {
 int MPI_Free_mem(void *base) {
   free(base);
   return MPI_SUCCESS;
+}
+
+int MPI_Get_address(const void *location, MPI_Aint *address) {
+  if (address == NULL)
+    return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Get_address", MPI_ERR_ARG,
+                          "address is NULL");
+  *address = (MPI_Aint)(uintptr_t)location;
+  return MPI_SUCCESS;
+}
+
+MPI_Aint MPI_Aint_add(MPI_Aint base, MPI_Aint disp) { return base + disp; }
+
+MPI_Aint MPI_Aint_diff(MPI_Aint addr1, MPI_Aint addr2) {
+  return addr1 - addr2;
 }

@@ -141,6 +141,7 @@ typedef void MPI_User_function(void *invec, void *inoutvec, int *len,
 #define MPI_THREAD_MULTIPLE 3
 
 #define MPI_MAX_PROCESSOR_NAME 256
+#define MPI_MAX_OBJECT_NAME 64
 #define MPI_MAX_ERROR_STRING 512
 #define MPI_MAX_LIBRARY_VERSION_STRING 256
 
@@ -189,6 +190,9 @@ CRNET_MPI_EXTERN int MPI_Get_processor_name(char *name, int *resultlen);
 CRNET_MPI_EXTERN int MPI_Get_version(int *version, int *subversion);
 CRNET_MPI_EXTERN int MPI_Get_library_version(char *version, int *resultlen);
 CRNET_MPI_EXTERN int MPI_Alloc_mem(MPI_Aint size, MPI_Info info, void *baseptr);
+CRNET_MPI_EXTERN int MPI_Get_address(const void *location, MPI_Aint *address);
+CRNET_MPI_EXTERN MPI_Aint MPI_Aint_add(MPI_Aint base, MPI_Aint disp);
+CRNET_MPI_EXTERN MPI_Aint MPI_Aint_diff(MPI_Aint addr1, MPI_Aint addr2);
 CRNET_MPI_EXTERN int MPI_Free_mem(void *base);
 
 /* --- errors ------------------------------------------------------------- */
@@ -211,6 +215,9 @@ CRNET_MPI_EXTERN int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm);
 CRNET_MPI_EXTERN int MPI_Comm_free(MPI_Comm *comm);
 CRNET_MPI_EXTERN int MPI_Comm_compare(MPI_Comm comm1, MPI_Comm comm2,
                                       int *result);
+CRNET_MPI_EXTERN int MPI_Comm_set_name(MPI_Comm comm, const char *comm_name);
+CRNET_MPI_EXTERN int MPI_Comm_get_name(MPI_Comm comm, char *comm_name,
+                                       int *resultlen);
 /* The ranks of each host (MPI_COMM_TYPE_SHARED; crnet_comm_host). */
 #define MPI_COMM_TYPE_SHARED 1
 CRNET_MPI_EXTERN int MPI_Comm_split_type(MPI_Comm comm, int split_type,
@@ -319,6 +326,12 @@ CRNET_MPI_EXTERN int MPI_Attr_delete(MPI_Comm comm, int keyval);
 /* --- datatypes and operators ---------------------------------------------- */
 
 CRNET_MPI_EXTERN int MPI_Type_size(MPI_Datatype datatype, int *size);
+/* Every type here starts at 0 and has no holes but a pair type's own. */
+CRNET_MPI_EXTERN int MPI_Type_get_extent(MPI_Datatype datatype, MPI_Aint *lb,
+                                         MPI_Aint *extent);
+CRNET_MPI_EXTERN int MPI_Type_get_true_extent(MPI_Datatype datatype,
+                                              MPI_Aint *true_lb,
+                                              MPI_Aint *true_extent);
 CRNET_MPI_EXTERN int MPI_Type_contiguous(int count, MPI_Datatype oldtype,
                                          MPI_Datatype *newtype);
 CRNET_MPI_EXTERN int MPI_Type_commit(MPI_Datatype *datatype);
@@ -328,6 +341,7 @@ CRNET_MPI_EXTERN int MPI_Get_count(const MPI_Status *status,
 CRNET_MPI_EXTERN int MPI_Op_create(MPI_User_function *function, int commute,
                                    MPI_Op *op);
 CRNET_MPI_EXTERN int MPI_Op_free(MPI_Op *op);
+CRNET_MPI_EXTERN int MPI_Op_commutative(MPI_Op op, int *commute);
 
 /* --- collectives -------------------------------------------------------- */
 
@@ -482,6 +496,10 @@ CRNET_MPI_EXTERN int MPI_Sendrecv(const void *sendbuf, int sendcount,
                                   MPI_Datatype recvtype, int source,
                                   int recvtag, MPI_Comm comm,
                                   MPI_Status *status);
+CRNET_MPI_EXTERN int MPI_Sendrecv_replace(void *buf, int count,
+                                          MPI_Datatype datatype, int dest,
+                                          int sendtag, int source, int recvtag,
+                                          MPI_Comm comm, MPI_Status *status);
 CRNET_MPI_EXTERN int MPI_Isend(const void *buf, int count,
                                MPI_Datatype datatype, int dest, int tag,
                                MPI_Comm comm, MPI_Request *request);
@@ -497,6 +515,14 @@ CRNET_MPI_EXTERN int MPI_Waitall(int count, MPI_Request requests[],
                                  MPI_Status statuses[]);
 CRNET_MPI_EXTERN int MPI_Waitany(int count, MPI_Request requests[], int *index,
                                  MPI_Status *status);
+CRNET_MPI_EXTERN int MPI_Testany(int count, MPI_Request requests[], int *index,
+                                 int *flag, MPI_Status *status);
+CRNET_MPI_EXTERN int MPI_Waitsome(int incount, MPI_Request requests[],
+                                  int *outcount, int indices[],
+                                  MPI_Status statuses[]);
+CRNET_MPI_EXTERN int MPI_Testsome(int incount, MPI_Request requests[],
+                                  int *outcount, int indices[],
+                                  MPI_Status statuses[]);
 CRNET_MPI_EXTERN int MPI_Test(MPI_Request *request, int *flag,
                               MPI_Status *status);
 CRNET_MPI_EXTERN int MPI_Testall(int count, MPI_Request requests[], int *flag,

@@ -38,6 +38,7 @@ struct crnet_mpi_comm {
   _Atomic int requests;
   struct crnet_mpi_comm *next, *prev; /* the list of user comms */
   struct crnet_mpi_attr *attrs; /* the program's attributes (attr.c) */
+  char name[MPI_MAX_OBJECT_NAME]; /* MPI_Comm_set_name's; under a lock */
 };
 
 enum request_kind { REQ_COLL, REQ_SEND, REQ_RECV, REQ_NULL_PEER, REQ_PARTS };

@@ -3,6 +3,8 @@
  * completes at once, a receive with an empty status). */
 #include <stdlib.h>
 
+#include <string.h>
+
 #include "mpi_internal.h"
 
 typedef struct message {
@@ -88,6 +90,28 @@ int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                         r.count, r.dt, source, recvtag, &st);
   crnet_mpi_status(status, st.source, st.tag, st.error, st.bytes);
   return crnet_mpi_from_crnet(comm, "MPI_Sendrecv", rc);
+}
+
+/* The send goes from a copy, and the receive lands in buf. */
+int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype datatype,
+                         int dest, int sendtag, int source, int recvtag,
+                         MPI_Comm comm, MPI_Status *status) {
+  message s = {0};
+  size_t bytes;
+  void *copy;
+  int rc = check(&comm, "MPI_Sendrecv_replace", count, datatype, dest, false,
+                 sendtag, &s);
+  if (rc != MPI_SUCCESS)
+    return rc;
+  bytes = s.count * crnet_datatype_size(s.dt);
+  if ((copy = malloc(bytes > 0 ? bytes : 1)) == NULL)
+    return crnet_mpi_fail(comm, "MPI_Sendrecv_replace", MPI_ERR_NO_MEM,
+                          "%zu bytes", bytes);
+  memcpy(copy, buf, bytes);
+  rc = MPI_Sendrecv(copy, count, datatype, dest, sendtag, buf, count,
+                    datatype, source, recvtag, comm, status);
+  free(copy);
+  return rc;
 }
 
 int MPI_Isend(const void *buf, int count, MPI_Datatype datatype, int dest,

@@ -277,39 +277,38 @@ static void pending_free(pending *pd) {
   free(pd->part);
 }
 
-int MPI_Waitany(int count, MPI_Request requests[], int *index,
-                MPI_Status *status) {
+/* Blocks until one of requests[0..count) is complete (done): its index in
+ * *index, or MPI_UNDEFINED when none is live. MPI_SUCCESS or the error,
+ * raised. */
+static int block_until_one(int count, MPI_Request requests[], int *index,
+                           const char *fn) {
   pending pd;
-  int j = -1, rc, live = 0;
-  if (count < 0 || index == NULL || (count > 0 && requests == NULL))
-    return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Waitany", MPI_ERR_ARG,
-                          "count %d, requests %p, index %p", count,
-                          (void *)requests, (void *)index);
+  int j = -1, rc, live;
   for (;;) {
     /* One complete already (by a test, or a request without messages)
      * goes first. */
+    live = 0;
     for (int i = 0; i < count; i++)
       if (requests[i] != MPI_REQUEST_NULL) {
         live++;
         if (requests[i]->done) {
           *index = i;
-          return report(&requests[i], status, "MPI_Waitany");
+          return MPI_SUCCESS;
         }
       }
     if (live == 0) {
       *index = MPI_UNDEFINED;
-      empty_status(status);
       return MPI_SUCCESS;
     }
     if (!collect(&pd, count, requests)) {
       pending_free(&pd);
-      return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Waitany", MPI_ERR_NO_MEM,
-                            "%d requests", count);
+      return crnet_mpi_fail(MPI_COMM_NULL, fn, MPI_ERR_NO_MEM, "%d requests",
+                            count);
     }
     rc = crnet_waitany(pd.n, pd.req, &j);
     if (j < 0 || j >= pd.n) { /* crnet refused the call itself */
       pending_free(&pd);
-      return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Waitany", MPI_ERR_REQUEST, "%s",
+      return crnet_mpi_fail(MPI_COMM_NULL, fn, MPI_ERR_REQUEST, "%s",
                             crnet_strerror(rc));
     }
     struct crnet_mpi_request *r = requests[pd.owner[j]];
@@ -321,6 +320,115 @@ int MPI_Waitany(int count, MPI_Request requests[], int *index,
       r->done = true;
     }
     pending_free(&pd);
-    live = 0;
   }
+}
+
+static int check_array(const char *fn, int count, MPI_Request requests[],
+                       const void *out) {
+  if (count < 0 || out == NULL || (count > 0 && requests == NULL))
+    return crnet_mpi_fail(MPI_COMM_NULL, fn, MPI_ERR_ARG,
+                          "count %d, requests %p, an output %p", count,
+                          (void *)requests, out);
+  return MPI_SUCCESS;
+}
+
+int MPI_Waitany(int count, MPI_Request requests[], int *index,
+                MPI_Status *status) {
+  int rc = check_array("MPI_Waitany", count, requests, index);
+  if (rc == MPI_SUCCESS)
+    rc = block_until_one(count, requests, index, "MPI_Waitany");
+  if (rc != MPI_SUCCESS)
+    return rc;
+  if (*index == MPI_UNDEFINED) {
+    empty_status(status);
+    return MPI_SUCCESS;
+  }
+  return report(&requests[*index], status, "MPI_Waitany");
+}
+
+int MPI_Testany(int count, MPI_Request requests[], int *index, int *flag,
+                MPI_Status *status) {
+  int rc = check_array("MPI_Testany", count, requests, index), live = 0;
+  if (rc == MPI_SUCCESS)
+    rc = check_array("MPI_Testany", count, requests, flag);
+  if (rc != MPI_SUCCESS)
+    return rc;
+  *index = MPI_UNDEFINED;
+  for (int i = 0; i < count; i++)
+    if (requests[i] != MPI_REQUEST_NULL) {
+      live++;
+      if (poll_one(requests[i])) {
+        *index = i;
+        *flag = 1;
+        return report(&requests[i], status, "MPI_Testany");
+      }
+    }
+  /* Nothing live counts as complete, with an empty status (MPI 3.1,
+   * 3.7.5). */
+  *flag = live == 0;
+  if (live == 0)
+    empty_status(status);
+  return MPI_SUCCESS;
+}
+
+/* Reports the requests of requests[0..count) that are complete: their
+ * indices in indices[0..*outcount), statuses in that order. */
+static int report_done(int count, MPI_Request requests[], int *outcount,
+                       int indices[], MPI_Status statuses[], const char *fn) {
+  MPI_Request *done;
+  int n = 0, rc;
+  if ((done = malloc(sizeof *done * (size_t)(count > 0 ? count : 1))) == NULL)
+    return crnet_mpi_fail(MPI_COMM_NULL, fn, MPI_ERR_NO_MEM, "%d requests",
+                          count);
+  for (int i = 0; i < count; i++)
+    if (requests[i] != MPI_REQUEST_NULL && requests[i]->done) {
+      indices[n] = i;
+      done[n++] = requests[i];
+      requests[i] = MPI_REQUEST_NULL;
+    }
+  *outcount = n;
+  rc = report_all(n, done, statuses, fn);
+  free(done);
+  return rc;
+}
+
+int MPI_Waitsome(int incount, MPI_Request requests[], int *outcount,
+                 int indices[], MPI_Status statuses[]) {
+  int rc = check_array("MPI_Waitsome", incount, requests, outcount), first;
+  if (rc == MPI_SUCCESS)
+    rc = check_array("MPI_Waitsome", incount, requests, indices);
+  if (rc == MPI_SUCCESS)
+    rc = block_until_one(incount, requests, &first, "MPI_Waitsome");
+  if (rc != MPI_SUCCESS)
+    return rc;
+  if (first == MPI_UNDEFINED) {
+    *outcount = MPI_UNDEFINED;
+    return MPI_SUCCESS;
+  }
+  /* The others complete by now too. */
+  for (int i = 0; i < incount; i++)
+    if (requests[i] != MPI_REQUEST_NULL)
+      (void)poll_one(requests[i]);
+  return report_done(incount, requests, outcount, indices, statuses,
+                     "MPI_Waitsome");
+}
+
+int MPI_Testsome(int incount, MPI_Request requests[], int *outcount,
+                 int indices[], MPI_Status statuses[]) {
+  int rc = check_array("MPI_Testsome", incount, requests, outcount), live = 0;
+  if (rc == MPI_SUCCESS)
+    rc = check_array("MPI_Testsome", incount, requests, indices);
+  if (rc != MPI_SUCCESS)
+    return rc;
+  for (int i = 0; i < incount; i++)
+    if (requests[i] != MPI_REQUEST_NULL) {
+      live++;
+      (void)poll_one(requests[i]);
+    }
+  if (live == 0) {
+    *outcount = MPI_UNDEFINED;
+    return MPI_SUCCESS;
+  }
+  return report_done(incount, requests, outcount, indices, statuses,
+                     "MPI_Testsome");
 }

@@ -110,6 +110,28 @@ bool crnet_mpi_type_get(MPI_Datatype dt, crnet_mpi_type *out) {
   return ok;
 }
 
+static bool is_pair(MPI_Datatype dt) {
+  return dt == MPI_FLOAT_INT || dt == MPI_DOUBLE_INT || dt == MPI_LONG_INT ||
+         dt == MPI_2INT || dt == MPI_SHORT_INT;
+}
+
+/* A pair type's size: its value and its int, without the struct's padding
+ * (MPI_DOUBLE_INT is 12 bytes in a 16-byte extent). */
+static size_t pair_size(MPI_Datatype dt) {
+  switch (dt) {
+  case MPI_FLOAT_INT:
+    return sizeof(float) + sizeof(int);
+  case MPI_DOUBLE_INT:
+    return sizeof(double) + sizeof(int);
+  case MPI_LONG_INT:
+    return sizeof(long) + sizeof(int);
+  case MPI_SHORT_INT:
+    return sizeof(short) + sizeof(int);
+  default:
+    return 2 * sizeof(int);
+  }
+}
+
 int MPI_Type_size(MPI_Datatype datatype, int *size) {
   crnet_mpi_type t;
   size_t bytes;
@@ -125,9 +147,38 @@ int MPI_Type_size(MPI_Datatype datatype, int *size) {
   if (!live)
     return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Type_size", MPI_ERR_TYPE,
                           "datatype %d does not exist", datatype);
-  bytes = t.n * crnet_datatype_size(t.base);
+  bytes = t.pair ? pair_size(datatype) : t.n * crnet_datatype_size(t.base);
   *size = bytes > INT_MAX ? MPI_UNDEFINED : (int)bytes;
   return MPI_SUCCESS;
+}
+
+int MPI_Type_get_extent(MPI_Datatype datatype, MPI_Aint *lb,
+                        MPI_Aint *extent) {
+  crnet_mpi_type t;
+  if (lb == NULL || extent == NULL)
+    return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Type_get_extent", MPI_ERR_ARG,
+                          "lb or extent is NULL");
+  pthread_mutex_lock(&lock);
+  bool live = datatype > 0 && datatype < TYPES_MAX && types[datatype].live;
+  if (live)
+    t = types[datatype];
+  pthread_mutex_unlock(&lock);
+  if (!live)
+    return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Type_get_extent", MPI_ERR_TYPE,
+                          "datatype %d does not exist", datatype);
+  /* A pair type's extent is its C struct's, padding included. */
+  *lb = 0;
+  *extent = (MPI_Aint)(t.n * crnet_datatype_size(t.base));
+  return MPI_SUCCESS;
+}
+
+int MPI_Type_get_true_extent(MPI_Datatype datatype, MPI_Aint *true_lb,
+                             MPI_Aint *true_extent) {
+  int rc = MPI_Type_get_extent(datatype, true_lb, true_extent);
+  /* A pair's padding trails its int: the true extent ends there. */
+  if (rc == MPI_SUCCESS && is_pair(datatype))
+    *true_extent = (MPI_Aint)pair_size(datatype);
+  return rc;
 }
 
 int MPI_Type_contiguous(int count, MPI_Datatype oldtype,
@@ -220,6 +271,7 @@ int MPI_Get_count(const MPI_Status *status, MPI_Datatype datatype, int *count) {
 typedef struct user_op {
   crnet_op op; /* calls call_user with the MPI function as its ctx */
   bool live;
+  bool commute; /* as MPI_Op_create was told */
 } user_op;
 
 static user_op user_ops[OPS_MAX];
@@ -364,6 +416,7 @@ int MPI_Op_create(MPI_User_function *function, int commute, MPI_Op *op) {
                          (void *)(uintptr_t)function, commute);
     if (rc == 0) {
       user_ops[i].live = true;
+      user_ops[i].commute = commute != 0;
       *op = FIRST_USER_OP + i;
     }
     pthread_mutex_unlock(&lock);
@@ -374,6 +427,28 @@ int MPI_Op_create(MPI_User_function *function, int commute, MPI_Op *op) {
   pthread_mutex_unlock(&lock);
   return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Op_create", MPI_ERR_NO_MEM,
                         "%d operators are alive already", OPS_MAX);
+}
+
+int MPI_Op_commutative(MPI_Op op, int *commute) {
+  bool live = false, comm = false;
+  if (commute == NULL)
+    return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Op_commutative", MPI_ERR_ARG,
+                          "commute is NULL");
+  if (op >= MPI_MAX && op <= MPI_MAXLOC) { /* every predefined one commutes */
+    *commute = 1;
+    return MPI_SUCCESS;
+  }
+  if (op >= FIRST_USER_OP && op < FIRST_USER_OP + OPS_MAX) {
+    pthread_mutex_lock(&lock);
+    live = user_ops[op - FIRST_USER_OP].live;
+    comm = user_ops[op - FIRST_USER_OP].commute;
+    pthread_mutex_unlock(&lock);
+  }
+  if (!live)
+    return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Op_commutative", MPI_ERR_OP,
+                          "operator %d does not exist", op);
+  *commute = comm;
+  return MPI_SUCCESS;
 }
 
 int MPI_Op_free(MPI_Op *op) {

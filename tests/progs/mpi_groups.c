@@ -1,5 +1,6 @@
-/* mpi_groups: crnet-mpi's groups and attributes through the MPI names, at
- * any p >= 2.
+/* mpi_groups: crnet-mpi's groups and attributes through the MPI names,
+ * with the small calls on handles (names, extents, addresses, operators'
+ * commutativity), at any p >= 2.
  *
  *   crlaunch -n P mpi_groups
  *
@@ -437,6 +438,80 @@ static void check_attributes(void) {
   OK(MPI_Comm_set_attr(MPI_COMM_SELF, selfkey, &self_deleted));
 }
 
+/* Names, extents, addresses and operators' commutativity. */
+static void first_of(void *in, void *inout, int *len, MPI_Datatype *dt) {
+  (void)in;
+  (void)inout;
+  (void)len;
+  (void)dt;
+}
+
+static void check_handles(void) {
+  char name[MPI_MAX_OBJECT_NAME + 8];
+  char longname[100];
+  int len = -1, size = -1, commute = -1, code;
+  MPI_Comm c;
+  MPI_Aint lb = -1, extent = -1, a1, a2;
+  MPI_Datatype three;
+  MPI_Op op;
+  double d[4];
+
+  OK(MPI_Comm_get_name(MPI_COMM_WORLD, name, &len));
+  EXPECT(strcmp(name, "MPI_COMM_WORLD") == 0 && len == 14, "world: %s", name);
+  OK(MPI_Comm_get_name(MPI_COMM_SELF, name, &len));
+  EXPECT(strcmp(name, "MPI_COMM_SELF") == 0, "self: %s", name);
+  OK(MPI_Comm_dup(MPI_COMM_WORLD, &c));
+  OK(MPI_Comm_get_name(c, name, &len));
+  EXPECT(len == 0 && name[0] == '\0', "a dup's name: %s", name);
+  OK(MPI_Comm_set_name(c, "solver rows"));
+  OK(MPI_Comm_get_name(c, name, &len));
+  EXPECT(strcmp(name, "solver rows") == 0 && len == 11, "set: %s", name);
+  memset(longname, 'x', sizeof longname - 1);
+  longname[sizeof longname - 1] = '\0';
+  OK(MPI_Comm_set_name(c, longname));
+  OK(MPI_Comm_get_name(c, name, &len));
+  EXPECT(len == MPI_MAX_OBJECT_NAME - 1, "a long name cut to %d", len);
+  OK(MPI_Comm_free(&c));
+
+  OK(MPI_Type_get_extent(MPI_DOUBLE, &lb, &extent));
+  EXPECT(lb == 0 && extent == 8, "double: %ld %ld", (long)lb, (long)extent);
+  OK(MPI_Type_contiguous(3, MPI_INT, &three));
+  OK(MPI_Type_get_extent(three, &lb, &extent));
+  EXPECT(lb == 0 && extent == 12, "3 ints: %ld %ld", (long)lb, (long)extent);
+  OK(MPI_Type_free(&three));
+  OK(MPI_Type_size(MPI_DOUBLE_INT, &size));
+  OK(MPI_Type_get_extent(MPI_DOUBLE_INT, &lb, &extent));
+  EXPECT(size == 12 && extent == 16, "double_int: size %d extent %ld", size,
+         (long)extent);
+  OK(MPI_Type_get_true_extent(MPI_DOUBLE_INT, &lb, &extent));
+  EXPECT(lb == 0 && extent == 12, "double_int true extent %ld", (long)extent);
+  OK(MPI_Type_size(MPI_SHORT_INT, &size));
+  EXPECT(size == 6, "short_int: %d", size);
+
+  OK(MPI_Get_address(&d[0], &a1));
+  OK(MPI_Get_address(&d[3], &a2));
+  EXPECT(MPI_Aint_diff(a2, a1) == 3 * (MPI_Aint)sizeof(double) &&
+             MPI_Aint_add(a1, 24) == a2,
+         "addresses");
+
+  OK(MPI_Op_commutative(MPI_SUM, &commute));
+  EXPECT(commute == 1, "sum commutes");
+  OK(MPI_Op_commutative(MPI_MAXLOC, &commute));
+  EXPECT(commute == 1, "maxloc commutes");
+  OK(MPI_Op_create(first_of, 0, &op));
+  OK(MPI_Op_commutative(op, &commute));
+  EXPECT(commute == 0, "a non-commutative operator commutes");
+  OK(MPI_Op_free(&op));
+  OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  code = MPI_Op_commutative((MPI_Op)200, &commute);
+  EXPECT(error_class(code) == MPI_ERR_OP, "operator 200: %s", error_text(code));
+  code = MPI_Type_get_extent((MPI_Datatype)999, &lb, &extent);
+  EXPECT(error_class(code) == MPI_ERR_TYPE, "type 999: %s", error_text(code));
+  code = MPI_Comm_set_name(MPI_COMM_WORLD, NULL);
+  EXPECT(error_class(code) == MPI_ERR_ARG, "a NULL name: %s", error_text(code));
+  OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
+}
+
 int main(int argc, char **argv) {
   OK(MPI_Init(&argc, &argv));
   OK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
@@ -449,6 +524,7 @@ int main(int argc, char **argv) {
   check_comm_create();
   check_errors();
   check_attributes();
+  check_handles();
   int bad = failures, all_bad = 0;
   OK(MPI_Allreduce(&bad, &all_bad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
   OK(MPI_Finalize());

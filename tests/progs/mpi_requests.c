@@ -1,0 +1,189 @@
+/* mpi_requests: crnet-mpi's calls on sets of requests (MPI_Testany,
+ * MPI_Waitsome, MPI_Testsome, with MPI_Waitany beside them) and
+ * MPI_Sendrecv_replace, at any p >= 2.
+ *
+ *   crlaunch -n P mpi_requests
+ *
+ * Each rank posts a receive from every other rank and sends to each in a
+ * ring order, so the receives complete in an order none of them knows;
+ * the sets are drained with each call in turn, and every message, index
+ * and status is checked; inactive entries (MPI_REQUEST_NULL) are passed
+ * too, and a set of none. Exits 0 when every check held. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EXPECT_PROG "mpi_requests"
+#include "mpi.h"
+#include "mpi_expect.h"
+
+static int rank, p;
+static int failures;
+
+#define WORDS 300 /* per message: a few in the eager way */
+
+/* Posts a receive from every other rank (tag 7) into got; sends to each,
+ * starting with the next rank; the sends are waited for at once. */
+static void exchange(MPI_Request *recvs, int *got) {
+  MPI_Request *sends = malloc(sizeof *sends * (size_t)p);
+  int *out = malloc(sizeof *out * (size_t)WORDS * (size_t)p);
+  for (int r = 0; r < p; r++) {
+    recvs[r] = MPI_REQUEST_NULL;
+    sends[r] = MPI_REQUEST_NULL;
+    if (r != rank)
+      OK(MPI_Irecv(got + (size_t)r * WORDS, WORDS, MPI_INT, r, 7,
+                   MPI_COMM_WORLD, &recvs[r]));
+  }
+  for (int k = 1; k < p; k++) {
+    int to = (rank + k) % p;
+    for (int i = 0; i < WORDS; i++)
+      out[(size_t)to * WORDS + i] = rank * 100000 + to * 1000 + i;
+    OK(MPI_Isend(out + (size_t)to * WORDS, WORDS, MPI_INT, to, 7,
+                 MPI_COMM_WORLD, &sends[to]));
+  }
+  OK(MPI_Waitall(p, sends, MPI_STATUSES_IGNORE));
+  free(sends);
+  free(out);
+}
+
+/* Receive index r (from rank r) came complete and right. */
+static void check_one(const int *got, int r, const MPI_Status *st,
+                      const char *how) {
+  int n = -1;
+  EXPECT(r >= 0 && r < p && r != rank, "%s: index %d", how, r);
+  if (r < 0 || r >= p)
+    return;
+  EXPECT(st->MPI_SOURCE == r && st->MPI_TAG == 7, "%s: status %d/%d", how,
+         st->MPI_SOURCE, st->MPI_TAG);
+  OK(MPI_Get_count(st, MPI_INT, &n));
+  EXPECT(n == WORDS, "%s: count %d", how, n);
+  for (int i = 0; i < WORDS; i++)
+    if (got[(size_t)r * WORDS + i] != r * 100000 + rank * 1000 + i) {
+      EXPECT(0, "%s: from %d word %d is %d", how, r, i,
+             got[(size_t)r * WORDS + i]);
+      break;
+    }
+}
+
+static void check_sets(void) {
+  MPI_Request *recvs = malloc(sizeof *recvs * (size_t)p);
+  int *got = malloc(sizeof *got * (size_t)WORDS * (size_t)p);
+  int *seen = calloc((size_t)p, sizeof *seen);
+  int *idx = malloc(sizeof *idx * (size_t)p);
+  MPI_Status *sts = malloc(sizeof *sts * (size_t)p);
+  int index, flag, out, left;
+
+  for (int how = 0; how < 3; how++) {
+    const char *name = how == 0   ? "MPI_Testany"
+                       : how == 1 ? "MPI_Waitsome"
+                                  : "MPI_Testsome";
+    memset(seen, 0, sizeof *seen * (size_t)p);
+    exchange(recvs, got);
+    left = p - 1;
+    while (left > 0) {
+      if (how == 0) {
+        OK(MPI_Testany(p, recvs, &index, &flag, &sts[0]));
+        if (!flag)
+          continue;
+        EXPECT(index != MPI_UNDEFINED, "Testany: flag with no index");
+        if (index == MPI_UNDEFINED)
+          break;
+        EXPECT(recvs[index] == MPI_REQUEST_NULL, "Testany kept %d", index);
+        check_one(got, index, &sts[0], name);
+        seen[index]++;
+        left--;
+        continue;
+      }
+      if (how == 1)
+        OK(MPI_Waitsome(p, recvs, &out, idx, sts));
+      else
+        OK(MPI_Testsome(p, recvs, &out, idx, sts));
+      EXPECT(out != MPI_UNDEFINED && out >= (how == 1 ? 1 : 0) && out <= left,
+             "%s: outcount %d with %d left", name, out, left);
+      if (out == MPI_UNDEFINED || out < 0 || out > left)
+        break;
+      for (int k = 0; k < out; k++) {
+        check_one(got, idx[k], &sts[k], name);
+        if (idx[k] >= 0 && idx[k] < p)
+          seen[idx[k]]++;
+        EXPECT(recvs[idx[k]] == MPI_REQUEST_NULL, "%s kept %d", name, idx[k]);
+      }
+      left -= out;
+    }
+    for (int r = 0; r < p; r++)
+      EXPECT(seen[r] == (r != rank), "%s reported %d %d times", name, r,
+             seen[r]);
+    /* Nothing live: the calls say so. */
+    OK(MPI_Testany(p, recvs, &index, &flag, MPI_STATUS_IGNORE));
+    EXPECT(flag && index == MPI_UNDEFINED, "Testany of none: %d %d", flag,
+           index);
+    OK(MPI_Waitsome(p, recvs, &out, idx, MPI_STATUSES_IGNORE));
+    EXPECT(out == MPI_UNDEFINED, "Waitsome of none: %d", out);
+    OK(MPI_Testsome(p, recvs, &out, idx, MPI_STATUSES_IGNORE));
+    EXPECT(out == MPI_UNDEFINED, "Testsome of none: %d", out);
+    OK(MPI_Waitany(0, NULL, &index, MPI_STATUS_IGNORE));
+    EXPECT(index == MPI_UNDEFINED, "Waitany of nothing: %d", index);
+    OK(MPI_Barrier(MPI_COMM_WORLD));
+  }
+  /* misuse: no output pointers */
+  OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  int code = MPI_Testsome(p, recvs, NULL, idx, sts);
+  EXPECT(error_class(code) == MPI_ERR_ARG, "Testsome without outcount: %s",
+         error_text(code));
+  code = MPI_Testany(-1, recvs, &index, &flag, MPI_STATUS_IGNORE);
+  EXPECT(error_class(code) == MPI_ERR_ARG, "Testany of -1: %s",
+         error_text(code));
+  OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
+  free(recvs);
+  free(got);
+  free(seen);
+  free(idx);
+  free(sts);
+}
+
+/* Around the ring: each rank's buffer goes to the next and takes the one
+ * of the rank before, in place; then both ways at once with
+ * MPI_PROC_NULL at the ends of a line. */
+static void check_replace(void) {
+  double buf[1000];
+  MPI_Status st;
+  int next = (rank + 1) % p, prev = (rank + p - 1) % p, n = -1;
+  for (int i = 0; i < 1000; i++)
+    buf[i] = rank * 1e4 + i;
+  OK(MPI_Sendrecv_replace(buf, 1000, MPI_DOUBLE, next, 3, prev, 3,
+                          MPI_COMM_WORLD, &st));
+  EXPECT(st.MPI_SOURCE == prev && st.MPI_TAG == 3, "replace status");
+  OK(MPI_Get_count(&st, MPI_DOUBLE, &n));
+  EXPECT(n == 1000, "replace count %d", n);
+  for (int i = 0; i < 1000; i++)
+    if (buf[i] != prev * 1e4 + i) {
+      EXPECT(0, "replace word %d: %g", i, buf[i]);
+      break;
+    }
+  /* a line: rank 0 receives nothing, the last sends nothing */
+  buf[0] = rank;
+  OK(MPI_Sendrecv_replace(
+      buf, 1, MPI_DOUBLE, rank == p - 1 ? MPI_PROC_NULL : rank + 1, 4,
+      rank == 0 ? MPI_PROC_NULL : rank - 1, 4, MPI_COMM_WORLD, &st));
+  EXPECT(rank == 0 ? buf[0] == 0 && st.MPI_SOURCE == MPI_PROC_NULL
+                   : buf[0] == rank - 1,
+         "line: %g", buf[0]);
+}
+
+int main(int argc, char **argv) {
+  OK(MPI_Init(&argc, &argv));
+  OK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  OK(MPI_Comm_size(MPI_COMM_WORLD, &p));
+  if (p < 2) {
+    fprintf(stderr, "mpi_requests: run it on 2 ranks or more\n");
+    return 2;
+  }
+  check_sets();
+  check_replace();
+  int bad = failures, all_bad = 0;
+  OK(MPI_Allreduce(&bad, &all_bad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+  OK(MPI_Finalize());
+  if (rank == 0 && all_bad == 0 && failures == 0)
+    printf("mpi_requests: p = %d: every check held\n", p);
+  return failures == 0 && all_bad == 0 ? 0 : 1;
+}

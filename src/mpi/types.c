@@ -132,21 +132,30 @@ static size_t pair_size(MPI_Datatype dt) {
   }
 }
 
-int MPI_Type_size(MPI_Datatype datatype, int *size) {
-  crnet_mpi_type t;
-  size_t bytes;
-  if (size == NULL)
-    return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Type_size", MPI_ERR_ARG,
-                          "size is NULL");
-  /* An uncommitted type has a size too. */
+/* Any type that exists, committed or not (an uncommitted type has a size
+ * and an extent too): true with it in *t, else the error raised in *rc. */
+static bool existing_type(MPI_Datatype datatype, const char *fn,
+                          crnet_mpi_type *t, int *rc) {
   pthread_mutex_lock(&lock);
   bool live = datatype > 0 && datatype < TYPES_MAX && types[datatype].live;
   if (live)
-    t = types[datatype];
+    *t = types[datatype];
   pthread_mutex_unlock(&lock);
   if (!live)
-    return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Type_size", MPI_ERR_TYPE,
-                          "datatype %d does not exist", datatype);
+    *rc = crnet_mpi_fail(MPI_COMM_NULL, fn, MPI_ERR_TYPE,
+                         "datatype %d does not exist", datatype);
+  return live;
+}
+
+int MPI_Type_size(MPI_Datatype datatype, int *size) {
+  crnet_mpi_type t;
+  size_t bytes;
+  int rc = MPI_SUCCESS;
+  if (size == NULL)
+    return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Type_size", MPI_ERR_ARG,
+                          "size is NULL");
+  if (!existing_type(datatype, "MPI_Type_size", &t, &rc))
+    return rc;
   bytes = t.pair ? pair_size(datatype) : t.n * crnet_datatype_size(t.base);
   *size = bytes > INT_MAX ? MPI_UNDEFINED : (int)bytes;
   return MPI_SUCCESS;
@@ -155,17 +164,12 @@ int MPI_Type_size(MPI_Datatype datatype, int *size) {
 int MPI_Type_get_extent(MPI_Datatype datatype, MPI_Aint *lb,
                         MPI_Aint *extent) {
   crnet_mpi_type t;
+  int rc = MPI_SUCCESS;
   if (lb == NULL || extent == NULL)
     return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Type_get_extent", MPI_ERR_ARG,
                           "lb or extent is NULL");
-  pthread_mutex_lock(&lock);
-  bool live = datatype > 0 && datatype < TYPES_MAX && types[datatype].live;
-  if (live)
-    t = types[datatype];
-  pthread_mutex_unlock(&lock);
-  if (!live)
-    return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Type_get_extent", MPI_ERR_TYPE,
-                          "datatype %d does not exist", datatype);
+  if (!existing_type(datatype, "MPI_Type_get_extent", &t, &rc))
+    return rc;
   /* A pair type's extent is its C struct's, padding included. */
   *lb = 0;
   *extent = (MPI_Aint)(t.n * crnet_datatype_size(t.base));

@@ -662,6 +662,17 @@ CRNET_EXTERN int crnet_sendrecv(crnet_comm *comm, const void *sendbuf,
 CRNET_EXTERN int crnet_isend(crnet_comm *comm, const void *buf, size_t count,
                              crnet_datatype dt, int dest, int tag,
                              crnet_request **req);
+/* Synchronous sends (MPI_Ssend, MPI_Issend): complete only once the
+ * receiver has posted the receive that takes the message, whatever its
+ * size (the message is announced and its data waits at the sender, as a
+ * large one's always does), so a completed one says the receiver has
+ * reached it. A synchronous send to a rank that never receives it never
+ * completes; one to oneself completes when this rank's receive takes it. */
+CRNET_EXTERN int crnet_ssend(crnet_comm *comm, const void *buf, size_t count,
+                             crnet_datatype dt, int dest, int tag);
+CRNET_EXTERN int crnet_issend(crnet_comm *comm, const void *buf, size_t count,
+                              crnet_datatype dt, int dest, int tag,
+                              crnet_request **req);
 /* status (may be NULL) is filled when the request completes, before its
  * wait returns: it must stay valid until then. */
 CRNET_EXTERN int crnet_irecv(crnet_comm *comm, void *buf, size_t count,

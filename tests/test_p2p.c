@@ -5,10 +5,10 @@
  * flood of unexpected messages takes, probes, a lost peer, and misuse.
  *
  * Cases (CK_RUN_CASE): "order", "unexpected", "edges", "comms", "memory",
- * "failure", "abort-write", "probe", "left"; argument "unit" runs the argument checks in a job of one.
- * Messages with the progress thread, and from threads of their own beside
- * the world's collectives (for ThreadSanitizer, suite `threads`): the case
- * "p2p-threads" of test_comms.c.
+ * "failure", "abort-write", "probe", "ssend", "left"; argument "unit" runs the
+ * argument checks in a job of one. Messages with the progress thread, and from
+ * threads of their own beside the world's collectives (for ThreadSanitizer,
+ * suite `threads`): the case "p2p-threads" of test_comms.c.
  */
 #include <check.h>
 #include <pthread.h>
@@ -70,11 +70,12 @@ static bool check(const uint8_t *b, size_t n, int src, int id) {
 }
 
 /* Sizes across the eager bound and beyond. */
-static const size_t sizes[] = {0,     1,     1000,      CRNET_EAGER_BYTES,
-                               CRNET_EAGER_BYTES + 1,   3 << 20, 17};
+static const size_t sizes[] = {
+    0, 1, 1000, CRNET_EAGER_BYTES, CRNET_EAGER_BYTES + 1, 3 << 20, 17};
 #define NSIZES (sizeof sizes / sizeof sizes[0])
 
-/* --- order: non-overtaking, tags, wildcards, statuses ---------------------- */
+/* --- order: non-overtaking, tags, wildcards, statuses ----------------------
+ */
 
 static int rank_order(int rank, int size, void *arg) {
   crnet_comm *c = init_or_die(rank);
@@ -103,10 +104,10 @@ static int rank_order(int rank, int size, void *arg) {
     /* Tag 1 first: the tag-0 messages before them wait, in order. */
     for (int k = 1; k < 2 * (int)NSIZES; k += 2) {
       CALL(crnet_recv(c, buf, 3 << 20, CRNET_UINT8, 0, 1, &st));
-      FAIL_IF(st.source != 0 || st.tag != 1 ||
-                  st.bytes != sizes[k % NSIZES] || st.error != 0,
-              "status %d/%d/%zu/%d for message %d", st.source, st.tag,
-              st.bytes, st.error, k);
+      FAIL_IF(st.source != 0 || st.tag != 1 || st.bytes != sizes[k % NSIZES] ||
+                  st.error != 0,
+              "status %d/%d/%zu/%d for message %d", st.source, st.tag, st.bytes,
+              st.error, k);
       FAIL_IF(!check(buf, st.bytes, 0, k), "message %d's bytes", k);
     }
     for (int k = 0; k < 2 * (int)NSIZES; k += 2) {
@@ -130,8 +131,7 @@ static int rank_order(int rank, int size, void *arg) {
                       CRNET_ANY_TAG, &st));
       FAIL_IF(st.tag != st.source || st.bytes != 100 + (size_t)st.source,
               "status %d/%d/%zu", st.source, st.tag, st.bytes);
-      FAIL_IF(!check(buf, st.bytes, st.source, 1000), "bytes of %d",
-              st.source);
+      FAIL_IF(!check(buf, st.bytes, st.source, 1000), "bytes of %d", st.source);
       seen |= 1 << st.source;
     }
     FAIL_IF(seen != (1 << size) - 2, "sources seen %x", seen);
@@ -232,7 +232,8 @@ START_TEST(unexpected_messages) {
 }
 END_TEST
 
-/* --- edges: truncation, oneself ---------------------------------------------- */
+/* --- edges: truncation, oneself ----------------------------------------------
+ */
 
 static int rank_edges(int rank, int size, void *arg) {
   crnet_comm *c = init_or_die(rank);
@@ -256,8 +257,8 @@ static int rank_edges(int rank, int size, void *arg) {
               "recv %d: %s, want CRNET_ETRUNCATE", k, crnet_err_name(rc));
       FAIL_IF(st.bytes != (k == 0 ? 100u : 1u << 20), "truncated size %zu",
               st.bytes);
-      FAIL_IF(strstr(crnet_comm_errmsg(c), k == 0 ? "100 bytes"
-                                                  : "1048576 bytes") == NULL ||
+      FAIL_IF(strstr(crnet_comm_errmsg(c),
+                     k == 0 ? "100 bytes" : "1048576 bytes") == NULL ||
                   strstr(crnet_comm_errmsg(c), "the 10 of") == NULL,
               "message: %s", crnet_comm_errmsg(c));
     }
@@ -403,7 +404,8 @@ START_TEST(unexpected_memory_is_bounded) {
 }
 END_TEST
 
-/* --- failure: a lost peer ends a receive ------------------------------------- */
+/* --- failure: a lost peer ends a receive -------------------------------------
+ */
 
 static int rank_failure(int rank, int size, void *arg) {
   crnet_comm *c = init_or_die(rank);
@@ -440,7 +442,8 @@ START_TEST(lost_peer_ends_a_receive) {
 }
 END_TEST
 
-/* --- failure: the peer's own reason, though a write meets its end first ------ */
+/* --- failure: the peer's own reason, though a write meets its end first ------
+ */
 
 /* Rank 0 aborts and leaves while rank 1 is not looking (its loop does not
  * run). Rank 1's sends then meet a closed connection: the first write
@@ -493,7 +496,8 @@ START_TEST(abort_reaches_a_sender_whose_write_fails) {
 }
 END_TEST
 
-/* --- failure: a rank that left ends the messages awaited from it ------------- */
+/* --- failure: a rank that left ends the messages awaited from it -------------
+ */
 
 /* p = 3. Rank 2 leaves (crnet_comm_destroy) after a split that leaves it
  * out. Rank 1's receive from it was posted before it left (*arg true), or
@@ -557,7 +561,8 @@ START_TEST(receive_from_a_rank_that_left_fails) {
 }
 END_TEST
 
-/* --- probe: looking at a message before receiving it ------------------------ */
+/* --- probe: looking at a message before receiving it ------------------------
+ */
 
 /* Waits (iprobe in a loop, nothing else) until a message of (src, tag)
  * has come: a loop of iprobe calls must move messages on by itself. */
@@ -621,8 +626,10 @@ static int rank_probe(int rank, int size, void *arg) {
     CALL(crnet_recv(c, small, sizeof small, CRNET_UINT8, 2, 999, &st));
     FAIL_IF(!check(small, st.bytes, 2, 999), "the small message");
     CALL(crnet_probe(c, 0, CRNET_ANY_TAG, &st));
-    FAIL_IF(st.tag != 8 || st.bytes != 0, "the empty message: tag %d, %zu "
-            "bytes", st.tag, st.bytes);
+    FAIL_IF(st.tag != 8 || st.bytes != 0,
+            "the empty message: tag %d, %zu "
+            "bytes",
+            st.tag, st.bytes);
     CALL(crnet_recv(c, NULL, 0, CRNET_UINT8, 0, 8, NULL));
     /* To oneself. */
     {
@@ -670,6 +677,86 @@ static int rank_probe(int rank, int size, void *arg) {
   return EXIT_OK;
 }
 
+/* --- synchronous sends -------------------------------------------------------
+ * An issend completes only once its receive is posted, whatever its size:
+ * rank 0's 8-byte and 0-byte issends to rank 1 stay incomplete through
+ * 100 ms of tests while rank 1 has posted nothing, then complete once it
+ * receives them (told by a barrier). A blocking ssend meets a receive
+ * posted first; one to oneself completes when this rank's receive takes
+ * it; and every message arrives whole and in order. */
+
+static int rank_ssend(int rank, int size, void *arg) {
+  crnet_comm *c = init_or_die(rank);
+  uint8_t b[3][64], got[3][64];
+  size_t len[3] = {8, 0, 64};
+  crnet_request *r[3] = {NULL, NULL, NULL};
+  crnet_status st;
+  int done = 0;
+  (void)arg;
+  (void)size;
+  if (rank == 0) {
+    for (int k = 0; k < 3; k++) {
+      fill(b[k], len[k], 0, k);
+      CALL(crnet_issend(c, b[k], len[k], CRNET_UINT8, 1, k, &r[k]));
+    }
+    /* Rank 1 receives nothing before the barrier. */
+    for (double end = now_s() + 0.1; now_s() < end;)
+      for (int k = 0; k < 3; k++) {
+        CALL(crnet_test(&r[k], &done));
+        FAIL_IF(done,
+                "issend %d (%zu bytes) completed before its receive "
+                "was posted",
+                k, len[k]);
+      }
+    CALL(crnet_barrier(c));
+    for (int k = 0; k < 3; k++)
+      CALL(crnet_wait(&r[k]));
+    /* A blocking ssend to a receive posted first (after the barrier). */
+    CALL(crnet_barrier(c));
+    fill(b[0], 8, 0, 9);
+    CALL(crnet_ssend(c, b[0], 8, CRNET_UINT8, 1, 9));
+    /* To oneself: complete when this rank's own receive takes it. */
+    fill(b[1], 20, 0, 10);
+    CALL(crnet_issend(c, b[1], 20, CRNET_UINT8, 0, 10, &r[0]));
+    CALL(crnet_test(&r[0], &done));
+    FAIL_IF(done, "an issend to oneself completed with no receive posted");
+    CALL(crnet_recv(c, got[0], 20, CRNET_UINT8, 0, 10, &st));
+    CALL(crnet_wait(&r[0]));
+    FAIL_IF(st.bytes != 20 || !check(got[0], 20, 0, 10), "to oneself");
+  } else if (rank == 1) {
+    CALL(crnet_barrier(c));
+    for (int k = 0; k < 3; k++) {
+      CALL(crnet_recv(c, got[k], sizeof got[k], CRNET_UINT8, 0, k, &st));
+      FAIL_IF(st.bytes != len[k] || !check(got[k], len[k], 0, k),
+              "issend %d arrived as %zu bytes, or wrong", k, st.bytes);
+    }
+    CALL(crnet_irecv(c, got[0], 8, CRNET_UINT8, 0, 9, &st, &r[0]));
+    CALL(crnet_barrier(c));
+    CALL(crnet_wait(&r[0]));
+    FAIL_IF(st.bytes != 8 || !check(got[0], 8, 0, 9), "ssend");
+  } else {
+    CALL(crnet_barrier(c));
+    CALL(crnet_barrier(c));
+  }
+  /* Misuse: as a send's. */
+  FAIL_IF(crnet_issend(c, b[0], 1, CRNET_UINT8, CRNET_ANY_SOURCE, 0, &r[0]) !=
+              CRNET_EINVAL,
+          "issend to CRNET_ANY_SOURCE");
+  FAIL_IF(crnet_ssend(c, b[0], 1, CRNET_UINT8, 0, -1) != CRNET_EINVAL,
+          "ssend with tag -1");
+  CALL(crnet_barrier(c));
+  CALL(crnet_comm_destroy(c));
+  return EXIT_OK;
+}
+
+START_TEST(ssend_waits_for_its_receive) {
+  job j;
+  job_init(&j, 3, 30);
+  run_job(&j, rank_ssend, NULL, 120);
+  expect_all_ok(&j, __func__);
+}
+END_TEST
+
 START_TEST(probe_sees_without_taking) {
   job j;
   job_init(&j, 3, 30);
@@ -678,7 +765,8 @@ START_TEST(probe_sees_without_taking) {
 }
 END_TEST
 
-/* --- misuse, in a job of one ------------------------------------------------- */
+/* --- misuse, in a job of one -------------------------------------------------
+ */
 
 START_TEST(misuse_is_refused) {
   crnet_comm *c = NULL;
@@ -715,9 +803,8 @@ START_TEST(misuse_is_refused) {
     ck_assert_ptr_nonnull(strstr(crnet_comm_errmsg(c), "negative"));
     ck_assert_int_eq(crnet_probe(NULL, 0, 0, NULL), CRNET_EINVAL);
     /* Nothing to see in a job of one with nothing sent. */
-    ck_assert_int_eq(crnet_iprobe(c, CRNET_ANY_SOURCE, CRNET_ANY_TAG, &flag,
-                                  NULL),
-                     0);
+    ck_assert_int_eq(
+        crnet_iprobe(c, CRNET_ANY_SOURCE, CRNET_ANY_TAG, &flag, NULL), 0);
     ck_assert_int_eq(flag, 0);
   }
   /* A sendrecv with one bad half starts nothing. */
@@ -817,6 +904,7 @@ int main(int argc, char **argv) {
         {"failure", lost_peer_ends_a_receive},
         {"abort-write", abort_reaches_a_sender_whose_write_fails},
         {"probe", probe_sees_without_taking},
+        {"ssend", ssend_waits_for_its_receive},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
       t = tcase_create(cases[i].name);

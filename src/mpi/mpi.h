@@ -487,6 +487,14 @@ CRNET_MPI_EXTERN int MPI_Iscatterv(const void *sendbuf, const int sendcounts[],
 
 CRNET_MPI_EXTERN int MPI_Send(const void *buf, int count, MPI_Datatype datatype,
                               int dest, int tag, MPI_Comm comm);
+/* Completes once the receive is posted (synchronous mode). */
+CRNET_MPI_EXTERN int MPI_Ssend(const void *buf, int count,
+                               MPI_Datatype datatype, int dest, int tag,
+                               MPI_Comm comm);
+/* Ready mode: as MPI_Send (MPI allows it). */
+CRNET_MPI_EXTERN int MPI_Rsend(const void *buf, int count,
+                               MPI_Datatype datatype, int dest, int tag,
+                               MPI_Comm comm);
 CRNET_MPI_EXTERN int MPI_Recv(void *buf, int count, MPI_Datatype datatype,
                               int source, int tag, MPI_Comm comm,
                               MPI_Status *status);
@@ -503,6 +511,12 @@ CRNET_MPI_EXTERN int MPI_Sendrecv_replace(void *buf, int count,
 CRNET_MPI_EXTERN int MPI_Isend(const void *buf, int count,
                                MPI_Datatype datatype, int dest, int tag,
                                MPI_Comm comm, MPI_Request *request);
+CRNET_MPI_EXTERN int MPI_Issend(const void *buf, int count,
+                                MPI_Datatype datatype, int dest, int tag,
+                                MPI_Comm comm, MPI_Request *request);
+CRNET_MPI_EXTERN int MPI_Irsend(const void *buf, int count,
+                                MPI_Datatype datatype, int dest, int tag,
+                                MPI_Comm comm, MPI_Request *request);
 CRNET_MPI_EXTERN int MPI_Irecv(void *buf, int count, MPI_Datatype datatype,
                                int source, int tag, MPI_Comm comm,
                                MPI_Request *request);

@@ -1,6 +1,6 @@
 /* Messages between two ranks: send, receive, sendrecv and their
- * nonblocking forms, probes, with MPI_PROC_NULL (a peer that is nobody: the call
- * completes at once, a receive with an empty status). */
+ * nonblocking forms, probes, with MPI_PROC_NULL (a peer that is nobody: the
+ * call completes at once, a receive with an empty status). */
 #include <stdlib.h>
 
 #include <string.h>
@@ -36,14 +36,38 @@ static int check(MPI_Comm *commp, const char *fn, int count, MPI_Datatype dt,
   return MPI_SUCCESS;
 }
 
-int MPI_Send(const void *buf, int count, MPI_Datatype datatype, int dest,
-             int tag, MPI_Comm comm) {
+/* The send modes: standard, synchronous (completes once the receive is
+ * posted: crnet_ssend), ready (the program says the receive is posted
+ * already; MPI lets it work as a standard send, which it does here). */
+enum mode { STANDARD, SYNCHRONOUS, READY };
+
+static int send_mode(const void *buf, int count, MPI_Datatype datatype,
+                     int dest, int tag, MPI_Comm comm, enum mode mode,
+                     const char *fn) {
   message m = {0};
-  int rc = check(&comm, "MPI_Send", count, datatype, dest, false, tag, &m);
+  int rc = check(&comm, fn, count, datatype, dest, false, tag, &m);
   if (rc != MPI_SUCCESS || dest == MPI_PROC_NULL)
     return rc;
   return crnet_mpi_from_crnet(
-      comm, "MPI_Send", crnet_send(comm->c, buf, m.count, m.dt, dest, tag));
+      comm, fn,
+      mode == SYNCHRONOUS ? crnet_ssend(comm->c, buf, m.count, m.dt, dest, tag)
+                          : crnet_send(comm->c, buf, m.count, m.dt, dest, tag));
+}
+
+int MPI_Send(const void *buf, int count, MPI_Datatype datatype, int dest,
+             int tag, MPI_Comm comm) {
+  return send_mode(buf, count, datatype, dest, tag, comm, STANDARD, "MPI_Send");
+}
+
+int MPI_Ssend(const void *buf, int count, MPI_Datatype datatype, int dest,
+              int tag, MPI_Comm comm) {
+  return send_mode(buf, count, datatype, dest, tag, comm, SYNCHRONOUS,
+                   "MPI_Ssend");
+}
+
+int MPI_Rsend(const void *buf, int count, MPI_Datatype datatype, int dest,
+              int tag, MPI_Comm comm) {
+  return send_mode(buf, count, datatype, dest, tag, comm, READY, "MPI_Rsend");
 }
 
 int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source, int tag,
@@ -93,9 +117,9 @@ int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
 }
 
 /* The send goes from a copy, and the receive lands in buf. */
-int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype datatype,
-                         int dest, int sendtag, int source, int recvtag,
-                         MPI_Comm comm, MPI_Status *status) {
+int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype datatype, int dest,
+                         int sendtag, int source, int recvtag, MPI_Comm comm,
+                         MPI_Status *status) {
   message s = {0};
   size_t bytes;
   void *copy;
@@ -108,19 +132,20 @@ int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype datatype,
     return crnet_mpi_fail(comm, "MPI_Sendrecv_replace", MPI_ERR_NO_MEM,
                           "%zu bytes", bytes);
   memcpy(copy, buf, bytes);
-  rc = MPI_Sendrecv(copy, count, datatype, dest, sendtag, buf, count,
-                    datatype, source, recvtag, comm, status);
+  rc = MPI_Sendrecv(copy, count, datatype, dest, sendtag, buf, count, datatype,
+                    source, recvtag, comm, status);
   free(copy);
   return rc;
 }
 
-int MPI_Isend(const void *buf, int count, MPI_Datatype datatype, int dest,
-              int tag, MPI_Comm comm, MPI_Request *request) {
+static int isend_mode(const void *buf, int count, MPI_Datatype datatype,
+                      int dest, int tag, MPI_Comm comm, MPI_Request *request,
+                      enum mode mode, const char *fn) {
   message m = {0};
   struct crnet_mpi_request *r = NULL;
-  int rc = check(&comm, "MPI_Isend", count, datatype, dest, false, tag, &m);
+  int rc = check(&comm, fn, count, datatype, dest, false, tag, &m);
   if (rc == MPI_SUCCESS)
-    rc = crnet_mpi_request_new(comm, "MPI_Isend",
+    rc = crnet_mpi_request_new(comm, fn,
                                dest == MPI_PROC_NULL ? REQ_NULL_PEER : REQ_SEND,
                                request, &r);
   if (rc != MPI_SUCCESS)
@@ -131,8 +156,29 @@ int MPI_Isend(const void *buf, int count, MPI_Datatype datatype, int dest,
     return MPI_SUCCESS;
   }
   return crnet_mpi_request_started(
-      comm, "MPI_Isend",
-      crnet_isend(comm->c, buf, m.count, m.dt, dest, tag, &r->req), r, request);
+      comm, fn,
+      mode == SYNCHRONOUS
+          ? crnet_issend(comm->c, buf, m.count, m.dt, dest, tag, &r->req)
+          : crnet_isend(comm->c, buf, m.count, m.dt, dest, tag, &r->req),
+      r, request);
+}
+
+int MPI_Isend(const void *buf, int count, MPI_Datatype datatype, int dest,
+              int tag, MPI_Comm comm, MPI_Request *request) {
+  return isend_mode(buf, count, datatype, dest, tag, comm, request, STANDARD,
+                    "MPI_Isend");
+}
+
+int MPI_Issend(const void *buf, int count, MPI_Datatype datatype, int dest,
+               int tag, MPI_Comm comm, MPI_Request *request) {
+  return isend_mode(buf, count, datatype, dest, tag, comm, request, SYNCHRONOUS,
+                    "MPI_Issend");
+}
+
+int MPI_Irsend(const void *buf, int count, MPI_Datatype datatype, int dest,
+               int tag, MPI_Comm comm, MPI_Request *request) {
+  return isend_mode(buf, count, datatype, dest, tag, comm, request, READY,
+                    "MPI_Irsend");
 }
 
 int MPI_Irecv(void *buf, int count, MPI_Datatype datatype, int source, int tag,

@@ -49,7 +49,8 @@
 #define CREDIT_RETURN (CRNET_EAGER_BUDGET / 4)
 #define CTS_DROP 1u
 
-enum { P2P_SEND, P2P_RECV, P2P_PROBE };
+/* P2P_SSEND starts a synchronous send: a P2P_SEND request with sync set. */
+enum { P2P_SEND, P2P_RECV, P2P_PROBE, P2P_SSEND };
 
 enum phase {
   PH_NEW,        /* not begun on the loop */
@@ -75,6 +76,7 @@ typedef struct crnet__p2p_req {
   crnet_status *status_out;
   int *found_out; /* a probe's: whether a message matched */
   bool once;      /* a probe that gives up after its second look (iprobe) */
+  bool sync;      /* a synchronous send: always announced (crnet_issend) */
   bool found;
   crnet__send_req wr;
   crnet__iov iov;
@@ -371,7 +373,7 @@ static void send_to_self(crnet_comm *c, p2p_req *q) {
   m->src = c->w->rank;
   m->tag = q->tag;
   m->bytes = q->bytes;
-  if (q->bytes <= CRNET_EAGER_BYTES) {
+  if (q->bytes <= CRNET_EAGER_BYTES && !q->sync) {
     m->payload = malloc(q->bytes > 0 ? q->bytes : 1);
     if (m->payload == NULL) {
       free(m);
@@ -433,7 +435,8 @@ static bool send_advance(crnet_request *r) {
     pe = peer_of(w, j);
     if (pe == NULL)
       return finish(q, CRNET_ENOMEM) && done_now(q);
-    if (q->bytes <= CRNET_EAGER_BYTES && pe->credit >= q->bytes + MSG_COST) {
+    if (q->bytes <= CRNET_EAGER_BYTES && !q->sync &&
+        pe->credit >= q->bytes + MSG_COST) {
       crnet__frame_header h = {.kind = CRNET__FRAME_MSG, .ctx = c->ctx,
                                .round = (uint32_t)q->tag,
                                .length = q->bytes};
@@ -948,14 +951,16 @@ static int check_args(crnet_comm *c, int kind, const void *buf, size_t count,
     return call_error(c, CRNET_EINVAL, "%s: %zu elements of %zu bytes are "
                                        "too large",
                       what, count, es);
-  if (kind == P2P_SEND ? (peer < 0 || peer >= c->size)
-                       : (peer != CRNET_ANY_SOURCE &&
-                          (peer < 0 || peer >= c->size)))
+  if (kind == P2P_SEND || kind == P2P_SSEND
+          ? (peer < 0 || peer >= c->size)
+          : (peer != CRNET_ANY_SOURCE && (peer < 0 || peer >= c->size)))
     return call_error(c, CRNET_EINVAL, "%s: rank %d is not a rank of the "
                                        "comm (0 to %d%s)",
                       what, peer, c->size - 1,
                       kind == P2P_RECV ? ", or CRNET_ANY_SOURCE" : "");
-  if (kind == P2P_SEND ? tag < 0 : (tag < 0 && tag != CRNET_ANY_TAG))
+  if (kind == P2P_SEND || kind == P2P_SSEND
+          ? tag < 0
+          : (tag < 0 && tag != CRNET_ANY_TAG))
     return call_error(c, CRNET_EINVAL, "%s: tag %d is negative (tags are 0 "
                                        "to CRNET_TAG_MAX%s)",
                       what, tag,
@@ -1005,6 +1010,9 @@ static int start_checked(crnet_comm *c, int kind, const void *buf,
   p2p_req *q = new_req(c, kind, peer, tag, blocking, what);
   if (q == NULL)
     return CRNET_ENOMEM;
+  q->sync = kind == P2P_SSEND;
+  if (q->sync)
+    q->kind = P2P_SEND;
   q->buf = (uint8_t *)(uintptr_t)buf;
   q->bytes = (uint64_t)count * crnet_datatype_size(dt);
   q->status_out = status;
@@ -1033,6 +1041,20 @@ int crnet_isend(crnet_comm *comm, const void *buf, size_t count,
                 crnet_datatype dt, int dest, int tag, crnet_request **req) {
   return start(comm, P2P_SEND, buf, count, dt, dest, tag, NULL, false, req,
                "crnet_isend");
+}
+
+int crnet_issend(crnet_comm *comm, const void *buf, size_t count,
+                 crnet_datatype dt, int dest, int tag, crnet_request **req) {
+  return start(comm, P2P_SSEND, buf, count, dt, dest, tag, NULL, false, req,
+               "crnet_issend");
+}
+
+int crnet_ssend(crnet_comm *comm, const void *buf, size_t count,
+                crnet_datatype dt, int dest, int tag) {
+  crnet_request *r;
+  int rc = start(comm, P2P_SSEND, buf, count, dt, dest, tag, NULL, true, &r,
+                 "crnet_ssend");
+  return rc != 0 ? rc : crnet_wait(&r);
 }
 
 int crnet_irecv(crnet_comm *comm, void *buf, size_t count, crnet_datatype dt,

@@ -1,6 +1,7 @@
 /* mpi_requests: crnet-mpi's calls on sets of requests (MPI_Testany,
- * MPI_Waitsome, MPI_Testsome, with MPI_Waitany beside them) and
- * MPI_Sendrecv_replace, at any p >= 2.
+ * MPI_Waitsome, MPI_Testsome, with MPI_Waitany beside them),
+ * MPI_Sendrecv_replace and the send modes (MPI_Ssend, MPI_Issend,
+ * MPI_Rsend, MPI_Irsend), at any p >= 2.
  *
  *   crlaunch -n P mpi_requests
  *
@@ -170,6 +171,49 @@ static void check_replace(void) {
          "line: %g", buf[0]);
 }
 
+/* Send modes: MPI_Issend stays incomplete until its receive is posted
+ * (told by a barrier), MPI_Ssend meets a receive posted first, and
+ * MPI_Rsend and MPI_Irsend (the receive posted first, as the mode
+ * requires) arrive whole. Between ranks 0 and 1. */
+static void check_modes(void) {
+  int v[4] = {0, 0, 0, 0}, flag = 0;
+  MPI_Request rq, rr[2];
+  MPI_Status st;
+  if (rank == 0) {
+    v[0] = 41;
+    OK(MPI_Issend(&v[0], 1, MPI_INT, 1, 11, MPI_COMM_WORLD, &rq));
+    for (double end = MPI_Wtime() + 0.05; MPI_Wtime() < end;) {
+      OK(MPI_Test(&rq, &flag, MPI_STATUS_IGNORE));
+      EXPECT(!flag, "MPI_Issend completed before its receive was posted");
+      if (flag)
+        break;
+    }
+    OK(MPI_Barrier(MPI_COMM_WORLD));
+    if (!flag)
+      OK(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+    OK(MPI_Barrier(MPI_COMM_WORLD)); /* rank 1's receives are posted */
+    v[1] = 42, v[2] = 43, v[3] = 44;
+    OK(MPI_Ssend(&v[1], 1, MPI_INT, 1, 12, MPI_COMM_WORLD));
+    OK(MPI_Rsend(&v[2], 1, MPI_INT, 1, 13, MPI_COMM_WORLD));
+    OK(MPI_Irsend(&v[3], 1, MPI_INT, 1, 14, MPI_COMM_WORLD, &rq));
+    OK(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+  } else if (rank == 1) {
+    OK(MPI_Barrier(MPI_COMM_WORLD));
+    OK(MPI_Recv(&v[0], 1, MPI_INT, 0, 11, MPI_COMM_WORLD, &st));
+    EXPECT(v[0] == 41, "issend's word %d", v[0]);
+    OK(MPI_Irecv(&v[2], 1, MPI_INT, 0, 13, MPI_COMM_WORLD, &rr[0]));
+    OK(MPI_Irecv(&v[3], 1, MPI_INT, 0, 14, MPI_COMM_WORLD, &rr[1]));
+    OK(MPI_Barrier(MPI_COMM_WORLD));
+    OK(MPI_Recv(&v[1], 1, MPI_INT, 0, 12, MPI_COMM_WORLD, &st));
+    OK(MPI_Waitall(2, rr, MPI_STATUSES_IGNORE));
+    EXPECT(v[1] == 42 && v[2] == 43 && v[3] == 44, "modes' words %d %d %d",
+           v[1], v[2], v[3]);
+  } else {
+    OK(MPI_Barrier(MPI_COMM_WORLD));
+    OK(MPI_Barrier(MPI_COMM_WORLD));
+  }
+}
+
 int main(int argc, char **argv) {
   OK(MPI_Init(&argc, &argv));
   OK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
@@ -180,6 +224,7 @@ int main(int argc, char **argv) {
   }
   check_sets();
   check_replace();
+  check_modes();
   int bad = failures, all_bad = 0;
   OK(MPI_Allreduce(&bad, &all_bad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
   OK(MPI_Finalize());

@@ -1,7 +1,7 @@
 /* Communicators: rank, size, split, dup, free. */
 #include <pthread.h>
-#include <stdlib.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "mpi_internal.h"
@@ -132,6 +132,18 @@ int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm) {
   return MPI_SUCCESS;
 }
 
+int crnet_mpi_comm_release(MPI_Comm c) {
+  int rc = crnet_mpi_hidden_free(c);
+  if (rc != CRNET_EINVAL)
+    rc = crnet_comm_destroy(c->c);
+  if (rc == CRNET_EINVAL)
+    return rc;
+  crnet_mpi_list_remove(c);
+  free(c);
+  /* A failed comm's sticky error is its, not the free's. */
+  return 0;
+}
+
 int MPI_Comm_free(MPI_Comm *comm) {
   int rc;
   if (comm == NULL)
@@ -144,25 +156,30 @@ int MPI_Comm_free(MPI_Comm *comm) {
   if (!c->user)
     return crnet_mpi_fail(c, "MPI_Comm_free", MPI_ERR_COMM,
                           "MPI_COMM_WORLD and MPI_COMM_SELF are not freed");
+  crnet_mpi_orphans_reap(c, false);
   /* Refused while requests of it are not yet reported, even complete ones
-   * (crnet_mpi_comm.requests); MPI would free it once they are. */
-  if (atomic_load(&c->requests) == 0) {
+   * (crnet_mpi_comm.requests); MPI would free it once they are. Requests
+   * the program freed itself (MPI_Request_free) are waited for instead:
+   * the comm goes when they end. */
+  if (atomic_load(&c->requests) == c->orphans) {
     /* The delete callbacks first: one that fails keeps the comm. */
     rc = crnet_mpi_attr_delete_all(c, "MPI_Comm_free");
     if (rc != MPI_SUCCESS)
       return rc;
   }
-  rc = atomic_load(&c->requests) > 0 ? CRNET_EINVAL : crnet_mpi_hidden_free(c);
-  if (rc != CRNET_EINVAL)
-    rc = crnet_comm_destroy(c->c);
-  if (rc == CRNET_EINVAL)
+  if (atomic_load(&c->requests) > 0) {
+    if (!crnet_mpi_orphans_defer_free(c))
+      return crnet_mpi_fail(c, "MPI_Comm_free", MPI_ERR_UNSUPPORTED_OPERATION,
+                            "the communicator has requests in flight: wait "
+                            "for them first");
+    *comm = MPI_COMM_NULL;
+    return MPI_SUCCESS;
+  }
+  if (crnet_mpi_comm_release(c) == CRNET_EINVAL)
     return crnet_mpi_fail(c, "MPI_Comm_free", MPI_ERR_UNSUPPORTED_OPERATION,
                           "the communicator has requests in flight: wait "
                           "for them first");
-  crnet_mpi_list_remove(c);
-  free(c);
   *comm = MPI_COMM_NULL;
-  /* A failed comm's sticky error is its, not the free's. */
   return MPI_SUCCESS;
 }
 

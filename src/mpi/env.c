@@ -157,6 +157,9 @@ int MPI_Finalize(void) {
   rc = crnet_mpi_attr_delete_all(&self_comm, "MPI_Finalize");
   if (rc != MPI_SUCCESS)
     return rc;
+  /* Requests the program freed while active end first (their comms, if
+   * freed, with them). */
+  crnet_mpi_orphans_reap(MPI_COMM_NULL, true);
   pthread_mutex_lock(&lock);
   if (phase != RUNNING) {
     pthread_mutex_unlock(&lock);

@@ -537,6 +537,8 @@ CRNET_MPI_EXTERN int MPI_Waitsome(int incount, MPI_Request requests[],
 CRNET_MPI_EXTERN int MPI_Testsome(int incount, MPI_Request requests[],
                                   int *outcount, int indices[],
                                   MPI_Status statuses[]);
+/* The request goes on and ends unseen; not for nonblocking collectives. */
+CRNET_MPI_EXTERN int MPI_Request_free(MPI_Request *request);
 CRNET_MPI_EXTERN int MPI_Test(MPI_Request *request, int *flag,
                               MPI_Status *status);
 CRNET_MPI_EXTERN int MPI_Testall(int count, MPI_Request requests[], int *flag,

@@ -39,6 +39,11 @@ struct crnet_mpi_comm {
   struct crnet_mpi_comm *next, *prev; /* the list of user comms */
   struct crnet_mpi_attr *attrs; /* the program's attributes (attr.c) */
   char name[MPI_MAX_OBJECT_NAME]; /* MPI_Comm_set_name's; under a lock */
+  /* Requests of it the program freed while active (MPI_Request_free), and
+   * whether MPI_Comm_free was called and waits for them to end: both
+   * under the requests' orphan lock (requests.c). */
+  int orphans;
+  bool free_pending;
 };
 
 enum request_kind { REQ_COLL, REQ_SEND, REQ_RECV, REQ_NULL_PEER, REQ_PARTS };
@@ -60,6 +65,7 @@ struct crnet_mpi_request {
   crnet_status *part_st;
   int nparts;
   int refused_by;
+  struct crnet_mpi_request *next_orphan; /* MPI_Request_free'd, active */
 };
 
 /* A gatherv or scatterv message that says its sender refused its own
@@ -77,6 +83,19 @@ void crnet_mpi_status(MPI_Status *status, int source, int tag, int rc,
 
 /* Frees what request r holds and r itself (requests.c). */
 void crnet_mpi_request_free(struct crnet_mpi_request *r);
+
+/* Requests freed by MPI_Request_free while active go on in crnet and are
+ * reaped later: at every new request (without waiting), by MPI_Comm_free
+ * of their comm (likewise), and by MPI_Finalize (waiting for all). A comm
+ * freed while such requests of it are left is destroyed when the last one
+ * ends (crnet_mpi_comm_release). only: that comm's, or MPI_COMM_NULL for
+ * every comm's. */
+void crnet_mpi_orphans_reap(MPI_Comm only, bool wait);
+/* MPI_Comm_free's end: c's crnet comm destroyed, c unlisted and freed. */
+int crnet_mpi_comm_release(MPI_Comm c);
+/* Marks c to be released once its orphans have ended: true, or false when
+ * requests of it that are not orphans are left (the free is refused). */
+bool crnet_mpi_orphans_defer_free(MPI_Comm c);
 
 /* A new request of `kind` on comm in *out, for the nonblocking call `fn`
  * whose handle goes to *request (refused, raised, if request is NULL). */

@@ -5,6 +5,7 @@
  * status crnet filled) until the MPI call that reports it, since MPI_Testall
  * may see some requests complete and must leave them all pending when the
  * rest are not. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -19,9 +20,12 @@ void crnet_mpi_request_free(struct crnet_mpi_request *r) {
   free(r);
 }
 
+static void reap_if_any(void);
+
 int crnet_mpi_request_new(MPI_Comm comm, const char *fn, enum request_kind kind,
                           MPI_Request *request,
                           struct crnet_mpi_request **out) {
+  reap_if_any();
   if (request == NULL)
     return crnet_mpi_fail(comm, fn, MPI_ERR_ARG, "request is NULL");
   *out = calloc(1, sizeof **out);
@@ -57,7 +61,7 @@ void crnet_mpi_status(MPI_Status *status, int source, int tag, int rc,
 }
 
 #define REFUSED_MSG                                                            \
-  "rank %d refused its arguments to this gatherv or scatterv (its own "      \
+  "rank %d refused its arguments to this gatherv or scatterv (its own "        \
   "error says why)"
 
 static void empty_status(MPI_Status *status) {
@@ -431,4 +435,98 @@ int MPI_Testsome(int incount, MPI_Request requests[], int *outcount,
   }
   return report_done(incount, requests, outcount, indices, statuses,
                      "MPI_Testsome");
+}
+
+/* --- requests the program freed while active ------------------------------ */
+
+static pthread_mutex_t orphan_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct crnet_mpi_request *orphans;
+static _Atomic int norphans; /* a look without the lock */
+
+/* Frees an orphan that ended; releases its comm if that was freed and
+ * waited for it alone. */
+static void bury(struct crnet_mpi_request *r) {
+  MPI_Comm comm = r->comm;
+  bool release;
+  pthread_mutex_lock(&orphan_lock);
+  comm->orphans--;
+  release = comm->free_pending && comm->orphans == 0;
+  pthread_mutex_unlock(&orphan_lock);
+  crnet_mpi_request_free(r);
+  if (release)
+    (void)crnet_mpi_comm_release(comm);
+}
+
+void crnet_mpi_orphans_reap(MPI_Comm only, bool wait) {
+  struct crnet_mpi_request *list, *next, *keep = NULL;
+  pthread_mutex_lock(&orphan_lock);
+  list = orphans;
+  orphans = NULL;
+  pthread_mutex_unlock(&orphan_lock);
+  /* Outside the lock: a wait or test runs crnet's loop. */
+  for (struct crnet_mpi_request *r = list; r != NULL; r = next) {
+    next = r->next_orphan;
+    if (only == MPI_COMM_NULL || r->comm == only) {
+      if (wait)
+        finish(r);
+      if (poll_one(r)) {
+        atomic_fetch_sub(&norphans, 1);
+        bury(r); /* its result goes with it: nobody can ask for it */
+        continue;
+      }
+    }
+    r->next_orphan = keep;
+    keep = r;
+  }
+  pthread_mutex_lock(&orphan_lock);
+  while (keep != NULL) {
+    next = keep->next_orphan;
+    keep->next_orphan = orphans;
+    orphans = keep;
+    keep = next;
+  }
+  pthread_mutex_unlock(&orphan_lock);
+}
+
+static void reap_if_any(void) {
+  if (atomic_load(&norphans) > 0)
+    crnet_mpi_orphans_reap(MPI_COMM_NULL, false);
+}
+
+bool crnet_mpi_orphans_defer_free(MPI_Comm c) {
+  bool ok;
+  pthread_mutex_lock(&orphan_lock);
+  ok = atomic_load(&c->requests) == c->orphans;
+  if (ok)
+    c->free_pending = true;
+  pthread_mutex_unlock(&orphan_lock);
+  return ok;
+}
+
+/* The request goes on, and ends unseen (MPI 3.1, 3.7.3): a send's buffer
+ * must not be touched until the program knows otherwise. A nonblocking
+ * collective's may not be freed (MPI 3.1, 5.12). */
+int MPI_Request_free(MPI_Request *request) {
+  struct crnet_mpi_request *r;
+  if (request == NULL || *request == MPI_REQUEST_NULL)
+    return crnet_mpi_fail(
+        MPI_COMM_NULL, "MPI_Request_free", MPI_ERR_REQUEST, "%s",
+        request == NULL ? "request is NULL" : "MPI_REQUEST_NULL");
+  r = *request;
+  if (r->kind == REQ_COLL || r->kind == REQ_PARTS)
+    return crnet_mpi_fail(r->comm, "MPI_Request_free", MPI_ERR_REQUEST,
+                          "the request of a nonblocking collective cannot be "
+                          "freed: wait for it or test it");
+  *request = MPI_REQUEST_NULL;
+  if (poll_one(r)) {
+    crnet_mpi_request_free(r);
+    return MPI_SUCCESS;
+  }
+  pthread_mutex_lock(&orphan_lock);
+  r->comm->orphans++;
+  r->next_orphan = orphans;
+  orphans = r;
+  atomic_fetch_add(&norphans, 1);
+  pthread_mutex_unlock(&orphan_lock);
+  return MPI_SUCCESS;
 }

@@ -214,6 +214,67 @@ static void check_modes(void) {
   }
 }
 
+/* MPI_Request_free: requests freed while active go on and end unseen.
+ * Rank 0 frees a 1 MiB send (it waits at rank 0 for rank 1's receive) and
+ * then frees the comm it was sent on: both calls return at once, the comm
+ * goes when the send ends. A small send and a receive freed the same way
+ * arrive. Collective requests and MPI_REQUEST_NULL are refused. */
+static void check_request_free(void) {
+  enum { BIG = 1 << 18 }; /* ints: 1 MiB, past the eager size */
+  /* A freed receive's buffer must outlive it: nobody knows when it ends. */
+  static int got = -1;
+  int *big = malloc(sizeof(int) * BIG), small = 5, code;
+  MPI_Comm d;
+  MPI_Request rq = MPI_REQUEST_NULL;
+  OK(MPI_Comm_dup(MPI_COMM_WORLD, &d));
+  if (rank == 0) {
+    for (int i = 0; i < BIG; i++)
+      big[i] = i ^ 0x5a5a;
+    OK(MPI_Isend(big, BIG, MPI_INT, 1, 21, d, &rq));
+    OK(MPI_Request_free(&rq));
+    EXPECT(rq == MPI_REQUEST_NULL, "MPI_Request_free left the handle");
+    OK(MPI_Isend(&small, 1, MPI_INT, 1, 22, MPI_COMM_WORLD, &rq));
+    OK(MPI_Request_free(&rq));
+    OK(MPI_Comm_free(&d)); /* the big send is not over: the comm waits */
+    EXPECT(d == MPI_COMM_NULL, "the comm's handle after its free");
+    OK(MPI_Send(&small, 1, MPI_INT, 1, 23, MPI_COMM_WORLD));
+  } else if (rank == 1) {
+    MPI_Request rr;
+    OK(MPI_Irecv(&got, 1, MPI_INT, 0, 23, MPI_COMM_WORLD, &rr));
+    OK(MPI_Request_free(&rr));       /* ends once rank 0's third send comes */
+    OK(MPI_Barrier(MPI_COMM_WORLD)); /* rank 0 freed its comm by now */
+    OK(MPI_Recv(big, BIG, MPI_INT, 0, 21, d, MPI_STATUS_IGNORE));
+    for (int i = 0; i < BIG; i++)
+      if (big[i] != (i ^ 0x5a5a)) {
+        EXPECT(0, "the freed send's word %d: %d", i, big[i]);
+        break;
+      }
+    int s2 = -1;
+    OK(MPI_Recv(&s2, 1, MPI_INT, 0, 22, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    EXPECT(s2 == 5, "the freed small send: %d", s2);
+    OK(MPI_Comm_free(&d));
+  }
+  if (rank != 1) {
+    if (rank != 0)
+      OK(MPI_Comm_free(&d));
+    OK(MPI_Barrier(MPI_COMM_WORLD));
+  }
+  /* refused: a collective's request, and none */
+  OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  OK(MPI_Ibarrier(MPI_COMM_WORLD, &rq));
+  code = MPI_Request_free(&rq);
+  EXPECT(error_class(code) == MPI_ERR_REQUEST && rq != MPI_REQUEST_NULL,
+         "freeing an ibarrier's request: %s", error_text(code));
+  OK(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+  code = MPI_Request_free(&rq);
+  EXPECT(error_class(code) == MPI_ERR_REQUEST, "freeing MPI_REQUEST_NULL: %s",
+         error_text(code));
+  OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
+  OK(MPI_Barrier(MPI_COMM_WORLD));
+  (void)got; /* rank 1's freed receive: its word is not to be read */
+  free(big);
+}
+
 int main(int argc, char **argv) {
   OK(MPI_Init(&argc, &argv));
   OK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
@@ -225,6 +286,7 @@ int main(int argc, char **argv) {
   check_sets();
   check_replace();
   check_modes();
+  check_request_free();
   int bad = failures, all_bad = 0;
   OK(MPI_Allreduce(&bad, &all_bad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
   OK(MPI_Finalize());

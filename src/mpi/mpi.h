@@ -491,6 +491,17 @@ CRNET_MPI_EXTERN int MPI_Send(const void *buf, int count, MPI_Datatype datatype,
 CRNET_MPI_EXTERN int MPI_Ssend(const void *buf, int count,
                                MPI_Datatype datatype, int dest, int tag,
                                MPI_Comm comm);
+/* Buffered mode: the message is copied, and the call returns; what is in
+ * flight this way is bounded by the buffer attached. */
+#define MPI_BSEND_OVERHEAD 64
+CRNET_MPI_EXTERN int MPI_Buffer_attach(void *buffer, int size);
+CRNET_MPI_EXTERN int MPI_Buffer_detach(void *buffer_addr, int *size);
+CRNET_MPI_EXTERN int MPI_Bsend(const void *buf, int count,
+                               MPI_Datatype datatype, int dest, int tag,
+                               MPI_Comm comm);
+CRNET_MPI_EXTERN int MPI_Ibsend(const void *buf, int count,
+                                MPI_Datatype datatype, int dest, int tag,
+                                MPI_Comm comm, MPI_Request *request);
 /* Ready mode: as MPI_Send (MPI allows it). */
 CRNET_MPI_EXTERN int MPI_Rsend(const void *buf, int count,
                                MPI_Datatype datatype, int dest, int tag,

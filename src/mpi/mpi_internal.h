@@ -66,6 +66,7 @@ struct crnet_mpi_request {
   int nparts;
   int refused_by;
   struct crnet_mpi_request *next_orphan; /* MPI_Request_free'd, active */
+  size_t bsend_bytes; /* a buffered send's share of the attached buffer */
 };
 
 /* A gatherv or scatterv message that says its sender refused its own
@@ -96,6 +97,9 @@ int crnet_mpi_comm_release(MPI_Comm c);
 /* Marks c to be released once its orphans have ended: true, or false when
  * requests of it that are not orphans are left (the free is refused). */
 bool crnet_mpi_orphans_defer_free(MPI_Comm c);
+/* A buffered send (MPI_Bsend): checked arguments, dest not MPI_PROC_NULL. */
+int crnet_mpi_bsend(MPI_Comm comm, const char *fn, const void *buf,
+                    size_t count, crnet_datatype dt, int dest, int tag);
 
 /* A new request of `kind` on comm in *out, for the nonblocking call `fn`
  * whose handle goes to *request (refused, raised, if request is NULL). */

@@ -39,7 +39,7 @@ static int check(MPI_Comm *commp, const char *fn, int count, MPI_Datatype dt,
 /* The send modes: standard, synchronous (completes once the receive is
  * posted: crnet_ssend), ready (the program says the receive is posted
  * already; MPI lets it work as a standard send, which it does here). */
-enum mode { STANDARD, SYNCHRONOUS, READY };
+enum mode { STANDARD, SYNCHRONOUS, READY, BUFFERED };
 
 static int send_mode(const void *buf, int count, MPI_Datatype datatype,
                      int dest, int tag, MPI_Comm comm, enum mode mode,
@@ -48,6 +48,8 @@ static int send_mode(const void *buf, int count, MPI_Datatype datatype,
   int rc = check(&comm, fn, count, datatype, dest, false, tag, &m);
   if (rc != MPI_SUCCESS || dest == MPI_PROC_NULL)
     return rc;
+  if (mode == BUFFERED)
+    return crnet_mpi_bsend(comm, fn, buf, m.count, m.dt, dest, tag);
   return crnet_mpi_from_crnet(
       comm, fn,
       mode == SYNCHRONOUS ? crnet_ssend(comm->c, buf, m.count, m.dt, dest, tag)
@@ -63,6 +65,12 @@ int MPI_Ssend(const void *buf, int count, MPI_Datatype datatype, int dest,
               int tag, MPI_Comm comm) {
   return send_mode(buf, count, datatype, dest, tag, comm, SYNCHRONOUS,
                    "MPI_Ssend");
+}
+
+int MPI_Bsend(const void *buf, int count, MPI_Datatype datatype, int dest,
+              int tag, MPI_Comm comm) {
+  return send_mode(buf, count, datatype, dest, tag, comm, BUFFERED,
+                   "MPI_Bsend");
 }
 
 int MPI_Rsend(const void *buf, int count, MPI_Datatype datatype, int dest,
@@ -173,6 +181,25 @@ int MPI_Issend(const void *buf, int count, MPI_Datatype datatype, int dest,
                int tag, MPI_Comm comm, MPI_Request *request) {
   return isend_mode(buf, count, datatype, dest, tag, comm, request, SYNCHRONOUS,
                     "MPI_Issend");
+}
+
+/* The message is copied and on its way: the request is complete at once. */
+int MPI_Ibsend(const void *buf, int count, MPI_Datatype datatype, int dest,
+               int tag, MPI_Comm comm, MPI_Request *request) {
+  struct crnet_mpi_request *r = NULL;
+  int rc;
+  if (request == NULL)
+    return crnet_mpi_fail(comm, "MPI_Ibsend", MPI_ERR_ARG, "request is NULL");
+  rc = send_mode(buf, count, datatype, dest, tag, comm, BUFFERED, "MPI_Ibsend");
+  if (rc == MPI_SUCCESS)
+    rc = crnet_mpi_request_new(crnet_mpi_comm_of(comm), "MPI_Ibsend",
+                               dest == MPI_PROC_NULL ? REQ_NULL_PEER : REQ_SEND,
+                               request, &r);
+  if (rc != MPI_SUCCESS)
+    return rc;
+  r->done = true;
+  *request = r;
+  return MPI_SUCCESS;
 }
 
 int MPI_Irsend(const void *buf, int count, MPI_Datatype datatype, int dest,

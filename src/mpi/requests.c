@@ -8,10 +8,15 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "mpi_internal.h"
 
+static void bsend_release(size_t bytes);
+
 void crnet_mpi_request_free(struct crnet_mpi_request *r) {
+  if (r->bsend_bytes > 0)
+    bsend_release(r->bsend_bytes);
   atomic_fetch_sub(&r->comm->requests, 1);
   free(r->arrays);
   free(r->temp);
@@ -457,7 +462,9 @@ static void bury(struct crnet_mpi_request *r) {
     (void)crnet_mpi_comm_release(comm);
 }
 
-void crnet_mpi_orphans_reap(MPI_Comm only, bool wait) {
+/* Reaps the orphans of `only` (MPI_COMM_NULL: of all), of buffered sends
+ * only if bsends, waiting for each if wait. */
+static void reap(MPI_Comm only, bool wait, bool bsends) {
   struct crnet_mpi_request *list, *next, *keep = NULL;
   pthread_mutex_lock(&orphan_lock);
   list = orphans;
@@ -466,7 +473,8 @@ void crnet_mpi_orphans_reap(MPI_Comm only, bool wait) {
   /* Outside the lock: a wait or test runs crnet's loop. */
   for (struct crnet_mpi_request *r = list; r != NULL; r = next) {
     next = r->next_orphan;
-    if (only == MPI_COMM_NULL || r->comm == only) {
+    if ((only == MPI_COMM_NULL || r->comm == only) &&
+        (!bsends || r->bsend_bytes > 0)) {
       if (wait)
         finish(r);
       if (poll_one(r)) {
@@ -488,6 +496,10 @@ void crnet_mpi_orphans_reap(MPI_Comm only, bool wait) {
   pthread_mutex_unlock(&orphan_lock);
 }
 
+void crnet_mpi_orphans_reap(MPI_Comm only, bool wait) {
+  reap(only, wait, false);
+}
+
 static void reap_if_any(void) {
   if (atomic_load(&norphans) > 0)
     crnet_mpi_orphans_reap(MPI_COMM_NULL, false);
@@ -501,6 +513,20 @@ bool crnet_mpi_orphans_defer_free(MPI_Comm c) {
     c->free_pending = true;
   pthread_mutex_unlock(&orphan_lock);
   return ok;
+}
+
+/* r goes on in crnet, nobody's: freed now if it is over, else listed. */
+static void orphan(struct crnet_mpi_request *r) {
+  if (poll_one(r)) {
+    crnet_mpi_request_free(r);
+    return;
+  }
+  pthread_mutex_lock(&orphan_lock);
+  r->comm->orphans++;
+  r->next_orphan = orphans;
+  orphans = r;
+  atomic_fetch_add(&norphans, 1);
+  pthread_mutex_unlock(&orphan_lock);
 }
 
 /* The request goes on, and ends unseen (MPI 3.1, 3.7.3): a send's buffer
@@ -518,15 +544,99 @@ int MPI_Request_free(MPI_Request *request) {
                           "the request of a nonblocking collective cannot be "
                           "freed: wait for it or test it");
   *request = MPI_REQUEST_NULL;
-  if (poll_one(r)) {
-    crnet_mpi_request_free(r);
-    return MPI_SUCCESS;
+  orphan(r);
+  return MPI_SUCCESS;
+}
+
+/* --- buffered sends ---------------------------------------------------------
+ * MPI_Bsend copies the message and returns: the copy is sent by a request
+ * nobody waits for (an orphan, above), freed when it ends. The buffer the
+ * program attaches bounds what may be in flight this way (each message
+ * counting MPI_BSEND_OVERHEAD more); the copies themselves are the
+ * library's. */
+static pthread_mutex_t bsend_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *bsend_buffer;
+static size_t bsend_size, bsend_used;
+
+static void bsend_release(size_t bytes) {
+  pthread_mutex_lock(&bsend_lock);
+  bsend_used -= bytes;
+  pthread_mutex_unlock(&bsend_lock);
+}
+
+int MPI_Buffer_attach(void *buffer, int size) {
+  int rc = MPI_SUCCESS;
+  if (size < 0 || (size > 0 && buffer == NULL))
+    return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Buffer_attach", MPI_ERR_BUFFER,
+                          "buffer %p of %d bytes", buffer, size);
+  pthread_mutex_lock(&bsend_lock);
+  if (bsend_buffer != NULL)
+    rc = MPI_ERR_BUFFER;
+  else {
+    bsend_buffer = buffer;
+    bsend_size = (size_t)size;
   }
-  pthread_mutex_lock(&orphan_lock);
-  r->comm->orphans++;
-  r->next_orphan = orphans;
-  orphans = r;
-  atomic_fetch_add(&norphans, 1);
-  pthread_mutex_unlock(&orphan_lock);
+  pthread_mutex_unlock(&bsend_lock);
+  if (rc != MPI_SUCCESS)
+    return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Buffer_attach", rc,
+                          "a buffer is attached already: detach it first");
+  return MPI_SUCCESS;
+}
+
+/* Waits until every buffered message has gone, then gives the buffer back
+ * (buffer_addr is a void **, as MPI has it). */
+int MPI_Buffer_detach(void *buffer_addr, int *size) {
+  if (buffer_addr == NULL || size == NULL)
+    return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Buffer_detach", MPI_ERR_ARG,
+                          "buffer_addr or size is NULL");
+  reap(MPI_COMM_NULL, true, true);
+  pthread_mutex_lock(&bsend_lock);
+  *(void **)buffer_addr = bsend_buffer;
+  *size = (int)bsend_size;
+  bsend_buffer = NULL;
+  bsend_size = 0;
+  pthread_mutex_unlock(&bsend_lock);
+  return MPI_SUCCESS;
+}
+
+int crnet_mpi_bsend(MPI_Comm comm, const char *fn, const void *buf,
+                    size_t count, crnet_datatype dt, int dest, int tag) {
+  size_t bytes = count * crnet_datatype_size(dt), need;
+  struct crnet_mpi_request *r;
+  MPI_Request handle;
+  bool room;
+  int rc;
+  reap(MPI_COMM_NULL, false, true); /* room from messages gone meanwhile */
+  size_t size, used;
+  need = bytes + MPI_BSEND_OVERHEAD;
+  pthread_mutex_lock(&bsend_lock);
+  size = bsend_size;
+  used = bsend_used;
+  room = used + need <= size;
+  if (room)
+    bsend_used += need;
+  pthread_mutex_unlock(&bsend_lock);
+  if (!room)
+    return crnet_mpi_fail(comm, fn, MPI_ERR_BUFFER,
+                          "%zu bytes do not fit in the attached buffer "
+                          "(%zu bytes, %zu in use; MPI_Buffer_attach)",
+                          need, size, used);
+  rc = crnet_mpi_request_new(comm, fn, REQ_SEND, &handle, &r);
+  if (rc == MPI_SUCCESS && (r->temp = malloc(bytes > 0 ? bytes : 1)) == NULL) {
+    crnet_mpi_request_free(r);
+    rc = crnet_mpi_fail(comm, fn, MPI_ERR_NO_MEM, "%zu bytes", bytes);
+  }
+  if (rc != MPI_SUCCESS) {
+    bsend_release(need);
+    return rc;
+  }
+  r->bsend_bytes = need;
+  memcpy(r->temp, buf, bytes);
+  rc = crnet_isend(comm->c, r->temp, count, dt, dest, tag, &r->req);
+  if (rc != 0) {
+    crnet_mpi_request_free(r);
+    return crnet_mpi_from_crnet(comm, fn, rc);
+  }
+  orphan(r);
   return MPI_SUCCESS;
 }

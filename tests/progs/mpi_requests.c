@@ -1,7 +1,7 @@
 /* mpi_requests: crnet-mpi's calls on sets of requests (MPI_Testany,
  * MPI_Waitsome, MPI_Testsome, with MPI_Waitany beside them),
- * MPI_Sendrecv_replace and the send modes (MPI_Ssend, MPI_Issend,
- * MPI_Rsend, MPI_Irsend), at any p >= 2.
+ * MPI_Sendrecv_replace, the send modes (MPI_Ssend, MPI_Issend, MPI_Rsend,
+ * MPI_Irsend, MPI_Bsend, MPI_Ibsend) and MPI_Request_free, at any p >= 2.
  *
  *   crlaunch -n P mpi_requests
  *
@@ -275,6 +275,55 @@ static void check_request_free(void) {
   free(big);
 }
 
+/* Buffered sends: with a buffer attached, MPI_Bsend and MPI_Ibsend of
+ * 100 KiB each (past the eager size: a standard send would wait for the
+ * receive) return, and MPI_Ibsend's request is complete, before rank 1 has
+ * posted anything (it posts after a barrier: were they standard sends,
+ * rank 0 would never reach it); a third does not fit (MPI_ERR_BUFFER);
+ * MPI_Buffer_detach waits until they have gone and gives the buffer
+ * back. */
+static void check_buffered(void) {
+  enum { N = 25600 }; /* ints: 100 KiB */
+  int size = 2 * (N * (int)sizeof(int) + MPI_BSEND_OVERHEAD), flag = 0, code;
+  int *msg = malloc(sizeof(int) * N), *att = malloc((size_t)size), got;
+  void *back = NULL;
+  MPI_Request rq;
+  if (rank == 0) {
+    OK(MPI_Buffer_attach(att, size));
+    for (int i = 0; i < N; i++)
+      msg[i] = 7 * i;
+    OK(MPI_Bsend(msg, N, MPI_INT, 1, 31, MPI_COMM_WORLD));
+    msg[0] = -1; /* the copy went, not this */
+    OK(MPI_Ibsend(msg, N, MPI_INT, 1, 32, MPI_COMM_WORLD, &rq));
+    OK(MPI_Test(&rq, &flag, MPI_STATUS_IGNORE));
+    EXPECT(flag, "MPI_Ibsend's request is not complete at once");
+    if (!flag)
+      OK(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+    OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+    code = MPI_Bsend(msg, N, MPI_INT, 1, 33, MPI_COMM_WORLD);
+    EXPECT(error_class(code) == MPI_ERR_BUFFER, "a third: %s",
+           error_text(code));
+    code = MPI_Buffer_attach(att, size);
+    EXPECT(error_class(code) == MPI_ERR_BUFFER, "a second attach: %s",
+           error_text(code));
+    OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
+    OK(MPI_Barrier(MPI_COMM_WORLD));
+    OK(MPI_Buffer_detach(&back, &got));
+    EXPECT(back == att && got == size, "detach gave %p, %d", back, got);
+  } else {
+    OK(MPI_Barrier(MPI_COMM_WORLD));
+    if (rank == 1) {
+      OK(MPI_Recv(msg, N, MPI_INT, 0, 31, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+      EXPECT(msg[0] == 0 && msg[N - 1] == 7 * (N - 1), "bsend's words");
+      OK(MPI_Recv(msg, N, MPI_INT, 0, 32, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+      EXPECT(msg[0] == -1 && msg[5] == 35, "ibsend's words");
+    }
+  }
+  OK(MPI_Barrier(MPI_COMM_WORLD));
+  free(msg);
+  free(att);
+}
+
 int main(int argc, char **argv) {
   OK(MPI_Init(&argc, &argv));
   OK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
@@ -287,6 +336,7 @@ int main(int argc, char **argv) {
   check_replace();
   check_modes();
   check_request_free();
+  check_buffered();
   int bad = failures, all_bad = 0;
   OK(MPI_Allreduce(&bad, &all_bad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
   OK(MPI_Finalize());

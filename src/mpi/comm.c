@@ -105,7 +105,7 @@ int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info,
 
 int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm) {
   crnet_comm *c = NULL;
-  MPI_Comm dup;
+  MPI_Comm dup = MPI_COMM_NULL;
   int rc = crnet_mpi_check_comm(&comm, "MPI_Comm_dup");
   if (rc != MPI_SUCCESS)
     return rc;

@@ -135,6 +135,17 @@ static struct crnet_mpi_attr **find(MPI_Comm comm, int k) {
   return at;
 }
 
+/* The handle the program knows comm by: MPI_COMM_WORLD and MPI_COMM_SELF
+ * are small integers, not the objects behind them (a callback may compare
+ * its comm with them). */
+static MPI_Comm handle_of(MPI_Comm comm) {
+  if (comm == crnet_mpi_comm_of(MPI_COMM_WORLD))
+    return MPI_COMM_WORLD;
+  if (comm == crnet_mpi_comm_of(MPI_COMM_SELF))
+    return MPI_COMM_SELF;
+  return comm;
+}
+
 /* Runs key k's delete callback on val (outside the lock). */
 static int call_delete(MPI_Comm comm, int k, void *val) {
   MPI_Comm_delete_attr_function *del;
@@ -143,7 +154,7 @@ static int call_delete(MPI_Comm comm, int k, void *val) {
   del = keys[k - FIRST_USER_KEY].del;
   extra = keys[k - FIRST_USER_KEY].extra;
   pthread_mutex_unlock(&lock);
-  return del != NULL ? del(comm, k, val, extra) : MPI_SUCCESS;
+  return del != NULL ? del(handle_of(comm), k, val, extra) : MPI_SUCCESS;
 }
 
 /* The user key of a set or delete: MPI_SUCCESS or the error, raised. */
@@ -169,32 +180,36 @@ int MPI_Comm_set_attr(MPI_Comm comm, int comm_keyval, void *attribute_val) {
     rc = check_user_key(comm, fn, comm_keyval);
   if (rc != MPI_SUCCESS)
     return rc;
+  void *old = NULL;
+  bool had;
   pthread_mutex_lock(&lock);
   a = *find(comm, comm_keyval);
+  had = a != NULL;
+  if (had)
+    old = a->val;
   pthread_mutex_unlock(&lock);
-  if (a != NULL) {
-    /* The old value's delete callback first; if it fails, nothing
-     * changes. */
-    rc = call_delete(comm, comm_keyval, a->val);
-    if (rc != MPI_SUCCESS)
-      return crnet_mpi_fail(comm, fn, MPI_ERR_OTHER,
-                            "key %d's delete callback returned %d", comm_keyval,
-                            rc);
-    pthread_mutex_lock(&lock);
-    a->val = attribute_val;
-    pthread_mutex_unlock(&lock);
-    return MPI_SUCCESS;
-  }
+  /* The old value's delete callback first; if it fails, nothing changes. */
+  if (had && (rc = call_delete(comm, comm_keyval, old)) != MPI_SUCCESS)
+    return crnet_mpi_fail(comm, fn, MPI_ERR_OTHER,
+                          "key %d's delete callback returned %d", comm_keyval,
+                          rc);
   if ((a = malloc(sizeof *a)) == NULL)
     return crnet_mpi_fail(comm, fn, MPI_ERR_NO_MEM, "an attribute");
   a->keyval = comm_keyval;
   a->val = attribute_val;
+  a->next = NULL;
+  /* Found again: another thread may have set or deleted it meanwhile. */
   pthread_mutex_lock(&lock);
   at = find(comm, comm_keyval); /* at the end: values keep their order */
-  a->next = NULL;
-  *at = a;
-  keys[comm_keyval - FIRST_USER_KEY].values++;
+  if (*at != NULL) {
+    (*at)->val = attribute_val;
+  } else {
+    *at = a;
+    a = NULL;
+    keys[comm_keyval - FIRST_USER_KEY].values++;
+  }
   pthread_mutex_unlock(&lock);
+  free(a);
   return MPI_SUCCESS;
 }
 
@@ -232,14 +247,17 @@ int MPI_Comm_get_attr(MPI_Comm comm, int comm_keyval, void *attribute_val,
 /* Takes key k's value off comm after its delete callback agreed. */
 static int delete_one(MPI_Comm comm, const char *fn, int k) {
   struct crnet_mpi_attr *a, **at;
+  void *val = NULL;
   int rc;
   pthread_mutex_lock(&lock);
   a = *find(comm, k);
+  if (a != NULL)
+    val = a->val;
   pthread_mutex_unlock(&lock);
   if (a == NULL)
     return crnet_mpi_fail(comm, fn, MPI_ERR_KEYVAL,
                           "key %d has no value on the communicator", k);
-  rc = call_delete(comm, k, a->val);
+  rc = call_delete(comm, k, val);
   if (rc != MPI_SUCCESS)
     return crnet_mpi_fail(comm, fn, MPI_ERR_OTHER,
                           "key %d's delete callback returned %d", k, rc);
@@ -273,11 +291,15 @@ int MPI_Comm_delete_attr(MPI_Comm comm, int comm_keyval) {
   return delete_one(comm, fn, comm_keyval);
 }
 
+/* The last value set goes first: MPI_Finalize deletes MPI_COMM_SELF's in
+ * the reverse order of their setting (MPI 3.1, 8.7.1), where libraries
+ * rely on it for the order of their clean-up. */
 int crnet_mpi_attr_delete_all(MPI_Comm comm, const char *fn) {
   for (;;) {
-    int k, rc;
+    int k = -1, rc;
     pthread_mutex_lock(&lock);
-    k = comm->attrs != NULL ? comm->attrs->keyval : -1;
+    for (struct crnet_mpi_attr *a = comm->attrs; a != NULL; a = a->next)
+      k = a->keyval;
     pthread_mutex_unlock(&lock);
     if (k < 0)
       return MPI_SUCCESS;
@@ -309,7 +331,7 @@ int crnet_mpi_attr_copy_all(MPI_Comm from, MPI_Comm to, const char *fn) {
     done++;
     if (copy == NULL)
       continue;
-    rc = copy(from, k, extra, in, &out, &flag);
+    rc = copy(handle_of(from), k, extra, in, &out, &flag);
     if (rc != MPI_SUCCESS)
       return crnet_mpi_fail(from, fn, MPI_ERR_OTHER,
                             "key %d's copy callback returned %d", k, rc);

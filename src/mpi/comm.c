@@ -46,21 +46,27 @@ int crnet_mpi_comm_wrap(MPI_Comm from, const char *fn, crnet_comm *c,
   return MPI_SUCCESS;
 }
 
+/* A rank whose arguments are wrong still takes its part in the split
+ * (with no color), so that the others do not wait for it, and fails. */
 int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm) {
   crnet_comm *c = NULL;
+  bool bad_color = color < 0 && color != MPI_UNDEFINED;
   int rc = crnet_mpi_check_comm(&comm, "MPI_Comm_split");
   if (rc != MPI_SUCCESS)
     return rc;
+  rc = crnet_comm_split(comm->c,
+                        color == MPI_UNDEFINED || bad_color || newcomm == NULL
+                            ? CRNET_UNDEFINED
+                            : color,
+                        key, &c);
+  if (rc != 0)
+    return crnet_mpi_from_crnet(comm, "MPI_Comm_split", rc);
   if (newcomm == NULL)
     return crnet_mpi_fail(comm, "MPI_Comm_split", MPI_ERR_ARG,
                           "newcomm is NULL");
-  if (color < 0 && color != MPI_UNDEFINED)
+  if (bad_color)
     return crnet_mpi_fail(comm, "MPI_Comm_split", MPI_ERR_ARG,
                           "color %d: a color is >= 0 or MPI_UNDEFINED", color);
-  rc = crnet_comm_split(
-      comm->c, color == MPI_UNDEFINED ? CRNET_UNDEFINED : color, key, &c);
-  if (rc != 0)
-    return crnet_mpi_from_crnet(comm, "MPI_Comm_split", rc);
   return crnet_mpi_comm_wrap(comm, "MPI_Comm_split", c, newcomm);
 }
 
@@ -77,8 +83,8 @@ int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info,
   if (rc != MPI_SUCCESS)
     return rc;
   if (newcomm == NULL)
-    return crnet_mpi_fail(comm, fn, MPI_ERR_ARG, "newcomm is NULL");
-  if (info != MPI_INFO_NULL)
+    bad = MPI_ERR_ARG;
+  else if (info != MPI_INFO_NULL)
     bad = MPI_ERR_INFO;
   else if (split_type == MPI_COMM_TYPE_SHARED)
     color = crnet_comm_host(comm->c, crnet_comm_rank(comm->c));
@@ -93,6 +99,8 @@ int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info,
     return crnet_mpi_from_crnet(comm, fn, rc);
   if (bad == MPI_ERR_INFO)
     return crnet_mpi_fail(comm, fn, bad, "info: only MPI_INFO_NULL exists");
+  if (bad == MPI_ERR_ARG && newcomm == NULL)
+    return crnet_mpi_fail(comm, fn, bad, "newcomm is NULL");
   if (bad == MPI_ERR_ARG)
     return crnet_mpi_fail(comm, fn, bad,
                           "split_type %d: MPI_COMM_TYPE_SHARED or "
@@ -161,19 +169,22 @@ int MPI_Comm_free(MPI_Comm *comm) {
    * (crnet_mpi_comm.requests); MPI would free it once they are. Requests
    * the program freed itself (MPI_Request_free) are waited for instead:
    * the comm goes when they end. */
-  if (atomic_load(&c->requests) == c->orphans) {
+  if (crnet_mpi_orphans_only(c)) {
     /* The delete callbacks first: one that fails keeps the comm. */
     rc = crnet_mpi_attr_delete_all(c, "MPI_Comm_free");
     if (rc != MPI_SUCCESS)
       return rc;
   }
-  if (atomic_load(&c->requests) > 0) {
-    if (!crnet_mpi_orphans_defer_free(c))
-      return crnet_mpi_fail(c, "MPI_Comm_free", MPI_ERR_UNSUPPORTED_OPERATION,
-                            "the communicator has requests in flight: wait "
-                            "for them first");
+  switch (crnet_mpi_orphans_defer_free(c)) {
+  case CRNET_MPI_FREE_REFUSED:
+    return crnet_mpi_fail(c, "MPI_Comm_free", MPI_ERR_UNSUPPORTED_OPERATION,
+                          "the communicator has requests in flight: wait "
+                          "for them first");
+  case CRNET_MPI_FREE_DEFERRED:
     *comm = MPI_COMM_NULL;
     return MPI_SUCCESS;
+  default:
+    break;
   }
   if (crnet_mpi_comm_release(c) == CRNET_EINVAL)
     return crnet_mpi_fail(c, "MPI_Comm_free", MPI_ERR_UNSUPPORTED_OPERATION,

@@ -476,9 +476,10 @@ int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm) {
   uint64_t mine[3], all[3];
   if (rc != MPI_SUCCESS)
     return rc;
-  if (newcomm == NULL)
-    return crnet_mpi_fail(comm, fn, MPI_ERR_ARG, "newcomm is NULL");
-  if (group == MPI_GROUP_NULL) {
+  if (newcomm == NULL) {
+    bad = MPI_ERR_ARG;
+    snprintf(why, sizeof why, "newcomm is NULL");
+  } else if (group == MPI_GROUP_NULL) {
     bad = MPI_ERR_GROUP;
     snprintf(why, sizeof why, "group is MPI_GROUP_NULL");
   } else {

@@ -94,12 +94,19 @@ void crnet_mpi_request_free(struct crnet_mpi_request *r);
 void crnet_mpi_orphans_reap(MPI_Comm only, bool wait);
 /* MPI_Comm_free's end: c's crnet comm destroyed, c unlisted and freed. */
 int crnet_mpi_comm_release(MPI_Comm c);
-/* Marks c to be released once its orphans have ended: true, or false when
- * requests of it that are not orphans are left (the free is refused). */
-bool crnet_mpi_orphans_defer_free(MPI_Comm c);
-/* A buffered send (MPI_Bsend): checked arguments, dest not MPI_PROC_NULL. */
+/* MPI_Comm_free's verdict, under the orphans' lock: free c now (no request
+ * of it left), or it is marked to be released by the last of its orphans
+ * to end, or refused (requests of it that are not orphans are left). */
+enum { CRNET_MPI_FREE_NOW, CRNET_MPI_FREE_DEFERRED, CRNET_MPI_FREE_REFUSED };
+int crnet_mpi_orphans_defer_free(MPI_Comm c);
+/* Whether every request of c left is an orphan (none, or all freed). */
+bool crnet_mpi_orphans_only(MPI_Comm c);
+/* A buffered send (MPI_Bsend): checked arguments, dest not MPI_PROC_NULL;
+ * data: the message's MPI size in bytes, what the attached buffer is
+ * charged. */
 int crnet_mpi_bsend(MPI_Comm comm, const char *fn, const void *buf,
-                    size_t count, crnet_datatype dt, int dest, int tag);
+                    size_t count, crnet_datatype dt, size_t data, int dest,
+                    int tag);
 
 /* A new request of `kind` on comm in *out, for the nonblocking call `fn`
  * whose handle goes to *request (refused, raised, if request is NULL). */
@@ -177,6 +184,11 @@ typedef struct crnet_mpi_type {
   bool committed;
   bool live;
   bool pair; /* MPI_FLOAT_INT ... MPI_SHORT_INT: moved as its bytes */
+  /* A derived type's MPI size in bytes and the padding after its last
+   * byte of data, which differ from its extent for types made of pairs
+   * (MPI_DOUBLE_INT: 12 bytes of data in 16); 0 and 0 for the predefined
+   * types, whose sizes types.c knows. */
+  size_t size, trail;
 } crnet_mpi_type;
 
 /* The type behind handle dt, or NULL for MPI_DATATYPE_NULL, a freed or

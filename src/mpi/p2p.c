@@ -48,8 +48,13 @@ static int send_mode(const void *buf, int count, MPI_Datatype datatype,
   int rc = check(&comm, fn, count, datatype, dest, false, tag, &m);
   if (rc != MPI_SUCCESS || dest == MPI_PROC_NULL)
     return rc;
-  if (mode == BUFFERED)
-    return crnet_mpi_bsend(comm, fn, buf, m.count, m.dt, dest, tag);
+  if (mode == BUFFERED) {
+    int size = 0;
+    (void)MPI_Type_size(datatype, &size); /* it exists: check said so */
+    return crnet_mpi_bsend(comm, fn, buf, m.count, m.dt,
+                           (size_t)count * (size_t)(size > 0 ? size : 0), dest,
+                           tag);
+  }
   return crnet_mpi_from_crnet(
       comm, fn,
       mode == SYNCHRONOUS ? crnet_ssend(comm->c, buf, m.count, m.dt, dest, tag)
@@ -187,16 +192,20 @@ int MPI_Issend(const void *buf, int count, MPI_Datatype datatype, int dest,
 int MPI_Ibsend(const void *buf, int count, MPI_Datatype datatype, int dest,
                int tag, MPI_Comm comm, MPI_Request *request) {
   struct crnet_mpi_request *r = NULL;
-  int rc;
-  if (request == NULL)
-    return crnet_mpi_fail(comm, "MPI_Ibsend", MPI_ERR_ARG, "request is NULL");
-  rc = send_mode(buf, count, datatype, dest, tag, comm, BUFFERED, "MPI_Ibsend");
+  MPI_Comm c = comm;
+  int rc = crnet_mpi_check_comm(&c, "MPI_Ibsend");
+  /* The request first: once the message is on its way, nothing may fail. */
   if (rc == MPI_SUCCESS)
-    rc = crnet_mpi_request_new(crnet_mpi_comm_of(comm), "MPI_Ibsend",
+    rc = crnet_mpi_request_new(c, "MPI_Ibsend",
                                dest == MPI_PROC_NULL ? REQ_NULL_PEER : REQ_SEND,
                                request, &r);
   if (rc != MPI_SUCCESS)
     return rc;
+  rc = send_mode(buf, count, datatype, dest, tag, comm, BUFFERED, "MPI_Ibsend");
+  if (rc != MPI_SUCCESS) {
+    crnet_mpi_request_free(r);
+    return rc;
+  }
   r->done = true;
   *request = r;
   return MPI_SUCCESS;

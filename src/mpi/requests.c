@@ -6,6 +6,7 @@
  * may see some requests complete and must leave them all pending when the
  * rest are not. */
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,15 +15,20 @@
 
 static void bsend_release(size_t bytes);
 
-void crnet_mpi_request_free(struct crnet_mpi_request *r) {
+/* r's own memory and its share of the buffer (not its comm's count). */
+static void request_memory_free(struct crnet_mpi_request *r) {
   if (r->bsend_bytes > 0)
     bsend_release(r->bsend_bytes);
-  atomic_fetch_sub(&r->comm->requests, 1);
   free(r->arrays);
   free(r->temp);
   free(r->parts);
   free(r->part_st);
   free(r);
+}
+
+void crnet_mpi_request_free(struct crnet_mpi_request *r) {
+  atomic_fetch_sub(&r->comm->requests, 1);
+  request_memory_free(r);
 }
 
 static void reap_if_any(void);
@@ -453,11 +459,15 @@ static _Atomic int norphans; /* a look without the lock */
 static void bury(struct crnet_mpi_request *r) {
   MPI_Comm comm = r->comm;
   bool release;
+  /* The comm's two counts fall together, under the lock that
+   * crnet_mpi_orphans_defer_free decides by: exactly one bury sees the
+   * last of them go, and only it releases the comm (nothing touches the
+   * comm after that). */
   pthread_mutex_lock(&orphan_lock);
   comm->orphans--;
-  release = comm->free_pending && comm->orphans == 0;
+  release = atomic_fetch_sub(&comm->requests, 1) == 1 && comm->free_pending;
   pthread_mutex_unlock(&orphan_lock);
-  crnet_mpi_request_free(r);
+  request_memory_free(r);
   if (release)
     (void)crnet_mpi_comm_release(comm);
 }
@@ -505,14 +515,27 @@ static void reap_if_any(void) {
     crnet_mpi_orphans_reap(MPI_COMM_NULL, false);
 }
 
-bool crnet_mpi_orphans_defer_free(MPI_Comm c) {
-  bool ok;
+int crnet_mpi_orphans_defer_free(MPI_Comm c) {
+  int verdict;
   pthread_mutex_lock(&orphan_lock);
-  ok = atomic_load(&c->requests) == c->orphans;
-  if (ok)
-    c->free_pending = true;
+  if (atomic_load(&c->requests) == 0)
+    verdict = CRNET_MPI_FREE_NOW;
+  else if (atomic_load(&c->requests) == c->orphans) {
+    c->free_pending = true; /* the last bury releases it */
+    verdict = CRNET_MPI_FREE_DEFERRED;
+  } else {
+    verdict = CRNET_MPI_FREE_REFUSED;
+  }
   pthread_mutex_unlock(&orphan_lock);
-  return ok;
+  return verdict;
+}
+
+bool crnet_mpi_orphans_only(MPI_Comm c) {
+  bool only;
+  pthread_mutex_lock(&orphan_lock);
+  only = atomic_load(&c->requests) == c->orphans;
+  pthread_mutex_unlock(&orphan_lock);
+  return only;
 }
 
 /* r goes on in crnet, nobody's: freed now if it is over, else listed. */
@@ -589,7 +612,18 @@ int MPI_Buffer_detach(void *buffer_addr, int *size) {
   if (buffer_addr == NULL || size == NULL)
     return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Buffer_detach", MPI_ERR_ARG,
                           "buffer_addr or size is NULL");
-  reap(MPI_COMM_NULL, true, true);
+  /* Another thread's reap may hold some of them a while: until none is
+   * left. */
+  for (;;) {
+    size_t used;
+    reap(MPI_COMM_NULL, true, true);
+    pthread_mutex_lock(&bsend_lock);
+    used = bsend_used;
+    pthread_mutex_unlock(&bsend_lock);
+    if (used == 0)
+      break;
+    sched_yield();
+  }
   pthread_mutex_lock(&bsend_lock);
   *(void **)buffer_addr = bsend_buffer;
   *size = (int)bsend_size;
@@ -600,7 +634,8 @@ int MPI_Buffer_detach(void *buffer_addr, int *size) {
 }
 
 int crnet_mpi_bsend(MPI_Comm comm, const char *fn, const void *buf,
-                    size_t count, crnet_datatype dt, int dest, int tag) {
+                    size_t count, crnet_datatype dt, size_t data, int dest,
+                    int tag) {
   size_t bytes = count * crnet_datatype_size(dt), need;
   struct crnet_mpi_request *r;
   MPI_Request handle;
@@ -608,7 +643,9 @@ int crnet_mpi_bsend(MPI_Comm comm, const char *fn, const void *buf,
   int rc;
   reap(MPI_COMM_NULL, false, true); /* room from messages gone meanwhile */
   size_t size, used;
-  need = bytes + MPI_BSEND_OVERHEAD;
+  /* Charged by the message's MPI size (data, without a pair type's
+   * padding), as a program sizes the buffer. */
+  need = data + MPI_BSEND_OVERHEAD;
   pthread_mutex_lock(&bsend_lock);
   size = bsend_size;
   used = bsend_used;

@@ -70,16 +70,31 @@ static crnet_mpi_type types[TYPES_MAX] = {
     [25] = {SIGNED_OF(sizeof(MPI_Aint)), 1, true, true, true, false},
     [26] = {CRNET_INT64, 1, true, true, true, false},
     [27] = {CRNET_INT64, 1, true, true, true, false},
-    [28] = {CRNET_BYTE, sizeof(struct { float v; int i; }), true, true, true,
-            true},
-    [29] = {CRNET_BYTE, sizeof(struct { double v; int i; }), true, true, true,
-            true},
-    [30] = {CRNET_BYTE, sizeof(struct { long v; int i; }), true, true, true,
-            true},
-    [31] = {CRNET_BYTE, sizeof(struct { int v; int i; }), true, true, true,
-            true},
-    [32] = {CRNET_BYTE, sizeof(struct { short v; int i; }), true, true, true,
-            true},
+    [28] = {CRNET_BYTE, sizeof(struct {
+              float v;
+              int i;
+            }),
+            true, true, true, true},
+    [29] = {CRNET_BYTE, sizeof(struct {
+              double v;
+              int i;
+            }),
+            true, true, true, true},
+    [30] = {CRNET_BYTE, sizeof(struct {
+              long v;
+              int i;
+            }),
+            true, true, true, true},
+    [31] = {CRNET_BYTE, sizeof(struct {
+              int v;
+              int i;
+            }),
+            true, true, true, true},
+    [32] = {CRNET_BYTE, sizeof(struct {
+              short v;
+              int i;
+            }),
+            true, true, true, true},
 };
 _Static_assert(sizeof(float) == 4 && sizeof(double) == 8,
                "float and double are binary32 and binary64");
@@ -110,11 +125,6 @@ bool crnet_mpi_type_get(MPI_Datatype dt, crnet_mpi_type *out) {
   return ok;
 }
 
-static bool is_pair(MPI_Datatype dt) {
-  return dt == MPI_FLOAT_INT || dt == MPI_DOUBLE_INT || dt == MPI_LONG_INT ||
-         dt == MPI_2INT || dt == MPI_SHORT_INT;
-}
-
 /* A pair type's size: its value and its int, without the struct's padding
  * (MPI_DOUBLE_INT is 12 bytes in a 16-byte extent). */
 static size_t pair_size(MPI_Datatype dt) {
@@ -130,6 +140,20 @@ static size_t pair_size(MPI_Datatype dt) {
   default:
     return 2 * sizeof(int);
   }
+}
+
+/* A type's MPI size: its data without padding. */
+static size_t size_of(MPI_Datatype dt, const crnet_mpi_type *t) {
+  if (!t->predefined)
+    return t->size;
+  return t->pair ? pair_size(dt) : t->n * crnet_datatype_size(t->base);
+}
+
+/* The padding after a type's last byte of data. */
+static size_t trail_of(MPI_Datatype dt, const crnet_mpi_type *t) {
+  if (!t->predefined)
+    return t->trail;
+  return t->pair ? t->n * crnet_datatype_size(t->base) - pair_size(dt) : 0;
 }
 
 /* Any type that exists, committed or not (an uncommitted type has a size
@@ -156,13 +180,12 @@ int MPI_Type_size(MPI_Datatype datatype, int *size) {
                           "size is NULL");
   if (!existing_type(datatype, "MPI_Type_size", &t, &rc))
     return rc;
-  bytes = t.pair ? pair_size(datatype) : t.n * crnet_datatype_size(t.base);
+  bytes = size_of(datatype, &t);
   *size = bytes > INT_MAX ? MPI_UNDEFINED : (int)bytes;
   return MPI_SUCCESS;
 }
 
-int MPI_Type_get_extent(MPI_Datatype datatype, MPI_Aint *lb,
-                        MPI_Aint *extent) {
+int MPI_Type_get_extent(MPI_Datatype datatype, MPI_Aint *lb, MPI_Aint *extent) {
   crnet_mpi_type t;
   int rc = MPI_SUCCESS;
   if (lb == NULL || extent == NULL)
@@ -178,10 +201,12 @@ int MPI_Type_get_extent(MPI_Datatype datatype, MPI_Aint *lb,
 
 int MPI_Type_get_true_extent(MPI_Datatype datatype, MPI_Aint *true_lb,
                              MPI_Aint *true_extent) {
+  crnet_mpi_type t;
   int rc = MPI_Type_get_extent(datatype, true_lb, true_extent);
   /* A pair's padding trails its int: the true extent ends there. */
-  if (rc == MPI_SUCCESS && is_pair(datatype))
-    *true_extent = (MPI_Aint)pair_size(datatype);
+  if (rc == MPI_SUCCESS &&
+      existing_type(datatype, "MPI_Type_get_true_extent", &t, &rc))
+    *true_extent -= (MPI_Aint)trail_of(datatype, &t);
   return rc;
 }
 
@@ -198,9 +223,14 @@ int MPI_Type_contiguous(int count, MPI_Datatype oldtype,
     old = types[oldtype];
   for (int i = FIRST_DERIVED; live && i < TYPES_MAX; i++)
     if (!types[i].live) {
-      types[i] =
-          (crnet_mpi_type){old.base, old.n * (size_t)count, false, false, true,
-                           false};
+      types[i] = (crnet_mpi_type){old.base,
+                                  old.n * (size_t)count,
+                                  false,
+                                  false,
+                                  true,
+                                  false,
+                                  size_of(oldtype, &old) * (size_t)count,
+                                  count > 0 ? trail_of(oldtype, &old) : 0};
       *newtype = i;
       pthread_mutex_unlock(&lock);
       return MPI_SUCCESS;

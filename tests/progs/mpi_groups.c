@@ -14,6 +14,7 @@
  * call MPI), and callbacks that fail.
  *
  * Exits 0 when every check held; else prints each that failed. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -257,6 +258,26 @@ static void check_errors(void) {
              strstr(error_text(code), "not in the communicator") != NULL,
          "the world's group on half: %s", error_text(code));
   OK(MPI_Comm_free(&half));
+  /* no newcomm on rank 0: it fails, the others go on without it */
+  MPI_Comm some = MPI_COMM_NULL;
+  int some_size = -1;
+  code = MPI_Comm_split(MPI_COMM_WORLD, 0, 0, rank == 0 ? NULL : &some);
+  EXPECT(rank == 0 ? error_class(code) == MPI_ERR_ARG : code == MPI_SUCCESS,
+         "split without newcomm on rank 0: %s", error_text(code));
+  if (rank != 0) {
+    OK(MPI_Comm_size(some, &some_size));
+    EXPECT(some_size == p - 1, "the others' comm has %d ranks", some_size);
+    OK(MPI_Comm_free(&some));
+  }
+  code = MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0,
+                             MPI_INFO_NULL, rank == 0 ? NULL : &some);
+  EXPECT(rank == 0 ? error_class(code) == MPI_ERR_ARG : code == MPI_SUCCESS,
+         "split_type without newcomm on rank 0: %s", error_text(code));
+  if (rank != 0)
+    OK(MPI_Comm_free(&some));
+  code = MPI_Comm_create(MPI_COMM_WORLD, world, rank == 0 ? NULL : &some);
+  EXPECT(error_class(code) == (rank == 0 ? MPI_ERR_ARG : MPI_ERR_GROUP),
+         "create without newcomm on rank 0: %s", error_text(code));
   /* a split type that does not exist: every rank fails, none waits */
   code = MPI_Comm_split_type(MPI_COMM_WORLD, 77, 0, MPI_INFO_NULL, &c);
   EXPECT(error_class(code) == MPI_ERR_ARG && c == MPI_COMM_NULL,
@@ -303,16 +324,22 @@ static int count_copy(MPI_Comm old, int key, void *extra, void *in, void *out,
   return MPI_SUCCESS;
 }
 
-/* On MPI_COMM_SELF: runs inside MPI_Finalize, which must still answer. */
+/* On MPI_COMM_SELF: runs inside MPI_Finalize, which must still answer,
+ * with the handle MPI_COMM_SELF, the last value set first. self_order
+ * gets each callback's extra state (1 for the first key set, 2 for the
+ * second). */
+static int self_order[2], self_calls;
+
 static int self_delete(MPI_Comm comm, int key, void *val, void *extra) {
   int *tag_ub = NULL, flag = 0;
-  (void)comm;
   (void)key;
-  (void)extra;
   if (MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &flag) ==
           MPI_SUCCESS &&
-      flag && val == &self_deleted)
+      flag && val == &self_deleted && comm == MPI_COMM_SELF)
     self_deleted++;
+  if (self_calls < 2)
+    self_order[self_calls] = (int)(intptr_t)extra;
+  self_calls++;
   return MPI_SUCCESS;
 }
 
@@ -400,11 +427,12 @@ static void check_attributes(void) {
   code = MPI_Comm_get_attr(c, 12345, &got, &flag);
   EXPECT(error_class(code) == MPI_ERR_KEYVAL, "get of key 12345: %s",
          error_text(code));
+  /* the refused free stopped at once, at the last value set (key's, whose
+   * callback refused): dupkey's value is still there, once */
+  OK(MPI_Comm_delete_attr(c, dupkey));
   code = MPI_Comm_delete_attr(c, dupkey);
   EXPECT(error_class(code) == MPI_ERR_KEYVAL,
-         "delete of a key with no "
-         "value: %s",
-         error_text(code));
+         "delete of a key with no value: %s", error_text(code));
   OK(MPI_Comm_free(&c));
   EXPECT(c == MPI_COMM_NULL, "free after the callback agreed");
   OK(MPI_Comm_free_keyval(&key));
@@ -434,7 +462,10 @@ static void check_attributes(void) {
   OK(MPI_Comm_free(&c));
   /* MPI_COMM_SELF's: deleted by MPI_Finalize (main checks) */
   OK(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, self_delete, &selfkey,
-                            NULL));
+                            (void *)(intptr_t)1));
+  OK(MPI_Comm_set_attr(MPI_COMM_SELF, selfkey, &self_deleted));
+  OK(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, self_delete, &selfkey,
+                            (void *)(intptr_t)2));
   OK(MPI_Comm_set_attr(MPI_COMM_SELF, selfkey, &self_deleted));
 }
 
@@ -487,6 +518,16 @@ static void check_handles(void) {
   EXPECT(lb == 0 && extent == 12, "double_int true extent %ld", (long)extent);
   OK(MPI_Type_size(MPI_SHORT_INT, &size));
   EXPECT(size == 6, "short_int: %d", size);
+  /* three of them in a row: three pairs' data, three extents, and the
+   * last pair's padding outside the true extent */
+  OK(MPI_Type_contiguous(3, MPI_DOUBLE_INT, &three));
+  OK(MPI_Type_size(three, &size));
+  OK(MPI_Type_get_extent(three, &lb, &extent));
+  EXPECT(size == 36 && extent == 48, "3 double_ints: size %d extent %ld", size,
+         (long)extent);
+  OK(MPI_Type_get_true_extent(three, &lb, &extent));
+  EXPECT(extent == 44, "3 double_ints' true extent %ld", (long)extent);
+  OK(MPI_Type_free(&three));
 
   OK(MPI_Get_address(&d[0], &a1));
   OK(MPI_Get_address(&d[3], &a2));
@@ -528,10 +569,14 @@ int main(int argc, char **argv) {
   int bad = failures, all_bad = 0;
   OK(MPI_Allreduce(&bad, &all_bad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
   OK(MPI_Finalize());
-  EXPECT(self_deleted == 1,
-         "MPI_Finalize ran MPI_COMM_SELF's delete "
-         "callback %d times",
-         self_deleted);
+  EXPECT(self_deleted == 2 && self_calls == 2,
+         "MPI_Finalize ran MPI_COMM_SELF's delete callbacks %d times, %d "
+         "of them with MPI answering and the handle MPI_COMM_SELF",
+         self_calls, self_deleted);
+  EXPECT(self_order[0] == 2 && self_order[1] == 1,
+         "MPI_Finalize deleted MPI_COMM_SELF's values in the order %d, %d "
+         "(the last set goes first)",
+         self_order[0], self_order[1]);
   if (rank == 0 && all_bad == 0 && failures == 0)
     printf("mpi_groups: p = %d: every check held\n", p);
   return failures == 0 && all_bad == 0 ? 0 : 1;

@@ -591,6 +591,54 @@ int MPI_Iallgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
 /* alltoallv: sendcounts, sdispls, recvcounts, rdispls in *arrays (p
  * each). In place, crnet needs a send buffer: a copy of the receive
  * buffer's blocks in *temp, sent by the receive side's counts. */
+/* In place, an alltoallv's blocks to send are the receive buffer's as the
+ * call begins: *temp becomes their copy, up to the end of the last block
+ * (arrays: crnet_alltoallv's four, receive counts and displacements in
+ * elements of es bytes). On failure *arrays is freed too, and NULL. */
+static int copy_in_place(MPI_Comm comm, const char *fn, const void *recvbuf,
+                         size_t p, size_t es, size_t **arrays, void **temp) {
+  size_t end = 0;
+  for (size_t j = 0; j < p; j++) {
+    size_t e = (*arrays)[3 * p + j] + (*arrays)[2 * p + j];
+    end = e > end ? e : end;
+  }
+  *temp = malloc(end * es > 0 ? end * es : 1);
+  if (*temp == NULL) {
+    free(*arrays);
+    *arrays = NULL; /* a request that holds them frees them too */
+    return crnet_mpi_fail(comm, fn, MPI_ERR_NO_MEM, "%zu bytes", end * es);
+  }
+  memcpy(*temp, recvbuf, end * es);
+  return MPI_SUCCESS;
+}
+
+/* crnet's alltoallv over prepared arrays (prep_alltoallv, prep_alltoallw),
+ * from temp when in place: blocking (frees the arrays and temp), or
+ * started as r (which owns them). */
+static int alltoallv_run(MPI_Comm comm, const char *fn, size_t *a, void *temp,
+                         const void *sendbuf, void *recvbuf,
+                         crnet_datatype dt) {
+  int p = crnet_comm_size(comm->c);
+  int rc = crnet_alltoallv(comm->c, temp != NULL ? temp : sendbuf, a, a + p,
+                           recvbuf, a + 2 * p, a + 3 * p, dt);
+  free(a);
+  free(temp);
+  return crnet_mpi_from_crnet(comm, fn, rc);
+}
+
+static int alltoallv_start(MPI_Comm comm, const char *fn,
+                           struct crnet_mpi_request *r, const void *sendbuf,
+                           void *recvbuf, crnet_datatype dt,
+                           MPI_Request *request) {
+  int p = crnet_comm_size(comm->c);
+  size_t *a = r->arrays;
+  return crnet_mpi_request_started(
+      comm, fn,
+      crnet_ialltoallv(comm->c, r->temp != NULL ? r->temp : sendbuf, a, a + p,
+                       recvbuf, a + 2 * p, a + 3 * p, dt, &r->req),
+      r, request);
+}
+
 static int prep_alltoallv(MPI_Comm comm, const char *fn, const void *sendbuf,
                           const int sendcounts[], const int sdispls[],
                           MPI_Datatype sendtype, const void *recvbuf,
@@ -616,21 +664,9 @@ static int prep_alltoallv(MPI_Comm comm, const char *fn, const void *sendbuf,
                             crnet_datatype_name(m->dt));
   }
   CHECK(crnet_mpi_widen(comm, fn, 4, v, names, p, m->t.n, arrays));
-  if (in_place) {
-    size_t end = 0, es = crnet_datatype_size(m->dt);
-    for (int j = 0; j < p; j++) {
-      size_t e = (*arrays)[3 * (size_t)p + (size_t)j] +
-                 (*arrays)[2 * (size_t)p + (size_t)j];
-      end = e > end ? e : end;
-    }
-    *temp = malloc(end * es > 0 ? end * es : 1);
-    if (*temp == NULL) {
-      free(*arrays);
-      return crnet_mpi_fail(comm, fn, MPI_ERR_NO_MEM, "%zu bytes", end * es);
-    }
-    memcpy(*temp, recvbuf, end * es);
-  }
-  return MPI_SUCCESS;
+  return in_place ? copy_in_place(comm, fn, recvbuf, (size_t)p,
+                                  crnet_datatype_size(m->dt), arrays, temp)
+                  : MPI_SUCCESS;
 }
 
 int MPI_Alltoallv(const void *sendbuf, const int sendcounts[],
@@ -640,17 +676,11 @@ int MPI_Alltoallv(const void *sendbuf, const int sendcounts[],
   moved m = {0};
   size_t *a;
   void *temp;
-  int rc, p;
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Alltoallv"));
   CHECK(prep_alltoallv(comm, "MPI_Alltoallv", sendbuf, sendcounts, sdispls,
                        sendtype, recvbuf, recvcounts, rdispls, recvtype, &m, &a,
                        &temp));
-  p = crnet_comm_size(comm->c);
-  rc = crnet_alltoallv(comm->c, temp != NULL ? temp : sendbuf, a, a + p,
-                       recvbuf, a + 2 * p, a + 3 * p, m.dt);
-  free(a);
-  free(temp);
-  return crnet_mpi_from_crnet(comm, "MPI_Alltoallv", rc);
+  return alltoallv_run(comm, "MPI_Alltoallv", a, temp, sendbuf, recvbuf, m.dt);
 }
 
 int MPI_Ialltoallv(const void *sendbuf, const int sendcounts[],
@@ -659,8 +689,7 @@ int MPI_Ialltoallv(const void *sendbuf, const int sendcounts[],
                    MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request) {
   moved m = {0};
   struct crnet_mpi_request *r = NULL;
-  size_t *a;
-  int rc, p;
+  int rc;
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Ialltoallv"));
   CHECK(crnet_mpi_request_new(comm, "MPI_Ialltoallv", REQ_COLL, request, &r));
   rc = prep_alltoallv(comm, "MPI_Ialltoallv", sendbuf, sendcounts, sdispls,
@@ -670,13 +699,8 @@ int MPI_Ialltoallv(const void *sendbuf, const int sendcounts[],
     crnet_mpi_request_free(r);
     return rc;
   }
-  p = crnet_comm_size(comm->c);
-  a = r->arrays;
-  return crnet_mpi_request_started(
-      comm, "MPI_Ialltoallv",
-      crnet_ialltoallv(comm->c, r->temp != NULL ? r->temp : sendbuf, a, a + p,
-                       recvbuf, a + 2 * p, a + 3 * p, m.dt, &r->req),
-      r, request);
+  return alltoallv_start(comm, "MPI_Ialltoallv", r, sendbuf, recvbuf, m.dt,
+                         request);
 }
 
 /* alltoallw: each block its own type, displacements in bytes. A crnet call
@@ -691,7 +715,7 @@ static int prep_alltoallw(MPI_Comm comm, const char *fn, const void *sendbuf,
                           const int recvcounts[], const int rdispls[],
                           const MPI_Datatype recvtypes[], size_t **arrays,
                           void **temp) {
-  size_t p = (size_t)crnet_comm_size(comm->c), end = 0, *a;
+  size_t p = (size_t)crnet_comm_size(comm->c), *a;
   bool in_place = sendbuf == MPI_IN_PLACE;
   const int *counts[2] = {in_place ? recvcounts : sendcounts, recvcounts};
   const int *displs[2] = {in_place ? rdispls : sdispls, rdispls};
@@ -716,18 +740,10 @@ static int prep_alltoallw(MPI_Comm comm, const char *fn, const void *sendbuf,
       }
       a[2 * k * p + j] = m.count * crnet_datatype_size(m.dt);
       a[(2 * k + 1) * p + j] = (size_t)displs[k][j];
-      if (k == 1 && a[3 * p + j] + a[2 * p + j] > end)
-        end = a[3 * p + j] + a[2 * p + j];
     }
-  if (in_place) {
-    if ((*temp = malloc(end > 0 ? end : 1)) == NULL) {
-      free(a);
-      return crnet_mpi_fail(comm, fn, MPI_ERR_NO_MEM, "%zu bytes", end);
-    }
-    memcpy(*temp, recvbuf, end);
-  }
   *arrays = a;
-  return MPI_SUCCESS;
+  return in_place ? copy_in_place(comm, fn, recvbuf, p, 1, arrays, temp)
+                  : MPI_SUCCESS;
 }
 
 int MPI_Alltoallw(const void *sendbuf, const int sendcounts[],
@@ -736,17 +752,12 @@ int MPI_Alltoallw(const void *sendbuf, const int sendcounts[],
                   const MPI_Datatype recvtypes[], MPI_Comm comm) {
   size_t *a;
   void *temp;
-  int rc, p;
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Alltoallw"));
   CHECK(prep_alltoallw(comm, "MPI_Alltoallw", sendbuf, sendcounts, sdispls,
                        sendtypes, recvbuf, recvcounts, rdispls, recvtypes, &a,
                        &temp));
-  p = crnet_comm_size(comm->c);
-  rc = crnet_alltoallv(comm->c, temp != NULL ? temp : sendbuf, a, a + p,
-                       recvbuf, a + 2 * p, a + 3 * p, CRNET_UINT8);
-  free(a);
-  free(temp);
-  return crnet_mpi_from_crnet(comm, "MPI_Alltoallw", rc);
+  return alltoallv_run(comm, "MPI_Alltoallw", a, temp, sendbuf, recvbuf,
+                       CRNET_UINT8);
 }
 
 int MPI_Ialltoallw(const void *sendbuf, const int sendcounts[],
@@ -755,8 +766,7 @@ int MPI_Ialltoallw(const void *sendbuf, const int sendcounts[],
                    const MPI_Datatype recvtypes[], MPI_Comm comm,
                    MPI_Request *request) {
   struct crnet_mpi_request *r = NULL;
-  size_t *a;
-  int rc, p;
+  int rc;
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Ialltoallw"));
   CHECK(crnet_mpi_request_new(comm, "MPI_Ialltoallw", REQ_COLL, request, &r));
   rc = prep_alltoallw(comm, "MPI_Ialltoallw", sendbuf, sendcounts, sdispls,
@@ -766,11 +776,6 @@ int MPI_Ialltoallw(const void *sendbuf, const int sendcounts[],
     crnet_mpi_request_free(r);
     return rc;
   }
-  p = crnet_comm_size(comm->c);
-  a = r->arrays;
-  return crnet_mpi_request_started(
-      comm, "MPI_Ialltoallw",
-      crnet_ialltoallv(comm->c, r->temp != NULL ? r->temp : sendbuf, a, a + p,
-                       recvbuf, a + 2 * p, a + 3 * p, CRNET_UINT8, &r->req),
-      r, request);
+  return alltoallv_start(comm, "MPI_Ialltoallw", r, sendbuf, recvbuf,
+                         CRNET_UINT8, request);
 }

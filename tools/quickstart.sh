@@ -86,6 +86,17 @@ for path in sys.argv[1:]:
             else:
                 failed += 1
                 print(f"FAILED: {r.get('name')} ({res})")
+                # The reason, here at the end where a short tail of the
+                # log still shows it: Check's failure lines, sanitizer
+                # reports' first lines, a rank's last words.
+                shown = 0
+                for out in ((r.get("stdout") or "") + "\n" +
+                            (r.get("stderr") or "")).splitlines():
+                    if shown < 12 and any(k in out for k in (
+                            ":F:", ":E:", "Sanitizer", "SUMMARY:",
+                            "exited", "FAIL", "error")):
+                        print("    " + out[:300])
+                        shown += 1
 print(f"{passed} passed, {failed} failed, {skipped} skipped")
 sys.exit(0 if failed == 0 and passed > 0 else 1)
 PY

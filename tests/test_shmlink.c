@@ -59,7 +59,7 @@ static uint8_t key[CRNET__KEY_BYTES];
 
 /* The flags of offer and welcome: required or not, and with
  * SHMLINK_TWO_COPIES=1 in the environment every byte through the rings
- * (else a piece of 16 KiB or more crosses in one copy, by address). */
+ * (else a piece of 256 KiB or more crosses in one copy, by address). */
 static unsigned link_flags(bool required) {
   const char *v = getenv("SHMLINK_TWO_COPIES");
   return (required ? CRNET__SHM_REQUIRED : 0) |

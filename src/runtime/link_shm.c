@@ -44,12 +44,17 @@
 #define REC_REMOTE ((uint64_t)1 << 63)
 #define REC_LEN_MAX ((uint64_t)1 << 48)
 #define REC_HEADER 8
-/* From here on one copy wins at p = 2 on the 2-core VM (session 26,
- * ab_crbench against 64 KiB: a 16 KiB allreduce 3.27 against 3.86 us, a
- * 64 KiB allgather 4.48 against 5.54; at 4 and 8 KiB the system call and
- * the wait for the reader cost more than the second copy saves: 4 KiB
- * allreduce 2.45 against 1.77 us). */
-#define REMOTE_MIN ((uint64_t)16 << 10)
+/* From here on one copy wins at p = 2 on the 2-core VM. Below it, the
+ * writer's wait for the reader's copy (its write completes only then) and
+ * the system call cost more than the second copy saves: remeasured in
+ * session 29 with ab_crbench against 16, 32, 64 and 128 KiB, the call
+ * whose pieces just reach the minimum was always the slow one (16 KiB
+ * minimum: a 16 KiB bcast 6.55 against 3.51 us inline, a 32 KiB allreduce,
+ * pieces of 16 KiB, 12.7 against 7.5; 128 KiB minimum: a 128 KiB bcast
+ * 18.9 against 14.6, a 256 KiB allgather 27.5 against 19.8), while a
+ * 256 KiB bcast is 1.3 times faster in one copy than through the rings
+ * (docs/PERFORMANCE-SHM.md, "Where one copy starts"). */
+#define REMOTE_MIN ((uint64_t)256 << 10)
 /* process_vm_readv at most this much at a time, so that the reader's
  * callback (and the reduction behind it) sees the bytes come in pieces. */
 #define REMOTE_PIECE ((uint64_t)256 << 10)

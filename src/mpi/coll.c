@@ -9,6 +9,7 @@
  * call whose types differ in base (a sender's 4 MPI_INT against a
  * receiver's MPI_FLOAT) is refused, since crnet moves typed elements. */
 #include <limits.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,16 +22,34 @@ typedef struct moved {
   crnet_mpi_type t;
 } moved;
 
-static int resolve(MPI_Comm comm, const char *fn, int count, MPI_Datatype dt,
-                   moved *out) {
+/* holes_ok: the call stages buffers of types with holes (packs them,
+ * layout.c); the others refuse such types. */
+static int resolve_as(MPI_Comm comm, const char *fn, int count, MPI_Datatype dt,
+                      bool holes_ok, moved *out) {
   if (count < 0)
     return crnet_mpi_fail(comm, fn, MPI_ERR_COUNT, "count %d", count);
   if (!crnet_mpi_type_get(dt, &out->t))
     return crnet_mpi_fail(comm, fn, MPI_ERR_TYPE,
                           "datatype %d does not exist or is not committed", dt);
+  if (out->t.holes && !holes_ok)
+    return crnet_mpi_fail(comm, fn, MPI_ERR_TYPE,
+                          "datatype %d has holes (vector, indexed, struct, "
+                          "resized, subarray): crnet-mpi's %s takes dense "
+                          "datatypes only (docs/MPI.md)",
+                          dt, fn);
   out->count = (size_t)count * out->t.n;
   out->dt = out->t.base;
   return MPI_SUCCESS;
+}
+
+static int resolve(MPI_Comm comm, const char *fn, int count, MPI_Datatype dt,
+                   moved *out) {
+  return resolve_as(comm, fn, count, dt, false, out);
+}
+
+static int resolve_staged(MPI_Comm comm, const char *fn, int count,
+                          MPI_Datatype dt, moved *out) {
+  return resolve_as(comm, fn, count, dt, true, out);
 }
 
 /* The send side of a rooted or gathering call must move what the receive
@@ -47,9 +66,9 @@ static int same_signature(MPI_Comm comm, const char *fn, const moved *s,
 }
 
 static int reduction(MPI_Comm comm, const char *fn, int count, MPI_Datatype dt,
-                     MPI_Op op, moved *m, crnet_op *cop) {
+                     MPI_Op op, bool holes_ok, moved *m, crnet_op *cop) {
   const char *why = "";
-  int rc = resolve(comm, fn, count, dt, m);
+  int rc = resolve_as(comm, fn, count, dt, holes_ok, m);
   if (rc != MPI_SUCCESS)
     return rc;
   rc = crnet_mpi_op_get(op, &m->t, cop, &why);
@@ -92,6 +111,62 @@ int crnet_mpi_widen(MPI_Comm comm, const char *fn, int k, const int *const v[],
   return MPI_SUCCESS;
 }
 
+/* Packs what the call sends and makes room for what it receives where a
+ * type has holes (layout.c): *sbuf (unless sbuf is NULL or *sbuf is
+ * MPI_IN_PLACE) and *rbuf (likewise), each becoming what crnet is handed.
+ * fill: the receive buffer holds input too (in place). 0, or the error
+ * raised with nothing kept. */
+static int stage(MPI_Comm comm, const char *fn, crnet_mpi_stage *sg,
+                 const void **sbuf, MPI_Datatype stype, size_t scount,
+                 void **rbuf, MPI_Datatype rtype, size_t rcount, bool fill) {
+  int rc = MPI_SUCCESS;
+  if (sbuf != NULL && *sbuf != MPI_IN_PLACE)
+    rc = crnet_mpi_stage_send(comm, fn, sg, stype, *sbuf, scount, sbuf);
+  if (rc == MPI_SUCCESS && rbuf != NULL && *rbuf != MPI_IN_PLACE)
+    rc = crnet_mpi_stage_recv(comm, fn, sg, rtype, *rbuf, rcount, fill, rbuf);
+  if (rc != MPI_SUCCESS)
+    crnet_mpi_stage_end(sg, false, 0);
+  return rc;
+}
+
+/* A blocking call's end: its packed results unpacked, crnet's rc as MPI's. */
+static int staged_end(MPI_Comm comm, const char *fn, crnet_mpi_stage *sg,
+                      int rc) {
+  crnet_mpi_stage_end(sg, rc == 0, SIZE_MAX);
+  return crnet_mpi_from_crnet(comm, fn, rc);
+}
+
+/* A nonblocking call's staging (into its request r, made already) ended
+ * with rc: on failure r is freed, the program's handle left null. */
+static int staged_or_freed(struct crnet_mpi_request *r, MPI_Request *request,
+                           int rc) {
+  if (rc != MPI_SUCCESS) {
+    crnet_mpi_request_free(r);
+    *request = MPI_REQUEST_NULL;
+  }
+  return rc;
+}
+
+/* The staged sides of a gather (at the root p blocks are received; in
+ * place, its own block is among them already) or a scatter (at the root
+ * p blocks are sent; in place, it receives none). */
+static int stage_rooted(MPI_Comm comm, const char *fn, crnet_mpi_stage *sg,
+                        int root, bool gather, const void **sendbuf,
+                        int sendcount, MPI_Datatype sendtype, void **recvbuf,
+                        int recvcount, MPI_Datatype recvtype) {
+  size_t p = (size_t)crnet_comm_size(comm->c);
+  bool is_root = crnet_comm_rank(comm->c) == root;
+  if (gather)
+    return stage(comm, fn, sg,
+                 is_root && *sendbuf == MPI_IN_PLACE ? NULL : sendbuf, sendtype,
+                 (size_t)sendcount, is_root ? recvbuf : NULL, recvtype,
+                 p * (size_t)recvcount, is_root && *sendbuf == MPI_IN_PLACE);
+  return stage(comm, fn, sg, is_root ? sendbuf : NULL, sendtype,
+               p * (size_t)sendcount,
+               is_root && *recvbuf == MPI_IN_PLACE ? NULL : recvbuf, recvtype,
+               (size_t)recvcount, false);
+}
+
 #define CHECK(expr)                                                            \
   do {                                                                         \
     int rc_ = (expr);                                                          \
@@ -117,24 +192,44 @@ int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request) {
 int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root,
               MPI_Comm comm) {
   moved m = {0};
+  crnet_mpi_stage sg = {0};
+  bool is_root;
+  const void *out = buffer;
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Bcast"));
   CHECK(check_root(comm, "MPI_Bcast", root));
-  CHECK(resolve(comm, "MPI_Bcast", count, datatype, &m));
-  return crnet_mpi_from_crnet(
-      comm, "MPI_Bcast", crnet_bcast(comm->c, buffer, m.count, m.dt, root));
+  CHECK(resolve_staged(comm, "MPI_Bcast", count, datatype, &m));
+  /* The root's buffer is only read: it sends a packed copy. */
+  is_root = crnet_comm_rank(comm->c) == root;
+  CHECK(stage(comm, "MPI_Bcast", &sg, is_root ? &out : NULL, datatype,
+              (size_t)count, is_root ? NULL : &buffer, datatype, (size_t)count,
+              false));
+  return staged_end(comm, "MPI_Bcast", &sg,
+                    crnet_bcast(comm->c,
+                                is_root ? (void *)(uintptr_t)out : buffer,
+                                m.count, m.dt, root));
 }
 
 int MPI_Ibcast(void *buffer, int count, MPI_Datatype datatype, int root,
                MPI_Comm comm, MPI_Request *request) {
   moved m = {0};
   struct crnet_mpi_request *r = NULL;
+  bool is_root;
+  const void *out = buffer;
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Ibcast"));
   CHECK(check_root(comm, "MPI_Ibcast", root));
-  CHECK(resolve(comm, "MPI_Ibcast", count, datatype, &m));
+  CHECK(resolve_staged(comm, "MPI_Ibcast", count, datatype, &m));
   CHECK(crnet_mpi_request_new(comm, "MPI_Ibcast", REQ_COLL, request, &r));
+  is_root = crnet_comm_rank(comm->c) == root;
+  CHECK(staged_or_freed(r, request,
+                        stage(comm, "MPI_Ibcast", &r->stage,
+                              is_root ? &out : NULL, datatype, (size_t)count,
+                              is_root ? NULL : &buffer, datatype, (size_t)count,
+                              false)));
   return crnet_mpi_request_started(
       comm, "MPI_Ibcast",
-      crnet_ibcast(comm->c, buffer, m.count, m.dt, root, &r->req), r, request);
+      crnet_ibcast(comm->c, is_root ? (void *)(uintptr_t)out : buffer, m.count,
+                   m.dt, root, &r->req),
+      r, request);
 }
 
 /* --- reductions --- */
@@ -143,15 +238,20 @@ int MPI_Reduce(const void *sendbuf, void *recvbuf, int count,
                MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm) {
   moved m = {0};
   crnet_op cop = CRNET_SUM;
+  crnet_mpi_stage sg = {0};
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Reduce"));
   CHECK(check_root(comm, "MPI_Reduce", root));
   if (CRNET_MPI_IS_LOC(op))
     return crnet_mpi_loc(comm, "MPI_Reduce", sendbuf, recvbuf, count, NULL,
                          datatype, op, root);
-  CHECK(reduction(comm, "MPI_Reduce", count, datatype, op, &m, &cop));
-  return crnet_mpi_from_crnet(comm, "MPI_Reduce",
-                              crnet_reduce(comm->c, send_of(sendbuf), recvbuf,
-                                           m.count, m.dt, cop, root));
+  CHECK(reduction(comm, "MPI_Reduce", count, datatype, op, true, &m, &cop));
+  void *rb = crnet_comm_rank(comm->c) == root ? recvbuf : NULL;
+  void **rbp = rb != NULL ? &recvbuf : NULL;
+  CHECK(stage(comm, "MPI_Reduce", &sg, &sendbuf, datatype, (size_t)count, rbp,
+              datatype, (size_t)count, sendbuf == MPI_IN_PLACE));
+  return staged_end(comm, "MPI_Reduce", &sg,
+                    crnet_reduce(comm->c, send_of(sendbuf), recvbuf, m.count,
+                                 m.dt, cop, root));
 }
 
 int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count,
@@ -162,8 +262,14 @@ int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count,
   struct crnet_mpi_request *r = NULL;
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Ireduce"));
   CHECK(check_root(comm, "MPI_Ireduce", root));
-  CHECK(reduction(comm, "MPI_Ireduce", count, datatype, op, &m, &cop));
+  CHECK(reduction(comm, "MPI_Ireduce", count, datatype, op, true, &m, &cop));
   CHECK(crnet_mpi_request_new(comm, "MPI_Ireduce", REQ_COLL, request, &r));
+  void *rb = crnet_comm_rank(comm->c) == root ? recvbuf : NULL;
+  void **rbp = rb != NULL ? &recvbuf : NULL;
+  CHECK(staged_or_freed(r, request,
+                        stage(comm, "MPI_Ireduce", &r->stage, &sendbuf,
+                              datatype, (size_t)count, rbp, datatype,
+                              (size_t)count, sendbuf == MPI_IN_PLACE)));
   return crnet_mpi_request_started(comm, "MPI_Ireduce",
                                    crnet_ireduce(comm->c, send_of(sendbuf),
                                                  recvbuf, m.count, m.dt, cop,
@@ -175,13 +281,17 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count,
                   MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
   moved m = {0};
   crnet_op cop = CRNET_SUM;
+  crnet_mpi_stage sg = {0};
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Allreduce"));
   if (CRNET_MPI_IS_LOC(op))
     return crnet_mpi_loc(comm, "MPI_Allreduce", sendbuf, recvbuf, count, NULL,
                          datatype, op, -1);
-  CHECK(reduction(comm, "MPI_Allreduce", count, datatype, op, &m, &cop));
-  return crnet_mpi_from_crnet(
-      comm, "MPI_Allreduce",
+  CHECK(reduction(comm, "MPI_Allreduce", count, datatype, op, true, &m, &cop));
+  void **rbp = &recvbuf;
+  CHECK(stage(comm, "MPI_Allreduce", &sg, &sendbuf, datatype, (size_t)count,
+              rbp, datatype, (size_t)count, sendbuf == MPI_IN_PLACE));
+  return staged_end(
+      comm, "MPI_Allreduce", &sg,
       crnet_allreduce(comm->c, send_of(sendbuf), recvbuf, m.count, m.dt, cop));
 }
 
@@ -192,8 +302,13 @@ int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count,
   crnet_op cop = CRNET_SUM;
   struct crnet_mpi_request *r = NULL;
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Iallreduce"));
-  CHECK(reduction(comm, "MPI_Iallreduce", count, datatype, op, &m, &cop));
+  CHECK(reduction(comm, "MPI_Iallreduce", count, datatype, op, true, &m, &cop));
   CHECK(crnet_mpi_request_new(comm, "MPI_Iallreduce", REQ_COLL, request, &r));
+  void **rbp = &recvbuf;
+  CHECK(staged_or_freed(r, request,
+                        stage(comm, "MPI_Iallreduce", &r->stage, &sendbuf,
+                              datatype, (size_t)count, rbp, datatype,
+                              (size_t)count, sendbuf == MPI_IN_PLACE)));
   return crnet_mpi_request_started(comm, "MPI_Iallreduce",
                                    crnet_iallreduce(comm->c, send_of(sendbuf),
                                                     recvbuf, m.count, m.dt, cop,
@@ -205,10 +320,14 @@ int MPI_Scan(const void *sendbuf, void *recvbuf, int count,
              MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
   moved m = {0};
   crnet_op cop = CRNET_SUM;
+  crnet_mpi_stage sg = {0};
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Scan"));
-  CHECK(reduction(comm, "MPI_Scan", count, datatype, op, &m, &cop));
-  return crnet_mpi_from_crnet(
-      comm, "MPI_Scan",
+  CHECK(reduction(comm, "MPI_Scan", count, datatype, op, true, &m, &cop));
+  void **rbp = &recvbuf;
+  CHECK(stage(comm, "MPI_Scan", &sg, &sendbuf, datatype, (size_t)count, rbp,
+              datatype, (size_t)count, sendbuf == MPI_IN_PLACE));
+  return staged_end(
+      comm, "MPI_Scan", &sg,
       crnet_scan(comm->c, send_of(sendbuf), recvbuf, m.count, m.dt, cop));
 }
 
@@ -219,8 +338,13 @@ int MPI_Iscan(const void *sendbuf, void *recvbuf, int count,
   crnet_op cop = CRNET_SUM;
   struct crnet_mpi_request *r = NULL;
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Iscan"));
-  CHECK(reduction(comm, "MPI_Iscan", count, datatype, op, &m, &cop));
+  CHECK(reduction(comm, "MPI_Iscan", count, datatype, op, true, &m, &cop));
   CHECK(crnet_mpi_request_new(comm, "MPI_Iscan", REQ_COLL, request, &r));
+  void **rbp = &recvbuf;
+  CHECK(staged_or_freed(r, request,
+                        stage(comm, "MPI_Iscan", &r->stage, &sendbuf, datatype,
+                              (size_t)count, rbp, datatype, (size_t)count,
+                              sendbuf == MPI_IN_PLACE)));
   return crnet_mpi_request_started(comm, "MPI_Iscan",
                                    crnet_iscan(comm->c, send_of(sendbuf),
                                                recvbuf, m.count, m.dt, cop,
@@ -232,10 +356,14 @@ int MPI_Exscan(const void *sendbuf, void *recvbuf, int count,
                MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
   moved m = {0};
   crnet_op cop = CRNET_SUM;
+  crnet_mpi_stage sg = {0};
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Exscan"));
-  CHECK(reduction(comm, "MPI_Exscan", count, datatype, op, &m, &cop));
-  return crnet_mpi_from_crnet(
-      comm, "MPI_Exscan",
+  CHECK(reduction(comm, "MPI_Exscan", count, datatype, op, true, &m, &cop));
+  void **rbp = &recvbuf;
+  CHECK(stage(comm, "MPI_Exscan", &sg, &sendbuf, datatype, (size_t)count, rbp,
+              datatype, (size_t)count, sendbuf == MPI_IN_PLACE));
+  return staged_end(
+      comm, "MPI_Exscan", &sg,
       crnet_exscan(comm->c, send_of(sendbuf), recvbuf, m.count, m.dt, cop));
 }
 
@@ -246,8 +374,13 @@ int MPI_Iexscan(const void *sendbuf, void *recvbuf, int count,
   crnet_op cop = CRNET_SUM;
   struct crnet_mpi_request *r = NULL;
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Iexscan"));
-  CHECK(reduction(comm, "MPI_Iexscan", count, datatype, op, &m, &cop));
+  CHECK(reduction(comm, "MPI_Iexscan", count, datatype, op, true, &m, &cop));
   CHECK(crnet_mpi_request_new(comm, "MPI_Iexscan", REQ_COLL, request, &r));
+  void **rbp = &recvbuf;
+  CHECK(staged_or_freed(r, request,
+                        stage(comm, "MPI_Iexscan", &r->stage, &sendbuf,
+                              datatype, (size_t)count, rbp, datatype,
+                              (size_t)count, sendbuf == MPI_IN_PLACE)));
   return crnet_mpi_request_started(comm, "MPI_Iexscan",
                                    crnet_iexscan(comm->c, send_of(sendbuf),
                                                  recvbuf, m.count, m.dt, cop,
@@ -273,8 +406,8 @@ int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
     free(counts);
     return rc;
   }
-  CHECK(reduction(comm, "MPI_Reduce_scatter_block", recvcount, datatype, op, &m,
-                  &cop));
+  CHECK(reduction(comm, "MPI_Reduce_scatter_block", recvcount, datatype, op,
+                  false, &m, &cop));
   return crnet_mpi_from_crnet(
       comm, "MPI_Reduce_scatter_block",
       crnet_reduce_scatter_block(comm->c, send_of(sendbuf), recvbuf, m.count,
@@ -289,7 +422,7 @@ int MPI_Ireduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
   struct crnet_mpi_request *r = NULL;
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Ireduce_scatter_block"));
   CHECK(reduction(comm, "MPI_Ireduce_scatter_block", recvcount, datatype, op,
-                  &m, &cop));
+                  false, &m, &cop));
   CHECK(crnet_mpi_request_new(comm, "MPI_Ireduce_scatter_block", REQ_COLL,
                               request, &r));
   return crnet_mpi_request_started(
@@ -305,7 +438,7 @@ static int prep_reduce_scatter(MPI_Comm comm, const char *fn,
                                MPI_Op op, moved *m, crnet_op *cop,
                                size_t **out) {
   static const char *const names[] = {"recvcounts"};
-  CHECK(reduction(comm, fn, 1, datatype, op, m, cop));
+  CHECK(reduction(comm, fn, 1, datatype, op, false, m, cop));
   return crnet_mpi_widen(comm, fn, 1, (const int *const[]){recvcounts}, names,
                          crnet_comm_size(comm->c), m->t.n, out);
 }
@@ -364,10 +497,10 @@ static int prep_pair(MPI_Comm comm, const char *fn, const void *sendbuf,
                      int sendcount, MPI_Datatype sendtype, int recvcount,
                      MPI_Datatype recvtype, moved *r) {
   moved s = {0};
-  CHECK(resolve(comm, fn, recvcount, recvtype, r));
+  CHECK(resolve_staged(comm, fn, recvcount, recvtype, r));
   if (sendbuf == MPI_IN_PLACE)
     return MPI_SUCCESS;
-  CHECK(resolve(comm, fn, sendcount, sendtype, &s));
+  CHECK(resolve_staged(comm, fn, sendcount, sendtype, &s));
   return same_signature(comm, fn, &s, r);
 }
 
@@ -375,11 +508,17 @@ int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                   void *recvbuf, int recvcount, MPI_Datatype recvtype,
                   MPI_Comm comm) {
   moved m = {0};
+  crnet_mpi_stage sg = {0};
+  size_t p;
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Allgather"));
   CHECK(prep_pair(comm, "MPI_Allgather", sendbuf, sendcount, sendtype,
                   recvcount, recvtype, &m));
-  return crnet_mpi_from_crnet(
-      comm, "MPI_Allgather",
+  p = (size_t)crnet_comm_size(comm->c);
+  CHECK(stage(comm, "MPI_Allgather", &sg, &sendbuf, sendtype, (size_t)sendcount,
+              &recvbuf, recvtype, p * (size_t)recvcount,
+              sendbuf == MPI_IN_PLACE));
+  return staged_end(
+      comm, "MPI_Allgather", &sg,
       crnet_allgather(comm->c, send_of(sendbuf), recvbuf, m.count, m.dt));
 }
 
@@ -388,10 +527,16 @@ int MPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                    MPI_Comm comm, MPI_Request *request) {
   moved m = {0};
   struct crnet_mpi_request *r = NULL;
+  size_t p;
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Iallgather"));
   CHECK(prep_pair(comm, "MPI_Iallgather", sendbuf, sendcount, sendtype,
                   recvcount, recvtype, &m));
   CHECK(crnet_mpi_request_new(comm, "MPI_Iallgather", REQ_COLL, request, &r));
+  p = (size_t)crnet_comm_size(comm->c);
+  CHECK(staged_or_freed(r, request,
+                        stage(comm, "MPI_Iallgather", &r->stage, &sendbuf,
+                              sendtype, (size_t)sendcount, &recvbuf, recvtype,
+                              p * (size_t)recvcount, sendbuf == MPI_IN_PLACE)));
   return crnet_mpi_request_started(comm, "MPI_Iallgather",
                                    crnet_iallgather(comm->c, send_of(sendbuf),
                                                     recvbuf, m.count, m.dt,
@@ -403,11 +548,17 @@ int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                  void *recvbuf, int recvcount, MPI_Datatype recvtype,
                  MPI_Comm comm) {
   moved m = {0};
+  crnet_mpi_stage sg = {0};
+  size_t p;
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Alltoall"));
   CHECK(prep_pair(comm, "MPI_Alltoall", sendbuf, sendcount, sendtype, recvcount,
                   recvtype, &m));
-  return crnet_mpi_from_crnet(
-      comm, "MPI_Alltoall",
+  p = (size_t)crnet_comm_size(comm->c);
+  CHECK(stage(comm, "MPI_Alltoall", &sg, &sendbuf, sendtype,
+              (size_t)p * (size_t)sendcount, &recvbuf, recvtype,
+              p * (size_t)recvcount, sendbuf == MPI_IN_PLACE));
+  return staged_end(
+      comm, "MPI_Alltoall", &sg,
       crnet_alltoall(comm->c, send_of(sendbuf), recvbuf, m.count, m.dt));
 }
 
@@ -416,10 +567,17 @@ int MPI_Ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                   MPI_Comm comm, MPI_Request *request) {
   moved m = {0};
   struct crnet_mpi_request *r = NULL;
+  size_t p;
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Ialltoall"));
   CHECK(prep_pair(comm, "MPI_Ialltoall", sendbuf, sendcount, sendtype,
                   recvcount, recvtype, &m));
   CHECK(crnet_mpi_request_new(comm, "MPI_Ialltoall", REQ_COLL, request, &r));
+  p = (size_t)crnet_comm_size(comm->c);
+  CHECK(staged_or_freed(r, request,
+                        stage(comm, "MPI_Ialltoall", &r->stage, &sendbuf,
+                              sendtype, (size_t)p * (size_t)sendcount, &recvbuf,
+                              recvtype, p * (size_t)recvcount,
+                              sendbuf == MPI_IN_PLACE)));
   return crnet_mpi_request_started(comm, "MPI_Ialltoall",
                                    crnet_ialltoall(comm->c, send_of(sendbuf),
                                                    recvbuf, m.count, m.dt,
@@ -439,22 +597,22 @@ static int prep_rooted(MPI_Comm comm, const char *fn, int root, bool gather,
   CHECK(check_root(comm, fn, root));
   if (me != root) { /* only this rank's own side counts */
     if (gather)
-      return resolve(comm, fn, sendcount, sendtype, m);
-    return resolve(comm, fn, recvcount, recvtype, m);
+      return resolve_staged(comm, fn, sendcount, sendtype, m);
+    return resolve_staged(comm, fn, recvcount, recvtype, m);
   }
   if (gather) {
-    CHECK(resolve(comm, fn, recvcount, recvtype, &r));
+    CHECK(resolve_staged(comm, fn, recvcount, recvtype, &r));
     *m = r;
     if (sendbuf == MPI_IN_PLACE)
       return MPI_SUCCESS;
-    CHECK(resolve(comm, fn, sendcount, sendtype, &s));
+    CHECK(resolve_staged(comm, fn, sendcount, sendtype, &s));
     return same_signature(comm, fn, &s, &r);
   }
-  CHECK(resolve(comm, fn, sendcount, sendtype, &s));
+  CHECK(resolve_staged(comm, fn, sendcount, sendtype, &s));
   *m = s;
   if (recvbuf == MPI_IN_PLACE)
     return MPI_SUCCESS;
-  CHECK(resolve(comm, fn, recvcount, recvtype, &r));
+  CHECK(resolve_staged(comm, fn, recvcount, recvtype, &r));
   return same_signature(comm, fn, &s, &r);
 }
 
@@ -462,11 +620,14 @@ int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                void *recvbuf, int recvcount, MPI_Datatype recvtype, int root,
                MPI_Comm comm) {
   moved m = {0};
+  crnet_mpi_stage sg = {0};
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Gather"));
   CHECK(prep_rooted(comm, "MPI_Gather", root, true, sendbuf, sendcount,
                     sendtype, recvbuf, recvcount, recvtype, &m));
-  return crnet_mpi_from_crnet(
-      comm, "MPI_Gather",
+  CHECK(stage_rooted(comm, "MPI_Gather", &sg, root, true, &sendbuf, sendcount,
+                     sendtype, &recvbuf, recvcount, recvtype));
+  return staged_end(
+      comm, "MPI_Gather", &sg,
       crnet_gather(comm->c, send_of(sendbuf), recvbuf, m.count, m.dt, root));
 }
 
@@ -479,6 +640,10 @@ int MPI_Igather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
   CHECK(prep_rooted(comm, "MPI_Igather", root, true, sendbuf, sendcount,
                     sendtype, recvbuf, recvcount, recvtype, &m));
   CHECK(crnet_mpi_request_new(comm, "MPI_Igather", REQ_COLL, request, &r));
+  CHECK(staged_or_freed(r, request,
+                        stage_rooted(comm, "MPI_Igather", &r->stage, root, true,
+                                     &sendbuf, sendcount, sendtype, &recvbuf,
+                                     recvcount, recvtype)));
   return crnet_mpi_request_started(comm, "MPI_Igather",
                                    crnet_igather(comm->c, send_of(sendbuf),
                                                  recvbuf, m.count, m.dt, root,
@@ -490,11 +655,14 @@ int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                 void *recvbuf, int recvcount, MPI_Datatype recvtype, int root,
                 MPI_Comm comm) {
   moved m = {0};
+  crnet_mpi_stage sg = {0};
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Scatter"));
   CHECK(prep_rooted(comm, "MPI_Scatter", root, false, sendbuf, sendcount,
                     sendtype, recvbuf, recvcount, recvtype, &m));
-  return crnet_mpi_from_crnet(
-      comm, "MPI_Scatter",
+  CHECK(stage_rooted(comm, "MPI_Scatter", &sg, root, false, &sendbuf, sendcount,
+                     sendtype, &recvbuf, recvcount, recvtype));
+  return staged_end(
+      comm, "MPI_Scatter", &sg,
       crnet_scatter(comm->c, sendbuf,
                     recvbuf == MPI_IN_PLACE ? CRNET_IN_PLACE : recvbuf, m.count,
                     m.dt, root));
@@ -509,6 +677,10 @@ int MPI_Iscatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
   CHECK(prep_rooted(comm, "MPI_Iscatter", root, false, sendbuf, sendcount,
                     sendtype, recvbuf, recvcount, recvtype, &m));
   CHECK(crnet_mpi_request_new(comm, "MPI_Iscatter", REQ_COLL, request, &r));
+  CHECK(staged_or_freed(r, request,
+                        stage_rooted(comm, "MPI_Iscatter", &r->stage, root,
+                                     false, &sendbuf, sendcount, sendtype,
+                                     &recvbuf, recvcount, recvtype)));
   return crnet_mpi_request_started(
       comm, "MPI_Iscatter",
       crnet_iscatter(comm->c, sendbuf,

@@ -107,6 +107,12 @@ typedef struct MPI_Status {
 #define MPI_LONG_INT ((MPI_Datatype)30)
 #define MPI_2INT ((MPI_Datatype)31)
 #define MPI_SHORT_INT ((MPI_Datatype)32)
+/* What MPI_Pack writes: bytes, received as they were packed. */
+#define MPI_PACKED ((MPI_Datatype)33)
+
+/* MPI_Type_create_subarray's orders. */
+#define MPI_ORDER_C 56
+#define MPI_ORDER_FORTRAN 57
 
 /* --- operators ------------------------------------------------------------ */
 
@@ -326,7 +332,6 @@ CRNET_MPI_EXTERN int MPI_Attr_delete(MPI_Comm comm, int keyval);
 /* --- datatypes and operators ---------------------------------------------- */
 
 CRNET_MPI_EXTERN int MPI_Type_size(MPI_Datatype datatype, int *size);
-/* Every type here starts at 0 and has no holes but a pair type's own. */
 CRNET_MPI_EXTERN int MPI_Type_get_extent(MPI_Datatype datatype, MPI_Aint *lb,
                                          MPI_Aint *extent);
 CRNET_MPI_EXTERN int MPI_Type_get_true_extent(MPI_Datatype datatype,
@@ -334,10 +339,57 @@ CRNET_MPI_EXTERN int MPI_Type_get_true_extent(MPI_Datatype datatype,
                                               MPI_Aint *true_extent);
 CRNET_MPI_EXTERN int MPI_Type_contiguous(int count, MPI_Datatype oldtype,
                                          MPI_Datatype *newtype);
+/* Derived types with holes: moved packed, in point-to-point and in every
+ * collective but the v- and w-variants, reduce-scatter and the prefix
+ * reductions, which refuse them (docs/MPI.md). */
+CRNET_MPI_EXTERN int MPI_Type_vector(int count, int blocklength, int stride,
+                                     MPI_Datatype oldtype,
+                                     MPI_Datatype *newtype);
+CRNET_MPI_EXTERN int MPI_Type_create_hvector(int count, int blocklength,
+                                             MPI_Aint stride,
+                                             MPI_Datatype oldtype,
+                                             MPI_Datatype *newtype);
+CRNET_MPI_EXTERN int MPI_Type_indexed(int count,
+                                      const int array_of_blocklengths[],
+                                      const int array_of_displacements[],
+                                      MPI_Datatype oldtype,
+                                      MPI_Datatype *newtype);
+CRNET_MPI_EXTERN int
+MPI_Type_create_hindexed(int count, const int array_of_blocklengths[],
+                         const MPI_Aint array_of_displacements[],
+                         MPI_Datatype oldtype, MPI_Datatype *newtype);
+CRNET_MPI_EXTERN int
+MPI_Type_create_indexed_block(int count, int blocklength,
+                              const int array_of_displacements[],
+                              MPI_Datatype oldtype, MPI_Datatype *newtype);
+CRNET_MPI_EXTERN int
+MPI_Type_create_hindexed_block(int count, int blocklength,
+                               const MPI_Aint array_of_displacements[],
+                               MPI_Datatype oldtype, MPI_Datatype *newtype);
+CRNET_MPI_EXTERN int MPI_Type_create_struct(
+    int count, const int array_of_blocklengths[],
+    const MPI_Aint array_of_displacements[],
+    const MPI_Datatype array_of_types[], MPI_Datatype *newtype);
+CRNET_MPI_EXTERN int MPI_Type_create_resized(MPI_Datatype oldtype,
+                                             MPI_Aint lb, MPI_Aint extent,
+                                             MPI_Datatype *newtype);
+CRNET_MPI_EXTERN int MPI_Type_create_subarray(
+    int ndims, const int array_of_sizes[], const int array_of_subsizes[],
+    const int array_of_starts[], int order, MPI_Datatype oldtype,
+    MPI_Datatype *newtype);
+CRNET_MPI_EXTERN int MPI_Type_dup(MPI_Datatype oldtype, MPI_Datatype *newtype);
 CRNET_MPI_EXTERN int MPI_Type_commit(MPI_Datatype *datatype);
 CRNET_MPI_EXTERN int MPI_Type_free(MPI_Datatype *datatype);
 CRNET_MPI_EXTERN int MPI_Get_count(const MPI_Status *status,
                                    MPI_Datatype datatype, int *count);
+CRNET_MPI_EXTERN int MPI_Pack(const void *inbuf, int incount,
+                              MPI_Datatype datatype, void *outbuf, int outsize,
+                              int *position, MPI_Comm comm);
+CRNET_MPI_EXTERN int MPI_Unpack(const void *inbuf, int insize, int *position,
+                                void *outbuf, int outcount,
+                                MPI_Datatype datatype, MPI_Comm comm);
+CRNET_MPI_EXTERN int MPI_Pack_size(int incount, MPI_Datatype datatype,
+                                   MPI_Comm comm, int *size);
 CRNET_MPI_EXTERN int MPI_Op_create(MPI_User_function *function, int commute,
                                    MPI_Op *op);
 CRNET_MPI_EXTERN int MPI_Op_free(MPI_Op *op);

@@ -25,6 +25,16 @@
 #include "crnet.h"
 #include "mpi.h"
 
+/* A call's packed copies of buffers of types with holes (layout.c). Each
+ * buffer of a dense type is used in place and costs nothing. */
+typedef struct crnet_mpi_stage {
+  void *send;    /* packed send data, or NULL */
+  void *recv;    /* packed receive space, or NULL */
+  void *recv_to; /* the program's buffer that recv unpacks into */
+  size_t recv_count;
+  struct crnet_mpi_layout *recv_layout; /* held while recv is */
+} crnet_mpi_stage;
+
 struct crnet_mpi_comm {
   crnet_comm *c; /* NULL before MPI_Init and after MPI_Finalize */
   /* A dup of c made at the first MPI_Gatherv or MPI_Scatterv, whose
@@ -37,8 +47,8 @@ struct crnet_mpi_comm {
    * complete crnet requests the MPI ones still point to). */
   _Atomic int requests;
   struct crnet_mpi_comm *next, *prev; /* the list of user comms */
-  struct crnet_mpi_attr *attrs; /* the program's attributes (attr.c) */
-  char name[MPI_MAX_OBJECT_NAME]; /* MPI_Comm_set_name's; under a lock */
+  struct crnet_mpi_attr *attrs;       /* the program's attributes (attr.c) */
+  char name[MPI_MAX_OBJECT_NAME];     /* MPI_Comm_set_name's; under a lock */
   /* Requests of it the program freed while active (MPI_Request_free), and
    * whether MPI_Comm_free was called and waits for them to end: both
    * under the requests' orphan lock (requests.c). */
@@ -66,7 +76,8 @@ struct crnet_mpi_request {
   int nparts;
   int refused_by;
   struct crnet_mpi_request *next_orphan; /* MPI_Request_free'd, active */
-  size_t bsend_bytes; /* a buffered send's share of the attached buffer */
+  size_t bsend_bytes;    /* a buffered send's share of the attached buffer */
+  crnet_mpi_stage stage; /* packed buffers of types with holes */
 };
 
 /* A gatherv or scatterv message that says its sender refused its own
@@ -189,7 +200,58 @@ typedef struct crnet_mpi_type {
    * (MPI_DOUBLE_INT: 12 bytes of data in 16); 0 and 0 for the predefined
    * types, whose sizes types.c knows. */
   size_t size, trail;
+  /* A derived type whose data are not one dense run from offset 0 to its
+   * extent (vector, indexed, struct, resized, subarray: layout.c). Calls
+   * move it packed (count * n base elements) through a stage; calls that
+   * have none refuse it. */
+  bool holes;
+  /* Made of more than one base type (a struct of ints and doubles): moved
+   * as bytes (base CRNET_BYTE) and never reduced. */
+  bool mixed;
 } crnet_mpi_type;
+
+/* Where one element of a type with holes keeps its data: blocks of bytes
+ * at offsets from the element's address, in type-map order (adjacent ones
+ * merged), and its bounds. Shared by the type and the calls that move it,
+ * which hold a reference until they end (MPI_Type_free may come first). */
+typedef struct crnet_mpi_block {
+  ptrdiff_t off;
+  size_t len;
+} crnet_mpi_block;
+
+typedef struct crnet_mpi_layout {
+  _Atomic int refs;
+  ptrdiff_t lb, true_lb;
+  size_t extent, true_extent;
+  size_t size;  /* data bytes: the sum of the blocks' lengths */
+  size_t align; /* of its most aligned member, for a struct's padding */
+  size_t nblocks;
+  crnet_mpi_block blocks[];
+} crnet_mpi_layout;
+
+/* The type behind dt with its layout, held (NULL for a dense type); any
+ * live type if !committed_only. false if there is none. */
+bool crnet_mpi_type_hold(MPI_Datatype dt, bool committed_only,
+                         crnet_mpi_type *t, crnet_mpi_layout **layout);
+void crnet_mpi_layout_release(crnet_mpi_layout *l);
+/* A new derived type t in the table, taking over layout (may be NULL):
+ * MPI_SUCCESS with its handle, or MPI_ERR_NO_MEM (layout released). */
+int crnet_mpi_type_add(const crnet_mpi_type *t, crnet_mpi_layout *layout,
+                       MPI_Datatype *out);
+
+/* The buffer to hand crnet for count elements of dt at buf: buf itself,
+ * or a packed copy kept in s. 0, or the error raised. */
+int crnet_mpi_stage_send(MPI_Comm comm, const char *fn, crnet_mpi_stage *s,
+                         MPI_Datatype dt, const void *buf, size_t count,
+                         const void **use);
+/* Likewise for a receive buffer, unpacked into buf at the end; fill: the
+ * packed space starts with buf's contents (in place, a bcast's root). */
+int crnet_mpi_stage_recv(MPI_Comm comm, const char *fn, crnet_mpi_stage *s,
+                         MPI_Datatype dt, void *buf, size_t count, bool fill,
+                         void **use);
+/* The call ended: if ok, the first `bytes` packed bytes received (SIZE_MAX:
+ * all) are unpacked into the program's buffer; then everything is freed. */
+void crnet_mpi_stage_end(crnet_mpi_stage *s, bool ok, size_t bytes);
 
 /* The type behind handle dt, or NULL for MPI_DATATYPE_NULL, a freed or
  * unknown handle, or an uncommitted derived type. */
@@ -205,8 +267,8 @@ int crnet_mpi_op_get(MPI_Op op, const crnet_mpi_type *t, crnet_op *out,
  * NULL for the other two, which reduce `count` pairs). */
 #define CRNET_MPI_IS_LOC(op) ((op) == MPI_MINLOC || (op) == MPI_MAXLOC)
 int crnet_mpi_loc(MPI_Comm comm, const char *fn, const void *sendbuf,
-                  void *recvbuf, int count, const int *counts,
-                  MPI_Datatype dt, MPI_Op op, int root);
+                  void *recvbuf, int count, const int *counts, MPI_Datatype dt,
+                  MPI_Op op, int root);
 
 /* The ops and the LXOR operator crnet lacks: created at MPI_Init, the
  * same on every rank (crnet matches operators by handle). */

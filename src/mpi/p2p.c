@@ -1,6 +1,8 @@
 /* Messages between two ranks: send, receive, sendrecv and their
  * nonblocking forms, probes, with MPI_PROC_NULL (a peer that is nobody: the
- * call completes at once, a receive with an empty status). */
+ * call completes at once, a receive with an empty status). A datatype with
+ * holes travels packed (layout.c): crnet's messages are bytes, so either
+ * side may describe the data with any type of the same signature. */
 #include <stdlib.h>
 
 #include <string.h>
@@ -10,6 +12,7 @@
 typedef struct message {
   size_t count;
   crnet_datatype dt;
+  bool holes; /* staged: packed before a send, unpacked after a receive */
 } message;
 
 /* *commp becomes the library's object behind the handle (check_comm). */
@@ -33,6 +36,7 @@ static int check(MPI_Comm *commp, const char *fn, int count, MPI_Datatype dt,
     return crnet_mpi_fail(comm, fn, MPI_ERR_TAG, "tag %d", tag);
   out->count = (size_t)count * t.n;
   out->dt = t.base;
+  out->holes = t.holes;
   return MPI_SUCCESS;
 }
 
@@ -45,20 +49,28 @@ static int send_mode(const void *buf, int count, MPI_Datatype datatype,
                      int dest, int tag, MPI_Comm comm, enum mode mode,
                      const char *fn) {
   message m = {0};
+  crnet_mpi_stage st = {0};
   int rc = check(&comm, fn, count, datatype, dest, false, tag, &m);
   if (rc != MPI_SUCCESS || dest == MPI_PROC_NULL)
+    return rc;
+  if ((rc = crnet_mpi_stage_send(comm, fn, &st, datatype, buf, (size_t)count,
+                                 &buf)) != MPI_SUCCESS)
     return rc;
   if (mode == BUFFERED) {
     int size = 0;
     (void)MPI_Type_size(datatype, &size); /* it exists: check said so */
-    return crnet_mpi_bsend(comm, fn, buf, m.count, m.dt,
-                           (size_t)count * (size_t)(size > 0 ? size : 0), dest,
-                           tag);
+    rc = crnet_mpi_bsend(comm, fn, buf, m.count, m.dt,
+                         (size_t)count * (size_t)(size > 0 ? size : 0), dest,
+                         tag);
+  } else {
+    rc = crnet_mpi_from_crnet(
+        comm, fn,
+        mode == SYNCHRONOUS
+            ? crnet_ssend(comm->c, buf, m.count, m.dt, dest, tag)
+            : crnet_send(comm->c, buf, m.count, m.dt, dest, tag));
   }
-  return crnet_mpi_from_crnet(
-      comm, fn,
-      mode == SYNCHRONOUS ? crnet_ssend(comm->c, buf, m.count, m.dt, dest, tag)
-                          : crnet_send(comm->c, buf, m.count, m.dt, dest, tag));
+  crnet_mpi_stage_end(&st, false, 0);
+  return rc;
 }
 
 int MPI_Send(const void *buf, int count, MPI_Datatype datatype, int dest,
@@ -86,6 +98,7 @@ int MPI_Rsend(const void *buf, int count, MPI_Datatype datatype, int dest,
 int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source, int tag,
              MPI_Comm comm, MPI_Status *status) {
   message m = {0};
+  crnet_mpi_stage sg = {0};
   crnet_status st;
   int rc = check(&comm, "MPI_Recv", count, datatype, source, true, tag, &m);
   if (rc != MPI_SUCCESS)
@@ -94,7 +107,11 @@ int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source, int tag,
     crnet_mpi_status(status, MPI_PROC_NULL, MPI_ANY_TAG, 0, 0);
     return MPI_SUCCESS;
   }
+  if ((rc = crnet_mpi_stage_recv(comm, "MPI_Recv", &sg, datatype, buf,
+                                 (size_t)count, false, &buf)) != MPI_SUCCESS)
+    return rc;
   rc = crnet_recv(comm->c, buf, m.count, m.dt, source, tag, &st);
+  crnet_mpi_stage_end(&sg, rc == 0, st.bytes);
   crnet_mpi_status(status, st.source, st.tag, st.error, st.bytes);
   return crnet_mpi_from_crnet(comm, "MPI_Recv", rc);
 }
@@ -104,6 +121,7 @@ int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                  MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm,
                  MPI_Status *status) {
   message s = {0}, r = {0};
+  crnet_mpi_stage sg = {0};
   crnet_status st;
   int rc = check(&comm, "MPI_Sendrecv", sendcount, sendtype, dest, false,
                  sendtag, &s);
@@ -112,21 +130,74 @@ int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                recvtag, &r);
   if (rc != MPI_SUCCESS)
     return rc;
+  if (dest != MPI_PROC_NULL &&
+      (rc = crnet_mpi_stage_send(comm, "MPI_Sendrecv", &sg, sendtype, sendbuf,
+                                 (size_t)sendcount, &sendbuf)) != MPI_SUCCESS)
+    return rc;
   if (source == MPI_PROC_NULL) {
     crnet_mpi_status(status, MPI_PROC_NULL, MPI_ANY_TAG, 0, 0);
-    if (dest == MPI_PROC_NULL)
-      return MPI_SUCCESS;
-    return crnet_mpi_from_crnet(
-        comm, "MPI_Sendrecv",
-        crnet_send(comm->c, sendbuf, s.count, s.dt, dest, sendtag));
+    if (dest != MPI_PROC_NULL)
+      rc = crnet_mpi_from_crnet(
+          comm, "MPI_Sendrecv",
+          crnet_send(comm->c, sendbuf, s.count, s.dt, dest, sendtag));
+    crnet_mpi_stage_end(&sg, false, 0);
+    return rc;
+  }
+  if ((rc = crnet_mpi_stage_recv(comm, "MPI_Sendrecv", &sg, recvtype, recvbuf,
+                                 (size_t)recvcount, false, &recvbuf)) !=
+      MPI_SUCCESS) {
+    crnet_mpi_stage_end(&sg, false, 0);
+    return rc;
   }
   if (dest == MPI_PROC_NULL)
     rc = crnet_recv(comm->c, recvbuf, r.count, r.dt, source, recvtag, &st);
   else
     rc = crnet_sendrecv(comm->c, sendbuf, s.count, s.dt, dest, sendtag, recvbuf,
                         r.count, r.dt, source, recvtag, &st);
+  crnet_mpi_stage_end(&sg, rc == 0, st.bytes);
   crnet_mpi_status(status, st.source, st.tag, st.error, st.bytes);
   return crnet_mpi_from_crnet(comm, "MPI_Sendrecv", rc);
+}
+
+/* MPI_Sendrecv_replace of a type with holes: the send goes packed, the
+ * receive lands packed and is unpacked into buf. */
+static int replace_staged(void *buf, int count, MPI_Datatype datatype, int dest,
+                          int sendtag, int source, int recvtag, MPI_Comm comm,
+                          MPI_Status *status) {
+  static const char fn[] = "MPI_Sendrecv_replace";
+  crnet_mpi_stage sg = {0};
+  crnet_mpi_type t;
+  const void *packed;
+  void *rbuf;
+  crnet_status st;
+  int rc;
+  if (!crnet_mpi_type_get(datatype, &t))
+    return crnet_mpi_fail(comm, fn, MPI_ERR_TYPE, "datatype %d", datatype);
+  if ((rc = crnet_mpi_stage_send(comm, fn, &sg, datatype, buf, (size_t)count,
+                                 &packed)) != MPI_SUCCESS)
+    return rc;
+  if ((rc = crnet_mpi_stage_recv(comm, fn, &sg, datatype, buf, (size_t)count,
+                                 false, &rbuf)) != MPI_SUCCESS) {
+    crnet_mpi_stage_end(&sg, false, 0);
+    return rc;
+  }
+  memset(&st, 0, sizeof st);
+  size_t n = (size_t)count * t.n;
+  if (source == MPI_PROC_NULL && dest == MPI_PROC_NULL)
+    rc = 0;
+  else if (source == MPI_PROC_NULL)
+    rc = crnet_send(comm->c, packed, n, t.base, dest, sendtag);
+  else if (dest == MPI_PROC_NULL)
+    rc = crnet_recv(comm->c, rbuf, n, t.base, source, recvtag, &st);
+  else
+    rc = crnet_sendrecv(comm->c, packed, n, t.base, dest, sendtag, rbuf, n,
+                        t.base, source, recvtag, &st);
+  crnet_mpi_stage_end(&sg, rc == 0 && source != MPI_PROC_NULL, st.bytes);
+  if (source == MPI_PROC_NULL)
+    crnet_mpi_status(status, MPI_PROC_NULL, MPI_ANY_TAG, 0, 0);
+  else
+    crnet_mpi_status(status, st.source, st.tag, st.error, st.bytes);
+  return crnet_mpi_from_crnet(comm, fn, rc);
 }
 
 /* The send goes from a copy, and the receive lands in buf. */
@@ -140,6 +211,9 @@ int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype datatype, int dest,
                  sendtag, &s);
   if (rc != MPI_SUCCESS)
     return rc;
+  if (s.holes) /* the packed copy is a copy already */
+    return replace_staged(buf, count, datatype, dest, sendtag, source, recvtag,
+                          comm, status);
   bytes = s.count * crnet_datatype_size(s.dt);
   if ((copy = malloc(bytes > 0 ? bytes : 1)) == NULL)
     return crnet_mpi_fail(comm, "MPI_Sendrecv_replace", MPI_ERR_NO_MEM,
@@ -167,6 +241,12 @@ static int isend_mode(const void *buf, int count, MPI_Datatype datatype,
     r->done = true;
     *request = r;
     return MPI_SUCCESS;
+  }
+  if ((rc = crnet_mpi_stage_send(comm, fn, &r->stage, datatype, buf,
+                                 (size_t)count, &buf)) != MPI_SUCCESS) {
+    crnet_mpi_request_free(r);
+    *request = MPI_REQUEST_NULL;
+    return rc;
   }
   return crnet_mpi_request_started(
       comm, fn,
@@ -232,6 +312,12 @@ int MPI_Irecv(void *buf, int count, MPI_Datatype datatype, int source, int tag,
     r->done = true;
     *request = r;
     return MPI_SUCCESS;
+  }
+  if ((rc = crnet_mpi_stage_recv(comm, "MPI_Irecv", &r->stage, datatype, buf,
+                                 (size_t)count, false, &buf)) != MPI_SUCCESS) {
+    crnet_mpi_request_free(r);
+    *request = MPI_REQUEST_NULL;
+    return rc;
   }
   return crnet_mpi_request_started(
       comm, "MPI_Irecv",

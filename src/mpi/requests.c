@@ -7,6 +7,7 @@
  * rest are not. */
 #include <pthread.h>
 #include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,12 @@ static void bsend_release(size_t bytes);
 
 /* r's own memory and its share of the buffer (not its comm's count). */
 static void request_memory_free(struct crnet_mpi_request *r) {
+  /* A receive or collective that ended well leaves its packed data in the
+   * program's buffer before the program hears of it. */
+  crnet_mpi_stage_end(&r->stage,
+                      r->done && r->rc == 0 && r->refused_by < 0 &&
+                          (r->kind == REQ_RECV || r->kind == REQ_COLL),
+                      r->kind == REQ_RECV ? r->st.bytes : SIZE_MAX);
   if (r->bsend_bytes > 0)
     bsend_release(r->bsend_bytes);
   free(r->arrays);

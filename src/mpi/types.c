@@ -2,8 +2,9 @@
  *
  * A datatype is what crnet moves: a base type (crnet_datatype) and how
  * many of it one element holds. The predefined ones map C's types by size;
- * MPI_Type_contiguous multiplies. MPI_BYTE moves as uint8 so that the
- * bitwise operators, which MPI allows on it, reduce it.
+ * MPI_Type_contiguous multiplies. A derived type with holes also has a
+ * layout (layout.c), kept here beside it by handle. MPI_BYTE moves as uint8 so
+ * that the bitwise operators, which MPI allows on it, reduce it.
  *
  * Operators. The predefined ones are crnet's, but for MPI_LXOR, which
  * crnet lacks: a crnet user operator made at MPI_Init. MPI_Op_create makes
@@ -18,6 +19,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <wchar.h>
 
 #include "mpi_internal.h"
@@ -95,9 +97,14 @@ static crnet_mpi_type types[TYPES_MAX] = {
               int i;
             }),
             true, true, true, true},
+    [33] = {CRNET_UINT8, 1, true, true, true, false}, /* MPI_PACKED */
 };
 _Static_assert(sizeof(float) == 4 && sizeof(double) == 8,
                "float and double are binary32 and binary64");
+
+/* The layouts of the derived types with holes (layout.c), by handle;
+ * NULL for every other type. Under lock. */
+static crnet_mpi_layout *layouts[TYPES_MAX];
 
 /* The predefined type a user operator's function is told it works on,
  * per base type. */
@@ -123,6 +130,53 @@ bool crnet_mpi_type_get(MPI_Datatype dt, crnet_mpi_type *out) {
     *out = types[dt];
   pthread_mutex_unlock(&lock);
   return ok;
+}
+
+bool crnet_mpi_type_hold(MPI_Datatype dt, bool committed_only,
+                         crnet_mpi_type *t, crnet_mpi_layout **layout) {
+  bool ok;
+  *layout = NULL;
+  if (dt <= 0 || dt >= TYPES_MAX)
+    return false;
+  if (dt < FIRST_DERIVED) { /* predefined: dense, never written */
+    *t = types[dt];
+    return t->live;
+  }
+  pthread_mutex_lock(&lock);
+  ok = types[dt].live && (types[dt].committed || !committed_only);
+  if (ok) {
+    *t = types[dt];
+    *layout = layouts[dt];
+    if (*layout != NULL)
+      atomic_fetch_add(&(*layout)->refs, 1);
+  }
+  pthread_mutex_unlock(&lock);
+  return ok;
+}
+
+void crnet_mpi_layout_release(crnet_mpi_layout *l) {
+  if (l != NULL && atomic_fetch_sub(&l->refs, 1) == 1)
+    free(l);
+}
+
+int crnet_mpi_type_add(const crnet_mpi_type *t, crnet_mpi_layout *layout,
+                       MPI_Datatype *out) {
+  pthread_mutex_lock(&lock);
+  for (int i = FIRST_DERIVED; i < TYPES_MAX; i++)
+    if (!types[i].live) {
+      types[i] = *t;
+      types[i].predefined = false;
+      types[i].committed = false;
+      types[i].live = true;
+      types[i].holes = layout != NULL;
+      layouts[i] = layout;
+      *out = i;
+      pthread_mutex_unlock(&lock);
+      return MPI_SUCCESS;
+    }
+  pthread_mutex_unlock(&lock);
+  crnet_mpi_layout_release(layout);
+  return MPI_ERR_NO_MEM;
 }
 
 /* A pair type's size: its value and its int, without the struct's padding
@@ -193,6 +247,15 @@ int MPI_Type_get_extent(MPI_Datatype datatype, MPI_Aint *lb, MPI_Aint *extent) {
                           "lb or extent is NULL");
   if (!existing_type(datatype, "MPI_Type_get_extent", &t, &rc))
     return rc;
+  if (t.holes) {
+    crnet_mpi_layout *l;
+    if (crnet_mpi_type_hold(datatype, false, &t, &l) && l != NULL) {
+      *lb = l->lb;
+      *extent = (MPI_Aint)l->extent;
+      crnet_mpi_layout_release(l);
+      return MPI_SUCCESS;
+    }
+  }
   /* A pair type's extent is its C struct's, padding included. */
   *lb = 0;
   *extent = (MPI_Aint)(t.n * crnet_datatype_size(t.base));
@@ -202,11 +265,19 @@ int MPI_Type_get_extent(MPI_Datatype datatype, MPI_Aint *lb, MPI_Aint *extent) {
 int MPI_Type_get_true_extent(MPI_Datatype datatype, MPI_Aint *true_lb,
                              MPI_Aint *true_extent) {
   crnet_mpi_type t;
+  crnet_mpi_layout *l = NULL;
   int rc = MPI_Type_get_extent(datatype, true_lb, true_extent);
-  /* A pair's padding trails its int: the true extent ends there. */
   if (rc == MPI_SUCCESS &&
-      existing_type(datatype, "MPI_Type_get_true_extent", &t, &rc))
-    *true_extent -= (MPI_Aint)trail_of(datatype, &t);
+      existing_type(datatype, "MPI_Type_get_true_extent", &t, &rc)) {
+    if (t.holes && crnet_mpi_type_hold(datatype, false, &t, &l) && l != NULL) {
+      *true_lb = l->true_lb;
+      *true_extent = (MPI_Aint)l->true_extent;
+      crnet_mpi_layout_release(l);
+    } else {
+      /* A pair's padding trails its int: the true extent ends there. */
+      *true_extent -= (MPI_Aint)trail_of(datatype, &t);
+    }
+  }
   return rc;
 }
 
@@ -219,6 +290,11 @@ int MPI_Type_contiguous(int count, MPI_Datatype oldtype,
                           "count %d, newtype %p", count, (void *)newtype);
   pthread_mutex_lock(&lock);
   bool live = oldtype > 0 && oldtype < TYPES_MAX && types[oldtype].live;
+  if (live && types[oldtype].holes) {
+    /* count copies one extent apart: a vector of blocks of one. */
+    pthread_mutex_unlock(&lock);
+    return MPI_Type_vector(count, 1, 1, oldtype, newtype);
+  }
   if (live)
     old = types[oldtype];
   for (int i = FIRST_DERIVED; live && i < TYPES_MAX; i++)
@@ -230,7 +306,9 @@ int MPI_Type_contiguous(int count, MPI_Datatype oldtype,
                                   true,
                                   false,
                                   size_of(oldtype, &old) * (size_t)count,
-                                  count > 0 ? trail_of(oldtype, &old) : 0};
+                                  count > 0 ? trail_of(oldtype, &old) : 0,
+                                  false,
+                                  old.mixed};
       *newtype = i;
       pthread_mutex_unlock(&lock);
       return MPI_SUCCESS;
@@ -269,6 +347,9 @@ int MPI_Type_free(MPI_Datatype *datatype) {
     rc = MPI_ERR_ARG;
   else {
     types[*datatype].live = false;
+    /* Calls in flight hold their own references. */
+    crnet_mpi_layout_release(layouts[*datatype]);
+    layouts[*datatype] = NULL;
     *datatype = MPI_DATATYPE_NULL;
   }
   pthread_mutex_unlock(&lock);
@@ -402,6 +483,10 @@ int crnet_mpi_op_get(MPI_Op op, const crnet_mpi_type *t, crnet_op *out,
                    : "MPI_MINLOC and MPI_MAXLOC take the pair types "
                      "(MPI_2INT, MPI_DOUBLE_INT, ...) only";
     return t->pair ? MPI_ERR_UNSUPPORTED_OPERATION : MPI_ERR_OP;
+  }
+  if (t->mixed) {
+    *why = "a datatype made of different base types is not reduced";
+    return MPI_ERR_UNSUPPORTED_OPERATION;
   }
   if (t->pair) {
     bool user = op >= FIRST_USER_OP;

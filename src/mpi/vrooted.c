@@ -78,6 +78,11 @@ static int prep(MPI_Comm comm, const char *fn, bool gather, const void *sbuf,
       return crnet_mpi_fail(comm, fn, MPI_ERR_TYPE,
                             "datatype %d does not exist or is not committed",
                             odt);
+    if (own.holes)
+      return crnet_mpi_fail(comm, fn, MPI_ERR_TYPE,
+                            "datatype %d has holes: crnet-mpi's %s takes "
+                            "dense datatypes only (docs/MPI.md)",
+                            odt, fn);
     v->dt = own.base;
     v->own = (size_t)ocount * own.n;
   }
@@ -88,6 +93,11 @@ static int prep(MPI_Comm comm, const char *fn, bool gather, const void *sbuf,
     return crnet_mpi_fail(comm, fn, MPI_ERR_TYPE,
                           "datatype %d does not exist or is not committed",
                           vdt);
+  if (roots.holes)
+    return crnet_mpi_fail(comm, fn, MPI_ERR_TYPE,
+                          "datatype %d has holes: crnet-mpi's %s takes dense "
+                          "datatypes only (docs/MPI.md)",
+                          vdt, fn);
   if (!in_place && roots.base != v->dt)
     return crnet_mpi_fail(comm, fn, MPI_ERR_TYPE,
                           "the root's own block is %s, its %s side %s: "

@@ -919,6 +919,10 @@ static void check_errors(void) {
 static int mismatch(void) {
   int x = rank, y = 0, code;
   OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  /* Everyone past MPI_Init first: the failure the mismatch causes is the
+   * job's, and a rank still in MPI_Init (whose MPI_COMM_SELF is a split of
+   * the world) would meet it there and end with the fatal handler. */
+  OK(MPI_Barrier(MPI_COMM_WORLD));
   if (rank == 0)
     code = MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   else

@@ -84,7 +84,7 @@ int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info,
     return rc;
   if (newcomm == NULL)
     bad = MPI_ERR_ARG;
-  else if (info != MPI_INFO_NULL)
+  else if (!crnet_mpi_info_valid(info))
     bad = MPI_ERR_INFO;
   else if (split_type == MPI_COMM_TYPE_SHARED)
     color = crnet_comm_host(comm->c, crnet_comm_rank(comm->c));
@@ -98,7 +98,7 @@ int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info,
   if (rc != 0)
     return crnet_mpi_from_crnet(comm, fn, rc);
   if (bad == MPI_ERR_INFO)
-    return crnet_mpi_fail(comm, fn, bad, "info: only MPI_INFO_NULL exists");
+    return crnet_mpi_fail(comm, fn, bad, "no such info object");
   if (bad == MPI_ERR_ARG && newcomm == NULL)
     return crnet_mpi_fail(comm, fn, bad, "newcomm is NULL");
   if (bad == MPI_ERR_ARG)

@@ -185,6 +185,7 @@ int MPI_Finalize(void) {
   self_comm.c = NULL;
   crnet_mpi_ops_fini();
   crnet_mpi_attr_fini();
+  crnet_mpi_info_fini();
   rc = crnet_comm_destroy(world_comm.c);
   if (rc != 0 && first == 0)
     first = rc;
@@ -267,10 +268,9 @@ int MPI_Get_library_version(char *version, int *resultlen) {
 
 int MPI_Alloc_mem(MPI_Aint size, MPI_Info info, void *baseptr) {
   void *p;
-  if (info != MPI_INFO_NULL)
+  if (!crnet_mpi_info_valid(info))
     return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Alloc_mem", MPI_ERR_INFO,
-                          "info objects are not supported: pass "
-                          "MPI_INFO_NULL");
+                          "no such info object");
   if (size < 0 || baseptr == NULL)
     return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Alloc_mem", MPI_ERR_ARG,
                           "size %lld, baseptr %p", (long long)size, baseptr);

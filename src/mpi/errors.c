@@ -67,6 +67,12 @@ static const char *class_text(int cls) {
     return "MPI_ERR_GROUP: invalid group";
   case MPI_ERR_KEYVAL:
     return "MPI_ERR_KEYVAL: invalid attribute key";
+  case MPI_ERR_INFO_KEY:
+    return "MPI_ERR_INFO_KEY: invalid info key";
+  case MPI_ERR_INFO_VALUE:
+    return "MPI_ERR_INFO_VALUE: invalid info value";
+  case MPI_ERR_INFO_NOKEY:
+    return "MPI_ERR_INFO_NOKEY: no such info key";
   default:
     return "MPI_ERR_UNKNOWN: unknown error";
   }

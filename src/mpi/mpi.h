@@ -148,6 +148,8 @@ typedef void MPI_User_function(void *invec, void *inoutvec, int *len,
 
 #define MPI_MAX_PROCESSOR_NAME 256
 #define MPI_MAX_OBJECT_NAME 64
+#define MPI_MAX_INFO_KEY 255
+#define MPI_MAX_INFO_VAL 1024
 #define MPI_MAX_ERROR_STRING 512
 #define MPI_MAX_LIBRARY_VERSION_STRING 256
 
@@ -178,6 +180,9 @@ typedef void MPI_User_function(void *invec, void *inoutvec, int *len,
 #define MPI_ERR_INFO 19
 #define MPI_ERR_GROUP 20
 #define MPI_ERR_KEYVAL 21
+#define MPI_ERR_INFO_KEY 22
+#define MPI_ERR_INFO_VALUE 23
+#define MPI_ERR_INFO_NOKEY 24
 #define MPI_ERR_LASTCODE 0x3fffffff
 
 /* --- the environment ------------------------------------------------------ */
@@ -218,6 +223,24 @@ CRNET_MPI_EXTERN int MPI_Comm_size(MPI_Comm comm, int *size);
 CRNET_MPI_EXTERN int MPI_Comm_split(MPI_Comm comm, int color, int key,
                                     MPI_Comm *newcomm);
 CRNET_MPI_EXTERN int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm);
+/* Info objects hold the program's hints; crnet-mpi accepts them where MPI
+ * takes them and uses none (MPI allows that). */
+CRNET_MPI_EXTERN int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info,
+                                            MPI_Comm *newcomm);
+CRNET_MPI_EXTERN int MPI_Comm_set_info(MPI_Comm comm, MPI_Info info);
+CRNET_MPI_EXTERN int MPI_Comm_get_info(MPI_Comm comm, MPI_Info *info_used);
+CRNET_MPI_EXTERN int MPI_Info_create(MPI_Info *info);
+CRNET_MPI_EXTERN int MPI_Info_set(MPI_Info info, const char *key,
+                                  const char *value);
+CRNET_MPI_EXTERN int MPI_Info_get(MPI_Info info, const char *key,
+                                  int valuelen, char *value, int *flag);
+CRNET_MPI_EXTERN int MPI_Info_get_valuelen(MPI_Info info, const char *key,
+                                           int *valuelen, int *flag);
+CRNET_MPI_EXTERN int MPI_Info_delete(MPI_Info info, const char *key);
+CRNET_MPI_EXTERN int MPI_Info_get_nkeys(MPI_Info info, int *nkeys);
+CRNET_MPI_EXTERN int MPI_Info_get_nthkey(MPI_Info info, int n, char *key);
+CRNET_MPI_EXTERN int MPI_Info_dup(MPI_Info info, MPI_Info *newinfo);
+CRNET_MPI_EXTERN int MPI_Info_free(MPI_Info *info);
 CRNET_MPI_EXTERN int MPI_Comm_free(MPI_Comm *comm);
 CRNET_MPI_EXTERN int MPI_Comm_compare(MPI_Comm comm1, MPI_Comm comm2,
                                       int *result);

@@ -151,6 +151,10 @@ int crnet_mpi_attr_copy_all(MPI_Comm from, MPI_Comm to, const char *fn);
 void crnet_mpi_attr_drop_all(MPI_Comm comm);
 void crnet_mpi_attr_fini(void);
 crnet_comm *crnet_mpi_world(void);
+/* Info objects (info.c): whether h is MPI_INFO_NULL or a live info; fini
+ * frees them all (MPI_Finalize). */
+bool crnet_mpi_info_valid(MPI_Info h);
+void crnet_mpi_info_fini(void);
 void crnet_mpi_list_add(MPI_Comm comm);
 void crnet_mpi_list_remove(MPI_Comm comm);
 

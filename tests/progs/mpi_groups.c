@@ -11,7 +11,7 @@
  * the predefined keys, the program's keys with their copy and delete
  * callbacks through MPI_Comm_dup, MPI_Comm_free, MPI_Comm_set_attr on a
  * set value and MPI_Finalize (MPI_COMM_SELF's, whose callback may still
- * call MPI), and callbacks that fail.
+ * call MPI), and callbacks that fail. Info objects.
  *
  * Exits 0 when every check held; else prints each that failed. */
 #include <stdint.h>
@@ -553,6 +553,79 @@ static void check_handles(void) {
   OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
 }
 
+/* Info objects: keys in the order first set, values cut to valuelen, dup,
+ * delete, the errors; accepted where MPI takes them (split_type, dup with
+ * info, alloc_mem), a freed one refused. A leftover info is freed by
+ * MPI_Finalize (valgrind-mpi-groups-p3 says so). */
+static void check_info(void) {
+  MPI_Info in, copy, used, leftover;
+  MPI_Comm c;
+  char key[MPI_MAX_INFO_KEY], val[8];
+  char longkey[MPI_MAX_INFO_KEY + 1];
+  int n = -1, flag = -1, len = -1, code;
+  void *mem = NULL;
+  OK(MPI_Info_create(&in));
+  OK(MPI_Info_set(in, "b_key", "second"));
+  OK(MPI_Info_set(in, "a_key", "first value, longer"));
+  OK(MPI_Info_set(in, "b_key", "2")); /* replaced, keeps its place */
+  OK(MPI_Info_get_nkeys(in, &n));
+  EXPECT(n == 2, "nkeys %d", n);
+  OK(MPI_Info_get_nthkey(in, 0, key));
+  EXPECT(strcmp(key, "b_key") == 0, "key 0 %s", key);
+  OK(MPI_Info_get(in, "b_key", sizeof val - 1, val, &flag));
+  EXPECT(flag == 1 && strcmp(val, "2") == 0, "b_key %d %s", flag, val);
+  OK(MPI_Info_get(in, "a_key", 5, val, &flag));
+  EXPECT(flag == 1 && strcmp(val, "first") == 0, "a_key cut to 5: %s", val);
+  OK(MPI_Info_get_valuelen(in, "a_key", &len, &flag));
+  EXPECT(flag == 1 && len == 19, "valuelen %d", len);
+  OK(MPI_Info_get(in, "nope", sizeof val - 1, val, &flag));
+  EXPECT(flag == 0, "a missing key found");
+  OK(MPI_Info_dup(in, &copy));
+  OK(MPI_Info_delete(in, "b_key"));
+  OK(MPI_Info_get_nkeys(in, &n));
+  EXPECT(n == 1, "nkeys after delete %d", n);
+  OK(MPI_Info_get_nkeys(copy, &n));
+  EXPECT(n == 2, "the dup lost a key: %d", n);
+  OK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, copy, &c));
+  OK(MPI_Comm_free(&c));
+  OK(MPI_Comm_dup_with_info(MPI_COMM_WORLD, in, &c));
+  OK(MPI_Comm_set_info(c, copy));
+  OK(MPI_Comm_get_info(c, &used));
+  OK(MPI_Info_get_nkeys(used, &n));
+  EXPECT(n == 0, "hints in use: %d", n);
+  OK(MPI_Info_free(&used));
+  OK(MPI_Comm_free(&c));
+  OK(MPI_Alloc_mem(64, in, &mem));
+  OK(MPI_Free_mem(mem));
+  OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  memset(longkey, 'k', sizeof longkey - 1);
+  longkey[sizeof longkey - 1] = '\0';
+  code = MPI_Info_set(in, longkey, "v");
+  EXPECT(error_class(code) == MPI_ERR_INFO_KEY, "a long key: %s",
+         error_text(code));
+  code = MPI_Info_set(in, "k", "");
+  EXPECT(error_class(code) == MPI_ERR_INFO_VALUE, "an empty value: %s",
+         error_text(code));
+  code = MPI_Info_delete(in, "b_key");
+  EXPECT(error_class(code) == MPI_ERR_INFO_NOKEY, "delete twice: %s",
+         error_text(code));
+  code = MPI_Info_get_nthkey(in, 1, key);
+  EXPECT(error_class(code) == MPI_ERR_ARG, "key 1 of 1: %s", error_text(code));
+  OK(MPI_Info_free(&copy));
+  EXPECT(copy == MPI_INFO_NULL, "freed info not null");
+  MPI_Info stale = in;
+  OK(MPI_Info_free(&in));
+  code = MPI_Info_set(stale, "k", "v");
+  EXPECT(error_class(code) == MPI_ERR_INFO, "a freed info: %s",
+         error_text(code));
+  code = MPI_Alloc_mem(64, stale, &mem);
+  EXPECT(error_class(code) == MPI_ERR_INFO, "alloc_mem, a freed info: %s",
+         error_text(code));
+  OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
+  OK(MPI_Info_create(&leftover));
+  OK(MPI_Info_set(leftover, "left", "over"));
+}
+
 int main(int argc, char **argv) {
   OK(MPI_Init(&argc, &argv));
   OK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
@@ -566,6 +639,7 @@ int main(int argc, char **argv) {
   check_errors();
   check_attributes();
   check_handles();
+  check_info();
   int bad = failures, all_bad = 0;
   OK(MPI_Allreduce(&bad, &all_bad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
   OK(MPI_Finalize());

@@ -6,13 +6,16 @@
  * Each rank runs three threads at once on three communicators: one makes
  * allreduces (blocking and nonblocking) on a dup of the world, one
  * exchanges messages around a ring on another dup (sendrecv, probe and
- * receive, isend and irecv with test), and the main thread makes barriers
- * and bcasts on MPI_COMM_WORLD and creates and frees an operator and a
- * datatype meanwhile. Every result is checked; exits 0 when all held. */
+ * receive, isend and irecv with test, freed sends, buffered sends, a
+ * column of a matrix as a vector type), and the main thread makes barriers
+ * and bcasts on MPI_COMM_WORLD and meanwhile creates and frees operators,
+ * datatypes (with holes too), attribute keys and values, and info
+ * objects. Every result is checked; exits 0 when all held. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "mpi.h"
 
@@ -72,6 +75,33 @@ static void *messenger(void *arg) {
     while (!flag)
       OK(MPI_Testall(2, rq, &flag, MPI_STATUSES_IGNORE));
     EXPECT(in[2] == prev * i, "irecv %d: %d", i, in[2]);
+    /* A send freed while active, a buffered one, and a column of a 4 x 3
+     * matrix (a vector type) received into a column elsewhere. */
+    static __thread int freed_out[3];
+    memcpy(freed_out, out, sizeof freed_out);
+    OK(MPI_Isend(freed_out, 3, MPI_INT, next, 6000, c, &rq[0]));
+    OK(MPI_Request_free(&rq[0]));
+    OK(MPI_Recv(in, 3, MPI_INT, prev, 6000, c, MPI_STATUS_IGNORE));
+    EXPECT(in[1] == i, "freed send %d: %d", i, in[1]);
+    OK(MPI_Bsend(out, 3, MPI_INT, next, 7000, c));
+    OK(MPI_Recv(in, 3, MPI_INT, prev, 7000, c, MPI_STATUS_IGNORE));
+    EXPECT(in[2] == prev * i, "bsend %d: %d", i, in[2]);
+    int m[4][3], got[4][3];
+    MPI_Datatype col;
+    for (int r = 0; r < 4; r++)
+      for (int k = 0; k < 3; k++) {
+        m[r][k] = rank * 100 + i + r * 3 + k;
+        got[r][k] = -1;
+      }
+    OK(MPI_Type_vector(4, 1, 3, MPI_INT, &col));
+    OK(MPI_Type_commit(&col));
+    OK(MPI_Irecv(&got[0][2], 1, col, prev, 8000, c, &rq[1]));
+    OK(MPI_Type_free(&col)); /* the receive keeps its own */
+    OK(MPI_Send(&m[0][1], 4, MPI_INT, next, 8000, c));
+    OK(MPI_Wait(&rq[1], MPI_STATUS_IGNORE));
+    for (int r = 0; r < 4; r++)
+      EXPECT(got[r][2] == prev * 100 + i + 1 + r && got[r][0] == -1,
+             "column %d: row %d: %d", i, r, got[r][2]);
   }
   return NULL;
 }
@@ -97,6 +127,8 @@ int main(int argc, char **argv) {
   OK(MPI_Comm_size(MPI_COMM_WORLD, &p));
   OK(MPI_Comm_dup(MPI_COMM_WORLD, &a));
   OK(MPI_Comm_dup(MPI_COMM_WORLD, &b));
+  static char bsend_space[64 * (3 * sizeof(int) + MPI_BSEND_OVERHEAD)];
+  OK(MPI_Buffer_attach(bsend_space, sizeof bsend_space));
   if (pthread_create(&t[0], NULL, reducer, &a) != 0 ||
       pthread_create(&t[1], NULL, messenger, &b) != 0) {
     fprintf(stderr, "mpi_threads: pthread_create failed\n");
@@ -118,10 +150,31 @@ int main(int argc, char **argv) {
     OK(MPI_Type_contiguous(2, MPI_INT, &two));
     OK(MPI_Type_commit(&two));
     OK(MPI_Type_free(&two));
+    OK(MPI_Type_vector(3, 1, 2, MPI_DOUBLE, &two));
+    OK(MPI_Type_commit(&two));
+    OK(MPI_Type_free(&two));
+    /* An attribute on the world while the others use their dups. */
+    int key = MPI_KEYVAL_INVALID, flag = 0;
+    int *val = NULL;
+    OK(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, MPI_COMM_NULL_DELETE_FN,
+                              &key, NULL));
+    OK(MPI_Comm_set_attr(MPI_COMM_WORLD, key, &v));
+    OK(MPI_Comm_get_attr(MPI_COMM_WORLD, key, &val, &flag));
+    EXPECT(flag && val == &v, "attribute %d", i);
+    OK(MPI_Comm_delete_attr(MPI_COMM_WORLD, key));
+    OK(MPI_Comm_free_keyval(&key));
+    MPI_Info info;
+    OK(MPI_Info_create(&info));
+    OK(MPI_Info_set(info, "round", "x"));
+    OK(MPI_Info_free(&info));
     EXPECT(MPI_Wtime() > 0, "wtime");
   }
   pthread_join(t[0], NULL);
   pthread_join(t[1], NULL);
+  void *detached = NULL;
+  int detached_size = 0;
+  OK(MPI_Buffer_detach(&detached, &detached_size));
+  EXPECT(detached == bsend_space, "detached %p", detached);
   OK(MPI_Comm_free(&a));
   OK(MPI_Comm_free(&b));
   OK(MPI_Finalize());

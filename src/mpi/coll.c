@@ -360,8 +360,10 @@ int MPI_Exscan(const void *sendbuf, void *recvbuf, int count,
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Exscan"));
   CHECK(reduction(comm, "MPI_Exscan", count, datatype, op, true, &m, &cop));
   void **rbp = &recvbuf;
+  /* Filled always: crnet leaves rank 0's result as it was, and so must the
+   * unpacking. */
   CHECK(stage(comm, "MPI_Exscan", &sg, &sendbuf, datatype, (size_t)count, rbp,
-              datatype, (size_t)count, sendbuf == MPI_IN_PLACE));
+              datatype, (size_t)count, true));
   return staged_end(
       comm, "MPI_Exscan", &sg,
       crnet_exscan(comm->c, send_of(sendbuf), recvbuf, m.count, m.dt, cop));
@@ -380,7 +382,7 @@ int MPI_Iexscan(const void *sendbuf, void *recvbuf, int count,
   CHECK(staged_or_freed(r, request,
                         stage(comm, "MPI_Iexscan", &r->stage, &sendbuf,
                               datatype, (size_t)count, rbp, datatype,
-                              (size_t)count, sendbuf == MPI_IN_PLACE)));
+                              (size_t)count, true)));
   return crnet_mpi_request_started(comm, "MPI_Iexscan",
                                    crnet_iexscan(comm->c, send_of(sendbuf),
                                                  recvbuf, m.count, m.dt, cop,

@@ -39,12 +39,20 @@ typedef struct part {
   size_t extent, size, align;
 } part;
 
+/* A type's blocks are flattened: copies of copies multiply them. Past this
+ * many (256 MiB of them) a constructor gives up with MPI_ERR_NO_MEM. */
+#define BLOCKS_MAX ((size_t)1 << 24)
+
+/* The new type as its copies are added. Its bounds: where the copies of
+ * types without set bounds lie (data), and the bounds of the copies of
+ * types whose bounds MPI_Type_create_resized set (marks), which win
+ * (MPI 3.1, 4.1.7: the lb and ub markers of the type map). */
 typedef struct builder {
   crnet_mpi_block *b;
   size_t n, cap;
   bool oom;
-  bool any; /* a copy was added: lb and ub mean something */
-  ptrdiff_t lb, ub;
+  bool any_data, any_mark;
+  ptrdiff_t dlb, dub, mlb, mub;
   size_t align;
   crnet_datatype base;
   bool mixed, based;
@@ -61,7 +69,8 @@ static int part_get(const char *fn, MPI_Datatype dt, part *p) {
   if (!crnet_mpi_type_hold(dt, false, &p->t, &p->l))
     return crnet_mpi_fail(MPI_COMM_NULL, fn, MPI_ERR_TYPE,
                           "datatype %d does not exist", dt);
-  if (p->t.pair) {
+  /* A pair's padding is not data: only contiguous runs of pairs move. */
+  if (p->t.pair || p->t.trail != 0) {
     part_release(p);
     return crnet_mpi_fail(MPI_COMM_NULL, fn, MPI_ERR_TYPE,
                           "a pair type (MPI_DOUBLE_INT, ...) inside a "
@@ -76,7 +85,7 @@ static int part_get(const char *fn, MPI_Datatype dt, part *p) {
   } else {
     p->extent = p->t.n * crnet_datatype_size(p->t.base);
     p->size = p->extent;
-    p->align = crnet_datatype_size(p->t.base);
+    p->align = p->t.align ? p->t.align : crnet_datatype_size(p->t.base);
   }
   return MPI_SUCCESS;
 }
@@ -90,6 +99,10 @@ static void add_block(builder *b, ptrdiff_t off, size_t len) {
   }
   if (b->n == b->cap) {
     size_t cap = b->cap ? 2 * b->cap : 16;
+    if (b->n >= BLOCKS_MAX) {
+      b->oom = true;
+      return;
+    }
     crnet_mpi_block *nb = realloc(b->b, sizeof *nb * cap);
     if (nb == NULL) {
       b->oom = true;
@@ -103,18 +116,35 @@ static void add_block(builder *b, ptrdiff_t off, size_t len) {
   b->n++;
 }
 
-/* One element of p at displacement disp (bytes). */
-static void add_copy(builder *b, const part *p, ptrdiff_t disp) {
-  if (p->l != NULL)
-    for (size_t k = 0; k < p->l->nblocks; k++)
-      add_block(b, disp + p->l->blocks[k].off, p->l->blocks[k].len);
+/* The bounds of copies of p from lo to hi (their displacements). */
+static void add_bounds(builder *b, const part *p, ptrdiff_t lo, ptrdiff_t hi) {
+  ptrdiff_t l = lo + p->lb, u = hi + p->lb + (ptrdiff_t)p->extent;
+  if (p->t.sticky) {
+    b->mlb = b->any_mark && b->mlb < l ? b->mlb : l;
+    b->mub = b->any_mark && b->mub > u ? b->mub : u;
+    b->any_mark = true;
+  } else {
+    b->dlb = b->any_data && b->dlb < l ? b->dlb : l;
+    b->dub = b->any_data && b->dub > u ? b->dub : u;
+    b->any_data = true;
+  }
+}
+
+/* count elements of p one after the other from displacement disp: one
+ * block when p is dense. */
+static void add_run(builder *b, const part *p, ptrdiff_t disp, size_t count) {
+  ptrdiff_t ext = (ptrdiff_t)p->extent;
+  if (count == 0)
+    return;
+  if (p->l == NULL)
+    add_block(b, disp, p->size * count);
   else
-    add_block(b, disp, p->size);
-  if (!b->any || disp + p->lb < b->lb)
-    b->lb = disp + p->lb;
-  if (!b->any || disp + p->lb + (ptrdiff_t)p->extent > b->ub)
-    b->ub = disp + p->lb + (ptrdiff_t)p->extent;
-  b->any = true;
+    for (size_t j = 0; j < count && !b->oom; j++)
+      for (size_t k = 0; k < p->l->nblocks; k++)
+        add_block(b, disp + (ptrdiff_t)j * ext + p->l->blocks[k].off,
+                  p->l->blocks[k].len);
+  add_bounds(b, p, ext >= 0 ? disp : disp + (ptrdiff_t)(count - 1) * ext,
+             ext >= 0 ? disp + (ptrdiff_t)(count - 1) * ext : disp);
   if (p->align > b->align)
     b->align = p->align;
   if (p->size == 0)
@@ -128,11 +158,12 @@ static void add_copy(builder *b, const part *p, ptrdiff_t disp) {
   }
 }
 
-/* The new type from b, with the bounds lb and extent: a dense type if its
- * data run from 0 to its extent in one block, else one with its layout.
- * 0, or the error raised. */
+/* The new type from b, with the bounds lb and extent (sticky: set by
+ * MPI_Type_create_resized, or by marks among its copies): a dense type if
+ * its data run from 0 to its extent in one block, else one with its
+ * layout. 0, or the error raised. */
 static int finish(const char *fn, builder *b, ptrdiff_t lb, size_t extent,
-                  MPI_Datatype *newtype) {
+                  bool sticky, MPI_Datatype *newtype) {
   crnet_mpi_type t;
   crnet_mpi_layout *l = NULL;
   size_t size = 0, esize;
@@ -153,6 +184,8 @@ static int finish(const char *fn, builder *b, ptrdiff_t lb, size_t extent,
   memset(&t, 0, sizeof t);
   t.base = b->based && !b->mixed ? b->base : CRNET_BYTE;
   t.mixed = b->mixed;
+  t.sticky = sticky;
+  t.align = b->align ? b->align : 1;
   esize = crnet_datatype_size(t.base);
   t.n = size / esize;
   t.size = size;
@@ -184,10 +217,14 @@ static int finish(const char *fn, builder *b, ptrdiff_t lb, size_t extent,
   return MPI_SUCCESS;
 }
 
-/* The bounds of what was added (0 and 0 for nothing). */
-static void natural_bounds(const builder *b, ptrdiff_t *lb, size_t *extent) {
-  *lb = b->any ? b->lb : 0;
-  *extent = b->any ? (size_t)(b->ub - b->lb) : 0;
+/* The bounds of what was added (0 and 0 for nothing): the marks where
+ * there are any, else the data's. Whether they are marks. */
+static bool natural_bounds(const builder *b, ptrdiff_t *lb, size_t *extent) {
+  ptrdiff_t l = b->any_mark ? b->mlb : b->any_data ? b->dlb : 0;
+  ptrdiff_t u = b->any_mark ? b->mub : b->any_data ? b->dub : 0;
+  *lb = l;
+  *extent = u > l ? (size_t)(u - l) : 0;
+  return b->any_mark;
 }
 
 static int bad_args(const char *fn, const char *what) {
@@ -201,6 +238,27 @@ typedef struct where {
   const MPI_Aint *bytes;
   const int *extents;
 } where;
+
+/* a * b + c in *out, false if it overflows. */
+static bool affine(ptrdiff_t a, ptrdiff_t b, ptrdiff_t c, ptrdiff_t *out) {
+  ptrdiff_t m;
+  return !__builtin_mul_overflow(a, b, &m) &&
+         !__builtin_add_overflow(m, c, out);
+}
+
+/* A run of len elements of p from displacement at, if its last element's
+ * displacement does not overflow: else false with the error raised. */
+static bool add_run_checked(const char *fn, builder *b, const part *p,
+                            ptrdiff_t at, int len, int *rc) {
+  ptrdiff_t last;
+  if (len > 0 && !affine(len - 1, (ptrdiff_t)p->extent, at, &last)) {
+    *rc = crnet_mpi_fail(MPI_COMM_NULL, fn, MPI_ERR_ARG,
+                         "a displacement overflows");
+    return false;
+  }
+  add_run(b, p, at, (size_t)len);
+  return true;
+}
 
 /* count blocks of blocklens[i] (or, if blocklens is NULL, blocklen)
  * elements of oldtype, placed as w says: every constructor but struct,
@@ -226,33 +284,42 @@ static int blocks_of(const char *fn, int count, const int *blocklens,
     return rc;
   for (int i = 0; i < count && !b.oom; i++) {
     int len = blocklens != NULL ? blocklens[i] : blocklen;
-    ptrdiff_t at, ext = (ptrdiff_t)p.extent;
+    ptrdiff_t at = 0, ext = (ptrdiff_t)p.extent, stride;
+    bool ok = true;
     if (len < 0) {
-      part_release(&p);
-      free(b.b);
-      return crnet_mpi_fail(MPI_COMM_NULL, fn, MPI_ERR_COUNT,
-                            "blocklength[%d] = %d", i, len);
+      rc = crnet_mpi_fail(MPI_COMM_NULL, fn, MPI_ERR_COUNT,
+                          "blocklength[%d] = %d", i, len);
+      break;
     }
     switch (w.how) {
     case STRIDE_BYTES:
-      at = (ptrdiff_t)i * w.stride;
+      ok = affine(i, w.stride, 0, &at);
       break;
     case STRIDE_EXTENTS:
-      at = (ptrdiff_t)i * w.stride * ext;
+      ok = affine(w.stride, ext, 0, &stride) && affine(i, stride, 0, &at);
       break;
     case AT_BYTES:
       at = w.bytes[i];
       break;
     default:
-      at = (ptrdiff_t)w.extents[i] * ext;
+      ok = affine(w.extents[i], ext, 0, &at);
       break;
     }
-    for (int j = 0; j < len && !b.oom; j++)
-      add_copy(&b, &p, at + (ptrdiff_t)j * ext);
+    if (!ok) {
+      rc = crnet_mpi_fail(MPI_COMM_NULL, fn, MPI_ERR_ARG,
+                          "block %d's displacement overflows", i);
+      break;
+    }
+    if (!add_run_checked(fn, &b, &p, at, len, &rc))
+      break;
   }
   part_release(&p);
-  natural_bounds(&b, &lb, &extent);
-  return finish(fn, &b, lb, extent, newtype);
+  if (rc != MPI_SUCCESS) {
+    free(b.b);
+    return rc;
+  }
+  bool sticky = natural_bounds(&b, &lb, &extent);
+  return finish(fn, &b, lb, extent, sticky, newtype);
 }
 
 int MPI_Type_vector(int count, int blocklength, int stride,
@@ -340,15 +407,19 @@ int MPI_Type_create_struct(int count, const int array_of_blocklengths[],
       free(b.b);
       return rc;
     }
-    for (int j = 0; j < array_of_blocklengths[i] && !b.oom; j++)
-      add_copy(&b, &p,
-               array_of_displacements[i] + (ptrdiff_t)j * (ptrdiff_t)p.extent);
+    bool ok = add_run_checked(fn, &b, &p, array_of_displacements[i],
+                              array_of_blocklengths[i], &rc);
     part_release(&p);
+    if (!ok) {
+      free(b.b);
+      return rc;
+    }
   }
-  natural_bounds(&b, &lb, &extent);
-  if (b.align > 1 && extent % b.align != 0)
+  /* Padded only where no member's bounds were set (MPI 3.1, 4.1.6). */
+  bool sticky = natural_bounds(&b, &lb, &extent);
+  if (!sticky && b.align > 1 && extent % b.align != 0)
     extent += b.align - extent % b.align;
-  return finish(fn, &b, lb, extent, newtype);
+  return finish(fn, &b, lb, extent, sticky, newtype);
 }
 
 int MPI_Type_create_resized(MPI_Datatype oldtype, MPI_Aint lb, MPI_Aint extent,
@@ -363,26 +434,9 @@ int MPI_Type_create_resized(MPI_Datatype oldtype, MPI_Aint lb, MPI_Aint extent,
     return bad_args(fn, "a negative extent");
   if ((rc = part_get(fn, oldtype, &p)) != MPI_SUCCESS)
     return rc;
-  add_copy(&b, &p, 0);
+  add_run(&b, &p, 0, 1);
   part_release(&p);
-  return finish(fn, &b, lb, (size_t)extent, newtype);
-}
-
-int MPI_Type_dup(MPI_Datatype oldtype, MPI_Datatype *newtype) {
-  static const char fn[] = "MPI_Type_dup";
-  builder b = {0};
-  part p;
-  int rc;
-  if (newtype == NULL)
-    return bad_args(fn, "newtype is NULL");
-  if ((rc = part_get(fn, oldtype, &p)) != MPI_SUCCESS)
-    return rc;
-  add_copy(&b, &p, 0);
-  part_release(&p);
-  rc = finish(fn, &b, p.lb, p.extent, newtype);
-  if (rc == MPI_SUCCESS)
-    rc = MPI_Type_commit(newtype); /* a dup of a committed type is one */
-  return rc;
+  return finish(fn, &b, lb, (size_t)extent, true, newtype);
 }
 
 /* The subarray subsizes at starts of an array of sizes (row-major with
@@ -404,15 +458,22 @@ int MPI_Type_create_subarray(int ndims, const int array_of_sizes[],
   for (int d = 0; d < ndims; d++) {
     if (array_of_sizes[d] <= 0 || array_of_subsizes[d] < 0 ||
         array_of_starts[d] < 0 ||
-        array_of_subsizes[d] + array_of_starts[d] > array_of_sizes[d])
+        array_of_subsizes[d] > array_of_sizes[d] - array_of_starts[d])
       return crnet_mpi_fail(MPI_COMM_NULL, fn, MPI_ERR_ARG,
                             "dimension %d: size %d, subsize %d, start %d", d,
                             array_of_sizes[d], array_of_subsizes[d],
                             array_of_starts[d]);
-    total *= (size_t)array_of_sizes[d];
+    if (__builtin_mul_overflow(total, (size_t)array_of_sizes[d], &total))
+      total = SIZE_MAX;
   }
   if ((rc = part_get(fn, oldtype, &p)) != MPI_SUCCESS)
     return rc;
+  /* Every element's displacement fits (the whole array's extent does). */
+  if (total > (size_t)PTRDIFF_MAX / (p.extent > 0 ? p.extent : 1)) {
+    part_release(&p);
+    return crnet_mpi_fail(MPI_COMM_NULL, fn, MPI_ERR_ARG,
+                          "the array's extent overflows");
+  }
   /* The dimension whose elements are adjacent in memory, and the others
    * from the slowest: a run of subsizes[last] elements per combination of
    * the others' indices. */
@@ -433,11 +494,12 @@ int MPI_Type_create_subarray(int ndims, const int array_of_sizes[],
       at += idx * stride;
       stride *= (size_t)array_of_sizes[d];
     }
-    for (int j = 0; j < array_of_subsizes[last] && !b.oom; j++)
-      add_copy(&b, &p, (ptrdiff_t)(at + (size_t)j) * (ptrdiff_t)p.extent);
+    add_run(&b, &p, (ptrdiff_t)(at * p.extent),
+            (size_t)array_of_subsizes[last]);
   }
   part_release(&p);
-  return finish(fn, &b, 0, total * p.extent, newtype);
+  /* Bounds set, as MPI defines the subarray (a resized type). */
+  return finish(fn, &b, 0, total * p.extent, true, newtype);
 }
 
 /* --- packing --- */
@@ -556,7 +618,12 @@ static int packed_size(MPI_Comm comm, const char *fn, int count,
   if (!crnet_mpi_type_hold(dt, true, &t, l))
     return crnet_mpi_fail(comm, fn, MPI_ERR_TYPE,
                           "datatype %d does not exist or is not committed", dt);
-  *bytes = (size_t)count * t.n * crnet_datatype_size(t.base);
+  size_t esize = t.n * crnet_datatype_size(t.base);
+  if (esize != 0 && (size_t)count > SIZE_MAX / esize) {
+    crnet_mpi_layout_release(*l);
+    return crnet_mpi_fail(comm, fn, MPI_ERR_COUNT, "%d elements", count);
+  }
+  *bytes = (size_t)count * esize;
   return MPI_SUCCESS;
 }
 

@@ -363,8 +363,8 @@ CRNET_MPI_EXTERN int MPI_Type_get_true_extent(MPI_Datatype datatype,
 CRNET_MPI_EXTERN int MPI_Type_contiguous(int count, MPI_Datatype oldtype,
                                          MPI_Datatype *newtype);
 /* Derived types with holes: moved packed, in point-to-point and in every
- * collective but the v- and w-variants, reduce-scatter and the prefix
- * reductions, which refuse them (docs/MPI.md). */
+ * collective but the v- and w-variants and reduce-scatter, which refuse
+ * them (docs/MPI.md). */
 CRNET_MPI_EXTERN int MPI_Type_vector(int count, int blocklength, int stride,
                                      MPI_Datatype oldtype,
                                      MPI_Datatype *newtype);

@@ -212,6 +212,13 @@ typedef struct crnet_mpi_type {
   /* Made of more than one base type (a struct of ints and doubles): moved
    * as bytes (base CRNET_BYTE) and never reduced. */
   bool mixed;
+  /* Its bounds were set by MPI_Type_create_resized (or it holds such a
+   * type): in a constructor they win over where its data lie, and a
+   * struct holding it is not padded (MPI 3.1, 4.1.7). */
+  bool sticky;
+  /* The alignment of its most aligned member (a struct's padding); 0 for
+   * the predefined types, whose base type's size it is. */
+  size_t align;
 } crnet_mpi_type;
 
 /* Where one element of a type with holes keeps its data: blocks of bytes

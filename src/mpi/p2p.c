@@ -211,9 +211,15 @@ int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype datatype, int dest,
                  sendtag, &s);
   if (rc != MPI_SUCCESS)
     return rc;
-  if (s.holes) /* the packed copy is a copy already */
+  if (s.holes) { /* the packed copy is a copy already */
+    message r = {0};
+    rc = check(&comm, "MPI_Sendrecv_replace", count, datatype, source, true,
+               recvtag, &r);
+    if (rc != MPI_SUCCESS)
+      return rc;
     return replace_staged(buf, count, datatype, dest, sendtag, source, recvtag,
                           comm, status);
+  }
   bytes = s.count * crnet_datatype_size(s.dt);
   if ((copy = malloc(bytes > 0 ? bytes : 1)) == NULL)
     return crnet_mpi_fail(comm, "MPI_Sendrecv_replace", MPI_ERR_NO_MEM,

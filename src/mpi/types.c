@@ -102,9 +102,34 @@ static crnet_mpi_type types[TYPES_MAX] = {
 _Static_assert(sizeof(float) == 4 && sizeof(double) == 8,
                "float and double are binary32 and binary64");
 
-/* The layouts of the derived types with holes (layout.c), by handle;
- * NULL for every other type. Under lock. */
+/* The layouts of the derived types with holes (layout.c), by slot; NULL
+ * for every other type. Under lock. */
 static crnet_mpi_layout *layouts[TYPES_MAX];
+
+/* A derived type's handle is its slot and the slot's generation above it,
+ * which every new type in the slot raises: a handle the program freed
+ * never names the next type of its slot, even one made by another thread
+ * between a call's check of the type and its use (MPI lets a type be freed
+ * while calls that use it go on). Predefined handles are their slots.
+ * Under lock. */
+#define SLOT_BITS 12
+_Static_assert(TYPES_MAX == 1 << SLOT_BITS, "a slot fills SLOT_BITS");
+#define GEN_MAX ((1u << (31 - SLOT_BITS)) - 1)
+static uint32_t gens[TYPES_MAX];
+static uint32_t next_slot = FIRST_DERIVED; /* where the next search starts */
+
+/* The slot of handle dt, or -1 if it names no type that exists. Under lock
+ * for derived handles. */
+static int slot_of(MPI_Datatype dt) {
+  uint32_t s, g;
+  if (dt <= 0)
+    return -1;
+  s = (uint32_t)dt & (TYPES_MAX - 1);
+  g = (uint32_t)dt >> SLOT_BITS;
+  if (s < FIRST_DERIVED)
+    return g == 0 && types[s].live ? (int)s : -1;
+  return g == gens[s] && types[s].live ? (int)s : -1;
+}
 
 /* The predefined type a user operator's function is told it works on,
  * per base type. */
@@ -118,16 +143,16 @@ static const MPI_Datatype canonical[CRNET_DATATYPE_COUNT] = {
 
 bool crnet_mpi_type_get(MPI_Datatype dt, crnet_mpi_type *out) {
   bool ok;
-  if (dt <= 0 || dt >= TYPES_MAX)
-    return false;
-  if (dt < FIRST_DERIVED) { /* predefined: never written after start-up */
+  int s;
+  if (dt > 0 && dt < FIRST_DERIVED) { /* predefined: never written */
     *out = types[dt];
     return out->live;
   }
   pthread_mutex_lock(&lock);
-  ok = types[dt].live && types[dt].committed;
+  s = slot_of(dt);
+  ok = s >= 0 && types[s].committed;
   if (ok)
-    *out = types[dt];
+    *out = types[s];
   pthread_mutex_unlock(&lock);
   return ok;
 }
@@ -135,18 +160,18 @@ bool crnet_mpi_type_get(MPI_Datatype dt, crnet_mpi_type *out) {
 bool crnet_mpi_type_hold(MPI_Datatype dt, bool committed_only,
                          crnet_mpi_type *t, crnet_mpi_layout **layout) {
   bool ok;
+  int s;
   *layout = NULL;
-  if (dt <= 0 || dt >= TYPES_MAX)
-    return false;
-  if (dt < FIRST_DERIVED) { /* predefined: dense, never written */
+  if (dt > 0 && dt < FIRST_DERIVED) { /* predefined: dense, never written */
     *t = types[dt];
     return t->live;
   }
   pthread_mutex_lock(&lock);
-  ok = types[dt].live && (types[dt].committed || !committed_only);
+  s = slot_of(dt);
+  ok = s >= 0 && (types[s].committed || !committed_only);
   if (ok) {
-    *t = types[dt];
-    *layout = layouts[dt];
+    *t = types[s];
+    *layout = layouts[s];
     if (*layout != NULL)
       atomic_fetch_add(&(*layout)->refs, 1);
   }
@@ -162,18 +187,24 @@ void crnet_mpi_layout_release(crnet_mpi_layout *l) {
 int crnet_mpi_type_add(const crnet_mpi_type *t, crnet_mpi_layout *layout,
                        MPI_Datatype *out) {
   pthread_mutex_lock(&lock);
-  for (int i = FIRST_DERIVED; i < TYPES_MAX; i++)
-    if (!types[i].live) {
-      types[i] = *t;
-      types[i].predefined = false;
-      types[i].committed = false;
-      types[i].live = true;
-      types[i].holes = layout != NULL;
-      layouts[i] = layout;
-      *out = i;
-      pthread_mutex_unlock(&lock);
-      return MPI_SUCCESS;
-    }
+  /* Round the table: a freed slot is the last to be used again. */
+  for (int k = 0; k < TYPES_MAX - FIRST_DERIVED; k++) {
+    uint32_t i = FIRST_DERIVED + (next_slot - FIRST_DERIVED + (uint32_t)k) %
+                                     (TYPES_MAX - FIRST_DERIVED);
+    if (types[i].live)
+      continue;
+    types[i] = *t;
+    types[i].predefined = false;
+    types[i].committed = false;
+    types[i].live = true;
+    types[i].holes = layout != NULL;
+    layouts[i] = layout;
+    gens[i] = gens[i] == GEN_MAX ? 1 : gens[i] + 1;
+    next_slot = i + 1 < TYPES_MAX ? i + 1 : FIRST_DERIVED;
+    *out = (MPI_Datatype)(i | gens[i] << SLOT_BITS);
+    pthread_mutex_unlock(&lock);
+    return MPI_SUCCESS;
+  }
   pthread_mutex_unlock(&lock);
   crnet_mpi_layout_release(layout);
   return MPI_ERR_NO_MEM;
@@ -215,9 +246,10 @@ static size_t trail_of(MPI_Datatype dt, const crnet_mpi_type *t) {
 static bool existing_type(MPI_Datatype datatype, const char *fn,
                           crnet_mpi_type *t, int *rc) {
   pthread_mutex_lock(&lock);
-  bool live = datatype > 0 && datatype < TYPES_MAX && types[datatype].live;
+  int s = slot_of(datatype);
+  bool live = s >= 0;
   if (live)
-    *t = types[datatype];
+    *t = types[s];
   pthread_mutex_unlock(&lock);
   if (!live)
     *rc = crnet_mpi_fail(MPI_COMM_NULL, fn, MPI_ERR_TYPE,
@@ -283,51 +315,71 @@ int MPI_Type_get_true_extent(MPI_Datatype datatype, MPI_Aint *true_lb,
 
 int MPI_Type_contiguous(int count, MPI_Datatype oldtype,
                         MPI_Datatype *newtype) {
-  crnet_mpi_type old;
+  static const char fn[] = "MPI_Type_contiguous";
+  crnet_mpi_type old, t;
+  int rc = MPI_SUCCESS;
   if (newtype == NULL || count < 0)
-    return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Type_contiguous",
+    return crnet_mpi_fail(MPI_COMM_NULL, fn,
                           count < 0 ? MPI_ERR_COUNT : MPI_ERR_ARG,
                           "count %d, newtype %p", count, (void *)newtype);
-  pthread_mutex_lock(&lock);
-  bool live = oldtype > 0 && oldtype < TYPES_MAX && types[oldtype].live;
-  if (live && types[oldtype].holes) {
-    /* count copies one extent apart: a vector of blocks of one. */
-    pthread_mutex_unlock(&lock);
+  if (!existing_type(oldtype, fn, &old, &rc))
+    return rc;
+  if (old.holes) /* count copies one extent apart: a vector of blocks of 1 */
     return MPI_Type_vector(count, 1, 1, oldtype, newtype);
+  if (old.n > 0 &&
+      (size_t)count > SIZE_MAX / 2 / old.n / crnet_datatype_size(old.base))
+    return crnet_mpi_fail(MPI_COMM_NULL, fn, MPI_ERR_COUNT,
+                          "%d elements of %zu bytes", count,
+                          old.n * crnet_datatype_size(old.base));
+  t = (crnet_mpi_type){.base = old.base,
+                       .n = old.n * (size_t)count,
+                       .size = size_of(oldtype, &old) * (size_t)count,
+                       .trail = count > 0 ? trail_of(oldtype, &old) : 0,
+                       .mixed = old.mixed,
+                       .sticky = old.sticky,
+                       .align = old.align ? old.align
+                                          : crnet_datatype_size(old.base)};
+  rc = crnet_mpi_type_add(&t, NULL, newtype);
+  if (rc != MPI_SUCCESS)
+    return crnet_mpi_fail(MPI_COMM_NULL, fn, rc,
+                          "%d derived datatypes are alive already",
+                          TYPES_MAX - FIRST_DERIVED);
+  return MPI_SUCCESS;
+}
+
+/* The same type map, bounds and committed state, in a new handle (its
+ * layout shared). */
+int MPI_Type_dup(MPI_Datatype oldtype, MPI_Datatype *newtype) {
+  static const char fn[] = "MPI_Type_dup";
+  crnet_mpi_type t;
+  crnet_mpi_layout *l;
+  bool committed;
+  int rc;
+  if (newtype == NULL)
+    return crnet_mpi_fail(MPI_COMM_NULL, fn, MPI_ERR_ARG, "newtype is NULL");
+  if (!crnet_mpi_type_hold(oldtype, false, &t, &l))
+    return crnet_mpi_fail(MPI_COMM_NULL, fn, MPI_ERR_TYPE,
+                          "datatype %d does not exist", oldtype);
+  committed = t.committed;
+  if (t.predefined) {
+    t.size = size_of(oldtype, &t);
+    t.trail = trail_of(oldtype, &t);
+    t.align = crnet_datatype_size(t.base);
   }
-  if (live)
-    old = types[oldtype];
-  for (int i = FIRST_DERIVED; live && i < TYPES_MAX; i++)
-    if (!types[i].live) {
-      types[i] = (crnet_mpi_type){old.base,
-                                  old.n * (size_t)count,
-                                  false,
-                                  false,
-                                  true,
-                                  false,
-                                  size_of(oldtype, &old) * (size_t)count,
-                                  count > 0 ? trail_of(oldtype, &old) : 0,
-                                  false,
-                                  old.mixed};
-      *newtype = i;
-      pthread_mutex_unlock(&lock);
-      return MPI_SUCCESS;
-    }
-  pthread_mutex_unlock(&lock);
-  if (!live)
-    return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Type_contiguous", MPI_ERR_TYPE,
-                          "oldtype %d does not exist", oldtype);
-  return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Type_contiguous", MPI_ERR_NO_MEM,
-                        "%d derived datatypes are alive already",
-                        TYPES_MAX - FIRST_DERIVED);
+  rc = crnet_mpi_type_add(&t, l, newtype);
+  if (rc != MPI_SUCCESS)
+    return crnet_mpi_fail(MPI_COMM_NULL, fn, rc,
+                          "%d derived datatypes are alive already",
+                          TYPES_MAX - FIRST_DERIVED);
+  return committed ? MPI_Type_commit(newtype) : MPI_SUCCESS;
 }
 
 int MPI_Type_commit(MPI_Datatype *datatype) {
   int rc = MPI_SUCCESS;
   pthread_mutex_lock(&lock);
-  if (datatype != NULL && *datatype > 0 && *datatype < TYPES_MAX &&
-      types[*datatype].live)
-    types[*datatype].committed = true;
+  int s = datatype != NULL ? slot_of(*datatype) : -1;
+  if (s >= 0)
+    types[s].committed = true;
   else
     rc = MPI_ERR_TYPE;
   pthread_mutex_unlock(&lock);
@@ -340,16 +392,16 @@ int MPI_Type_commit(MPI_Datatype *datatype) {
 int MPI_Type_free(MPI_Datatype *datatype) {
   int rc = MPI_SUCCESS;
   pthread_mutex_lock(&lock);
-  if (datatype == NULL || *datatype <= 0 || *datatype >= TYPES_MAX ||
-      !types[*datatype].live)
+  int s = datatype != NULL ? slot_of(*datatype) : -1;
+  if (s < 0)
     rc = MPI_ERR_TYPE;
-  else if (types[*datatype].predefined)
+  else if (types[s].predefined)
     rc = MPI_ERR_ARG;
   else {
-    types[*datatype].live = false;
+    types[s].live = false;
     /* Calls in flight hold their own references. */
-    crnet_mpi_layout_release(layouts[*datatype]);
-    layouts[*datatype] = NULL;
+    crnet_mpi_layout_release(layouts[s]);
+    layouts[s] = NULL;
     *datatype = MPI_DATATYPE_NULL;
   }
   pthread_mutex_unlock(&lock);

@@ -90,7 +90,7 @@ static void constructors(void) {
   /* A contiguous run of a type with holes keeps them. */
   OK(MPI_Type_contiguous(2, v, &contig));
   check_bounds(contig, 128, 0, 2 * 17 * 8, 0, 2 * 17 * 8, "contiguous(vector)");
-  /* A vector with no gaps is dense after all. */
+  /* A vector with no gaps: the bounds of a dense run. */
   OK(MPI_Type_vector(3, 2, 2, MPI_INT, &dense));
   check_bounds(dense, 24, 0, 24, 0, 24, "vector without gaps");
   /* Bad arguments change nothing and say why. */
@@ -110,6 +110,78 @@ static void constructors(void) {
              none == MPI_DATATYPE_NULL,
          "a subarray past its array");
   MPI_Datatype list[] = {v, hv, ix, hix, blk, res, sub, st, dup, contig, dense};
+  for (size_t i = 0; i < sizeof list / sizeof list[0]; i++)
+    OK(MPI_Type_free(&list[i]));
+}
+
+/* Bounds MPI defines with care: negative strides, empty blocks, structs
+ * inside structs (C's padding), set bounds that win (MPI 3.1, 4.1.7), dup
+ * of any type with its committed state. */
+static void bounds(void) {
+  MPI_Datatype neg, empty, hb, inner, outer, r12, s12, r16, s16, d2, dv, bad;
+  /* 3 ints at 0, -8 and -16 bytes. */
+  OK(MPI_Type_vector(3, 1, -2, MPI_INT, &neg));
+  check_bounds(neg, 12, -16, 20, -16, 20, "a negative stride");
+  /* A block of length 0 adds nothing, bounds included. */
+  OK(MPI_Type_indexed(2, (int[]){0, 2}, (int[]){10, 1}, MPI_INT, &empty));
+  check_bounds(empty, 8, 4, 8, 4, 8, "an empty block");
+  OK(MPI_Type_create_hindexed_block(2, 3, (MPI_Aint[]){20, -4}, MPI_CHAR, &hb));
+  check_bounds(hb, 6, -4, 27, -4, 27, "hindexed_block");
+  /* struct { int a; float b; } is dense (no holes), aligned to 4: in
+   * struct { inner s; char c; } the outer one is 12 bytes as in C. */
+  struct inner_c {
+    int a;
+    float b;
+  };
+  struct outer_c {
+    struct inner_c s;
+    char c;
+  };
+  OK(MPI_Type_create_struct(
+      2, (int[]){1, 1},
+      (MPI_Aint[]){offsetof(struct inner_c, a), offsetof(struct inner_c, b)},
+      (MPI_Datatype[]){MPI_INT, MPI_FLOAT}, &inner));
+  OK(MPI_Type_create_struct(
+      2, (int[]){1, 1},
+      (MPI_Aint[]){offsetof(struct outer_c, s), offsetof(struct outer_c, c)},
+      (MPI_Datatype[]){inner, MPI_CHAR}, &outer));
+  check_bounds(outer, 9, 0, sizeof(struct outer_c), 0, 9,
+               "a struct in a struct");
+  /* Set bounds win, and a struct holding them is not padded. */
+  OK(MPI_Type_create_resized(MPI_DOUBLE, 0, 12, &r12));
+  OK(MPI_Type_create_struct(1, (int[]){1}, (MPI_Aint[]){0},
+                            (MPI_Datatype[]){r12}, &s12));
+  check_bounds(s12, 8, 0, 12, 0, 8, "a struct of a resized double");
+  OK(MPI_Type_create_resized(MPI_INT, 0, 16, &r16));
+  OK(MPI_Type_create_struct(2, (int[]){1, 1}, (MPI_Aint[]){0, 32},
+                            (MPI_Datatype[]){r16, MPI_INT}, &s16));
+  check_bounds(s16, 8, 0, 16, 0, 36, "data past the set bounds");
+  /* Dup of a pair type; dup of an uncommitted type is uncommitted. */
+  OK(MPI_Type_dup(MPI_2INT, &d2));
+  check_bounds(d2, 8, 0, 8, 0, 8, "dup of MPI_2INT");
+  OK(MPI_Type_vector(2, 1, 2, MPI_INT, &dv));
+  OK(MPI_Type_dup(dv, &bad));
+  int x[3] = {0};
+  EXPECT(error_class(MPI_Send(x, 1, bad, MPI_PROC_NULL, 0, MPI_COMM_WORLD)) ==
+             MPI_ERR_TYPE,
+         "a send of a dup of an uncommitted type");
+  OK(MPI_Type_free(&bad));
+  /* Pairs with their padding inside a type with holes are refused. */
+  MPI_Datatype pairs;
+  OK(MPI_Type_contiguous(1, MPI_DOUBLE_INT, &pairs));
+  bad = MPI_DATATYPE_NULL;
+  EXPECT(error_class(MPI_Type_vector(2, 1, 2, pairs, &bad)) == MPI_ERR_TYPE &&
+             bad == MPI_DATATYPE_NULL,
+         "a vector of contiguous pairs");
+  /* A freed handle names nothing, even once its slot is taken again. */
+  MPI_Datatype gone = neg, again;
+  OK(MPI_Type_free(&neg));
+  OK(MPI_Type_vector(3, 1, -2, MPI_INT, &again));
+  int sz = -1;
+  EXPECT(error_class(MPI_Type_size(gone, &sz)) == MPI_ERR_TYPE && gone != again,
+         "a freed handle still names a type");
+  MPI_Datatype list[] = {again, empty, hb,  inner, outer, r12,
+                         s12,   r16,   s16, d2,    dv,    pairs};
   for (size_t i = 0; i < sizeof list / sizeof list[0]; i++)
     OK(MPI_Type_free(&list[i]));
 }
@@ -150,6 +222,27 @@ static void pack_unpack(void) {
                  MPI_ERR_TRUNCATE &&
              pos == 30,
          "a pack past the buffer's end");
+  pos = 0;
+  EXPECT(error_class(MPI_Unpack(buf, 24, &pos, &back[0][0], 1, col,
+                                MPI_COMM_WORLD)) == MPI_ERR_TRUNCATE &&
+             pos == 0,
+         "an unpack past the packed bytes");
+  /* A packed message: a column and an int, received as MPI_PACKED. */
+  int next = (rank + 1) % p, prev = (rank + p - 1) % p, tag = 40 + rank;
+  char in[256];
+  pos = 0;
+  OK(MPI_Pack(&m[0][2], 1, col, buf, sizeof buf, &pos, MPI_COMM_WORLD));
+  OK(MPI_Pack(&tag, 1, MPI_INT, buf, sizeof buf, &pos, MPI_COMM_WORLD));
+  OK(MPI_Sendrecv(buf, pos, MPI_PACKED, next, 11, in, sizeof in, MPI_PACKED,
+                  prev, 11, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+  int got_tag = -1;
+  pos = 0;
+  for (int i = 0; i < 4; i++)
+    back[i][0] = HOLE;
+  OK(MPI_Unpack(in, sizeof in, &pos, &back[0][0], 1, col, MPI_COMM_WORLD));
+  OK(MPI_Unpack(in, sizeof in, &pos, &got_tag, 1, MPI_INT, MPI_COMM_WORLD));
+  EXPECT(got_tag == 40 + prev && back[3][0] == 32,
+         "a packed message: tag %d, [3][0] %g", got_tag, back[3][0]);
   OK(MPI_Type_free(&col));
 }
 
@@ -245,6 +338,29 @@ static void messages(MPI_Datatype col) {
     for (int c = 0; c < C; c++)
       EXPECT(got[i][c] == value(c == 4 ? prev : rank, i, c),
              "replace: [%d][%d] = %g", i, c, got[i][c]);
+
+  /* The other send modes with a column. */
+  static char space[4 * (R * sizeof(double) + MPI_BSEND_OVERHEAD)];
+  OK(MPI_Buffer_attach(space, sizeof space));
+  holes(got);
+  OK(MPI_Bsend(&m[0][6], 1, col, next, 20, MPI_COMM_WORLD));
+  OK(MPI_Ibsend(&m[0][5], 1, col, next, 21, MPI_COMM_WORLD, &rq[0]));
+  OK(MPI_Wait(&rq[0], MPI_STATUS_IGNORE));
+  OK(MPI_Irecv(&got[0][0], 1, col, prev, 20, MPI_COMM_WORLD, &rq[0]));
+  OK(MPI_Recv(&got[0][1], 1, col, prev, 21, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+  OK(MPI_Wait(&rq[0], MPI_STATUS_IGNORE));
+  void *was;
+  int was_size;
+  OK(MPI_Buffer_detach(&was, &was_size));
+  for (int i = 0; i < R; i++)
+    EXPECT(got[i][0] == value(prev, i, 6) && got[i][1] == value(prev, i, 5) &&
+               got[i][2] == HOLE,
+           "buffered columns, row %d: %g %g", i, got[i][0], got[i][1]);
+  holes(got);
+  OK(MPI_Irecv(&got[0][3], 1, col, prev, 22, MPI_COMM_WORLD, &rq[0]));
+  OK(MPI_Issend(&m[0][4], 1, col, next, 22, MPI_COMM_WORLD, &rq[1]));
+  OK(MPI_Waitall(2, rq, MPI_STATUSES_IGNORE));
+  check_column(got, 3, prev, 4, "issend of a column");
 
   /* A type freed while a receive of it is in flight. */
   MPI_Datatype tmp;
@@ -360,9 +476,52 @@ static void collectives(MPI_Datatype col) {
   holes(got);
   OK(MPI_Scan(&m[0][5], &got[0][5], 1, col, MPI_SUM, MPI_COMM_WORLD));
   for (int i = 0; i < R; i++)
-    EXPECT(got[i][5] ==
-               1000.0 * rank * (rank + 1) / 2 + (rank + 1) * (i * C + 5),
-           "scan [%d] = %g", i, got[i][5]);
+    for (int c = 0; c < C; c++)
+      EXPECT(got[i][c] == (c == 5 ? 1000.0 * rank * (rank + 1) / 2 +
+                                        (rank + 1) * (i * C + 5)
+                                  : HOLE),
+             "scan [%d][%d] = %g", i, c, got[i][c]);
+  /* exscan, nonblocking: rank 0's result is left as it was. */
+  holes(got);
+  OK(MPI_Iexscan(&m[0][4], &got[0][4], 1, col, MPI_SUM, MPI_COMM_WORLD, &rq));
+  OK(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+  for (int i = 0; i < R; i++)
+    for (int c = 0; c < C; c++)
+      EXPECT(got[i][c] == (c == 4 && rank > 0 ? 1000.0 * rank * (rank - 1) / 2 +
+                                                    rank * (i * C + 4)
+                                              : HOLE),
+             "iexscan [%d][%d] = %g", i, c, got[i][c]);
+  /* iscan in place; ireduce in place at the root. */
+  fill(got, rank);
+  OK(MPI_Iscan(MPI_IN_PLACE, &got[0][0], 1, col, MPI_MAX, MPI_COMM_WORLD, &rq));
+  OK(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+  for (int i = 0; i < R; i++)
+    EXPECT(got[i][0] == value(rank, i, 0) && got[i][1] == value(rank, i, 1),
+           "iscan in place, row %d", i);
+  fill(got, rank);
+  if (rank == root)
+    OK(MPI_Ireduce(MPI_IN_PLACE, &got[0][2], 1, col, MPI_SUM, root,
+                   MPI_COMM_WORLD, &rq));
+  else
+    OK(MPI_Ireduce(&got[0][2], NULL, 1, col, MPI_SUM, root, MPI_COMM_WORLD,
+                   &rq));
+  OK(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+  for (int i = 0; i < R && rank == root; i++)
+    for (int c = 0; c < C; c++)
+      EXPECT(got[i][c] ==
+                 (c == 2 ? 1000 * ranks + p * (i * C + 2) : value(rank, i, c)),
+             "ireduce in place [%d][%d] = %g", i, c, got[i][c]);
+  /* A type freed while a nonblocking collective with it is in flight. */
+  MPI_Datatype tmp;
+  OK(MPI_Type_dup(col, &tmp));
+  holes(got);
+  OK(MPI_Iallreduce(&m[0][1], &got[0][1], 1, tmp, MPI_SUM, MPI_COMM_WORLD,
+                    &rq));
+  OK(MPI_Type_free(&tmp));
+  OK(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+  for (int i = 0; i < R; i++)
+    EXPECT(got[i][1] == 1000 * ranks + p * (i * C + 1) && got[i][0] == HOLE,
+           "iallreduce of a freed type, row %d: %g", i, got[i][1]);
   OK(MPI_Type_free(&cols2));
 
   /* A column type resized to one double: consecutive columns, the way
@@ -379,12 +538,49 @@ static void collectives(MPI_Datatype col) {
       for (int c = 0; c < C; c++)
         EXPECT(got[i][c] == (c < p ? value(c, i, c) : HOLE),
                "allgather [%d][%d] = %g", i, c, got[i][c]);
+    /* The same nonblocking, in place. */
+    holes(got);
+    for (int i = 0; i < R; i++)
+      got[i][rank] = value(rank, i, rank);
+    OK(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, &got[0][0], 1, col1,
+                      MPI_COMM_WORLD, &rq));
+    OK(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+    for (int i = 0; i < R; i++)
+      for (int c = 0; c < C; c++)
+        EXPECT(got[i][c] == (c < p ? value(c, i, c) : HOLE),
+               "iallgather in place [%d][%d] = %g", i, c, got[i][c]);
     /* scatter the root's columns, one per rank, gather them back. */
     double mine[R];
     OK(MPI_Scatter(&m[0][0], 1, col1, mine, R, MPI_DOUBLE, root,
                    MPI_COMM_WORLD));
     for (int i = 0; i < R; i++)
       EXPECT(mine[i] == value(root, i, rank), "scatter [%d] = %g", i, mine[i]);
+    /* Iscatter into a column; the root keeps its own in place. */
+    holes(got);
+    if (rank == root)
+      OK(MPI_Iscatter(&m[0][0], 1, col1, MPI_IN_PLACE, 0, MPI_DATATYPE_NULL,
+                      root, MPI_COMM_WORLD, &rq));
+    else
+      OK(MPI_Iscatter(NULL, 0, MPI_DATATYPE_NULL, &got[0][6], 1, col, root,
+                      MPI_COMM_WORLD, &rq));
+    OK(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+    if (rank != root)
+      check_column(got, 6, root, rank, "iscatter into a column");
+    /* Gather columns in place at the root. */
+    fill(got, rank);
+    if (rank == 0) {
+      for (int i = 0; i < R; i++)
+        got[i][0] = -1; /* its own block, in place: stays */
+      OK(MPI_Gather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, &got[0][0], 1, col1, 0,
+                    MPI_COMM_WORLD));
+      for (int i = 0; i < R; i++)
+        for (int c = 0; c < C; c++)
+          EXPECT(got[i][c] == (c == 0 ? -1 : value(c < p ? c : 0, i, c)),
+                 "gather in place [%d][%d] = %g", i, c, got[i][c]);
+    } else {
+      OK(MPI_Gather(&got[0][rank], 1, col, NULL, 0, MPI_DATATYPE_NULL, 0,
+                    MPI_COMM_WORLD));
+    }
     holes(got);
     OK(MPI_Igather(mine, R, MPI_DOUBLE, &got[0][0], 1, col1, 0, MPI_COMM_WORLD,
                    &rq));
@@ -414,6 +610,16 @@ static void collectives(MPI_Datatype col) {
     for (int s = 0; s < p; s++)
       EXPECT(cols[k * p + s] == s * p * p + rank * p + k,
              "alltoall [%d][%d] = %d", k, s, cols[k * p + s]);
+  /* Again, nonblocking and in place: column s goes to rank s, and what
+   * comes back is this rank's own rows transposed (cols[k][s] =
+   * rows[s][k]). */
+  OK(MPI_Ialltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, cols, 1, icol1,
+                   MPI_COMM_WORLD, &rq));
+  OK(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+  for (int k = 0; k < p; k++)
+    for (int s = 0; s < p; s++)
+      EXPECT(cols[k * p + s] == rank * p * p + s * p + k,
+             "ialltoall in place [%d][%d] = %d", k, s, cols[k * p + s]);
   free(rows);
   free(cols);
   OK(MPI_Type_free(&icol));
@@ -453,6 +659,14 @@ static void collectives(MPI_Datatype col) {
   EXPECT(error_class(code) == MPI_ERR_TYPE &&
              strstr(error_text(code), "holes") != NULL,
          "allgatherv of a column: %s", error_text(code));
+  code =
+      MPI_Reduce_scatter_block(&m[0][0], got, 1, col, MPI_SUM, MPI_COMM_WORLD);
+  EXPECT(error_class(code) == MPI_ERR_TYPE, "reduce_scatter_block: %s",
+         error_text(code));
+  code = MPI_Gatherv(&m[0][0], 1, col, got, counts, displs, MPI_DOUBLE, 0,
+                     MPI_COMM_WORLD);
+  EXPECT(error_class(code) == MPI_ERR_TYPE, "gatherv of a column: %s",
+         error_text(code));
   OK(MPI_Type_free(&pt));
   /* Still in step after the refusals. */
   int one = 1, sum = 0;
@@ -470,6 +684,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   constructors();
+  bounds();
   pack_unpack();
   OK(MPI_Type_vector(R, 1, C, MPI_DOUBLE, &col)); /* a column of R x C */
   OK(MPI_Type_commit(&col));

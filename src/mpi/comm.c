@@ -125,14 +125,20 @@ int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm) {
   rc = crnet_mpi_comm_wrap(comm, "MPI_Comm_dup", c, &dup);
   if (rc != MPI_SUCCESS)
     return rc;
+  /* A dup keeps the topology (MPI 3.1, 7.2). */
+  if (comm->cart != NULL &&
+      (dup->cart = crnet_mpi_cart_copy(comm->cart)) == NULL)
+    rc = crnet_mpi_fail(comm, "MPI_Comm_dup", MPI_ERR_NO_MEM, "the grid");
   /* The attributes whose copy callbacks say so (MPI 3.1, 6.7.2); if one
    * fails, so does the dup, and the copies made so far go. */
-  rc = crnet_mpi_attr_copy_all(comm, dup, "MPI_Comm_dup");
+  if (rc == MPI_SUCCESS)
+    rc = crnet_mpi_attr_copy_all(comm, dup, "MPI_Comm_dup");
   if (rc != MPI_SUCCESS) {
     crnet_mpi_attr_delete_all(dup, "MPI_Comm_dup");
     crnet_mpi_attr_drop_all(dup);
     crnet_mpi_list_remove(dup);
     crnet_comm_destroy(dup->c);
+    free(dup->cart);
     free(dup);
     return rc;
   }
@@ -147,6 +153,7 @@ int crnet_mpi_comm_release(MPI_Comm c) {
   if (rc == CRNET_EINVAL)
     return rc;
   crnet_mpi_list_remove(c);
+  free(c->cart);
   free(c);
   /* A failed comm's sticky error is its, not the free's. */
   return 0;

@@ -175,6 +175,7 @@ int MPI_Finalize(void) {
     rc = crnet_comm_destroy(c->c);
     if (rc != 0 && first == 0)
       first = rc;
+    free(c->cart);
     free(c); /* a handle used after MPI_Finalize is erroneous (MPI 3.1, 8.7) */
   }
   crnet_mpi_hidden_free(&self_comm);

@@ -73,6 +73,10 @@ static const char *class_text(int cls) {
     return "MPI_ERR_INFO_VALUE: invalid info value";
   case MPI_ERR_INFO_NOKEY:
     return "MPI_ERR_INFO_NOKEY: no such info key";
+  case MPI_ERR_TOPOLOGY:
+    return "MPI_ERR_TOPOLOGY: invalid topology";
+  case MPI_ERR_DIMS:
+    return "MPI_ERR_DIMS: invalid dimensions";
   default:
     return "MPI_ERR_UNKNOWN: unknown error";
   }

@@ -183,6 +183,8 @@ typedef void MPI_User_function(void *invec, void *inoutvec, int *len,
 #define MPI_ERR_INFO_KEY 22
 #define MPI_ERR_INFO_VALUE 23
 #define MPI_ERR_INFO_NOKEY 24
+#define MPI_ERR_TOPOLOGY 25
+#define MPI_ERR_DIMS 26
 #define MPI_ERR_LASTCODE 0x3fffffff
 
 /* --- the environment ------------------------------------------------------ */
@@ -351,6 +353,32 @@ CRNET_MPI_EXTERN int MPI_Attr_put(MPI_Comm comm, int keyval,
 CRNET_MPI_EXTERN int MPI_Attr_get(MPI_Comm comm, int keyval,
                                   void *attribute_val, int *flag);
 CRNET_MPI_EXTERN int MPI_Attr_delete(MPI_Comm comm, int keyval);
+
+/* --- Cartesian topologies ------------------------------------------------ */
+
+/* MPI_Topo_test's answers (graphs are not supported: never returned). */
+#define MPI_CART 1
+#define MPI_GRAPH 2
+#define MPI_DIST_GRAPH 3
+
+/* Grid ranks are the old communicator's, in row-major order: reorder is
+ * accepted and not done. */
+CRNET_MPI_EXTERN int MPI_Dims_create(int nnodes, int ndims, int dims[]);
+CRNET_MPI_EXTERN int MPI_Cart_create(MPI_Comm comm_old, int ndims,
+                                     const int dims[], const int periods[],
+                                     int reorder, MPI_Comm *comm_cart);
+CRNET_MPI_EXTERN int MPI_Topo_test(MPI_Comm comm, int *status);
+CRNET_MPI_EXTERN int MPI_Cartdim_get(MPI_Comm comm, int *ndims);
+CRNET_MPI_EXTERN int MPI_Cart_get(MPI_Comm comm, int maxdims, int dims[],
+                                  int periods[], int coords[]);
+CRNET_MPI_EXTERN int MPI_Cart_rank(MPI_Comm comm, const int coords[],
+                                   int *rank);
+CRNET_MPI_EXTERN int MPI_Cart_coords(MPI_Comm comm, int rank, int maxdims,
+                                     int coords[]);
+CRNET_MPI_EXTERN int MPI_Cart_shift(MPI_Comm comm, int direction, int disp,
+                                    int *rank_source, int *rank_dest);
+CRNET_MPI_EXTERN int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[],
+                                  MPI_Comm *newcomm);
 
 /* --- datatypes and operators ---------------------------------------------- */
 

@@ -54,7 +54,13 @@ struct crnet_mpi_comm {
    * under the requests' orphan lock (requests.c). */
   int orphans;
   bool free_pending;
+  /* Its Cartesian grid (topo.c), or NULL: set when made, then only read;
+   * MPI_Comm_dup copies it, the comm's release frees it. */
+  struct crnet_mpi_cart *cart;
 };
+
+/* A copy of grid g (NULL for none, or no memory) (topo.c). */
+struct crnet_mpi_cart *crnet_mpi_cart_copy(const struct crnet_mpi_cart *g);
 
 enum request_kind { REQ_COLL, REQ_SEND, REQ_RECV, REQ_NULL_PEER, REQ_PARTS };
 

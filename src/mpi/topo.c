@@ -11,6 +11,7 @@
  * the coordinates it drops.
  */
 #include <limits.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,6 +45,52 @@ struct crnet_mpi_cart *crnet_mpi_cart_copy(const struct crnet_mpi_cart *g) {
 
 /* --- MPI_Dims_create --- */
 
+/* The search for k factors of a number, non-increasing, with the smallest
+ * spread. An int has at most 1600 divisors. */
+typedef struct dims_search {
+  int k;
+  int *cur, *best;
+  long long best_spread; /* -1: none found yet */
+  int *divs, ndivs;      /* of the number, largest first */
+} dims_search;
+
+static int descending(const void *a, const void *b) {
+  int x = *(const int *)a, y = *(const int *)b;
+  return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Factor `depth` on of rest, each at most cap. */
+static void search(dims_search *sr, int depth, int rest, int cap) {
+  int left = sr->k - depth;
+  if (left == 1) {
+    if (rest <= cap) {
+      sr->cur[depth] = rest;
+      long long spread = (long long)sr->cur[0] - rest;
+      if (sr->best_spread < 0 || spread < sr->best_spread) {
+        sr->best_spread = spread;
+        memcpy(sr->best, sr->cur, sizeof *sr->cur * (size_t)sr->k);
+      }
+    }
+    return;
+  }
+  for (int i = 0; i < sr->ndivs; i++) {
+    int f = sr->divs[i];
+    if (f > cap || rest % f != 0)
+      continue;
+    /* The rest must fit in left - 1 factors of at most f. */
+    long long room = 1;
+    for (int m = 1; m < left && room < rest; m++)
+      room *= f;
+    if ((long long)f * room < rest)
+      break; /* smaller f only fit less */
+    if (depth > 0 && sr->best_spread >= 0 &&
+        (long long)sr->cur[0] - 1 >= sr->best_spread + f)
+      continue; /* cannot beat the best: its smallest would be < f */
+    sr->cur[depth] = f;
+    search(sr, depth + 1, rest / f, f);
+  }
+}
+
 int MPI_Dims_create(int nnodes, int ndims, int dims[]) {
   static const char fn[] = "MPI_Dims_create";
   int rest = nnodes, nfree = 0;
@@ -71,39 +118,31 @@ int MPI_Dims_create(int nnodes, int ndims, int dims[]) {
                             nnodes / rest, nnodes);
     return MPI_SUCCESS;
   }
-  /* The free dimensions as close to each other as they can be: each prime
-   * factor of what is left, the largest first, goes to the smallest of
-   * them; then they are given in non-increasing order. */
-  int *f = malloc(sizeof *f * (size_t)nfree);
-  int primes[32], np = 0;
-  if (f == NULL)
+  /* The free dimensions as close to each other as they can be (the
+   * smallest difference between the largest and the smallest), in
+   * non-increasing order: a search over the divisors of what is left. */
+  dims_search sr = {.k = nfree, .best_spread = -1};
+  sr.cur = malloc(sizeof *sr.cur * 2 * (size_t)nfree);
+  sr.divs = malloc(sizeof *sr.divs * 2048);
+  if (sr.cur == NULL || sr.divs == NULL) {
+    free(sr.cur);
+    free(sr.divs);
     return crnet_mpi_fail(MPI_COMM_NULL, fn, MPI_ERR_NO_MEM, "%d dims", nfree);
-  for (int k = 0; k < nfree; k++)
-    f[k] = 1;
-  for (int q = 2; rest > 1 && (long)q * q <= rest; q++)
-    while (rest % q == 0) {
-      primes[np++] = q;
-      rest /= q;
-    }
-  if (rest > 1)
-    primes[np++] = rest;
-  for (int i = np - 1; i >= 0; i--) {
-    int small = 0;
-    for (int k = 1; k < nfree; k++)
-      if (f[k] < f[small])
-        small = k;
-    f[small] *= primes[i];
   }
-  for (int i = 1; i < nfree; i++) /* insertion sort, largest first */
-    for (int k = i; k > 0 && f[k] > f[k - 1]; k--) {
-      int t = f[k];
-      f[k] = f[k - 1];
-      f[k - 1] = t;
+  sr.best = sr.cur + nfree;
+  for (long long q = 1; q * q <= rest; q++) /* divisors, largest first */
+    if (rest % q == 0) {
+      sr.divs[sr.ndivs++] = (int)q;
+      if (q * q != rest)
+        sr.divs[sr.ndivs++] = (int)(rest / q);
     }
+  qsort(sr.divs, (size_t)sr.ndivs, sizeof *sr.divs, descending);
+  search(&sr, 0, rest, rest);
   for (int d = 0, k = 0; d < ndims; d++)
     if (dims[d] == 0)
-      dims[d] = f[k++];
-  free(f);
+      dims[d] = sr.best[k++];
+  free(sr.cur);
+  free(sr.divs);
   return MPI_SUCCESS;
 }
 
@@ -148,6 +187,29 @@ static int rank_at(const struct crnet_mpi_cart *g, const int *coords,
   return 0;
 }
 
+/* Two 31-bit hashes (FNV-1a, two bases) of the grid's dimensions and
+ * periods, for ranks to compare grids of any ndims in a fixed-size call. */
+static void grid_hash(int ndims, const int *dims, const int *periods,
+                      int32_t out[2]) {
+  uint32_t h[2] = {2166136261u, 3323198485u};
+  for (int k = 0; k < 2; k++) {
+    for (int d = 0; d < ndims; d++) {
+      uint32_t x[2] = {(uint32_t)dims[d], periods[d] != 0};
+      for (int y = 0; y < 2; y++)
+        for (int b = 0; b < 4; b++) {
+          h[k] ^= (x[y] >> (8 * b)) & 0xff;
+          h[k] *= 16777619u;
+        }
+    }
+    out[k] = (int32_t)(h[k] & 0x7fffffff);
+  }
+}
+
+/* The ranks of comm_old first agree, in one allreduce on it, that every
+ * one passed good arguments and the same grid; only then is the grid's
+ * split made. A rank with bad arguments, or ranks that disagree, make
+ * every rank fail alike: nobody waits, nobody gets a grid with ranks
+ * missing. */
 int MPI_Cart_create(MPI_Comm comm_old, int ndims, const int dims[],
                     const int periods[], int reorder, MPI_Comm *comm_cart) {
   static const char fn[] = "MPI_Cart_create";
@@ -166,59 +228,46 @@ int MPI_Cart_create(MPI_Comm comm_old, int ndims, const int dims[],
   for (int d = 0; bad == MPI_SUCCESS && d < ndims; d++)
     if (dims[d] <= 0 || (size *= dims[d]) > p)
       bad = MPI_ERR_DIMS;
-  /* A rank whose arguments are wrong still takes part in the split, so
-   * that the others do not wait for it, and fails. */
-  rc = MPI_Comm_split(comm_old,
-                      bad == MPI_SUCCESS && rank < size ? 0 : MPI_UNDEFINED,
-                      rank, &c);
-  if (rc != MPI_SUCCESS)
-    return rc;
-  if (bad != MPI_SUCCESS) {
-    if (c != MPI_COMM_NULL)
-      MPI_Comm_free(&c);
+  /* (bad, ndims, size, hashes) and their negations: the maximum of both
+   * gives each one's maximum and minimum over the ranks. */
+  int32_t v[10] = {bad, bad == MPI_SUCCESS ? ndims : -1,
+                   bad == MPI_SUCCESS ? (int32_t)size : -1, 0, 0};
+  if (bad == MPI_SUCCESS)
+    grid_hash(ndims, dims, periods, &v[3]);
+  for (int k = 0; k < 5; k++)
+    v[5 + k] = -v[k];
+  rc = crnet_allreduce(comm_old->c, CRNET_IN_PLACE, v, 10, CRNET_INT32,
+                       CRNET_MAX);
+  if (rc != 0)
+    return crnet_mpi_from_crnet(comm_old, fn, rc);
+  if (bad != MPI_SUCCESS)
     return crnet_mpi_fail(comm_old, fn, bad,
                           bad == MPI_ERR_DIMS
                               ? "the dimensions must be positive, their "
                                 "product at most the communicator's size"
                               : "ndims, dims, periods or comm_cart");
-  }
-  if (c == MPI_COMM_NULL) {
-    *comm_cart = MPI_COMM_NULL;
-    return MPI_SUCCESS;
-  }
-  /* Every rank of the grid passed the same grid: the elementwise maximum
-   * of (x, -x) is (max, -min), equal where all agree. */
-  int n = 1 + 2 * ndims;
-  int *v = malloc(sizeof *v * 2 * (size_t)n);
+  if (v[0] != MPI_SUCCESS)
+    return crnet_mpi_fail(comm_old, fn, v[0],
+                          "another rank passed bad arguments to this call");
+  for (int k = 1; k < 5; k++)
+    if (v[k] != -v[5 + k])
+      return crnet_mpi_fail(comm_old, fn, MPI_ERR_ARG,
+                            "the ranks passed different grids");
   struct crnet_mpi_cart *g = cart_new(ndims, dims, periods);
-  if (v == NULL || g == NULL) {
-    free(v);
+  rc = MPI_Comm_split(comm_old, rank < size ? 0 : MPI_UNDEFINED, rank, &c);
+  if (rc != MPI_SUCCESS) {
     free(g);
+    return rc;
+  }
+  if (c != MPI_COMM_NULL && g == NULL) {
+    /* Out of memory here alone: the others have their grid. */
     MPI_Comm_free(&c);
     return crnet_mpi_fail(comm_old, fn, MPI_ERR_NO_MEM, "the grid");
   }
-  v[0] = ndims;
-  for (int d = 0; d < ndims; d++) {
-    v[1 + d] = dims[d];
-    v[1 + ndims + d] = periods[d] != 0;
-  }
-  for (int k = 0; k < n; k++)
-    v[n + k] = -v[k];
-  rc = crnet_allreduce(c->c, CRNET_IN_PLACE, v, 2 * (size_t)n, CRNET_INT32,
-                       CRNET_MAX);
-  bool same = rc == 0;
-  for (int k = 0; same && k < n; k++)
-    same = v[k] == -v[n + k];
-  free(v);
-  if (!same) {
+  if (c == MPI_COMM_NULL)
     free(g);
-    MPI_Comm_free(&c);
-    if (rc != 0)
-      return crnet_mpi_from_crnet(comm_old, fn, rc);
-    return crnet_mpi_fail(comm_old, fn, MPI_ERR_ARG,
-                          "the ranks of the grid passed different grids");
-  }
-  c->cart = g;
+  else
+    c->cart = g;
   *comm_cart = c;
   return MPI_SUCCESS;
 }
@@ -309,13 +358,21 @@ int MPI_Cart_shift(MPI_Comm comm, int direction, int disp, int *rank_source,
   if (c == NULL)
     return crnet_mpi_fail(comm, "MPI_Cart_shift", MPI_ERR_NO_MEM, "coords");
   coords_of(g, crnet_comm_rank(comm->c), c, g->ndims);
-  int here = c[direction];
-  c[direction] = here - disp;
-  if (rank_at(g, c, rank_source) != 0)
-    *rank_source = MPI_PROC_NULL;
-  c[direction] = here + disp;
-  if (rank_at(g, c, rank_dest) != 0)
-    *rank_dest = MPI_PROC_NULL;
+  /* In long long: a displacement near INT_MAX must not overflow. */
+  long long here = c[direction], n = DIMS(g)[direction];
+  for (int k = 0; k < 2; k++) {
+    long long to = here + (k == 0 ? -(long long)disp : (long long)disp);
+    int *out = k == 0 ? rank_source : rank_dest;
+    if (PERIODS(g)[direction])
+      to = ((to % n) + n) % n;
+    if (to < 0 || to >= n) {
+      *out = MPI_PROC_NULL;
+      continue;
+    }
+    c[direction] = (int)to;
+    if (rank_at(g, c, out) != 0)
+      *out = MPI_PROC_NULL;
+  }
   free(c);
   return MPI_SUCCESS;
 }
@@ -324,28 +381,37 @@ int MPI_Cart_shift(MPI_Comm comm, int direction, int disp, int *rank_source,
  * place among the dimensions dropped, and key its place in those kept. */
 int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm *newcomm) {
   static const char fn[] = "MPI_Cart_sub";
-  int rc, color = 0, key = 0, kept = 0;
+  int rc, color = 0, key = 0, kept = 0, bad = MPI_SUCCESS;
   MPI_Comm c = MPI_COMM_NULL;
   const struct crnet_mpi_cart *g = grid_of(&comm, fn, &rc);
   if (g == NULL)
-    return rc;
-  if (newcomm == NULL || (g->ndims > 0 && remain_dims == NULL))
-    return crnet_mpi_fail(comm, fn, MPI_ERR_ARG,
-                          "remain_dims or newcomm is NULL");
+    return rc; /* no grid: no rank of this comm can make the split */
   int *coords = malloc(sizeof *coords * 3 * (size_t)(g->ndims + 1));
-  if (coords == NULL)
-    return crnet_mpi_fail(comm, fn, MPI_ERR_NO_MEM, "coords");
-  int *dims = coords + g->ndims + 1, *periods = dims + g->ndims + 1;
-  coords_of(g, crnet_comm_rank(comm->c), coords, g->ndims);
-  for (int d = 0; d < g->ndims; d++)
-    if (remain_dims[d]) {
-      key = key * DIMS(g)[d] + coords[d];
-      dims[kept] = DIMS(g)[d];
-      periods[kept++] = PERIODS(g)[d];
-    } else {
-      color = color * DIMS(g)[d] + coords[d];
-    }
-  rc = MPI_Comm_split(comm, color, key, &c);
+  if (newcomm == NULL || (g->ndims > 0 && remain_dims == NULL))
+    bad = MPI_ERR_ARG;
+  else if (coords == NULL)
+    bad = MPI_ERR_NO_MEM;
+  int *dims = coords != NULL ? coords + g->ndims + 1 : NULL;
+  int *periods = dims != NULL ? dims + g->ndims + 1 : NULL;
+  if (bad == MPI_SUCCESS) {
+    coords_of(g, crnet_comm_rank(comm->c), coords, g->ndims);
+    for (int d = 0; d < g->ndims; d++)
+      if (remain_dims[d]) {
+        key = key * DIMS(g)[d] + coords[d];
+        dims[kept] = DIMS(g)[d];
+        periods[kept++] = PERIODS(g)[d];
+      } else {
+        color = color * DIMS(g)[d] + coords[d];
+      }
+  }
+  /* A rank whose arguments are wrong still takes part in the split, so
+   * that the others do not wait for it, and fails. */
+  rc =
+      MPI_Comm_split(comm, bad == MPI_SUCCESS ? color : MPI_UNDEFINED, key, &c);
+  if (rc == MPI_SUCCESS && bad != MPI_SUCCESS)
+    rc = crnet_mpi_fail(
+        comm, fn, bad, "%s",
+        bad == MPI_ERR_NO_MEM ? "coords" : "remain_dims or newcomm is NULL");
   if (rc == MPI_SUCCESS) {
     c->cart = cart_new(kept, dims, periods);
     if (c->cart == NULL) {

@@ -38,6 +38,13 @@ static void dims_create(void) {
   int d4[2] = {0, 0};
   OK(MPI_Dims_create(16, 2, d4));
   EXPECT(d4[0] == 4 && d4[1] == 4, "16 in 2: %d x %d", d4[0], d4[1]);
+  /* As balanced as can be, not only by prime factors. */
+  int d72[2] = {0, 0}, d240[2] = {0, 0};
+  OK(MPI_Dims_create(72, 2, d72));
+  OK(MPI_Dims_create(240, 2, d240));
+  EXPECT(d72[0] == 9 && d72[1] == 8 && d240[0] == 16 && d240[1] == 15,
+         "72 in 2: %d x %d; 240 in 2: %d x %d", d72[0], d72[1], d240[0],
+         d240[1]);
   int bad[2] = {5, 0};
   EXPECT(error_class(MPI_Dims_create(12, 2, bad)) == MPI_ERR_DIMS &&
              bad[1] == 0,
@@ -155,6 +162,16 @@ static void edges(void) {
   OK(MPI_Sendrecv(&rank, 1, MPI_INT, dst, 0, &in, 1, MPI_INT, src, 0, line,
                   MPI_STATUS_IGNORE));
   EXPECT(in == (rank == 0 ? -5 : rank - 1), "along the line: %d", in);
+  /* Displacements as large as an int, periodic: no overflow. */
+  int ring[1] = {p}, yes[1] = {1};
+  MPI_Comm circle;
+  OK(MPI_Cart_create(MPI_COMM_WORLD, 1, ring, yes, 0, &circle));
+  OK(MPI_Cart_shift(circle, 0, 2147483647, &src, &dst));
+  int far = (int)(((long long)rank + 2147483647LL) % p);
+  int near = (int)((((long long)rank - 2147483647LL) % p + p) % p);
+  EXPECT(dst == far && src == near, "shift by INT_MAX: %d %d, wanted %d %d",
+         src, dst, near, far);
+  OK(MPI_Comm_free(&circle));
   int out[1] = {p};
   code = MPI_Cart_rank(line, out, &src);
   EXPECT(error_class(code) == MPI_ERR_ARG, "past the end: %s",
@@ -191,6 +208,18 @@ static void errors(void) {
   code = MPI_Cart_create(MPI_COMM_WORLD, 2, mine, periods, 0, &c);
   EXPECT(error_class(code) == MPI_ERR_ARG && c == MPI_COMM_NULL,
          "different grids: %s", error_text(code));
+  /* A grid of another ndims on one rank: all fail, the world stays. */
+  int flat[2] = {p, 1}, line1[1] = {p};
+  code = rank == 0 ? MPI_Cart_create(MPI_COMM_WORLD, 1, line1, periods, 0, &c)
+                   : MPI_Cart_create(MPI_COMM_WORLD, 2, flat, periods, 0, &c);
+  EXPECT(error_class(code) == MPI_ERR_ARG, "different ndims: %s",
+         error_text(code));
+  /* One rank's bad arguments fail every rank, none gets a grid. */
+  c = MPI_COMM_NULL;
+  code = MPI_Cart_create(MPI_COMM_WORLD, 1, line1, periods, 0,
+                         rank == p - 1 ? NULL : &c);
+  EXPECT(error_class(code) == MPI_ERR_ARG && c == MPI_COMM_NULL,
+         "one rank's NULL comm_cart: %s", error_text(code));
   /* Still in step. */
   int one = 1, sum = 0;
   OK(MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));

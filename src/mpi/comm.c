@@ -117,11 +117,15 @@ int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm) {
   int rc = crnet_mpi_check_comm(&comm, "MPI_Comm_dup");
   if (rc != MPI_SUCCESS)
     return rc;
-  if (newcomm == NULL)
-    return crnet_mpi_fail(comm, "MPI_Comm_dup", MPI_ERR_ARG, "newcomm is NULL");
   rc = crnet_comm_dup(comm->c, &c);
   if (rc != 0)
     return crnet_mpi_from_crnet(comm, "MPI_Comm_dup", rc);
+  /* A dup is collective: a rank whose newcomm is NULL took part, so that
+   * the others do not wait for it, and fails. */
+  if (newcomm == NULL) {
+    crnet_comm_destroy(c);
+    return crnet_mpi_fail(comm, "MPI_Comm_dup", MPI_ERR_ARG, "newcomm is NULL");
+  }
   rc = crnet_mpi_comm_wrap(comm, "MPI_Comm_dup", c, &dup);
   if (rc != MPI_SUCCESS)
     return rc;

@@ -8,12 +8,16 @@
  * use.
  */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "mpi_internal.h"
 
-#define INFOS_MAX 1024
+#define INFOS_MAX 1024 /* a power of two: a handle is slot | gen << SLOT_BITS  \
+                        */
+#define SLOT_BITS 10
+#define GEN_MAX ((1u << (31 - SLOT_BITS)) - 1)
 
 typedef struct pair {
   struct pair *next;
@@ -22,13 +26,26 @@ typedef struct pair {
 
 typedef struct info {
   bool live;
-  pair *pairs; /* in the order the keys were first set */
+  uint32_t gen; /* raised by every new info in the slot (as types.c's) */
+  pair *pairs;  /* in the order the keys were first set */
 } info;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static info infos[INFOS_MAX]; /* [0]: MPI_INFO_NULL, never live */
 
-static bool live(MPI_Info h) { return h > 0 && h < INFOS_MAX && infos[h].live; }
+static uint32_t next_slot = 1; /* a freed slot is the last used again */
+
+/* The slot of handle h, or -1 if it names no live info (a freed handle
+ * never names a later info of its slot). Under lock. */
+static int slot_of(MPI_Info h) {
+  uint32_t s = (uint32_t)h & (INFOS_MAX - 1);
+  if (h <= 0 || s == 0)
+    return -1;
+  return infos[s].live && infos[s].gen == (uint32_t)h >> SLOT_BITS ? (int)s
+                                                                   : -1;
+}
+
+static bool live(MPI_Info h) { return slot_of(h) >= 0; }
 
 bool crnet_mpi_info_valid(MPI_Info h) {
   bool ok;
@@ -76,13 +93,17 @@ static void free_pairs(pair *q) {
 
 /* A free handle, marked live: MPI_SUCCESS or MPI_ERR_NO_MEM. Under lock. */
 static int take_handle(MPI_Info *out) {
-  for (int i = 1; i < INFOS_MAX; i++)
-    if (!infos[i].live) {
-      infos[i].live = true;
-      infos[i].pairs = NULL;
-      *out = i;
-      return MPI_SUCCESS;
-    }
+  for (uint32_t k = 0; k < INFOS_MAX - 1; k++) {
+    uint32_t i = 1 + (next_slot - 1 + k) % (INFOS_MAX - 1);
+    if (infos[i].live)
+      continue;
+    infos[i].live = true;
+    infos[i].pairs = NULL;
+    infos[i].gen = infos[i].gen == GEN_MAX ? 1 : infos[i].gen + 1;
+    next_slot = i + 1 < INFOS_MAX ? i + 1 : 1;
+    *out = (MPI_Info)(i | infos[i].gen << SLOT_BITS);
+    return MPI_SUCCESS;
+  }
   return MPI_ERR_NO_MEM;
 }
 
@@ -99,6 +120,7 @@ int MPI_Info_create(MPI_Info *info) {
 }
 
 int MPI_Info_set(MPI_Info info, const char *key, const char *value) {
+  int sl;
   static const char fn[] = "MPI_Info_set";
   pair *q;
   char *v;
@@ -114,12 +136,12 @@ int MPI_Info_set(MPI_Info info, const char *key, const char *value) {
   if ((v = strdup(value)) == NULL)
     return fail(fn, MPI_ERR_NO_MEM, "the value");
   pthread_mutex_lock(&lock);
-  if (!live(info)) {
+  if ((sl = slot_of(info)) < 0) {
     pthread_mutex_unlock(&lock);
     free(v);
     return fail(fn, MPI_ERR_INFO, "no such info object");
   }
-  if ((q = find(&infos[info], key)) != NULL) {
+  if ((q = find(&infos[sl], key)) != NULL) {
     free(q->value);
     q->value = v;
     pthread_mutex_unlock(&lock);
@@ -133,7 +155,7 @@ int MPI_Info_set(MPI_Info info, const char *key, const char *value) {
     return fail(fn, MPI_ERR_NO_MEM, "the key");
   }
   q->value = v;
-  pair **tail = &infos[info].pairs;
+  pair **tail = &infos[sl].pairs;
   while (*tail != NULL)
     tail = &(*tail)->next;
   *tail = q;
@@ -143,6 +165,7 @@ int MPI_Info_set(MPI_Info info, const char *key, const char *value) {
 
 int MPI_Info_get(MPI_Info info, const char *key, int valuelen, char *value,
                  int *flag) {
+  int sl;
   static const char fn[] = "MPI_Info_get";
   pair *q;
   int rc = check_key(fn, key);
@@ -151,11 +174,11 @@ int MPI_Info_get(MPI_Info info, const char *key, int valuelen, char *value,
   if (flag == NULL || (value == NULL && valuelen > 0) || valuelen < 0)
     return fail(fn, MPI_ERR_ARG, "value, valuelen or flag");
   pthread_mutex_lock(&lock);
-  if (!live(info)) {
+  if ((sl = slot_of(info)) < 0) {
     pthread_mutex_unlock(&lock);
     return fail(fn, MPI_ERR_INFO, "no such info object");
   }
-  q = find(&infos[info], key);
+  q = find(&infos[sl], key);
   *flag = q != NULL;
   /* At most valuelen characters and the terminating NUL, as MPI says. */
   if (q != NULL && value != NULL) {
@@ -171,6 +194,7 @@ int MPI_Info_get(MPI_Info info, const char *key, int valuelen, char *value,
 
 int MPI_Info_get_valuelen(MPI_Info info, const char *key, int *valuelen,
                           int *flag) {
+  int sl;
   static const char fn[] = "MPI_Info_get_valuelen";
   pair *q;
   int rc = check_key(fn, key);
@@ -179,11 +203,11 @@ int MPI_Info_get_valuelen(MPI_Info info, const char *key, int *valuelen,
   if (valuelen == NULL || flag == NULL)
     return fail(fn, MPI_ERR_ARG, "valuelen or flag is NULL");
   pthread_mutex_lock(&lock);
-  if (!live(info)) {
+  if ((sl = slot_of(info)) < 0) {
     pthread_mutex_unlock(&lock);
     return fail(fn, MPI_ERR_INFO, "no such info object");
   }
-  q = find(&infos[info], key);
+  q = find(&infos[sl], key);
   *flag = q != NULL;
   if (q != NULL)
     *valuelen = (int)strlen(q->value);
@@ -192,16 +216,17 @@ int MPI_Info_get_valuelen(MPI_Info info, const char *key, int *valuelen,
 }
 
 int MPI_Info_delete(MPI_Info info, const char *key) {
+  int sl;
   static const char fn[] = "MPI_Info_delete";
   int rc = check_key(fn, key);
   if (rc != MPI_SUCCESS)
     return rc;
   pthread_mutex_lock(&lock);
-  if (!live(info)) {
+  if ((sl = slot_of(info)) < 0) {
     pthread_mutex_unlock(&lock);
     return fail(fn, MPI_ERR_INFO, "no such info object");
   }
-  for (pair **q = &infos[info].pairs; *q != NULL; q = &(*q)->next)
+  for (pair **q = &infos[sl].pairs; *q != NULL; q = &(*q)->next)
     if (strcmp((*q)->key, key) == 0) {
       pair *gone = *q;
       *q = gone->next;
@@ -216,15 +241,16 @@ int MPI_Info_delete(MPI_Info info, const char *key) {
 }
 
 int MPI_Info_get_nkeys(MPI_Info info, int *nkeys) {
+  int sl;
   int n = 0;
   if (nkeys == NULL)
     return fail("MPI_Info_get_nkeys", MPI_ERR_ARG, "nkeys is NULL");
   pthread_mutex_lock(&lock);
-  if (!live(info)) {
+  if ((sl = slot_of(info)) < 0) {
     pthread_mutex_unlock(&lock);
     return fail("MPI_Info_get_nkeys", MPI_ERR_INFO, "no such info object");
   }
-  for (pair *q = infos[info].pairs; q != NULL; q = q->next)
+  for (pair *q = infos[sl].pairs; q != NULL; q = q->next)
     n++;
   pthread_mutex_unlock(&lock);
   *nkeys = n;
@@ -232,16 +258,17 @@ int MPI_Info_get_nkeys(MPI_Info info, int *nkeys) {
 }
 
 int MPI_Info_get_nthkey(MPI_Info info, int n, char *key) {
+  int sl;
   static const char fn[] = "MPI_Info_get_nthkey";
   pair *q;
   if (key == NULL)
     return fail(fn, MPI_ERR_ARG, "key is NULL");
   pthread_mutex_lock(&lock);
-  if (!live(info)) {
+  if ((sl = slot_of(info)) < 0) {
     pthread_mutex_unlock(&lock);
     return fail(fn, MPI_ERR_INFO, "no such info object");
   }
-  q = infos[info].pairs;
+  q = infos[sl].pairs;
   for (int i = 0; q != NULL && i < n; i++)
     q = q->next;
   if (n < 0 || q == NULL) {
@@ -255,17 +282,18 @@ int MPI_Info_get_nthkey(MPI_Info info, int n, char *key) {
 }
 
 int MPI_Info_dup(MPI_Info info, MPI_Info *newinfo) {
+  int sl;
   static const char fn[] = "MPI_Info_dup";
   pair *copy = NULL, **tail = &copy;
   int rc;
   if (newinfo == NULL)
     return fail(fn, MPI_ERR_ARG, "newinfo is NULL");
   pthread_mutex_lock(&lock);
-  if (!live(info)) {
+  if ((sl = slot_of(info)) < 0) {
     pthread_mutex_unlock(&lock);
     return fail(fn, MPI_ERR_INFO, "no such info object");
   }
-  for (pair *q = infos[info].pairs; q != NULL; q = q->next) {
+  for (pair *q = infos[sl].pairs; q != NULL; q = q->next) {
     pair *c = calloc(1, sizeof *c);
     if (c == NULL || (c->key = strdup(q->key)) == NULL ||
         (c->value = strdup(q->value)) == NULL) {
@@ -279,7 +307,7 @@ int MPI_Info_dup(MPI_Info info, MPI_Info *newinfo) {
   }
   rc = take_handle(newinfo);
   if (rc == MPI_SUCCESS)
-    infos[*newinfo].pairs = copy;
+    infos[*newinfo & (INFOS_MAX - 1)].pairs = copy;
   pthread_mutex_unlock(&lock);
   if (rc != MPI_SUCCESS) {
     free_pairs(copy);
@@ -289,17 +317,18 @@ int MPI_Info_dup(MPI_Info info, MPI_Info *newinfo) {
 }
 
 int MPI_Info_free(MPI_Info *info) {
+  int sl;
   pair *gone;
   if (info == NULL)
     return fail("MPI_Info_free", MPI_ERR_ARG, "info is NULL");
   pthread_mutex_lock(&lock);
-  if (!live(*info)) {
+  if ((sl = slot_of(*info)) < 0) {
     pthread_mutex_unlock(&lock);
     return fail("MPI_Info_free", MPI_ERR_INFO, "no such info object");
   }
-  gone = infos[*info].pairs;
-  infos[*info].pairs = NULL;
-  infos[*info].live = false;
+  gone = infos[sl].pairs;
+  infos[sl].pairs = NULL;
+  infos[sl].live = false;
   pthread_mutex_unlock(&lock);
   free_pairs(gone);
   *info = MPI_INFO_NULL;
@@ -339,18 +368,32 @@ int MPI_Comm_get_info(MPI_Comm comm, MPI_Info *info_used) {
   return MPI_Info_create(info_used);
 }
 
+/* A dup, after which the ranks agree in one allreduce on the new comm that
+ * every one passed a valid info: otherwise all free it and fail alike. */
 int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm) {
-  MPI_Comm c = comm;
-  int rc = crnet_mpi_check_comm(&c, "MPI_Comm_dup_with_info");
+  static const char fn[] = "MPI_Comm_dup_with_info";
+  MPI_Comm c = comm, dup = MPI_COMM_NULL;
+  int rc = crnet_mpi_check_comm(&c, fn);
   if (rc != MPI_SUCCESS)
     return rc;
-  /* A dup is collective: a rank whose info is wrong still dups, so that
-   * the others do not wait for it, then frees its copy and fails. */
-  rc = MPI_Comm_dup(comm, newcomm);
-  if (rc == MPI_SUCCESS && !crnet_mpi_info_valid(info)) {
-    (void)MPI_Comm_free(newcomm);
-    return crnet_mpi_fail(c, "MPI_Comm_dup_with_info", MPI_ERR_INFO,
-                          "no such info object");
+  rc = MPI_Comm_dup(comm, newcomm != NULL ? &dup : NULL);
+  if (rc != MPI_SUCCESS)
+    return rc;
+  int32_t valid = crnet_mpi_info_valid(info) ? 1 : 0;
+  rc = crnet_allreduce(dup->c, CRNET_IN_PLACE, &valid, 1, CRNET_INT32,
+                       CRNET_MIN);
+  if (rc != 0 || valid == 0) {
+    int frc = MPI_Comm_free(&dup);
+    if (rc != 0)
+      return crnet_mpi_from_crnet(c, fn, rc);
+    if (frc != MPI_SUCCESS)
+      return frc;
+    return crnet_mpi_fail(c, fn, MPI_ERR_INFO, "%s",
+                          crnet_mpi_info_valid(info)
+                              ? "another rank passed an info that does not "
+                                "exist"
+                              : "no such info object");
   }
-  return rc;
+  *newcomm = dup;
+  return MPI_SUCCESS;
 }

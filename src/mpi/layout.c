@@ -43,6 +43,18 @@ typedef struct part {
  * many (256 MiB of them) a constructor gives up with MPI_ERR_NO_MEM. */
 #define BLOCKS_MAX ((size_t)1 << 24)
 
+/* Every displacement, bound and size a type has stays within +-LIMIT
+ * bytes, so that differences of two never overflow; past it a constructor
+ * fails with MPI_ERR_ARG. */
+#define LIMIT ((ptrdiff_t)1 << 61)
+
+/* a + b + c in *out if it stays within LIMIT. */
+static bool sum_in(ptrdiff_t a, ptrdiff_t b, ptrdiff_t c, ptrdiff_t *out) {
+  ptrdiff_t t;
+  return !__builtin_add_overflow(a, b, &t) &&
+         !__builtin_add_overflow(t, c, out) && *out <= LIMIT && *out >= -LIMIT;
+}
+
 /* The new type as its copies are added. Its bounds: where the copies of
  * types without set bounds lie (data), and the bounds of the copies of
  * types whose bounds MPI_Type_create_resized set (marks), which win
@@ -51,6 +63,7 @@ typedef struct builder {
   crnet_mpi_block *b;
   size_t n, cap;
   bool oom;
+  bool overflow; /* a displacement or size past +-LIMIT */
   bool any_data, any_mark;
   ptrdiff_t dlb, dub, mlb, mub;
   size_t align;
@@ -118,7 +131,12 @@ static void add_block(builder *b, ptrdiff_t off, size_t len) {
 
 /* The bounds of copies of p from lo to hi (their displacements). */
 static void add_bounds(builder *b, const part *p, ptrdiff_t lo, ptrdiff_t hi) {
-  ptrdiff_t l = lo + p->lb, u = hi + p->lb + (ptrdiff_t)p->extent;
+  ptrdiff_t l, u;
+  if (!sum_in(lo, p->lb, 0, &l) ||
+      !sum_in(hi, p->lb, (ptrdiff_t)p->extent, &u)) {
+    b->overflow = true;
+    return;
+  }
   if (p->t.sticky) {
     b->mlb = b->any_mark && b->mlb < l ? b->mlb : l;
     b->mub = b->any_mark && b->mub > u ? b->mub : u;
@@ -133,18 +151,33 @@ static void add_bounds(builder *b, const part *p, ptrdiff_t lo, ptrdiff_t hi) {
 /* count elements of p one after the other from displacement disp: one
  * block when p is dense. */
 static void add_run(builder *b, const part *p, ptrdiff_t disp, size_t count) {
-  ptrdiff_t ext = (ptrdiff_t)p->extent;
+  ptrdiff_t ext = (ptrdiff_t)p->extent, last, span;
+  size_t bytes;
   if (count == 0)
     return;
+  /* The last element's displacement, and a dense run's bytes, in range
+   * (then every element's and block's are: each block lies within its
+   * element's true extent, itself within LIMIT). */
+  if (__builtin_mul_overflow((ptrdiff_t)(count - 1), ext, &span) ||
+      !sum_in(disp, span, 0, &last) ||
+      __builtin_mul_overflow(p->size, count, &bytes) || bytes > (size_t)LIMIT) {
+    b->overflow = true;
+    return;
+  }
   if (p->l == NULL)
-    add_block(b, disp, p->size * count);
+    add_block(b, disp, bytes);
   else
     for (size_t j = 0; j < count && !b->oom; j++)
-      for (size_t k = 0; k < p->l->nblocks; k++)
-        add_block(b, disp + (ptrdiff_t)j * ext + p->l->blocks[k].off,
-                  p->l->blocks[k].len);
-  add_bounds(b, p, ext >= 0 ? disp : disp + (ptrdiff_t)(count - 1) * ext,
-             ext >= 0 ? disp + (ptrdiff_t)(count - 1) * ext : disp);
+      for (size_t k = 0; k < p->l->nblocks; k++) {
+        ptrdiff_t at;
+        if (!sum_in(disp, (ptrdiff_t)j * ext, p->l->blocks[k].off, &at) ||
+            !sum_in(at, (ptrdiff_t)p->l->blocks[k].len, 0, &span)) {
+          b->overflow = true;
+          return;
+        }
+        add_block(b, at, p->l->blocks[k].len);
+      }
+  add_bounds(b, p, ext >= 0 ? disp : last, ext >= 0 ? last : disp);
   if (p->align > b->align)
     b->align = p->align;
   if (p->size == 0)
@@ -169,10 +202,16 @@ static int finish(const char *fn, builder *b, ptrdiff_t lb, size_t extent,
   size_t size = 0, esize;
   ptrdiff_t tlb = 0, tub = 0;
   int rc;
+  if (b->overflow || extent > (size_t)LIMIT || lb > LIMIT || lb < -LIMIT) {
+    free(b->b);
+    return crnet_mpi_fail(MPI_COMM_NULL, fn, MPI_ERR_ARG,
+                          "displacements or sizes past 2^61 bytes");
+  }
   if (b->oom) {
     free(b->b);
     return crnet_mpi_fail(MPI_COMM_NULL, fn, MPI_ERR_NO_MEM,
-                          "the type's %zu blocks", b->n);
+                          "the type's %zu blocks (at most %zu)", b->n,
+                          BLOCKS_MAX);
   }
   for (size_t k = 0; k < b->n; k++) {
     size += b->b[k].len;

@@ -562,7 +562,9 @@ int crnet_mpi_op_get(MPI_Op op, const crnet_mpi_type *t, crnet_op *out,
     user_op u = user_ops[op - FIRST_USER_OP];
     pthread_mutex_unlock(&lock);
     if (u.live) {
-      if (t->n != 1 || !t->predefined) {
+      /* One element of one base type: a predefined type, its dup, a
+       * contiguous run of one. */
+      if (t->n != 1 || t->holes || t->mixed || t->pair || t->trail != 0) {
         *why = "a user operator on a derived datatype is not supported";
         return MPI_ERR_UNSUPPORTED_OPERATION;
       }

@@ -954,6 +954,9 @@ int main(int argc, char **argv) {
     return mismatch();
   if (strcmp(mode, "fatal") == 0) {
     int x = 0;
+    /* Everyone past MPI_Init first, as in mismatch(): the abort must meet
+     * the others in the barrier below, not in MPI_Init. */
+    OK(MPI_Barrier(MPI_COMM_WORLD));
     if (rank == 1)
       MPI_Send(&x, 1, MPI_INT, p + 7, 0, MPI_COMM_WORLD);
     MPI_Barrier(MPI_COMM_WORLD); /* fails on the others: the job aborted */

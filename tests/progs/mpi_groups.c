@@ -621,6 +621,18 @@ static void check_info(void) {
   code = MPI_Alloc_mem(64, stale, &mem);
   EXPECT(error_class(code) == MPI_ERR_INFO, "alloc_mem, a freed info: %s",
          error_text(code));
+  /* One rank's freed info fails the dup on every rank, none keeps one. */
+  c = MPI_COMM_NULL;
+  code = MPI_Comm_dup_with_info(MPI_COMM_WORLD,
+                                rank == 0 ? stale : MPI_INFO_NULL, &c);
+  EXPECT(error_class(code) == MPI_ERR_INFO && c == MPI_COMM_NULL,
+         "dup with one rank's freed info: %s", error_text(code));
+  /* One rank's NULL newcomm: it fails, the others' dups work. */
+  code = MPI_Comm_dup(MPI_COMM_WORLD, rank == 0 ? NULL : &c);
+  EXPECT(rank == 0 ? error_class(code) == MPI_ERR_ARG : code == MPI_SUCCESS,
+         "dup with rank 0's NULL newcomm: %s", error_text(code));
+  if (rank != 0)
+    OK(MPI_Comm_free(&c)); /* unused: rank 0 has no part of it */
   OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
   OK(MPI_Info_create(&leftover));
   OK(MPI_Info_set(leftover, "left", "over"));

@@ -245,8 +245,8 @@ int MPI_Reduce(const void *sendbuf, void *recvbuf, int count,
     return crnet_mpi_loc(comm, "MPI_Reduce", sendbuf, recvbuf, count, NULL,
                          datatype, op, root);
   CHECK(reduction(comm, "MPI_Reduce", count, datatype, op, true, &m, &cop));
-  void *rb = crnet_comm_rank(comm->c) == root ? recvbuf : NULL;
-  void **rbp = rb != NULL ? &recvbuf : NULL;
+  /* The receive buffer counts at the root only. */
+  void **rbp = crnet_comm_rank(comm->c) == root ? &recvbuf : NULL;
   CHECK(stage(comm, "MPI_Reduce", &sg, &sendbuf, datatype, (size_t)count, rbp,
               datatype, (size_t)count, sendbuf == MPI_IN_PLACE));
   return staged_end(comm, "MPI_Reduce", &sg,
@@ -264,8 +264,8 @@ int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count,
   CHECK(check_root(comm, "MPI_Ireduce", root));
   CHECK(reduction(comm, "MPI_Ireduce", count, datatype, op, true, &m, &cop));
   CHECK(crnet_mpi_request_new(comm, "MPI_Ireduce", REQ_COLL, request, &r));
-  void *rb = crnet_comm_rank(comm->c) == root ? recvbuf : NULL;
-  void **rbp = rb != NULL ? &recvbuf : NULL;
+  /* The receive buffer counts at the root only. */
+  void **rbp = crnet_comm_rank(comm->c) == root ? &recvbuf : NULL;
   CHECK(staged_or_freed(r, request,
                         stage(comm, "MPI_Ireduce", &r->stage, &sendbuf,
                               datatype, (size_t)count, rbp, datatype,
@@ -287,9 +287,8 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count,
     return crnet_mpi_loc(comm, "MPI_Allreduce", sendbuf, recvbuf, count, NULL,
                          datatype, op, -1);
   CHECK(reduction(comm, "MPI_Allreduce", count, datatype, op, true, &m, &cop));
-  void **rbp = &recvbuf;
   CHECK(stage(comm, "MPI_Allreduce", &sg, &sendbuf, datatype, (size_t)count,
-              rbp, datatype, (size_t)count, sendbuf == MPI_IN_PLACE));
+              &recvbuf, datatype, (size_t)count, sendbuf == MPI_IN_PLACE));
   return staged_end(
       comm, "MPI_Allreduce", &sg,
       crnet_allreduce(comm->c, send_of(sendbuf), recvbuf, m.count, m.dt, cop));
@@ -304,10 +303,9 @@ int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count,
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Iallreduce"));
   CHECK(reduction(comm, "MPI_Iallreduce", count, datatype, op, true, &m, &cop));
   CHECK(crnet_mpi_request_new(comm, "MPI_Iallreduce", REQ_COLL, request, &r));
-  void **rbp = &recvbuf;
   CHECK(staged_or_freed(r, request,
                         stage(comm, "MPI_Iallreduce", &r->stage, &sendbuf,
-                              datatype, (size_t)count, rbp, datatype,
+                              datatype, (size_t)count, &recvbuf, datatype,
                               (size_t)count, sendbuf == MPI_IN_PLACE)));
   return crnet_mpi_request_started(comm, "MPI_Iallreduce",
                                    crnet_iallreduce(comm->c, send_of(sendbuf),
@@ -323,9 +321,8 @@ int MPI_Scan(const void *sendbuf, void *recvbuf, int count,
   crnet_mpi_stage sg = {0};
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Scan"));
   CHECK(reduction(comm, "MPI_Scan", count, datatype, op, true, &m, &cop));
-  void **rbp = &recvbuf;
-  CHECK(stage(comm, "MPI_Scan", &sg, &sendbuf, datatype, (size_t)count, rbp,
-              datatype, (size_t)count, sendbuf == MPI_IN_PLACE));
+  CHECK(stage(comm, "MPI_Scan", &sg, &sendbuf, datatype, (size_t)count,
+              &recvbuf, datatype, (size_t)count, sendbuf == MPI_IN_PLACE));
   return staged_end(
       comm, "MPI_Scan", &sg,
       crnet_scan(comm->c, send_of(sendbuf), recvbuf, m.count, m.dt, cop));
@@ -340,10 +337,9 @@ int MPI_Iscan(const void *sendbuf, void *recvbuf, int count,
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Iscan"));
   CHECK(reduction(comm, "MPI_Iscan", count, datatype, op, true, &m, &cop));
   CHECK(crnet_mpi_request_new(comm, "MPI_Iscan", REQ_COLL, request, &r));
-  void **rbp = &recvbuf;
   CHECK(staged_or_freed(r, request,
                         stage(comm, "MPI_Iscan", &r->stage, &sendbuf, datatype,
-                              (size_t)count, rbp, datatype, (size_t)count,
+                              (size_t)count, &recvbuf, datatype, (size_t)count,
                               sendbuf == MPI_IN_PLACE)));
   return crnet_mpi_request_started(comm, "MPI_Iscan",
                                    crnet_iscan(comm->c, send_of(sendbuf),
@@ -359,11 +355,10 @@ int MPI_Exscan(const void *sendbuf, void *recvbuf, int count,
   crnet_mpi_stage sg = {0};
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Exscan"));
   CHECK(reduction(comm, "MPI_Exscan", count, datatype, op, true, &m, &cop));
-  void **rbp = &recvbuf;
   /* Filled always: crnet leaves rank 0's result as it was, and so must the
    * unpacking. */
-  CHECK(stage(comm, "MPI_Exscan", &sg, &sendbuf, datatype, (size_t)count, rbp,
-              datatype, (size_t)count, true));
+  CHECK(stage(comm, "MPI_Exscan", &sg, &sendbuf, datatype, (size_t)count,
+              &recvbuf, datatype, (size_t)count, true));
   return staged_end(
       comm, "MPI_Exscan", &sg,
       crnet_exscan(comm->c, send_of(sendbuf), recvbuf, m.count, m.dt, cop));
@@ -378,10 +373,9 @@ int MPI_Iexscan(const void *sendbuf, void *recvbuf, int count,
   CHECK(crnet_mpi_check_comm(&comm, "MPI_Iexscan"));
   CHECK(reduction(comm, "MPI_Iexscan", count, datatype, op, true, &m, &cop));
   CHECK(crnet_mpi_request_new(comm, "MPI_Iexscan", REQ_COLL, request, &r));
-  void **rbp = &recvbuf;
   CHECK(staged_or_freed(r, request,
                         stage(comm, "MPI_Iexscan", &r->stage, &sendbuf,
-                              datatype, (size_t)count, rbp, datatype,
+                              datatype, (size_t)count, &recvbuf, datatype,
                               (size_t)count, true)));
   return crnet_mpi_request_started(comm, "MPI_Iexscan",
                                    crnet_iexscan(comm->c, send_of(sendbuf),

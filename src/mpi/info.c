@@ -14,8 +14,9 @@
 
 #include "mpi_internal.h"
 
-#define INFOS_MAX 1024 /* a power of two: a handle is slot | gen << SLOT_BITS  \
-                        */
+#define INFOS_MAX                                                              \
+  1024 /* a power of two: a handle is slot | gen << SLOT_BITS                  \
+        */
 #define SLOT_BITS 10
 #define GEN_MAX ((1u << (31 - SLOT_BITS)) - 1)
 
@@ -24,14 +25,14 @@ typedef struct pair {
   char *key, *value;
 } pair;
 
-typedef struct info {
+typedef struct info_obj {
   bool live;
   uint32_t gen; /* raised by every new info in the slot (as types.c's) */
   pair *pairs;  /* in the order the keys were first set */
-} info;
+} info_obj;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static info infos[INFOS_MAX]; /* [0]: MPI_INFO_NULL, never live */
+static info_obj infos[INFOS_MAX]; /* [0]: MPI_INFO_NULL, never live */
 
 static uint32_t next_slot = 1; /* a freed slot is the last used again */
 
@@ -45,20 +46,30 @@ static int slot_of(MPI_Info h) {
                                                                    : -1;
 }
 
-static bool live(MPI_Info h) { return slot_of(h) >= 0; }
+static int fail(const char *fn, int cls, const char *what) {
+  return crnet_mpi_fail(MPI_COMM_NULL, fn, cls, "%s", what);
+}
+
+/* The info behind h with the lock taken; or NULL, the lock not held and
+ * MPI_ERR_INFO raised in *rc. */
+static info_obj *locked(MPI_Info h, const char *fn, int *rc) {
+  pthread_mutex_lock(&lock);
+  int s = slot_of(h);
+  if (s >= 0)
+    return &infos[s];
+  pthread_mutex_unlock(&lock);
+  *rc = fail(fn, MPI_ERR_INFO, "no such info object");
+  return NULL;
+}
 
 bool crnet_mpi_info_valid(MPI_Info h) {
   bool ok;
   if (h == MPI_INFO_NULL)
     return true;
   pthread_mutex_lock(&lock);
-  ok = live(h);
+  ok = slot_of(h) >= 0;
   pthread_mutex_unlock(&lock);
   return ok;
-}
-
-static int fail(const char *fn, int cls, const char *what) {
-  return crnet_mpi_fail(MPI_COMM_NULL, fn, cls, "%s", what);
 }
 
 /* A key MPI accepts: 1 to MPI_MAX_INFO_KEY - 1 characters. */
@@ -74,7 +85,7 @@ static int check_key(const char *fn, const char *key) {
   return MPI_SUCCESS;
 }
 
-static pair *find(const info *in, const char *key) {
+static pair *find(const info_obj *in, const char *key) {
   for (pair *q = in->pairs; q != NULL; q = q->next)
     if (strcmp(q->key, key) == 0)
       return q;
@@ -120,7 +131,7 @@ int MPI_Info_create(MPI_Info *info) {
 }
 
 int MPI_Info_set(MPI_Info info, const char *key, const char *value) {
-  int sl;
+  info_obj *in;
   static const char fn[] = "MPI_Info_set";
   pair *q;
   char *v;
@@ -135,13 +146,11 @@ int MPI_Info_set(MPI_Info info, const char *key, const char *value) {
                           MPI_MAX_INFO_VAL - 1);
   if ((v = strdup(value)) == NULL)
     return fail(fn, MPI_ERR_NO_MEM, "the value");
-  pthread_mutex_lock(&lock);
-  if ((sl = slot_of(info)) < 0) {
-    pthread_mutex_unlock(&lock);
+  if ((in = locked(info, fn, &rc)) == NULL) {
     free(v);
-    return fail(fn, MPI_ERR_INFO, "no such info object");
+    return rc;
   }
-  if ((q = find(&infos[sl], key)) != NULL) {
+  if ((q = find(in, key)) != NULL) {
     free(q->value);
     q->value = v;
     pthread_mutex_unlock(&lock);
@@ -155,7 +164,7 @@ int MPI_Info_set(MPI_Info info, const char *key, const char *value) {
     return fail(fn, MPI_ERR_NO_MEM, "the key");
   }
   q->value = v;
-  pair **tail = &infos[sl].pairs;
+  pair **tail = &in->pairs;
   while (*tail != NULL)
     tail = &(*tail)->next;
   *tail = q;
@@ -165,7 +174,7 @@ int MPI_Info_set(MPI_Info info, const char *key, const char *value) {
 
 int MPI_Info_get(MPI_Info info, const char *key, int valuelen, char *value,
                  int *flag) {
-  int sl;
+  info_obj *in;
   static const char fn[] = "MPI_Info_get";
   pair *q;
   int rc = check_key(fn, key);
@@ -173,12 +182,9 @@ int MPI_Info_get(MPI_Info info, const char *key, int valuelen, char *value,
     return rc;
   if (flag == NULL || (value == NULL && valuelen > 0) || valuelen < 0)
     return fail(fn, MPI_ERR_ARG, "value, valuelen or flag");
-  pthread_mutex_lock(&lock);
-  if ((sl = slot_of(info)) < 0) {
-    pthread_mutex_unlock(&lock);
-    return fail(fn, MPI_ERR_INFO, "no such info object");
-  }
-  q = find(&infos[sl], key);
+  if ((in = locked(info, fn, &rc)) == NULL)
+    return rc;
+  q = find(in, key);
   *flag = q != NULL;
   /* At most valuelen characters and the terminating NUL, as MPI says. */
   if (q != NULL && value != NULL) {
@@ -194,7 +200,7 @@ int MPI_Info_get(MPI_Info info, const char *key, int valuelen, char *value,
 
 int MPI_Info_get_valuelen(MPI_Info info, const char *key, int *valuelen,
                           int *flag) {
-  int sl;
+  info_obj *in;
   static const char fn[] = "MPI_Info_get_valuelen";
   pair *q;
   int rc = check_key(fn, key);
@@ -202,12 +208,9 @@ int MPI_Info_get_valuelen(MPI_Info info, const char *key, int *valuelen,
     return rc;
   if (valuelen == NULL || flag == NULL)
     return fail(fn, MPI_ERR_ARG, "valuelen or flag is NULL");
-  pthread_mutex_lock(&lock);
-  if ((sl = slot_of(info)) < 0) {
-    pthread_mutex_unlock(&lock);
-    return fail(fn, MPI_ERR_INFO, "no such info object");
-  }
-  q = find(&infos[sl], key);
+  if ((in = locked(info, fn, &rc)) == NULL)
+    return rc;
+  q = find(in, key);
   *flag = q != NULL;
   if (q != NULL)
     *valuelen = (int)strlen(q->value);
@@ -216,17 +219,14 @@ int MPI_Info_get_valuelen(MPI_Info info, const char *key, int *valuelen,
 }
 
 int MPI_Info_delete(MPI_Info info, const char *key) {
-  int sl;
+  info_obj *in;
   static const char fn[] = "MPI_Info_delete";
   int rc = check_key(fn, key);
   if (rc != MPI_SUCCESS)
     return rc;
-  pthread_mutex_lock(&lock);
-  if ((sl = slot_of(info)) < 0) {
-    pthread_mutex_unlock(&lock);
-    return fail(fn, MPI_ERR_INFO, "no such info object");
-  }
-  for (pair **q = &infos[sl].pairs; *q != NULL; q = &(*q)->next)
+  if ((in = locked(info, fn, &rc)) == NULL)
+    return rc;
+  for (pair **q = &in->pairs; *q != NULL; q = &(*q)->next)
     if (strcmp((*q)->key, key) == 0) {
       pair *gone = *q;
       *q = gone->next;
@@ -241,16 +241,14 @@ int MPI_Info_delete(MPI_Info info, const char *key) {
 }
 
 int MPI_Info_get_nkeys(MPI_Info info, int *nkeys) {
-  int sl;
+  info_obj *in;
+  int rc;
   int n = 0;
   if (nkeys == NULL)
     return fail("MPI_Info_get_nkeys", MPI_ERR_ARG, "nkeys is NULL");
-  pthread_mutex_lock(&lock);
-  if ((sl = slot_of(info)) < 0) {
-    pthread_mutex_unlock(&lock);
-    return fail("MPI_Info_get_nkeys", MPI_ERR_INFO, "no such info object");
-  }
-  for (pair *q = infos[sl].pairs; q != NULL; q = q->next)
+  if ((in = locked(info, "MPI_Info_get_nkeys", &rc)) == NULL)
+    return rc;
+  for (pair *q = in->pairs; q != NULL; q = q->next)
     n++;
   pthread_mutex_unlock(&lock);
   *nkeys = n;
@@ -258,17 +256,15 @@ int MPI_Info_get_nkeys(MPI_Info info, int *nkeys) {
 }
 
 int MPI_Info_get_nthkey(MPI_Info info, int n, char *key) {
-  int sl;
+  info_obj *in;
+  int rc;
   static const char fn[] = "MPI_Info_get_nthkey";
   pair *q;
   if (key == NULL)
     return fail(fn, MPI_ERR_ARG, "key is NULL");
-  pthread_mutex_lock(&lock);
-  if ((sl = slot_of(info)) < 0) {
-    pthread_mutex_unlock(&lock);
-    return fail(fn, MPI_ERR_INFO, "no such info object");
-  }
-  q = infos[sl].pairs;
+  if ((in = locked(info, fn, &rc)) == NULL)
+    return rc;
+  q = in->pairs;
   for (int i = 0; q != NULL && i < n; i++)
     q = q->next;
   if (n < 0 || q == NULL) {
@@ -282,18 +278,15 @@ int MPI_Info_get_nthkey(MPI_Info info, int n, char *key) {
 }
 
 int MPI_Info_dup(MPI_Info info, MPI_Info *newinfo) {
-  int sl;
+  info_obj *in;
   static const char fn[] = "MPI_Info_dup";
   pair *copy = NULL, **tail = &copy;
   int rc;
   if (newinfo == NULL)
     return fail(fn, MPI_ERR_ARG, "newinfo is NULL");
-  pthread_mutex_lock(&lock);
-  if ((sl = slot_of(info)) < 0) {
-    pthread_mutex_unlock(&lock);
-    return fail(fn, MPI_ERR_INFO, "no such info object");
-  }
-  for (pair *q = infos[sl].pairs; q != NULL; q = q->next) {
+  if ((in = locked(info, fn, &rc)) == NULL)
+    return rc;
+  for (pair *q = in->pairs; q != NULL; q = q->next) {
     pair *c = calloc(1, sizeof *c);
     if (c == NULL || (c->key = strdup(q->key)) == NULL ||
         (c->value = strdup(q->value)) == NULL) {
@@ -317,18 +310,16 @@ int MPI_Info_dup(MPI_Info info, MPI_Info *newinfo) {
 }
 
 int MPI_Info_free(MPI_Info *info) {
-  int sl;
+  info_obj *in;
+  int rc;
   pair *gone;
   if (info == NULL)
     return fail("MPI_Info_free", MPI_ERR_ARG, "info is NULL");
-  pthread_mutex_lock(&lock);
-  if ((sl = slot_of(*info)) < 0) {
-    pthread_mutex_unlock(&lock);
-    return fail("MPI_Info_free", MPI_ERR_INFO, "no such info object");
-  }
-  gone = infos[sl].pairs;
-  infos[sl].pairs = NULL;
-  infos[sl].live = false;
+  if ((in = locked(*info, "MPI_Info_free", &rc)) == NULL)
+    return rc;
+  gone = in->pairs;
+  in->pairs = NULL;
+  in->live = false;
   pthread_mutex_unlock(&lock);
   free_pairs(gone);
   *info = MPI_INFO_NULL;

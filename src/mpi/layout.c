@@ -243,7 +243,7 @@ static int finish(const char *fn, builder *b, ptrdiff_t lb, size_t extent,
     l->true_lb = tlb;
     l->true_extent = (size_t)(tub - tlb);
     l->size = size;
-    l->align = b->align ? b->align : 1;
+    l->align = t.align;
     l->nblocks = b->n;
     if (b->n > 0)
       memcpy(l->blocks, b->b, sizeof l->blocks[0] * b->n);
@@ -283,20 +283,6 @@ static bool affine(ptrdiff_t a, ptrdiff_t b, ptrdiff_t c, ptrdiff_t *out) {
   ptrdiff_t m;
   return !__builtin_mul_overflow(a, b, &m) &&
          !__builtin_add_overflow(m, c, out);
-}
-
-/* A run of len elements of p from displacement at, if its last element's
- * displacement does not overflow: else false with the error raised. */
-static bool add_run_checked(const char *fn, builder *b, const part *p,
-                            ptrdiff_t at, int len, int *rc) {
-  ptrdiff_t last;
-  if (len > 0 && !affine(len - 1, (ptrdiff_t)p->extent, at, &last)) {
-    *rc = crnet_mpi_fail(MPI_COMM_NULL, fn, MPI_ERR_ARG,
-                         "a displacement overflows");
-    return false;
-  }
-  add_run(b, p, at, (size_t)len);
-  return true;
 }
 
 /* count blocks of blocklens[i] (or, if blocklens is NULL, blocklen)
@@ -349,8 +335,7 @@ static int blocks_of(const char *fn, int count, const int *blocklens,
                           "block %d's displacement overflows", i);
       break;
     }
-    if (!add_run_checked(fn, &b, &p, at, len, &rc))
-      break;
+    add_run(&b, &p, at, (size_t)len);
   }
   part_release(&p);
   if (rc != MPI_SUCCESS) {
@@ -446,13 +431,9 @@ int MPI_Type_create_struct(int count, const int array_of_blocklengths[],
       free(b.b);
       return rc;
     }
-    bool ok = add_run_checked(fn, &b, &p, array_of_displacements[i],
-                              array_of_blocklengths[i], &rc);
+    add_run(&b, &p, array_of_displacements[i],
+            (size_t)array_of_blocklengths[i]);
     part_release(&p);
-    if (!ok) {
-      free(b.b);
-      return rc;
-    }
   }
   /* Padded only where no member's bounds were set (MPI 3.1, 4.1.6). */
   bool sticky = natural_bounds(&b, &lb, &extent);
@@ -575,7 +556,8 @@ static void unpack(const crnet_mpi_layout *l, const void *in, size_t bytes,
 /* dt's layout, held, for a call's buffer of count elements: 0 (NULL for
  * a dense type) or the error raised. *bytes: their packed size. */
 static int layout_for(MPI_Comm comm, const char *fn, MPI_Datatype dt,
-                      size_t count, crnet_mpi_layout **l, size_t *bytes) {
+                      const void *buf, size_t count, crnet_mpi_layout **l,
+                      size_t *bytes) {
   crnet_mpi_type t;
   if (!crnet_mpi_type_hold(dt, true, &t, l))
     return crnet_mpi_fail(comm, fn, MPI_ERR_TYPE,
@@ -583,6 +565,11 @@ static int layout_for(MPI_Comm comm, const char *fn, MPI_Datatype dt,
   if (*l != NULL && (*l)->size != 0 && count > SIZE_MAX / (*l)->size) {
     crnet_mpi_layout_release(*l);
     return crnet_mpi_fail(comm, fn, MPI_ERR_COUNT, "%zu elements", count);
+  }
+  /* crnet refuses a NULL buffer itself, but would be handed the stage's. */
+  if (*l != NULL && buf == NULL && count > 0) {
+    crnet_mpi_layout_release(*l);
+    return crnet_mpi_fail(comm, fn, MPI_ERR_BUFFER, "the buffer is NULL");
   }
   *bytes = *l != NULL ? count * (*l)->size : 0;
   return MPI_SUCCESS;
@@ -593,7 +580,7 @@ int crnet_mpi_stage_send(MPI_Comm comm, const char *fn, crnet_mpi_stage *s,
                          const void **use) {
   crnet_mpi_layout *l;
   size_t bytes;
-  int rc = layout_for(comm, fn, dt, count, &l, &bytes);
+  int rc = layout_for(comm, fn, dt, buf, count, &l, &bytes);
   *use = buf;
   if (rc != MPI_SUCCESS || l == NULL)
     return rc;
@@ -614,7 +601,7 @@ int crnet_mpi_stage_recv(MPI_Comm comm, const char *fn, crnet_mpi_stage *s,
                          void **use) {
   crnet_mpi_layout *l;
   size_t bytes;
-  int rc = layout_for(comm, fn, dt, count, &l, &bytes);
+  int rc = layout_for(comm, fn, dt, buf, count, &l, &bytes);
   *use = buf;
   if (rc != MPI_SUCCESS || l == NULL)
     return rc;
@@ -666,6 +653,34 @@ static int packed_size(MPI_Comm comm, const char *fn, int count,
   return MPI_SUCCESS;
 }
 
+/* MPI_Pack's and MPI_Unpack's checks: the comm, the buffers (the packed
+ * one, and the typed one unless count is 0), and the count elements of dt
+ * packed from *position within the packed buffer's size bytes. 0 with dt's
+ * layout held (NULL if dense) and their bytes, or the error raised. */
+static int pack_window(MPI_Comm comm, const char *fn, const void *packed,
+                       const void *typed, int count, MPI_Datatype dt, int size,
+                       const int *position, crnet_mpi_layout **l,
+                       size_t *bytes) {
+  int rc = crnet_mpi_check_comm(&comm, fn);
+  *l = NULL;
+  if (rc == MPI_SUCCESS &&
+      (position == NULL || packed == NULL || (typed == NULL && count > 0)))
+    rc = crnet_mpi_fail(comm, fn, MPI_ERR_ARG, "a buffer or position is NULL");
+  if (rc == MPI_SUCCESS)
+    rc = packed_size(comm, fn, count, dt, l, bytes);
+  if (rc != MPI_SUCCESS)
+    return rc;
+  if (*position < 0 || size < 0 || *position > size ||
+      *bytes > (size_t)(size - *position)) {
+    crnet_mpi_layout_release(*l);
+    *l = NULL;
+    return crnet_mpi_fail(comm, fn, MPI_ERR_TRUNCATE,
+                          "%zu bytes from position %d of %d", *bytes, *position,
+                          size);
+  }
+  return MPI_SUCCESS;
+}
+
 int MPI_Pack_size(int incount, MPI_Datatype datatype, MPI_Comm comm,
                   int *size) {
   crnet_mpi_layout *l = NULL;
@@ -687,24 +702,12 @@ int MPI_Pack_size(int incount, MPI_Datatype datatype, MPI_Comm comm,
 
 int MPI_Pack(const void *inbuf, int incount, MPI_Datatype datatype,
              void *outbuf, int outsize, int *position, MPI_Comm comm) {
-  static const char fn[] = "MPI_Pack";
-  crnet_mpi_layout *l = NULL;
+  crnet_mpi_layout *l;
   size_t bytes = 0;
-  int rc = crnet_mpi_check_comm(&comm, fn);
-  if (rc == MPI_SUCCESS &&
-      (position == NULL || outbuf == NULL || (inbuf == NULL && incount > 0)))
-    rc = crnet_mpi_fail(comm, fn, MPI_ERR_ARG, "a buffer or position is NULL");
-  if (rc == MPI_SUCCESS)
-    rc = packed_size(comm, fn, incount, datatype, &l, &bytes);
+  int rc = pack_window(comm, "MPI_Pack", outbuf, inbuf, incount, datatype,
+                       outsize, position, &l, &bytes);
   if (rc != MPI_SUCCESS)
     return rc;
-  if (*position < 0 || outsize < 0 || (size_t)*position > (size_t)outsize ||
-      bytes > (size_t)(outsize - *position)) {
-    crnet_mpi_layout_release(l);
-    return crnet_mpi_fail(comm, fn, MPI_ERR_TRUNCATE,
-                          "%zu bytes do not fit from position %d of %d", bytes,
-                          *position, outsize);
-  }
   if (l != NULL)
     pack(l, inbuf, (size_t)incount, (uint8_t *)outbuf + *position);
   else if (bytes > 0)
@@ -716,24 +719,12 @@ int MPI_Pack(const void *inbuf, int incount, MPI_Datatype datatype,
 
 int MPI_Unpack(const void *inbuf, int insize, int *position, void *outbuf,
                int outcount, MPI_Datatype datatype, MPI_Comm comm) {
-  static const char fn[] = "MPI_Unpack";
-  crnet_mpi_layout *l = NULL;
+  crnet_mpi_layout *l;
   size_t bytes = 0;
-  int rc = crnet_mpi_check_comm(&comm, fn);
-  if (rc == MPI_SUCCESS &&
-      (position == NULL || inbuf == NULL || (outbuf == NULL && outcount > 0)))
-    rc = crnet_mpi_fail(comm, fn, MPI_ERR_ARG, "a buffer or position is NULL");
-  if (rc == MPI_SUCCESS)
-    rc = packed_size(comm, fn, outcount, datatype, &l, &bytes);
+  int rc = pack_window(comm, "MPI_Unpack", inbuf, outbuf, outcount, datatype,
+                       insize, position, &l, &bytes);
   if (rc != MPI_SUCCESS)
     return rc;
-  if (*position < 0 || insize < 0 || (size_t)*position > (size_t)insize ||
-      bytes > (size_t)(insize - *position)) {
-    crnet_mpi_layout_release(l);
-    return crnet_mpi_fail(comm, fn, MPI_ERR_TRUNCATE,
-                          "%zu bytes wanted from position %d of %d", bytes,
-                          *position, insize);
-  }
   if (l != NULL)
     unpack(l, (const uint8_t *)inbuf + *position, bytes, outbuf,
            (size_t)outcount);

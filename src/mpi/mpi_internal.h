@@ -246,8 +246,9 @@ typedef struct crnet_mpi_layout {
   crnet_mpi_block blocks[];
 } crnet_mpi_layout;
 
-/* The type behind dt with its layout, held (NULL for a dense type); any
- * live type if !committed_only. false if there is none. */
+/* The type behind dt with its layout, held (NULL for a dense type; not
+ * held if layout is NULL); any live type if !committed_only. false if
+ * there is none. crnet_mpi_type_get is this for committed types. */
 bool crnet_mpi_type_hold(MPI_Datatype dt, bool committed_only,
                          crnet_mpi_type *t, crnet_mpi_layout **layout);
 void crnet_mpi_layout_release(crnet_mpi_layout *l);

@@ -116,119 +116,86 @@ int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source, int tag,
   return crnet_mpi_from_crnet(comm, "MPI_Recv", rc);
 }
 
-int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
-                 int dest, int sendtag, void *recvbuf, int recvcount,
-                 MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm,
-                 MPI_Status *status) {
-  message s = {0}, r = {0};
-  crnet_mpi_stage sg = {0};
+/* MPI_Sendrecv's and MPI_Sendrecv_replace's exchange, their arguments
+ * checked (s and r): sendbuf is what crnet sends (a copy in sg, if it was
+ * staged), the receive is staged here, and sg ends here. */
+static int exchange(MPI_Comm comm, const char *fn, crnet_mpi_stage *sg,
+                    const void *sendbuf, const message *s, int dest,
+                    int sendtag, void *recvbuf, int recvcount,
+                    MPI_Datatype recvtype, const message *r, int source,
+                    int recvtag, MPI_Status *status) {
   crnet_status st;
-  int rc = check(&comm, "MPI_Sendrecv", sendcount, sendtype, dest, false,
-                 sendtag, &s);
-  if (rc == MPI_SUCCESS)
-    rc = check(&comm, "MPI_Sendrecv", recvcount, recvtype, source, true,
-               recvtag, &r);
-  if (rc != MPI_SUCCESS)
-    return rc;
-  if (dest != MPI_PROC_NULL &&
-      (rc = crnet_mpi_stage_send(comm, "MPI_Sendrecv", &sg, sendtype, sendbuf,
-                                 (size_t)sendcount, &sendbuf)) != MPI_SUCCESS)
-    return rc;
+  int rc = MPI_SUCCESS;
   if (source == MPI_PROC_NULL) {
     crnet_mpi_status(status, MPI_PROC_NULL, MPI_ANY_TAG, 0, 0);
     if (dest != MPI_PROC_NULL)
       rc = crnet_mpi_from_crnet(
-          comm, "MPI_Sendrecv",
-          crnet_send(comm->c, sendbuf, s.count, s.dt, dest, sendtag));
-    crnet_mpi_stage_end(&sg, false, 0);
+          comm, fn,
+          crnet_send(comm->c, sendbuf, s->count, s->dt, dest, sendtag));
+    crnet_mpi_stage_end(sg, false, 0);
     return rc;
   }
-  if ((rc = crnet_mpi_stage_recv(comm, "MPI_Sendrecv", &sg, recvtype, recvbuf,
+  if ((rc = crnet_mpi_stage_recv(comm, fn, sg, recvtype, recvbuf,
                                  (size_t)recvcount, false, &recvbuf)) !=
       MPI_SUCCESS) {
-    crnet_mpi_stage_end(&sg, false, 0);
+    crnet_mpi_stage_end(sg, false, 0);
     return rc;
   }
   if (dest == MPI_PROC_NULL)
-    rc = crnet_recv(comm->c, recvbuf, r.count, r.dt, source, recvtag, &st);
+    rc = crnet_recv(comm->c, recvbuf, r->count, r->dt, source, recvtag, &st);
   else
-    rc = crnet_sendrecv(comm->c, sendbuf, s.count, s.dt, dest, sendtag, recvbuf,
-                        r.count, r.dt, source, recvtag, &st);
-  crnet_mpi_stage_end(&sg, rc == 0, st.bytes);
+    rc = crnet_sendrecv(comm->c, sendbuf, s->count, s->dt, dest, sendtag,
+                        recvbuf, r->count, r->dt, source, recvtag, &st);
+  crnet_mpi_stage_end(sg, rc == 0, st.bytes);
   crnet_mpi_status(status, st.source, st.tag, st.error, st.bytes);
-  return crnet_mpi_from_crnet(comm, "MPI_Sendrecv", rc);
-}
-
-/* MPI_Sendrecv_replace of a type with holes: the send goes packed, the
- * receive lands packed and is unpacked into buf. */
-static int replace_staged(void *buf, int count, MPI_Datatype datatype, int dest,
-                          int sendtag, int source, int recvtag, MPI_Comm comm,
-                          MPI_Status *status) {
-  static const char fn[] = "MPI_Sendrecv_replace";
-  crnet_mpi_stage sg = {0};
-  crnet_mpi_type t;
-  const void *packed;
-  void *rbuf;
-  crnet_status st;
-  int rc;
-  if (!crnet_mpi_type_get(datatype, &t))
-    return crnet_mpi_fail(comm, fn, MPI_ERR_TYPE, "datatype %d", datatype);
-  if ((rc = crnet_mpi_stage_send(comm, fn, &sg, datatype, buf, (size_t)count,
-                                 &packed)) != MPI_SUCCESS)
-    return rc;
-  if ((rc = crnet_mpi_stage_recv(comm, fn, &sg, datatype, buf, (size_t)count,
-                                 false, &rbuf)) != MPI_SUCCESS) {
-    crnet_mpi_stage_end(&sg, false, 0);
-    return rc;
-  }
-  memset(&st, 0, sizeof st);
-  size_t n = (size_t)count * t.n;
-  if (source == MPI_PROC_NULL && dest == MPI_PROC_NULL)
-    rc = 0;
-  else if (source == MPI_PROC_NULL)
-    rc = crnet_send(comm->c, packed, n, t.base, dest, sendtag);
-  else if (dest == MPI_PROC_NULL)
-    rc = crnet_recv(comm->c, rbuf, n, t.base, source, recvtag, &st);
-  else
-    rc = crnet_sendrecv(comm->c, packed, n, t.base, dest, sendtag, rbuf, n,
-                        t.base, source, recvtag, &st);
-  crnet_mpi_stage_end(&sg, rc == 0 && source != MPI_PROC_NULL, st.bytes);
-  if (source == MPI_PROC_NULL)
-    crnet_mpi_status(status, MPI_PROC_NULL, MPI_ANY_TAG, 0, 0);
-  else
-    crnet_mpi_status(status, st.source, st.tag, st.error, st.bytes);
   return crnet_mpi_from_crnet(comm, fn, rc);
 }
 
-/* The send goes from a copy, and the receive lands in buf. */
+int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                 int dest, int sendtag, void *recvbuf, int recvcount,
+                 MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm,
+                 MPI_Status *status) {
+  static const char fn[] = "MPI_Sendrecv";
+  message s = {0}, r = {0};
+  crnet_mpi_stage sg = {0};
+  int rc = check(&comm, fn, sendcount, sendtype, dest, false, sendtag, &s);
+  if (rc == MPI_SUCCESS)
+    rc = check(&comm, fn, recvcount, recvtype, source, true, recvtag, &r);
+  if (rc == MPI_SUCCESS && dest != MPI_PROC_NULL)
+    rc = crnet_mpi_stage_send(comm, fn, &sg, sendtype, sendbuf,
+                              (size_t)sendcount, &sendbuf);
+  if (rc != MPI_SUCCESS)
+    return rc;
+  return exchange(comm, fn, &sg, sendbuf, &s, dest, sendtag, recvbuf, recvcount,
+                  recvtype, &r, source, recvtag, status);
+}
+
+/* The send goes from a copy (a type with holes packs into one; a dense
+ * one is copied), and the receive lands in buf. */
 int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype datatype, int dest,
                          int sendtag, int source, int recvtag, MPI_Comm comm,
                          MPI_Status *status) {
-  message s = {0};
-  size_t bytes;
-  void *copy;
-  int rc = check(&comm, "MPI_Sendrecv_replace", count, datatype, dest, false,
-                 sendtag, &s);
+  static const char fn[] = "MPI_Sendrecv_replace";
+  message s = {0}, r = {0};
+  crnet_mpi_stage sg = {0};
+  const void *copy = NULL;
+  int rc = check(&comm, fn, count, datatype, dest, false, sendtag, &s);
+  if (rc == MPI_SUCCESS)
+    rc = check(&comm, fn, count, datatype, source, true, recvtag, &r);
+  if (rc == MPI_SUCCESS && dest != MPI_PROC_NULL && s.holes)
+    rc = crnet_mpi_stage_send(comm, fn, &sg, datatype, buf, (size_t)count,
+                              &copy);
+  else if (rc == MPI_SUCCESS && dest != MPI_PROC_NULL) {
+    size_t bytes = s.count * crnet_datatype_size(s.dt);
+    if ((sg.send = malloc(bytes > 0 ? bytes : 1)) == NULL)
+      rc = crnet_mpi_fail(comm, fn, MPI_ERR_NO_MEM, "%zu bytes", bytes);
+    else
+      copy = memcpy(sg.send, buf, bytes);
+  }
   if (rc != MPI_SUCCESS)
     return rc;
-  if (s.holes) { /* the packed copy is a copy already */
-    message r = {0};
-    rc = check(&comm, "MPI_Sendrecv_replace", count, datatype, source, true,
-               recvtag, &r);
-    if (rc != MPI_SUCCESS)
-      return rc;
-    return replace_staged(buf, count, datatype, dest, sendtag, source, recvtag,
-                          comm, status);
-  }
-  bytes = s.count * crnet_datatype_size(s.dt);
-  if ((copy = malloc(bytes > 0 ? bytes : 1)) == NULL)
-    return crnet_mpi_fail(comm, "MPI_Sendrecv_replace", MPI_ERR_NO_MEM,
-                          "%zu bytes", bytes);
-  memcpy(copy, buf, bytes);
-  rc = MPI_Sendrecv(copy, count, datatype, dest, sendtag, buf, count, datatype,
-                    source, recvtag, comm, status);
-  free(copy);
-  return rc;
+  return exchange(comm, fn, &sg, copy, &s, dest, sendtag, buf, count, datatype,
+                  &r, source, recvtag, status);
 }
 
 static int isend_mode(const void *buf, int count, MPI_Datatype datatype,

@@ -141,27 +141,12 @@ static const MPI_Datatype canonical[CRNET_DATATYPE_COUNT] = {
     [CRNET_FLOAT] = MPI_FLOAT,     [CRNET_DOUBLE] = MPI_DOUBLE,
 };
 
-bool crnet_mpi_type_get(MPI_Datatype dt, crnet_mpi_type *out) {
-  bool ok;
-  int s;
-  if (dt > 0 && dt < FIRST_DERIVED) { /* predefined: never written */
-    *out = types[dt];
-    return out->live;
-  }
-  pthread_mutex_lock(&lock);
-  s = slot_of(dt);
-  ok = s >= 0 && types[s].committed;
-  if (ok)
-    *out = types[s];
-  pthread_mutex_unlock(&lock);
-  return ok;
-}
-
 bool crnet_mpi_type_hold(MPI_Datatype dt, bool committed_only,
                          crnet_mpi_type *t, crnet_mpi_layout **layout) {
   bool ok;
   int s;
-  *layout = NULL;
+  if (layout != NULL)
+    *layout = NULL;
   if (dt > 0 && dt < FIRST_DERIVED) { /* predefined: dense, never written */
     *t = types[dt];
     return t->live;
@@ -171,12 +156,15 @@ bool crnet_mpi_type_hold(MPI_Datatype dt, bool committed_only,
   ok = s >= 0 && (types[s].committed || !committed_only);
   if (ok) {
     *t = types[s];
-    *layout = layouts[s];
-    if (*layout != NULL)
+    if (layout != NULL && (*layout = layouts[s]) != NULL)
       atomic_fetch_add(&(*layout)->refs, 1);
   }
   pthread_mutex_unlock(&lock);
   return ok;
+}
+
+bool crnet_mpi_type_get(MPI_Datatype dt, crnet_mpi_type *out) {
+  return crnet_mpi_type_hold(dt, true, out, NULL);
 }
 
 void crnet_mpi_layout_release(crnet_mpi_layout *l) {
@@ -242,15 +230,11 @@ static size_t trail_of(MPI_Datatype dt, const crnet_mpi_type *t) {
 }
 
 /* Any type that exists, committed or not (an uncommitted type has a size
- * and an extent too): true with it in *t, else the error raised in *rc. */
+ * and an extent too): true with it in *t (and its layout held in *l, if l
+ * is not NULL), else the error raised in *rc. */
 static bool existing_type(MPI_Datatype datatype, const char *fn,
-                          crnet_mpi_type *t, int *rc) {
-  pthread_mutex_lock(&lock);
-  int s = slot_of(datatype);
-  bool live = s >= 0;
-  if (live)
-    *t = types[s];
-  pthread_mutex_unlock(&lock);
+                          crnet_mpi_type *t, crnet_mpi_layout **l, int *rc) {
+  bool live = crnet_mpi_type_hold(datatype, false, t, l);
   if (!live)
     *rc = crnet_mpi_fail(MPI_COMM_NULL, fn, MPI_ERR_TYPE,
                          "datatype %d does not exist", datatype);
@@ -264,53 +248,54 @@ int MPI_Type_size(MPI_Datatype datatype, int *size) {
   if (size == NULL)
     return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Type_size", MPI_ERR_ARG,
                           "size is NULL");
-  if (!existing_type(datatype, "MPI_Type_size", &t, &rc))
+  if (!existing_type(datatype, "MPI_Type_size", &t, NULL, &rc))
     return rc;
   bytes = size_of(datatype, &t);
   *size = bytes > INT_MAX ? MPI_UNDEFINED : (int)bytes;
   return MPI_SUCCESS;
 }
 
-int MPI_Type_get_extent(MPI_Datatype datatype, MPI_Aint *lb, MPI_Aint *extent) {
+/* A type's bounds and true bounds: its layout's, or from 0 for a dense
+ * type (a pair type's extent is its C struct's, padding included; its
+ * true extent ends with its int). */
+static int bounds_of(MPI_Datatype datatype, const char *fn, MPI_Aint *lb,
+                     MPI_Aint *extent, MPI_Aint *true_lb,
+                     MPI_Aint *true_extent) {
   crnet_mpi_type t;
+  crnet_mpi_layout *l;
   int rc = MPI_SUCCESS;
+  if (!existing_type(datatype, fn, &t, &l, &rc))
+    return rc;
+  if (l != NULL) {
+    *lb = l->lb;
+    *extent = (MPI_Aint)l->extent;
+    *true_lb = l->true_lb;
+    *true_extent = (MPI_Aint)l->true_extent;
+    crnet_mpi_layout_release(l);
+    return MPI_SUCCESS;
+  }
+  *lb = *true_lb = 0;
+  *extent = (MPI_Aint)(t.n * crnet_datatype_size(t.base));
+  *true_extent = *extent - (MPI_Aint)trail_of(datatype, &t);
+  return MPI_SUCCESS;
+}
+
+int MPI_Type_get_extent(MPI_Datatype datatype, MPI_Aint *lb, MPI_Aint *extent) {
+  MPI_Aint tlb, text;
   if (lb == NULL || extent == NULL)
     return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Type_get_extent", MPI_ERR_ARG,
                           "lb or extent is NULL");
-  if (!existing_type(datatype, "MPI_Type_get_extent", &t, &rc))
-    return rc;
-  if (t.holes) {
-    crnet_mpi_layout *l;
-    if (crnet_mpi_type_hold(datatype, false, &t, &l) && l != NULL) {
-      *lb = l->lb;
-      *extent = (MPI_Aint)l->extent;
-      crnet_mpi_layout_release(l);
-      return MPI_SUCCESS;
-    }
-  }
-  /* A pair type's extent is its C struct's, padding included. */
-  *lb = 0;
-  *extent = (MPI_Aint)(t.n * crnet_datatype_size(t.base));
-  return MPI_SUCCESS;
+  return bounds_of(datatype, "MPI_Type_get_extent", lb, extent, &tlb, &text);
 }
 
 int MPI_Type_get_true_extent(MPI_Datatype datatype, MPI_Aint *true_lb,
                              MPI_Aint *true_extent) {
-  crnet_mpi_type t;
-  crnet_mpi_layout *l = NULL;
-  int rc = MPI_Type_get_extent(datatype, true_lb, true_extent);
-  if (rc == MPI_SUCCESS &&
-      existing_type(datatype, "MPI_Type_get_true_extent", &t, &rc)) {
-    if (t.holes && crnet_mpi_type_hold(datatype, false, &t, &l) && l != NULL) {
-      *true_lb = l->true_lb;
-      *true_extent = (MPI_Aint)l->true_extent;
-      crnet_mpi_layout_release(l);
-    } else {
-      /* A pair's padding trails its int: the true extent ends there. */
-      *true_extent -= (MPI_Aint)trail_of(datatype, &t);
-    }
-  }
-  return rc;
+  MPI_Aint lb, extent;
+  if (true_lb == NULL || true_extent == NULL)
+    return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Type_get_true_extent",
+                          MPI_ERR_ARG, "true_lb or true_extent is NULL");
+  return bounds_of(datatype, "MPI_Type_get_true_extent", &lb, &extent, true_lb,
+                   true_extent);
 }
 
 int MPI_Type_contiguous(int count, MPI_Datatype oldtype,
@@ -322,7 +307,7 @@ int MPI_Type_contiguous(int count, MPI_Datatype oldtype,
     return crnet_mpi_fail(MPI_COMM_NULL, fn,
                           count < 0 ? MPI_ERR_COUNT : MPI_ERR_ARG,
                           "count %d, newtype %p", count, (void *)newtype);
-  if (!existing_type(oldtype, fn, &old, &rc))
+  if (!existing_type(oldtype, fn, &old, NULL, &rc))
     return rc;
   if (old.holes) /* count copies one extent apart: a vector of blocks of 1 */
     return MPI_Type_vector(count, 1, 1, oldtype, newtype);

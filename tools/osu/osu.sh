@@ -106,7 +106,10 @@ ci_one() {
     return 1
   fi
   echo "$out"
-  if ! echo "$out" | grep -Eq '^ *[0-9]+(\.[0-9]+)?( +[0-9.]+)* *$'; then
+  # A here-string, not a pipe: grep -q exits at the first row, and with
+  # pipefail an echo still writing into the closed pipe (SIGPIPE) failed the
+  # check of a table that was there.
+  if ! grep -Eq '^ *[0-9]+(\.[0-9]+)?( +[0-9.]+)* *$' <<<"$out"; then
     echo "osu.sh: $name at p = $p printed no table" >&2
     return 1
   fi

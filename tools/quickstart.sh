@@ -89,14 +89,20 @@ for path in sys.argv[1:]:
                 # The reason, here at the end where a short tail of the
                 # log still shows it: Check's failure lines, sanitizer
                 # reports' first lines, a rank's last words.
-                shown = 0
+                # Then the last lines of its stderr, where scripts say
+                # why they gave up.
+                shown = []
                 for out in ((r.get("stdout") or "") + "\n" +
                             (r.get("stderr") or "")).splitlines():
-                    if shown < 12 and any(k in out for k in (
+                    if len(shown) < 12 and any(k in out for k in (
                             ":F:", ":E:", "Sanitizer", "SUMMARY:",
                             "exited", "FAIL", "error")):
-                        print("    " + out[:300])
-                        shown += 1
+                        shown.append(out)
+                for out in (r.get("stderr") or "").splitlines()[-3:]:
+                    if out.strip() and out not in shown:
+                        shown.append(out)
+                for out in shown:
+                    print("    " + out[:300])
 print(f"{passed} passed, {failed} failed, {skipped} skipped")
 sys.exit(0 if failed == 0 and passed > 0 else 1)
 PY

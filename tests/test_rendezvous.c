@@ -63,6 +63,7 @@ static void defaults(crnet__tuning *t, crnet__rdv_options *o) {
   o->streams = 3;
   o->stream_min = 65536;
   o->lazy = 1;
+  o->tcp = 1;
 }
 
 START_TEST(test_table_round_trip) {
@@ -70,7 +71,7 @@ START_TEST(test_table_round_trip) {
   for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
     int p = sizes[k];
     crnet__tuning t, got_t;
-    crnet__rdv_options o, got_o = {0, 0, 0};
+    crnet__rdv_options o, got_o = {0, 0, 0, 0};
     crnet__rdv_entry entries[MAX_P];
     const char *why = NULL;
     size_t len;
@@ -83,6 +84,7 @@ START_TEST(test_table_round_trip) {
     ck_assert_uint_eq(got_o.streams, 3);
     ck_assert_uint_eq(got_o.stream_min, 65536);
     ck_assert_uint_eq(got_o.lazy, 1);
+    ck_assert_uint_eq(got_o.tcp, 1);
     ck_assert(got_t.base[CRNET__TUNING_ALPHA] == 7e-6);
     ck_assert_str_eq(got_t.source, "rank 0");
     for (int r = 0; r < p; r++) {
@@ -102,7 +104,7 @@ END_TEST
 static void expect_refused(void (*breakage)(uint8_t *, size_t *, int *),
                            const char *want_why) {
   crnet__tuning t, got_t;
-  crnet__rdv_options o, got_o = {12345, 678, 0};
+  crnet__rdv_options o, got_o = {12345, 678, 0, 0};
   crnet__rdv_entry entries[MAX_P];
   const char *why = NULL;
   size_t len;
@@ -339,7 +341,18 @@ START_TEST(test_options_codec) {
   crnet__rdv_options_encode(&o, buf);
   ck_assert_int_eq(crnet__rdv_options_decode(buf, &back), 0);
   ck_assert_uint_eq(back.lazy, 1);
+  ck_assert_uint_eq(back.tcp, 0);
   ck_assert_uint_eq(back.streams, 1);
+  /* rank 0's TCP-only links, the second flag, on their own */
+  o.lazy = 0;
+  o.tcp = 1;
+  crnet__rdv_options_encode(&o, buf);
+  ck_assert_int_eq(crnet__rdv_options_decode(buf, &back), 0);
+  ck_assert_uint_eq(back.tcp, 1);
+  ck_assert_uint_eq(back.lazy, 0);
+  buf[2] |= 4;
+  ck_assert_int_ne(crnet__rdv_options_decode(buf, &back), 0);
+  buf[2] &= (uint8_t)~4;
   buf[3] = 0x80;
   ck_assert_int_ne(crnet__rdv_options_decode(buf, &back), 0);
 }

@@ -96,6 +96,7 @@ typedef struct kase {
   uint64_t count;         /* all-to-all: elements per block */
   bool in_place;
   int32_t root;
+  int32_t pieces; /* BC: the chain's pieces; 0: p */
 } kase;
 
 static bool is_a2a(enum coll c) { return c >= PW && c <= HC; }
@@ -104,9 +105,11 @@ static void run(const kase *k) {
   int32_t p = k->p;
   bool a2a = is_a2a(k->coll);
   char what[200];
-  snprintf(what, sizeof(what), "%s p=%d count=%llu%s in_place=%d root=%d",
+  int32_t pieces = k->pieces > 0 ? k->pieces : (p > 0 ? p : 1);
+  snprintf(what, sizeof(what),
+           "%s p=%d count=%llu%s in_place=%d root=%d pieces=%d",
            coll_name[k->coll], p, (unsigned long long)k->count,
-           k->counts ? " (blocks)" : "", k->in_place, k->root);
+           k->counts ? " (blocks)" : "", k->in_place, k->root, (int)pieces);
   uint64_t *cnt = malloc((size_t)p * sizeof(*cnt));
   uint64_t *P = malloc(((size_t)p + 1) * sizeof(*P));
   crnet__schedule *sc = calloc((size_t)p, sizeof(*sc));
@@ -141,7 +144,7 @@ static void run(const kase *k) {
       rc = crnet__ring_reduce(&sc[r], p, r, m, k->root, k->in_place);
       break;
     case BC:
-      rc = crnet__ring_bcast(&sc[r], p, r, m, k->root);
+      rc = crnet__ring_bcast(&sc[r], p, r, m, k->root, pieces);
       break;
     case HBC:
       rc = crnet__hc_bcast(&sc[r], p, r, m, k->root);
@@ -292,7 +295,7 @@ static void run(const kase *k) {
   for (int32_t bit = 1; bit < p; bit <<= 1)
     for (int32_t i = 1; i < p; i++)
       bruck_blocks += (i & bit) != 0;
-  uint64_t nb = m < (uint64_t)p ? m : (uint64_t)p;
+  uint64_t nb = m < (uint64_t)pieces ? m : (uint64_t)pieces;
   for (int32_t r = 0; r < p; r++) {
     const crnet__sim_stats *s = &rk[r].stats;
     const crnet__schedule *h = &sc[r];
@@ -444,7 +447,7 @@ static void matrix_blocks(enum coll c) {
       for (int32_t b = 0; b < p; b++)
         m += counts[b];
       for (int ip = 0; ip < 2; ip++) {
-        kase k = {c, p, counts, m, ip == 1, 0};
+        kase k = {c, p, counts, m, ip == 1, 0, 0};
         run(&k);
       }
     }
@@ -471,8 +474,13 @@ static void matrix_count(enum coll c) {
           if (p > 256 && ((ci != 1 && ci != 4) || (ri != 0 && ri != 1) ||
                           ((c == RED || c == BC || c == HBC) && ri != 1)))
             continue;
-          kase k = {c, p, NULL, counts[ci], ip == 1, roots[ri]};
-          run(&k);
+          /* the chain in p pieces (0), in fewer and in more */
+          int32_t pieces[] = {0, 1, 2, 7, 3 * p + 1};
+          for (int pi2 = 0; pi2 < (c == BC ? (p > 256 ? 4 : 5) : 1); pi2++) {
+            kase k = {c, p, NULL, counts[ci], ip == 1, roots[ri],
+                      pieces[pi2]};
+            run(&k);
+          }
         }
   }
 }
@@ -498,7 +506,7 @@ static void matrix_a2a(enum coll c) {
       continue;
     for (int ci = 0; ci < n; ci++)
       for (int ip = 0; ip < 2; ip++) {
-        kase k = {c, p, NULL, counts[ci], ip == 1, 0};
+        kase k = {c, p, NULL, counts[ci], ip == 1, 0, 0};
         run(&k);
       }
   }
@@ -536,7 +544,8 @@ START_TEST(test_einval) {
   ck_assert_int_eq(crnet__ring_allgather(&s, 3, -1, counts, true),
                    CRNET_EINVAL);
   ck_assert_int_eq(crnet__ring_allgather(&s, 3, 0, NULL, true), CRNET_EINVAL);
-  ck_assert_int_eq(crnet__ring_bcast(&s, 3, 0, 5, 3), CRNET_EINVAL);
+  ck_assert_int_eq(crnet__ring_bcast(&s, 3, 0, 5, 3, 3), CRNET_EINVAL);
+  ck_assert_int_eq(crnet__ring_bcast(&s, 3, 0, 5, 0, 0), CRNET_EINVAL);
   ck_assert_int_eq(crnet__ring_reduce(&s, 3, 0, 5, -1, false), CRNET_EINVAL);
   ck_assert_int_eq(crnet__alltoall_pairwise(&s, 3, 5, 1, false),
                    CRNET_EINVAL);

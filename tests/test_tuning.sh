@@ -185,6 +185,43 @@ else
   fail "control: exit $rc, stderr: $(head -c 400 "$tmp/err")"
 fi
 
+# --- rank 0's transport decides how the links of one host are priced ----------
+# C: TCP's rounds dear, shared memory's bytes dear. At p = 4 on one host a
+# 1 MiB bcast is priced on shared memory (the chain: least volume), unless
+# rank 0 keeps its links on TCP (CRNET_TRANSPORT=tcp): then at TCP's
+# constants (the binomial tree: 2 rounds). Only rank 0's setting counts, so
+# ranks whose settings differ still pick alike.
+printf 'alpha = 1e-2\nbeta = 1e-12\nshm_alpha = 1e-9\nshm_beta = 1e-6\n' >"$tmp/C"
+expect "C's bcast at 1M on TCP" "$(pick "$tmp/C" bcast 1048576)" hypercube
+expect "C's bcast at 1M on one host" \
+  "$("$CRSCHED" --auto --hosts 1x4 -m 1048576 --coll bcast --tuning "$tmp/C" \
+    --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["auto"])')" \
+  ring
+ran() { # the schedule auto ran and the wrong elements, from crbench --json
+  python3 -c '
+import json, sys
+rows = [json.loads(l) for l in sys.stdin if l.strip()]
+print(" ".join("%s/%d" % (r["ran"], r["wrong"]) for r in rows))' <"$tmp/out"
+}
+printf '#!/bin/sh\nif [ "$CRNET_RANK" = 0 ]; then export CRNET_TRANSPORT=tcp; fi\nexec "$@"\n' >"$tmp/tcp0.sh"
+printf '#!/bin/sh\nif [ "$CRNET_RANK" != 0 ]; then export CRNET_TRANSPORT=tcp; fi\nexec "$@"\n' >"$tmp/tcp123.sh"
+chmod +x "$tmp/tcp0.sh" "$tmp/tcp123.sh"
+for how in default tcp tcp0 tcp123; do
+  case $how in
+  default) set -- ;;
+  tcp) set -- -x CRNET_TRANSPORT=tcp ;;
+  *) set -- "$tmp/$how.sh" ;;
+  esac
+  job 4 -x CRNET_TUNING_FILE="$tmp/C" "$@" "$CRBENCH" -c bcast -b 1M -e 1M \
+    -n 2 -w 1 --check --json
+  expect "transport $how: exit status" "$rc" 0
+  case $how in
+  tcp | tcp0) want=hypercube/0 ;;
+  *) want=ring/0 ;;
+  esac
+  expect "transport $how: auto's bcast and its result" "$(ran)" "$want"
+done
+
 # --- bad files ------------------------------------------------------------------
 
 printf 'alpha = 1e-5\n# fine\nbeta = fast\n' >"$tmp/bad"

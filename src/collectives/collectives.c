@@ -232,10 +232,11 @@ static int start(crnet_comm *c, crnet__call *call, const void *send,
   /* Set once, never changed after: read outside the lock below. */
   call->host = c->host;
   call->nhosts = c->nhosts;
-  /* From the layout alone, which every rank knows alike: each rank's
-   * CRNET_TRANSPORT is its own, and ranks that priced with different
-   * constants could pick different schedules for one call. */
-  call->shm_links = c->nhosts == 1;
+  /* From what every rank knows alike, the layout and rank 0's transport:
+   * each rank's own CRNET_TRANSPORT may differ, and ranks that priced with
+   * different constants could pick different schedules for one call. */
+  call->tcp_links = c->w->job_tcp;
+  call->shm_links = c->nhosts == 1 && !call->tcp_links;
   memcpy(chosen, c->schedule[call->coll], sizeof chosen);
   name = auto_cached(c, call, chosen, &id);
   if (name != NULL)

@@ -22,7 +22,8 @@
  *                   star (p = n!)      n(n-1)/2       q              -
  *   bcast           circulant          2L             2q             -
  *                   hypercube          L              L              -
- *                   ring, c.-linear    2(p-1)         2q             -
+ *                   ring (a chain)     nb + p - 2     (nb+p-2)/nb    -  (&)
+ *                   circulant-linear   2(p-1)         2q             -
  *   reduce          circulant          2L             2q             q (*)
  *                   ring               2(p-1)         2q             q
  *                   circulant-linear   2(p-1)         2q             1
@@ -45,7 +46,9 @@
  * (c_k: how many of 1..p-1 have bit k set, the blocks Bruck's round k
  * forwards. (*): 1 at p = 3, see circulant_reduced. (+): 2L - 2 at p =
  * 2^d + 1 > 2. (#): 2L - 3 while p <= 3/4 2^L. ($): exscan (2p-3)/p, 0
- * at p = 2. (%): not synchronous-round counts, see terms_rooted.) At p = 2
+ * at p = 2. (%): not synchronous-round counts, see terms_rooted. (&): nb
+ * pieces, crnet__chain_pieces: the price's minimum over nb, so the
+ * chain's terms depend on α, β and m as well.) At p = 2
  * circulant-linear reduces q, like the others. These
  * are the simulator's synchronous-round counts for equal blocks: exact for
  * every row at powers of two and for every row but two at any p; where
@@ -64,6 +67,7 @@
  */
 #include "model.h"
 
+#include <math.h>
 #include <string.h>
 
 /* n when p = n! (n >= 2), else 0. */
@@ -189,13 +193,53 @@ static bool terms_allgather(const char *s, int32_t p, coef *c) {
   return true;
 }
 
-static bool terms_bcast(const char *s, int32_t p, coef *c) {
+/* The chain's price in units of α for nb pieces of m bytes' broadcast,
+ * with b = β/α (per byte) and every round a piece: (nb+p-2)(1 + m/nb·b). */
+static double chain_price(double nb, int32_t p, double m, double b) {
+  return (nb + p - 2) * (1 + m / nb * b);
+}
+
+int32_t crnet__chain_pieces(const crnet__call *call) {
+  crnet__tuning defaults;
+  const crnet__tuning *t = call->tuning;
+  crnet__tuning_param alpha, beta;
+  double m = crnet__model_bytes(call), b, best;
+  int32_t nb;
+  if (call->p <= 2 || call->count <= 1)
+    return 1; /* two ranks: one message; one element: one piece */
+  if (t == NULL) {
+    crnet__tuning_defaults(&defaults);
+    t = &defaults;
+  }
+  alpha = call->shm_links ? CRNET__TUNING_SHM_ALPHA : CRNET__TUNING_ALPHA;
+  beta = call->shm_links ? CRNET__TUNING_SHM_BETA : CRNET__TUNING_BETA;
+  b = crnet__tuning_get(t, beta, call->p) /
+      (crnet__tuning_get(t, CRNET__TUNING_RING_ROUND, call->p) *
+       crnet__tuning_get(t, alpha, call->p));
+  /* The price is convex in nb with its real minimum at sqrt((p-2)·m·b):
+   * the better of the integers either side, within 1..count and
+   * CRNET__CHAIN_MAX_PIECES. */
+  best = sqrt((double)(call->p - 2) * m * b);
+  if (!(best < CRNET__CHAIN_MAX_PIECES))
+    best = CRNET__CHAIN_MAX_PIECES;
+  nb = best < 1 ? 1 : (int32_t)best;
+  if (nb < CRNET__CHAIN_MAX_PIECES &&
+      chain_price(nb + 1, call->p, m, b) < chain_price(nb, call->p, m, b))
+    nb++;
+  return (uint64_t)nb < call->count ? nb : (int32_t)call->count;
+}
+
+static bool terms_bcast(const char *s, const crnet__call *call, coef *c) {
+  int32_t p = call->p;
   double q = (double)(p - 1) / p;
   if (strcmp(s, "circulant") == 0)
     *c = (coef){2.0 * crnet__ceil_log2(p), 2 * q, 0};
   else if (strcmp(s, "hypercube") == 0) /* the binomial tree */
     *c = (coef){crnet__ceil_log2(p), crnet__ceil_log2(p), 0};
-  else if (strcmp(s, "ring") == 0 || strcmp(s, "circulant-linear") == 0)
+  else if (strcmp(s, "ring") == 0) { /* the chain in nb pieces */
+    double nb = crnet__chain_pieces(call);
+    *c = (coef){nb + p - 2, (nb + p - 2) / nb, 0};
+  } else if (strcmp(s, "circulant-linear") == 0)
     *c = (coef){2.0 * (p - 1), 2 * q, 0};
   else
     return false;
@@ -351,7 +395,7 @@ bool crnet__model_terms_of(const char *name, const crnet__call *call,
     ok = terms_allgather(name, p, &c);
     break;
   case CRNET_COLL_BCAST:
-    ok = terms_bcast(name, p, &c);
+    ok = terms_bcast(name, call, &c);
     break;
   case CRNET_COLL_REDUCE:
     ok = terms_reduce(name, p, &c);

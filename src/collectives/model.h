@@ -44,6 +44,18 @@ double crnet__model_bytes(const crnet__call *call);
 bool crnet__model_terms_of(const char *name, const crnet__call *call,
                            crnet__model_terms *out);
 
+/* The most pieces the chain (ring's bcast) cuts a vector into: its
+ * schedule holds nb + p - 2 rounds, and at 1024 pieces the chain moves
+ * (1024 + p - 2)/1024 of its m·β limit: 3% more at p = 32. */
+#define CRNET__CHAIN_MAX_PIECES 1024
+
+/* The pieces of ring's bcast, a pipelined chain, for the call: the nb in
+ * 1..min(count, CRNET__CHAIN_MAX_PIECES) that minimises its price (nb+p-2)
+ * ·(ρα + m/nb·β), with the α and β auto prices the call with (shared
+ * memory's when call->shm_links). 1 for p <= 2. Depends only on what
+ * every rank of the call shares, like auto's choice. */
+int32_t crnet__chain_pieces(const crnet__call *call);
+
 /* R·ρ·α + B·β + G·γ with the constants for p ranks. */
 double crnet__model_seconds(const crnet__model_terms *t,
                             const crnet__tuning *tuning, int32_t p);

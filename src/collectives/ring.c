@@ -59,16 +59,17 @@
  * rank; (p-1)·α + (p-1)/p·m·β for equal blocks. No TEMP.
  *
  * BCAST from any root: a pipelined chain root, root+1, ..., root+p-1 over
- * the nb = min(count, p) non-empty blocks of crnet__block_range: relative
- * rank i = r-root sends block b in round b+i and receives it in round
- * b+i-1. Chosen over "scatter + ring allgather" because with p blocks the
- * two move exactly the same data in the same rounds (the scatter pipelined
- * along the ring leaves block x at ranks root..root+x, and the allgather
- * pruned to what is missing carries it on to root+p-1: a chain), and the
- * chain is the simpler schedule to state and check. Rounds nb+p-2
- * (2(p-1) for count >= p, none for count = 0); every non-root rank
- * receives m once, every rank but root-1 sends m: (2p-2)·(α + m/p·β)
- * ~ 2m·β for large m. No TEMP.
+ * the nb = min(count, pieces) non-empty pieces of crnet__block_range(count,
+ * nb, .): relative rank i = r-root sends piece b in round b+i and receives
+ * it in round b+i-1. Rounds nb+p-2 (none for count = 0); every non-root
+ * rank receives m once, every rank but root-1 sends m: (nb+p-2)·(α +
+ * m/nb·β). The caller picks `pieces` (crnet__chain_pieces: the nb that
+ * minimises that price, about sqrt((p-2)·m·β/α)), so for large m the
+ * chain approaches m·β, where every schedule that scatters first and
+ * gathers after moves 2(p-1)/p·m. With pieces = p it is "scatter + ring
+ * allgather": the scatter pipelined along the ring leaves block x at ranks
+ * root..root+x, and the allgather pruned to what is missing carries it on
+ * to root+p-1, a chain. No TEMP.
  *
  * SCAN and EXSCAN (a pipelined chain 0 -> 1 -> ... -> p-1, like BCAST's,
  * over the nb = min(count, p) blocks of crnet__block_range; unlike the
@@ -108,8 +109,9 @@
  *   round 2  send b2        -> 1   recv b1 <- 4, reduce
  *   round 3  send b1        -> 1   recv b0 <- 4, reduce: b0 complete
  * 4 = p-1 blocks each way. Allgather, rank 0: sends b0, b4, b3, b2 to 1
- * and receives b4, b3, b2, b1 from 4 in rounds 0..3. Bcast, root 0, count >= 5: rank 2 receives
- * b0..b4 in rounds 1..5 and sends them in rounds 2..6 (8 rounds in all).
+ * and receives b4, b3, b2, b1 from 4 in rounds 0..3. Bcast in 5 pieces,
+ * root 0, count >= 5: rank 2 receives b0..b4 in rounds 1..5 and sends
+ * them in rounds 2..6 (8 rounds in all).
  * Reduce to root 0: after the reduce-scatter rank i holds its block i;
  * gather rounds 4..7: rank 4 sends b4, b3, b2, b1 to 0, rank 3 sends
  * b3, b2, b1 to 4 in rounds 4..6, and so on.
@@ -283,23 +285,23 @@ int crnet__ring_allgather(crnet__schedule *out, int32_t p, int32_t rank,
 }
 
 int crnet__ring_bcast(crnet__schedule *out, int32_t p, int32_t rank,
-                      uint64_t count, int32_t root) {
-  if (p < 1 || rank < 0 || rank >= p || root < 0 || root >= p)
+                      uint64_t count, int32_t root, int32_t pieces) {
+  if (p < 1 || rank < 0 || rank >= p || root < 0 || root >= p || pieces < 1)
     return CRNET_EINVAL;
   int32_t i = ring_mod((int64_t)rank - root, p);
   int32_t next = ring_mod(rank + 1, p), prev = ring_mod(rank - 1, p);
-  int64_t nb = count < (uint64_t)p ? (int64_t)count : p;
+  int32_t nb = count < (uint64_t)pieces ? (int32_t)count : pieces;
   crnet__sched_init(out, p, rank);
-  for (int64_t t = 0; p > 1 && nb > 0 && t < nb + p - 2; t++) {
+  for (int64_t t = 0; p > 1 && nb > 0 && t < (int64_t)nb + p - 2; t++) {
     uint64_t off, n;
     crnet__sched_round(out);
     if (i < p - 1 && t - i >= 0 && t - i < nb) {
-      crnet__block_range(count, p, (int32_t)(t - i), &off, &n);
+      crnet__block_range(count, nb, (int32_t)(t - i), &off, &n);
       crnet__sched_send_peer(out, next);
       crnet__sched_send(out, next, CRNET__BUF_RECV, off, n);
     }
     if (i >= 1 && t - i + 1 >= 0 && t - i + 1 < nb) {
-      crnet__block_range(count, p, (int32_t)(t - i + 1), &off, &n);
+      crnet__block_range(count, nb, (int32_t)(t - i + 1), &off, &n);
       crnet__sched_recv_peer(out, prev);
       crnet__sched_recv(out, prev, CRNET__BUF_RECV, off, n);
     }

@@ -27,8 +27,9 @@ int crnet__ring_reduce_scatter(crnet__schedule *out, int32_t p, int32_t rank,
 /* counts[0..p): elements contributed by rank b. */
 int crnet__ring_allgather(crnet__schedule *out, int32_t p, int32_t rank,
                           const uint64_t *counts, bool in_place);
+/* A pipelined chain in min(count, pieces) pieces (pieces >= 1). */
 int crnet__ring_bcast(crnet__schedule *out, int32_t p, int32_t rank,
-                      uint64_t count, int32_t root);
+                      uint64_t count, int32_t root, int32_t pieces);
 int crnet__ring_reduce(crnet__schedule *out, int32_t p, int32_t rank,
                        uint64_t count, int32_t root, bool in_place);
 /* Prefix sums along the chain 0 -> p-1 (exclusive: exscan). Unlike the

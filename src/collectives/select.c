@@ -262,7 +262,8 @@ int crnet__auto_price(const char *name, const crnet__call *call,
     crnet__tuning_defaults(&defaults);
     t = &defaults;
   }
-  if (!call->shm_links && crnet__model_seconds_hosts(name, call, t, seconds))
+  if (!call->shm_links && !call->tcp_links &&
+      crnet__model_seconds_hosts(name, call, t, seconds))
     return 0;
   *seconds = crnet__model_seconds_on(&terms, t, call->p, call->shm_links);
   return 0;
@@ -405,7 +406,8 @@ static int build_ring(const crnet__call *c, crnet__schedule *out) {
   case CRNET_COLL_ALLGATHER:
     return crnet__ring_allgather(out, c->p, c->rank, c->counts, c->in_place);
   case CRNET_COLL_BCAST:
-    return crnet__ring_bcast(out, c->p, c->rank, c->count, c->root);
+    return crnet__ring_bcast(out, c->p, c->rank, c->count, c->root,
+                             crnet__chain_pieces(c));
   case CRNET_COLL_REDUCE:
     return crnet__ring_reduce(out, c->p, c->rank, c->count, c->root,
                               c->in_place);

@@ -41,11 +41,14 @@ typedef struct crnet__call {
   const int32_t *host;
   int32_t nhosts;
   /* Every rank of the call is on one host, so its links are shared
-   * memory (unless CRNET_TRANSPORT=tcp or encryption keeps them on TCP,
-   * which auto does not know: those are each rank's own settings, and
-   * every rank must price alike): auto prices with shm_alpha and shm_beta
-   * (tuning.h) instead of alpha and beta. */
+   * memory: auto prices with shm_alpha and shm_beta (tuning.h) instead of
+   * alpha and beta. */
   bool shm_links;
+  /* Rank 0 keeps its links on TCP (CRNET_TRANSPORT=tcp or encryption), so
+   * the job is taken to: links inside a host are priced as TCP too (no
+   * shm_links, and the two-level schedules' host phases at alpha and beta).
+   * Rank 0's setting, not each rank's own, so every rank prices alike. */
+  bool tcp_links;
   /* auto's cost model constants (borrowed; NULL: the built-in defaults) */
   const crnet__tuning *tuning;
 } crnet__call;

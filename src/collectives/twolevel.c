@@ -151,7 +151,7 @@ int crnet__twolevel_level(const crnet__call *sub, bool shm, const char **name,
   double best = 0, t;
   int rc;
   bool found = false;
-  priced.shm_links = shm;
+  priced.shm_links = shm && !sub->tcp_links;
   priced.host = NULL;
   priced.nhosts = 0;
   *name = flat[0]; /* what runs if neither can be priced: the circulant */

@@ -523,7 +523,9 @@ static void register_with(bootstrap *b, crnet__link *l) {
   crnet__tuning_encode(&c->w->tuning, msg + 8 + CRNET__RDV_ENTRY_SIZE);
   crnet__rdv_options_encode(
       &(crnet__rdv_options){(uint32_t)b->s->streams,
-                            (uint32_t)b->s->stream_min, b->s->lazy},
+                            (uint32_t)b->s->stream_min, b->s->lazy,
+                            b->s->transport == CRNET__TRANSPORT_TCP ||
+                                b->s->encrypt},
       msg + 8 + CRNET__RDV_ENTRY_SIZE + CRNET__TUNING_WIRE_SIZE);
   if (crnet__link_send_control(l, CRNET__FRAME_RDV_REGISTER, msg, sizeof msg) !=
       0)
@@ -575,6 +577,7 @@ static void use_options(bootstrap *b, const crnet__rdv_options *o) {
     }
   }
   c->w->lazy = o->lazy != 0;
+  c->w->job_tcp = o->tcp != 0;
   if (c->w->lazy)
     crnet__debug("lazy links: connecting to peers on first use");
   if (c->w->streams > 1)

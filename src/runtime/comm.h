@@ -176,6 +176,9 @@ typedef struct crnet__world {
    * while it is not ready; calling[r] our call to the higher rank r;
    * loose lists every connection not in peers. */
   bool lazy;
+  /* Rank 0 keeps its links on TCP (rendezvous.h, crnet__rdv_options.tcp):
+   * auto prices the job's links as TCP. */
+  bool job_tcp;
   crnet__peer **connecting;
   crnet__peer **calling;
   crnet__peer *loose;

@@ -134,7 +134,8 @@ bool crnet__rdv_same_kernel(const crnet__rdv_entry *a,
 
 void crnet__rdv_options_encode(const crnet__rdv_options *o, uint8_t *out) {
   crnet__put_le16(out, (uint16_t)o->streams);
-  crnet__put_le16(out + 2, o->lazy != 0 ? 1 : 0);
+  crnet__put_le16(out + 2,
+                  (uint16_t)((o->lazy != 0 ? 1 : 0) | (o->tcp != 0 ? 2 : 0)));
   crnet__put_le32(out + 4, o->stream_min);
 }
 
@@ -143,8 +144,9 @@ int crnet__rdv_options_decode(const uint8_t *in, crnet__rdv_options *o) {
   o->streams = crnet__get_le16(in);
   o->stream_min = crnet__get_le32(in + 4);
   o->lazy = flags & 1;
+  o->tcp = flags >> 1 & 1;
   if (o->streams < 1 || o->streams > CRNET__MAX_STREAMS ||
-      o->stream_min < 1 || (flags & ~1u) != 0)
+      o->stream_min < 1 || (flags & ~3u) != 0)
     return CRNET_EIO;
   return 0;
 }

@@ -60,10 +60,15 @@ typedef struct crnet__rdv_options {
   uint32_t streams;    /* CRNET_STREAMS */
   uint32_t stream_min; /* CRNET_STREAMS_MIN_BYTES */
   uint32_t lazy;       /* CRNET_LAZY_LINKS, resolved: 0 or 1 */
+  /* 1: rank 0 keeps its links on TCP (CRNET_TRANSPORT=tcp, or
+   * CRNET_ENCRYPT=1), so auto prices the links of one host at TCP's α and
+   * β, not shared memory's: every rank must price alike, and rank 0's
+   * settings are the job's. */
+  uint32_t tcp;
 } crnet__rdv_options;
 
-/* Little-endian: streams (16 bits), flags (16 bits; bit 0: lazy links, the
- * others zero), stream_min (32 bits). */
+/* Little-endian: streams (16 bits), flags (16 bits; bit 0: lazy links, bit
+ * 1: tcp, the others zero), stream_min (32 bits). */
 void crnet__rdv_options_encode(const crnet__rdv_options *o, uint8_t *out);
 /* 0, or CRNET_EIO if the bytes are out of range. */
 int crnet__rdv_options_decode(const uint8_t *in, crnet__rdv_options *o);

@@ -119,7 +119,8 @@ extern "C" {
   XX(EUNSUPPORTED, -7, "the chosen schedule cannot do this call")              \
   XX(EABORTED, -8, "the job was aborted")                                      \
   XX(EIO, -9, "network or system error")                                       \
-  XX(ETRUNCATE, -10, "message larger than the receive buffer")
+  XX(ETRUNCATE, -10, "message larger than the receive buffer")                 \
+  XX(ECANCELED, -11, "the receive was cancelled")
 
 typedef enum crnet_errno {
   CRNET_OK = 0,
@@ -678,6 +679,18 @@ CRNET_EXTERN int crnet_issend(crnet_comm *comm, const void *buf, size_t count,
 CRNET_EXTERN int crnet_irecv(crnet_comm *comm, void *buf, size_t count,
                              crnet_datatype dt, int source, int tag,
                              crnet_status *status, crnet_request **req);
+
+/* Cancels a receive (crnet_irecv) that no message has matched yet: it
+ * completes with CRNET_ECANCELED (its status's error too), its buffer
+ * untouched, and the messages it would have taken go to later receives.
+ * A receive already matched, and a send, complete as they would have:
+ * like MPI_Cancel, it asks and the request's completion says what
+ * happened. The request must still be waited for (or tested) as any
+ * other. Any thread, at any time before that wait; once more is
+ * harmless. 0, or CRNET_EINVAL for a handle that is not a request in
+ * flight, or a collective's (a collective cannot be cancelled: every rank
+ * takes part in it). */
+CRNET_EXTERN int crnet_cancel(crnet_request *req);
 
 /* Whether a message that crnet_recv(comm, ..., source, tag, ...) would take
  * has come, without taking it: its source, tag and size go to status (may

@@ -877,6 +877,88 @@ START_TEST(receive_from_oneself_waits_for_another_thread) {
 }
 END_TEST
 
+/* A job of one: crnet_cancel. A receive no message matched ends with
+ * CRNET_ECANCELED and leaves the next message to a later receive; a send
+ * and a collective are not cancelled; another thread's cancel wakes a
+ * wait that nothing else would end. */
+typedef struct late_cancel {
+  crnet_request *r;
+  int rc;
+} late_cancel;
+
+static void *cancel_later(void *arg) {
+  late_cancel *lc = arg;
+  struct timespec ts = {0, 100 * 1000 * 1000};
+  nanosleep(&ts, NULL);
+  lc->rc = crnet_cancel(lc->r);
+  return NULL;
+}
+
+START_TEST(cancel_ends_an_unmatched_receive) {
+  crnet_comm *c = NULL;
+  crnet_request *r = NULL, *s = NULL;
+  crnet_status st;
+  int64_t x = 7, y = -1;
+  int done = 0;
+  unsetenv("CRNET_RANK");
+  unsetenv("CRNET_SIZE");
+  ck_assert_int_eq(crnet_comm_init(&c, NULL), 0);
+  ck_assert_int_eq(crnet_cancel(NULL), CRNET_EINVAL);
+  /* Posted, then cancelled: CRNET_ECANCELED, the buffer untouched. */
+  ck_assert_int_eq(crnet_irecv(c, &y, 1, CRNET_INT64, 0, 1, &st, &r), 0);
+  ck_assert_int_eq(crnet_test(&r, &done), 0);
+  ck_assert_int_eq(done, 0);
+  ck_assert_int_eq(crnet_cancel(r), 0);
+  ck_assert_int_eq(crnet_cancel(r), 0); /* twice is harmless */
+  ck_assert_int_eq(crnet_wait(&r), CRNET_ECANCELED);
+  ck_assert_ptr_null(r);
+  ck_assert_int_eq(st.error, CRNET_ECANCELED);
+  ck_assert_ptr_nonnull(strstr(crnet_comm_errmsg(c), "cancelled"));
+  ck_assert(y == -1);
+  /* Cancelled before it began: the same. */
+  ck_assert_int_eq(crnet_irecv(c, &y, 1, CRNET_INT64, CRNET_ANY_SOURCE,
+                               CRNET_ANY_TAG, NULL, &r),
+                   0);
+  ck_assert_int_eq(crnet_cancel(r), 0);
+  ck_assert_int_eq(crnet_wait(&r), CRNET_ECANCELED);
+  /* The message sent after goes to the next receive, not the cancelled
+   * ones; cancelling its send changes nothing. */
+  ck_assert_int_eq(crnet_isend(c, &x, 1, CRNET_INT64, 0, 1, &s), 0);
+  ck_assert_int_eq(crnet_cancel(s), 0);
+  ck_assert_int_eq(crnet_recv(c, &y, 1, CRNET_INT64, 0, 1, &st), 0);
+  ck_assert(y == 7);
+  ck_assert_int_eq(st.error, 0);
+  ck_assert_int_eq(crnet_wait(&s), 0);
+  /* A completed and freed request is no longer one. */
+  ck_assert_int_eq(crnet_irecv(c, &y, 1, CRNET_INT64, 0, 2, NULL, &r), 0);
+  {
+    crnet_request *stale = r;
+    ck_assert_int_eq(crnet_isend(c, &x, 1, CRNET_INT64, 0, 2, &s), 0);
+    ck_assert_int_eq(crnet_wait(&r), 0);
+    ck_assert_int_eq(crnet_wait(&s), 0);
+    ck_assert_int_eq(crnet_cancel(stale), CRNET_EINVAL);
+  }
+  /* A collective cannot be cancelled. */
+  ck_assert_int_eq(crnet_ibarrier(c, &r), 0);
+  ck_assert_int_eq(crnet_cancel(r), CRNET_EINVAL);
+  ck_assert_ptr_nonnull(strstr(crnet_comm_errmsg(c), "cannot be cancelled"));
+  ck_assert_int_eq(crnet_wait(&r), 0);
+  /* Another thread's cancel ends a wait that nothing else would. */
+  {
+    late_cancel lc = {NULL, -1};
+    pthread_t t;
+    ck_assert_int_eq(
+        crnet_irecv(c, &y, 1, CRNET_INT64, CRNET_ANY_SOURCE, 3, &st, &lc.r), 0);
+    r = lc.r;
+    ck_assert_int_eq(pthread_create(&t, NULL, cancel_later, &lc), 0);
+    ck_assert_int_eq(crnet_wait(&r), CRNET_ECANCELED);
+    pthread_join(t, NULL);
+    ck_assert_int_eq(lc.rc, 0);
+  }
+  ck_assert_int_eq(crnet_comm_destroy(c), 0);
+}
+END_TEST
+
 int main(int argc, char **argv) {
   bool unit = argc > 1 && strcmp(argv[1], "unit") == 0;
   Suite *s = suite_create(unit ? "p2p-unit" : "p2p");
@@ -890,6 +972,10 @@ int main(int argc, char **argv) {
     t = tcase_create("self-thread");
     tcase_set_timeout(t, 60);
     tcase_add_test(t, receive_from_oneself_waits_for_another_thread);
+    suite_add_tcase(s, t);
+    t = tcase_create("cancel");
+    tcase_set_timeout(t, 60);
+    tcase_add_test(t, cancel_ends_an_unmatched_receive);
     suite_add_tcase(s, t);
   } else {
     const struct {

@@ -63,8 +63,10 @@ typedef struct MPI_Status {
   int MPI_SOURCE;
   int MPI_TAG;
   int MPI_ERROR;
-  /* private: the bytes received, for MPI_Get_count */
+  /* private: the bytes received, for MPI_Get_count; whether the request
+   * was cancelled, for MPI_Test_cancelled */
   size_t crnet_bytes_;
+  int crnet_cancelled_;
 } MPI_Status;
 #define MPI_STATUS_IGNORE ((MPI_Status *)0)
 #define MPI_STATUSES_IGNORE ((MPI_Status *)0)
@@ -651,6 +653,14 @@ CRNET_MPI_EXTERN int MPI_Waitsome(int incount, MPI_Request requests[],
 CRNET_MPI_EXTERN int MPI_Testsome(int incount, MPI_Request requests[],
                                   int *outcount, int indices[],
                                   MPI_Status statuses[]);
+/* Asks that a receive no message has matched yet end without one: its
+ * wait or test then completes it, and MPI_Test_cancelled on its status
+ * says whether the cancel won. A send, or a receive already matched,
+ * completes as it would have (the cancel does not win). Not for
+ * nonblocking collectives (MPI_ERR_REQUEST), and not while another thread
+ * waits for the same request. */
+CRNET_MPI_EXTERN int MPI_Cancel(MPI_Request *request);
+CRNET_MPI_EXTERN int MPI_Test_cancelled(const MPI_Status *status, int *flag);
 /* The request goes on and ends unseen; not for nonblocking collectives. */
 CRNET_MPI_EXTERN int MPI_Request_free(MPI_Request *request);
 CRNET_MPI_EXTERN int MPI_Test(MPI_Request *request, int *flag,

@@ -68,8 +68,9 @@ struct crnet_mpi_request {
   crnet_request *req; /* NULL once complete */
   enum request_kind kind;
   MPI_Comm comm;
-  bool done; /* completed by a test, result in rc and st */
-  int rc;    /* crnet's result */
+  bool done;      /* completed by a test, result in rc and st */
+  bool cancelled; /* a receive that ended by MPI_Cancel (rc is then 0) */
+  int rc;         /* crnet's result */
   crnet_status st;
   size_t *arrays; /* a v-collective's converted counts, freed at the end */
   void *temp;     /* an in-place alltoallv's copy of its blocks, likewise */

@@ -21,7 +21,8 @@ static void request_memory_free(struct crnet_mpi_request *r) {
   /* A receive or collective that ended well leaves its packed data in the
    * program's buffer before the program hears of it. */
   crnet_mpi_stage_end(&r->stage,
-                      r->done && r->rc == 0 && r->refused_by < 0 &&
+                      r->done && r->rc == 0 && !r->cancelled &&
+                          r->refused_by < 0 &&
                           (r->kind == REQ_RECV || r->kind == REQ_COLL),
                       r->kind == REQ_RECV ? r->st.bytes : SIZE_MAX);
   if (r->bsend_bytes > 0)
@@ -76,6 +77,7 @@ void crnet_mpi_status(MPI_Status *status, int source, int tag, int rc,
   status->MPI_TAG = tag;
   status->MPI_ERROR = crnet_mpi_class_of(rc);
   status->crnet_bytes_ = bytes;
+  status->crnet_cancelled_ = 0;
 }
 
 #define REFUSED_MSG                                                            \
@@ -87,12 +89,24 @@ static void empty_status(MPI_Status *status) {
 }
 
 static void fill_status(const struct crnet_mpi_request *r, MPI_Status *status) {
-  if (r->kind == REQ_RECV)
+  if (r->cancelled) {
+    empty_status(status);
+    if (status != MPI_STATUS_IGNORE)
+      status->crnet_cancelled_ = 1;
+  } else if (r->kind == REQ_RECV)
     crnet_mpi_status(status, r->st.source, r->st.tag, r->rc, r->st.bytes);
   else
     crnet_mpi_status(status,
                      r->kind == REQ_NULL_PEER ? MPI_PROC_NULL : MPI_ANY_SOURCE,
                      MPI_ANY_TAG, r->rc, 0);
+}
+
+/* r (not REQ_PARTS) completed in crnet with rc. A receive that MPI_Cancel
+ * ended is a success whose status says so. */
+static void set_done(struct crnet_mpi_request *r, int rc) {
+  r->cancelled = rc == CRNET_ECANCELED;
+  r->rc = r->cancelled ? 0 : rc;
+  r->done = true;
 }
 
 /* A part of a REQ_PARTS request completed with rc: the first failure is
@@ -125,8 +139,7 @@ static void finish(struct crnet_mpi_request *r) {
     r->done = true; /* also with no parts at all */
     return;
   }
-  r->rc = crnet_wait(&r->req);
-  r->done = true;
+  set_done(r, crnet_wait(&r->req));
 }
 
 /* Tests r; whether it is complete. */
@@ -145,10 +158,8 @@ static bool poll_one(struct crnet_mpi_request *r) {
     return r->done;
   }
   rc = crnet_test(&r->req, &done);
-  if (done) {
-    r->rc = rc;
-    r->done = true;
-  }
+  if (done)
+    set_done(r, rc);
   return r->done;
 }
 
@@ -176,6 +187,31 @@ int MPI_Wait(MPI_Request *request, MPI_Status *status) {
   }
   finish(*request);
   return report(request, status, "MPI_Wait");
+}
+
+int MPI_Cancel(MPI_Request *request) {
+  struct crnet_mpi_request *r;
+  if (request == NULL || *request == MPI_REQUEST_NULL)
+    return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Cancel", MPI_ERR_REQUEST,
+                          "the request is %s",
+                          request == NULL ? "NULL" : "MPI_REQUEST_NULL");
+  r = *request;
+  if (r->kind == REQ_COLL || r->kind == REQ_PARTS)
+    return crnet_mpi_fail(r->comm, "MPI_Cancel", MPI_ERR_REQUEST,
+                          "a nonblocking collective cannot be cancelled");
+  /* A send goes on (the cancel does not win); so does a receive a test
+   * completed already, or one from MPI_PROC_NULL. */
+  if (r->kind != REQ_RECV || r->done || r->req == NULL)
+    return MPI_SUCCESS;
+  return crnet_mpi_from_crnet(r->comm, "MPI_Cancel", crnet_cancel(r->req));
+}
+
+int MPI_Test_cancelled(const MPI_Status *status, int *flag) {
+  if (status == NULL || flag == NULL)
+    return crnet_mpi_fail(MPI_COMM_NULL, "MPI_Test_cancelled", MPI_ERR_ARG,
+                          "status or flag is NULL");
+  *flag = status->crnet_cancelled_ != 0;
+  return MPI_SUCCESS;
 }
 
 int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status) {
@@ -338,8 +374,7 @@ static int block_until_one(int count, MPI_Request requests[], int *index,
       part_done(r, pd.part[j], rc); /* freed by crnet_waitany */
     } else {
       r->req = NULL;
-      r->rc = rc;
-      r->done = true;
+      set_done(r, rc);
     }
     pending_free(&pd);
   }

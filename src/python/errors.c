@@ -17,7 +17,7 @@
 #include <string.h>
 
 /* The class of code c is classes[-c]; classes[0] is crnet.Error. */
-#define NCODES 11
+#define NCODES 12
 static PyObject *classes[NCODES];
 
 typedef struct class_def {
@@ -56,6 +56,9 @@ static const class_def defs[] = {
     {CRNET_ETRUNCATE, "crnet.Truncated",
      "A message was larger than the receive buffer (CRNET_ETRUNCATE); "
      "the message is dropped whole, the next one is intact."},
+    {CRNET_ECANCELED, "crnet.Cancelled",
+     "The receive was cancelled (Request.cancel) before a message matched "
+     "it (CRNET_ECANCELED); its buffer is untouched."},
 };
 
 /* The built-in class a code's class also derives from, if any. */

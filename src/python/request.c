@@ -328,6 +328,21 @@ static PyObject *request_test(pycr_request *self, PyObject *Py_UNUSED(arg)) {
   Py_RETURN_TRUE;
 }
 
+static PyObject *request_cancel(pycr_request *self, PyObject *Py_UNUSED(arg)) {
+  pycr_pending *p = self->pend;
+  int rc;
+  if (p == NULL)
+    Py_RETURN_NONE; /* complete: nothing left to cancel */
+  if (p->waiting)
+    return pycr_raise_invalid("cancel: another thread waits for this %s "
+                              "request",
+                              self->what);
+  rc = crnet_cancel(p->req);
+  if (rc != 0)
+    return pycr_raise_comm(p->comm, rc);
+  Py_RETURN_NONE;
+}
+
 static PyObject *request_done(pycr_request *self, void *Py_UNUSED(closure)) {
   return PyBool_FromLong(self->pend == NULL);
 }
@@ -366,6 +381,13 @@ static PyMethodDef request_methods[] = {
      "irecv, None for isend and ibarrier. Raises the call's crnet.Error if "
      "it failed. Once complete, returns (or raises) the same again at "
      "once."},
+    {"cancel", (PyCFunction)request_cancel, METH_NOARGS,
+     "cancel($self, /)\n--\n\n"
+     "Asks that an irecv no message has matched yet end without one: its "
+     "wait() then raises crnet.Cancelled. A send, or a receive already "
+     "matched, completes as it would have. Raises InvalidArgument for a "
+     "collective, which cannot be cancelled, or while another thread "
+     "waits for this request."},
     {"test", (PyCFunction)request_test, METH_NOARGS,
      "test($self, /)\n--\n\n"
      "Moves the comm's calls on without sleeping; True if this one is "

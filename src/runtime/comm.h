@@ -209,6 +209,8 @@ typedef struct crnet__world {
    * owner's cue to look at parked frames again once a split ends. */
   uint64_t ctx_reserved[CRNET__MAX_CTX / 64];
   atomic_bool recheck_asked;
+  /* crnet_cancel marked a request: the engine's next pass advances all. */
+  atomic_bool cancel_asked;
   /* Every comm of the job has failed: the links are closed. */
   bool torn_down;
   /* Point-to-point (p2p.c): per job rank, the eager budget and the

@@ -505,6 +505,14 @@ static bool source_left(crnet_comm *c, const p2p_req *q, const char *what) {
   return true;
 }
 
+/* A receive no message matched, cancelled (crnet_cancel). */
+static bool cancelled(p2p_req *q) {
+  snprintf(q->why, sizeof q->why,
+           "the receive was cancelled (crnet_cancel) "
+           "before a message matched it");
+  return finish(q, CRNET_ECANCELED) && done_now(q);
+}
+
 static bool recv_advance(crnet_request *r) {
   p2p_req *q = (p2p_req *)r;
   crnet_comm *c = r->comm;
@@ -513,6 +521,8 @@ static bool recv_advance(crnet_request *r) {
   case PH_NEW:
     if (c->err != 0)
       return finish(q, c->err) && done_now(q);
+    if (atomic_load(&r->cancel))
+      return cancelled(q);
     m = take_unexpected(c, q);
     if (m != NULL) {
       take_msg(c, q, m);
@@ -529,10 +539,10 @@ static bool recv_advance(crnet_request *r) {
     q->phase = PH_POSTED;
     return false;
   case PH_POSTED:
-    if (c->err == 0)
+    if (c->err == 0 && !atomic_load(&r->cancel))
       return false;
     unlink_req(&c->p2p_posted, &c->p2p_posted_tail, q);
-    return finish(q, c->err) && done_now(q);
+    return c->err != 0 ? finish(q, c->err) && done_now(q) : cancelled(q);
   case PH_AWAIT_DATA:
     if (q->lr.done)
       return finish(q, q->lr.status == 0

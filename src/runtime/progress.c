@@ -141,6 +141,7 @@ int crnet__req_start(crnet_comm *c, crnet_request *r) {
   r->cb = NULL;
   r->cb_arg = NULL;
   r->cb_busy = 0;
+  atomic_store_explicit(&r->cancel, false, memory_order_relaxed);
   r->seq = r->p2p ? 0 : ++c->seq_issued;
   /* The first message in flight: a collective's frame parked at the head
    * of a link must not hold it back (link.h, drain_parked), so the next
@@ -264,9 +265,12 @@ void crnet__progress(crnet_comm *c) {
    * it often). */
   if (!c->w->progress_dirty &&
       atomic_load_explicit(&c->w->queued, memory_order_acquire) == 0 &&
-      !atomic_load_explicit(&c->w->recheck_asked, memory_order_acquire))
+      !atomic_load_explicit(&c->w->recheck_asked, memory_order_acquire) &&
+      !atomic_load_explicit(&c->w->cancel_asked, memory_order_acquire))
     return;
   c->w->in_progress = true;
+  if (atomic_exchange(&c->w->cancel_asked, false))
+    c->w->progress_dirty = true; /* the cancelled request's advance looks */
   if (atomic_exchange(&c->w->recheck_asked, false)) {
     crnet__world_recheck_parked(c->w);
     crnet__p2p_check_orphans(c->w);
@@ -1230,6 +1234,34 @@ int crnet_test(crnet_request **rp, int *done) {
   *rp = NULL;
   *done = 1;
   return status;
+}
+
+int crnet_cancel(crnet_request *r) {
+  crnet_comm *c;
+  int rc;
+  if ((rc = check_handle(r, "crnet_cancel")) != 0)
+    return rc;
+  c = r->comm;
+  pthread_mutex_lock(&c->w->mu);
+  if ((rc = check_live_locked(r, "crnet_cancel")) != 0) {
+    pthread_mutex_unlock(&c->w->mu);
+    return rc;
+  }
+  if (!r->p2p) {
+    pthread_mutex_unlock(&c->w->mu);
+    crnet__set_callmsg(c,
+                       "crnet_cancel: a collective (%s) cannot be "
+                       "cancelled: every rank takes part in it",
+                       crnet_collective_name((crnet_collective)r->coll));
+    return CRNET_EINVAL;
+  }
+  if (r->state != CRNET__REQ_DONE) {
+    atomic_store(&r->cancel, true);
+    atomic_store(&c->w->cancel_asked, true);
+    kick_owner(c);
+  }
+  pthread_mutex_unlock(&c->w->mu);
+  return 0;
 }
 
 /* The requests of a wait for several: every one valid (NULL entries are

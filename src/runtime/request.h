@@ -37,6 +37,7 @@
 #define CRNET_REQUEST_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -97,6 +98,8 @@ struct crnet_request {
   /* A point-to-point message (p2p.c), not a collective: not numbered, not
    * in the order of calls, not bound by CRNET_TIMEOUT. */
   bool p2p;
+  /* crnet_cancel asked for it (any thread; the layer's advance looks). */
+  atomic_bool cancel;
   /* Why it failed, if the layer above says more than the sticky error
    * (a truncated message): the wait that frees it makes this the waiting
    * thread's crnet_comm_errmsg. NULL: nothing to say. */

@@ -1,7 +1,8 @@
 /* mpi_requests: crnet-mpi's calls on sets of requests (MPI_Testany,
  * MPI_Waitsome, MPI_Testsome, with MPI_Waitany beside them),
  * MPI_Sendrecv_replace, the send modes (MPI_Ssend, MPI_Issend, MPI_Rsend,
- * MPI_Irsend, MPI_Bsend, MPI_Ibsend) and MPI_Request_free, at any p >= 2.
+ * MPI_Irsend, MPI_Bsend, MPI_Ibsend), MPI_Request_free and MPI_Cancel, at
+ * any p >= 2.
  *
  *   crlaunch -n P mpi_requests
  *
@@ -324,6 +325,68 @@ static void check_buffered(void) {
   free(att);
 }
 
+/* MPI_Cancel: each rank posts a receive from its left neighbour that no
+ * message matches (tag 41; the staged kind too, a vector type) and cancels
+ * it: the wait succeeds, MPI_Test_cancelled says so, the buffer is
+ * untouched. The neighbour's message of that tag, sent after a barrier,
+ * then goes to the next receive. A send's cancel does not win; a
+ * collective's and MPI_REQUEST_NULL's are refused. */
+static void check_cancel(void) {
+  int left = (rank + p - 1) % p, right = (rank + 1) % p;
+  int buf[4] = {-1, -1, -1, -1}, word = 100 + rank, got = -1, flag = -1, code;
+  MPI_Datatype every_other;
+  MPI_Request rq, sq;
+  MPI_Status st;
+  OK(MPI_Type_vector(2, 1, 2, MPI_INT, &every_other));
+  OK(MPI_Type_commit(&every_other));
+  for (int staged = 0; staged < 2; staged++) {
+    OK(MPI_Irecv(buf, staged ? 1 : 2, staged ? every_other : MPI_INT, left, 41,
+                 MPI_COMM_WORLD, &rq));
+    OK(MPI_Cancel(&rq));
+    EXPECT(rq != MPI_REQUEST_NULL, "MPI_Cancel freed the request");
+    OK(MPI_Wait(&rq, &st));
+    OK(MPI_Test_cancelled(&st, &flag));
+    EXPECT(flag == 1 && st.MPI_ERROR == MPI_SUCCESS,
+           "a cancelled receive (staged %d): cancelled %d, error %d", staged,
+           flag, st.MPI_ERROR);
+    EXPECT(buf[0] == -1 && buf[1] == -1 && buf[2] == -1,
+           "a cancelled receive wrote its buffer: %d %d %d", buf[0], buf[1],
+           buf[2]);
+  }
+  OK(MPI_Type_free(&every_other));
+  OK(MPI_Barrier(MPI_COMM_WORLD));
+  /* The message of that tag comes now and goes to this receive. */
+  OK(MPI_Isend(&word, 1, MPI_INT, right, 41, MPI_COMM_WORLD, &sq));
+  OK(MPI_Cancel(&sq)); /* a send goes on */
+  OK(MPI_Recv(&got, 1, MPI_INT, left, 41, MPI_COMM_WORLD, &st));
+  EXPECT(got == 100 + left, "after the cancels got %d, want %d", got,
+         100 + left);
+  OK(MPI_Test_cancelled(&st, &flag));
+  EXPECT(flag == 0, "a received message's status says cancelled");
+  OK(MPI_Wait(&sq, &st));
+  OK(MPI_Test_cancelled(&st, &flag));
+  EXPECT(flag == 0, "a send was cancelled");
+  /* A receive from MPI_PROC_NULL is complete already: nothing to cancel. */
+  OK(MPI_Irecv(&got, 1, MPI_INT, MPI_PROC_NULL, 0, MPI_COMM_WORLD, &rq));
+  OK(MPI_Cancel(&rq));
+  OK(MPI_Wait(&rq, &st));
+  OK(MPI_Test_cancelled(&st, &flag));
+  EXPECT(flag == 0 && st.MPI_SOURCE == MPI_PROC_NULL,
+         "MPI_PROC_NULL's receive: cancelled %d, source %d", flag,
+         st.MPI_SOURCE);
+  OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  OK(MPI_Ibarrier(MPI_COMM_WORLD, &rq));
+  code = MPI_Cancel(&rq);
+  EXPECT(error_class(code) == MPI_ERR_REQUEST, "cancelling an ibarrier: %s",
+         error_text(code));
+  OK(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+  code = MPI_Cancel(&rq);
+  EXPECT(error_class(code) == MPI_ERR_REQUEST,
+         "cancelling MPI_REQUEST_NULL: %s", error_text(code));
+  OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
+  OK(MPI_Barrier(MPI_COMM_WORLD));
+}
+
 int main(int argc, char **argv) {
   OK(MPI_Init(&argc, &argv));
   OK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
@@ -337,6 +400,7 @@ int main(int argc, char **argv) {
   check_modes();
   check_request_free();
   check_buffered();
+  check_cancel();
   int bad = failures, all_bad = 0;
   OK(MPI_Allreduce(&bad, &all_bad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
   OK(MPI_Finalize());

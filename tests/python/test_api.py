@@ -165,7 +165,8 @@ def test_basics(comm):
     check("one world comm" in str(e), str(e))
     check(crnet.IN_PLACE is crnet.IN_PLACE and repr(crnet.IN_PLACE) == "crnet.IN_PLACE", "IN_PLACE")
     for cls in (crnet.PeerLost, crnet.Timeout, crnet.Mismatch, crnet.Aborted,
-                crnet.AuthError, crnet.Truncated, crnet.Unsupported,
+                crnet.AuthError, crnet.Truncated, crnet.Cancelled,
+                crnet.Unsupported,
                 crnet.InvalidArgument, crnet.OutOfMemory, crnet.NetworkError):
         check(issubclass(cls, crnet.Error), cls.__name__)
     check(issubclass(crnet.PeerLost, ConnectionError), "PeerLost is a ConnectionError")
@@ -441,6 +442,21 @@ def test_p2p(comm):
     b = bytearray(4)
     st = comm.recv(b, r, 1)
     check(bytes(b[:3]) == b"abc" and st.bytes == 3, "after truncation")
+    # Cancelled: an irecv no message matched raises Cancelled, its buffer
+    # untouched; the message sent after goes to the next receive. A
+    # collective's request cannot be cancelled.
+    b = bytearray(b"....")
+    q = comm.irecv(b, r, tag=5)
+    check(q.cancel() is None and not q.done, "cancel returns at once")
+    e = raises(crnet.Cancelled, q.wait, "cancelled")
+    check(e.code == crnet.ECANCELED and bytes(b) == b"....", str(e))
+    check(q.cancel() is None, "cancel of a completed request")
+    comm.send(b"wxyz", r, tag=5)
+    st = comm.recv(b, r, 5)
+    check(bytes(b) == b"wxyz" and st.bytes == 4, "after the cancel")
+    q = comm.ibarrier()
+    raises(crnet.InvalidArgument, q.cancel, "cancel of a collective")
+    q.wait()
     comm.barrier()
 
 

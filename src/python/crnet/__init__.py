@@ -30,7 +30,8 @@ names ('sum', 'prod', 'min', 'max', 'band', 'bor', 'bxor', 'land', 'lor')
 or constants (``crnet.SUM``, ...). Wrong buffers raise TypeError or
 ValueError before anything is sent; crnet's errors raise ``crnet.Error``
 subclasses (``PeerLost``, ``Timeout``, ``Mismatch``, ``Aborted``,
-``AuthError``, ``Truncated``, ``Unsupported``, ``InvalidArgument``,
+``AuthError``, ``Truncated``, ``Cancelled``, ``Unsupported``,
+``InvalidArgument``,
 ``OutOfMemory``, ``NetworkError``) carrying the comm's explanation in
 ``errmsg`` and the code in ``code``. Every call that can wait releases the
 GIL.
@@ -66,6 +67,7 @@ from ._crnet import (
     EABORTED,
     EAGER_BYTES,
     EAUTH,
+    ECANCELED,
     EINVAL,
     EIO,
     EMISMATCH,
@@ -96,6 +98,7 @@ from ._crnet import (
     UNDEFINED,
     Aborted,
     AuthError,
+    Cancelled,
     Comm,
     Error,
     InvalidArgument,

@@ -686,10 +686,13 @@ CRNET_EXTERN int crnet_irecv(crnet_comm *comm, void *buf, size_t count,
  * A receive already matched, and a send, complete as they would have:
  * like MPI_Cancel, it asks and the request's completion says what
  * happened. The request must still be waited for (or tested) as any
- * other. Any thread, at any time before that wait; once more is
- * harmless. 0, or CRNET_EINVAL for a handle that is not a request in
- * flight, or a collective's (a collective cannot be cancelled: every rank
- * takes part in it). */
+ * other; cancelling it again before then is harmless. Any thread, but as
+ * with every request not while another thread's wait or test may complete
+ * and free it: a thread may cancel a receive another thread waits for only
+ * when no message can match it meanwhile (the wait then ends with
+ * CRNET_ECANCELED). 0, or CRNET_EINVAL for a handle that is not a request
+ * in flight, or a collective's (a collective cannot be cancelled: every
+ * rank takes part in it). */
 CRNET_EXTERN int crnet_cancel(crnet_request *req);
 
 /* Whether a message that crnet_recv(comm, ..., source, tag, ...) would take

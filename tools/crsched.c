@@ -51,6 +51,7 @@
 
 #include "circulant.h"
 #include "crnet.h"
+#include "model.h"
 #include "schedule.h"
 #include "select.h"
 
@@ -373,6 +374,9 @@ static void text_header(const view *v) {
     printf("vector: %" PRIu64 " elements of %" PRIu64
            " bytes in %d blocks; TEMP: %" PRIu64 " elements\n",
            v->b->prefix[c->p], v->o->dtype_size, c->p, v->s->temp_count);
+  if (c->coll == CRNET_COLL_BCAST && strcmp(v->name, "ring") == 0)
+    printf("the chain sends it in %d pieces (the cost model's choice)\n",
+           (int)crnet__chain_pieces(c));
   if (v->k.n > 1) {
     printf("skips s:");
     for (int i = 0; i < v->k.n; i++)
@@ -522,6 +526,7 @@ crnet__call crsched_call_for(const options *o, crnet_collective coll,
   c.root = o->root;
   c.in_place = o->in_place;
   c.commutative = true;
+  c.tuning = o->job_tuning;
   c.host = o->host;
   c.nhosts = o->nhosts;
   /* one host: the job's links are shared memory */
@@ -604,9 +609,15 @@ static int run(const options *o) {
 
 int main(int argc, char **argv) {
   options o;
+  crnet__tuning t;
   int rc = crsched_parse_options(argc, argv, &o);
   if (rc != 0)
     return rc == 1 ? 0 : rc;
+  if (crsched_load_tuning(&o, &t) != 0) {
+    free(o.host);
+    return 1;
+  }
+  o.job_tuning = &t;
   rc = run(&o);
   free(o.host);
   return rc;

@@ -80,6 +80,10 @@ typedef struct options {
   int32_t nhosts;
   bool have_shm_alpha, have_shm_beta;
   double shm_alpha, shm_beta;
+  /* The tuning a job started here would use (crsched_load_tuning): the
+   * calls built for views and costs carry it, since the shape of ring's
+   * bcast (its pieces) depends on it. */
+  const crnet__tuning *job_tuning;
 } options;
 
 /* Prints "crsched: <fmt...>" and the hint to try --help on stderr;

@@ -530,8 +530,10 @@ int crsched_crossover_main(const options *o) {
       printf("%-15s %s from 0 B", k->name, cur);
     /* A geometric grid (16 points per doubling), then bisection between
      * the grid points where the pick changed. Each price is a straight
-     * line in m, so a candidate wins on one interval at most and a grid
-     * this fine misses no change at the sizes that matter. */
+     * line in m (the chain's, ring's bcast, a lower envelope of straight
+     * lines, one per count of pieces: concave), so a candidate wins on
+     * few intervals and a grid this fine misses no change at the sizes
+     * that matter. */
     for (double g = (double)step; prev < max_elems; g *= 1.044273782) {
       uint64_t at;
       next = (uint64_t)g / step * step;

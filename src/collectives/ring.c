@@ -71,9 +71,9 @@
  * root..root+x, and the allgather pruned to what is missing carries it on
  * to root+p-1, a chain. No TEMP.
  *
- * SCAN and EXSCAN (a pipelined chain 0 -> 1 -> ... -> p-1, like BCAST's,
- * over the nb = min(count, p) blocks of crnet__block_range; unlike the
- * other ring schedules it keeps rank order, because the prefix only ever
+ * SCAN and EXSCAN (a pipelined chain 0 -> 1 -> ... -> p-1, like BCAST's
+ * but always over the nb = min(count, p) blocks of crnet__block_range; unlike
+ * the other ring schedules it keeps rank order, because the prefix only ever
  * grows at its right end): rank i receives block b of the prefix P_{i-1} in
  * round b+i-1 and sends block b of P_i in round b+i. Scan, not in place:
  * the block lands in RECV and RECV = RECV (+) SEND (the prefix is the left

@@ -144,14 +144,15 @@ static bool host_size_seen(const hosts *h, int32_t g) {
 
 /* --- levels --------------------------------------------------------------- */
 
-int crnet__twolevel_level(const crnet__call *sub, bool shm, const char **name,
+int crnet__twolevel_level(crnet__call *sub, bool shm, const char **name,
                           double *seconds) {
   static const char *const flat[] = {"circulant", "ring"};
-  crnet__call priced = *sub;
+  crnet__call priced;
   double best = 0, t;
   int rc;
   bool found = false;
-  priced.shm_links = shm && !sub->tcp_links;
+  sub->shm_links = shm && !sub->tcp_links;
+  priced = *sub;
   priced.host = NULL;
   priced.nhosts = 0;
   *name = flat[0]; /* what runs if neither can be priced: the circulant */
@@ -224,6 +225,7 @@ static crnet__call sub_call(const crnet__call *call, crnet_collective coll,
   s.commutative = call->commutative;
   s.esize = call->esize;
   s.tuning = call->tuning;
+  s.tcp_links = call->tcp_links;
   return s;
 }
 
@@ -812,7 +814,8 @@ int crnet__twolevel_allgather(crnet__schedule *out, const crnet__call *call) {
 
 static int level_price(const crnet__call *sub, bool shm, double *seconds) {
   const char *name;
-  return crnet__twolevel_level(sub, shm, &name, seconds);
+  crnet__call priced = *sub;
+  return crnet__twolevel_level(&priced, shm, &name, seconds);
 }
 
 static int allreduce_price(const crnet__call *call, const hosts *h,

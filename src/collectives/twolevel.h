@@ -39,8 +39,11 @@ int crnet__twolevel_price(const crnet__call *call, double *seconds);
 
 /* The flat schedule ("circulant" or "ring") a level uses for sub, a call
  * of one host's ranks (shm: true) or of one rank per host (false), and its
- * price. For crsched, which shows the levels. 0 or CRNET_ENOMEM. */
-int crnet__twolevel_level(const crnet__call *sub, bool shm, const char **name,
+ * price. Sets sub->shm_links to the links the level is priced on (shared
+ * memory inside a host, unless sub->tcp_links), so the schedule built
+ * from sub is the one priced (the chain's pieces depend on them). Also
+ * for crsched, which shows the levels. 0 or CRNET_ENOMEM. */
+int crnet__twolevel_level(crnet__call *sub, bool shm, const char **name,
                           double *seconds);
 
 /* One line saying what the call's rank does in each phase (its host, the

@@ -158,7 +158,7 @@ test)
   # threads, and the progress thread). gcc's TSan, so that -Werror holds;
   # only what those tests need is built. A report makes the rank exit 66,
   # which fails its test.
-  build_targets build-tsan "tests/test_requests tests/test_comms tests/progs/soak tests/progs/mpi_threads src/crlaunch" \
+  build_targets build-tsan "tests/test_requests tests/test_comms tests/test_p2p tests/progs/soak tests/progs/mpi_threads src/crlaunch" \
     -Db_sanitize=thread -Db_lundef=false
   TSAN_OPTIONS=halt_on_error=0 meson test -C build-tsan --no-rebuild \
     --print-errorlogs --num-processes 1 --timeout-multiplier 3 \

@@ -141,7 +141,6 @@ int crnet__req_start(crnet_comm *c, crnet_request *r) {
   r->cb = NULL;
   r->cb_arg = NULL;
   r->cb_busy = 0;
-  atomic_store_explicit(&r->cancel, false, memory_order_relaxed);
   r->seq = r->p2p ? 0 : ++c->seq_issued;
   /* The first message in flight: a collective's frame parked at the head
    * of a link must not hold it back (link.h, drain_parked), so the next
@@ -1057,6 +1056,18 @@ static void note_why(crnet_comm *c, const crnet_request *r, int status) {
     crnet__set_callmsg(r->comm != NULL ? r->comm : c, "%s", r->why);
 }
 
+/* check_handle, then c->mu taken and check_live_locked: 0 with the lock
+ * held, or the error with it released. */
+static int lock_live(const crnet_request *r, const char *what) {
+  int rc = check_handle(r, what);
+  if (rc != 0)
+    return rc;
+  pthread_mutex_lock(&r->comm->w->mu);
+  if ((rc = check_live_locked(r, what)) != 0)
+    pthread_mutex_unlock(&r->comm->w->mu);
+  return rc;
+}
+
 static bool complete_and_idle(const crnet_request *r) {
   return r->state == CRNET__REQ_DONE && r->cb_busy == 0;
 }
@@ -1176,16 +1187,11 @@ int crnet_wait(crnet_request **rp) {
     return CRNET_EINVAL;
   }
   r = *rp;
-  if ((rc = check_handle(r, "crnet_wait")) != 0)
+  if ((rc = lock_live(r, "crnet_wait")) != 0)
     return rc;
   c = r->comm;
   a.reqs = rp;
   a.n = 1;
-  pthread_mutex_lock(&c->w->mu);
-  if ((rc = check_live_locked(r, "crnet_wait")) != 0) {
-    pthread_mutex_unlock(&c->w->mu);
-    return rc;
-  }
   if (wait_any_locked(c, &a, &rc, "crnet_wait") < 0) {
     pthread_mutex_unlock(&c->w->mu);
     return rc;
@@ -1210,14 +1216,9 @@ int crnet_test(crnet_request **rp, int *done) {
     return CRNET_EINVAL;
   }
   r = *rp;
-  if ((rc = check_handle(r, "crnet_test")) != 0)
+  if ((rc = lock_live(r, "crnet_test")) != 0)
     return rc;
   c = r->comm;
-  pthread_mutex_lock(&c->w->mu);
-  if ((rc = check_live_locked(r, "crnet_test")) != 0) {
-    pthread_mutex_unlock(&c->w->mu);
-    return rc;
-  }
   if (r->state != CRNET__REQ_DONE && c->w->owner == OWNER_NONE) {
     /* Nobody runs the loop: a test moves every request on, without
      * sleeping. */
@@ -1239,14 +1240,9 @@ int crnet_test(crnet_request **rp, int *done) {
 int crnet_cancel(crnet_request *r) {
   crnet_comm *c;
   int rc;
-  if ((rc = check_handle(r, "crnet_cancel")) != 0)
+  if ((rc = lock_live(r, "crnet_cancel")) != 0)
     return rc;
   c = r->comm;
-  pthread_mutex_lock(&c->w->mu);
-  if ((rc = check_live_locked(r, "crnet_cancel")) != 0) {
-    pthread_mutex_unlock(&c->w->mu);
-    return rc;
-  }
   if (!r->p2p) {
     pthread_mutex_unlock(&c->w->mu);
     crnet__set_callmsg(c,

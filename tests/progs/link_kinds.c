@@ -10,7 +10,8 @@
  * so each knows which peers share its node. The switch to shared memory
  * happens in the background after init, so the ranks run barriers and
  * 64 KiB allreduces (checked) until every link is what it should be, for
- * at most 10 s, and then once more to show that the links carry traffic.
+ * at most 10 s by rank 0's clock (the ranks agree each turn whether to go
+ * on), and then once more to show that the links carry traffic.
  * Exits 0 when every rank's links are as expected, 1 (saying which link is
  * wrong) otherwise. */
 #include <stdbool.h>
@@ -140,32 +141,58 @@ int main(void) {
   char why[160] = "";
   int rc, p, rank, wrong, total = 0;
   double until;
-  if (in == NULL || out == NULL)
+  if (in == NULL || out == NULL) {
+    free(in);
+    free(out);
     return 2;
+  }
   rc = crnet_comm_init(&c, NULL);
   if (rc != 0) {
     fprintf(stderr, "link_kinds: init: %s\n", crnet_strerror(rc));
+    free(in);
+    free(out);
     return 2;
   }
   p = crnet_comm_size(c);
   rank = crnet_comm_rank(c);
   my_node(&me);
   nodes = calloc((size_t)p, sizeof *nodes);
-  if (nodes == NULL)
+  if (nodes == NULL) {
+    crnet_comm_abort(c, 2);
+    crnet_comm_destroy(c);
+    free(in);
+    free(out);
     return 2;
+  }
   rc = crnet_allgather(c, &me, nodes, sizeof me, CRNET_BYTE);
+  /* Rank 0's clock alone sets the deadline, and the ranks agree each turn
+   * whether to go on (one allreduce): ranks whose links move at different
+   * moments still run the same number of collectives. */
   until = now_s() + 10;
-  do {
+  for (;;) {
+    int32_t mine[2], any[2];
     if (rc == 0)
       rc = traffic(c, in, out);
+    if (rc != 0)
+      break;
     wrong = wrong_links(c, nodes, shm_wanted, why, sizeof why);
-  } while (rc == 0 && wrong > 0 && now_s() < until);
+    mine[0] = wrong > 0;
+    mine[1] = rank == 0 && now_s() >= until;
+    rc = crnet_allreduce(c, mine, any, 2, CRNET_INT32, CRNET_MAX);
+    if (rc != 0 || any[0] == 0 || any[1] != 0)
+      break;
+  }
   if (rc == 0)
     rc = traffic(c, in, out);
   if (rc != 0) {
     fprintf(stderr, "link_kinds: rank %d: %s\n", rank,
             rc == -1000 ? "a wrong sum" : crnet_strerror(rc));
-    crnet_comm_abort(c, 1);
+    if (crnet_comm_abort_code(c) == 0)
+      crnet_comm_abort(c, 1);
+    crnet_comm_destroy(c);
+    free(nodes);
+    free(in);
+    free(out);
     return 1;
   }
   if (wrong > 0)

@@ -517,16 +517,17 @@ if timing_cases "a partition"; then
 # they fail, and crlaunch ends the job.
 
 timeout -k 5 90 "$crlaunch" --ssh "$tmp/ssh" --hosts 10.79.0.2:2,10.79.0.3:2,10.79.0.4:2 \
-  -x CRNET_LIVENESS_TIMEOUT=3 "$idle_wait" 60000 >"$tmp/out" 2>"$tmp/err" &
+  -x CRNET_LIVENESS_TIMEOUT=3 -x IDLE_WAIT_READY=1 "$idle_wait" 60000 \
+  >"$tmp/out" 2>"$tmp/err" &
 launcher=$!
+# Every rank past init and into the barrier: each says so once the first
+# barrier is over (a loaded machine may take seconds to get there).
 n=0
-for _ in $(seq 100); do
-  n=$(count_ranks idle_wait)
+for _ in $(seq 600); do
+  n=$(grep -c "idle_wait: rank [0-5] ready" "$tmp/out" 2>/dev/null || true)
   [ "$n" -eq 6 ] && break
   sleep 0.1
 done
-# Past init and into the barrier (init takes well under a second here).
-sleep 2
 ip link set "crmv${tb_id}3" nomaster
 t0=$(date +%s.%N)
 # The first rank to report the loss; crlaunch's own end follows its stop

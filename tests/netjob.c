@@ -172,6 +172,20 @@ rank_report *reports_map(void) {
   return shared_reports;
 }
 
+void report_raise(int rank) {
+  __atomic_store_n(&shared_reports[rank].go, 1, __ATOMIC_RELEASE);
+}
+
+bool report_await(int rank, double seconds) {
+  double until = now_s() + seconds;
+  while (__atomic_load_n(&shared_reports[rank].go, __ATOMIC_ACQUIRE) == 0) {
+    if (now_s() > until)
+      return false;
+    usleep(1000);
+  }
+  return true;
+}
+
 void report_call(int rank, crnet_comm *c, int rc) {
   rank_report *r = &shared_reports[rank];
   r->rc = rc;

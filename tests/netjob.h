@@ -70,10 +70,16 @@ typedef struct rank_report {
   double returned; /* now_s() when the call returned */
   double t_event;  /* a time the rank noted (its kill, its callback) */
   int flag;
+  int go; /* report_raise: another rank may go on */
   char errmsg[512];
 } rank_report;
 
 rank_report *reports_map(void);
+/* One rank tells the others it is past a point (sets `go` in its report);
+ * report_await waits (sleeping) until rank's `go` is set, for at most
+ * `seconds`: true if it came. Synchronisation without a guessed sleep. */
+void report_raise(int rank);
+bool report_await(int rank, double seconds);
 /* Notes a call's result and the comm's message in rank's report (and on
  * stderr when it failed). */
 void report_call(int rank, crnet_comm *c, int rc);

@@ -903,6 +903,7 @@ static int rank_p2p_threads(int rank, int size, void *arg) {
   int64_t *wbuf[PT_WORLD_CALLS];
   crnet_status st[PT_NSIZES];
   pt_seen seen = {pthread_self(), 0, 0};
+  int at_registration;
   double v[4096], until, sink;
   pthread_t t[2];
   pt_worker wk[2];
@@ -932,6 +933,10 @@ static int rank_p2p_threads(int rank, int size, void *arg) {
     rc = crnet_request_on_complete(req[k], pt_on_complete, &seen);
     FAIL_IF(rc != 0, "on_complete %zu: %s", k, crnet_err_name(rc));
   }
+  /* A request complete before its callback was set runs the callback at
+   * once, here: if the main thread was kept off the CPU that long, all of
+   * them may have, and none can be seen completing elsewhere. */
+  at_registration = __atomic_load_n(&seen.done, __ATOMIC_ACQUIRE);
   /* Compute, no crnet call, until the progress thread has completed them
    * all (bounded: it must not take a minute even on a loaded machine). */
   until = now_s() + 60;
@@ -944,8 +949,11 @@ static int rank_p2p_threads(int rank, int size, void *arg) {
               (int)(2 * PT_NSIZES),
           "%d of %zu requests completed while the main thread computed for "
           "60 s (%g)", seen.done, 2 * PT_NSIZES, sink);
-  FAIL_IF(__atomic_load_n(&seen.elsewhere, __ATOMIC_RELAXED) == 0,
-          "no request completed on the progress thread");
+  FAIL_IF(__atomic_load_n(&seen.elsewhere, __ATOMIC_RELAXED) == 0 &&
+              at_registration < (int)(2 * PT_NSIZES),
+          "no request completed on the progress thread (%d of %zu were "
+          "complete when their callbacks were set)",
+          at_registration, 2 * PT_NSIZES);
   rc = crnet_waitall((int)(2 * PT_NSIZES), req);
   FAIL_IF(rc != 0, "waitall: %s: %s", crnet_err_name(rc),
           crnet_comm_errmsg(c));

@@ -179,6 +179,7 @@ static crnet__agent_config sample(void) {
   c.cwd = "/home/me/run dir";
   c.rendezvous = "[fd77::1]:5000";
   c.init_timeout = "60";
+  c.grace_ms = 2500;
   c.size = 16;
   c.first = 8;
   c.count = 8;
@@ -204,6 +205,7 @@ START_TEST(test_config_round_trip) {
   ck_assert_str_eq(d.cwd, c.cwd);
   ck_assert_str_eq(d.rendezvous, c.rendezvous);
   ck_assert_str_eq(d.init_timeout, "60");
+  ck_assert_int_eq(d.grace_ms, 2500);
   ck_assert_str_eq(d.report, c.report);
   ck_assert_int_eq(d.size, 16);
   ck_assert_int_eq(d.first, 8);
@@ -255,11 +257,15 @@ static void expect_refused(const char *item, const char *replacement,
 
 START_TEST(test_config_refused) {
   expect_refused("v=", "v=1", "another version");
-  expect_refused("v=", "v=3", "another version");
+  expect_refused("v=", "v=2", "another version");
+  expect_refused("v=", "v=4", "another version");
   expect_refused("key=", "key=abc", "malformed key");
   expect_refused("key=", NULL, "misses an item");
   expect_refused("cwd=", NULL, "misses an item");
   expect_refused("report=", NULL, "misses an item");
+  expect_refused("grace_ms=", NULL, "misses an item");
+  expect_refused("grace_ms=", "grace_ms=0", "misses an item");
+  expect_refused("grace_ms=", "grace_ms=soon", "not a number");
   expect_refused("arg=", NULL, "misses an item");
   expect_refused("first=", "first=12", "do not fit a job of 16");
   expect_refused("count=", "count=0", "do not fit");

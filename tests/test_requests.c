@@ -551,11 +551,17 @@ static int rank_callback_again(int rank, int size, void *arg) {
   if (rc != 0)
     return err_exit(rc);
   n.c = c;
-  if (rank == 1)
-    usleep(100000); /* rank 0's request is surely in flight at first */
-  rc = crnet_iallreduce(c, &v, &sum, 1, CRNET_INT32, CRNET_SUM, &r);
-  if (rc == 0 && rank == 0)
+  /* Rank 1 starts only once rank 0's callback is set, so rank 0's request
+   * is surely in flight then (its callback runs from the engine, not at
+   * once on this thread, where a blocking call would be allowed). */
+  if (rank == 1 && !report_await(0, 30))
+    rc = CRNET_EIO;
+  if (rc == 0)
+    rc = crnet_iallreduce(c, &v, &sum, 1, CRNET_INT32, CRNET_SUM, &r);
+  if (rc == 0 && rank == 0) {
     rc = crnet_request_on_complete(r, call_again, &n);
+    report_raise(0);
+  }
   if (rc == 0)
     rc = crnet_ibarrier(c, &other);
   if (rc == 0 && rank == 1) {
@@ -705,9 +711,12 @@ static int rank_destroy_early(int rank, int size, void *arg) {
   rc = crnet_comm_init(&c, NULL);
   if (rc != 0)
     return err_exit(rc);
-  if (rank == 1)
-    usleep(300000); /* rank 0's request stays in flight meanwhile */
-  rc = crnet_iallreduce(c, &v, &sum, 1, CRNET_INT32, CRNET_SUM, &r);
+  /* Rank 1 starts only once rank 0 tried to destroy: rank 0's request is
+   * surely in flight then. */
+  if (rank == 1 && !report_await(0, 30))
+    rc = CRNET_EIO;
+  if (rc == 0)
+    rc = crnet_iallreduce(c, &v, &sum, 1, CRNET_INT32, CRNET_SUM, &r);
   if (rc == 0 && rank == 0) {
     int d = crnet_comm_destroy(c);
     if (d != CRNET_EINVAL ||
@@ -716,6 +725,7 @@ static int rank_destroy_early(int rank, int size, void *arg) {
               crnet_comm_errmsg(c));
       rc = CRNET_EIO;
     }
+    report_raise(0);
   }
   if (rc == 0)
     rc = crnet_wait(&r);
@@ -827,11 +837,16 @@ static int rank_abort_own(int rank, int size, void *arg) {
   rc = crnet_comm_init(&c, NULL);
   if (rc != 0)
     return err_exit(rc);
-  if (rank == 1)
-    usleep(300000);
-  rc = crnet_iallreduce(c, &v, &sum, 1, CRNET_INT32, CRNET_SUM, &r);
-  if (rc == 0 && rank == 0)
+  /* Rank 1 starts only once rank 0 has aborted: rank 0's request is surely
+   * in flight at its abort. */
+  if (rank == 1 && !report_await(0, 30))
+    rc = CRNET_EIO;
+  if (rc == 0)
+    rc = crnet_iallreduce(c, &v, &sum, 1, CRNET_INT32, CRNET_SUM, &r);
+  if (rc == 0 && rank == 0) {
     crnet_comm_abort(c, 9);
+    report_raise(0);
+  }
   if (rc == 0)
     rc = crnet_wait(&r);
   /* Rank 1's call may have been done whole before the ABORT came behind

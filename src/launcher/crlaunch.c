@@ -447,7 +447,7 @@ void crnet__launch_job_stop(struct job *job, enum stop_reason reason,
     return;
   switch (reason) {
   case STOP_FAILURE:
-    uv_timer_start(&job->stop_timer, on_grace_over, FAILURE_GRACE_MS, 0);
+    uv_timer_start(&job->stop_timer, on_grace_over, job->grace_ms, 0);
     break;
   case STOP_SIGNAL:
     uv_timer_start(&job->stop_timer, on_kill_time, SIGNAL_GRACE_MS, 0);
@@ -1149,11 +1149,13 @@ int crnet__launch_job_run(const struct options *opt,
     job->xvars = (const char *const *)agent->env;
     job->nxvars = agent->nenv;
     job->init_timeout_str = agent->init_timeout;
+    job->grace_ms = (uint64_t)agent->grace_ms;
   } else {
     job->size = opt->nranks;
     job->xvars = opt->xvars;
     job->nxvars = opt->nxvars;
     job->init_timeout_str = opt->init_timeout_str;
+    job->grace_ms = opt->grace_ms;
   }
   ranks = make_procs(job);
   if (ranks == NULL) {

@@ -350,6 +350,7 @@ int crnet__launch_spawn_remote(struct job *job, struct rank *r,
   cfg.cwd = cwd;
   cfg.rendezvous = (char *)rendezvous;
   cfg.init_timeout = (char *)job->init_timeout_str;
+  cfg.grace_ms = (int)job->opt->grace_ms;
   cfg.size = job->size;
   cfg.first = r->index;
   cfg.count = r->count;

@@ -27,7 +27,9 @@
 #define MAX_TIMEOUT_S 1e9
 
 /* Grace periods, in milliseconds. */
-#define FAILURE_GRACE_MS 1000 /* for the others to print why they fail */
+#define FAILURE_GRACE_MS 1000 /* for the others to print why they fail
+                                 (--grace may say) */
+#define MAX_GRACE_S 3600
 #define KILL_GRACE_MS 2000    /* between SIGTERM and SIGKILL */
 #define SIGNAL_GRACE_MS 10000 /* between a passed-on signal and SIGKILL */
 #define DRAIN_MS 1000         /* after the last exit, for pipes to reach EOF */
@@ -71,6 +73,7 @@ struct options {
   const char *remote_crlaunch; /* --remote-crlaunch */
   crnet__hostlist hosts;       /* from --hosts or --hostfile, placed */
   double timeout_s; /* 0: none */
+  uint64_t grace_ms;  /* --grace, else FAILURE_GRACE_MS */
   const char **xvars; /* -x arguments as given */
   int nxvars;
   char **argv;        /* the program and its arguments */
@@ -143,6 +146,7 @@ struct job {
   crnet__bind_plan bind; /* their CPUs (bind.h) */
   const char *const *xvars; /* -x settings, or what an agent was sent */
   int nxvars;
+  uint64_t grace_ms; /* after a failure, before SIGTERM */
   const char *init_timeout_str;
   crnet__agent_config *agent; /* agent mode: what crlaunch sent */
   uv_pipe_t ctl_in;           /* agent mode: commands from crlaunch */

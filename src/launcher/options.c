@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +45,9 @@ static void usage(FILE *f) {
           "  --report-bindings\n"
           "                  print each rank's CPUs as it starts\n"
           "  --timeout SEC   stop the job after SEC seconds (exit status 124)\n"
+          "  --grace SEC     after a rank fails, give the others SEC seconds\n"
+          "                  to notice and exit before stopping them\n"
+          "                  (default 1)\n"
           "  --coll-timeout SEC\n"
           "                  fail any collective that takes longer than SEC\n"
           "                  seconds, naming the ranks it waits for\n"
@@ -132,6 +136,7 @@ int crnet__launch_parse_options(struct options *opt, int argc, char **argv) {
     OPT_STATS,
     OPT_BIND,
     OPT_REPORT_BINDINGS,
+    OPT_GRACE,
     OPT_AGENT
   };
   static const struct option longopts[] = {
@@ -147,12 +152,14 @@ int crnet__launch_parse_options(struct options *opt, int argc, char **argv) {
       {"stats", no_argument, NULL, OPT_STATS},
       {"bind", required_argument, NULL, OPT_BIND},
       {"report-bindings", no_argument, NULL, OPT_REPORT_BINDINGS},
+      {"grace", required_argument, NULL, OPT_GRACE},
       {"agent", no_argument, NULL, OPT_AGENT},
       {"help", no_argument, NULL, 'h'},
       {"version", no_argument, NULL, 'V'},
       {NULL, 0, NULL, 0}};
   memset(opt, 0, sizeof *opt);
   opt->nranks = -1;
+  opt->grace_ms = FAILURE_GRACE_MS;
   opt->xvars = calloc((size_t)argc, sizeof *opt->xvars);
   if (opt->xvars == NULL) {
     fprintf(stderr, "crlaunch: out of memory\n");
@@ -235,6 +242,14 @@ int crnet__launch_parse_options(struct options *opt, int argc, char **argv) {
         return usage_error("--timeout '%s': not a positive number of seconds",
                            optarg);
       break;
+    case OPT_GRACE: {
+      double s = crnet__launch_parse_seconds(optarg, MAX_GRACE_S);
+      if (s < 0)
+        return usage_error("--grace '%s': not a number of seconds in (0, %d]",
+                           optarg, MAX_GRACE_S);
+      opt->grace_ms = (uint64_t)ceil(s * 1000);
+      break;
+    }
     case OPT_COLL_TIMEOUT:
       if (strlen(optarg) > 32 ||
           crnet__launch_parse_seconds(optarg, MAX_TIMEOUT_S) < 0)

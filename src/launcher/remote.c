@@ -70,6 +70,7 @@ int crnet__agent_config_encode(const crnet__agent_config *c, char **out,
   put(&b, "cwd", c->cwd);
   put(&b, "rendezvous", c->rendezvous);
   put(&b, "init_timeout", c->init_timeout);
+  put_int(&b, "grace_ms", c->grace_ms);
   put_int(&b, "size", c->size);
   put_int(&b, "first", c->first);
   put_int(&b, "count", c->count);
@@ -155,7 +156,7 @@ static int decode_item(crnet__agent_config *c, const char *item,
   if (IS("report"))
     return set_string(&c->report, v);
   if (IS("size") || IS("first") || IS("count") || IS("tag") ||
-      IS("bind_none") || IS("report_bindings")) {
+      IS("bind_none") || IS("report_bindings") || IS("grace_ms")) {
     n = parse_int(v, 0, 1L << 30);
     if (n < 0)
       return fail(why, why_len, "%.*s=%s: not a number", (int)nlen, item, v);
@@ -169,6 +170,8 @@ static int decode_item(crnet__agent_config *c, const char *item,
       c->tag_output = n != 0;
     else if (IS("bind_none"))
       c->bind_none = n != 0;
+    else if (IS("grace_ms"))
+      c->grace_ms = (int)n;
     else
       c->report_bindings = n != 0;
     return 0;
@@ -210,6 +213,7 @@ int crnet__agent_config_decode(const char *buf, size_t len,
   }
   if (rc == 0 && (!have_key || c->cwd == NULL || c->rendezvous == NULL ||
                   c->init_timeout == NULL || c->report == NULL ||
+                  c->grace_ms < 1 ||
                   c->argc == 0))
     rc = fail(why, why_len, "the configuration misses an item");
   if (rc == 0 && (c->size < 1 || c->count < 1 || c->first < 0 ||

@@ -17,6 +17,8 @@
  *        cwd=<dir>                where the ranks start (crlaunch's own)
  *        rendezvous=<host:port>   CRNET_RENDEZVOUS for this host's ranks
  *        init_timeout=<seconds>   CRNET_INIT_TIMEOUT
+ *        grace_ms=<ms>            crlaunch --grace: how long this host's
+ *                                 ranks get after a failure
  *        size=<p>  first=<r>  count=<n>    the job and this host's share
  *        tag=0|1                  prefix output lines with "[rank] "
  *        report=<16 hex digits>   the marker of the agent's reports
@@ -57,7 +59,7 @@
 
 #include "handshake.h"
 
-#define CRNET__AGENT_VERSION 2
+#define CRNET__AGENT_VERSION 3
 #define CRNET__AGENT_KEY_DONE 'R'
 #define CRNET__AGENT_SIGNAL 'S'
 #define CRNET__AGENT_HEARTBEAT 'H'
@@ -72,6 +74,7 @@ typedef struct crnet__agent_config {
   char *cwd;
   char *rendezvous;
   char *init_timeout;
+  int grace_ms; /* crlaunch --grace */
   int size;
   int first;
   int count;

@@ -16,6 +16,10 @@
  * then wait for it: with the progress thread on, the wait may lean on the
  * thread, which then polls for it (progress.c), and the same bound holds
  * for the process, the thread included.
+ *
+ * With IDLE_WAIT_READY set, every rank prints "idle_wait: rank R ready" on
+ * stdout once the first barrier is over (every rank is past init), so that
+ * a script can act while they wait, without guessing how long init takes.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -69,6 +73,10 @@ int main(int argc, char **argv) {
   /* Line everyone up first, so that the measured wait is rank 0's sleep
    * (with `nb` by a nonblocking barrier: the progress thread starts). */
   rc = barrier(comm, nonblocking, 0);
+  if (rc == 0 && getenv("IDLE_WAIT_READY") != NULL) {
+    printf("idle_wait: rank %d ready\n", crnet_comm_rank(comm));
+    fflush(stdout);
+  }
   if (rc == 0 && crnet_comm_rank(comm) == 0) {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);

@@ -75,7 +75,7 @@ static uint64_t rnd(uint64_t n) {
  * One simulated collective
  */
 
-/* ARG: the allreduce by allgather (crnet__circ_allreduce_gather). */
+/* ARG: the allreduce by allgather (crnet__circulant_allreduce_gather). */
 enum coll { RS, AR, AG, RED, BC, BAR, ARG };
 static const char *coll_name[] = {"reduce-scatter", "allreduce", "allgather",
                                   "reduce",         "bcast",     "barrier",
@@ -119,10 +119,10 @@ static void run(const kase *k) {
   crnet__schedule *sc = calloc((size_t)p, sizeof(*sc));
   crnet__sim_rank *rk = calloc((size_t)p, sizeof(*rk));
   EXPECT(sk && cnt && P && sc && rk, "out of memory");
-  int n = crnet__circ_skips(seqs[k->seq], p, sk);
+  int n = crnet__circulant_skips(seqs[k->seq], p, sk);
   EXPECT(n >= 1, "%s: skips", what);
-  EXPECT(crnet__circ_skips_check(sk, n, p) == 0, "%s: check", what);
-  bool ordered = crnet__circ_skips_ordered(sk, n);
+  EXPECT(crnet__circulant_skips_check(sk, n, p) == 0, "%s: check", what);
+  bool ordered = crnet__circulant_skips_ordered(sk, n);
   bool affine = (ordered && (k->coll == RS || k->coll == AR ||
                              k->coll == RED)) ||
                 k->coll == ARG; /* ARG folds in rank order for any skips */
@@ -143,25 +143,28 @@ static void run(const kase *k) {
     int rc = 0;
     switch (k->coll) {
     case RS:
-      rc = crnet__circ_reduce_scatter(&sc[r], sk, n, p, r, cnt, k->in_place);
+      rc = crnet__circulant_reduce_scatter(&sc[r], sk, n, p, r, cnt,
+                                           k->in_place);
       break;
     case AR:
-      rc = crnet__circ_allreduce(&sc[r], sk, n, p, r, m, k->in_place);
+      rc = crnet__circulant_allreduce(&sc[r], sk, n, p, r, m, k->in_place);
       break;
     case AG:
-      rc = crnet__circ_allgather(&sc[r], sk, n, p, r, cnt, k->in_place);
+      rc = crnet__circulant_allgather(&sc[r], sk, n, p, r, cnt, k->in_place);
       break;
     case RED:
-      rc = crnet__circ_reduce(&sc[r], sk, n, p, r, m, k->root, k->in_place);
+      rc =
+          crnet__circulant_reduce(&sc[r], sk, n, p, r, m, k->root, k->in_place);
       break;
     case BC:
-      rc = crnet__circ_bcast(&sc[r], sk, n, p, r, m, k->root);
+      rc = crnet__circulant_bcast(&sc[r], sk, n, p, r, m, k->root);
       break;
     case BAR:
-      rc = crnet__circ_barrier(&sc[r], sk, n, p, r);
+      rc = crnet__circulant_barrier(&sc[r], sk, n, p, r);
       break;
     case ARG:
-      rc = crnet__circ_allreduce_gather(&sc[r], sk, n, p, r, m, k->in_place);
+      rc = crnet__circulant_allreduce_gather(&sc[r], sk, n, p, r, m,
+                                             k->in_place);
       break;
     }
     EXPECT(rc == 0, "%s: build rank %d: %d", what, r, rc);
@@ -508,21 +511,21 @@ END_TEST
 START_TEST(test_skips) {
   int32_t s[2000];
   static const int32_t want22[] = {22, 11, 6, 3, 2, 1};
-  ck_assert_int_eq(crnet__circ_skips("circulant", 22, s), 6);
+  ck_assert_int_eq(crnet__circulant_skips("circulant", 22, s), 6);
   ck_assert_mem_eq(s, want22, sizeof(want22));
   /* p = 22: rank 21 receives from 10, 15, 18, 19, 20 */
   static const int32_t from21[] = {10, 15, 18, 19, 20};
   for (int j = 1; j < 6; j++)
     ck_assert_int_eq((21 - s[j] + 22) % 22, from21[j - 1]);
   static const int32_t want_d22[] = {22, 16, 8, 4, 2, 1};
-  ck_assert_int_eq(crnet__circ_skips("circulant-doubling", 22, s), 6);
+  ck_assert_int_eq(crnet__circulant_skips("circulant-doubling", 22, s), 6);
   ck_assert_mem_eq(s, want_d22, sizeof(want_d22));
-  ck_assert_int_eq(crnet__circ_skips("nope", 22, s), CRNET_EINVAL);
-  ck_assert_int_eq(crnet__circ_skips("circulant", 0, s), CRNET_EINVAL);
+  ck_assert_int_eq(crnet__circulant_skips("nope", 22, s), CRNET_EINVAL);
+  ck_assert_int_eq(crnet__circulant_skips("circulant", 0, s), CRNET_EINVAL);
   for (int32_t p = 1; p <= 2000; p++) {
     for (int q = 0; q < NSEQS; q++) {
-      int n = crnet__circ_skips(seqs[q], p, s);
-      ck_assert_int_eq(crnet__circ_skips_check(s, n, p), 0);
+      int n = crnet__circulant_skips(seqs[q], p, s);
+      ck_assert_int_eq(crnet__circulant_skips_check(s, n, p), 0);
       if (q <= 1)
         ck_assert_int_eq(n - 1, ceil_log2(p));
       if (q == 2)
@@ -533,23 +536,24 @@ START_TEST(test_skips) {
           c++;
         ck_assert_int_le(n - 1, c + ceil_log2(2 * c) + 1);
       }
-      ck_assert(crnet__circ_skips_ordered(s, n) == (q == 2 || p <= 3));
+      ck_assert(crnet__circulant_skips_ordered(s, n) == (q == 2 || p <= 3));
     }
   }
   /* invalid sequences: a jump s' > 2s, not decreasing, not ending at 1 */
   static const int32_t bad1[] = {9, 4, 2, 1}, bad2[] = {5, 5, 3, 2, 1},
                        bad3[] = {5, 3, 2}, good[] = {9, 5, 3, 2, 1};
-  ck_assert_int_eq(crnet__circ_skips_check(bad1, 4, 9), CRNET_EINVAL);
-  ck_assert_int_eq(crnet__circ_skips_check(bad2, 5, 5), CRNET_EINVAL);
-  ck_assert_int_eq(crnet__circ_skips_check(bad3, 3, 5), CRNET_EINVAL);
-  ck_assert_int_eq(crnet__circ_skips_check(good, 5, 9), 0);
+  ck_assert_int_eq(crnet__circulant_skips_check(bad1, 4, 9), CRNET_EINVAL);
+  ck_assert_int_eq(crnet__circulant_skips_check(bad2, 5, 5), CRNET_EINVAL);
+  ck_assert_int_eq(crnet__circulant_skips_check(bad3, 3, 5), CRNET_EINVAL);
+  ck_assert_int_eq(crnet__circulant_skips_check(good, 5, 9), 0);
   crnet__schedule sc;
   uint64_t cnt[9] = {0};
-  ck_assert_int_eq(crnet__circ_reduce_scatter(&sc, bad1, 4, 9, 0, cnt, false),
+  ck_assert_int_eq(
+      crnet__circulant_reduce_scatter(&sc, bad1, 4, 9, 0, cnt, false),
+      CRNET_EINVAL);
+  ck_assert_int_eq(crnet__circulant_reduce(&sc, good, 5, 9, 0, 3, 9, false),
                    CRNET_EINVAL);
-  ck_assert_int_eq(crnet__circ_reduce(&sc, good, 5, 9, 0, 3, 9, false),
-                   CRNET_EINVAL);
-  ck_assert_int_eq(crnet__circ_allreduce(&sc, good, 5, 9, 9, 3, false),
+  ck_assert_int_eq(crnet__circulant_allreduce(&sc, good, 5, 9, 9, 3, false),
                    CRNET_EINVAL);
 }
 END_TEST
@@ -781,7 +785,7 @@ END_TEST
  * needs commutativity) does not produce the rank-order product for p = 5. */
 START_TEST(test_order_detected) {
   int32_t p = 5, sk[5];
-  int n = crnet__circ_skips("circulant", p, sk);
+  int n = crnet__circulant_skips("circulant", p, sk);
   crnet__schedule sc[5];
   crnet__sim_rank rk[5];
   uint64_t snd[5][5], rcv[5][1];
@@ -789,7 +793,7 @@ START_TEST(test_order_detected) {
   uint64_t cnt[5] = {1, 1, 1, 1, 1};
   for (int32_t r = 0; r < p; r++) {
     ck_assert_int_eq(
-        crnet__circ_reduce_scatter(&sc[r], sk, n, p, r, cnt, false), 0);
+        crnet__circulant_reduce_scatter(&sc[r], sk, n, p, r, cnt, false), 0);
     for (int e = 0; e < 5; e++)
       snd[r][e] = value(r, (uint64_t)e, true);
     rk[r] = (crnet__sim_rank){&sc[r], snd[r], 5, rcv[r], 1, 0, 0, {0}};
@@ -824,14 +828,15 @@ static void golden(enum coll coll) {
       for (int32_t r = 0; r < p; r++) {
         int32_t sk[7];
         uint64_t cnt[7], off;
-        int n = crnet__circ_skips("circulant", p, sk);
+        int n = crnet__circulant_skips("circulant", p, sk);
         for (int32_t b = 0; b < p; b++)
           crnet__block_range(2 * (uint64_t)p + 1, p, b, &off, &cnt[b]);
         crnet__schedule sc;
-        int rc = coll == RS ? crnet__circ_reduce_scatter(&sc, sk, n, p, r, cnt,
-                                                         ip)
-                            : crnet__circ_allreduce(&sc, sk, n, p, r,
-                                                    2 * (uint64_t)p + 1, ip);
+        int rc =
+            coll == RS
+                ? crnet__circulant_reduce_scatter(&sc, sk, n, p, r, cnt, ip)
+                : crnet__circulant_allreduce(&sc, sk, n, p, r,
+                                             2 * (uint64_t)p + 1, ip);
         ck_assert_int_eq(rc, 0);
         fprintf(f, "== %s p=%d in_place=%d ", coll_name[coll], p, ip);
         crnet__sched_dump(&sc, f);

@@ -120,7 +120,7 @@ static uint64_t rounds_formula(const kase *k) {
     return 1;
   int d = floor_log2(p);
   bool f = p != (INT32_C(1) << d);
-  int fr = !f ? 0 : k->fold == CRNET__HC_FOLD_BALANCED ? 2 : 1;
+  int fr = !f ? 0 : k->fold == CRNET__HYPERCUBE_FOLD_BALANCED ? 2 : 1;
   switch (k->coll) {
   case HC_AR:
     return (uint64_t)(d + fr + f);
@@ -146,25 +146,26 @@ static int build(const kase *k, crnet__schedule *s, int32_t r, uint64_t m,
                  const uint64_t *cnt) {
   switch (k->coll) {
   case HC_AR:
-    return crnet__hc_allreduce_fold(s, k->p, r, m, k->in_place, k->fold);
+    return crnet__hypercube_allreduce_fold(s, k->p, r, m, k->in_place, k->fold);
   case HC_AG:
-    return crnet__hc_allgather(s, k->p, r, cnt, k->in_place);
+    return crnet__hypercube_allgather(s, k->p, r, cnt, k->in_place);
   case RAB_RS:
-    return crnet__rab_reduce_scatter_fold(s, k->p, r, cnt, k->in_place,
-                                          k->fold);
+    return crnet__rabenseifner_reduce_scatter_fold(s, k->p, r, cnt, k->in_place,
+                                                   k->fold);
   case RAB_AR:
-    return crnet__rab_allreduce_fold(s, k->p, r, m, k->in_place, k->fold);
+    return crnet__rabenseifner_allreduce_fold(s, k->p, r, m, k->in_place,
+                                              k->fold);
   case RAB_RED:
-    return crnet__rab_reduce_fold(s, k->p, r, m, k->root, k->in_place,
-                                  k->fold);
+    return crnet__rabenseifner_reduce_fold(s, k->p, r, m, k->root, k->in_place,
+                                           k->fold);
   case SCAN:
-    return crnet__hc_scan(s, k->p, r, m, k->in_place);
+    return crnet__hypercube_scan(s, k->p, r, m, k->in_place);
   case EXSCAN:
-    return crnet__hc_exscan(s, k->p, r, m, k->in_place);
+    return crnet__hypercube_exscan(s, k->p, r, m, k->in_place);
   case CSCAN:
-    return crnet__circ_scan(s, k->p, r, m, k->in_place);
+    return crnet__circulant_scan(s, k->p, r, m, k->in_place);
   case CEXSCAN:
-    return crnet__circ_exscan(s, k->p, r, m, k->in_place);
+    return crnet__circulant_exscan(s, k->p, r, m, k->in_place);
   case RSCAN:
     return crnet__ring_scan(s, k->p, r, m, k->in_place, false);
   case REXSCAN:
@@ -373,7 +374,7 @@ static result run(const kase *k) {
    * elements, with the balanced fold, and nothing with the naive one */
   if (!pow2 && (k->coll == HC_AR || k->coll == RAB_AR || k->coll == RAB_RS))
     EXPECT(rk[1].stats.elems_reduced ==
-               (k->fold == CRNET__HC_FOLD_BALANCED ? m - m / 2 : 0),
+               (k->fold == CRNET__HYPERCUBE_FOLD_BALANCED ? m - m / 2 : 0),
            "%s: dropped rank 1 reduced %llu", what,
            (unsigned long long)rk[1].stats.elems_reduced);
   /* reduce-scatter, p a power of two: each rank sends every block but its
@@ -493,49 +494,61 @@ static void matrix(enum coll coll, int fold, bool small_only) {
   }
 }
 
-START_TEST(hc_allreduce) { matrix(HC_AR, CRNET__HC_FOLD_BALANCED, false); }
+START_TEST(hc_allreduce) {
+  matrix(HC_AR, CRNET__HYPERCUBE_FOLD_BALANCED, false);
+}
 END_TEST
 
-START_TEST(hc_allgather) { matrix(HC_AG, CRNET__HC_FOLD_BALANCED, false); }
+START_TEST(hc_allgather) {
+  matrix(HC_AG, CRNET__HYPERCUBE_FOLD_BALANCED, false);
+}
 END_TEST
 
 START_TEST(rab_reduce_scatter) {
-  matrix(RAB_RS, CRNET__HC_FOLD_BALANCED, false);
+  matrix(RAB_RS, CRNET__HYPERCUBE_FOLD_BALANCED, false);
 }
 END_TEST
 
-START_TEST(rab_allreduce) { matrix(RAB_AR, CRNET__HC_FOLD_BALANCED, false); }
+START_TEST(rab_allreduce) {
+  matrix(RAB_AR, CRNET__HYPERCUBE_FOLD_BALANCED, false);
+}
 END_TEST
 
-START_TEST(rab_reduce) { matrix(RAB_RED, CRNET__HC_FOLD_BALANCED, false); }
+START_TEST(rab_reduce) {
+  matrix(RAB_RED, CRNET__HYPERCUBE_FOLD_BALANCED, false);
+}
 END_TEST
 
-START_TEST(scan) { matrix(SCAN, CRNET__HC_FOLD_BALANCED, false); }
+START_TEST(scan) { matrix(SCAN, CRNET__HYPERCUBE_FOLD_BALANCED, false); }
 END_TEST
 
-START_TEST(circulant_scan) { matrix(CSCAN, CRNET__HC_FOLD_BALANCED, false); }
+START_TEST(circulant_scan) {
+  matrix(CSCAN, CRNET__HYPERCUBE_FOLD_BALANCED, false);
+}
 END_TEST
 
 START_TEST(circulant_exscan) {
-  matrix(CEXSCAN, CRNET__HC_FOLD_BALANCED, false);
+  matrix(CEXSCAN, CRNET__HYPERCUBE_FOLD_BALANCED, false);
 }
 END_TEST
 
-START_TEST(exscan) { matrix(EXSCAN, CRNET__HC_FOLD_BALANCED, false); }
+START_TEST(exscan) { matrix(EXSCAN, CRNET__HYPERCUBE_FOLD_BALANCED, false); }
 END_TEST
 
-START_TEST(ring_scan) { matrix(RSCAN, CRNET__HC_FOLD_BALANCED, false); }
+START_TEST(ring_scan) { matrix(RSCAN, CRNET__HYPERCUBE_FOLD_BALANCED, false); }
 END_TEST
 
-START_TEST(ring_exscan) { matrix(REXSCAN, CRNET__HC_FOLD_BALANCED, false); }
+START_TEST(ring_exscan) {
+  matrix(REXSCAN, CRNET__HYPERCUBE_FOLD_BALANCED, false);
+}
 END_TEST
 
 /* The naive fold must be correct too (it is the yardstick). */
 START_TEST(naive_fold) {
-  matrix(HC_AR, CRNET__HC_FOLD_NAIVE, true);
-  matrix(RAB_RS, CRNET__HC_FOLD_NAIVE, true);
-  matrix(RAB_AR, CRNET__HC_FOLD_NAIVE, true);
-  matrix(RAB_RED, CRNET__HC_FOLD_NAIVE, true);
+  matrix(HC_AR, CRNET__HYPERCUBE_FOLD_NAIVE, true);
+  matrix(RAB_RS, CRNET__HYPERCUBE_FOLD_NAIVE, true);
+  matrix(RAB_AR, CRNET__HYPERCUBE_FOLD_NAIVE, true);
+  matrix(RAB_RED, CRNET__HYPERCUBE_FOLD_NAIVE, true);
 }
 END_TEST
 
@@ -555,10 +568,16 @@ START_TEST(fold_balance) {
         crnet__block_range(m, p, b, &off, &blk[b]);
       }
       bool b_ = cs[c] == RAB_RS;
-      kase kb = {cs[c], p, b_ ? blk : NULL, m, false, 0,
-                 CRNET__HC_FOLD_BALANCED, true};
+      kase kb = {cs[c],
+                 p,
+                 b_ ? blk : NULL,
+                 m,
+                 false,
+                 0,
+                 CRNET__HYPERCUBE_FOLD_BALANCED,
+                 true};
       kase kn = kb;
-      kn.fold = CRNET__HC_FOLD_NAIVE;
+      kn.fold = CRNET__HYPERCUBE_FOLD_NAIVE;
       result rb = run(&kb), rn = run(&kn);
       printf("fold %-18s p=%-4d m=%-6llu max reduced per rank: balanced "
              "%llu (%.2f m), naive %llu (%.2f m)\n",
@@ -579,19 +598,24 @@ END_TEST
 START_TEST(misuse) {
   crnet__schedule s;
   uint64_t c[2] = {1, 1};
-  EXPECT(crnet__hc_allreduce(&s, 0, 0, 4, false) == CRNET_EINVAL, "p=0");
-  EXPECT(crnet__hc_allreduce(&s, 4, 4, 4, false) == CRNET_EINVAL, "rank");
-  EXPECT(crnet__rab_allreduce(&s, 4, -1, 4, false) == CRNET_EINVAL, "rank");
-  EXPECT(crnet__rab_reduce(&s, 4, 0, 4, 4, false) == CRNET_EINVAL, "root");
-  EXPECT(crnet__rab_reduce_scatter(&s, 2, 0, NULL, false) == CRNET_EINVAL,
+  EXPECT(crnet__hypercube_allreduce(&s, 0, 0, 4, false) == CRNET_EINVAL, "p=0");
+  EXPECT(crnet__hypercube_allreduce(&s, 4, 4, 4, false) == CRNET_EINVAL,
+         "rank");
+  EXPECT(crnet__rabenseifner_allreduce(&s, 4, -1, 4, false) == CRNET_EINVAL,
+         "rank");
+  EXPECT(crnet__rabenseifner_reduce(&s, 4, 0, 4, 4, false) == CRNET_EINVAL,
+         "root");
+  EXPECT(crnet__rabenseifner_reduce_scatter(&s, 2, 0, NULL, false) ==
+             CRNET_EINVAL,
          "counts");
-  EXPECT(crnet__hc_allgather(&s, 2, 2, c, false) == CRNET_EINVAL, "rank");
-  EXPECT(crnet__hc_allreduce_fold(&s, 3, 0, 4, false, 7) == CRNET_EINVAL,
+  EXPECT(crnet__hypercube_allgather(&s, 2, 2, c, false) == CRNET_EINVAL,
+         "rank");
+  EXPECT(crnet__hypercube_allreduce_fold(&s, 3, 0, 4, false, 7) == CRNET_EINVAL,
          "fold");
-  EXPECT(crnet__hc_scan(&s, 3, 3, 4, false) == CRNET_EINVAL, "rank");
-  EXPECT(crnet__hc_exscan(&s, -1, 0, 4, false) == CRNET_EINVAL, "p");
+  EXPECT(crnet__hypercube_scan(&s, 3, 3, 4, false) == CRNET_EINVAL, "rank");
+  EXPECT(crnet__hypercube_exscan(&s, -1, 0, 4, false) == CRNET_EINVAL, "p");
   uint64_t big[2] = {UINT64_MAX, 2};
-  EXPECT(crnet__hc_allgather(&s, 2, 0, big, false) == CRNET_EINVAL,
+  EXPECT(crnet__hypercube_allgather(&s, 2, 0, big, false) == CRNET_EINVAL,
          "overflow");
 }
 END_TEST

@@ -147,19 +147,19 @@ static void run(const kase *k) {
       rc = crnet__ring_bcast(&sc[r], p, r, m, k->root, pieces);
       break;
     case HBC:
-      rc = crnet__hc_bcast(&sc[r], p, r, m, k->root);
+      rc = crnet__hypercube_bcast(&sc[r], p, r, m, k->root);
       break;
     case PW:
-      rc = crnet__alltoall_pairwise(&sc[r], p, r, k->count, k->in_place);
+      rc = crnet__pairwise_alltoall(&sc[r], p, r, k->count, k->in_place);
       break;
     case A2R:
-      rc = crnet__alltoall_ring(&sc[r], p, r, k->count, k->in_place);
+      rc = crnet__ring_alltoall(&sc[r], p, r, k->count, k->in_place);
       break;
     case BRK:
-      rc = crnet__alltoall_bruck(&sc[r], p, r, k->count, k->in_place);
+      rc = crnet__bruck_alltoall(&sc[r], p, r, k->count, k->in_place);
       break;
     case HC:
-      rc = crnet__alltoall_hypercube(&sc[r], p, r, k->count, k->in_place);
+      rc = crnet__hypercube_alltoall(&sc[r], p, r, k->count, k->in_place);
       break;
     }
     EXPECT(rc == 0, "%s: build rank %d: %d", what, r, rc);
@@ -547,14 +547,12 @@ START_TEST(test_einval) {
   ck_assert_int_eq(crnet__ring_bcast(&s, 3, 0, 5, 3, 3), CRNET_EINVAL);
   ck_assert_int_eq(crnet__ring_bcast(&s, 3, 0, 5, 0, 0), CRNET_EINVAL);
   ck_assert_int_eq(crnet__ring_reduce(&s, 3, 0, 5, -1, false), CRNET_EINVAL);
-  ck_assert_int_eq(crnet__alltoall_pairwise(&s, 3, 5, 1, false),
+  ck_assert_int_eq(crnet__pairwise_alltoall(&s, 3, 5, 1, false), CRNET_EINVAL);
+  ck_assert_int_eq(crnet__ring_alltoall(&s, 0, 0, 1, false), CRNET_EINVAL);
+  ck_assert_int_eq(crnet__bruck_alltoall(&s, 4, 0, UINT64_MAX / 2, false),
                    CRNET_EINVAL);
-  ck_assert_int_eq(crnet__alltoall_ring(&s, 0, 0, 1, false), CRNET_EINVAL);
-  ck_assert_int_eq(crnet__alltoall_bruck(&s, 4, 0, UINT64_MAX / 2, false),
-                   CRNET_EINVAL);
-  ck_assert_int_eq(crnet__alltoall_hypercube(&s, 6, 0, 1, false),
-                   CRNET_EINVAL);
-  ck_assert_int_eq(crnet__alltoall_hypercube(&s, 8, 0, 1, false), 0);
+  ck_assert_int_eq(crnet__hypercube_alltoall(&s, 6, 0, 1, false), CRNET_EINVAL);
+  ck_assert_int_eq(crnet__hypercube_alltoall(&s, 8, 0, 1, false), 0);
   crnet__sched_free(&s);
 }
 END_TEST

@@ -126,13 +126,13 @@ static int build(enum coll c, crnet__schedule *s, int32_t p, int32_t r,
                  int32_t root, const uint64_t *counts, bool ip) {
   switch (c) {
   case GB:
-    return crnet__gather_binomial(s, p, r, root, counts, ip);
+    return crnet__binomial_gather(s, p, r, root, counts, ip);
   case GL:
-    return crnet__gather_linear(s, p, r, root, counts, ip);
+    return crnet__linear_gather(s, p, r, root, counts, ip);
   case SB:
-    return crnet__scatter_binomial(s, p, r, root, counts, ip);
+    return crnet__binomial_scatter(s, p, r, root, counts, ip);
   case SL:
-    return crnet__scatter_linear(s, p, r, root, counts, ip);
+    return crnet__linear_scatter(s, p, r, root, counts, ip);
   }
   return CRNET_EINVAL;
 }
@@ -437,9 +437,9 @@ static void run_alltoallv(bool pairwise, int32_t p, int shape) {
   for (int32_t r = 0; r < p; r++) {
     vargs *a = &va[r];
     make_vargs(a, shape, p, r);
-    int rc = pairwise ? crnet__alltoallv_pairwise(&sc[r], p, r, a->sc, a->sd,
+    int rc = pairwise ? crnet__pairwise_alltoallv(&sc[r], p, r, a->sc, a->sd,
                                                   a->rc, a->rd)
-                      : crnet__alltoallv_ring(&sc[r], p, r, a->sc, a->sd, a->rc,
+                      : crnet__ring_alltoallv(&sc[r], p, r, a->sc, a->sd, a->rc,
                                               a->rd);
     EXPECT(rc == 0, "%s: build rank %d: %d", what, r, rc);
     uint64_t *snd = malloc(a->slen * sizeof *snd);
@@ -562,7 +562,7 @@ START_TEST(test_einval) {
   }
   int (*v[2])(crnet__schedule *, int32_t, int32_t, const uint64_t *,
               const uint64_t *, const uint64_t *, const uint64_t *) = {
-      crnet__alltoallv_pairwise, crnet__alltoallv_ring};
+      crnet__pairwise_alltoallv, crnet__ring_alltoallv};
   for (int i = 0; i < 2; i++) {
     ck_assert_int_eq(v[i](&s, 0, 0, z, z, z, z), CRNET_EINVAL);
     ck_assert_int_eq(v[i](&s, 3, 3, z, z, z, z), CRNET_EINVAL);
@@ -592,7 +592,7 @@ START_TEST(test_disagreeing_root_fails) {
   memset(rk, 0, sizeof rk);
   for (int32_t r = 0; r < N; r++) {
     ck_assert_int_eq(
-        crnet__gather_binomial(&sc[r], N, r, r == 3 ? 1 : 2, counts, false), 0);
+        crnet__binomial_gather(&sc[r], N, r, r == 3 ? 1 : 2, counts, false), 0);
     rk[r].sched = &sc[r];
     rk[r].send = send[r];
     rk[r].send_count = counts[r];

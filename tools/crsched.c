@@ -191,7 +191,7 @@ int crsched_skips_make(skips *k, const char *name, int32_t p) {
   k->s = malloc(sizeof *k->s * (size_t)p);
   if (k->s == NULL)
     return CRNET_ENOMEM;
-  k->n = crnet__circ_skips(name, p, k->s);
+  k->n = crnet__circulant_skips(name, p, k->s);
   if (k->n < 0)
     k->n = 0; /* not a circulant schedule */
   return 0;

@@ -149,7 +149,7 @@ static void swap_with(crnet__schedule *out, int32_t q, uint64_t count) {
                     crnet__seg_make(CRNET__BUF_RECV, off, count));
 }
 
-int crnet__alltoall_pairwise(crnet__schedule *out, int32_t p, int32_t rank,
+int crnet__pairwise_alltoall(crnet__schedule *out, int32_t p, int32_t rank,
                              uint64_t count, bool in_place) {
   int rc = start(out, p, rank, count, in_place);
   if (rc != 1)
@@ -203,7 +203,7 @@ int crnet__alltoall_pairwise(crnet__schedule *out, int32_t p, int32_t rank,
   return crnet__sched_finish(out);
 }
 
-int crnet__alltoall_ring(crnet__schedule *out, int32_t p, int32_t rank,
+int crnet__ring_alltoall(crnet__schedule *out, int32_t p, int32_t rank,
                          uint64_t count, bool in_place) {
   int rc = start(out, p, rank, count, in_place);
   if (rc != 1)
@@ -313,12 +313,12 @@ static int index_alg(crnet__schedule *out, int32_t p, int32_t rank,
   return crnet__sched_finish(out);
 }
 
-int crnet__alltoall_bruck(crnet__schedule *out, int32_t p, int32_t rank,
+int crnet__bruck_alltoall(crnet__schedule *out, int32_t p, int32_t rank,
                           uint64_t count, bool in_place) {
   return index_alg(out, p, rank, count, in_place, false);
 }
 
-int crnet__alltoall_hypercube(crnet__schedule *out, int32_t p, int32_t rank,
+int crnet__hypercube_alltoall(crnet__schedule *out, int32_t p, int32_t rank,
                               uint64_t count, bool in_place) {
   if (p < 1 || (p & (p - 1)) != 0)
     return CRNET_EINVAL;
@@ -373,14 +373,14 @@ static int alltoallv(crnet__schedule *out, int32_t p, int32_t rank,
   return crnet__sched_finish(out);
 }
 
-int crnet__alltoallv_pairwise(crnet__schedule *out, int32_t p, int32_t rank,
+int crnet__pairwise_alltoallv(crnet__schedule *out, int32_t p, int32_t rank,
                               const uint64_t *scounts, const uint64_t *sdispls,
                               const uint64_t *rcounts,
                               const uint64_t *rdispls) {
   return alltoallv(out, p, rank, scounts, sdispls, rcounts, rdispls, true);
 }
 
-int crnet__alltoallv_ring(crnet__schedule *out, int32_t p, int32_t rank,
+int crnet__ring_alltoallv(crnet__schedule *out, int32_t p, int32_t rank,
                           const uint64_t *scounts, const uint64_t *sdispls,
                           const uint64_t *rcounts, const uint64_t *rdispls) {
   return alltoallv(out, p, rank, scounts, sdispls, rcounts, rdispls, false);

@@ -23,14 +23,14 @@
 
 #include "schedule.h"
 
-int crnet__alltoall_pairwise(crnet__schedule *out, int32_t p, int32_t rank,
+int crnet__pairwise_alltoall(crnet__schedule *out, int32_t p, int32_t rank,
                              uint64_t count, bool in_place);
-int crnet__alltoall_ring(crnet__schedule *out, int32_t p, int32_t rank,
+int crnet__ring_alltoall(crnet__schedule *out, int32_t p, int32_t rank,
                          uint64_t count, bool in_place);
-int crnet__alltoall_bruck(crnet__schedule *out, int32_t p, int32_t rank,
+int crnet__bruck_alltoall(crnet__schedule *out, int32_t p, int32_t rank,
                           uint64_t count, bool in_place);
 /* p must be a power of two (else CRNET_EINVAL). */
-int crnet__alltoall_hypercube(crnet__schedule *out, int32_t p, int32_t rank,
+int crnet__hypercube_alltoall(crnet__schedule *out, int32_t p, int32_t rank,
                               uint64_t count, bool in_place);
 
 /* All-to-all with a block size per pair (MPI_Alltoallv semantics): this
@@ -41,11 +41,10 @@ int crnet__alltoall_hypercube(crnet__schedule *out, int32_t p, int32_t rank,
  * receive regions must not overlap (send regions may). No in place, no
  * TEMP. CRNET_EINVAL also for a NULL array, scounts[rank] != rcounts[rank]
  * or a displacement + count beyond 2^64. */
-int crnet__alltoallv_pairwise(crnet__schedule *out, int32_t p, int32_t rank,
+int crnet__pairwise_alltoallv(crnet__schedule *out, int32_t p, int32_t rank,
                               const uint64_t *scounts, const uint64_t *sdispls,
-                              const uint64_t *rcounts,
-                              const uint64_t *rdispls);
-int crnet__alltoallv_ring(crnet__schedule *out, int32_t p, int32_t rank,
+                              const uint64_t *rcounts, const uint64_t *rdispls);
+int crnet__ring_alltoallv(crnet__schedule *out, int32_t p, int32_t rank,
                           const uint64_t *scounts, const uint64_t *sdispls,
                           const uint64_t *rcounts, const uint64_t *rdispls);
 

@@ -146,7 +146,7 @@
 
 #include "crnet.h"
 
-int crnet__circ_skips(const char *name, int32_t p, int32_t *s) {
+int crnet__circulant_skips(const char *name, int32_t p, int32_t *s) {
   if (name == NULL || p < 1)
     return CRNET_EINVAL;
   int32_t n = 0;
@@ -180,7 +180,7 @@ int crnet__circ_skips(const char *name, int32_t p, int32_t *s) {
   return n;
 }
 
-int crnet__circ_skips_check(const int32_t *s, int32_t n, int32_t p) {
+int crnet__circulant_skips_check(const int32_t *s, int32_t n, int32_t p) {
   if (p < 1 || n < 1 || s[0] != p || s[n - 1] != 1)
     return CRNET_EINVAL;
   for (int32_t j = 1; j < n; j++)
@@ -189,7 +189,7 @@ int crnet__circ_skips_check(const int32_t *s, int32_t n, int32_t p) {
   return 0;
 }
 
-bool crnet__circ_skips_ordered(const int32_t *s, int32_t n) {
+bool crnet__circulant_skips_ordered(const int32_t *s, int32_t n) {
   for (int32_t j = 1; j < n; j++)
     if (s[j - 1] - s[j] != 1)
       return false;
@@ -444,7 +444,7 @@ static void rs_linear(ctx *c, const layout *in, const layout *home, bool dir0,
 
 static void rs_phase(ctx *c, const layout *in, const layout *home, bool dir0,
                      bool dirn, uint64_t tbase) {
-  if (crnet__circ_skips_ordered(c->sk, c->n))
+  if (crnet__circulant_skips_ordered(c->sk, c->n))
     rs_linear(c, in, home, dir0, tbase);
   else
     rs_generic(c, in, home, dir0, dirn, tbase);
@@ -475,7 +475,7 @@ static int ctx_init(ctx *c, crnet__schedule *out, const int32_t *skips,
                     int32_t nskips, int32_t p, int32_t rank,
                     const uint64_t *counts, uint64_t count) {
   if (out == NULL || p < 1 || rank < 0 || rank >= p || skips == NULL ||
-      crnet__circ_skips_check(skips, nskips, p) != 0)
+      crnet__circulant_skips_check(skips, nskips, p) != 0)
     return CRNET_EINVAL;
   c->P = malloc(((size_t)p + 1) * sizeof(*c->P));
   if (c->P == NULL)
@@ -514,9 +514,9 @@ static void copy_all(ctx *c, uint64_t n) {
                     crnet__seg_make(CRNET__BUF_RECV, 0, n));
 }
 
-int crnet__circ_reduce_scatter(crnet__schedule *out, const int32_t *skips,
-                               int32_t nskips, int32_t p, int32_t rank,
-                               const uint64_t *counts, bool in_place) {
+int crnet__circulant_reduce_scatter(crnet__schedule *out, const int32_t *skips,
+                                    int32_t nskips, int32_t p, int32_t rank,
+                                    const uint64_t *counts, bool in_place) {
   ctx c;
   if (counts == NULL)
     return CRNET_EINVAL;
@@ -557,9 +557,9 @@ int crnet__circ_reduce_scatter(crnet__schedule *out, const int32_t *skips,
   return ctx_done(&c);
 }
 
-int crnet__circ_allreduce(crnet__schedule *out, const int32_t *skips,
-                          int32_t nskips, int32_t p, int32_t rank,
-                          uint64_t count, bool in_place) {
+int crnet__circulant_allreduce(crnet__schedule *out, const int32_t *skips,
+                               int32_t nskips, int32_t p, int32_t rank,
+                               uint64_t count, bool in_place) {
   ctx c;
   int rc = ctx_init(&c, out, skips, nskips, p, rank, NULL, count);
   if (rc != 0)
@@ -576,9 +576,9 @@ int crnet__circ_allreduce(crnet__schedule *out, const int32_t *skips,
   return ctx_done(&c);
 }
 
-int crnet__circ_allgather(crnet__schedule *out, const int32_t *skips,
-                          int32_t nskips, int32_t p, int32_t rank,
-                          const uint64_t *counts, bool in_place) {
+int crnet__circulant_allgather(crnet__schedule *out, const int32_t *skips,
+                               int32_t nskips, int32_t p, int32_t rank,
+                               const uint64_t *counts, bool in_place) {
   ctx c;
   if (counts == NULL)
     return CRNET_EINVAL;
@@ -603,9 +603,9 @@ int crnet__circ_allgather(crnet__schedule *out, const int32_t *skips,
   return ctx_done(&c);
 }
 
-int crnet__circ_reduce(crnet__schedule *out, const int32_t *skips,
-                       int32_t nskips, int32_t p, int32_t rank, uint64_t count,
-                       int32_t root, bool in_place) {
+int crnet__circulant_reduce(crnet__schedule *out, const int32_t *skips,
+                            int32_t nskips, int32_t p, int32_t rank,
+                            uint64_t count, int32_t root, bool in_place) {
   ctx c;
   if (root < 0 || root >= p)
     return CRNET_EINVAL;
@@ -676,9 +676,9 @@ int crnet__circ_reduce(crnet__schedule *out, const int32_t *skips,
   return ctx_done(&c);
 }
 
-int crnet__circ_bcast(crnet__schedule *out, const int32_t *skips,
-                      int32_t nskips, int32_t p, int32_t rank, uint64_t count,
-                      int32_t root) {
+int crnet__circulant_bcast(crnet__schedule *out, const int32_t *skips,
+                           int32_t nskips, int32_t p, int32_t rank,
+                           uint64_t count, int32_t root) {
   ctx c;
   if (root < 0 || root >= p)
     return CRNET_EINVAL;
@@ -729,8 +729,8 @@ int crnet__circ_bcast(crnet__schedule *out, const int32_t *skips,
   return ctx_done(&c);
 }
 
-int crnet__circ_barrier(crnet__schedule *out, const int32_t *skips,
-                        int32_t nskips, int32_t p, int32_t rank) {
+int crnet__circulant_barrier(crnet__schedule *out, const int32_t *skips,
+                             int32_t nskips, int32_t p, int32_t rank) {
   ctx c;
   int rc = ctx_init(&c, out, skips, nskips, p, rank, NULL, 0);
   if (rc != 0)
@@ -843,13 +843,13 @@ static int circ_prefix(crnet__schedule *out, int32_t p, int32_t rank,
   return crnet__sched_finish(out);
 }
 
-int crnet__circ_scan(crnet__schedule *out, int32_t p, int32_t rank,
-                     uint64_t count, bool in_place) {
+int crnet__circulant_scan(crnet__schedule *out, int32_t p, int32_t rank,
+                          uint64_t count, bool in_place) {
   return circ_prefix(out, p, rank, count, in_place, false);
 }
 
-int crnet__circ_exscan(crnet__schedule *out, int32_t p, int32_t rank,
-                       uint64_t count, bool in_place) {
+int crnet__circulant_exscan(crnet__schedule *out, int32_t p, int32_t rank,
+                            uint64_t count, bool in_place) {
   return circ_prefix(out, p, rank, count, in_place, true);
 }
 
@@ -879,9 +879,10 @@ static void rename_seg(crnet__seg *g, uint8_t send_to) {
     g->buf = send_to;
 }
 
-int crnet__circ_allreduce_gather(crnet__schedule *out, const int32_t *skips,
-                                 int32_t nskips, int32_t p, int32_t rank,
-                                 uint64_t count, bool in_place) {
+int crnet__circulant_allreduce_gather(crnet__schedule *out,
+                                      const int32_t *skips, int32_t nskips,
+                                      int32_t p, int32_t rank, uint64_t count,
+                                      bool in_place) {
   uint64_t *counts;
   uint8_t in = in_place ? CRNET__BUF_RECV : CRNET__BUF_SEND;
   int rc;
@@ -894,7 +895,7 @@ int crnet__circ_allreduce_gather(crnet__schedule *out, const int32_t *skips,
     return CRNET_ENOMEM;
   for (int32_t b = 0; b < p; b++)
     counts[b] = count;
-  rc = crnet__circ_allgather(out, skips, nskips, p, rank, counts, false);
+  rc = crnet__circulant_allgather(out, skips, nskips, p, rank, counts, false);
   free(counts);
   if (rc != 0)
     return rc;

@@ -43,52 +43,53 @@
  * c = ceil(sqrt p), finished by halving). `s` must have room for p values
  * (the longest, linear, has p). Returns n >= 1, or CRNET_EINVAL for an
  * unknown name or p < 1. */
-int crnet__circ_skips(const char *name, int32_t p, int32_t *s);
+int crnet__circulant_skips(const char *name, int32_t p, int32_t *s);
 
 /* 0 if s[0..n) is valid for p (s[0] = p, strictly decreasing, s[n-1] = 1,
  * s[j-1] <= 2 s[j]; see the proof in circulant.c), else CRNET_EINVAL. */
-int crnet__circ_skips_check(const int32_t *s, int32_t n, int32_t p);
+int crnet__circulant_skips_check(const int32_t *s, int32_t n, int32_t p);
 
 /* True if every round has s' - s = 1 (circulant-linear, and any p <= 2):
  * then the builders preserve rank order for non-commutative operators. */
-bool crnet__circ_skips_ordered(const int32_t *s, int32_t n);
+bool crnet__circulant_skips_ordered(const int32_t *s, int32_t n);
 
 /* counts[0..p): elements of block b (the output of rank b). */
-int crnet__circ_reduce_scatter(crnet__schedule *out, const int32_t *skips,
+int crnet__circulant_reduce_scatter(crnet__schedule *out, const int32_t *skips,
+                                    int32_t nskips, int32_t p, int32_t rank,
+                                    const uint64_t *counts, bool in_place);
+int crnet__circulant_allreduce(crnet__schedule *out, const int32_t *skips,
+                               int32_t nskips, int32_t p, int32_t rank,
+                               uint64_t count, bool in_place);
+/* counts[0..p): elements contributed by rank b. */
+int crnet__circulant_allgather(crnet__schedule *out, const int32_t *skips,
                                int32_t nskips, int32_t p, int32_t rank,
                                const uint64_t *counts, bool in_place);
-int crnet__circ_allreduce(crnet__schedule *out, const int32_t *skips,
-                          int32_t nskips, int32_t p, int32_t rank,
-                          uint64_t count, bool in_place);
-/* counts[0..p): elements contributed by rank b. */
-int crnet__circ_allgather(crnet__schedule *out, const int32_t *skips,
-                          int32_t nskips, int32_t p, int32_t rank,
-                          const uint64_t *counts, bool in_place);
-int crnet__circ_reduce(crnet__schedule *out, const int32_t *skips,
-                       int32_t nskips, int32_t p, int32_t rank, uint64_t count,
-                       int32_t root, bool in_place);
-int crnet__circ_bcast(crnet__schedule *out, const int32_t *skips,
-                      int32_t nskips, int32_t p, int32_t rank, uint64_t count,
-                      int32_t root);
-int crnet__circ_barrier(crnet__schedule *out, const int32_t *skips,
-                        int32_t nskips, int32_t p, int32_t rank);
+int crnet__circulant_reduce(crnet__schedule *out, const int32_t *skips,
+                            int32_t nskips, int32_t p, int32_t rank,
+                            uint64_t count, int32_t root, bool in_place);
+int crnet__circulant_bcast(crnet__schedule *out, const int32_t *skips,
+                           int32_t nskips, int32_t p, int32_t rank,
+                           uint64_t count, int32_t root);
+int crnet__circulant_barrier(crnet__schedule *out, const int32_t *skips,
+                             int32_t nskips, int32_t p, int32_t rank);
 
 /* Allreduce of small vectors: the allgather of whole vectors into TEMP
  * (p·count elements), then a local fold in rank order. Rounds as the
  * allgather (ceil(log2 p) with halving skips); buffers as allreduce; any
  * associative operator; bitwise identical results everywhere. */
-int crnet__circ_allreduce_gather(crnet__schedule *out, const int32_t *skips,
-                                 int32_t nskips, int32_t p, int32_t rank,
-                                 uint64_t count, bool in_place);
+int crnet__circulant_allreduce_gather(crnet__schedule *out,
+                                      const int32_t *skips, int32_t nskips,
+                                      int32_t p, int32_t rank, uint64_t count,
+                                      bool in_place);
 
 /* Prefix sums by dissemination (skips 1, 2, 4, ... not wrapped around; no
  * skip sequence argument): rank r gets V_0 (+) ... (+) V_r (scan) or
  * V_0 (+) ... (+) V_r-1 (exscan, rank 0's RECV never written), in
  * ceil(log2 p) rounds for any p, in rank order (non-commutative operators
  * are fine). SEND, RECV: count elements; in place: RECV only. */
-int crnet__circ_scan(crnet__schedule *out, int32_t p, int32_t rank,
-                     uint64_t count, bool in_place);
-int crnet__circ_exscan(crnet__schedule *out, int32_t p, int32_t rank,
-                       uint64_t count, bool in_place);
+int crnet__circulant_scan(crnet__schedule *out, int32_t p, int32_t rank,
+                          uint64_t count, bool in_place);
+int crnet__circulant_exscan(crnet__schedule *out, int32_t p, int32_t rank,
+                            uint64_t count, bool in_place);
 
 #endif

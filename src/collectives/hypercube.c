@@ -221,7 +221,8 @@ static int32_t newrank(const hc *h) {
 static int hc_init(hc *h, crnet__schedule *out, int32_t p, int32_t rank,
                    uint64_t m, int fold) {
   if (out == NULL || p < 1 || rank < 0 || rank >= p ||
-      (fold != CRNET__HC_FOLD_BALANCED && fold != CRNET__HC_FOLD_NAIVE))
+      (fold != CRNET__HYPERCUBE_FOLD_BALANCED &&
+       fold != CRNET__HYPERCUBE_FOLD_NAIVE))
     return CRNET_EINVAL;
   h->s = out;
   h->p = p;
@@ -343,7 +344,7 @@ static void recv_reduce(hc *h, int32_t peer, const reg *g, int n,
 static int fold_rounds(const hc *h) {
   if (h->x == 0)
     return 0;
-  return h->fold == CRNET__HC_FOLD_BALANCED ? 2 : 1;
+  return h->fold == CRNET__HYPERCUBE_FOLD_BALANCED ? 2 : 1;
 }
 
 /* The fold of the reducing collectives (see the file comment). Ranks
@@ -364,7 +365,7 @@ static void fold_in(hc *h) {
   bool survivor = h->r == sv;
   reg all = {0, h->m};
   crnet__sched_round(h->s);
-  if (h->fold == CRNET__HC_FOLD_NAIVE) {
+  if (h->fold == CRNET__HYPERCUBE_FOLD_NAIVE) {
     if (survivor)
       recv_reduce(h, peer, &all, 1, even);
     else
@@ -445,8 +446,9 @@ static void copy_all(hc *h, uint64_t n) {
  * Recursive doubling
  */
 
-int crnet__hc_allreduce_fold(crnet__schedule *out, int32_t p, int32_t rank,
-                             uint64_t count, bool in_place, int fold) {
+int crnet__hypercube_allreduce_fold(crnet__schedule *out, int32_t p,
+                                    int32_t rank, uint64_t count, bool in_place,
+                                    int fold) {
   hc h;
   int rc = hc_init(&h, out, p, rank, count, fold);
   if (rc != 0)
@@ -481,10 +483,10 @@ int crnet__hc_allreduce_fold(crnet__schedule *out, int32_t p, int32_t rank,
   return hc_done(&h);
 }
 
-int crnet__hc_allreduce(crnet__schedule *out, int32_t p, int32_t rank,
-                        uint64_t count, bool in_place) {
-  return crnet__hc_allreduce_fold(out, p, rank, count, in_place,
-                                  CRNET__HC_FOLD_BALANCED);
+int crnet__hypercube_allreduce(crnet__schedule *out, int32_t p, int32_t rank,
+                               uint64_t count, bool in_place) {
+  return crnet__hypercube_allreduce_fold(out, p, rank, count, in_place,
+                                         CRNET__HYPERCUBE_FOLD_BALANCED);
 }
 
 /* Sends the blocks of original ranks [a, b) from RECV, this rank's own block
@@ -503,14 +505,14 @@ static void send_blocks(hc *h, int32_t peer, const uint64_t *P, int32_t a,
                     P[b] - P[h->r + 1]);
 }
 
-int crnet__hc_allgather(crnet__schedule *out, int32_t p, int32_t rank,
-                        const uint64_t *counts, bool in_place) {
+int crnet__hypercube_allgather(crnet__schedule *out, int32_t p, int32_t rank,
+                               const uint64_t *counts, bool in_place) {
   hc h;
   int brc;
   uint64_t *P = crnet__block_offsets(counts, p, &brc);
   if (P == NULL)
     return brc;
-  int rc = hc_init(&h, out, p, rank, P[p], CRNET__HC_FOLD_BALANCED);
+  int rc = hc_init(&h, out, p, rank, P[p], CRNET__HYPERCUBE_FOLD_BALANCED);
   if (rc != 0) {
     free(P);
     return rc;
@@ -563,8 +565,9 @@ int crnet__hc_allgather(crnet__schedule *out, int32_t p, int32_t rank,
  * Rabenseifner
  */
 
-int crnet__rab_allreduce_fold(crnet__schedule *out, int32_t p, int32_t rank,
-                              uint64_t count, bool in_place, int fold) {
+int crnet__rabenseifner_allreduce_fold(crnet__schedule *out, int32_t p,
+                                       int32_t rank, uint64_t count,
+                                       bool in_place, int fold) {
   hc h;
   int rc = hc_init(&h, out, p, rank, count, fold);
   if (rc != 0)
@@ -597,15 +600,16 @@ int crnet__rab_allreduce_fold(crnet__schedule *out, int32_t p, int32_t rank,
   return hc_done(&h);
 }
 
-int crnet__rab_allreduce(crnet__schedule *out, int32_t p, int32_t rank,
-                         uint64_t count, bool in_place) {
-  return crnet__rab_allreduce_fold(out, p, rank, count, in_place,
-                                   CRNET__HC_FOLD_BALANCED);
+int crnet__rabenseifner_allreduce(crnet__schedule *out, int32_t p, int32_t rank,
+                                  uint64_t count, bool in_place) {
+  return crnet__rabenseifner_allreduce_fold(out, p, rank, count, in_place,
+                                            CRNET__HYPERCUBE_FOLD_BALANCED);
 }
 
-int crnet__rab_reduce_scatter_fold(crnet__schedule *out, int32_t p,
-                                   int32_t rank, const uint64_t *counts,
-                                   bool in_place, int fold) {
+int crnet__rabenseifner_reduce_scatter_fold(crnet__schedule *out, int32_t p,
+                                            int32_t rank,
+                                            const uint64_t *counts,
+                                            bool in_place, int fold) {
   hc h;
   int brc;
   uint64_t *P = crnet__block_offsets(counts, p, &brc);
@@ -655,15 +659,16 @@ int crnet__rab_reduce_scatter_fold(crnet__schedule *out, int32_t p,
   return hc_done(&h);
 }
 
-int crnet__rab_reduce_scatter(crnet__schedule *out, int32_t p, int32_t rank,
-                              const uint64_t *counts, bool in_place) {
-  return crnet__rab_reduce_scatter_fold(out, p, rank, counts, in_place,
-                                        CRNET__HC_FOLD_BALANCED);
+int crnet__rabenseifner_reduce_scatter(crnet__schedule *out, int32_t p,
+                                       int32_t rank, const uint64_t *counts,
+                                       bool in_place) {
+  return crnet__rabenseifner_reduce_scatter_fold(
+      out, p, rank, counts, in_place, CRNET__HYPERCUBE_FOLD_BALANCED);
 }
 
-int crnet__rab_reduce_fold(crnet__schedule *out, int32_t p, int32_t rank,
-                           uint64_t count, int32_t root, bool in_place,
-                           int fold) {
+int crnet__rabenseifner_reduce_fold(crnet__schedule *out, int32_t p,
+                                    int32_t rank, uint64_t count, int32_t root,
+                                    bool in_place, int fold) {
   hc h;
   if (root < 0 || root >= p)
     return CRNET_EINVAL;
@@ -716,10 +721,10 @@ int crnet__rab_reduce_fold(crnet__schedule *out, int32_t p, int32_t rank,
   return hc_done(&h);
 }
 
-int crnet__rab_reduce(crnet__schedule *out, int32_t p, int32_t rank,
-                      uint64_t count, int32_t root, bool in_place) {
-  return crnet__rab_reduce_fold(out, p, rank, count, root, in_place,
-                                CRNET__HC_FOLD_BALANCED);
+int crnet__rabenseifner_reduce(crnet__schedule *out, int32_t p, int32_t rank,
+                               uint64_t count, int32_t root, bool in_place) {
+  return crnet__rabenseifner_reduce_fold(out, p, rank, count, root, in_place,
+                                         CRNET__HYPERCUBE_FOLD_BALANCED);
 }
 
 /* ------------------------------------------------------------------------
@@ -729,7 +734,7 @@ int crnet__rab_reduce(crnet__schedule *out, int32_t p, int32_t rank,
 static int prefix(crnet__schedule *out, int32_t p, int32_t rank,
                   uint64_t count, bool in_place, bool exclusive) {
   hc h;
-  int rc = hc_init(&h, out, p, rank, count, CRNET__HC_FOLD_BALANCED);
+  int rc = hc_init(&h, out, p, rank, count, CRNET__HYPERCUBE_FOLD_BALANCED);
   if (rc != 0)
     return rc;
   uint8_t in = in_place ? CRNET__BUF_RECV : CRNET__BUF_SEND;
@@ -796,18 +801,18 @@ static int prefix(crnet__schedule *out, int32_t p, int32_t rank,
   return hc_done(&h);
 }
 
-int crnet__hc_scan(crnet__schedule *out, int32_t p, int32_t rank,
-                   uint64_t count, bool in_place) {
+int crnet__hypercube_scan(crnet__schedule *out, int32_t p, int32_t rank,
+                          uint64_t count, bool in_place) {
   return prefix(out, p, rank, count, in_place, false);
 }
 
-int crnet__hc_exscan(crnet__schedule *out, int32_t p, int32_t rank,
-                     uint64_t count, bool in_place) {
+int crnet__hypercube_exscan(crnet__schedule *out, int32_t p, int32_t rank,
+                            uint64_t count, bool in_place) {
   return prefix(out, p, rank, count, in_place, true);
 }
 
-int crnet__hc_bcast(crnet__schedule *out, int32_t p, int32_t rank,
-                    uint64_t count, int32_t root) {
+int crnet__hypercube_bcast(crnet__schedule *out, int32_t p, int32_t rank,
+                           uint64_t count, int32_t root) {
   if (p < 1 || rank < 0 || rank >= p || root < 0 || root >= p)
     return CRNET_EINVAL;
   crnet__sched_init(out, p, rank);

@@ -41,45 +41,52 @@
  * what the public builders use; NAIVE (odd ranks send everything, even
  * ranks reduce everything) exists so tests and tools can measure the load
  * imbalance the balanced fold removes. */
-enum crnet__hc_fold { CRNET__HC_FOLD_BALANCED = 0, CRNET__HC_FOLD_NAIVE = 1 };
+enum crnet__hypercube_fold {
+  CRNET__HYPERCUBE_FOLD_BALANCED = 0,
+  CRNET__HYPERCUBE_FOLD_NAIVE = 1
+};
 
 /* Recursive doubling. */
-int crnet__hc_allreduce(crnet__schedule *out, int32_t p, int32_t rank,
-                        uint64_t count, bool in_place);
+int crnet__hypercube_allreduce(crnet__schedule *out, int32_t p, int32_t rank,
+                               uint64_t count, bool in_place);
 /* counts[0..p): elements contributed by rank b. */
-int crnet__hc_allgather(crnet__schedule *out, int32_t p, int32_t rank,
-                        const uint64_t *counts, bool in_place);
+int crnet__hypercube_allgather(crnet__schedule *out, int32_t p, int32_t rank,
+                               const uint64_t *counts, bool in_place);
 
 /* Binomial-tree broadcast of RECV[0..count) from root, for any p. */
-int crnet__hc_bcast(crnet__schedule *out, int32_t p, int32_t rank,
-                    uint64_t count, int32_t root);
+int crnet__hypercube_bcast(crnet__schedule *out, int32_t p, int32_t rank,
+                           uint64_t count, int32_t root);
 
 /* Rabenseifner (recursive halving). counts[0..p): elements of block b. */
-int crnet__rab_reduce_scatter(crnet__schedule *out, int32_t p, int32_t rank,
-                              const uint64_t *counts, bool in_place);
-int crnet__rab_allreduce(crnet__schedule *out, int32_t p, int32_t rank,
-                         uint64_t count, bool in_place);
-int crnet__rab_reduce(crnet__schedule *out, int32_t p, int32_t rank,
-                      uint64_t count, int32_t root, bool in_place);
+int crnet__rabenseifner_reduce_scatter(crnet__schedule *out, int32_t p,
+                                       int32_t rank, const uint64_t *counts,
+                                       bool in_place);
+int crnet__rabenseifner_allreduce(crnet__schedule *out, int32_t p, int32_t rank,
+                                  uint64_t count, bool in_place);
+int crnet__rabenseifner_reduce(crnet__schedule *out, int32_t p, int32_t rank,
+                               uint64_t count, int32_t root, bool in_place);
 
 /* Prefix sums: rank r gets V_0 (+) ... (+) V_r (scan) or
  * V_0 (+) ... (+) V_r-1 (exscan). */
-int crnet__hc_scan(crnet__schedule *out, int32_t p, int32_t rank,
-                   uint64_t count, bool in_place);
-int crnet__hc_exscan(crnet__schedule *out, int32_t p, int32_t rank,
-                     uint64_t count, bool in_place);
+int crnet__hypercube_scan(crnet__schedule *out, int32_t p, int32_t rank,
+                          uint64_t count, bool in_place);
+int crnet__hypercube_exscan(crnet__schedule *out, int32_t p, int32_t rank,
+                            uint64_t count, bool in_place);
 
-/* The reducing builders with the fold chosen (enum crnet__hc_fold); the
- * functions above are these with CRNET__HC_FOLD_BALANCED. */
-int crnet__hc_allreduce_fold(crnet__schedule *out, int32_t p, int32_t rank,
-                             uint64_t count, bool in_place, int fold);
-int crnet__rab_reduce_scatter_fold(crnet__schedule *out, int32_t p,
-                                   int32_t rank, const uint64_t *counts,
-                                   bool in_place, int fold);
-int crnet__rab_allreduce_fold(crnet__schedule *out, int32_t p, int32_t rank,
-                              uint64_t count, bool in_place, int fold);
-int crnet__rab_reduce_fold(crnet__schedule *out, int32_t p, int32_t rank,
-                           uint64_t count, int32_t root, bool in_place,
-                           int fold);
+/* The reducing builders with the fold chosen (enum crnet__hypercube_fold); the
+ * functions above are these with CRNET__HYPERCUBE_FOLD_BALANCED. */
+int crnet__hypercube_allreduce_fold(crnet__schedule *out, int32_t p,
+                                    int32_t rank, uint64_t count, bool in_place,
+                                    int fold);
+int crnet__rabenseifner_reduce_scatter_fold(crnet__schedule *out, int32_t p,
+                                            int32_t rank,
+                                            const uint64_t *counts,
+                                            bool in_place, int fold);
+int crnet__rabenseifner_allreduce_fold(crnet__schedule *out, int32_t p,
+                                       int32_t rank, uint64_t count,
+                                       bool in_place, int fold);
+int crnet__rabenseifner_reduce_fold(crnet__schedule *out, int32_t p,
+                                    int32_t rank, uint64_t count, int32_t root,
+                                    bool in_place, int fold);
 
 #endif

@@ -168,7 +168,7 @@ static void scatter_own(crnet__schedule *out, const tree *t) {
                     crnet__seg_make(CRNET__BUF_RECV, 0, t->own));
 }
 
-int crnet__gather_binomial(crnet__schedule *out, int32_t p, int32_t rank,
+int crnet__binomial_gather(crnet__schedule *out, int32_t p, int32_t rank,
                            int32_t root, const uint64_t *counts,
                            bool in_place) {
   tree t;
@@ -215,7 +215,7 @@ int crnet__gather_binomial(crnet__schedule *out, int32_t p, int32_t rank,
   return finish(out, &t);
 }
 
-int crnet__scatter_binomial(crnet__schedule *out, int32_t p, int32_t rank,
+int crnet__binomial_scatter(crnet__schedule *out, int32_t p, int32_t rank,
                             int32_t root, const uint64_t *counts,
                             bool in_place) {
   tree t;
@@ -311,12 +311,12 @@ static int linear(crnet__schedule *out, int32_t p, int32_t rank, int32_t root,
   return finish(out, &t);
 }
 
-int crnet__gather_linear(crnet__schedule *out, int32_t p, int32_t rank,
+int crnet__linear_gather(crnet__schedule *out, int32_t p, int32_t rank,
                          int32_t root, const uint64_t *counts, bool in_place) {
   return linear(out, p, rank, root, counts, in_place, true);
 }
 
-int crnet__scatter_linear(crnet__schedule *out, int32_t p, int32_t rank,
+int crnet__linear_scatter(crnet__schedule *out, int32_t p, int32_t rank,
                           int32_t root, const uint64_t *counts, bool in_place) {
   return linear(out, p, rank, root, counts, in_place, false);
 }

@@ -35,14 +35,14 @@
 
 #include "schedule.h"
 
-int crnet__gather_binomial(crnet__schedule *out, int32_t p, int32_t rank,
+int crnet__binomial_gather(crnet__schedule *out, int32_t p, int32_t rank,
                            int32_t root, const uint64_t *counts, bool in_place);
-int crnet__gather_linear(crnet__schedule *out, int32_t p, int32_t rank,
+int crnet__linear_gather(crnet__schedule *out, int32_t p, int32_t rank,
                          int32_t root, const uint64_t *counts, bool in_place);
-int crnet__scatter_binomial(crnet__schedule *out, int32_t p, int32_t rank,
+int crnet__binomial_scatter(crnet__schedule *out, int32_t p, int32_t rank,
                             int32_t root, const uint64_t *counts,
                             bool in_place);
-int crnet__scatter_linear(crnet__schedule *out, int32_t p, int32_t rank,
+int crnet__linear_scatter(crnet__schedule *out, int32_t p, int32_t rank,
                           int32_t root, const uint64_t *counts, bool in_place);
 
 #endif

@@ -165,9 +165,9 @@ static int order_preserving(const schedule_desc *d, const crnet__call *call,
   skips = malloc(sizeof *skips * (size_t)call->p);
   if (skips == NULL)
     return CRNET_ENOMEM;
-  n = crnet__circ_skips(d->name, call->p, skips);
+  n = crnet__circulant_skips(d->name, call->p, skips);
   if (n > 0)
-    *ordered = crnet__circ_skips_ordered(skips, n);
+    *ordered = crnet__circulant_skips_ordered(skips, n);
   free(skips);
   return n > 0 ? 0 : n;
 }
@@ -352,41 +352,41 @@ static int build_circulant(const schedule_desc *d, const crnet__call *call,
   int n, rc;
   if (call->coll == CRNET_COLL_SCAN)
     return call->exclusive
-               ? crnet__circ_exscan(out, call->p, call->rank, call->count,
-                                    call->in_place)
-               : crnet__circ_scan(out, call->p, call->rank, call->count,
-                                  call->in_place);
+               ? crnet__circulant_exscan(out, call->p, call->rank, call->count,
+                                         call->in_place)
+               : crnet__circulant_scan(out, call->p, call->rank, call->count,
+                                       call->in_place);
   skips = malloc(sizeof *skips * (size_t)call->p);
   if (skips == NULL)
     return CRNET_ENOMEM;
-  n = crnet__circ_skips(d->name, call->p, skips);
+  n = crnet__circulant_skips(d->name, call->p, skips);
   if (n < 0) {
     free(skips);
     return n;
   }
   switch (call->coll) {
   case CRNET_COLL_ALLREDUCE:
-    rc = crnet__circ_allreduce(out, skips, n, call->p, call->rank, call->count,
-                               call->in_place);
+    rc = crnet__circulant_allreduce(out, skips, n, call->p, call->rank,
+                                    call->count, call->in_place);
     break;
   case CRNET_COLL_REDUCE_SCATTER:
-    rc = crnet__circ_reduce_scatter(out, skips, n, call->p, call->rank,
-                                    call->counts, call->in_place);
+    rc = crnet__circulant_reduce_scatter(out, skips, n, call->p, call->rank,
+                                         call->counts, call->in_place);
     break;
   case CRNET_COLL_ALLGATHER:
-    rc = crnet__circ_allgather(out, skips, n, call->p, call->rank, call->counts,
-                               call->in_place);
+    rc = crnet__circulant_allgather(out, skips, n, call->p, call->rank,
+                                    call->counts, call->in_place);
     break;
   case CRNET_COLL_REDUCE:
-    rc = crnet__circ_reduce(out, skips, n, call->p, call->rank, call->count,
-                            call->root, call->in_place);
+    rc = crnet__circulant_reduce(out, skips, n, call->p, call->rank,
+                                 call->count, call->root, call->in_place);
     break;
   case CRNET_COLL_BCAST:
-    rc = crnet__circ_bcast(out, skips, n, call->p, call->rank, call->count,
-                           call->root);
+    rc = crnet__circulant_bcast(out, skips, n, call->p, call->rank, call->count,
+                                call->root);
     break;
   case CRNET_COLL_BARRIER:
-    rc = crnet__circ_barrier(out, skips, n, call->p, call->rank);
+    rc = crnet__circulant_barrier(out, skips, n, call->p, call->rank);
     break;
   default:
     rc = CRNET_EINVAL;
@@ -412,12 +412,12 @@ static int build_ring(const crnet__call *c, crnet__schedule *out) {
     return crnet__ring_reduce(out, c->p, c->rank, c->count, c->root,
                               c->in_place);
   case CRNET_COLL_ALLTOALL:
-    return crnet__alltoall_ring(out, c->p, c->rank, c->count, c->in_place);
+    return crnet__ring_alltoall(out, c->p, c->rank, c->count, c->in_place);
   case CRNET_COLL_SCAN:
     return crnet__ring_scan(out, c->p, c->rank, c->count, c->in_place,
                             c->exclusive);
   case CRNET_COLL_ALLTOALLV:
-    return crnet__alltoallv_ring(out, c->p, c->rank, c->counts, c->sdispls,
+    return crnet__ring_alltoallv(out, c->p, c->rank, c->counts, c->sdispls,
                                  c->rcounts, c->rdispls);
   default:
     return CRNET_EINVAL;
@@ -427,18 +427,20 @@ static int build_ring(const crnet__call *c, crnet__schedule *out) {
 static int build_hypercube(const crnet__call *c, crnet__schedule *out) {
   switch (c->coll) {
   case CRNET_COLL_ALLREDUCE:
-    return crnet__hc_allreduce(out, c->p, c->rank, c->count, c->in_place);
+    return crnet__hypercube_allreduce(out, c->p, c->rank, c->count,
+                                      c->in_place);
   case CRNET_COLL_ALLGATHER:
-    return crnet__hc_allgather(out, c->p, c->rank, c->counts, c->in_place);
+    return crnet__hypercube_allgather(out, c->p, c->rank, c->counts,
+                                      c->in_place);
   case CRNET_COLL_SCAN:
-    return c->exclusive
-               ? crnet__hc_exscan(out, c->p, c->rank, c->count, c->in_place)
-               : crnet__hc_scan(out, c->p, c->rank, c->count, c->in_place);
+    return c->exclusive ? crnet__hypercube_exscan(out, c->p, c->rank, c->count,
+                                                  c->in_place)
+                        : crnet__hypercube_scan(out, c->p, c->rank, c->count,
+                                                c->in_place);
   case CRNET_COLL_ALLTOALL:
-    return crnet__alltoall_hypercube(out, c->p, c->rank, c->count,
-                                     c->in_place);
+    return crnet__hypercube_alltoall(out, c->p, c->rank, c->count, c->in_place);
   case CRNET_COLL_BCAST:
-    return crnet__hc_bcast(out, c->p, c->rank, c->count, c->root);
+    return crnet__hypercube_bcast(out, c->p, c->rank, c->count, c->root);
   default:
     return CRNET_EINVAL;
   }
@@ -447,13 +449,14 @@ static int build_hypercube(const crnet__call *c, crnet__schedule *out) {
 static int build_rabenseifner(const crnet__call *c, crnet__schedule *out) {
   switch (c->coll) {
   case CRNET_COLL_ALLREDUCE:
-    return crnet__rab_allreduce(out, c->p, c->rank, c->count, c->in_place);
+    return crnet__rabenseifner_allreduce(out, c->p, c->rank, c->count,
+                                         c->in_place);
   case CRNET_COLL_REDUCE_SCATTER:
-    return crnet__rab_reduce_scatter(out, c->p, c->rank, c->counts,
-                                     c->in_place);
+    return crnet__rabenseifner_reduce_scatter(out, c->p, c->rank, c->counts,
+                                              c->in_place);
   case CRNET_COLL_REDUCE:
-    return crnet__rab_reduce(out, c->p, c->rank, c->count, c->root,
-                             c->in_place);
+    return crnet__rabenseifner_reduce(out, c->p, c->rank, c->count, c->root,
+                                      c->in_place);
   default:
     return CRNET_EINVAL;
   }
@@ -475,10 +478,10 @@ static int build_gather_reduce(const crnet__call *c, crnet__schedule *out) {
   int n, rc;
   if (skips == NULL)
     return CRNET_ENOMEM;
-  n = crnet__circ_skips("circulant", c->p, skips);
+  n = crnet__circulant_skips("circulant", c->p, skips);
   rc = n < 0 ? n
-             : crnet__circ_allreduce_gather(out, skips, n, c->p, c->rank,
-                                            c->count, c->in_place);
+             : crnet__circulant_allreduce_gather(out, skips, n, c->p, c->rank,
+                                                 c->count, c->in_place);
   free(skips);
   return rc;
 }
@@ -499,13 +502,13 @@ int crnet__build(const char *name, const crnet__call *call,
     return build_rabenseifner(call, out);
   case FAMILY_PAIRWISE:
     if (call->coll == CRNET_COLL_ALLTOALLV)
-      return crnet__alltoallv_pairwise(out, call->p, call->rank, call->counts,
+      return crnet__pairwise_alltoallv(out, call->p, call->rank, call->counts,
                                        call->sdispls, call->rcounts,
                                        call->rdispls);
-    return crnet__alltoall_pairwise(out, call->p, call->rank, call->count,
+    return crnet__pairwise_alltoall(out, call->p, call->rank, call->count,
                                     call->in_place);
   case FAMILY_BRUCK:
-    return crnet__alltoall_bruck(out, call->p, call->rank, call->count,
+    return crnet__bruck_alltoall(out, call->p, call->rank, call->count,
                                  call->in_place);
   case FAMILY_STAR:
     return build_star(call, out);
@@ -513,9 +516,9 @@ int crnet__build(const char *name, const crnet__call *call,
     return build_gather_reduce(call, out);
   case FAMILY_BINOMIAL:
     return call->coll == CRNET_COLL_GATHER
-               ? crnet__gather_binomial(out, call->p, call->rank, call->root,
+               ? crnet__binomial_gather(out, call->p, call->rank, call->root,
                                         call->counts, call->in_place)
-               : crnet__scatter_binomial(out, call->p, call->rank, call->root,
+               : crnet__binomial_scatter(out, call->p, call->rank, call->root,
                                          call->counts, call->in_place);
   case FAMILY_TWO_LEVEL:
     if (call->coll == CRNET_COLL_ALLREDUCE)
@@ -528,9 +531,9 @@ int crnet__build(const char *name, const crnet__call *call,
                                           : crnet__twolevel_reduce(out, call);
   case FAMILY_LINEAR:
     return call->coll == CRNET_COLL_GATHER
-               ? crnet__gather_linear(out, call->p, call->rank, call->root,
+               ? crnet__linear_gather(out, call->p, call->rank, call->root,
                                       call->counts, call->in_place)
-               : crnet__scatter_linear(out, call->p, call->rank, call->root,
+               : crnet__linear_scatter(out, call->p, call->rank, call->root,
                                        call->counts, call->in_place);
   }
   return CRNET_EINVAL;

@@ -731,6 +731,14 @@ CRNET_EXTERN int crnet_comm_set_schedule(crnet_comm *comm,
 CRNET_EXTERN const char *crnet_comm_last_schedule(const crnet_comm *comm,
                                                   crnet_collective coll);
 
+/* The schedules this library has, for crnet_comm_set_schedule: the
+ * index-th (from 0) of those that can do `coll`, or, with coll =
+ * CRNET_COLL_COUNT, of all of them; NULL past the last, for a negative
+ * index and for an unknown collective. "auto" is not among them. A static
+ * string; the order stays the same from one call to the next. */
+CRNET_EXTERN const char *crnet_schedule_name(crnet_collective coll,
+                                             int index);
+
 #ifdef __cplusplus
 }
 #endif

@@ -53,19 +53,19 @@ circ = ["auto", "circulant", "circulant-doubling", "circulant-linear",
 pow2 = p & (p - 1) == 0
 want_scheds = {
     "allreduce": circ + ["ring", "hypercube", "rabenseifner", "star",
-                         "allgather-reduce"],
-    "reduce_scatter": circ + ["ring", "rabenseifner"],
-    "allgather": circ + ["ring", "hypercube", "star"],
+                         "allgather-reduce", "two-level"],
+    "reduce_scatter": circ + ["ring", "rabenseifner", "two-level"],
+    "allgather": circ + ["ring", "hypercube", "star", "two-level"],
     "alltoall": ["auto", "ring"] + (["hypercube"] if pow2 else [])
                 + ["pairwise", "bruck"],
-    "bcast": circ + ["ring", "hypercube"],
-    "reduce": circ + ["ring", "rabenseifner"],
+    "bcast": circ + ["ring", "hypercube", "two-level"],
+    "reduce": circ + ["ring", "rabenseifner", "two-level"],
     "scan": ["auto", "circulant", "ring", "hypercube"],
     "exscan": ["auto", "circulant", "ring", "hypercube"],
     "barrier": circ,
     "gather": ["auto", "binomial", "linear"],
     "scatter": ["auto", "binomial", "linear"],
-    "allgatherv": circ + ["ring", "hypercube", "star"],
+    "allgatherv": circ + ["ring", "hypercube", "star", "two-level"],
     "alltoallv": ["auto", "ring", "pairwise"],
 }[coll]
 # (size, count) per requested size, as nccl-tests count them.

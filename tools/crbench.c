@@ -118,30 +118,6 @@
 #define LINK_BYTES ((uint64_t)64 << 20)
 #define LINK_REPS 3
 
-/* ------------------------------------------------------------------------
- * The schedule names crbench knows.
- */
-
-/* Every schedule name crnet documents; -s all tries each in this order.
- * -s with names passes them to the library as they are, so a schedule added
- * later works there before it is listed here. */
-static const char *const known_schedules[] = {
-    "auto",
-    "circulant",
-    "circulant-doubling",
-    "circulant-linear",
-    "circulant-sqrt",
-    "ring",
-    "hypercube",
-    "rabenseifner",
-    "star",
-    "pairwise",
-    "bruck",
-    "allgather-reduce",
-    "binomial",
-    "linear",
-};
-#define NKNOWN (sizeof known_schedules / sizeof known_schedules[0])
 #define MAX_SCHEDULES 32 /* names in one -s list */
 
 /* The sizes of the sweep, as nccl-tests steps them: from MIN while <= MAX,
@@ -888,17 +864,20 @@ static int choose_schedules(struct bench *b) {
   char *q;
   b->nsched = 0;
   if (strcmp(o->schedule, "all") == 0) {
-    for (size_t k = 0; k < NKNOWN; k++) {
-      int rc = crnet_comm_set_schedule(b->comm, sc, known_schedules[k]);
+    /* auto, then every schedule of the collective the library lists. */
+    const char *name = "auto";
+    for (int k = 0; name != NULL && b->nsched < MAX_SCHEDULES;
+         name = crnet_schedule_name(sc, k++)) {
+      int rc = crnet_comm_set_schedule(b->comm, sc, name);
       if (rc == 0)
-        b->sched[b->nsched++] = known_schedules[k];
+        b->sched[b->nsched++] = name;
       /* Quiet about schedules that cannot do the collective at all; a
        * note for one that cannot at this p (hypercube all-to-all). */
       else if (speak && (o->verbose || rc != CRNET_EUNSUPPORTED ||
                          strstr(crnet_comm_errmsg(b->comm), "cannot do") ==
                              NULL))
-        fprintf(stderr, PROG ": -s all: leaving out %s: %s: %s\n",
-                known_schedules[k], crnet_err_name(rc),
+        fprintf(stderr, PROG ": -s all: leaving out %s: %s: %s\n", name,
+                crnet_err_name(rc),
                 crnet_comm_errmsg(b->comm));
     }
     return 0;

@@ -49,6 +49,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "algorithm.h"
 #include "circulant.h"
 #include "crnet.h"
 #include "model.h"
@@ -595,6 +596,33 @@ out_blocks:
   return rc;
 }
 
+/* --list: the registry's rows, in auto's order of preference on equal
+ * prices. */
+static int list_main(const options *o) {
+  if (!o->json)
+    printf("%-19s %3s %-5s %s\n", "schedule", "id", "auto", "collectives");
+  for (size_t i = 0; i < crnet__nalgorithms; i++) {
+    const crnet__algorithm *a = crnet__algorithms[i];
+    char colls[256] = "";
+    size_t at = 0;
+    for (int c = 0; c < CRNET_COLL_COUNT; c++)
+      if ((a->colls & CRNET__COLL_BIT(c)) != 0 && at < sizeof colls)
+        at += (size_t)snprintf(colls + at, sizeof colls - at,
+                               o->json ? "%s\"%s\"" : "%s%s",
+                               at > 0 ? (o->json ? "," : " ") : "",
+                               crnet_collective_name((crnet_collective)c));
+    if (o->json)
+      printf("{\"schedule\":\"%s\",\"id\":%u,\"auto\":%s,"
+             "\"collectives\":[%s],\"summary\":\"%s\"}\n",
+             a->name, (unsigned)a->id, a->in_auto ? "true" : "false", colls,
+             a->summary);
+    else
+      printf("%-19s %3u %-5s %s\n%24s%s\n", a->name, (unsigned)a->id,
+             a->in_auto ? "yes" : "no", colls, "", a->summary);
+  }
+  return 0;
+}
+
 static int run(const options *o) {
   if (o->autosel)
     return crsched_auto_main(o);
@@ -604,6 +632,8 @@ static int run(const options *o) {
     return o->verify ? crsched_verify_main(o) : crsched_sweep_main(o);
   if (o->dot)
     return crsched_dot_main(o);
+  if (o->list)
+    return list_main(o);
   return o->cost ? crsched_cost_main(o) : view_main(o);
 }
 

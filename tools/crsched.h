@@ -61,6 +61,7 @@ typedef struct options {
   bool have_alpha, have_beta, have_gamma;
   bool sweep, verify, dat, have_pmax;
   bool dot, tree; /* --dot, --dot --tree */
+  bool list;      /* --list: the registry */
   int32_t pmax;       /* --sweep: the largest p (default 10^6) */
   uint64_t ms[16];    /* --sweep: the sizes of -m a,b,... */
   size_t nm;

@@ -54,20 +54,20 @@ static void usage(FILE *out) {
       "               [--schedule S]\n"
       "       crsched --dot [--tree] --coll C [--schedule S] -p P [--rank R]\n"
       "               [--count N] [--root R]\n"
+      "       crsched --list [--json]\n"
       "  (each of them but --sweep and --dot also takes --hosts LAYOUT, and\n"
       "   --cost --shm-alpha A --shm-beta B)\n"
       "\n"
       "Shows one rank's schedule round by round, or (--cost) the modelled\n"
       "time of every schedule that can do the collective(s), or (--auto)\n"
       "what the auto schedule picks and why, or (--crossover) the sizes at\n"
-      "which auto's pick changes.\n"
+      "which auto's pick changes, or (--list) every schedule the library\n"
+      "has.\n"
       "\n"
       "  --coll C         allreduce, reduce_scatter, allgather, bcast, reduce,\n"
       "                   barrier, scan, exscan, alltoall (--cost: default\n"
       "                   all)\n"
-      "  --schedule S     auto (default), circulant, circulant-doubling,\n"
-      "                   circulant-linear, circulant-sqrt, ring, hypercube,\n"
-      "                   rabenseifner, star, pairwise, bruck\n"
+      "  --schedule S     auto (default) or a schedule of crsched --list\n"
       "  -p P             number of ranks\n"
       "  --rank R         the rank to show (default 0)\n"
       "  --count N        vector length in elements, cut into p blocks\n"
@@ -190,6 +190,7 @@ enum {
   OPT_DAT,
   OPT_PMAX,
   OPT_DOT,
+  OPT_LIST,
   OPT_TREE,
   OPT_HOSTS,
   OPT_SHM_ALPHA,
@@ -375,6 +376,9 @@ static int apply_option(options *o, int c, const char *arg) {
   case OPT_DAT:
     o->dat = true;
     return 0;
+  case OPT_LIST:
+    o->list = true;
+    return 0;
   case OPT_DOT:
     o->dot = true;
     return 0;
@@ -549,6 +553,7 @@ static int parse_all(int argc, char **argv, options *o) {
       {"dat", no_argument, NULL, OPT_DAT},
       {"pmax", required_argument, NULL, OPT_PMAX},
       {"dot", no_argument, NULL, OPT_DOT},
+      {"list", no_argument, NULL, OPT_LIST},
       {"tree", no_argument, NULL, OPT_TREE},
       {"hosts", required_argument, NULL, OPT_HOSTS},
       {"shm-alpha", required_argument, NULL, OPT_SHM_ALPHA},
@@ -575,5 +580,13 @@ static int parse_all(int argc, char **argv, options *o) {
   }
   if (optind < argc)
     return crsched_bad_usage("unexpected argument '%s'", argv[optind]);
+  if (o->list) {
+    /* The registry needs nothing else: any other option is a mistake. */
+    for (int i = 1; i < argc; i++)
+      if (strcmp(argv[i], "--list") != 0 && strcmp(argv[i], "--json") != 0)
+        return crsched_bad_usage("--list takes --json only, not '%s'",
+                                 argv[i]);
+    return 0;
+  }
   return check_options(o);
 }

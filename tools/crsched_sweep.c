@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "algorithm.h"
 #include "crnet.h"
 #include "model.h"
 #include "schedule.h"
@@ -180,15 +181,15 @@ static crnet__call sweep_call(const options *o, const coll_kind *k, int32_t p,
 }
 
 /* The terms of `name` for call's collective at m bytes. False where the
- * model does not cover it, and for allgather-reduce beyond its memory
- * bound (p·m over 1 MiB), where auto never prices it either. */
+ * model does not cover it, and beyond a bound of its row (allgather-reduce:
+ * its memory), where auto never prices it either. */
 static bool sweep_terms(const char *name, const crnet__call *call, double m,
                         crnet__model_terms *mt) {
+  const crnet__algorithm *a = crnet__algorithm_find(name);
   double ref = crnet__model_bytes(call);
-  if (!crnet__model_terms_of(name, call, mt))
+  if (a == NULL || !crnet__model_terms_of(name, call, mt))
     return false;
-  if (strcmp(name, "allgather-reduce") == 0 &&
-      (double)call->p * m > (double)(1 << 20))
+  if (a->auto_fits != NULL && !a->auto_fits(call, m))
     return false;
   if (ref > 0) {
     mt->moved *= m / ref;

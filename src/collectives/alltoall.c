@@ -109,6 +109,7 @@
  */
 #include "alltoall.h"
 
+#include "algorithm.h"
 #include "crnet.h"
 
 static int32_t amod(int64_t x, int32_t p) {
@@ -385,3 +386,67 @@ int crnet__ring_alltoallv(crnet__schedule *out, int32_t p, int32_t rank,
                           const uint64_t *rcounts, const uint64_t *rdispls) {
   return alltoallv(out, p, rank, scounts, sdispls, rcounts, rdispls, false);
 }
+
+/* --- the registry's rows (algorithm.h) -------------------------------------
+ *
+ * Model terms (R, B/m, -; q = (p-1)/p, L = ceil(log2 p)): pairwise p-1, q
+ * (alltoallv likewise: p-1 exchanges of a block each way, several in
+ * flight); bruck L, sum_k c_k / p, with c_k how many of 1..p-1 have bit k
+ * set (the blocks round k forwards). The ring's and the hypercube's rows
+ * are in ring.c and hypercube.c.
+ */
+
+/* sum_k c_k / p for Bruck's all-to-all. */
+static double bruck_volume(int32_t p) {
+  int64_t total = 0;
+  for (int k = 0; (INT64_C(1) << k) < p; k++) {
+    int64_t period = INT64_C(2) << k, half = INT64_C(1) << k;
+    /* j in [0, p) with bit k set: full periods, then the partial one */
+    int64_t full = (int64_t)p / period, rest = (int64_t)p % period;
+    total += full * half + (rest > half ? rest - half : 0);
+  }
+  return (double)total / p;
+}
+
+static int pairwise_build(const crnet__call *c, crnet__schedule *out) {
+  if (c->coll == CRNET_COLL_ALLTOALLV)
+    return crnet__pairwise_alltoallv(out, c->p, c->rank, c->counts,
+                                     c->sdispls, c->rcounts, c->rdispls);
+  return crnet__pairwise_alltoall(out, c->p, c->rank, c->count, c->in_place);
+}
+
+static bool pairwise_terms(const crnet__call *call, crnet__model_coef *c) {
+  *c = (crnet__model_coef){call->p - 1.0, (double)(call->p - 1) / call->p, 0};
+  return true;
+}
+
+const crnet__algorithm crnet__pairwise_algorithm = {
+    .name = "pairwise",
+    .id = 9,
+    .colls = CRNET__COLL_BIT(CRNET_COLL_ALLTOALL) |
+             CRNET__COLL_BIT(CRNET_COLL_ALLTOALLV),
+    .in_auto = true,
+    .build = pairwise_build,
+    .terms = pairwise_terms,
+    .summary = "pairwise exchange: p-1 rounds, each block sent straight to "
+               "its rank, several rounds in flight"};
+
+static int bruck_build(const crnet__call *c, crnet__schedule *out) {
+  return crnet__bruck_alltoall(out, c->p, c->rank, c->count, c->in_place);
+}
+
+static bool bruck_terms(const crnet__call *call, crnet__model_coef *c) {
+  *c = (crnet__model_coef){crnet__ceil_log2(call->p), bruck_volume(call->p),
+                           0};
+  return true;
+}
+
+const crnet__algorithm crnet__bruck_algorithm = {
+    .name = "bruck",
+    .id = 10,
+    .colls = CRNET__COLL_BIT(CRNET_COLL_ALLTOALL),
+    .in_auto = true,
+    .build = bruck_build,
+    .terms = bruck_terms,
+    .summary = "Bruck's all-to-all: ceil(log2 p) rounds, blocks forwarded "
+               "through the circulant's skips"};

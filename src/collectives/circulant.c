@@ -144,7 +144,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "algorithm.h"
 #include "crnet.h"
+#include "model.h"
 
 int crnet__circulant_skips(const char *name, int32_t p, int32_t *s) {
   if (name == NULL || p < 1)
@@ -917,3 +919,260 @@ int crnet__circulant_allreduce_gather(crnet__schedule *out,
         crnet__seg_make(CRNET__BUF_RECV, 0, count), CRNET__DST_LEFT);
   return crnet__sched_finish(out);
 }
+
+/* --- the registry's rows (algorithm.h) -------------------------------------
+ *
+ * Model terms (R, B/m, G/m; q = (p-1)/p, L = ceil(log2 p)), the
+ * simulator's synchronous-round counts for equal blocks:
+ *
+ *   collective      circulant      circulant-linear   allgather-reduce
+ *   allreduce       2L, 2q, q*     2(p-1), 2q, 1      L, p-1, p-1
+ *   reduce-scatter  L, q, q*       p-1, q, 1
+ *   allgather       L, q, -        p-1, q, -
+ *   bcast           2L, 2q, -      2(p-1), 2q, -
+ *   reduce          2L, 2q, q*     2(p-1), 2q, 1
+ *   scan            L, L, L        (exscan: G = 2L-2, or 2L-3 while p <=
+ *                                   3/4 2^L)
+ *   barrier         L, -, -        p-1, -, -
+ *
+ * (*: 1 at p = 3, see circulant_reduced; circulant-linear reduces q at p =
+ * 2 like the others.) circulant-doubling and circulant-sqrt move the
+ * circulant's volume in as many rounds or more, so the model leaves them
+ * out and auto never takes them.
+ */
+
+/* G/m of the circulant reduce-scatter phase: q, except at p = 3, where
+ * rank 2 keeps rank order by doing both of its reductions after the last
+ * round, so the critical path reduces three blocks, not two. */
+static double circulant_reduced(int32_t p) {
+  return p == 3 ? 1 : (double)(p - 1) / p;
+}
+
+/* The collectives every skip sequence does. */
+#define SKIP_COLLS                                                             \
+  (CRNET__COLL_BIT(CRNET_COLL_ALLREDUCE) |                                     \
+   CRNET__COLL_BIT(CRNET_COLL_REDUCE_SCATTER) |                                \
+   CRNET__COLL_BIT(CRNET_COLL_ALLGATHER) | CRNET__COLL_BIT(CRNET_COLL_BCAST) | \
+   CRNET__COLL_BIT(CRNET_COLL_REDUCE) | CRNET__COLL_BIT(CRNET_COLL_BARRIER))
+
+/* The schedule of the skip sequence `variant` (crnet__circulant_skips). */
+static int build_skips(const char *variant, const crnet__call *call,
+                       crnet__schedule *out) {
+  int32_t *skips;
+  int n, rc;
+  if (call->coll == CRNET_COLL_SCAN)
+    return call->exclusive
+               ? crnet__circulant_exscan(out, call->p, call->rank, call->count,
+                                         call->in_place)
+               : crnet__circulant_scan(out, call->p, call->rank, call->count,
+                                       call->in_place);
+  skips = malloc(sizeof *skips * (size_t)call->p);
+  if (skips == NULL)
+    return CRNET_ENOMEM;
+  n = crnet__circulant_skips(variant, call->p, skips);
+  if (n < 0) {
+    free(skips);
+    return n;
+  }
+  switch (call->coll) {
+  case CRNET_COLL_ALLREDUCE:
+    rc = crnet__circulant_allreduce(out, skips, n, call->p, call->rank,
+                                    call->count, call->in_place);
+    break;
+  case CRNET_COLL_REDUCE_SCATTER:
+    rc = crnet__circulant_reduce_scatter(out, skips, n, call->p, call->rank,
+                                         call->counts, call->in_place);
+    break;
+  case CRNET_COLL_ALLGATHER:
+    rc = crnet__circulant_allgather(out, skips, n, call->p, call->rank,
+                                    call->counts, call->in_place);
+    break;
+  case CRNET_COLL_REDUCE:
+    rc = crnet__circulant_reduce(out, skips, n, call->p, call->rank,
+                                 call->count, call->root, call->in_place);
+    break;
+  case CRNET_COLL_BCAST:
+    rc = crnet__circulant_bcast(out, skips, n, call->p, call->rank,
+                                call->count, call->root);
+    break;
+  case CRNET_COLL_BARRIER:
+    rc = crnet__circulant_barrier(out, skips, n, call->p, call->rank);
+    break;
+  default:
+    rc = CRNET_EINVAL;
+    break;
+  }
+  free(skips);
+  return rc;
+}
+
+/* Whether the reductions of skip sequence `variant` keep rank order: the
+ * scan (dissemination) always does; the others when the skips do. */
+static int skips_keep_order(const char *variant, const crnet__call *call,
+                            bool *ordered) {
+  int32_t *skips;
+  int n;
+  *ordered = call->coll == CRNET_COLL_SCAN;
+  if (*ordered)
+    return 0;
+  skips = malloc(sizeof *skips * (size_t)call->p);
+  if (skips == NULL)
+    return CRNET_ENOMEM;
+  n = crnet__circulant_skips(variant, call->p, skips);
+  if (n > 0)
+    *ordered = crnet__circulant_skips_ordered(skips, n);
+  free(skips);
+  return n > 0 ? 0 : n;
+}
+
+static bool circulant_terms(const crnet__call *call, crnet__model_coef *c) {
+  int32_t p = call->p;
+  int L = crnet__ceil_log2(p);
+  double q = (double)(p - 1) / p, g;
+  switch (call->coll) {
+  case CRNET_COLL_ALLREDUCE:
+  case CRNET_COLL_REDUCE:
+    *c = (crnet__model_coef){2.0 * L, 2 * q, circulant_reduced(p)};
+    return true;
+  case CRNET_COLL_REDUCE_SCATTER:
+    *c = (crnet__model_coef){L, q, circulant_reduced(p)};
+    return true;
+  case CRNET_COLL_ALLGATHER:
+    *c = (crnet__model_coef){L, q, 0};
+    return true;
+  case CRNET_COLL_BCAST:
+    *c = (crnet__model_coef){2.0 * L, 2 * q, 0};
+    return true;
+  case CRNET_COLL_SCAN:
+    /* exscan: one more fold per round, but for the first, and for the
+     * second as well while p is at most 3/4 of 2^L */
+    g = !call->exclusive                                   ? L
+        : 4 * (int64_t)p <= 3 * (INT64_C(1) << L) ? 2 * L - 3
+                                                           : 2 * L - 2;
+    *c = (crnet__model_coef){L, L, g};
+    return true;
+  case CRNET_COLL_BARRIER:
+    *c = (crnet__model_coef){L, 0, 0};
+    return true;
+  default:
+    return false;
+  }
+}
+
+static bool linear_terms(const crnet__call *call, crnet__model_coef *c) {
+  int32_t p = call->p;
+  double q = (double)(p - 1) / p, g = p > 2 ? 1 : q;
+  switch (call->coll) {
+  case CRNET_COLL_ALLREDUCE:
+  case CRNET_COLL_REDUCE:
+    *c = (crnet__model_coef){2.0 * (p - 1), 2 * q, g};
+    return true;
+  case CRNET_COLL_REDUCE_SCATTER:
+    *c = (crnet__model_coef){p - 1.0, q, g};
+    return true;
+  case CRNET_COLL_ALLGATHER:
+    *c = (crnet__model_coef){p - 1.0, q, 0};
+    return true;
+  case CRNET_COLL_BCAST:
+    *c = (crnet__model_coef){2.0 * (p - 1), 2 * q, 0};
+    return true;
+  case CRNET_COLL_BARRIER:
+    *c = (crnet__model_coef){p - 1.0, 0, 0};
+    return true;
+  default:
+    return false;
+  }
+}
+
+#define SKIP_VARIANT(fn, variant)                                              \
+  static int fn##_build(const crnet__call *call, crnet__schedule *out) {       \
+    return build_skips(variant, call, out);                                    \
+  }                                                                            \
+  static int fn##_keeps_order(const crnet__call *call, bool *ordered) {        \
+    return skips_keep_order(variant, call, ordered);                           \
+  }
+
+SKIP_VARIANT(circulant, "circulant")
+SKIP_VARIANT(doubling, "circulant-doubling")
+SKIP_VARIANT(linear, "circulant-linear")
+SKIP_VARIANT(sqrt, "circulant-sqrt")
+
+const crnet__algorithm crnet__circulant_algorithm = {
+    .name = "circulant",
+    .id = 1,
+    .colls = SKIP_COLLS | CRNET__COLL_BIT(CRNET_COLL_SCAN),
+    .in_auto = true,
+    .build = circulant_build,
+    .terms = circulant_terms,
+    .keeps_order = circulant_keeps_order,
+    .summary = "Träff's circulant graph, halving skips: ceil(log2 p) rounds "
+               "each way at optimal volume, any p; scan by dissemination"};
+
+const crnet__algorithm crnet__circulant_doubling_algorithm = {
+    .name = "circulant-doubling",
+    .id = 2,
+    .colls = SKIP_COLLS,
+    .build = doubling_build,
+    .keeps_order = doubling_keeps_order,
+    .summary = "the circulant with power-of-two skips (named only)"};
+
+const crnet__algorithm crnet__circulant_linear_algorithm = {
+    .name = "circulant-linear",
+    .id = 3,
+    .colls = SKIP_COLLS,
+    .in_auto = true,
+    .build = linear_build,
+    .terms = linear_terms,
+    .keeps_order = linear_keeps_order,
+    .summary = "the circulant with skips p-1, ..., 1: p-1 rounds, rank "
+               "order kept"};
+
+const crnet__algorithm crnet__circulant_sqrt_algorithm = {
+    .name = "circulant-sqrt",
+    .id = 4,
+    .colls = SKIP_COLLS,
+    .build = sqrt_build,
+    .keeps_order = sqrt_keeps_order,
+    .summary = "the circulant with skips about sqrt(p) apart (named only)"};
+
+/* allgather-reduce holds p vectors of m bytes in TEMP: a memory bound, not
+ * a cost, so auto takes it only while p·m is at most this. */
+#define GATHER_REDUCE_MAX_BYTES ((double)(1 << 20))
+
+static int gather_reduce_build(const crnet__call *call, crnet__schedule *out) {
+  int32_t *skips = malloc(sizeof *skips * (size_t)call->p);
+  int n, rc;
+  if (skips == NULL)
+    return CRNET_ENOMEM;
+  n = crnet__circulant_skips("circulant", call->p, skips);
+  rc = n < 0 ? n
+             : crnet__circulant_allreduce_gather(out, skips, n, call->p,
+                                                 call->rank, call->count,
+                                                 call->in_place);
+  free(skips);
+  return rc;
+}
+
+static bool gather_reduce_terms(const crnet__call *call,
+                                crnet__model_coef *c) {
+  *c = (crnet__model_coef){crnet__ceil_log2(call->p), call->p - 1.0,
+                           call->p - 1.0};
+  return true;
+}
+
+static bool gather_reduce_fits(const crnet__call *call, double m) {
+  return (double)call->p * m <= GATHER_REDUCE_MAX_BYTES;
+}
+
+const crnet__algorithm crnet__allgather_reduce_algorithm = {
+    .name = "allgather-reduce",
+    .id = 11,
+    .colls = CRNET__COLL_BIT(CRNET_COLL_ALLREDUCE),
+    .in_auto = true,
+    .build = gather_reduce_build,
+    .terms = gather_reduce_terms,
+    .keeps_order = crnet__keeps_order_always,
+    .auto_fits = gather_reduce_fits,
+    .summary = "the circulant allgather of every vector, then a local fold "
+               "in rank order: ceil(log2 p) rounds; auto takes it while p·m "
+               "<= 1 MiB"};

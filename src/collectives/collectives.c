@@ -324,6 +324,17 @@ const char *crnet_comm_last_schedule(const crnet_comm *c,
   return name;
 }
 
+const char *crnet_schedule_name(crnet_collective coll, int index) {
+  const char *name;
+  if (index < 0 || (unsigned)coll > CRNET_COLL_COUNT)
+    return NULL;
+  for (size_t i = 0; (name = crnet__schedule_name(i)) != NULL; i++)
+    if ((coll == CRNET_COLL_COUNT || crnet__schedule_known(name, coll)) &&
+        index-- == 0)
+      return name;
+  return NULL;
+}
+
 int crnet_comm_set_schedule(crnet_comm *c, crnet_collective coll,
                             const char *name) {
   if (c == NULL)

@@ -154,8 +154,11 @@
 #include "hypercube.h"
 
 #include <assert.h>
+#include <stdio.h>
 #include <stdlib.h>
 
+#include "algorithm.h"
+#include "alltoall.h"
 #include "crnet.h"
 
 /* ------------------------------------------------------------------------
@@ -832,3 +835,173 @@ int crnet__hypercube_bcast(crnet__schedule *out, int32_t p, int32_t rank,
   }
   return crnet__sched_finish(out);
 }
+
+/* --- the registry's rows (algorithm.h) -------------------------------------
+ *
+ * Model terms (R, B/m, G/m), the simulator's synchronous-round counts for
+ * equal blocks: d = floor(log2 p), p' = 2^d, q = (p-1)/p, q' = (p'-1)/p',
+ * L = ceil(log2 p), f = 1 when p is not a power of two (the fold), else 0.
+ *
+ *   hypercube     allreduce   d + 3f, d + 2f, d + f/2
+ *                 allgather   d + 2f, q + f, -
+ *                 bcast       L, L, -  (the binomial tree)
+ *                 scan        L, L, 2L - 1 (2L - 2 at p = 2^d + 1 > 2)
+ *                 all-to-all  d, d/2, -  (p = p' only; alltoall.c)
+ *   rabenseifner  allreduce        2d + 3f, 2q' + 2f, q' + f/2
+ *                 reduce-scatter   d, q, q; with the fold d + 3, 2, q' + 1/2
+ *                 reduce           2d + 2f, 2q' + f, q' + f/2
+ *
+ * Where the fold moves unequal blocks (rabenseifner reduce-scatter,
+ * hypercube allgather, p not a power of two) B and G are within 25%
+ * (tests/test_tuning.c). Across hosts their rounds are priced one by one
+ * (host_rounds): round i pairs ranks at distance 2^i.
+ */
+
+static int hypercube_build(const crnet__call *c, crnet__schedule *out) {
+  switch (c->coll) {
+  case CRNET_COLL_ALLREDUCE:
+    return crnet__hypercube_allreduce(out, c->p, c->rank, c->count,
+                                      c->in_place);
+  case CRNET_COLL_ALLGATHER:
+    return crnet__hypercube_allgather(out, c->p, c->rank, c->counts,
+                                      c->in_place);
+  case CRNET_COLL_SCAN:
+    return c->exclusive ? crnet__hypercube_exscan(out, c->p, c->rank,
+                                                  c->count, c->in_place)
+                        : crnet__hypercube_scan(out, c->p, c->rank, c->count,
+                                                c->in_place);
+  case CRNET_COLL_ALLTOALL:
+    return crnet__hypercube_alltoall(out, c->p, c->rank, c->count,
+                                     c->in_place);
+  case CRNET_COLL_BCAST:
+    return crnet__hypercube_bcast(out, c->p, c->rank, c->count, c->root);
+  default:
+    return CRNET_EINVAL;
+  }
+}
+
+static bool hypercube_terms(const crnet__call *call, crnet__model_coef *c) {
+  int32_t p = call->p;
+  int L = crnet__ceil_log2(p), d = crnet__floor_log2(p);
+  double q = (double)(p - 1) / p, f = (1 << d) != p;
+  switch (call->coll) {
+  case CRNET_COLL_ALLREDUCE:
+    *c = (crnet__model_coef){d + 3 * f, d + 2 * f, d + f / 2};
+    return true;
+  case CRNET_COLL_ALLGATHER:
+    *c = (crnet__model_coef){d + 2 * f, q + f, 0};
+    return true;
+  case CRNET_COLL_BCAST:
+    *c = (crnet__model_coef){L, L, 0};
+    return true;
+  case CRNET_COLL_SCAN:
+    /* Alg. 4.9 reduces twice per round but the first; p = 2^d + 1 saves
+     * one more */
+    *c = (crnet__model_coef){L, L,
+                             p == (1 << d) + 1 && p > 2 ? 2 * L - 2
+                                                        : 2 * L - 1};
+    return true;
+  case CRNET_COLL_ALLTOALL:
+    if (f)
+      return false;
+    *c = (crnet__model_coef){d, d / 2.0, 0};
+    return true;
+  default:
+    return false;
+  }
+}
+
+static int hypercube_check(const crnet__call *call, char *why,
+                           size_t whylen) {
+  if (call->coll == CRNET_COLL_ALLTOALL && (call->p & (call->p - 1)) != 0) {
+    snprintf(why, whylen,
+             "schedule 'hypercube' does %s only when the number of ranks is "
+             "a power of two, not %d (use 'bruck' or 'pairwise')",
+             crnet_collective_name(call->coll), (int)call->p);
+    return CRNET_EUNSUPPORTED;
+  }
+  return 0;
+}
+
+static enum crnet__round_shape hypercube_host_rounds(const crnet__call *call) {
+  return call->coll == CRNET_COLL_ALLREDUCE   ? CRNET__ROUNDS_DOUBLING
+         : call->coll == CRNET_COLL_ALLGATHER ? CRNET__ROUNDS_GATHERING
+                                              : CRNET__ROUNDS_UNPRICED;
+}
+
+const crnet__algorithm crnet__hypercube_algorithm = {
+    .name = "hypercube",
+    .id = 6,
+    .colls = CRNET__COLL_BIT(CRNET_COLL_ALLREDUCE) |
+             CRNET__COLL_BIT(CRNET_COLL_ALLGATHER) |
+             CRNET__COLL_BIT(CRNET_COLL_SCAN) |
+             CRNET__COLL_BIT(CRNET_COLL_ALLTOALL) |
+             CRNET__COLL_BIT(CRNET_COLL_BCAST),
+    .in_auto = true,
+    .build = hypercube_build,
+    .terms = hypercube_terms,
+    .keeps_order = crnet__keeps_order_always,
+    .check = hypercube_check,
+    .host_rounds = hypercube_host_rounds,
+    .summary = "recursive doubling, with the balanced fold at any p; scan "
+               "by Alg. 4.9; bcast by the binomial tree; all-to-all at "
+               "powers of two"};
+
+static int rabenseifner_build(const crnet__call *c, crnet__schedule *out) {
+  switch (c->coll) {
+  case CRNET_COLL_ALLREDUCE:
+    return crnet__rabenseifner_allreduce(out, c->p, c->rank, c->count,
+                                         c->in_place);
+  case CRNET_COLL_REDUCE_SCATTER:
+    return crnet__rabenseifner_reduce_scatter(out, c->p, c->rank, c->counts,
+                                              c->in_place);
+  case CRNET_COLL_REDUCE:
+    return crnet__rabenseifner_reduce(out, c->p, c->rank, c->count, c->root,
+                                      c->in_place);
+  default:
+    return CRNET_EINVAL;
+  }
+}
+
+static bool rabenseifner_terms(const crnet__call *call,
+                               crnet__model_coef *c) {
+  int32_t p = call->p;
+  int d = crnet__floor_log2(p);
+  double q = (double)(p - 1) / p, pp = (double)(INT64_C(1) << d),
+         qq = (pp - 1) / pp, f = (1 << d) != p;
+  switch (call->coll) {
+  case CRNET_COLL_ALLREDUCE:
+    *c = (crnet__model_coef){2 * d + 3 * f, 2 * qq + 2 * f, qq + f / 2};
+    return true;
+  case CRNET_COLL_REDUCE_SCATTER:
+    *c = f ? (crnet__model_coef){d + 3.0, 2, qq + 0.5}
+           : (crnet__model_coef){d, q, q};
+    return true;
+  case CRNET_COLL_REDUCE:
+    *c = (crnet__model_coef){2 * d + 2 * f, 2 * qq + f, qq + f / 2};
+    return true;
+  default:
+    return false;
+  }
+}
+
+static enum crnet__round_shape
+rabenseifner_host_rounds(const crnet__call *call) {
+  return call->coll == CRNET_COLL_ALLREDUCE ? CRNET__ROUNDS_HALVING_AND_BACK
+         : call->coll == CRNET_COLL_REDUCE_SCATTER ? CRNET__ROUNDS_HALVING
+                                                   : CRNET__ROUNDS_UNPRICED;
+}
+
+const crnet__algorithm crnet__rabenseifner_algorithm = {
+    .name = "rabenseifner",
+    .id = 7,
+    .colls = CRNET__COLL_BIT(CRNET_COLL_ALLREDUCE) |
+             CRNET__COLL_BIT(CRNET_COLL_REDUCE_SCATTER) |
+             CRNET__COLL_BIT(CRNET_COLL_REDUCE),
+    .in_auto = true,
+    .build = rabenseifner_build,
+    .terms = rabenseifner_terms,
+    .keeps_order = crnet__keeps_order_always,
+    .host_rounds = rabenseifner_host_rounds,
+    .summary = "Rabenseifner's recursive halving, then doubling back, with "
+               "the balanced fold at any p; rank order kept"};

@@ -120,7 +120,10 @@
 
 #include <stdlib.h>
 
+#include "algorithm.h"
+#include "alltoall.h"
 #include "crnet.h"
+#include "model.h"
 
 int crnet__ring_allreduce(crnet__schedule *out, int32_t p, int32_t rank,
                           uint64_t count, bool in_place) {
@@ -438,3 +441,112 @@ int crnet__ring_scan(crnet__schedule *out, int32_t p, int32_t rank,
   }
   return crnet__sched_finish(out);
 }
+
+/* --- the registry's row (algorithm.h) --------------------------------------
+ *
+ * Model terms (R, B/m, G/m; q = (p-1)/p), the simulator's synchronous-round
+ * counts for equal blocks; every round is priced at ring_round·α:
+ *
+ *   allreduce, reduce   2(p-1), 2q, q
+ *   reduce-scatter      p-1, q, q
+ *   allgather           p-1, q, -
+ *   bcast (a chain)     nb+p-2, (nb+p-2)/nb, -   in nb pieces
+ *                                               (crnet__chain_pieces)
+ *   scan                2(p-1), 2q, 2q           (exscan: G = (2p-3)/p, 0
+ *                                               at p = 2)
+ *   all-to-all          p-1, (p-1)/2, -          (alltoall.c)
+ *   alltoallv           p-1, q, -
+ */
+
+static int ring_build(const crnet__call *c, crnet__schedule *out) {
+  switch (c->coll) {
+  case CRNET_COLL_ALLREDUCE:
+    return crnet__ring_allreduce(out, c->p, c->rank, c->count, c->in_place);
+  case CRNET_COLL_REDUCE_SCATTER:
+    return crnet__ring_reduce_scatter(out, c->p, c->rank, c->counts,
+                                      c->in_place);
+  case CRNET_COLL_ALLGATHER:
+    return crnet__ring_allgather(out, c->p, c->rank, c->counts, c->in_place);
+  case CRNET_COLL_BCAST:
+    return crnet__ring_bcast(out, c->p, c->rank, c->count, c->root,
+                             crnet__chain_pieces(c));
+  case CRNET_COLL_REDUCE:
+    return crnet__ring_reduce(out, c->p, c->rank, c->count, c->root,
+                              c->in_place);
+  case CRNET_COLL_ALLTOALL:
+    return crnet__ring_alltoall(out, c->p, c->rank, c->count, c->in_place);
+  case CRNET_COLL_SCAN:
+    return crnet__ring_scan(out, c->p, c->rank, c->count, c->in_place,
+                            c->exclusive);
+  case CRNET_COLL_ALLTOALLV:
+    return crnet__ring_alltoallv(out, c->p, c->rank, c->counts, c->sdispls,
+                                 c->rcounts, c->rdispls);
+  default:
+    return CRNET_EINVAL;
+  }
+}
+
+static bool ring_terms(const crnet__call *call, crnet__model_coef *c) {
+  int32_t p = call->p;
+  double q = (double)(p - 1) / p, nb;
+  switch (call->coll) {
+  case CRNET_COLL_ALLREDUCE:
+  case CRNET_COLL_REDUCE:
+    *c = (crnet__model_coef){2.0 * (p - 1), 2 * q, q};
+    return true;
+  case CRNET_COLL_REDUCE_SCATTER:
+    *c = (crnet__model_coef){p - 1.0, q, q};
+    return true;
+  case CRNET_COLL_ALLGATHER:
+    *c = (crnet__model_coef){p - 1.0, q, 0};
+    return true;
+  case CRNET_COLL_BCAST:
+    nb = crnet__chain_pieces(call);
+    *c = (crnet__model_coef){nb + p - 2, (nb + p - 2) / nb, 0};
+    return true;
+  case CRNET_COLL_SCAN:
+    /* the pipelined chain: 2(p-1) rounds of a p-th of the vector on the
+     * last rank's path; exscan: the last rank reduces nothing, one block
+     * less on the path */
+    *c = (crnet__model_coef){2.0 * (p - 1), 2 * q,
+                             !call->exclusive ? 2 * q
+                             : p > 2          ? (2.0 * p - 3) / p
+                                              : 0};
+    return true;
+  case CRNET_COLL_ALLTOALL:
+    *c = (crnet__model_coef){p - 1.0, (p - 1) / 2.0, 0};
+    return true;
+  case CRNET_COLL_ALLTOALLV:
+    *c = (crnet__model_coef){p - 1.0, q, 0};
+    return true;
+  default:
+    return false;
+  }
+}
+
+/* The scan is a chain from rank 0 up: the prefix grows in rank order. The
+ * other reductions combine in ring order. */
+static int ring_keeps_order(const crnet__call *call, bool *ordered) {
+  *ordered = call->coll == CRNET_COLL_SCAN;
+  return 0;
+}
+
+const crnet__algorithm crnet__ring_algorithm = {
+    .name = "ring",
+    .id = 5,
+    .colls = CRNET__COLL_BIT(CRNET_COLL_ALLREDUCE) |
+             CRNET__COLL_BIT(CRNET_COLL_REDUCE_SCATTER) |
+             CRNET__COLL_BIT(CRNET_COLL_ALLGATHER) |
+             CRNET__COLL_BIT(CRNET_COLL_BCAST) |
+             CRNET__COLL_BIT(CRNET_COLL_REDUCE) |
+             CRNET__COLL_BIT(CRNET_COLL_ALLTOALL) |
+             CRNET__COLL_BIT(CRNET_COLL_SCAN) |
+             CRNET__COLL_BIT(CRNET_COLL_ALLTOALLV),
+    .in_auto = true,
+    .ring_rounds = true,
+    .build = ring_build,
+    .terms = ring_terms,
+    .keeps_order = ring_keeps_order,
+    .summary = "the ring (Patarasuk and Yuan): p-1 rounds each way at optimal "
+               "volume, each waiting only for a neighbour; bcast and scan as "
+               "pipelined chains"};

@@ -69,6 +69,7 @@
 
 #include <stdlib.h>
 
+#include "algorithm.h"
 #include "crnet.h"
 
 /* What every builder needs: the arguments and the block offsets. */
@@ -320,3 +321,85 @@ int crnet__linear_scatter(crnet__schedule *out, int32_t p, int32_t rank,
                           int32_t root, const uint64_t *counts, bool in_place) {
   return linear(out, p, rank, root, counts, in_place, false);
 }
+
+/* --- the registry's rows (algorithm.h) -------------------------------------
+ *
+ * Gather and scatter are priced apart from the synchronous-round counts
+ * of the other rows, because what decides between their two schedules is
+ * what those counts leave out:
+ *
+ * - Rounds. The linear schedule's p - 1 rounds are independent (each its
+ *   own peer, its own block), and the executor keeps up to
+ *   CRNET_ROUNDS_IN_FLIGHT of them going at once, so their latencies
+ *   overlap: only the root's handling of each further message adds, priced
+ *   at a quarter of a round. Measured on the 2-core VM (crbench -s
+ *   binomial,linear, 1 KiB to 4 MiB): linear is faster or level at every
+ *   size at p = 4 and 8, and binomial wins small scatters at p = 16. So R
+ *   = 1 + (p - 2)/4 against the tree's ceil(log2 p): linear up to p = 13.
+ * - Bytes. The root receives (sends) q·m either way, but the tree relays:
+ *   the block of relative rank r travels popcount(r) hops, Σ popcount(r)
+ *   / p · m bytes in all, against the linear schedule's q·m. On links
+ *   bound by the CPU (loopback, ranks sharing cores) every relayed byte
+ *   costs a copy on both ends, and linear gathers 4 MiB 1.9x (p = 8) and
+ *   3.8x (p = 16) faster than the tree; on a network the root's link
+ *   decides and the two tie, so pricing the volume never hurts there.
+ *   B/m is that volume: L/2 at powers of two, against q.
+ */
+
+#define ROOTED_COLLS                                                           \
+  (CRNET__COLL_BIT(CRNET_COLL_GATHER) | CRNET__COLL_BIT(CRNET_COLL_SCATTER))
+
+static double binomial_volume(int32_t p) {
+  int64_t hops = 0;
+  for (int32_t r = 1; r < p; r++)
+    for (uint32_t v = (uint32_t)r; v != 0; v &= v - 1)
+      hops++;
+  return (double)hops / p;
+}
+
+static int binomial_build(const crnet__call *c, crnet__schedule *out) {
+  return c->coll == CRNET_COLL_GATHER
+             ? crnet__binomial_gather(out, c->p, c->rank, c->root, c->counts,
+                                      c->in_place)
+             : crnet__binomial_scatter(out, c->p, c->rank, c->root, c->counts,
+                                       c->in_place);
+}
+
+static bool binomial_terms(const crnet__call *call, crnet__model_coef *c) {
+  *c = (crnet__model_coef){crnet__ceil_log2(call->p),
+                           binomial_volume(call->p), 0};
+  return true;
+}
+
+const crnet__algorithm crnet__binomial_algorithm = {
+    .name = "binomial",
+    .id = 12,
+    .colls = ROOTED_COLLS,
+    .in_auto = true,
+    .build = binomial_build,
+    .terms = binomial_terms,
+    .summary = "the binomial tree: ceil(log2 p) rounds, blocks relayed"};
+
+static int linear_build(const crnet__call *c, crnet__schedule *out) {
+  return c->coll == CRNET_COLL_GATHER
+             ? crnet__linear_gather(out, c->p, c->rank, c->root, c->counts,
+                                    c->in_place)
+             : crnet__linear_scatter(out, c->p, c->rank, c->root, c->counts,
+                                     c->in_place);
+}
+
+static bool linear_terms(const crnet__call *call, crnet__model_coef *c) {
+  *c = (crnet__model_coef){1 + (call->p - 2) / 4.0,
+                           (double)(call->p - 1) / call->p, 0};
+  return true;
+}
+
+const crnet__algorithm crnet__linear_algorithm = {
+    .name = "linear",
+    .id = 13,
+    .colls = ROOTED_COLLS,
+    .in_auto = true,
+    .build = linear_build,
+    .terms = linear_terms,
+    .summary = "the root and each rank directly: p-1 messages, several in "
+               "flight"};

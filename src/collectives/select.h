@@ -1,6 +1,8 @@
-/* Schedule selection: which schedules exist, which collectives each can do,
- * which preserve operand order, and what `auto` picks. The one table that
- * knows; builders never fall back to another schedule on their own.
+/* Schedule selection: which schedule a call runs. The facts about each
+ * schedule (its collectives, whether it keeps operand order, its model
+ * terms, its builder) are its row in the registry (algorithm.h,
+ * registry.c); these functions walk the rows. Builders never fall back to
+ * another schedule on their own.
  */
 #ifndef CRNET_SELECT_H
 #define CRNET_SELECT_H

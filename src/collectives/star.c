@@ -132,6 +132,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "algorithm.h"
 #include "crnet.h"
 
 /* 12! is the largest factorial in an int32_t. */
@@ -602,3 +603,57 @@ int crnet__star_allgather(crnet__schedule *out, int32_t p, int32_t rank,
   free(P);
   return crnet__sched_finish(out);
 }
+
+/* --- the registry's row (algorithm.h) --------------------------------------
+ *
+ * Model terms (R, B/m, G/m), covered only at p = n!: allreduce n(n-1)/2
+ * for all three; allgather n(n-1)/2, (p-1)/p, -.
+ */
+
+/* n when p = n! (n >= 2), else 0. */
+static int factorial_of(int32_t p) {
+  int64_t f = 1;
+  for (int n = 2; f <= p; n++) {
+    f *= n;
+    if (f == p)
+      return n;
+  }
+  return 0;
+}
+
+static int star_build(const crnet__call *c, crnet__schedule *out) {
+  switch (c->coll) {
+  case CRNET_COLL_ALLREDUCE:
+    return crnet__star_allreduce(out, c->p, c->rank, c->count, c->in_place);
+  case CRNET_COLL_ALLGATHER:
+    return crnet__star_allgather(out, c->p, c->rank, c->counts, c->in_place);
+  default:
+    return CRNET_EINVAL;
+  }
+}
+
+static bool star_terms(const crnet__call *call, crnet__model_coef *c) {
+  int n = factorial_of(call->p);
+  double rounds = n * (n - 1) / 2.0;
+  if (n == 0)
+    return false;
+  if (call->coll == CRNET_COLL_ALLREDUCE)
+    *c = (crnet__model_coef){rounds, rounds, rounds};
+  else if (call->coll == CRNET_COLL_ALLGATHER)
+    *c = (crnet__model_coef){rounds, (double)(call->p - 1) / call->p, 0};
+  else
+    return false;
+  return true;
+}
+
+const crnet__algorithm crnet__star_algorithm = {
+    .name = "star",
+    .id = 8,
+    .colls = CRNET__COLL_BIT(CRNET_COLL_ALLREDUCE) |
+             CRNET__COLL_BIT(CRNET_COLL_ALLGATHER),
+    .in_auto = true,
+    .build = star_build,
+    .terms = star_terms,
+    .keeps_order = crnet__keeps_order_always,
+    .summary = "the star graph S_n's schedule (Träff), rank order kept; "
+               "priced at p = n!"};

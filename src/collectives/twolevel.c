@@ -63,6 +63,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "algorithm.h"
 #include "crnet.h"
 #include "model.h"
 #include "tuning.h"
@@ -1093,3 +1094,36 @@ int crnet__twolevel_describe(const crnet__call *call, char *buf, size_t n) {
   hosts_free(&h);
   return rc;
 }
+
+/* --- the registry's row (algorithm.h) ------------------------------------ */
+
+static int twolevel_build(const crnet__call *call, crnet__schedule *out) {
+  switch (call->coll) {
+  case CRNET_COLL_ALLREDUCE:
+    return crnet__twolevel_allreduce(out, call);
+  case CRNET_COLL_REDUCE_SCATTER:
+    return crnet__twolevel_reduce_scatter(out, call);
+  case CRNET_COLL_ALLGATHER:
+    return crnet__twolevel_allgather(out, call);
+  case CRNET_COLL_BCAST:
+    return crnet__twolevel_bcast(out, call);
+  case CRNET_COLL_REDUCE:
+    return crnet__twolevel_reduce(out, call);
+  default:
+    return CRNET_EINVAL;
+  }
+}
+
+const crnet__algorithm crnet__twolevel_algorithm = {
+    .name = "two-level",
+    .id = 14,
+    .colls = CRNET__COLL_BIT(CRNET_COLL_ALLREDUCE) |
+             CRNET__COLL_BIT(CRNET_COLL_BCAST) |
+             CRNET__COLL_BIT(CRNET_COLL_REDUCE) |
+             CRNET__COLL_BIT(CRNET_COLL_REDUCE_SCATTER) |
+             CRNET__COLL_BIT(CRNET_COLL_ALLGATHER),
+    .in_auto = true,
+    .build = twolevel_build,
+    .price = crnet__twolevel_price,
+    .summary = "flat schedules inside each host and across hosts, each "
+               "level priced on its own links"};

@@ -17,6 +17,7 @@
 
 tb_id=$$
 tb=""
+tb_lock=""
 tb_hosts=0
 tb_nss=()
 tb_why=""
@@ -33,6 +34,10 @@ testbed_down() {
   [ -n "$tb" ] && rm -rf "$tb"
   tb_nss=()
   tb_hosts=0
+  if [ -n "$tb_lock" ]; then
+    exec {tb_lock}>&-
+    tb_lock=""
+  fi
 }
 
 testbed_up() {
@@ -40,6 +45,12 @@ testbed_up() {
   [ "$(id -u)" -eq 0 ] || { tb_why="needs root to make network namespaces"; return 77; }
   [ -x /usr/sbin/sshd ] || { tb_why="needs sshd (apt-get install openssh-server)"; return 77; }
   command -v ssh >/dev/null || { tb_why="needs ssh (apt-get install openssh-client)"; return 77; }
+  # One test bed on a machine at a time: every bed takes the same
+  # addresses, so a second one (another clone's test run) would take this
+  # one's routes. The other's run is a minute or two; wait for it.
+  exec {tb_lock}>/tmp/crnet-testbed.lock
+  flock -w 240 "$tb_lock" ||
+    { tb_why="another crnet test bed held this machine for 4 minutes"; return 1; }
   tb=$(mktemp -d /tmp/crnet-testbed.XXXXXX)
   # What a run killed before its clean-up left behind (its pid is in the
   # names, and gone) would clash with the fixed addresses below.
@@ -106,10 +117,12 @@ SSHD
 exec ssh -i $tb/id -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR "\$@"
 SSH
   chmod +x "$tb/ssh"
-  # Until every sshd answers (bounded).
+  # Until every sshd answers (bounded: 30 s, which a loaded machine may
+  # need to start them).
+  local until=$((SECONDS + 30))
   for i in $(seq "$n"); do
     up=0
-    for _ in $(seq 50); do
+    while [ $SECONDS -lt $until ]; do
       if "$tb/ssh" -o BatchMode=yes -o ConnectTimeout=2 "10.79.0.$((i + 1))" true 2>/dev/null; then
         up=1
         break

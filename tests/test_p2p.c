@@ -449,13 +449,32 @@ END_TEST
  * run). Rank 1's sends then meet a closed connection: the first write
  * still goes out, the next fails at once with a broken pipe, before the
  * loop has read rank 0's ABORT, which waits in the socket. The send must
- * end with the abort (CRNET_EABORTED, code 9), not a lost peer. */
+ * end with the abort (CRNET_EABORTED, code 9), not a lost peer.
+ *
+ * With *arg true, on shared memory: the ranks first agree that their link
+ * has moved there (CRNET_TRANSPORT=shm). A write into the ring cannot
+ * fail, so only a turn of the loop finds the ABORT: small sends once
+ * succeeded until the eager budget ran out (58254 of 8 bytes). */
 static int rank_abort_then_write(int rank, int size, void *arg) {
-  crnet_comm *c = init_or_die(rank);
+  const bool on_shm = *(const bool *)arg;
+  crnet_comm *c;
   int64_t x = 7;
   int rc = 0;
-  (void)arg;
   (void)size;
+  if (on_shm)
+    setenv("CRNET_TRANSPORT", "shm", 1);
+  c = init_or_die(rank);
+  for (int turn = 0; on_shm; turn++) {
+    crnet_link_kind k;
+    int32_t mine = crnet_comm_peer_link(c, 1 - rank, &k) == 0 &&
+                   k == CRNET_LINK_SHM,
+            both = 0;
+    CALL(crnet_allreduce(c, &mine, &both, 1, CRNET_INT32, CRNET_MIN));
+    if (both)
+      break;
+    /* Every rank counts the same turns: they stop together. */
+    FAIL_IF(turn == 100000, "the link never moved to shared memory");
+  }
   CALL(crnet_barrier(c));
   if (rank == 1)
     __atomic_store_n(&reports[1].flag, 1, __ATOMIC_RELEASE);
@@ -485,14 +504,23 @@ static int rank_abort_then_write(int rank, int size, void *arg) {
   return EXIT_OK;
 }
 
-START_TEST(abort_reaches_a_sender_whose_write_fails) {
+static void abort_then_write(bool on_shm) {
   job j;
   reports = reports_map();
   job_init(&j, 2, 30);
-  run_job(&j, rank_abort_then_write, NULL, 60);
+  run_job(&j, rank_abort_then_write, (void *)&on_shm, 60);
   ck_assert_msg(exit_code(&j, 1) == EXIT_OK, "rank 1 exited %d: %s",
                 exit_code(&j, 1), reports[1].errmsg);
   ck_assert_int_eq(reports[1].flag, 9);
+}
+
+START_TEST(abort_reaches_a_sender_whose_write_fails) {
+  abort_then_write(false);
+}
+END_TEST
+
+START_TEST(abort_reaches_a_sender_on_shared_memory) {
+  abort_then_write(true);
 }
 END_TEST
 
@@ -989,6 +1017,7 @@ int main(int argc, char **argv) {
         {"memory", unexpected_memory_is_bounded},
         {"failure", lost_peer_ends_a_receive},
         {"abort-write", abort_reaches_a_sender_whose_write_fails},
+        {"abort-write-shm", abort_reaches_a_sender_on_shared_memory},
         {"probe", probe_sees_without_taking},
         {"ssend", ssend_waits_for_its_receive},
     };

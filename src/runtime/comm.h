@@ -131,6 +131,7 @@ typedef struct crnet__world {
   int32_t *node_ranks;
   int32_t n_node_ranks;
   uint32_t light_turns; /* polling turns since the last turn of the loop */
+  uint32_t blind_sends; /* p2p.c: small sends into rings since a turn */
   /* The loop runs without sleeping (uv_run(UV_RUN_NOWAIT)): link.h
    * loop_nowait. */
   bool loop_nowait;

@@ -308,7 +308,14 @@ void crnet__progress(crnet_comm *c) {
   c->w->in_progress = false;
 }
 
-static void on_progress_prepare(uv_prepare_t *h) { crnet__progress(h->data); }
+/* Each turn of the loop, and each polling turn (one_turn), has read what
+ * the links held: the small sends into rings since (p2p.c, send_now) were
+ * not blind. */
+static void on_progress_prepare(uv_prepare_t *h) {
+  crnet_comm *c = h->data;
+  c->w->blind_sends = 0;
+  crnet__progress(c);
+}
 static void on_progress_check(uv_check_t *h) {
   crnet_comm *c = h->data;
   c->w->loop_seen_ms = uv_now(&c->w->loop);
@@ -561,6 +568,7 @@ static void light_turn(crnet_comm *c) {
  * large message streams in (or out) every read is news, and sleeping
  * between the reads would cost a wake-up each. */
 static int one_turn(crnet_comm *c) {
+  c->w->blind_sends = 0;
   if (c->w->n_node_ranks > 0 && ++c->w->light_turns < LIGHT_TURNS) {
     light_turn(c);
     return 1;
@@ -722,23 +730,29 @@ static void stop_leaning_locked(crnet_comm *c) {
     pthread_cond_signal(&c->w->thread_cv);
 }
 
-/* With the loop free (mu held): takes it, moves every request on without
- * sleeping (one pass of the engine and one turn of the loop), gives it
- * back; mu is held again on return. What a start without a progress
- * thread and crnet_test do. */
 /* A nonblocking call's start or a test, with nobody running the loop:
  * one turn, as a polling wait's (one_turn): with links to ranks of this
  * node mostly a light one, since a program that starts or tests many
  * small calls in a row (a window of isends) would otherwise pay an
  * epoll_wait and two clock reads for each, several times what a small
- * message costs through a ring. */
-static void move_on_locked(crnet_comm *c) {
-  take_locked(c);
-  pthread_mutex_unlock(&c->w->mu);
+ * message costs through a ring. Also p2p.c's small blocking send on
+ * shared memory (send_now), which holds the loop already
+ * (crnet__loop_take_if_idle). The loop is taken. */
+void crnet__loop_turn(crnet_comm *c) {
   if (c->w->lazy)
     crnet__lazy_resume(c);
   crnet__progress(c);
   one_turn(c);
+}
+
+/* With the loop free (mu held): takes it, moves every request on without
+ * sleeping (one pass of the engine and one turn of the loop), gives it
+ * back; mu is held again on return. What a start without a progress
+ * thread and crnet_test do. */
+static void move_on_locked(crnet_comm *c) {
+  take_locked(c);
+  pthread_mutex_unlock(&c->w->mu);
+  crnet__loop_turn(c);
   pthread_mutex_lock(&c->w->mu);
   release_locked(c);
 }

@@ -177,6 +177,14 @@ void crnet__loop_release(crnet_comm *c);
  * it back. */
 bool crnet__loop_take_if_idle(crnet_comm *c);
 
+/* With the loop taken (crnet__loop_take_if_idle): the turn a nonblocking
+ * call's start makes, without sleeping. Mostly a light one (the rings of
+ * links to ranks of this node pumped, the engine passed over the
+ * requests), and a turn of the loop itself every few calls, so that TCP
+ * sockets (a peer's connection ending) are seen too. The comm may have
+ * failed on return. */
+void crnet__loop_turn(crnet_comm *c);
+
 /* Whether the calling thread runs the comm's loop now (a completion
  * callback's thread). */
 bool crnet__loop_owned_by_me(crnet_comm *c);

@@ -33,7 +33,7 @@
  *   CRNET_IFACE                      an interface (eth0), a network
  *                                    (10.77.0.0/24, fd77::/64) or one
  *                                    address: every socket of the process
- *                                    binds to its address (README, Network)
+ *                                    binds to its address (docs/MULTIHOST.md)
  *   CRNET_INIT_TIMEOUT               seconds init may take (default 60)
  *   CRNET_DEBUG                      1: log connection events to stderr
  *   CRNET_TUNING_FILE                the cost-model constants the auto
@@ -347,7 +347,7 @@ CRNET_EXTERN int crnet_op_free(crnet_op *op);
  * reads per round. CRNET_STATS=1 sends them to crlaunch at
  * crnet_comm_destroy (crlaunch --stats prints the job's table), or without
  * crlaunch prints one line per collective on stderr. CRNET_TRACE=path
- * writes every call and round as a Chrome trace (see the README). */
+ * writes every call and round as a Chrome trace (docs/USING.md). */
 typedef struct crnet_coll_stats {
   uint64_t calls;          /* calls that ran (refused arguments not counted) */
   uint64_t failed;         /* of which returned an error */

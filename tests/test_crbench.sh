@@ -11,7 +11,7 @@
 #   tests/test_crbench.sh path/to/crlaunch path/to/crbench
 #
 # Which schedule does which collective is this script's own table, written
-# from README.md's schedules table, never asked of the library, so that a
+# from docs/SCHEDULES.md's table, never asked of the library, so that a
 # library (or a crbench) that drops or invents a schedule fails here.
 #
 # Every check prints "ok" or "FAIL" with what it saw; the script exits 1 if

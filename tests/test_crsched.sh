@@ -344,7 +344,7 @@ expect "schedule message is crnet__select's" \
   "crsched: schedule 'pairwise' cannot do reduce_scatter"
 
 # --list: the registry, the one place that knows the schedules; the lists
-# written for people (crnet(3), the README's table) must name every one.
+# written for people (crnet(3), docs/SCHEDULES.md's table) must name every one.
 list=$("$CRSCHED" --list --json)
 expect "--list exit status" "$?" 0
 expect "--list: names and ids unique, every row does a collective" \
@@ -358,15 +358,15 @@ print(len(rows) > 10, len(set(names)) == len(names),
       all(r["collectives"] and r["summary"] for r in rows))
 ')" "True True True True"
 man3=$(dirname "$0")/../man/crnet.3
-readme=$(dirname "$0")/../README.md
+schedules_md=$(dirname "$0")/../docs/SCHEDULES.md
 for name in $(printf '%s\n' "$list" | python3 -c '
 import json, sys
 print(" ".join(json.loads(line)["schedule"] for line in sys.stdin))'); do
   man_name=$(printf '%s' "$name" | sed 's/-/\\\\-/g')
   expect "crnet(3) names schedule $name" \
     "$(grep -c -- "$man_name" "$man3" | awk '{print ($1 > 0)}')" 1
-  expect "the README's table names schedule $name" \
-    "$(grep -c -- "| \`$name\`" "$readme" | awk '{print ($1 > 0)}')" 1
+  expect "docs/SCHEDULES.md's table names schedule $name" \
+    "$(grep -c -- "| \`$name\`" "$schedules_md" | awk '{print ($1 > 0)}')" 1
 done
 usage_error "--list with another option" --list -p 4
 

@@ -31,9 +31,10 @@
  *               them, each rank's own displacements on both sides, the
  *               same three ways, send blocks now and then overlapping), or
  *               messages between ranks (p2p: soak_p2p.c says how)
- *   schedule    one this program's own table (below, from the README) says
- *               can do the collective, or auto, set with
- *               crnet_comm_set_schedule on every rank of the comm alike
+ *   schedule    one this program's own table (below, from
+ *               docs/SCHEDULES.md) says can do the collective, or auto,
+ *               set with crnet_comm_set_schedule on every rank of the comm
+ *               alike
  *   count       0 (5 %), 1..8 (30 %), 9..300 (35 %), 301..5000 (20 %), or up
  *               to --max-bytes per rank buffer (10 %; default 4 MiB), often
  *               odd
@@ -96,7 +97,7 @@
  * allgatherv and alltoallv), soak_p2p.c, soak_comms.c, soak_inflight.c;
  * soak.h is what they share.
  *
- * The schedules, per the README's table:
+ * The schedules, per docs/SCHEDULES.md's table:
  *   allreduce       circulant, circulant-doubling, circulant-linear,
  *                   circulant-sqrt, ring, hypercube, rabenseifner, star,
  *                   allgather-reduce

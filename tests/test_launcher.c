@@ -347,6 +347,57 @@ static void wait_for_ranks(struct run *r, int n, double limit) {
   }
 }
 
+/* ---- crlaunch --settings ---------------------------------------------- */
+
+/* Every setting as the ranks would get it, and where it comes from; no
+ * program is needed, and none is started. A bad value: exit 2 with the
+ * library's own message. */
+START_TEST(test_settings) {
+  static const char *const env[] = {"CRNET_STREAMS=3", "CRNET_TIMEOUT",
+                                    "CRNET_TRANSPORT", "CRNET_SPIN_US",
+                                    "CRNET_ENCRYPT", NULL};
+  struct how how = {.env = env};
+  struct run r;
+  run(&r, &how, 10, "--settings", NULL);
+  expect_exit(&r, 0);
+  ck_assert_msg(r.err[0] == '\0', "unexpected stderr: %s", r.err);
+  expect_has("stdout", r.out, "CRNET_TIMEOUT=0 (default)\n");
+  expect_has("stdout", r.out, "CRNET_STREAMS=3 (from the environment)\n");
+  expect_has("stdout", r.out, "CRNET_ALLREDUCE_SCHEDULE=auto (default)\n");
+  expect_has("stdout", r.out, "CRNET_SPIN_US= (unset: ");
+  expect_has("stdout", r.out, "CRNET_LAUNCHER=crlaunch (set by crlaunch)\n");
+  cleanup(&r);
+
+  /* -x wins over the environment; the program is not started. */
+  run(&r, &how, 10, "--settings", "-n", "4", "-x", "CRNET_TIMEOUT=5", "-x",
+      "CRNET_STREAMS=2", "--encrypt", "@RANK", "hello", NULL);
+  expect_exit(&r, 0);
+  expect_has("stdout", r.out, "CRNET_TIMEOUT=5 (from -x)\n");
+  expect_has("stdout", r.out, "CRNET_STREAMS=2 (from -x)\n");
+  expect_has("stdout", r.out, "CRNET_ENCRYPT=1 (from --encrypt)\n");
+  expect_has("stdout", r.out, "CRNET_SIZE=4 (set by crlaunch)\n");
+  ck_assert_msg(strstr(r.out, "hello from") == NULL, "a rank ran:\n%s",
+                r.out);
+  pid_t pids[4];
+  ck_assert_int_eq(rank_pids(&r, pids, 4), 0);
+  cleanup(&r);
+
+  /* Bad values, from -x and from the environment. */
+  static const char *const bad_env[] = {"CRNET_STREAMS=9", NULL};
+  struct how bad_how = {.env = bad_env};
+  run(&r, &bad_how, 10, "--settings", "-x", "CRNET_TRANSPORT=udp", NULL);
+  expect_exit(&r, 2);
+  expect_has("stderr", r.err,
+             "crlaunch: CRNET_TRANSPORT='udp' is not auto, tcp or shm\n");
+  expect_has("stderr", r.err,
+             "crlaunch: CRNET_STREAMS='9' is not a number of TCP streams per "
+             "peer (1 to 8)\n");
+  ck_assert_msg(strstr(r.out, "CRNET_TRANSPORT=") == NULL,
+                "a bad value printed as a value:\n%s", r.out);
+  cleanup(&r);
+}
+END_TEST
+
 /* ---- the ranks start, know who they are, and say so ------------------ */
 
 static const int hello_sizes[] = {1, 4, 7};
@@ -1269,6 +1320,7 @@ static Suite *launcher_suite(void) {
   tcase_add_loop_test(tc, test_bad_usage, 0, NBAD);
   tcase_add_test(tc, test_bad_init_timeout);
   tcase_add_test(tc, test_help_version);
+  tcase_add_test(tc, test_settings);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("crnet");

@@ -97,6 +97,7 @@
 #include "crnet.h"
 #include "handshake.h"
 #include "log.h"
+#include "settings.h"
 
 static const int forwarded_signals[] = {SIGINT, SIGTERM, SIGHUP};
 _Static_assert(sizeof forwarded_signals / sizeof forwarded_signals[0] ==
@@ -288,6 +289,135 @@ int crnet__launch_build_env(struct job *job, const char *rendezvous) {
 nomem:
   crnet__log("out of memory");
   return -1;
+}
+
+/* ---- crlaunch --settings -------------------------------------------- */
+
+/* The ranks' environment as crnet__launch_build_env makes it, for
+ * crnet__setting_read: `from` says where the last value looked up came
+ * from. */
+struct settings_lookup {
+  const struct options *opt;
+  const char *from;
+};
+
+/* Which option put an -x entry on the list: --encrypt, --stats and
+ * --coll-timeout add theirs (and refuse an -x of the same name). */
+static const char *xvar_origin(const struct options *opt, const char *x) {
+  if (opt->encrypt && crnet__launch_names_var(x, "CRNET_ENCRYPT", 13))
+    return "from --encrypt";
+  if (opt->stats && crnet__launch_names_var(x, "CRNET_STATS", 11))
+    return "from --stats";
+  if (opt->coll_timeout != NULL &&
+      crnet__launch_names_var(x, "CRNET_TIMEOUT", 13))
+    return "from --coll-timeout";
+  return "from -x";
+}
+
+static const char *settings_lookup(const char *name, void *arg) {
+  struct settings_lookup *l = arg;
+  const struct options *opt = l->opt;
+  size_t len = strlen(name);
+  int named = 0;
+  l->from = "default";
+  if (strcmp(name, "CRNET_INIT_TIMEOUT") == 0) {
+    /* Always passed: -x's (the last), ours, or crlaunch's default. */
+    const char *ours = getenv(name);
+    if (opt->init_timeout_str == ours)
+      l->from = "from the environment";
+    else if (strcmp(opt->init_timeout_str, DEFAULT_INIT_TIMEOUT) != 0 ||
+             (ours != NULL && ours[0] != '\0'))
+      l->from = "from -x";
+    return opt->init_timeout_str;
+  }
+  /* The first -x entry that makes one wins (a rank's getenv finds it
+   * first); our own entry of a name -x gives is not passed at all. */
+  for (int i = 0; i < opt->nxvars; i++) {
+    const char *x = opt->xvars[i];
+    if (!crnet__launch_names_var(x, name, len))
+      continue;
+    named = 1;
+    const char *v = x[len] == '=' ? x + len + 1 : getenv(name);
+    if (v != NULL) {
+      l->from = xvar_origin(opt, x);
+      return v;
+    }
+  }
+  if (named)
+    return NULL;
+  l->from = "from the environment";
+  return getenv(name);
+}
+
+/* The line of a variable crlaunch sets itself, after its name; NULL for
+ * the others. */
+static const char *set_by_crlaunch(const struct options *opt, const char *name,
+                                   char *buf, size_t len) {
+  static const struct {
+    const char *name, *line;
+  } lines[] = {
+      {"CRNET_RENDEZVOUS", "=<the address crlaunch serves it at>"},
+      {"CRNET_JOB_KEY", " is removed: the key is in CRNET_JOB_KEY_FILE"},
+      {"CRNET_JOB_KEY_FILE", "=<a private file crlaunch writes>"},
+      {"CRNET_LAUNCHER", "=crlaunch"},
+      {"CRNET_LAUNCHER_FD", "=3:<the inode of the rank's report socket>"},
+      {"CRNET_HOST_CPUS", "=<how many CPUs the host's ranks share>"},
+  };
+  int reserved = 0;
+  for (const char *const *r = crnet__launch_reserved_vars; *r != NULL; r++)
+    reserved |= strcmp(*r, name) == 0;
+  if (!reserved)
+    return NULL;
+  if (strcmp(name, "CRNET_RANK") == 0 && opt->nranks > 1)
+    snprintf(buf, len, "=0..%d (set by crlaunch, one each)", opt->nranks - 1);
+  else if (strcmp(name, "CRNET_RANK") == 0 && opt->nranks == 1)
+    snprintf(buf, len, "=0 (set by crlaunch)");
+  else if (strcmp(name, "CRNET_SIZE") == 0 && opt->nranks > 0)
+    snprintf(buf, len, "=%d (set by crlaunch)", opt->nranks);
+  else
+    snprintf(buf, len, "=<set by crlaunch>");
+  for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
+    if (strcmp(lines[i].name, name) == 0)
+      snprintf(buf, len, "%s%s", lines[i].line,
+               lines[i].line[0] == '=' ? " (set by crlaunch)" : "");
+  return buf;
+}
+
+int crnet__launch_print_settings(const struct options *opt) {
+  struct settings_lookup l = {.opt = opt, .from = NULL};
+  int status = 0;
+  for (int id = 0; id < CRNET__SETTING_COUNT; id++) {
+    const crnet__setting *row = &crnet__settings_table[id];
+    crnet__setting_value v;
+    char line[256], err[512];
+    if (set_by_crlaunch(opt, row->name, line, sizeof line) != NULL) {
+      printf("%s%s\n", row->name, line);
+      continue;
+    }
+    if (row->group == CRNET__READ_ELSEWHERE) {
+      /* Parsed where it is read: shown as the ranks get it. */
+      memset(&v, 0, sizeof v);
+      v.text = settings_lookup(row->name, &l);
+      v.source = CRNET__FROM_ENVIRONMENT;
+      if (v.text == NULL) {
+        v.text = row->default_value;
+        v.source = v.text != NULL ? CRNET__FROM_DEFAULT : CRNET__FROM_NONE;
+      }
+    } else if (crnet__setting_read(id, NULL, settings_lookup, &l, &v, err,
+                                   sizeof err) != 0) {
+      fprintf(stderr, "crlaunch: %s\n", err);
+      status = EXIT_USAGE;
+      continue;
+    }
+    if (v.source == CRNET__FROM_NONE)
+      printf("%s= (unset: %s)\n", row->name, row->unset);
+    else if (v.source == CRNET__FROM_DEFAULT)
+      printf("%s=%s (default)\n", row->name, v.text);
+    else
+      printf("%s=%s (%s)\n", row->name,
+             row->type == CRNET__SETTING_KEY ? "<secret>" : v.text, l.from);
+  }
+  return status;
 }
 
 static void free_env(struct job *job) {
@@ -1233,7 +1363,9 @@ out:
 int main(int argc, char **argv) {
   struct options opt;
   int rc = crnet__launch_parse_options(&opt, argc, argv);
-  if (rc < 0) {
+  if (rc < 0 && opt.settings) {
+    rc = crnet__launch_print_settings(&opt);
+  } else if (rc < 0) {
     crnet__log_set_prefix("crlaunch: ");
     ensure_std_fds();
     /* A reader of our output that goes away must not kill us before the

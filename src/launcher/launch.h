@@ -64,6 +64,7 @@ struct options {
   int encrypt;                 /* --encrypt */
   const char *coll_timeout;    /* --coll-timeout */
   int stats;                   /* --stats: CRNET_STATS=1, print the table */
+  int settings;                /* --settings: print them, start nothing */
   crnet__bind_mode bind;       /* --bind */
   int report_bindings;         /* --report-bindings */
   char coll_timeout_var[64];   /* CRNET_TIMEOUT=... for the ranks */
@@ -227,6 +228,13 @@ char *crnet__launch_str_printf(const char *fmt, ...)
 /* The ranks' environment in job->env, for a rendezvous at `rendezvous`. 0
  * or -1 (said). */
 int crnet__launch_build_env(struct job *job, const char *rendezvous);
+
+/* crlaunch --settings: every setting of the table (settings.h) as the
+ * ranks would get it, one line each on stdout, "NAME=value (default)",
+ * "(from the environment)", "(from -x)", "(set by crlaunch)"...; a bad
+ * value on stderr with the library's message. 0, or EXIT_USAGE if any
+ * value is bad. */
+int crnet__launch_print_settings(const struct options *opt);
 
 /* ---- crlaunch.c: stopping -------------------------------------------- */
 

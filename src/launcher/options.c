@@ -17,6 +17,7 @@
 static void usage(FILE *f) {
   fprintf(f,
           "Usage: crlaunch -n N [options] [--] program [args...]\n"
+          "       crlaunch --settings [-n N] [options] [program...]\n"
           "\n"
           "Starts N ranks of a crnet program on this host or, over SSH, on\n"
           "several, serves their rendezvous and forwards their output line by\n"
@@ -57,6 +58,9 @@ static void usage(FILE *f) {
           "                  (CRNET_STATS=1)\n"
           "  -x VAR[=VAL]    set VAR to VAL in the ranks' environment, or pass\n"
           "                  crlaunch's own value of VAR (repeatable)\n"
+          "  --settings      print the value of every crnet setting the ranks\n"
+          "                  would get, and where it comes from, then exit\n"
+          "                  without starting anything (2: a bad value)\n"
           "  -h, --help      print this help and exit\n"
           "  -V, --version   print the version and exit\n"
           "\n"
@@ -137,7 +141,8 @@ int crnet__launch_parse_options(struct options *opt, int argc, char **argv) {
     OPT_BIND,
     OPT_REPORT_BINDINGS,
     OPT_GRACE,
-    OPT_AGENT
+    OPT_AGENT,
+    OPT_SETTINGS
   };
   static const struct option longopts[] = {
       {"tag-output", no_argument, NULL, OPT_TAG},
@@ -154,6 +159,7 @@ int crnet__launch_parse_options(struct options *opt, int argc, char **argv) {
       {"report-bindings", no_argument, NULL, OPT_REPORT_BINDINGS},
       {"grace", required_argument, NULL, OPT_GRACE},
       {"agent", no_argument, NULL, OPT_AGENT},
+      {"settings", no_argument, NULL, OPT_SETTINGS},
       {"help", no_argument, NULL, 'h'},
       {"version", no_argument, NULL, 'V'},
       {NULL, 0, NULL, 0}};
@@ -225,6 +231,9 @@ int crnet__launch_parse_options(struct options *opt, int argc, char **argv) {
     case OPT_STATS:
       opt->stats = 1;
       break;
+    case OPT_SETTINGS:
+      opt->settings = 1;
+      break;
     case OPT_BIND:
       if (strcmp(optarg, "auto") == 0)
         opt->bind = CRNET__BIND_AUTO;
@@ -279,9 +288,12 @@ int crnet__launch_parse_options(struct options *opt, int argc, char **argv) {
   }
   if (opt->hosts_spec != NULL && opt->hostfile != NULL)
     return usage_error("give --hosts or --hostfile, not both");
-  if (opt->nranks < 0 && opt->hosts_spec == NULL && opt->hostfile == NULL)
+  /* --settings starts nothing: the job's size and program may be left out
+   * (a program given is not looked at). */
+  if (opt->nranks < 0 && opt->hosts_spec == NULL && opt->hostfile == NULL &&
+      !opt->settings)
     return usage_error("missing -n N, the number of ranks");
-  if (optind >= argc)
+  if (optind >= argc && !opt->settings)
     return usage_error("no program to run");
   opt->argv = argv + optind;
   if (opt->ssh == NULL)
@@ -340,6 +352,9 @@ int crnet__launch_parse_options(struct options *opt, int argc, char **argv) {
       opt->init_timeout_str = opt->xvars[i] + 19;
   if (opt->init_timeout_str == NULL || opt->init_timeout_str[0] == '\0')
     opt->init_timeout_str = DEFAULT_INIT_TIMEOUT;
+  /* --settings reports a bad value as the ranks' library would. */
+  if (opt->settings)
+    return -1;
   opt->init_timeout_s =
       crnet__launch_parse_seconds(opt->init_timeout_str, MAX_INIT_TIMEOUT_S);
   if (opt->init_timeout_s < 0)

@@ -3,6 +3,7 @@
 #include "comm.h"
 #include "secret.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -20,10 +21,8 @@
 #include "report.h"
 #include "shm.h"
 #include "request.h"
+#include "settings.h"
 
-#define DEFAULT_INIT_TIMEOUT_S 60.0
-/* CRNET_LIVENESS_TIMEOUT's default: see docs/RELIABILITY.md. */
-#define DEFAULT_LIVENESS_S 10.0
 /* The poll before sleeping, when every rank of the host has a core: long
  * enough to catch a reply that is a few message latencies away, short
  * enough that a rank waiting for a slow peer sleeps almost at once (see
@@ -40,30 +39,12 @@
  * spin's score turns it off where it does not pay (docs/PERFORMANCE.md,
  * "The executor and the wait"). */
 #define DEFAULT_SPIN_SHARED_US 1000
-/* See exec.c: large receives are reduced in pieces of this many bytes. */
-#define DEFAULT_STREAM_PIECE ((uint64_t)64 << 10)
-/* See crnet__xchg_start: a message is split across streams only into parts
- * of at least this many bytes. */
-#define DEFAULT_STREAM_MIN (256 << 10)
-/* See exec.c: independent rounds the executor keeps in flight at once. */
-#define DEFAULT_ROUNDS_IN_FLIGHT 8
-#define MAX_SPIN_US 1000000
 /* How long destroy waits for every peer to say goodbye. A peer still
  * computing is given this long to reach crnet_comm_destroy. */
-/* The rings of a same-node link, each way (CRNET_SHM_RING_BYTES). Small
- * rings stay in the caches: on the 2-core VM, 128 KiB against 512 KiB
- * took a 32 KiB allreduce from 8.0 to 5.6 us at p = 2 and from 178 to 76
- * us at p = 8, a 512 KiB one from 223 to 193 us at p = 4, and 8 MiB ones
- * within 4 % either way (tools/bench/ab_crbench.sh, docs/PERFORMANCE.md);
- * 1 and 4 MiB rings were slower still. */
-#define SHM_RING_DEFAULT (128u << 10)
 #define BYE_TIMEOUT_MS 60000
 #define LINGER_MS 1000
 /* How long an abort waits for its ABORT frames to leave. */
 #define ABORT_FLUSH_MS 1000
-
-/* The largest job: CRNET_SIZE and crnet_config.size. */
-#define MAX_JOB_SIZE (1 << 24)
 
 static _Thread_local char init_errmsg[512];
 
@@ -91,74 +72,23 @@ void crnet_config_init(crnet_config *cfg) {
 
 /* --- settings ------------------------------------------------------------- */
 
-/* Seconds, up to 10^6; 0 only if zero_ok. */
-static int parse_seconds(const char *v, bool zero_ok, double *out) {
-  char *end;
-  double t = strtod(v, &end);
-  if (end == v || *end != '\0' || !(t >= 0) || t > 1e6 || (t == 0 && !zero_ok))
-    return -1;
-  *out = t;
-  return 0;
-}
-
-static int parse_int(const char *v, long lo, long hi, int *out) {
-  char *end;
-  long x;
-  errno = 0;
-  x = strtol(v, &end, 10);
-  if (errno != 0 || end == v || *end != '\0' || x < lo || x > hi)
-    return -1;
-  *out = (int)x;
-  return 0;
-}
-
-static int parse_host_port(const char *v, char *host, size_t hostlen,
-                           int *port) {
-  const char *colon;
-  size_t n;
-  if (v[0] == '[') {
-    const char *close = strchr(v, ']');
-    if (close == NULL || close[1] != ':')
-      return -1;
-    n = (size_t)(close - v - 1);
-    if (n == 0 || n >= hostlen)
-      return -1;
-    memcpy(host, v + 1, n);
-    host[n] = '\0';
-    return parse_int(close + 2, 1, 65535, port);
-  }
-  colon = strrchr(v, ':');
-  if (colon == NULL)
-    return -1;
-  n = (size_t)(colon - v);
-  if (n == 0 || n >= hostlen)
-    return -1;
-  memcpy(host, v, n);
-  host[n] = '\0';
-  return parse_int(colon + 1, 1, 65535, port);
-}
-
 #define SETTINGS_FAIL(...)                                                     \
   do {                                                                         \
     snprintf(init_errmsg, sizeof init_errmsg, __VA_ARGS__);                    \
     return CRNET_EINVAL;                                                       \
   } while (0)
 
-/* Merges cfg with the environment contract. The key goes to `key`. */
-static int load_settings(const crnet_config *cfg, crnet__settings *s,
-                         uint8_t key[CRNET__KEY_BYTES]) {
-  const char *v;
-  const char *rank_env = getenv("CRNET_RANK");
-  const char *size_env = getenv("CRNET_SIZE");
-  const char *rank_name = "CRNET_RANK", *size_name = "CRNET_SIZE";
-  const char *key_hex, *key_file;
-  int rc;
+/* The process's environment, for crnet__settings_read. */
+static const char *from_environment(const char *name, void *arg) {
+  (void)arg;
+  return getenv(name);
+}
 
-  memset(s, 0, sizeof *s);
-  /* The config's own fields, bounded as the environment's are. */
-  if (cfg->size > MAX_JOB_SIZE)
+/* crnet_config's own fields, bounded as the environment's are. */
+static int check_config(const crnet_config *cfg) {
+  if (cfg->size > CRNET__MAX_JOB_SIZE)
     SETTINGS_FAIL("crnet_config.size %d is too large (at most %d)", cfg->size,
-                  MAX_JOB_SIZE);
+                  CRNET__MAX_JOB_SIZE);
   if (!(cfg->init_timeout >= 0 && cfg->init_timeout <= 1e6))
     SETTINGS_FAIL("crnet_config.init_timeout %g is not a number of seconds "
                   "(0 < t <= 1e6, or 0 for the default)",
@@ -172,40 +102,43 @@ static int load_settings(const crnet_config *cfg, crnet__settings *s,
     SETTINGS_FAIL("crnet_config.progress_thread %d is not -1 "
                   "(CRNET_PROGRESS_THREAD), 0 (off), 1 (on) or 2 (auto)",
                   cfg->progress_thread);
-  s->progress = cfg->progress_thread >= 0 ? cfg->progress_thread
-                                          : CRNET_PROGRESS_THREAD_AUTO;
-  v = cfg->progress_thread >= 0 ? NULL : getenv("CRNET_PROGRESS_THREAD");
-  if (v != NULL && v[0] != '\0') {
-    if (strcmp(v, "0") == 0)
-      s->progress = CRNET_PROGRESS_THREAD_OFF;
-    else if (strcmp(v, "1") == 0)
-      s->progress = CRNET_PROGRESS_THREAD_ON;
-    else if (strcmp(v, "auto") == 0)
-      s->progress = CRNET_PROGRESS_THREAD_AUTO;
-    else
-      SETTINGS_FAIL("CRNET_PROGRESS_THREAD='%s' is not 0, 1 or auto", v);
-  }
   if (cfg->lazy_links < -1 || cfg->lazy_links > CRNET_LAZY_LINKS_AUTO)
     SETTINGS_FAIL("crnet_config.lazy_links %d is not -1 (CRNET_LAZY_LINKS), "
                   "0 (off), 1 (on) or 2 (auto)",
                   cfg->lazy_links);
-  s->rank = cfg->rank;
-  s->size = cfg->size;
+  return 0;
+}
+
+/* The rank and the size: the config's, else CRNET_RANK and CRNET_SIZE, else
+ * Slurm's, else a job of one. */
+static int read_job(const crnet_config *cfg, crnet__settings *s) {
+  const char *name[2], *text[2];
+  int *out[2] = {&s->rank, &s->size};
+  const int config[2] = {cfg->rank, cfg->size};
+  crnet__setting_value v;
+
+  for (int k = 0; k < 2; k++) {
+    name[k] = crnet__settings_table[CRNET__SET_RANK + k].name;
+    text[k] = getenv(name[k]);
+  }
   /* Started by Slurm (srun) and not by crlaunch: Slurm's task number and
    * task count are the rank and the size. crnet's own variables win. */
-  if (rank_env == NULL && size_env == NULL && getenv("SLURM_PROCID") != NULL &&
+  if (text[0] == NULL && text[1] == NULL && getenv("SLURM_PROCID") != NULL &&
       getenv("SLURM_NTASKS") != NULL) {
-    rank_env = getenv("SLURM_PROCID");
-    size_env = getenv("SLURM_NTASKS");
-    rank_name = "SLURM_PROCID";
-    size_name = "SLURM_NTASKS";
+    name[0] = "SLURM_PROCID";
+    name[1] = "SLURM_NTASKS";
+    text[0] = getenv(name[0]);
+    text[1] = getenv(name[1]);
   }
-  if (s->rank < 0 && rank_env != NULL &&
-      parse_int(rank_env, 0, INT32_MAX, &s->rank) != 0)
-    SETTINGS_FAIL("%s='%s' is not a rank", rank_name, rank_env);
-  if (s->size < 0 && size_env != NULL &&
-      parse_int(size_env, 1, MAX_JOB_SIZE, &s->size) != 0)
-    SETTINGS_FAIL("%s='%s' is not a job size", size_name, size_env);
+  for (int k = 0; k < 2; k++) {
+    *out[k] = config[k];
+    if (config[k] >= 0 || text[k] == NULL)
+      continue;
+    if (crnet__setting_parse(CRNET__SET_RANK + k, name[k], text[k], &v,
+                             init_errmsg, sizeof init_errmsg) != 0)
+      return CRNET_EINVAL;
+    *out[k] = (int)v.number;
+  }
   if (s->rank < 0 && s->size < 0) {
     /* Started directly, with no launcher: a job of one. */
     s->rank = 0;
@@ -215,199 +148,30 @@ static int load_settings(const crnet_config *cfg, crnet__settings *s,
     SETTINGS_FAIL("rank %d and size %d do not make a job (set both CRNET_RANK "
                   "and CRNET_SIZE, 0 <= rank < size)",
                   s->rank, s->size);
+  return 0;
+}
 
-  v = cfg->init_timeout > 0 ? NULL : getenv("CRNET_INIT_TIMEOUT");
-  s->init_timeout = cfg->init_timeout > 0 ? cfg->init_timeout
-                                          : DEFAULT_INIT_TIMEOUT_S;
-  if (v != NULL && parse_seconds(v, false, &s->init_timeout) != 0)
-    SETTINGS_FAIL("CRNET_INIT_TIMEOUT='%s' is not a number of seconds", v);
-  /* CRNET_TIMEOUT: the most one collective may take (0 or unset: no
-   * limit, unless the config sets one). */
-  s->coll_timeout = cfg->timeout > 0 ? cfg->timeout : 0;
-  v = cfg->timeout > 0 ? NULL : getenv("CRNET_TIMEOUT");
-  if (v != NULL && v[0] != '\0' &&
-      parse_seconds(v, true, &s->coll_timeout) != 0)
-    SETTINGS_FAIL("CRNET_TIMEOUT='%s' is not a number of seconds (0: none)",
-                  v);
-  /* CRNET_LIVENESS_TIMEOUT: how long a link may stay silent towards an
-   * unreachable peer (no FIN, no reset) before it counts as lost. */
-  s->liveness = DEFAULT_LIVENESS_S;
-  v = getenv("CRNET_LIVENESS_TIMEOUT");
-  if (v != NULL && v[0] != '\0' &&
-      (parse_seconds(v, true, &s->liveness) != 0 ||
-       (s->liveness > 0 && s->liveness < 1)))
-    SETTINGS_FAIL("CRNET_LIVENESS_TIMEOUT='%s' is not a number of seconds "
-                  "(1 or more; 0: the kernel's TCP timeouts)",
-                  v);
-  s->spin_us = -1;
-  v = getenv("CRNET_SPIN_US");
-  if (v != NULL && v[0] != '\0') {
-    int us;
-    if (parse_int(v, 0, MAX_SPIN_US, &us) != 0)
-      SETTINGS_FAIL("CRNET_SPIN_US='%s' is not a number of microseconds "
-                    "(0 to %d)",
-                    v, MAX_SPIN_US);
-    s->spin_us = us;
-  }
-  /* Set by crlaunch, which binds each rank to CPUs of its own: the rank's
-   * mask then no longer says how many the host's ranks share. */
-  s->host_cpus = 0;
-  v = getenv("CRNET_HOST_CPUS");
-  if (v != NULL && v[0] != '\0' &&
-      parse_int(v, 1, CPU_SETSIZE, &s->host_cpus) != 0)
-    SETTINGS_FAIL("CRNET_HOST_CPUS='%s' is not a number of CPUs (1 to %d)", v,
-                  CPU_SETSIZE);
-  s->stream_piece = DEFAULT_STREAM_PIECE;
-  v = getenv("CRNET_STREAM_PIECE");
-  if (v != NULL && v[0] != '\0') {
-    int bytes;
-    if (parse_int(v, 0, 1 << 30, &bytes) != 0)
-      SETTINGS_FAIL("CRNET_STREAM_PIECE='%s' is not a number of bytes (0 to "
-                    "2^30)",
-                    v);
-    s->stream_piece = (uint64_t)bytes;
-  }
-  s->rounds_in_flight = DEFAULT_ROUNDS_IN_FLIGHT;
-  v = getenv("CRNET_ROUNDS_IN_FLIGHT");
-  if (v != NULL && v[0] != '\0' &&
-      parse_int(v, 1, CRNET__MAX_ROUNDS_IN_FLIGHT, &s->rounds_in_flight) != 0)
-    SETTINGS_FAIL("CRNET_ROUNDS_IN_FLIGHT='%s' is not a number of rounds (1 "
-                  "to %d)",
-                  v, CRNET__MAX_ROUNDS_IN_FLIGHT);
-  s->streams = 1;
-  v = getenv("CRNET_STREAMS");
-  if (v != NULL && v[0] != '\0' &&
-      parse_int(v, 1, CRNET__MAX_STREAMS, &s->streams) != 0)
-    SETTINGS_FAIL("CRNET_STREAMS='%s' is not a number of TCP streams per peer "
-                  "(1 to %d)",
-                  v, CRNET__MAX_STREAMS);
-  s->stream_min = DEFAULT_STREAM_MIN;
-  v = getenv("CRNET_STREAMS_MIN_BYTES");
-  if (v != NULL && v[0] != '\0' &&
-      parse_int(v, 1, 1 << 30, &s->stream_min) != 0)
-    SETTINGS_FAIL("CRNET_STREAMS_MIN_BYTES='%s' is not a number of bytes (1 "
-                  "to 2^30)",
-                  v);
-  v = getenv("CRNET_ENCRYPT");
-  if (v != NULL && v[0] != '\0') {
-    if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
-      SETTINGS_FAIL("CRNET_ENCRYPT='%s' is not 0 or 1", v);
-    s->encrypt = v[0] == '1';
-  }
-  /* CRNET_LAZY_LINKS. Auto turns lazy links on from
-   * CRNET_LAZY_LINKS_AUTO_MIN ranks: below that the full mesh is cheap (a
-   * few dozen sockets, set up in parallel in milliseconds) and keeps every
-   * collective's first call free of connection set-up, while from there on
-   * the mesh's p - 1 sockets and handshakes per rank (p^2 in the job, times
-   * CRNET_STREAMS) grow past what the schedules use (circulant and
-   * hypercube talk to 2 log2 p peers, ring to 2) and towards descriptor
-   * limits (1024 by default: p = 1024, or 128 with 8 streams). */
-  {
-    int mode = cfg->lazy_links >= 0 ? cfg->lazy_links : CRNET_LAZY_LINKS_AUTO;
-    v = cfg->lazy_links >= 0 ? NULL : getenv("CRNET_LAZY_LINKS");
-    if (v != NULL && v[0] != '\0') {
-      if (strcmp(v, "0") == 0)
-        mode = CRNET_LAZY_LINKS_OFF;
-      else if (strcmp(v, "1") == 0)
-        mode = CRNET_LAZY_LINKS_ON;
-      else if (strcmp(v, "auto") == 0)
-        mode = CRNET_LAZY_LINKS_AUTO;
-      else
-        SETTINGS_FAIL("CRNET_LAZY_LINKS='%s' is not 0, 1 or auto", v);
-    }
-    s->lazy = mode == CRNET_LAZY_LINKS_ON ||
-              (mode == CRNET_LAZY_LINKS_AUTO &&
-               s->size >= CRNET_LAZY_LINKS_AUTO_MIN);
-  }
-  v = getenv("CRNET_SOCKET_BUFFER");
-  if (v != NULL && v[0] != '\0' &&
-      parse_int(v, 0, 1 << 30, &s->socket_buffer) != 0)
-    SETTINGS_FAIL("CRNET_SOCKET_BUFFER='%s' is not a number of bytes (0 to "
-                  "2^30)",
-                  v);
-  for (int k = 0; k < CRNET_COLL_COUNT; k++) {
-    static const char *const env[CRNET_COLL_COUNT] = {
-        "CRNET_ALLREDUCE_SCHEDULE", "CRNET_REDUCE_SCATTER_SCHEDULE",
-        "CRNET_SCAN_SCHEDULE",      "CRNET_ALLTOALL_SCHEDULE",
-        "CRNET_ALLGATHER_SCHEDULE", "CRNET_BCAST_SCHEDULE",
-        "CRNET_REDUCE_SCHEDULE",    "CRNET_BARRIER_SCHEDULE",
-        "CRNET_GATHER_SCHEDULE",    "CRNET_SCATTER_SCHEDULE",
-        "CRNET_ALLTOALLV_SCHEDULE"};
-    /* Stored as given; the collectives layer checks names when it uses
-     * them, and crnet_comm_set_schedule when they are set. */
-    v = getenv(env[k]);
-    if (v != NULL && strlen(v) >= sizeof s->schedule[k])
-      SETTINGS_FAIL("%s='%s' is not a schedule", env[k], v);
-    snprintf(s->schedule[k], sizeof s->schedule[k], "%s",
-             v != NULL && v[0] != '\0' ? v : "auto");
-  }
-  v = getenv("CRNET_TRACE");
-  if (v != NULL && v[0] != '\0' &&
-      crnet__trace_path(v, s->rank, s->trace, sizeof s->trace) != 0)
-    SETTINGS_FAIL("CRNET_TRACE='%.40s...' is too long", v);
-  v = getenv("CRNET_STATS");
-  if (v != NULL && v[0] != '\0') {
-    if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
-      SETTINGS_FAIL("CRNET_STATS='%s' is not 0 or 1", v);
-    s->stats = v[0] == '1';
-  }
-  v = getenv("CRNET_TRANSPORT");
-  if (v != NULL && v[0] != '\0') {
-    if (strcmp(v, "auto") == 0)
-      s->transport = CRNET__TRANSPORT_AUTO;
-    else if (strcmp(v, "tcp") == 0)
-      s->transport = CRNET__TRANSPORT_TCP;
-    else if (strcmp(v, "shm") == 0)
-      s->transport = CRNET__TRANSPORT_SHM;
-    else
-      SETTINGS_FAIL("CRNET_TRANSPORT='%s' is not auto, tcp or shm", v);
-  }
-  v = getenv("CRNET_SHM_RING_BYTES");
-  if (v != NULL && v[0] != '\0') {
-    int bytes;
-    if (parse_int(v, CRNET__SHM_RING_MIN, CRNET__SHM_RING_MAX, &bytes) != 0 ||
-        (bytes & (bytes - 1)) != 0)
-      SETTINGS_FAIL("CRNET_SHM_RING_BYTES='%s' is not a power of two from "
-                    "%u to %u",
-                    v, CRNET__SHM_RING_MIN, CRNET__SHM_RING_MAX);
-    s->shm_ring = (uint32_t)bytes;
-  }
-  s->shm_single_copy = -1;
-  v = getenv("CRNET_SHM_SINGLE_COPY");
-  if (v != NULL && v[0] != '\0') {
-    if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0 && strcmp(v, "auto") != 0)
-      SETTINGS_FAIL("CRNET_SHM_SINGLE_COPY='%s' is not 0, 1 or auto", v);
-    s->shm_single_copy = v[0] == 'a' ? -1 : v[0] == '1';
-  }
-  if (s->size == 1)
-    return 0; /* nothing to connect */
-
-  v = cfg->rendezvous != NULL ? cfg->rendezvous : getenv("CRNET_RENDEZVOUS");
-  if (v == NULL)
-    SETTINGS_FAIL("no rendezvous address: set CRNET_RENDEZVOUS=host:port "
-                  "(crlaunch does this for you)");
-  if (parse_host_port(v, s->rdv_host, sizeof s->rdv_host, &s->rdv_port) != 0)
-    SETTINGS_FAIL("CRNET_RENDEZVOUS='%s' is not host:port", v);
+/* What only a job with peers reads: the rendezvous, who serves it, the
+ * ports and address to listen on, the job key (into `key`). */
+static int read_peers(const crnet_config *cfg, crnet__settings *s,
+                      crnet__setting_value *v,
+                      uint8_t key[CRNET__KEY_BYTES]) {
+  const char *key_hex, *key_file;
+  int rc = crnet__settings_read(CRNET__READ_PEERS, cfg, from_environment,
+                                NULL, v, init_errmsg, sizeof init_errmsg);
+  if (rc != 0)
+    return rc;
+  rc = crnet__settings_host_port(v[CRNET__SET_RENDEZVOUS].text, s->rdv_host,
+                                 sizeof s->rdv_host, &s->rdv_port);
+  assert(rc == 0); /* the walk checked it */
   if (cfg->serve_rendezvous >= 0)
     s->serve_rendezvous = cfg->serve_rendezvous != 0 && s->rank == 0;
   else
-    s->serve_rendezvous = s->rank == 0 && getenv("CRNET_LAUNCHER") == NULL;
-
-  v = cfg->port_range != NULL ? cfg->port_range : getenv("CRNET_PORT_RANGE");
-  if (v != NULL && v[0] != '\0') {
-    char lo[16], hi[16];
-    const char *dash = strchr(v, '-');
-    size_t n = dash != NULL ? (size_t)(dash - v) : 0;
-    if (dash == NULL || n == 0 || n >= sizeof lo || strlen(dash + 1) >= sizeof hi)
-      SETTINGS_FAIL("CRNET_PORT_RANGE='%s' is not lo-hi", v);
-    memcpy(lo, v, n);
-    lo[n] = '\0';
-    snprintf(hi, sizeof hi, "%s", dash + 1);
-    if (parse_int(lo, 1, 65535, &s->port_lo) != 0 ||
-        parse_int(hi, 1, 65535, &s->port_hi) != 0 || s->port_lo > s->port_hi)
-      SETTINGS_FAIL("CRNET_PORT_RANGE='%s' is not lo-hi with 1 <= lo <= hi <= "
-                    "65535",
-                    v);
+    s->serve_rendezvous =
+        s->rank == 0 && v[CRNET__SET_LAUNCHER].source == CRNET__FROM_NONE;
+  if (v[CRNET__SET_PORT_RANGE].source != CRNET__FROM_NONE) {
+    s->port_lo = (int)v[CRNET__SET_PORT_RANGE].number;
+    s->port_hi = (int)v[CRNET__SET_PORT_RANGE].high;
     /* The range is what a firewall lets through, so the rendezvous that
      * rank 0 serves must be inside it as well as the mesh listeners. */
     if (s->serve_rendezvous &&
@@ -419,14 +183,15 @@ static int load_settings(const crnet_config *cfg, crnet__settings *s,
   }
   /* Checked against the host's interfaces in the bootstrap, which knows
    * the rendezvous address family. */
-  v = getenv("CRNET_IFACE");
-  if (v != NULL && strlen(v) >= sizeof s->iface)
-    SETTINGS_FAIL("CRNET_IFACE='%.40s...' is too long", v);
-  snprintf(s->iface, sizeof s->iface, "%s", v != NULL ? v : "");
+  assert(crnet__settings_table[CRNET__SET_IFACE].max_length ==
+         sizeof s->iface);
+  snprintf(s->iface, sizeof s->iface, "%s",
+           v[CRNET__SET_IFACE].text != NULL ? v[CRNET__SET_IFACE].text : "");
 
-  key_hex = cfg->job_key_hex != NULL ? cfg->job_key_hex : getenv("CRNET_JOB_KEY");
-  key_file =
-      cfg->job_key_file != NULL ? cfg->job_key_file : getenv("CRNET_JOB_KEY_FILE");
+  key_hex = cfg->job_key_hex != NULL ? cfg->job_key_hex
+                                     : getenv("CRNET_JOB_KEY");
+  key_file = cfg->job_key_file != NULL ? cfg->job_key_file
+                                       : getenv("CRNET_JOB_KEY_FILE");
   if (key_hex != NULL) {
     if (crnet__key_parse_hex(key_hex, key) != 0)
       SETTINGS_FAIL("CRNET_JOB_KEY is not 64 hex digits");
@@ -444,6 +209,72 @@ static int load_settings(const crnet_config *cfg, crnet__settings *s,
                   "(crlaunch does this for you)");
   }
   return 0;
+}
+
+/* Merges cfg with the environment contract (the table of settings.c). The
+ * key goes to `key`. */
+static int load_settings(const crnet_config *cfg, crnet__settings *s,
+                         uint8_t key[CRNET__KEY_BYTES]) {
+  crnet__setting_value v[CRNET__SETTING_COUNT];
+  int rc;
+
+  memset(s, 0, sizeof *s);
+  rc = check_config(cfg);
+  if (rc == 0)
+    rc = read_job(cfg, s);
+  if (rc == 0)
+    rc = crnet__settings_read(CRNET__READ_INIT, cfg, from_environment, NULL, v,
+                              init_errmsg, sizeof init_errmsg);
+  if (rc != 0)
+    return rc;
+  s->progress = (int)v[CRNET__SET_PROGRESS_THREAD].number;
+  s->init_timeout = v[CRNET__SET_INIT_TIMEOUT].seconds;
+  s->coll_timeout = v[CRNET__SET_TIMEOUT].seconds;
+  s->liveness = v[CRNET__SET_LIVENESS_TIMEOUT].seconds;
+  /* Unset: decided from the ranks per core (wait_plan). */
+  s->spin_us = v[CRNET__SET_SPIN_US].source == CRNET__FROM_NONE
+                   ? -1
+                   : v[CRNET__SET_SPIN_US].number;
+  /* Set by crlaunch, which binds each rank to CPUs of its own: the rank's
+   * mask then no longer says how many the host's ranks share. */
+  s->host_cpus = (int)v[CRNET__SET_HOST_CPUS].number;
+  s->stream_piece = (uint64_t)v[CRNET__SET_STREAM_PIECE].number;
+  s->rounds_in_flight = (int)v[CRNET__SET_ROUNDS_IN_FLIGHT].number;
+  s->streams = (int)v[CRNET__SET_STREAMS].number;
+  s->stream_min = (int)v[CRNET__SET_STREAMS_MIN_BYTES].number;
+  s->encrypt = v[CRNET__SET_ENCRYPT].number != 0;
+  /* CRNET_LAZY_LINKS. Auto turns lazy links on from
+   * CRNET_LAZY_LINKS_AUTO_MIN ranks: below that the full mesh is cheap (a
+   * few dozen sockets, set up in parallel in milliseconds) and keeps every
+   * collective's first call free of connection set-up, while from there on
+   * the mesh's p - 1 sockets and handshakes per rank (p^2 in the job, times
+   * CRNET_STREAMS) grow past what the schedules use (circulant and
+   * hypercube talk to 2 log2 p peers, ring to 2) and towards descriptor
+   * limits (1024 by default: p = 1024, or 128 with 8 streams). */
+  s->lazy = v[CRNET__SET_LAZY_LINKS].number == CRNET_LAZY_LINKS_ON ||
+            (v[CRNET__SET_LAZY_LINKS].number == CRNET_LAZY_LINKS_AUTO &&
+             s->size >= CRNET_LAZY_LINKS_AUTO_MIN);
+  s->socket_buffer = (int)v[CRNET__SET_SOCKET_BUFFER].number;
+  /* Stored as given; the collectives layer checks names when it uses them,
+   * and crnet_comm_set_schedule when they are set. */
+  for (int k = 0; k < CRNET_COLL_COUNT; k++) {
+    assert(crnet__settings_table[CRNET__SET_SCHEDULE + k].max_length ==
+           sizeof s->schedule[k]);
+    snprintf(s->schedule[k], sizeof s->schedule[k], "%s",
+             v[CRNET__SET_SCHEDULE + k].text);
+  }
+  if (v[CRNET__SET_TRACE].source != CRNET__FROM_NONE &&
+      crnet__trace_path(v[CRNET__SET_TRACE].text, s->rank, s->trace,
+                        sizeof s->trace) != 0)
+    SETTINGS_FAIL("CRNET_TRACE='%.40s...' is too long",
+                  v[CRNET__SET_TRACE].text);
+  s->stats = v[CRNET__SET_STATS].number != 0;
+  s->transport = (int)v[CRNET__SET_TRANSPORT].number;
+  s->shm_ring = (uint32_t)v[CRNET__SET_SHM_RING_BYTES].number;
+  s->shm_single_copy = (int)v[CRNET__SET_SHM_SINGLE_COPY].number;
+  if (s->size == 1)
+    return 0; /* nothing to connect */
+  return read_peers(cfg, s, v, key);
 }
 
 /* --- lifecycle ------------------------------------------------------------------ */
@@ -622,8 +453,6 @@ static void choose_carriage(crnet_comm *c, crnet__link *l) {
   unsigned flags = (w->transport == CRNET__TRANSPORT_SHM ? CRNET__SHM_REQUIRED
                                                         : 0) |
                    (two_copies ? CRNET__SHM_TWO_COPIES : 0);
-  if (w->shm_ring == 0)
-    w->shm_ring = SHM_RING_DEFAULT;
   if (l->purpose != CRNET__HS_MESH || t == NULL || l->peer < 0 ||
       l->peer >= w->size)
     return;
@@ -741,7 +570,7 @@ int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
   c->w->liveness_ms = (uint64_t)(s.liveness * 1000);
   c->w->socket_buffer = s.socket_buffer;
   c->w->transport = s.transport;
-  c->w->shm_ring = s.shm_ring; /* 0: the default, on first use */
+  c->w->shm_ring = s.shm_ring;
   c->w->shm_single_copy = s.shm_single_copy;
   snprintf(c->w->iface, sizeof c->w->iface, "%s", s.iface);
   if (c->w->peers == NULL || c->w->table == NULL || c->peer_stats == NULL) {

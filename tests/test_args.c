@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_main.h"
 #include "comm.h"
 #include "crnet.h"
 #include "netjob.h"
@@ -992,7 +993,7 @@ int main(int argc, char **argv) {
   SRunner *sr = srunner_create(net ? net_suite() : unit_suite());
   int failed;
   srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
+  failed = check_failures(sr);
   srunner_free(sr);
   return failed == 0 ? 0 : 1;
 }

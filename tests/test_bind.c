@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "bind.h"
+#include "check_main.h"
 
 /* "0,4" for the CPUs local rank `local` of `nlocal` gets. */
 static const char *assigned(const crnet__cpu *cpus, int n, int nlocal,
@@ -219,7 +220,7 @@ int main(void) {
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
+  int failed = check_failures(sr);
   srunner_free(sr);
   return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check_main.h"
 #include "crnet.h"
 #include "netjob.h"
 
@@ -1217,7 +1218,7 @@ int main(int argc, char **argv) {
   }
   sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
+  failed = check_failures(sr);
   srunner_free(sr);
   return failed == 0 ? 0 : 1;
 }

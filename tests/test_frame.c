@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_main.h"
 #include "crnet.h"
 #include "frame.h"
 
@@ -429,7 +430,7 @@ static Suite *frame_suite(void) {
 int main(void) {
   SRunner *sr = srunner_create(frame_suite());
   srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
+  int failed = check_failures(sr);
   srunner_free(sr);
   return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

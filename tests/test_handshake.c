@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "check_main.h"
 #include "crnet.h"
 #include "frame.h"
 #include "handshake.h"
@@ -1625,7 +1626,7 @@ static Suite *handshake_suite(void) {
 int main(void) {
   SRunner *sr = srunner_create(handshake_suite());
   srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
+  int failed = check_failures(sr);
   srunner_free(sr);
   return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -12,6 +12,8 @@
  * case has a Check timeout on top.
  */
 #include <check.h>
+
+#include "check_main.h"
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -1366,7 +1368,7 @@ int main(void) {
   }
   SRunner *sr = srunner_create(launcher_suite());
   srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
+  int failed = check_failures(sr);
   srunner_free(sr);
   return failed == 0 ? 0 : 1;
 }

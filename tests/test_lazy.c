@@ -33,6 +33,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "check_main.h"
 #include "comm.h"
 #include "crnet.h"
 #include "netjob.h"
@@ -531,7 +532,7 @@ int main(void) {
   SRunner *sr = srunner_create(lazy_suite());
   int failed;
   srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
+  failed = check_failures(sr);
   srunner_free(sr);
   return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

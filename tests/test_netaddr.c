@@ -12,6 +12,7 @@
 
 #include <uv.h>
 
+#include "check_main.h"
 #include "crnet.h"
 #include "netaddr.h"
 
@@ -120,7 +121,7 @@ int main(void) {
   suite_add_tcase(s, t);
   sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
+  failed = check_failures(sr);
   srunner_free(sr);
   return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_main.h"
 #include "ops.h"
 
 /* ------------------------------------------------------------------------
@@ -1200,7 +1201,7 @@ static Suite *ops_suite(void) {
 int main(void) {
   SRunner *sr = srunner_create(ops_suite());
   srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
+  int failed = check_failures(sr);
   srunner_free(sr);
   return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

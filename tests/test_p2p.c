@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "check_main.h"
 #include "crnet.h"
 #include "netjob.h"
 
@@ -1034,7 +1035,7 @@ int main(int argc, char **argv) {
   }
   sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
+  failed = check_failures(sr);
   srunner_free(sr);
   return failed == 0 ? 0 : 1;
 }

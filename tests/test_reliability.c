@@ -23,6 +23,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "check_main.h"
 #include "crnet.h"
 #include "netjob.h"
 
@@ -515,7 +516,7 @@ int main(void) {
   SRunner *sr = srunner_create(reliability_suite());
   int failed;
   srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
+  failed = check_failures(sr);
   srunner_free(sr);
   return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

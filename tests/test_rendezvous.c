@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_main.h"
 #include "crnet.h"
 #include "frame.h"
 #include "rendezvous.h"
@@ -375,7 +376,7 @@ static Suite *rendezvous_suite(void) {
 int main(void) {
   SRunner *sr = srunner_create(rendezvous_suite());
   srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
+  int failed = check_failures(sr);
   srunner_free(sr);
   return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

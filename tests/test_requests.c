@@ -35,6 +35,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "check_main.h"
 #include "crnet.h"
 #include "netjob.h"
 
@@ -1200,7 +1201,7 @@ int main(int argc, char **argv) {
   SRunner *sr = srunner_create(requests_suite(unit_only));
   int failed;
   srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
+  failed = check_failures(sr);
   srunner_free(sr);
   return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

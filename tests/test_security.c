@@ -46,6 +46,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "check_main.h"
 #include "crnet.h"
 #include "frame.h"
 #include "handshake.h"
@@ -1245,7 +1246,7 @@ int main(void) {
   if (sodium_init() < 0)
     return EXIT_FAILURE;
   srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
+  failed = check_failures(sr);
   srunner_free(sr);
   return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

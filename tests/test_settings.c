@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_main.h"
 #include "crnet.h"
 #include "settings.h"
 
@@ -463,7 +464,7 @@ static Suite *settings_suite(void) {
 int main(void) {
   SRunner *sr = srunner_create(settings_suite());
   srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
+  int failed = check_failures(sr);
   srunner_free(sr);
   return failed == 0 ? 0 : 1;
 }

@@ -33,6 +33,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "check_main.h"
 #include "crnet.h"
 #include "shm.h"
 
@@ -1277,7 +1278,7 @@ static Suite *shm_suite(void) {
 int main(void) {
   SRunner *sr = srunner_create(shm_suite());
   srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
+  int failed = check_failures(sr);
   srunner_free(sr);
   return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

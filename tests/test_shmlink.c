@@ -45,6 +45,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "check_main.h"
 #include "crnet.h"
 #include "frame.h"
 #include "handshake.h"
@@ -673,7 +674,7 @@ int main(void) {
   signal(SIGPIPE, SIG_IGN);
   sr = srunner_create(shmlink_suite());
   srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
+  failed = check_failures(sr);
   srunner_free(sr);
   return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_main.h"
 #include "circulant.h"
 #include "crnet.h"
 #include "hypercube.h"
@@ -644,7 +645,7 @@ int main(void) {
   SRunner *sr = srunner_create(s);
   srunner_set_fork_status(sr, CK_NOFORK);
   srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
+  int failed = check_failures(sr);
   srunner_free(sr);
   printf("%ld simulated collectives\n", cases);
   return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;

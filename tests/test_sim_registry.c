@@ -58,6 +58,7 @@
 #include <time.h>
 
 #include "algorithm.h"
+#include "check_main.h"
 #include "crnet.h"
 #include "schedule.h"
 #include "select.h"
@@ -1041,7 +1042,7 @@ int main(void) {
   clock_gettime(CLOCK_MONOTONIC, &t0);
   srunner_run_all(sr, CK_NORMAL);
   clock_gettime(CLOCK_MONOTONIC, &t1);
-  failed = srunner_ntests_failed(sr);
+  failed = check_failures(sr);
   srunner_free(sr);
   for (int c = 0; c < CRNET_COLL_COUNT; c++)
     printf("  %-15s %6.1f s\n", crnet_collective_name((crnet_collective)c),

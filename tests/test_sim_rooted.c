@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "alltoall.h"
+#include "check_main.h"
 #include "crnet.h"
 #include "rooted.h"
 #include "schedule.h"
@@ -625,7 +626,7 @@ int main(void) {
   SRunner *sr = srunner_create(s);
   srunner_set_fork_status(sr, CK_NOFORK);
   srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
+  int failed = check_failures(sr);
   srunner_free(sr);
   printf("%ld cases\n", cases);
   return failed ? EXIT_FAILURE : EXIT_SUCCESS;

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_main.h"
 #include "crnet.h"
 #include "schedule.h"
 #include "sim.h"
@@ -568,7 +569,7 @@ int main(void) {
   SRunner *sr = srunner_create(s);
   srunner_set_fork_status(sr, CK_NOFORK);
   srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
+  int failed = check_failures(sr);
   srunner_free(sr);
   printf("%ld simulated collectives (%ld allreduce, %ld allgather)\n", cases,
          cases_ar, cases_ag);

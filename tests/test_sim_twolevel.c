@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_main.h"
 #include "crnet.h"
 #include "schedule.h"
 #include "select.h"
@@ -557,7 +558,7 @@ int main(void) {
   SRunner *sr = srunner_create(suite());
   int failed;
   srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
+  failed = check_failures(sr);
   srunner_free(sr);
   return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

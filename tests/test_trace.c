@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check_main.h"
 #include "trace.h"
 
 static const struct {
@@ -152,7 +153,7 @@ int main(void) {
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
+  int failed = check_failures(sr);
   srunner_free(sr);
   return failed == 0 ? 0 : 1;
 }

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check_main.h"
 #include "model.h"
 #include "schedule.h"
 #include "select.h"
@@ -1212,7 +1213,7 @@ int main(void) {
   }
   sr = srunner_create(tuning_suite());
   srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
+  failed = check_failures(sr);
   srunner_free(sr);
   rmdir(tmpdir);
   return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_main.h"
 #include "crnet.h"
 #include "netjob.h"
 
@@ -334,7 +335,7 @@ int main(int argc, char **argv) {
   suite_add_tcase(s, t);
   sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
+  failed = check_failures(sr);
   srunner_free(sr);
   return failed == 0 ? 0 : 1;
 }

@@ -23,29 +23,11 @@
 #include "ring.h"
 #include "schedule.h"
 #include "sim.h"
+#include "sim_ops.h"
 
 static long cases;
 
-#define PRIME UINT64_C(2147483647)
 #define SENTINEL UINT64_C(0xdeadbeefdeadbeef)
-
-static uint64_t op_sum(uint64_t l, uint64_t r) { return l + r; }
-
-/* (l then r) as maps x -> a*x + b mod 2^31-1: associative, not
- * commutative. */
-static uint64_t op_affine(uint64_t l, uint64_t r) {
-  uint64_t al = l >> 32, bl = l & 0xffffffffu, ar = r >> 32,
-           br = r & 0xffffffffu;
-  uint64_t a = ar * al % PRIME, b = (ar * bl + br) % PRIME;
-  return a << 32 | b;
-}
-
-static uint64_t mix(uint64_t x) {
-  x += UINT64_C(0x9e3779b97f4a7c15);
-  x = (x ^ (x >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-  x = (x ^ (x >> 27)) * UINT64_C(0x94d049bb133111eb);
-  return x ^ (x >> 31);
-}
 
 static uint64_t value(int32_t rank, uint64_t e, bool affine) {
   uint64_t h = mix((uint64_t)rank << 40 ^ e ^ UINT64_C(0x5eed));

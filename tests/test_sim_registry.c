@@ -63,6 +63,7 @@
 #include "schedule.h"
 #include "select.h"
 #include "sim.h"
+#include "sim_ops.h"
 
 /* Check's ck_assert records every passing assertion, too slow for checks
  * per element: test plainly, and fail through Check. */
@@ -72,7 +73,6 @@
       ck_abort_msg(__VA_ARGS__);                                               \
   } while (0)
 
-#define PRIME UINT64_C(2147483647)
 /* What RECV holds before the call: any element still holding it where the
  * reference wants data was never written. */
 #define SENTINEL UINT64_C(0xdeadbeefdeadbeef)
@@ -84,23 +84,6 @@ static bool quick;
 /* ------------------------------------------------------------------------
  * Operators and data
  */
-
-static uint64_t op_sum(uint64_t l, uint64_t r) { return l + r; }
-
-/* (l then r) as maps: r(l(x)) = ar*(al*x + bl) + br. */
-static uint64_t op_affine(uint64_t l, uint64_t r) {
-  uint64_t al = l >> 32, bl = l & 0xffffffffu, ar = r >> 32,
-           br = r & 0xffffffffu;
-  uint64_t a = ar * al % PRIME, b = (ar * bl + br) % PRIME;
-  return a << 32 | b;
-}
-
-static uint64_t mix(uint64_t x) {
-  x += UINT64_C(0x9e3779b97f4a7c15);
-  x = (x ^ (x >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-  x = (x ^ (x >> 27)) * UINT64_C(0x94d049bb133111eb);
-  return x ^ (x >> 31);
-}
 
 /* Element e of rank x's vector in a reduction: random 64-bit values for
  * the sum (a contribution lost or counted twice changes it), an affine map

@@ -29,6 +29,7 @@
 #include "ring.h"
 #include "schedule.h"
 #include "sim.h"
+#include "sim_ops.h"
 
 static long cases;
 
@@ -37,15 +38,6 @@ static long cases;
     if (!(cond))                                                               \
       ck_abort_msg(__VA_ARGS__);                                               \
   } while (0)
-
-static uint64_t op_sum(uint64_t l, uint64_t r) { return l + r; }
-
-static uint64_t mix(uint64_t x) {
-  x += UINT64_C(0x9e3779b97f4a7c15);
-  x = (x ^ (x >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-  x = (x ^ (x >> 27)) * UINT64_C(0x94d049bb133111eb);
-  return x ^ (x >> 31);
-}
 
 static uint64_t value(int32_t rank, uint64_t e) {
   return mix((uint64_t)rank << 40 ^ e ^ UINT64_C(0x5eed));

@@ -32,6 +32,7 @@
 #include "rooted.h"
 #include "schedule.h"
 #include "sim.h"
+#include "sim_ops.h"
 
 #define SENTINEL UINT64_C(0xdeadbeefdeadbeef)
 #define GAP UINT64_C(0x6a6a6a6a6a6a6a6a)
@@ -44,15 +45,6 @@
   } while (0)
 
 static long cases;
-
-static uint64_t op_sum(uint64_t l, uint64_t r) { return l + r; }
-
-static uint64_t mix(uint64_t x) {
-  x += UINT64_C(0x9e3779b97f4a7c15);
-  x = (x ^ (x >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-  x = (x ^ (x >> 27)) * UINT64_C(0x94d049bb133111eb);
-  return x ^ (x >> 31);
-}
 
 /* Element e of the block from src to dst. */
 static uint64_t enc(int32_t src, int32_t dst, uint64_t e) {

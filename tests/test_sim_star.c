@@ -31,11 +31,11 @@
 #include "crnet.h"
 #include "schedule.h"
 #include "sim.h"
+#include "sim_ops.h"
 #include "star.h"
 
 static long cases, cases_ar, cases_ag;
 
-#define PRIME UINT64_C(2147483647)
 #define SENTINEL UINT64_C(0xdeadbeefdeadbeef)
 
 #define EXPECT(cond, ...)                                                      \
@@ -43,24 +43,6 @@ static long cases, cases_ar, cases_ag;
     if (!(cond))                                                               \
       ck_abort_msg(__VA_ARGS__);                                               \
   } while (0)
-
-static uint64_t mix(uint64_t x) {
-  x += UINT64_C(0x9e3779b97f4a7c15);
-  x = (x ^ (x >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-  x = (x ^ (x >> 27)) * UINT64_C(0x94d049bb133111eb);
-  return x ^ (x >> 31);
-}
-
-static uint64_t op_sum(uint64_t l, uint64_t r) { return l + r; }
-
-/* (l then r) as maps x -> a*x + b mod 2^31-1: associative, not
- * commutative. */
-static uint64_t op_affine(uint64_t l, uint64_t r) {
-  uint64_t al = l >> 32, bl = l & 0xffffffffu, ar = r >> 32,
-           br = r & 0xffffffffu;
-  uint64_t a = ar * al % PRIME, b = (ar * bl + br) % PRIME;
-  return a << 32 | b;
-}
 
 /* Neither associative nor commutative: only the same tree, with the same
  * operands on the same sides, gives the same bits. */

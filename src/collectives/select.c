@@ -62,17 +62,6 @@ const char *crnet__schedule_name(size_t i) {
   return i < crnet__nalgorithms && a != NULL ? a->name : NULL;
 }
 
-const char *crnet__schedule_env_name(crnet_collective coll) {
-  static const char *const names[CRNET_COLL_COUNT] = {
-      "CRNET_ALLREDUCE_SCHEDULE", "CRNET_REDUCE_SCATTER_SCHEDULE",
-      "CRNET_SCAN_SCHEDULE",      "CRNET_ALLTOALL_SCHEDULE",
-      "CRNET_ALLGATHER_SCHEDULE", "CRNET_BCAST_SCHEDULE",
-      "CRNET_REDUCE_SCHEDULE",    "CRNET_BARRIER_SCHEDULE",
-      "CRNET_GATHER_SCHEDULE",    "CRNET_SCATTER_SCHEDULE",
-      "CRNET_ALLTOALLV_SCHEDULE"};
-  return (unsigned)coll < CRNET_COLL_COUNT ? names[coll] : "?";
-}
-
 bool crnet__schedule_known(const char *name, crnet_collective coll) {
   const crnet__algorithm *a;
   if (strcmp(name, "auto") == 0)
@@ -137,16 +126,18 @@ int crnet__auto_price(const char *name, const crnet__call *call,
 
 int crnet__auto_choose(const crnet__call *call, const char **name,
                        double *seconds) {
-  const char *best = NULL, *cand;
+  const char *best = NULL;
   double best_t = 0, t;
   int rc;
-  for (size_t i = 0; (cand = crnet__auto_candidate(call->coll, i)) != NULL;
-       i++) {
-    rc = crnet__auto_price(cand, call, &t);
+  for (size_t k = 0; k < crnet__nalgorithms; k++) {
+    const crnet__algorithm *a = crnet__algorithms[k];
+    if (!a->in_auto || !does(a, call->coll))
+      continue;
+    rc = crnet__auto_price(a->name, call, &t);
     if (rc < 0)
       return rc;
     if (rc == 0 && (best == NULL || t * SAME_PRICE < best_t)) {
-      best = cand;
+      best = a->name;
       best_t = t;
     }
   }

@@ -93,7 +93,4 @@ bool crnet__schedule_known(const char *name, crnet_collective coll);
  * that list every schedule. */
 const char *crnet__schedule_name(size_t i);
 
-/* "CRNET_ALLREDUCE_SCHEDULE", ... */
-const char *crnet__schedule_env_name(crnet_collective coll);
-
 #endif

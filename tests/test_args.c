@@ -739,6 +739,40 @@ START_TEST(names_of_unknown_values) {
 }
 END_TEST
 
+/* crnet_schedule_name: NULL for a negative index and an unknown
+ * collective; each collective's list is part of the whole list, holds no
+ * "auto", and ends. */
+START_TEST(schedule_names) {
+  int all = 0;
+  ck_assert_ptr_null(crnet_schedule_name(CRNET_COLL_COUNT, -1));
+  ck_assert_ptr_null(crnet_schedule_name(CRNET_COLL_ALLREDUCE, INT_MIN));
+  ck_assert_ptr_null(crnet_schedule_name((crnet_collective)-1, 0));
+  ck_assert_ptr_null(
+      crnet_schedule_name((crnet_collective)(CRNET_COLL_COUNT + 1), 0));
+  while (crnet_schedule_name(CRNET_COLL_COUNT, all) != NULL)
+    ck_assert_int_lt(++all, 256);
+  ck_assert_int_gt(all, 0);
+  for (int k = 0; k < CRNET_COLL_COUNT; k++) {
+    const char *name;
+    int n = 0;
+    while ((name = crnet_schedule_name((crnet_collective)k, n)) != NULL) {
+      bool listed = false;
+      for (int i = 0; i < all && !listed; i++)
+        listed = strcmp(crnet_schedule_name(CRNET_COLL_COUNT, i), name) == 0;
+      ck_assert_msg(listed, "%s of %s is not in the whole list", name,
+                    crnet_collective_name((crnet_collective)k));
+      ck_assert_str_ne(name, "auto");
+      ck_assert_int_lt(++n, all + 1);
+    }
+    ck_assert_msg(n > 0, "no schedule does %s",
+                  crnet_collective_name((crnet_collective)k));
+  }
+  /* One collective's list leaves out what cannot do it. */
+  for (int i = 0; crnet_schedule_name(CRNET_COLL_ALLTOALL, i) != NULL; i++)
+    ck_assert_str_ne(crnet_schedule_name(CRNET_COLL_ALLTOALL, i), "circulant");
+}
+END_TEST
+
 /* --- the net part: real jobs ------------------------------------------------ */
 
 /* Rank programs report with these, and return EXIT_FAIL. */
@@ -975,6 +1009,7 @@ static Suite *unit_suite(void) {
   tcase_add_test(t, second_init_is_refused);
   tcase_add_test(t, config);
   tcase_add_test(t, names_of_unknown_values);
+  tcase_add_test(t, schedule_names);
   suite_add_tcase(s, t);
   return s;
 }

@@ -1127,8 +1127,9 @@ int crnet_iprobe(crnet_comm *comm, int source, int tag, int *flag,
 /* A small send into a shared-memory ring cannot tell that its peer has
  * gone (see send_now): every this many of them in a row make a turn of
  * the loop first, which reads the peer's ABORT or goodbye. Every one
- * would cost a ping-pong 10% more instructions (5158 against 4705 per
- * 8-byte round trip, callgrind); every eighth, a rank that only sends
+ * cost a ping-pong about a tenth more instructions (some 450 per 8-byte
+ * round trip, callgrind); every eighth costs about 60, 1.2%
+ * (docs/RELIABILITY.md). With every eighth, a rank that only sends
  * learns of an abort within 8 sends when it is in the ring, within 64
  * when it comes over TCP (a full turn is every eighth, LIGHT_TURNS). */
 #define SEND_NOW_BLIND_MAX 8

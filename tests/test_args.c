@@ -36,6 +36,7 @@
 
 #include "check_main.h"
 #include "comm.h"
+#include "comm_state.h"
 #include "crnet.h"
 #include "netjob.h"
 #include "select.h"
@@ -469,7 +470,7 @@ START_TEST(schedules) {
 
   ck_assert_int_eq(crnet_comm_set_schedule(c, CRNET_COLL_ALLREDUCE, "ring"),
                    0);
-  ck_assert_str_eq(comm->schedule[CRNET_COLL_ALLREDUCE], "ring");
+  ck_assert_str_eq(comm->coll->schedule[CRNET_COLL_ALLREDUCE], "ring");
   EINVAL_("NULL", crnet_comm_set_schedule(c, CRNET_COLL_ALLREDUCE, NULL));
   EINVAL_("bogus",
           crnet_comm_set_schedule(c, CRNET_COLL_ALLREDUCE, "bogus"));
@@ -495,8 +496,8 @@ START_TEST(schedules) {
   REJECT(CRNET_EUNSUPPORTED, "cannot do",
          crnet_comm_set_schedule(c, CRNET_COLL_BCAST, "star"));
   /* Nothing of that changed the choice made before. */
-  ck_assert_str_eq(comm->schedule[CRNET_COLL_ALLREDUCE], "ring");
-  ck_assert_str_eq(comm->schedule[CRNET_COLL_ALLTOALL], "auto");
+  ck_assert_str_eq(comm->coll->schedule[CRNET_COLL_ALLREDUCE], "ring");
+  ck_assert_str_eq(comm->coll->schedule[CRNET_COLL_ALLTOALL], "auto");
   ck_assert_int_eq(crnet_comm_set_schedule(c, CRNET_COLL_ALLREDUCE, "auto"),
                    0);
   still_works(__LINE__);

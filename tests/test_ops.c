@@ -1,4 +1,4 @@
-/* Unit tests for the reduction kernels and the operator table (src/collectives/
+/* Unit tests for the reduction kernels and the operator table (src/schedules/
  * ops.c).
  *
  * Every kernel is checked against a plain scalar reference written here from

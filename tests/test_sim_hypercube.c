@@ -1,8 +1,8 @@
-/* Simulator tests for the hypercube family (src/collectives/hypercube.c):
+/* Simulator tests for the hypercube family (src/schedules/hypercube.c):
  * recursive doubling allreduce and allgather, Rabenseifner reduce-scatter,
  * allreduce and reduce, scan and exscan, x p = 1..64, 100, 127, 128, 129,
- * 255, 256, 720, 1000 x counts 0, 1, p-1, p, p+1, a large odd one (scaled down with p)
- * and irregular block shapes x in place or not, compared exactly with a
+ * 255, 256, 720, 1000 x counts 0, 1, p-1, p, p+1, a large odd one (scaled down
+ * with p) and irregular block shapes x in place or not, compared exactly with a
  * serial rank-order reference. Every builder promises rank order, so the
  * reducing collectives run with the non-commutative affine maps (and with
  * sum mod 2^64 for small p). Rounds and volumes are asserted against the

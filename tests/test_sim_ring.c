@@ -1,8 +1,8 @@
-/* Simulator tests for the ring family (src/collectives/ring.c: reduce-
+/* Simulator tests for the ring family (src/schedules/ring.c: reduce-
  * scatter, allgather, bcast, reduce, allreduce) and the all-to-all builders
- * (src/collectives/alltoall.c: pairwise, ring, bruck): every builder x p in
- * 1..64, 100, 127, 128, 129, 255, 256, 720, 1000 x count shapes x in place or not,
- * run in the in-memory simulator and compared exactly with a serial
+ * (src/schedules/alltoall.c: pairwise, ring, bruck): every builder x p in
+ * 1..64, 100, 127, 128, 129, 255, 256, 720, 1000 x count shapes x in place or
+ * not, run in the in-memory simulator and compared exactly with a serial
  * reference, with the rounds and volumes of the comment blocks asserted.
  *
  * All-to-all elements encode (source rank, destination rank, index), so a

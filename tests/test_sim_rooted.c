@@ -1,6 +1,6 @@
-/* Simulator tests for the rooted collectives (src/collectives/rooted.c:
+/* Simulator tests for the rooted collectives (src/schedules/rooted.c:
  * binomial and linear gather and scatter) and the alltoallv builders
- * (src/collectives/alltoall.c: pairwise and ring): every builder x p in
+ * (src/schedules/alltoall.c: pairwise and ring): every builder x p in
  * 1..64, 100, 127, 128 x (gather, scatter) roots 0, p/2, p-1 x block shapes
  * (3 per rank, (r·7) mod 5 with zeros, all zero, one rank's alone) x in
  * place or not, run in the in-memory simulator and checked element by

@@ -1,4 +1,4 @@
-/* Simulator tests for the star family (src/collectives/star.c): allreduce
+/* Simulator tests for the star family (src/schedules/star.c): allreduce
  * and allgather x p = 1..64, 100, 120, 127, 128, 720, 721, 1000 x counts
  * 0, 1, p-1, p, p+1, a large odd one (scaled down with p) and, for the
  * allgather, irregular block shapes x in place or not, run in the in-memory

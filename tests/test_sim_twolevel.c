@@ -1,9 +1,9 @@
-/* Simulator tests for the two-level schedules (src/collectives/twolevel.c):
+/* Simulator tests for the two-level schedules (src/schedules/twolevel.c):
  * allreduce, bcast, reduce, reduce-scatter and allgather (equal and
  * irregular blocks, empty ones included) over many host layouts (even
  * and uneven hosts, ranks placed host by host, round-robin and at random),
- * counts from 0 up, in place or not, every root, with the built-in constants and
- * with constants under which the ring runs a level; each run in the
+ * counts from 0 up, in place or not, every root, with the built-in constants
+ * and with constants under which the ring runs a level; each run in the
  * in-memory simulator and compared exactly with a serial reference.
  *
  * Also: the property the two-level builders rely on (circulant and ring

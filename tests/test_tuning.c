@@ -1,7 +1,7 @@
 /* Tuning and auto: the tuning file's parser and wire encoding
- * (src/runtime/tuning.c), the cost model's terms (src/collectives/model.c)
+ * (src/base/tuning.c), the cost model's terms (src/schedules/model.c)
  * against the schedules themselves, and the choices of auto
- * (src/collectives/select.c) under given constants.
+ * (src/schedules/select.c) under given constants.
  *
  * The model check builds every rank's schedule for every candidate of auto
  * at p = 2..24 and a few larger p, and counts rounds, bytes moved and bytes

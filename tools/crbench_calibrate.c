@@ -32,7 +32,7 @@
  * fits). The small allreduce has one element per block, so that every
  * round of every schedule is an exchange (with fewer elements than ranks
  * most blocks are empty and the rounds degenerate into one-way messages).
- * The rows of R, B and G are those of src/collectives/model.c, written out
+ * The rows of R, B and G are those of src/schedules/model.c, written out
  * here because crbench uses the public API only. The fit minimises the
  * relative errors (every row counts alike: the small calls pin the round
  * costs, the large ones β and γ); a γ that comes out negative (reductions

@@ -17,6 +17,7 @@
 
 #include "calls.h"
 #include "comm.h"
+#include "comm_state.h"
 #include "exec.h"
 #include "ops.h"
 #include "select.h"
@@ -174,7 +175,7 @@ void crnet__call_format(uint8_t coll, uint64_t seq,
  * for the bytes and the flags in the key. Calls with per-rank counts are
  * priced every time, but for equal ones (gather, scatter), which count
  * says. Under c->w->mu. */
-static bool auto_key_matches(const struct crnet__auto_memo *m,
+static bool auto_key_matches(const crnet__auto_memo *m,
                              const crnet__call *call) {
   return m->name != NULL && m->count == call->count &&
          m->esize == call->esize && m->commutative == call->commutative &&
@@ -183,7 +184,7 @@ static bool auto_key_matches(const struct crnet__auto_memo *m,
 
 static const char *auto_cached(const crnet_comm *c, const crnet__call *call,
                                const char *chosen, uint32_t *id) {
-  const struct crnet__auto_memo *m = &c->auto_memo[call->coll];
+  const crnet__auto_memo *m = &c->coll->auto_memo[call->coll];
   if ((call->counts != NULL && !call->uniform) ||
       strcmp(chosen, "auto") != 0 || !auto_key_matches(m, call))
     return NULL;
@@ -193,7 +194,7 @@ static const char *auto_cached(const crnet_comm *c, const crnet__call *call,
 
 static void auto_remember(crnet_comm *c, const crnet__call *call,
                           const char *chosen, const char *name, uint32_t id) {
-  struct crnet__auto_memo *m = &c->auto_memo[call->coll];
+  crnet__auto_memo *m = &c->coll->auto_memo[call->coll];
   if ((call->counts != NULL && !call->uniform) || strcmp(chosen, "auto") != 0)
     return;
   m->count = call->count;
@@ -213,7 +214,7 @@ static int start(crnet_comm *c, crnet__call *call, const void *send,
                  uint64_t normalise, bool blocking, crnet_request **out) {
   crnet__schedule sched;
   crnet__exec_args a;
-  char chosen[sizeof c->schedule[0]];
+  char chosen[sizeof c->coll->schedule[0]];
   const char *name;
   uint32_t id;
   bool kept;
@@ -237,10 +238,10 @@ static int start(crnet_comm *c, crnet__call *call, const void *send,
    * different constants could pick different schedules for one call. */
   call->tcp_links = c->w->job_tcp;
   call->shm_links = c->nhosts == 1 && !call->tcp_links;
-  memcpy(chosen, c->schedule[call->coll], sizeof chosen);
+  memcpy(chosen, c->coll->schedule[call->coll], sizeof chosen);
   name = auto_cached(c, call, chosen, &id);
   if (name != NULL)
-    c->last_schedule[call->coll] = name;
+    c->coll->last_schedule[call->coll] = name;
   pthread_mutex_unlock(&c->w->mu);
   if (name == NULL) {
     rc = crnet__select(chosen, call, &name, &id, crnet__callmsg(c),
@@ -249,7 +250,7 @@ static int start(crnet_comm *c, crnet__call *call, const void *send,
       return rc;
     pthread_mutex_lock(&c->w->mu);
     auto_remember(c, call, chosen, name, id);
-    c->last_schedule[call->coll] = name;
+    c->coll->last_schedule[call->coll] = name;
     pthread_mutex_unlock(&c->w->mu);
   }
   memset(&a, 0, sizeof a);
@@ -319,7 +320,7 @@ const char *crnet_comm_last_schedule(const crnet_comm *c,
   if (c == NULL || (unsigned)coll >= CRNET_COLL_COUNT)
     return NULL;
   pthread_mutex_lock(&c->w->mu);
-  name = c->last_schedule[coll];
+  name = c->coll->last_schedule[coll];
   pthread_mutex_unlock(&c->w->mu);
   return name;
 }
@@ -347,11 +348,11 @@ int crnet_comm_set_schedule(crnet_comm *c, crnet_collective coll,
   if (name == NULL)
     return call_error(c, CRNET_EINVAL,
                       "crnet_comm_set_schedule: the schedule name is NULL");
-  if (strnlen(name, sizeof c->schedule[0]) >= sizeof c->schedule[0])
+  if (strnlen(name, sizeof c->coll->schedule[0]) >= sizeof c->coll->schedule[0])
     return call_error(c, CRNET_EINVAL,
                       "crnet_comm_set_schedule: no schedule is called "
                       "'%.20s...' (names are shorter than %zu characters)",
-                      name, sizeof c->schedule[0]);
+                      name, sizeof c->coll->schedule[0]);
   /* What set_schedule can know, it checks: the name, the collective and
    * this comm's p (hypercube all-to-all needs a power of two). What depends
    * on a call's arguments (a non-commutative operator on a schedule that
@@ -367,7 +368,7 @@ int crnet_comm_set_schedule(crnet_comm *c, crnet_collective coll,
       return rc;
   }
   pthread_mutex_lock(&c->w->mu);
-  snprintf(c->schedule[coll], sizeof c->schedule[coll], "%s", name);
+  snprintf(c->coll->schedule[coll], sizeof c->coll->schedule[coll], "%s", name);
   pthread_mutex_unlock(&c->w->mu);
   return 0;
 }

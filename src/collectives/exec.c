@@ -6,6 +6,7 @@
 #include <string.h>
 #include <uv.h>
 
+#include "comm_state.h"
 #include "ops.h"
 #include "request.h"
 

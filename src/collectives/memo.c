@@ -6,12 +6,12 @@
 #include <string.h>
 
 #include "comm.h"
+#include "comm_state.h"
 
 /* The shape a schedule was built for: every field of crnet__call a builder
  * reads, but those fixed for the comm's life (p, rank, the host layout,
  * the tuning). */
 struct crnet__sched_memo {
-  struct crnet__comm_memo base; /* first: the comm frees it through this */
   crnet_collective coll;
   uint32_t id; /* the schedule (select.h) */
   uint64_t count;
@@ -23,16 +23,12 @@ struct crnet__sched_memo {
   crnet__schedule sched; /* empty unless kept in the comm */
 };
 
-static void memo_free(struct crnet__comm_memo *base) {
-  crnet__sched_memo *m = (crnet__sched_memo *)base;
+void crnet__memo_drop(crnet__sched_memo *m) {
+  if (m == NULL)
+    return;
   crnet__sched_free(&m->sched);
   free(m->counts);
   free(m);
-}
-
-void crnet__memo_drop(crnet__sched_memo *m) {
-  if (m != NULL)
-    memo_free(&m->base);
 }
 
 static bool same_shape(const crnet__sched_memo *m, const crnet__call *call,
@@ -51,7 +47,6 @@ static crnet__sched_memo *memo_new(const crnet__call *call, uint32_t id) {
   crnet__sched_memo *m = calloc(1, sizeof *m);
   if (m == NULL)
     return NULL;
-  m->base.free = memo_free;
   m->coll = call->coll;
   m->id = id;
   m->count = call->count;
@@ -83,9 +78,9 @@ crnet__sched_memo *crnet__memo_take(crnet_comm *c, const crnet__call *call,
       call->rcounts != NULL || call->rdispls != NULL)
     return NULL;
   pthread_mutex_lock(&c->w->mu);
-  m = (crnet__sched_memo *)c->sched_memo[call->coll];
+  m = c->coll->sched_memo[call->coll];
   if (m != NULL && same_shape(m, call, id)) {
-    c->sched_memo[call->coll] = NULL;
+    c->coll->sched_memo[call->coll] = NULL;
     pthread_mutex_unlock(&c->w->mu);
     *s = m->sched;
     memset(&m->sched, 0, sizeof m->sched);
@@ -98,15 +93,14 @@ crnet__sched_memo *crnet__memo_take(crnet_comm *c, const crnet__call *call,
 
 void crnet__memo_give_back(crnet_comm *c, crnet__sched_memo *m,
                            crnet__schedule *s) {
-  struct crnet__comm_memo *drop;
+  crnet__sched_memo *drop;
   m->sched = *s;
   memset(s, 0, sizeof *s);
   pthread_mutex_lock(&c->w->mu);
   /* The call that ended last is kept: the next one is most likely of its
    * shape. */
-  drop = c->sched_memo[m->coll];
-  c->sched_memo[m->coll] = &m->base;
+  drop = c->coll->sched_memo[m->coll];
+  c->coll->sched_memo[m->coll] = m;
   pthread_mutex_unlock(&c->w->mu);
-  if (drop != NULL)
-    drop->free(drop);
+  crnet__memo_drop(drop);
 }

@@ -310,9 +310,8 @@ int crnet__comm_hosts(crnet_comm *c) {
 /* A comm's own memory; the world's goes with the world comm. */
 static void free_comm(crnet_comm *c) {
   crnet__world *w = c->w;
-  for (int k = 0; k < CRNET_COLL_COUNT; k++)
-    if (c->sched_memo[k] != NULL)
-      c->sched_memo[k]->free(c->sched_memo[k]);
+  if (c->coll != NULL)
+    w->upper->state_free(c->coll);
   free(c->host);
   free(c->peer_stats);
   free(c->world);
@@ -485,7 +484,8 @@ void crnet__comm_link_settings(crnet_comm *c, crnet__link *l) {
   choose_carriage(c, l);
 }
 
-int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
+int crnet__comm_init(crnet_comm **out, const crnet_config *cfg,
+                     const crnet__upper_layer *upper) {
   crnet_config defaults;
   crnet__settings s;
   crnet_comm *c;
@@ -529,6 +529,7 @@ int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
   c->w->comms[0] = c;
   c->w->ncomms = 1;
   c->w->report_fd = -1;
+  c->w->upper = upper;
   pthread_mutex_init(&c->w->mu, NULL);
   pthread_cond_init(&c->w->cv, NULL);
   pthread_cond_init(&c->w->thread_cv, NULL);
@@ -555,7 +556,8 @@ int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
   c->w->stream_piece = s.stream_piece;
   c->w->rounds_in_flight = (uint32_t)s.rounds_in_flight;
   for (int k = 0; k < CRNET_COLL_COUNT; k++)
-    snprintf(c->schedule[k], sizeof c->schedule[k], "%s", s.schedule[k]);
+    snprintf(c->w->default_schedule[k], sizeof c->w->default_schedule[k], "%s",
+             s.schedule[k]);
   ignore_sigpipe();
   snprintf(prefix, sizeof prefix, "crnet[%d]: ", c->rank);
   crnet__log_set_prefix(prefix);
@@ -573,7 +575,8 @@ int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
   c->w->shm_ring = s.shm_ring;
   c->w->shm_single_copy = s.shm_single_copy;
   snprintf(c->w->iface, sizeof c->w->iface, "%s", s.iface);
-  if (c->w->peers == NULL || c->w->table == NULL || c->peer_stats == NULL) {
+  if (c->w->peers == NULL || c->w->table == NULL || c->peer_stats == NULL ||
+      upper->state_new(c, NULL) != 0) {
     free_comm(c);
     snprintf(init_errmsg, sizeof init_errmsg, "out of memory");
     return CRNET_ENOMEM;
@@ -834,7 +837,11 @@ int crnet__comm_derive(crnet_comm *parent, uint32_t ctx, int rank, int size,
     c->local[world[r]] = r;
   }
   pthread_mutex_lock(&w->mu);
-  memcpy(c->schedule, parent->schedule, sizeof c->schedule);
+  if (w->upper->state_new(c, parent) != 0) {
+    pthread_mutex_unlock(&w->mu);
+    free_comm(c);
+    return CRNET_ENOMEM;
+  }
   w->ctx_reserved[ctx / 64] &= ~((uint64_t)1 << (ctx % 64));
   w->comms[ctx] = c;
   w->ncomms++;

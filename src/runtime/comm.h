@@ -85,7 +85,7 @@ typedef struct crnet__settings {
   bool encrypt;          /* CRNET_ENCRYPT: AEAD on every connection */
   bool lazy;             /* CRNET_LAZY_LINKS resolved for this job size */
   int progress;          /* CRNET_PROGRESS_THREAD_*, as set */
-  char schedule[CRNET_COLL_COUNT][32];
+  char schedule[CRNET_COLL_COUNT][32]; /* CRNET_*_SCHEDULE, as given */
   char trace[4096]; /* CRNET_TRACE, the rank put in; "": none */
   bool stats;       /* CRNET_STATS */
   int transport;    /* CRNET_TRANSPORT: enum crnet__transport */
@@ -106,6 +106,27 @@ enum crnet__transport {
  * crnet_comm_dup agree on a free id over the parent (comm_split.c). Two
  * comms with one id never share a rank. */
 #define CRNET__MAX_CTX CRNET__FRAME_CTX_MAX
+
+/* The collectives layer's part of a comm (collectives/comm_state.h):
+ * opaque to the runtime, which makes and frees it only through the hooks
+ * below. */
+struct crnet__comm_state;
+
+/* What the layer above the runtime (the collective calls) hands it when a
+ * job starts (crnet__comm_init): the runtime never calls that layer by
+ * name, only through these. */
+typedef struct crnet__upper_layer {
+  /* Makes c->coll: from the parent's (a comm of split or dup) or, for the
+   * world comm (parent NULL), from the job's settings (w->default_schedule).
+   * 0 or CRNET_ENOMEM. Under w->mu once other threads may run. */
+  int (*state_new)(crnet_comm *c, const crnet_comm *parent);
+  /* Frees what state_new made (NULL: nothing). */
+  void (*state_free)(struct crnet__comm_state *state);
+  /* "allreduce #4 (100 x float, sum, schedule ring)": a call as its frames
+   * describe it, in the runtime's mismatch messages. */
+  void (*format_call)(uint8_t coll, uint64_t seq, const crnet__frame_call *call,
+                      char *buf, size_t n);
+} crnet__upper_layer;
 
 /* What the comms of one job in this process share: the loop, the links,
  * the requests in flight and the engine that moves them, the progress
@@ -195,6 +216,11 @@ typedef struct crnet__world {
   uint64_t coll_timeout_ms;
   /* The cost model's constants for auto: rank 0's, on every rank. */
   crnet__tuning tuning;
+  /* The schedules the settings name per collective (CRNET_*_SCHEDULE, as
+   * given): where the world comm's choices start (upper->state_new). */
+  char default_schedule[CRNET_COLL_COUNT][32];
+  /* The layer above, as crnet__comm_init was given it. */
+  const crnet__upper_layer *upper;
 
   /* The comms alive in this process, by context id (NULL: free), and how
    * many; comm_split.c hands out ids. splits is the number of
@@ -279,12 +305,6 @@ typedef struct crnet__world {
   crnet__trace *trace;  /* CRNET_TRACE, or NULL */
 } crnet__world;
 
-/* What a layer above keeps in a comm between calls (crnet_comm's
- * sched_memo): the comm frees it through `free` when it is freed itself. */
-struct crnet__comm_memo {
-  void (*free)(struct crnet__comm_memo *m);
-};
-
 /* A communicator: a group of the job's ranks, numbered 0..size-1, with its
  * own calls, schedule choices, counters and sticky error, on the links of
  * the world it belongs to. */
@@ -305,31 +325,15 @@ struct crnet_comm {
   int abort_code;
   int err_origin; /* the rank at fault (world rank), -1 if unknown */
 
-  /* Chosen schedule per collective ("auto" unless set); under mu. */
-  char schedule[CRNET_COLL_COUNT][32];
-  /* What auto chose for the last call of each collective and its shape
-   * (collectives.c); under mu. */
-  struct crnet__auto_memo {
-    uint64_t count;
-    uint32_t esize;
-    bool commutative, exclusive;
-    const char *name; /* NULL: nothing remembered */
-    uint32_t id;
-  } auto_memo[CRNET_COLL_COUNT];
-  /* The collectives layer's schedule kept from the last call of each
-   * collective (memo.c), or NULL: an object of that layer, which the comm
-   * frees through the object's own `free` when it goes; under mu. */
-  struct crnet__comm_memo *sched_memo[CRNET_COLL_COUNT];
+  /* The collectives layer's state of this comm (see above): set when the
+   * comm is made, freed with it. */
+  struct crnet__comm_state *coll;
   /* The host of each rank of this comm (size entries, hosts numbered from
    * 0 in order of their first rank) and how many hosts: the layout the
    * two-level schedules work with. NULL until the first collective call
    * asks (crnet__comm_hosts); under mu. */
   int32_t *host;
   int32_t nhosts;
-  /* The schedule the last call of each collective ran (a static name,
-   * NULL before the first; crnet_comm_last_schedule); under mu. */
-  const char *last_schedule[CRNET_COLL_COUNT];
-
   /* The last call begun on the loop (its sequence number), for frames
    * that come early and mismatch messages. */
   uint64_t seq;
@@ -394,10 +398,16 @@ void crnet__ctx_offer(crnet_comm *parent, uint64_t mask[CRNET__CTX_WORDS]);
 bool crnet__ctx_reserve(crnet_comm *parent, uint32_t id);
 void crnet__ctx_release(crnet_comm *parent, uint32_t id);
 /* Makes the comm of context id `ctx` (reserved) whose rank r is the job's
- * world[r] (size entries, this rank at `rank`), with the parent's choices
- * of schedule; the reservation becomes the comm's. 0 or CRNET_ENOMEM. */
+ * world[r] (size entries, this rank at `rank`), its collective state made
+ * from the parent's (upper->state_new); the reservation becomes the
+ * comm's. 0 or CRNET_ENOMEM. */
 int crnet__comm_derive(crnet_comm *parent, uint32_t ctx, int rank, int size,
                        const int32_t *world, crnet_comm **out);
+
+/* crnet_comm_init (crnet.h), with the layer above: the collectives define
+ * crnet_comm_init to call this with theirs (collectives/comm_state.c). */
+int crnet__comm_init(crnet_comm **out, const crnet_config *cfg,
+                     const crnet__upper_layer *upper);
 
 /* --- point-to-point (p2p.c) ----------------------------------------------
  * The links' callbacks for MSG and RDATA headers (on_message) and for the
@@ -603,11 +613,6 @@ void crnet__list_awaited(crnet_comm *c, char *buf, size_t n);
 
 /* " during allreduce #4 round 2" (the oldest call in flight), or "". */
 void crnet__describe_call(const crnet_comm *c, char *buf, size_t n);
-
-/* "allreduce #4 (100 x float, sum, schedule ring)": a call as its frames
- * describe it (collectives.c, which knows the schedules' names). */
-void crnet__call_format(uint8_t coll, uint64_t seq,
-                        const crnet__frame_call *call, char *buf, size_t n);
 
 /* "rank 3 on host (1.2.3.4:5678)" for messages. */
 void crnet__describe_rank(const crnet_comm *c, int rank, char *buf, size_t n);

@@ -488,19 +488,19 @@ static void mismatch_text(crnet_comm *c, crnet__link *l, const char *why,
   int coll = -1;
   int peer = crnet__local_rank(c, (int)l->peer);
   const crnet__frame_call *call = NULL;
-  crnet__call_format(h->coll, h->seq, &h->call, theirs, sizeof theirs);
+  c->w->upper->format_call(h->coll, h->seq, &h->call, theirs, sizeof theirs);
   if (r != NULL) {
     /* A call in flight under that number. */
     coll = r->coll;
     call = &r->call;
-    crnet__call_format(r->coll, r->seq, call, mine, sizeof mine);
+    c->w->upper->format_call(r->coll, r->seq, call, mine, sizeof mine);
   } else if (h->seq <= c->seq && h->seq > 0 &&
              c->history[h->seq % CRNET__CALL_HISTORY].seq == h->seq) {
     /* A frame of a call this rank has finished: set it against what this
      * rank called under that number, if it is still remembered. */
     coll = c->history[h->seq % CRNET__CALL_HISTORY].coll;
     call = &c->history[h->seq % CRNET__CALL_HISTORY].call;
-    crnet__call_format((uint8_t)coll, h->seq, call, mine, sizeof mine);
+    c->w->upper->format_call((uint8_t)coll, h->seq, call, mine, sizeof mine);
   } else if (c->last_coll < 0) {
     snprintf(mine, sizeof mine, "no collective yet");
   } else {
@@ -508,7 +508,7 @@ static void mismatch_text(crnet_comm *c, crnet__link *l, const char *why,
     uint64_t seq = o != NULL ? o->seq : c->seq;
     coll = c->history[seq % CRNET__CALL_HISTORY].coll;
     call = &c->history[seq % CRNET__CALL_HISTORY].call;
-    crnet__call_format((uint8_t)coll, seq, call, mine, sizeof mine);
+    c->w->upper->format_call((uint8_t)coll, seq, call, mine, sizeof mine);
     if (o == NULL)
       verb = "had finished";
   }

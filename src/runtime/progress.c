@@ -1070,7 +1070,7 @@ static void note_why(crnet_comm *c, const crnet_request *r, int status) {
     crnet__set_callmsg(r->comm != NULL ? r->comm : c, "%s", r->why);
 }
 
-/* check_handle, then c->mu taken and check_live_locked: 0 with the lock
+/* check_handle, then c->w->mu taken and check_live_locked: 0 with the lock
  * held, or the error with it released. */
 static int lock_live(const crnet_request *r, const char *what) {
   int rc = check_handle(r, what);

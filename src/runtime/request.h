@@ -13,8 +13,8 @@
  * calls), or the comm's progress thread (CRNET_PROGRESS_THREAD) while
  * requests are outstanding and no thread waits. Everything that touches
  * links, requests in flight and the sticky error's wind-up runs on the
- * owner; other threads take c->mu only to queue a request, read its state,
- * or take ownership in turn. The owner never holds c->mu while it runs the
+ * owner; other threads take c->w->mu only to queue a request, read its state,
+ * or take ownership in turn. The owner never holds c->w->mu while it runs the
  * loop, so a thread that starts a request never waits for the network: it
  * queues the request and, if the loop is busy, wakes its owner
  * (uv_async_send), whose pass of the progress engine starts it.
@@ -63,7 +63,7 @@ typedef struct crnet__req_ops {
    * set, it ends the request (with that error) as soon as libuv has let go
    * of the request's memory. */
   bool (*advance)(crnet_request *r);
-  /* After completion, before the request is shown complete, with c->mu
+  /* After completion, before the request is shown complete, with c->w->mu
    * held: the call's share of the counters, and its trace. */
   void (*account)(crnet_request *r);
   /* Frees what the layer above owns (schedule, scratch); the request's
@@ -84,12 +84,12 @@ enum crnet__req_state {
 
 struct crnet_request {
   uint32_t magic;
-  uint8_t state; /* enum crnet__req_state; under c->mu */
+  uint8_t state; /* enum crnet__req_state; under c->w->mu */
   bool blocking; /* started by a blocking call */
   bool cb_set;
   uint32_t cb_busy;  /* callbacks running now (a wait frees only after) */
   pthread_t cb_tid;  /* the thread that runs the callback */
-  int status; /* under c->mu once DONE */
+  int status;        /* under c->w->mu once DONE */
   size_t alloc_size; /* bytes of this request's memory (the cache's) */
   struct crnet_comm *comm;
   const crnet__req_ops *ops;
@@ -195,7 +195,7 @@ bool crnet__loop_owned_by_me(crnet_comm *c);
  * at once if nobody runs the loop. */
 void crnet__abort_by_owner(crnet_comm *c, int code);
 
-/* Requests in flight (queued or running): for destroy. Under c->mu. */
+/* Requests in flight (queued or running): for destroy. Under c->w->mu. */
 uint32_t crnet__req_in_flight(const crnet_comm *c);
 
 /* Frees every request that is complete but was never waited for

@@ -683,67 +683,9 @@ void crnet__reduce(crnet_op op, crnet_datatype dt, const void *in, void *inout,
 }
 
 /* ------------------------------------------------------------------------
- * Sizes and names. Names are string literals: safe from any thread.
+ * Operator names (datatypes' sizes and names: base/names.c). Names are
+ * string literals: safe from any thread.
  */
-
-size_t crnet_datatype_size(crnet_datatype dt) {
-  switch (dt) {
-  case CRNET_INT8:
-  case CRNET_UINT8:
-  case CRNET_BYTE:
-    return 1;
-  case CRNET_INT16:
-  case CRNET_UINT16:
-  case CRNET_FLOAT16:
-  case CRNET_BFLOAT16:
-    return 2;
-  case CRNET_INT32:
-  case CRNET_UINT32:
-  case CRNET_FLOAT:
-    return 4;
-  case CRNET_INT64:
-  case CRNET_UINT64:
-  case CRNET_DOUBLE:
-    return 8;
-  case CRNET_DATATYPE_COUNT:
-    break;
-  }
-  return 0;
-}
-
-const char *crnet_datatype_name(crnet_datatype dt) {
-  switch (dt) {
-  case CRNET_INT8:
-    return "int8";
-  case CRNET_INT16:
-    return "int16";
-  case CRNET_INT32:
-    return "int32";
-  case CRNET_INT64:
-    return "int64";
-  case CRNET_UINT8:
-    return "uint8";
-  case CRNET_UINT16:
-    return "uint16";
-  case CRNET_UINT32:
-    return "uint32";
-  case CRNET_UINT64:
-    return "uint64";
-  case CRNET_FLOAT16:
-    return "float16";
-  case CRNET_BFLOAT16:
-    return "bfloat16";
-  case CRNET_FLOAT:
-    return "float";
-  case CRNET_DOUBLE:
-    return "double";
-  case CRNET_BYTE:
-    return "byte";
-  case CRNET_DATATYPE_COUNT:
-    break;
-  }
-  return "unknown datatype";
-}
 
 const char *crnet_op_name(crnet_op op) {
   switch (op) {

@@ -1,5 +1,7 @@
-/* Error codes and the names of public enumerations that no module owns.
- * Everything here returns string literals, so it is safe to call from any
+/* Error codes, and the names and sizes of public enumerations that both the
+ * runtime and the schedules use (datatype sizes: the executor and the
+ * point-to-point calls; names: messages on both sides). Everything here
+ * returns constants or string literals, so it is safe to call from any
  * thread and at any time. */
 #include "crnet.h"
 
@@ -56,4 +58,63 @@ const char *crnet_collective_name(crnet_collective coll) {
     break;
   }
   return "unknown collective";
+}
+
+size_t crnet_datatype_size(crnet_datatype dt) {
+  switch (dt) {
+  case CRNET_INT8:
+  case CRNET_UINT8:
+  case CRNET_BYTE:
+    return 1;
+  case CRNET_INT16:
+  case CRNET_UINT16:
+  case CRNET_FLOAT16:
+  case CRNET_BFLOAT16:
+    return 2;
+  case CRNET_INT32:
+  case CRNET_UINT32:
+  case CRNET_FLOAT:
+    return 4;
+  case CRNET_INT64:
+  case CRNET_UINT64:
+  case CRNET_DOUBLE:
+    return 8;
+  case CRNET_DATATYPE_COUNT:
+    break;
+  }
+  return 0;
+}
+
+const char *crnet_datatype_name(crnet_datatype dt) {
+  switch (dt) {
+  case CRNET_INT8:
+    return "int8";
+  case CRNET_INT16:
+    return "int16";
+  case CRNET_INT32:
+    return "int32";
+  case CRNET_INT64:
+    return "int64";
+  case CRNET_UINT8:
+    return "uint8";
+  case CRNET_UINT16:
+    return "uint16";
+  case CRNET_UINT32:
+    return "uint32";
+  case CRNET_UINT64:
+    return "uint64";
+  case CRNET_FLOAT16:
+    return "float16";
+  case CRNET_BFLOAT16:
+    return "bfloat16";
+  case CRNET_FLOAT:
+    return "float";
+  case CRNET_DOUBLE:
+    return "double";
+  case CRNET_BYTE:
+    return "byte";
+  case CRNET_DATATYPE_COUNT:
+    break;
+  }
+  return "unknown datatype";
 }

@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "frame.h"
+#include "bytes.h"
 
 static const char *const param_names[CRNET__TUNING_NPARAMS] = {
     "alpha", "beta", "gamma", "ring_round", "shm_alpha", "shm_beta"};

@@ -1,0 +1,36 @@
+/* A comm's collective state, and the hooks the runtime gets (comm_state.h).
+ */
+#include "comm_state.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static int state_new(crnet_comm *c, const crnet_comm *parent) {
+  struct crnet__comm_state *s = calloc(1, sizeof *s);
+  if (s == NULL)
+    return CRNET_ENOMEM;
+  for (int k = 0; k < CRNET_COLL_COUNT; k++)
+    snprintf(s->schedule[k], sizeof s->schedule[k], "%s",
+             parent != NULL ? parent->coll->schedule[k]
+                            : c->w->default_schedule[k]);
+  c->coll = s;
+  return 0;
+}
+
+static void state_free(struct crnet__comm_state *s) {
+  if (s == NULL)
+    return;
+  for (int k = 0; k < CRNET_COLL_COUNT; k++)
+    crnet__memo_drop(s->sched_memo[k]);
+  free(s);
+}
+
+static const crnet__upper_layer collectives_layer = {
+    .state_new = state_new,
+    .state_free = state_free,
+    .format_call = crnet__call_format,
+};
+
+int crnet_comm_init(crnet_comm **out, const crnet_config *cfg) {
+  return crnet__comm_init(out, cfg, &collectives_layer);
+}

@@ -22,4 +22,14 @@ static inline int check_failures(SRunner *sr) {
   return srunner_ntests_failed(sr);
 }
 
+/* A test program's main: runs suite s (forking, as Check does by default)
+ * and returns the exit status: 0 when every test ran passed. */
+static inline int check_run(Suite *s) {
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = check_failures(sr);
+  srunner_free(sr);
+  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
+
 #endif

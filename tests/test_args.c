@@ -1026,10 +1026,5 @@ static Suite *net_suite(void) {
 
 int main(int argc, char **argv) {
   bool net = argc > 1 && strcmp(argv[1], "net") == 0;
-  SRunner *sr = srunner_create(net ? net_suite() : unit_suite());
-  int failed;
-  srunner_run_all(sr, CK_NORMAL);
-  failed = check_failures(sr);
-  srunner_free(sr);
-  return failed == 0 ? 0 : 1;
+  return check_run(net ? net_suite() : unit_suite());
 }

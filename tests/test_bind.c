@@ -218,9 +218,5 @@ int main(void) {
   tcase_add_test(tc, test_none_binds_nothing);
   tcase_add_test(tc, test_enter_leave);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = check_failures(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return check_run(s);
 }

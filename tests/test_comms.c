@@ -1171,8 +1171,6 @@ int main(int argc, char **argv) {
   bool unit = argc > 1 && strcmp(argv[1], "unit") == 0;
   Suite *s = suite_create(unit ? "comms-unit" : "comms");
   TCase *t;
-  SRunner *sr;
-  int failed;
   if (unit) {
     t = tcase_create("one");
     tcase_add_test(t, job_of_one);
@@ -1216,9 +1214,5 @@ int main(int argc, char **argv) {
     tcase_add_test(t, frame_of_unknown_comm_is_a_mismatch);
     suite_add_tcase(s, t);
   }
-  sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  failed = check_failures(sr);
-  srunner_free(sr);
-  return failed == 0 ? 0 : 1;
+  return check_run(s);
 }

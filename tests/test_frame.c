@@ -427,10 +427,4 @@ static Suite *frame_suite(void) {
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(frame_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = check_failures(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+int main(void) { return check_run(frame_suite()); }

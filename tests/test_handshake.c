@@ -1623,10 +1623,4 @@ static Suite *handshake_suite(void) {
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(handshake_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = check_failures(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+int main(void) { return check_run(handshake_suite()); }

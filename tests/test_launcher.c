@@ -1366,9 +1366,5 @@ int main(void) {
             rank_prog, init_prog);
     return 1;
   }
-  SRunner *sr = srunner_create(launcher_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = check_failures(sr);
-  srunner_free(sr);
-  return failed == 0 ? 0 : 1;
+  return check_run(launcher_suite());
 }

@@ -528,11 +528,4 @@ static Suite *lazy_suite(void) {
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(lazy_suite());
-  int failed;
-  srunner_run_all(sr, CK_NORMAL);
-  failed = check_failures(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+int main(void) { return check_run(lazy_suite()); }

@@ -111,17 +111,11 @@ END_TEST
 int main(void) {
   Suite *s = suite_create("netaddr");
   TCase *t = tcase_create("netaddr");
-  SRunner *sr;
-  int failed;
   tcase_set_timeout(t, 30);
   tcase_add_test(t, interface_names);
   tcase_add_test(t, networks);
   tcase_add_test(t, malformed);
   tcase_add_test(t, address_helpers);
   suite_add_tcase(s, t);
-  sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  failed = check_failures(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return check_run(s);
 }

@@ -992,8 +992,6 @@ int main(int argc, char **argv) {
   bool unit = argc > 1 && strcmp(argv[1], "unit") == 0;
   Suite *s = suite_create(unit ? "p2p-unit" : "p2p");
   TCase *t;
-  SRunner *sr;
-  int failed;
   if (unit) {
     t = tcase_create("misuse");
     tcase_add_test(t, misuse_is_refused);
@@ -1033,9 +1031,5 @@ int main(int argc, char **argv) {
     tcase_add_loop_test(t, receive_from_a_rank_that_left_fails, 0, 2);
     suite_add_tcase(s, t);
   }
-  sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  failed = check_failures(sr);
-  srunner_free(sr);
-  return failed == 0 ? 0 : 1;
+  return check_run(s);
 }

@@ -512,11 +512,4 @@ static Suite *reliability_suite(void) {
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(reliability_suite());
-  int failed;
-  srunner_run_all(sr, CK_NORMAL);
-  failed = check_failures(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+int main(void) { return check_run(reliability_suite()); }

@@ -1198,10 +1198,5 @@ static Suite *requests_suite(bool unit_only) {
 
 int main(int argc, char **argv) {
   bool unit_only = argc > 1 && strcmp(argv[1], "unit") == 0;
-  SRunner *sr = srunner_create(requests_suite(unit_only));
-  int failed;
-  srunner_run_all(sr, CK_NORMAL);
-  failed = check_failures(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return check_run(requests_suite(unit_only));
 }

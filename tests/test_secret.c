@@ -55,9 +55,5 @@ int main(void) {
   tcase_add_test(tc, test_blocks_are_zeroed_aligned_and_undumped);
   tcase_add_test(tc, test_freed_blocks_are_wiped_and_reused);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = check_failures(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return check_run(s);
 }

@@ -461,10 +461,4 @@ static Suite *settings_suite(void) {
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(settings_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = check_failures(sr);
-  srunner_free(sr);
-  return failed == 0 ? 0 : 1;
-}
+int main(void) { return check_run(settings_suite()); }

@@ -41,19 +41,6 @@ static bool quick;
  * Operators and data
  */
 
-static uint64_t value(int32_t rank, uint64_t e, bool affine) {
-  uint64_t h = mix((uint64_t)rank << 40 ^ e ^ UINT64_C(0x5eed));
-  if (!affine)
-    return h;
-  return (1 + (h & 0xffffffffu) % (PRIME - 1)) << 32 | (h >> 32) % PRIME;
-}
-
-static uint64_t rng = 1;
-static uint64_t rnd(uint64_t n) {
-  rng = mix(rng);
-  return n ? rng % n : 0;
-}
-
 /* ------------------------------------------------------------------------
  * One simulated collective
  */
@@ -73,13 +60,6 @@ typedef struct kase {
   bool in_place;
   int32_t root;
 } kase;
-
-static int ceil_log2(int32_t p) {
-  int k = 0;
-  while ((INT64_C(1) << k) < p)
-    k++;
-  return k;
-}
 
 /* Check's ck_assert records every passing assertion (a write per call), too
  * slow for per-element checks: test plainly, and fail through Check. */
@@ -153,7 +133,7 @@ static void run(const kase *k) {
     EXPECT(rc == 0, "%s: build rank %d: %d", what, r, rc);
   }
 
-  /* buffers and inputs: rank x's vector element e is value(x, e) */
+  /* buffers and inputs: rank x's vector element e is sim_value(x, e) */
   for (int32_t r = 0; r < p; r++) {
     crnet__sim_rank *q = &rk[r];
     q->sched = &sc[r];
@@ -189,10 +169,10 @@ static void run(const kase *k) {
       rcv[e] = UINT64_C(0xdeadbeefdeadbeef);
     if (k->coll == AG) {
       for (uint64_t e = 0; e < sn; e++)
-        snd[e] = value(r, P[r] + e, affine);
+        snd[e] = sim_value(r, P[r] + e, affine);
     } else {
       for (uint64_t e = 0; e < sn; e++)
-        snd[e] = value(r, e, affine);
+        snd[e] = sim_value(r, e, affine);
     }
     if (k->in_place && k->coll != BC && k->coll != BAR) {
       if (k->coll == AG) {
@@ -206,7 +186,7 @@ static void run(const kase *k) {
     }
     if (k->coll == BC && r == k->root) {
       for (uint64_t e = 0; e < m; e++)
-        rcv[e] = value(r, e, false);
+        rcv[e] = sim_value(r, e, false);
       in = m;
     }
     q->send = snd;
@@ -229,9 +209,9 @@ static void run(const kase *k) {
     ref = malloc((m ? m : 1) * sizeof(uint64_t));
     EXPECT(ref, "out of memory");
     for (uint64_t e = 0; e < m; e++) {
-      uint64_t v = value(0, e, affine);
+      uint64_t v = sim_value(0, e, affine);
       for (int32_t x = 1; x < p; x++)
-        v = op(v, value(x, e, affine));
+        v = op(v, sim_value(x, e, affine));
       ref[e] = v;
     }
   }
@@ -258,15 +238,14 @@ static void run(const kase *k) {
     case AG:
       for (int32_t b = 0; b < p; b++)
         for (uint64_t e = 0; e < cnt[b]; e++)
-          EXPECT(o[P[b] + e] == value(b, P[b] + e, false),
-                        "%s: rank %d block %d element %llu", what, r, b,
-                        (unsigned long long)e);
+          EXPECT(o[P[b] + e] == sim_value(b, P[b] + e, false),
+                 "%s: rank %d block %d element %llu", what, r, b,
+                 (unsigned long long)e);
       break;
     case BC:
       for (uint64_t e = 0; e < m; e++)
-        EXPECT(o[e] == value(k->root, e, false),
-                      "%s: rank %d element %llu", what, r,
-                      (unsigned long long)e);
+        EXPECT(o[e] == sim_value(k->root, e, false), "%s: rank %d element %llu",
+               what, r, (unsigned long long)e);
       break;
     case BAR:
       break;
@@ -283,7 +262,7 @@ static void run(const kase *k) {
     equal = equal && cnt[b] == cnt[0];
   }
   if (strcmp(seqs[k->seq], "circulant") == 0)
-    EXPECT(n - 1 == ceil_log2(p), "%s: rounds", what);
+    EXPECT(n - 1 == crnet__ceil_log2(p), "%s: rounds", what);
   for (int32_t r = 0; r < p && p > 1; r++) {
     const crnet__sim_stats *s = &rk[r].stats;
     uint64_t blk = (p - 1) * (m / (uint64_t)p);
@@ -369,48 +348,12 @@ static int32_t ps_at(int i) {
   return i < 64 ? i + 1 : big_ps[i - 64];
 }
 
-/* Regular total counts: 0, 1, p-1, p, p+1 and a large odd one, scaled down
- * with p so that p * count stays near 40000 elements. */
-static int counts_for(int32_t p, uint64_t out[6]) {
-  uint64_t big = 40000 / (uint64_t)p;
-  if (big < (uint64_t)p + 2)
-    big = (uint64_t)p + 2;
-  out[0] = 0;
-  out[1] = 1;
-  out[2] = (uint64_t)p - 1;
-  out[3] = (uint64_t)p;
-  out[4] = (uint64_t)p + 1;
-  out[5] = big | 1;
-  return 6;
-}
-
-/* Irregular block shapes: random sizes, random with many zeros, all data in
- * one block (two positions). */
-static void irregular(int32_t p, int shape, uint64_t *c) {
-  for (int32_t b = 0; b < p; b++) {
-    switch (shape) {
-    case 0:
-      c[b] = rnd(2 * (uint64_t)(40000 / p / p + 3));
-      break;
-    case 1:
-      c[b] = rnd(3) == 0 ? rnd(9) : 0;
-      break;
-    default:
-      c[b] = 0;
-    }
-  }
-  if (shape == 2)
-    c[0] = 37;
-  if (shape == 3)
-    c[p - 1] = 2 * (uint64_t)p + 1;
-}
-
 /* Collectives that take block counts: regular and irregular. */
 static void matrix_blocks(enum coll coll) {
   for (int i = 0; i < nps(); i++) {
     int32_t p = ps_at(i);
     uint64_t tot[6], *c = malloc((size_t)p * sizeof(*c));
-    int nt = counts_for(p, tot);
+    int nt = sim_counts_for(p, 40000, (uint64_t)p + 2, tot);
     for (int seq = 0; seq < NSEQS; seq++)
       for (int ip = 0; ip < 2; ip++) {
         for (int t = 0; t < nt + 4; t++) {
@@ -422,7 +365,7 @@ static void matrix_blocks(enum coll coll) {
             }
             k.count = tot[t];
           } else {
-            irregular(p, t - nt, c);
+            sim_irregular(p, t - nt, 40000, 0, c);
             k.count = (uint64_t)(t - nt);
           }
           run(&k);
@@ -436,7 +379,7 @@ static void matrix_count(enum coll coll) {
   for (int i = 0; i < nps(); i++) {
     int32_t p = ps_at(i);
     uint64_t tot[6];
-    int nt = counts_for(p, tot);
+    int nt = sim_counts_for(p, 40000, (uint64_t)p + 2, tot);
     for (int seq = 0; seq < NSEQS; seq++) {
       /* The linear sequence has p-1 rounds and its pruned reduce/bcast
        * builders walk all p ranks per round (O(p^2) per rank): beyond
@@ -510,14 +453,14 @@ START_TEST(test_skips) {
       int n = crnet__circulant_skips(seqs[q], p, s);
       ck_assert_int_eq(crnet__circulant_skips_check(s, n, p), 0);
       if (q <= 1)
-        ck_assert_int_eq(n - 1, ceil_log2(p));
+        ck_assert_int_eq(n - 1, crnet__ceil_log2(p));
       if (q == 2)
         ck_assert_int_eq(n - 1, p - 1);
       if (q == 3) { /* about sqrt(p): at most sqrt(p) + log2(2 sqrt p) + 1 */
         int32_t c = 1;
         while (c * c < p)
           c++;
-        ck_assert_int_le(n - 1, c + ceil_log2(2 * c) + 1);
+        ck_assert_int_le(n - 1, c + crnet__ceil_log2(2 * c) + 1);
       }
       ck_assert(crnet__circulant_skips_ordered(s, n) == (q == 2 || p <= 3));
     }
@@ -778,7 +721,7 @@ START_TEST(test_order_detected) {
     ck_assert_int_eq(
         crnet__circulant_reduce_scatter(&sc[r], sk, n, p, r, cnt, false), 0);
     for (int e = 0; e < 5; e++)
-      snd[r][e] = value(r, (uint64_t)e, true);
+      snd[r][e] = sim_value(r, (uint64_t)e, true);
     rk[r] = (crnet__sim_rank){&sc[r], snd[r], 5, rcv[r], 1, 0, 0, {0}};
   }
   char err[256];

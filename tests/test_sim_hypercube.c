@@ -29,19 +29,6 @@ static long cases;
 
 #define SENTINEL UINT64_C(0xdeadbeefdeadbeef)
 
-static uint64_t value(int32_t rank, uint64_t e, bool affine) {
-  uint64_t h = mix((uint64_t)rank << 40 ^ e ^ UINT64_C(0x5eed));
-  if (!affine)
-    return h;
-  return (1 + (h & 0xffffffffu) % (PRIME - 1)) << 32 | (h >> 32) % PRIME;
-}
-
-static uint64_t rng = 1;
-static uint64_t rnd(uint64_t n) {
-  rng = mix(rng);
-  return n ? rng % n : 0;
-}
-
 #define EXPECT(cond, ...)                                                      \
   do {                                                                         \
     if (!(cond))                                                               \
@@ -89,13 +76,6 @@ static int floor_log2(int32_t p) {
   return k;
 }
 
-static int ceil_log2(int32_t p) {
-  int k = 0;
-  while ((INT64_C(1) << k) < p)
-    k++;
-  return k;
-}
-
 /* The round formulas of hypercube.c. */
 static uint64_t rounds_formula(const kase *k) {
   int32_t p = k->p;
@@ -121,7 +101,7 @@ static uint64_t rounds_formula(const kase *k) {
                          : (k->count < (uint64_t)p ? k->count : (uint64_t)p) +
                                (uint64_t)p - 2;
   default:
-    return (uint64_t)ceil_log2(p);
+    return (uint64_t)crnet__ceil_log2(p);
   }
 }
 
@@ -204,7 +184,7 @@ static result run(const kase *k) {
     for (uint64_t e = 0; e < rn; e++)
       rcv[e] = SENTINEL;
     for (uint64_t e = 0; e < sn; e++)
-      snd[e] = value(r, (k->coll == HC_AG ? P[r] : 0) + e, affine);
+      snd[e] = sim_value(r, (k->coll == HC_AG ? P[r] : 0) + e, affine);
     if (k->in_place) {
       if (k->coll == HC_AG) {
         memcpy(rcv + P[r], snd, sn * sizeof(uint64_t));
@@ -234,7 +214,7 @@ static result run(const kase *k) {
     for (int32_t r = 0; r < p; r++) {
       const uint64_t *o = rk[r].recv;
       for (uint64_t e = 0; e < m; e++) {
-        uint64_t v = value(r, e, affine);
+        uint64_t v = sim_value(r, e, affine);
         uint64_t want = !is_exscan(k->coll) ? (r ? op(acc[e], v) : v) : acc[e];
         if (is_exscan(k->coll) && r == 0)
           want = k->in_place ? v : SENTINEL; /* never written */
@@ -245,9 +225,9 @@ static result run(const kase *k) {
     }
   } else if (k->coll != HC_AG) {
     for (uint64_t e = 0; e < m; e++) {
-      uint64_t v = value(0, e, affine);
+      uint64_t v = sim_value(0, e, affine);
       for (int32_t x = 1; x < p; x++)
-        v = op(v, value(x, e, affine));
+        v = op(v, sim_value(x, e, affine));
       acc[e] = v;
     }
   }
@@ -277,7 +257,7 @@ static result run(const kase *k) {
     case HC_AG:
       for (int32_t b = 0; b < p; b++)
         for (uint64_t e = 0; e < cnt[b]; e++)
-          EXPECT(o[P[b] + e] == value(b, P[b] + e, false),
+          EXPECT(o[P[b] + e] == sim_value(b, P[b] + e, false),
                  "%s: rank %d block %d element %llu", what, r, b,
                  (unsigned long long)e);
       break;
@@ -396,39 +376,6 @@ static int32_t ps_at(int i) { return i < 64 ? i + 1 : big_ps[i - 64]; }
 static bool quick;
 static bool skipped_p(int32_t p) { return quick && p > 129; }
 
-static int counts_for(int32_t p, uint64_t out[6]) {
-  uint64_t big = 12000 / (uint64_t)p;
-  if (big < 2 * (uint64_t)p + 2)
-    big = 2 * (uint64_t)p + 2;
-  out[0] = 0;
-  out[1] = 1;
-  out[2] = (uint64_t)p - 1;
-  out[3] = (uint64_t)p;
-  out[4] = (uint64_t)p + 1;
-  out[5] = big | 1;
-  return 6;
-}
-
-/* Irregular shapes: random sizes, mostly zeros, all data in one block. */
-static void irregular(int32_t p, int shape, uint64_t *c) {
-  for (int32_t b = 0; b < p; b++) {
-    switch (shape) {
-    case 0:
-      c[b] = rnd(2 * (uint64_t)(12000 / p / p + 3));
-      break;
-    case 1:
-      c[b] = rnd(3) == 0 ? rnd(9) : 0;
-      break;
-    default:
-      c[b] = 0;
-    }
-  }
-  if (shape == 2)
-    c[p - 1] = 2 * (uint64_t)p + 1;
-  if (shape == 3 && p > 1)
-    c[1] = 37;
-}
-
 static void matrix(enum coll coll, int fold, bool small_only) {
   for (int i = 0; i < NPS; i++) {
     int32_t p = ps_at(i);
@@ -437,7 +384,7 @@ static void matrix(enum coll coll, int fold, bool small_only) {
     if (small_only && p > 33)
       continue;
     uint64_t tot[6], *c = malloc((size_t)p * sizeof(*c));
-    int nt = counts_for(p, tot);
+    int nt = sim_counts_for(p, 12000, 2 * (uint64_t)p + 2, tot);
     bool blocks = coll == HC_AG || coll == RAB_RS;
     for (int ip = 0; ip < 2; ip++)
       for (int t = 0; t < nt + (blocks ? 4 : 0); t++) {
@@ -452,7 +399,7 @@ static void matrix(enum coll coll, int fold, bool small_only) {
             k.counts = c;
           }
         } else {
-          irregular(p, t - nt, c);
+          sim_irregular(p, t - nt, 12000, p > 1 ? 1 : 0, c);
           k.counts = c;
           k.count = (uint64_t)(t - nt);
         }

@@ -85,16 +85,6 @@ static bool quick;
  * Operators and data
  */
 
-/* Element e of rank x's vector in a reduction: random 64-bit values for
- * the sum (a contribution lost or counted twice changes it), an affine map
- * with a != 0 for the affine operator. */
-static uint64_t value(int32_t rank, uint64_t e, bool affine) {
-  uint64_t h = mix((uint64_t)rank << 40 ^ e ^ UINT64_C(0x5eed));
-  if (!affine)
-    return h;
-  return (1 + (h & 0xffffffffu) % (PRIME - 1)) << 32 | (h >> 32) % PRIME;
-}
-
 /* Element e of the block rank src sends rank dst (0 where every rank gets
  * it), in the collectives that only move data: a block in the wrong place,
  * or from the wrong rank, is named by the value it holds. */
@@ -511,7 +501,7 @@ static uint64_t *input_of(const kase *k, int32_t r, const uint64_t *P,
       in[e] = GAP;
       break;
     default:
-      in[e] = value(r, e, k->affine);
+      in[e] = sim_value(r, e, k->affine);
       break;
     }
   if (k->coll == CRNET_COLL_SCATTER)
@@ -577,9 +567,9 @@ static void check_results(const kase *k, const crnet__sim_rank *rk,
   /* the rank-order fold V_0 (+) ... (+) V_p-1 */
   if (is_reducing(k->coll) && k->coll != CRNET_COLL_SCAN)
     for (uint64_t e = 0; e < m; e++) {
-      uint64_t v = value(0, e, k->affine);
+      uint64_t v = sim_value(0, e, k->affine);
       for (int32_t x = 1; x < p; x++)
-        v = op(v, value(x, e, k->affine));
+        v = op(v, sim_value(x, e, k->affine));
       acc[e] = v;
     }
   for (int32_t r = 0; r < p; r++) {
@@ -601,7 +591,7 @@ static void check_results(const kase *k, const crnet__sim_rank *rk,
     case CRNET_COLL_SCAN:
       /* acc: the prefix of the ranks before r */
       for (uint64_t e = 0; e < m; e++) {
-        uint64_t v = value(r, e, k->affine);
+        uint64_t v = sim_value(r, e, k->affine);
         uint64_t with = r > 0 ? op(acc[e], v) : v;
         if (!k->exclusive)
           SAME(k, r, e, o[e], with);

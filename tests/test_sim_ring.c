@@ -48,19 +48,6 @@ static uint64_t enc(int32_t src, int32_t dst, uint64_t e) {
   return UINT64_C(1) << 63 | (uint64_t)src << 44 | (uint64_t)dst << 28 | e;
 }
 
-static uint64_t rng = 1;
-static uint64_t rnd(uint64_t n) {
-  rng = mix(rng);
-  return n ? rng % n : 0;
-}
-
-static int ceil_log2(int32_t p) {
-  int k = 0;
-  while ((INT64_C(1) << k) < p)
-    k++;
-  return k;
-}
-
 static const int32_t ps[] = {
     1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11,  12,  13,  14,  15,  16,
     17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27,  28,  29,  30,  31,  32,
@@ -383,13 +370,13 @@ static void run(const kase *k) {
       EXPECT(h->temp_count ==
                  (p > 1 ? (k->in_place ? 3 : 2) * (uint64_t)p * k->count : 0),
              STATS);
-      EXPECT(s->comm_rounds == (uint64_t)ceil_log2(p) &&
+      EXPECT(s->comm_rounds == (uint64_t)crnet__ceil_log2(p) &&
                  s->elems_sent == bruck_blocks * k->count &&
                  s->elems_recv == s->elems_sent,
              STATS);
       if (k->coll == HC)
-        EXPECT(s->elems_sent == (uint64_t)ceil_log2(p) * (uint64_t)p / 2 *
-                                    k->count,
+        EXPECT(s->elems_sent ==
+                   (uint64_t)crnet__ceil_log2(p) * (uint64_t)p / 2 * k->count,
                STATS);
       break;
     }

@@ -65,19 +65,6 @@ static uint64_t value(int32_t rank, uint64_t e, enum opk k) {
   }
 }
 
-static uint64_t rng = 1;
-static uint64_t rnd(uint64_t n) {
-  rng = mix(rng);
-  return n ? rng % n : 0;
-}
-
-static int ceil_log2(int32_t v) {
-  int k = 0;
-  while ((INT64_C(1) << k) < v)
-    k++;
-  return k;
-}
-
 /* The structure star.c documents, derived here independently: S_n with
  * n! <= p < (n+1)!, groups of consecutive ranks, the first p mod n! of
  * them one rank larger. */
@@ -105,12 +92,14 @@ static int32_t group_lo(const shape *s, int32_t v) {
 static uint64_t rounds_ar(int32_t p) {
   shape s = shape_of(p);
   uint64_t c = (uint64_t)(s.n * (s.n - 1) / 2);
-  return s.G == 1 ? c : c + (uint64_t)(s.G - 1) + 2 * (uint64_t)ceil_log2(s.G);
+  return s.G == 1
+             ? c
+             : c + (uint64_t)(s.G - 1) + 2 * (uint64_t)crnet__ceil_log2(s.G);
 }
 
 static uint64_t rounds_ag(int32_t p) {
   shape s = shape_of(p);
-  return (uint64_t)(s.n * (s.n - 1) / 2) + 2 * (uint64_t)ceil_log2(s.G);
+  return (uint64_t)(s.n * (s.n - 1) / 2) + 2 * (uint64_t)crnet__ceil_log2(s.G);
 }
 
 /* ------------------------------------------------------------------------
@@ -391,46 +380,12 @@ static const int32_t big_ps[] = {100, 120, 127, 128, 720, 721, 1000};
 #define NPS (64 + 7)
 static int32_t ps_at(int i) { return i < 64 ? i + 1 : big_ps[i - 64]; }
 
-static int counts_for(int32_t p, uint64_t out[6]) {
-  uint64_t big = 12000 / (uint64_t)p;
-  if (big < 3)
-    big = 3;
-  out[0] = 0;
-  out[1] = 1;
-  out[2] = (uint64_t)p - 1;
-  out[3] = (uint64_t)p;
-  out[4] = (uint64_t)p + 1;
-  out[5] = big | 1;
-  return 6;
-}
-
-/* Irregular shapes: random sizes, mostly zeros, all data in one block, one
- * block of 37 among zeros. */
-static void irregular(int32_t p, int shape, uint64_t *c) {
-  for (int32_t b = 0; b < p; b++) {
-    switch (shape) {
-    case 0:
-      c[b] = rnd(2 * (uint64_t)(12000 / p / p + 3));
-      break;
-    case 1:
-      c[b] = rnd(3) == 0 ? rnd(9) : 0;
-      break;
-    default:
-      c[b] = 0;
-    }
-  }
-  if (shape == 2)
-    c[p - 1] = 2 * (uint64_t)p + 1;
-  if (shape == 3)
-    c[p / 2] = 37;
-}
-
 START_TEST(allreduce) {
   static const enum opk ops[] = {SUM, AFFINE, TREE};
   for (int i = 0; i < NPS; i++) {
     int32_t p = ps_at(i);
     uint64_t tot[6];
-    int nt = counts_for(p, tot);
+    int nt = sim_counts_for(p, 12000, 3, tot);
     for (int ip = 0; ip < 2; ip++)
       for (int t = 0; t < nt; t++)
         for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++) {
@@ -446,7 +401,7 @@ START_TEST(allgather) {
     int32_t p = ps_at(i);
     uint64_t tot[6], *c = malloc((size_t)p * sizeof(*c));
     EXPECT(c, "out of memory");
-    int nt = counts_for(p, tot);
+    int nt = sim_counts_for(p, 12000, 3, tot);
     for (int ip = 0; ip < 2; ip++)
       for (int t = 0; t < nt + 4; t++) {
         kase k = {AG, p, c, 0, ip, SUM};
@@ -457,7 +412,7 @@ START_TEST(allgather) {
             crnet__block_range(tot[t], p, b, &off, &c[b]);
           }
         } else {
-          irregular(p, t - nt, c);
+          sim_irregular(p, t - nt, 12000, p / 2, c);
           k.count = (uint64_t)(t - nt);
         }
         run(&k);

@@ -546,11 +546,4 @@ static Suite *suite(void) {
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(suite());
-  int failed;
-  srunner_run_all(sr, CK_NORMAL);
-  failed = check_failures(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+int main(void) { return check_run(suite()); }

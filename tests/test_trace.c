@@ -151,9 +151,5 @@ int main(void) {
   tcase_add_test(tc, events_make_one_array);
   tcase_add_test(tc, sub_comms_get_threads_of_their_own);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = check_failures(sr);
-  srunner_free(sr);
-  return failed == 0 ? 0 : 1;
+  return check_run(s);
 }

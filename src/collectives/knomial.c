@@ -128,6 +128,12 @@ static void tree_init(tree *t, int32_t p, int32_t k, int32_t root) {
   }
 }
 
+int32_t crnet__knomial_tree_rounds(int32_t p, int32_t radix) {
+  tree t;
+  tree_init(&t, p, radix, 0);
+  return t.total;
+}
+
 /* The slot of part j among the children of the root in part jc. */
 static int32_t slot_of(int32_t parts, int32_t jc, int32_t j) {
   return j > jc ? j - jc - 1 : (parts - 1 - jc) + (jc - 1 - j);

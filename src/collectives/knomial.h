@@ -35,6 +35,12 @@ int crnet__knomial_build(crnet__schedule *out, crnet_collective coll, int32_t p,
 /* The tree's levels at p ranks and radix k: ceil(log_k p) (0 at p = 1). */
 int crnet__knomial_levels(int32_t p, int32_t radix);
 
+/* S, the rounds of one tree (bcast, reduce; allreduce and barrier run two):
+ * ceil(p / k^(L-1)) - 1 at the top level, k-1 at each other; (k-1)·L when
+ * p = k^L. Also the children of rank 0 as the root, the most peers any rank
+ * of the tree has. */
+int32_t crnet__knomial_tree_rounds(int32_t p, int32_t radix);
+
 /* The radix auto's model picks for the call, 2 .. CRNET__KNOMIAL_MAX_RADIX:
  * a function of (coll, p, count, esize, tuning, shm_links) alone, never of
  * the rank, so every rank builds the same tree. */

@@ -185,13 +185,13 @@ expect "cost: rows per collective" \
 import json, sys, collections
 c = collections.Counter(json.loads(l)["coll"] for l in sys.stdin)
 print(" ".join("%s=%d" % kv for kv in sorted(c.items())))
-')" "allgather=7 allreduce=9 alltoall=3 alltoallv=2 barrier=4 bcast=6 exscan=3 gather=2 reduce=6 reduce_scatter=6 scan=3 scatter=2"
+')" "allgather=7 allreduce=10 alltoall=3 alltoallv=2 barrier=5 bcast=7 exscan=3 gather=2 reduce=7 reduce_scatter=6 scan=3 scatter=2"
 expect "cost: allreduce schedules" \
   "$(printf '%s\n' "$rows" | python3 -c '
 import json, sys
 print(" ".join(sorted(r["schedule"] for r in map(json.loads, sys.stdin)
                       if r["coll"] == "allreduce")))
-')" "allgather-reduce circulant circulant-doubling circulant-linear circulant-sqrt hypercube rabenseifner ring star"
+')" "allgather-reduce circulant circulant-doubling circulant-linear circulant-sqrt hypercube knomial rabenseifner ring star"
 text=$("$CRSCHED" --cost -p 22 -m 88 --alpha 1 --coll reduce_scatter)
 expect "cost text: circulant row" \
   "$(printf '%s\n' "$text" | awk '$1 == "reduce_scatter" && $2 == "circulant" {print $3, $7}')" \
@@ -354,7 +354,7 @@ rows = [json.loads(line) for line in sys.stdin]
 names = [r["schedule"] for r in rows]
 ids = [r["id"] for r in rows]
 print(len(rows) > 10, len(set(names)) == len(names),
-      sorted(ids) == list(range(1, len(ids) + 1)),
+      len(set(ids)) == len(ids) and min(ids) >= 1,
       all(r["collectives"] and r["summary"] for r in rows))
 ')" "True True True True"
 man3=$(dirname "$0")/../man/crnet.3

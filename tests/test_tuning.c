@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "algorithm.h"
 #include "check_main.h"
 #include "model.h"
 #include "schedule.h"
@@ -649,14 +650,15 @@ START_TEST(test_auto_ring_round_moves_the_crossover) {
     crnet__tuning old_t, new_t;
     const char *old_f = "alpha.8 = 1e-3\nbeta.8 = 1e-12\ngamma.8 = 1e-13\n";
     char new_f[256];
-    snprintf(new_f, sizeof new_f, "%sring_round.8 = 0.4\n", old_f);
+    snprintf(new_f, sizeof new_f, "%sring_round.8 = 0.3\n", old_f);
     ck_assert_msg(parse(&old_t, old_f) == 0, "%s", err);
     ck_assert_msg(parse(&new_t, new_f) == 0, "%s", err);
-    /* reduce-scatter: 7 ring rounds against 3 circulant ones; at 0.4α a
-     * ring round wins (2.8 < 3). bcast: the chain in one piece (β is
-     * negligible) takes 7 ring rounds, the binomial tree (hypercube) 3
-     * rounds at α, circulant 6: the tree wins at α (7 > 3), the chain at
-     * 0.4α (2.8 < 3). */
+    /* reduce-scatter: 7 ring rounds against 3 circulant ones; at 0.3α a
+     * ring round wins (2.1 < 3). bcast: the chain in one piece (β is
+     * negligible) takes 7 ring rounds, the k-nomial tree 2.5α (radix 3:
+     * two levels of two messages in flight, the second at a quarter of
+     * α), the binomial tree (hypercube) 3 rounds at α, circulant 6: the
+     * k-nomial tree wins at α (7 > 2.5), the chain at 0.3α (2.1 < 2.5). */
     ck_assert_str_eq(
         auto_pick(CRNET_COLL_REDUCE_SCATTER, false, 8, 4096, true, &old_t),
         "circulant");
@@ -664,7 +666,7 @@ START_TEST(test_auto_ring_round_moves_the_crossover) {
         auto_pick(CRNET_COLL_REDUCE_SCATTER, false, 8, 4096, true, &new_t),
         "ring");
     ck_assert_str_eq(auto_pick(CRNET_COLL_BCAST, false, 8, 4096, true, &old_t),
-                     "hypercube");
+                     "knomial");
     ck_assert_str_eq(auto_pick(CRNET_COLL_BCAST, false, 8, 4096, true, &new_t),
                      "ring");
     /* hypercube and the others are priced at α whatever ring_round says */
@@ -678,9 +680,9 @@ END_TEST
 START_TEST(test_auto_non_commutative) {
   crnet__tuning lat = constants(1e-3, 1e-12, 1e-13),
                 bw = constants(1e-9, 1e-6, 1e-7);
-  static const char *const ordered[] = {"rabenseifner", "hypercube", "star",
-                                        "allgather-reduce",
-                                        "circulant-linear"};
+  static const char *const ordered[] = {"rabenseifner",     "hypercube",
+                                        "star",             "allgather-reduce",
+                                        "circulant-linear", "knomial"};
   /* Every pick for a non-commutative operator keeps rank order: one of the
    * order-keeping families, or circulant where crnet__select accepts it
    * (its skips keep order at this p). */
@@ -990,9 +992,16 @@ static void check_model_at(int32_t p) {
                                    counts);
         exact et;
         double x;
-        exact_of(name, &ct, &et);
-        x = exact_price(&et, t);
-        exact_free(&et);
+        if (crnet__algorithm_find(name)->price != NULL) {
+          /* A row with its own price (knomial) runs rounds that overlap,
+           * which the synchronous sum cannot see: its own price stands in
+           * (tests/test_sim_knomial.c holds it against the schedules). */
+          ck_assert_int_eq(crnet__auto_price(name, &ct, &x), 0);
+        } else {
+          exact_of(name, &ct, &et);
+          x = exact_price(&et, t);
+          exact_free(&et);
+        }
         if (best_exact[t] == 0 || x < best_exact[t])
           best_exact[t] = x;
         if (strcmp(name, pick[t]) == 0)

@@ -11,6 +11,7 @@
 
 #include "algorithm.h"
 #include "crnet.h"
+#include "knomial.h"
 #include "model.h"
 #include "schedule.h"
 #include "select.h"
@@ -81,8 +82,9 @@ static int32_t dissemination_peers(int32_t p) {
 
 /* The most distinct peers of one rank: see the top of this section. -1 if
  * unknown. */
-static int32_t sweep_peers(const char *name, crnet_collective coll,
-                           int32_t p) {
+static int32_t sweep_peers(const char *name, const crnet__call *call) {
+  crnet_collective coll = call->coll;
+  int32_t p = call->p;
   int L = crnet__ceil_log2(p), d = crnet__floor_log2(p);
   int f = (INT64_C(1) << d) != p;
   if (p <= 1)
@@ -95,6 +97,8 @@ static int32_t sweep_peers(const char *name, crnet_collective coll,
     return L;
   if (strcmp(name, "linear") == 0) /* the root and every rank */
     return p - 1;
+  if (strcmp(name, "knomial") == 0) /* rank 0's children, at its radix */
+    return crnet__knomial_tree_rounds(p, crnet__knomial_radix(call));
   if (strcmp(name, "ring") == 0)
     return 2;
   if (strcmp(name, "pairwise") == 0)
@@ -234,7 +238,7 @@ int crsched_sweep_main(const options *o) {
               !sweep_terms(name, &call, (double)o->ms[mi], &mt))
             continue;
           secs = crnet__model_seconds(&mt, &t, ps[pi]);
-          peers = sweep_peers(name, k->coll, ps[pi]);
+          peers = sweep_peers(name, &call);
           if (o->json)
             printf("{\"p\":%d,\"coll\":\"%s\",\"schedule\":\"%s\",\"m\":%" PRIu64
                    ",\"rounds\":%.17g,\"peers\":%d,\"moved\":%.17g,"
@@ -391,7 +395,7 @@ static int verify_one(const options *o, const coll_kind *k, const char *name,
         k->coll == CRNET_COLL_REDUCE_SCATTER) ||
        (strcmp(name, "hypercube") == 0 && k->coll == CRNET_COLL_ALLGATHER)))
     tol = 0.25;
-  peers_want = sweep_peers(name, k->coll, p);
+  peers_want = sweep_peers(name, &mc);
   if (rounds == mt.rounds && near(moved, mt.moved, tol) &&
       near(reduced, mt.reduced, tol) && a->peers == peers_want)
     return 0;

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "algorithm.h"
 #include "calls.h"
 #include "comm.h"
 #include "comm_state.h"
@@ -141,9 +142,8 @@ static bool has_root(crnet_collective coll) {
 
 void crnet__call_format(uint8_t coll, uint64_t seq,
                         const crnet__frame_call *call, char *buf, size_t n) {
-  const char *sched = call->schedule > 0
-                          ? crnet__schedule_name((size_t)call->schedule - 1)
-                          : NULL;
+  const crnet__algorithm *row = crnet__algorithm_by_id(call->schedule);
+  const char *sched = row != NULL ? row->name : NULL;
   const char *name = crnet_collective_name((crnet_collective)coll);
   size_t len;
   if (coll == CRNET_COLL_SCAN && (call->variant & CRNET__CALL_EXCLUSIVE))

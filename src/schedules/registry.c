@@ -15,7 +15,8 @@ extern const crnet__algorithm crnet__circulant_algorithm,
     crnet__hypercube_algorithm, crnet__rabenseifner_algorithm,
     crnet__star_algorithm, crnet__pairwise_algorithm, crnet__bruck_algorithm,
     crnet__allgather_reduce_algorithm, crnet__binomial_algorithm,
-    crnet__linear_algorithm, crnet__twolevel_algorithm;
+    crnet__linear_algorithm, crnet__twolevel_algorithm,
+    crnet__knomial_algorithm;
 
 const crnet__algorithm *const crnet__algorithms[] = {
     &crnet__circulant_algorithm,
@@ -28,6 +29,7 @@ const crnet__algorithm *const crnet__algorithms[] = {
     &crnet__ring_algorithm,
     &crnet__circulant_linear_algorithm,
     &crnet__twolevel_algorithm,
+    &crnet__knomial_algorithm,
     &crnet__binomial_algorithm,
     &crnet__linear_algorithm,
     /* named only (not in auto) */

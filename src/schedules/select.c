@@ -58,8 +58,18 @@ static int keeps_order(const crnet__algorithm *a, const crnet__call *call,
 }
 
 const char *crnet__schedule_name(size_t i) {
-  const crnet__algorithm *a = crnet__algorithm_by_id((uint32_t)i + 1);
-  return i < crnet__nalgorithms && a != NULL ? a->name : NULL;
+  /* In order of wire id, which may have gaps: an id is never reused, and
+   * one may belong to a schedule this build does not have. */
+  uint32_t last = 0;
+  for (size_t k = 0; k < crnet__nalgorithms; k++)
+    if (crnet__algorithms[k]->id > last)
+      last = crnet__algorithms[k]->id;
+  for (uint32_t id = 1; id <= last; id++) {
+    const crnet__algorithm *a = crnet__algorithm_by_id(id);
+    if (a != NULL && i-- == 0)
+      return a->name;
+  }
+  return NULL;
 }
 
 bool crnet__schedule_known(const char *name, crnet_collective coll) {

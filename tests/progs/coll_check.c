@@ -26,6 +26,7 @@
  *   star                allreduce, allgather                rank order
  *   pairwise, bruck     alltoall                            -
  *   allgather-reduce    allreduce                           rank order
+ *   knomial             allreduce, bcast, reduce, barrier   rank order
  *
  * For each schedule, every rank alike: choose it (crnet_comm_set_schedule
  * must return 0) for every collective it can do, the others staying on
@@ -195,6 +196,10 @@ static const struct schedule schedules[] = {
      false},
     {"linear", BIT(CRNET_COLL_GATHER) | BIT(CRNET_COLL_SCATTER), REORDERS,
      false},
+    {"knomial",
+     BIT(CRNET_COLL_ALLREDUCE) | BIT(CRNET_COLL_BCAST) |
+         BIT(CRNET_COLL_REDUCE) | BIT(CRNET_COLL_BARRIER),
+     KEEPS_ORDER, false},
     /* on one host its layout is one host: a reduce-scatter and an
      * allgather there (tests/multihost.sh runs it across hosts) */
     {"two-level",

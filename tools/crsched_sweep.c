@@ -11,7 +11,6 @@
 
 #include "algorithm.h"
 #include "crnet.h"
-#include "knomial.h"
 #include "model.h"
 #include "schedule.h"
 #include "select.h"
@@ -27,9 +26,9 @@
  * schedules that fold or round up differ. No schedule is built: rounds,
  * bytes and reductions come from crnet__model_terms_of, the seconds from
  * crnet__model_seconds with the tuning a job would use (see
- * crsched_load_tuning), and the peers from sweep_peers below, each a few
- * flops to O(log p) (O(p) for the circulant scan, a loop over ranks of
- * O(log p) each).
+ * crsched_load_tuning), and the peers from each row's peers (algorithm.h),
+ * each a few flops to O(log p) (O(p) for the circulant scan, a loop over
+ * ranks of O(log p) each).
  *
  * Peers: the number of distinct ranks one rank sends to or receives from
  * over the whole call, the largest over all ranks (root 0 for bcast and
@@ -37,95 +36,11 @@
  * rank's schedule at every p up to --pmax and checks rounds, bytes and
  * peers against these formulas (see sweep_verify). */
 
-/* Distinct nonzero values among +-v[i] mod p. */
-static int32_t distinct_pm(const int32_t *v, int n, int32_t p) {
-  int32_t seen[2 * 64];
-  int k = 0;
-  for (int i = 0; i < n; i++)
-    for (int sign = 0; sign < 2; sign++) {
-      int32_t x = mod_p(sign ? -(int64_t)v[i] : v[i], p);
-      bool dup = x == 0;
-      for (int j = 0; j < k && !dup; j++)
-        dup = seen[j] == x;
-      if (!dup)
-        seen[k++] = x;
-    }
-  return k;
-}
-
-/* The peers of the circulant schedule `name` at p: the skips after s_0 = p
- * (circulant-linear: all p-1 others), each both ways. */
-static int32_t circulant_peers(const char *name, int32_t p) {
-  int32_t s[64];
-  int n = 0;
-  if (strcmp(name, "circulant-linear") == 0)
-    return p - 1;
-  for (int32_t v = p; v > 1;) /* circulant's halving, rounded up */
-    s[n++] = v = v - v / 2;
-  return distinct_pm(s, n, p);
-}
-
-/* Dissemination without wrap-around (circulant scan): rank r talks to
- * r + 2^k < p and r - 2^k >= 0, all distinct; the most over r. */
-static int32_t dissemination_peers(int32_t p) {
-  int L = crnet__ceil_log2(p);
-  int32_t best = 0;
-  for (int32_t r = 0; r < p; r++) {
-    int32_t n = 0;
-    for (int k = 0; k < L; k++)
-      n += (r + (INT64_C(1) << k) < p) + (r - (INT64_C(1) << k) >= 0);
-    if (n > best)
-      best = n;
-  }
-  return best;
-}
-
-/* The most distinct peers of one rank: see the top of this section. -1 if
- * unknown. */
+/* The most distinct peers of one rank: see the top of this section (each
+ * row's peers, algorithm.h). -1 if unknown. */
 static int32_t sweep_peers(const char *name, const crnet__call *call) {
-  crnet_collective coll = call->coll;
-  int32_t p = call->p;
-  int L = crnet__ceil_log2(p), d = crnet__floor_log2(p);
-  int f = (INT64_C(1) << d) != p;
-  if (p <= 1)
-    return 0;
-  if (p == 2)
-    return 1;
-  if (coll == CRNET_COLL_ALLTOALLV) /* both exchange with every rank */
-    return p - 1;
-  if (strcmp(name, "binomial") == 0) /* the root's children */
-    return L;
-  if (strcmp(name, "linear") == 0) /* the root and every rank */
-    return p - 1;
-  if (strcmp(name, "knomial") == 0) /* rank 0's children, at its radix */
-    return crnet__knomial_tree_rounds(p, crnet__knomial_radix(call));
-  if (strcmp(name, "ring") == 0)
-    return 2;
-  if (strcmp(name, "pairwise") == 0)
-    return p - 1;
-  if (strncmp(name, "circulant", 9) == 0)
-    return coll == CRNET_COLL_SCAN ? dissemination_peers(p)
-                                   : circulant_peers(name, p);
-  if (strcmp(name, "allgather-reduce") == 0)
-    return circulant_peers("circulant", p);
-  if (strcmp(name, "bruck") == 0) {
-    int32_t s[64];
-    for (int k = 0; k < L; k++)
-      s[k] = (int32_t)(INT64_C(1) << k);
-    return distinct_pm(s, L, p);
-  }
-  if (strcmp(name, "hypercube") == 0 || strcmp(name, "rabenseifner") == 0) {
-    if (coll == CRNET_COLL_BCAST || coll == CRNET_COLL_SCAN)
-      return L;
-    return d + f;
-  }
-  if (strcmp(name, "star") == 0) {
-    int n = 1;
-    for (int64_t fact = 1; fact < p;)
-      fact *= ++n;
-    return n - 1;
-  }
-  return -1;
+  const crnet__algorithm *a = crnet__algorithm_find(name);
+  return a != NULL ? crnet__algorithm_peers(a, call) : -1;
 }
 
 /* The p of the sweep, increasing, into ps (at most cap). */

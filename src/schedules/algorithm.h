@@ -82,6 +82,12 @@ typedef struct crnet__algorithm {
   /* Its round shape for `call` across hosts; NULL or UNPRICED: the terms'
    * price holds. */
   enum crnet__round_shape (*host_rounds)(const crnet__call *call);
+  /* The most distinct ranks one rank sends to or receives from over the
+   * call, the largest over the ranks (root 0 for a rooted call): the links
+   * a rank needs. Asked for p > 2 and never for alltoallv (see
+   * crnet__algorithm_peers); crsched --cost --sweep prints it, and its
+   * --verify holds it against the built schedules. NULL: not known. */
+  int32_t (*peers)(const crnet__call *call);
   /* One line for crsched --list and the docs: what it is, after whom. */
   const char *summary;
 } crnet__algorithm;
@@ -96,6 +102,16 @@ const crnet__algorithm *crnet__algorithm_find(const char *name);
 
 /* The row with wire id `id`, or NULL. */
 const crnet__algorithm *crnet__algorithm_by_id(uint32_t id);
+
+/* The peers of a call on `a` (see its peers): 0 at p = 1, 1 at p = 2,
+ * p - 1 for alltoallv (both schedules exchange with every rank), else the
+ * row's own figure, or -1 when it has none. */
+int32_t crnet__algorithm_peers(const crnet__algorithm *a,
+                               const crnet__call *call);
+
+/* Distinct nonzero values among +-v[i] mod p (n <= 64): the peers of a
+ * rank that sends and receives at the offsets v[i]. */
+int32_t crnet__distinct_offsets(const int32_t *v, int n, int32_t p);
 
 /* keeps_order for the rows whose reductions always keep rank order. */
 int crnet__keeps_order_always(const crnet__call *call, bool *ordered);

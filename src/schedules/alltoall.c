@@ -420,6 +420,8 @@ static bool pairwise_terms(const crnet__call *call, crnet__model_coef *c) {
   return true;
 }
 
+static int32_t pairwise_peers(const crnet__call *call) { return call->p - 1; }
+
 const crnet__algorithm crnet__pairwise_algorithm = {
     .name = "pairwise",
     .id = 9,
@@ -428,6 +430,7 @@ const crnet__algorithm crnet__pairwise_algorithm = {
     .in_auto = true,
     .build = pairwise_build,
     .terms = pairwise_terms,
+    .peers = pairwise_peers,
     .summary = "pairwise exchange: p-1 rounds, each block sent straight to "
                "its rank, several rounds in flight"};
 
@@ -441,6 +444,15 @@ static bool bruck_terms(const crnet__call *call, crnet__model_coef *c) {
   return true;
 }
 
+/* Offsets 2^k, each both ways. */
+static int32_t bruck_peers(const crnet__call *call) {
+  int32_t s[64];
+  int L = crnet__ceil_log2(call->p);
+  for (int k = 0; k < L; k++)
+    s[k] = (int32_t)(INT64_C(1) << k);
+  return crnet__distinct_offsets(s, L, call->p);
+}
+
 const crnet__algorithm crnet__bruck_algorithm = {
     .name = "bruck",
     .id = 10,
@@ -448,5 +460,6 @@ const crnet__algorithm crnet__bruck_algorithm = {
     .in_auto = true,
     .build = bruck_build,
     .terms = bruck_terms,
+    .peers = bruck_peers,
     .summary = "Bruck's all-to-all: ceil(log2 p) rounds, blocks forwarded "
                "through the circulant's skips"};

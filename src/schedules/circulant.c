@@ -1097,6 +1097,32 @@ SKIP_VARIANT(doubling, "circulant-doubling")
 SKIP_VARIANT(linear, "circulant-linear")
 SKIP_VARIANT(sqrt, "circulant-sqrt")
 
+/* Peers: the skips after s_0 = p (circulant's halving, rounded up), each
+ * both ways; the scan's dissemination has no wrap-around: rank r talks to
+ * r + 2^k < p and r - 2^k >= 0, the most over r. */
+static int32_t halving_peers(int32_t p) {
+  int32_t s[64];
+  int n = 0;
+  for (int32_t v = p; v > 1;)
+    s[n++] = v = v - v / 2;
+  return crnet__distinct_offsets(s, n, p);
+}
+
+static int32_t circulant_peers(const crnet__call *call) {
+  int32_t p = call->p, best = 0;
+  int L = crnet__ceil_log2(p);
+  if (call->coll != CRNET_COLL_SCAN)
+    return halving_peers(p);
+  for (int32_t r = 0; r < p; r++) {
+    int32_t n = 0;
+    for (int k = 0; k < L; k++)
+      n += (r + (INT64_C(1) << k) < p) + (r - (INT64_C(1) << k) >= 0);
+    if (n > best)
+      best = n;
+  }
+  return best;
+}
+
 const crnet__algorithm crnet__circulant_algorithm = {
     .name = "circulant",
     .id = 1,
@@ -1105,6 +1131,7 @@ const crnet__algorithm crnet__circulant_algorithm = {
     .build = circulant_build,
     .terms = circulant_terms,
     .keeps_order = circulant_keeps_order,
+    .peers = circulant_peers,
     .summary = "Träff's circulant graph, halving skips: ceil(log2 p) rounds "
                "each way at optimal volume, any p; scan by dissemination"};
 
@@ -1116,6 +1143,10 @@ const crnet__algorithm crnet__circulant_doubling_algorithm = {
     .keeps_order = doubling_keeps_order,
     .summary = "the circulant with power-of-two skips (named only)"};
 
+static int32_t circulant_linear_peers(const crnet__call *call) {
+  return call->p - 1;
+}
+
 const crnet__algorithm crnet__circulant_linear_algorithm = {
     .name = "circulant-linear",
     .id = 3,
@@ -1124,6 +1155,7 @@ const crnet__algorithm crnet__circulant_linear_algorithm = {
     .build = linear_build,
     .terms = linear_terms,
     .keeps_order = linear_keeps_order,
+    .peers = circulant_linear_peers,
     .summary = "the circulant with skips p-1, ..., 1: p-1 rounds, rank "
                "order kept"};
 
@@ -1164,6 +1196,10 @@ static bool gather_reduce_fits(const crnet__call *call, double m) {
   return (double)call->p * m <= GATHER_REDUCE_MAX_BYTES;
 }
 
+static int32_t gather_reduce_peers(const crnet__call *call) {
+  return halving_peers(call->p);
+}
+
 const crnet__algorithm crnet__allgather_reduce_algorithm = {
     .name = "allgather-reduce",
     .id = 11,
@@ -1173,6 +1209,7 @@ const crnet__algorithm crnet__allgather_reduce_algorithm = {
     .terms = gather_reduce_terms,
     .keeps_order = crnet__keeps_order_always,
     .auto_fits = gather_reduce_fits,
+    .peers = gather_reduce_peers,
     .summary = "the circulant allgather of every vector, then a local fold "
                "in rank order: ceil(log2 p) rounds; auto takes it while p·m "
                "<= 1 MiB"};

@@ -929,6 +929,16 @@ static enum crnet__round_shape hypercube_host_rounds(const crnet__call *call) {
                                               : CRNET__ROUNDS_UNPRICED;
 }
 
+/* Bcast and scan: a partner per round, ceil(log2 p); the rest fold at a
+ * p that is not a power of two: floor(log2 p) partners and the fold's. */
+static int32_t hypercube_peers(const crnet__call *call) {
+  int32_t p = call->p;
+  int d = crnet__floor_log2(p);
+  if (call->coll == CRNET_COLL_BCAST || call->coll == CRNET_COLL_SCAN)
+    return crnet__ceil_log2(p);
+  return d + ((INT64_C(1) << d) != p);
+}
+
 const crnet__algorithm crnet__hypercube_algorithm = {
     .name = "hypercube",
     .id = 6,
@@ -943,6 +953,7 @@ const crnet__algorithm crnet__hypercube_algorithm = {
     .keeps_order = crnet__keeps_order_always,
     .check = hypercube_check,
     .host_rounds = hypercube_host_rounds,
+    .peers = hypercube_peers,
     .summary = "recursive doubling, with the balanced fold at any p; scan "
                "by Alg. 4.9; bcast by the binomial tree; all-to-all at "
                "powers of two"};
@@ -1003,5 +1014,6 @@ const crnet__algorithm crnet__rabenseifner_algorithm = {
     .terms = rabenseifner_terms,
     .keeps_order = crnet__keeps_order_always,
     .host_rounds = rabenseifner_host_rounds,
+    .peers = hypercube_peers,
     .summary = "Rabenseifner's recursive halving, then doubling back, with "
                "the balanced fold at any p; rank order kept"};

@@ -470,6 +470,11 @@ static int knomial_price(const crnet__call *call, double *seconds) {
   return 0;
 }
 
+/* Rank 0's children, at the call's radix. */
+static int32_t knomial_peers(const crnet__call *call) {
+  return crnet__knomial_tree_rounds(call->p, crnet__knomial_radix(call));
+}
+
 const crnet__algorithm crnet__knomial_algorithm = {
     .name = "knomial",
     .id = 16,
@@ -479,6 +484,7 @@ const crnet__algorithm crnet__knomial_algorithm = {
     .terms = knomial_terms,
     .keeps_order = crnet__keeps_order_always,
     .price = knomial_price,
+    .peers = knomial_peers,
     .summary = "the k-nomial tree, radix k in 2..8 from the model: "
                "ceil(log_k p) levels of up to k-1 messages in flight, "
                "rank order kept; bcast, reduce, barrier, allreduce"};

@@ -531,6 +531,11 @@ static int ring_keeps_order(const crnet__call *call, bool *ordered) {
   return 0;
 }
 
+static int32_t ring_peers(const crnet__call *call) {
+  (void)call;
+  return 2;
+}
+
 const crnet__algorithm crnet__ring_algorithm = {
     .name = "ring",
     .id = 5,
@@ -547,6 +552,7 @@ const crnet__algorithm crnet__ring_algorithm = {
     .build = ring_build,
     .terms = ring_terms,
     .keeps_order = ring_keeps_order,
+    .peers = ring_peers,
     .summary = "the ring (Patarasuk and Yuan): p-1 rounds each way at optimal "
                "volume, each waiting only for a neighbour; bcast and scan as "
                "pipelined chains"};

@@ -371,6 +371,11 @@ static bool binomial_terms(const crnet__call *call, crnet__model_coef *c) {
   return true;
 }
 
+/* The root's children. */
+static int32_t binomial_peers(const crnet__call *call) {
+  return crnet__ceil_log2(call->p);
+}
+
 const crnet__algorithm crnet__binomial_algorithm = {
     .name = "binomial",
     .id = 12,
@@ -378,6 +383,7 @@ const crnet__algorithm crnet__binomial_algorithm = {
     .in_auto = true,
     .build = binomial_build,
     .terms = binomial_terms,
+    .peers = binomial_peers,
     .summary = "the binomial tree: ceil(log2 p) rounds, blocks relayed"};
 
 static int linear_build(const crnet__call *c, crnet__schedule *out) {
@@ -394,6 +400,9 @@ static bool linear_terms(const crnet__call *call, crnet__model_coef *c) {
   return true;
 }
 
+/* The root and every rank. */
+static int32_t linear_peers(const crnet__call *call) { return call->p - 1; }
+
 const crnet__algorithm crnet__linear_algorithm = {
     .name = "linear",
     .id = 13,
@@ -401,5 +410,6 @@ const crnet__algorithm crnet__linear_algorithm = {
     .in_auto = true,
     .build = linear_build,
     .terms = linear_terms,
+    .peers = linear_peers,
     .summary = "the root and each rank directly: p-1 messages, several in "
                "flight"};

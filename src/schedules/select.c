@@ -47,6 +47,35 @@ int crnet__keeps_order_always(const crnet__call *call, bool *ordered) {
   return 0;
 }
 
+int32_t crnet__algorithm_peers(const crnet__algorithm *a,
+                               const crnet__call *call) {
+  if (call->p <= 1)
+    return 0;
+  if (call->p == 2)
+    return 1;
+  if (call->coll == CRNET_COLL_ALLTOALLV)
+    return call->p - 1;
+  return a->peers != NULL ? a->peers(call) : -1;
+}
+
+int32_t crnet__distinct_offsets(const int32_t *v, int n, int32_t p) {
+  int32_t seen[2 * 64];
+  int k = 0;
+  for (int i = 0; i < n && i < 64; i++)
+    for (int sign = 0; sign < 2; sign++) {
+      int64_t x = (sign ? -(int64_t)v[i] : v[i]) % p;
+      bool dup;
+      if (x < 0)
+        x += p;
+      dup = x == 0;
+      for (int j = 0; j < k && !dup; j++)
+        dup = seen[j] == x;
+      if (!dup)
+        seen[k++] = (int32_t)x;
+    }
+  return k;
+}
+
 static bool does(const crnet__algorithm *a, crnet_collective coll) {
   return (a->colls & CRNET__COLL_BIT(coll)) != 0;
 }

@@ -646,6 +646,14 @@ static bool star_terms(const crnet__call *call, crnet__model_coef *c) {
   return true;
 }
 
+/* The star graph S_n for the least n with n! >= p: n - 1 neighbours. */
+static int32_t star_peers(const crnet__call *call) {
+  int n = 1;
+  for (int64_t fact = 1; fact < call->p;)
+    fact *= ++n;
+  return n - 1;
+}
+
 const crnet__algorithm crnet__star_algorithm = {
     .name = "star",
     .id = 8,
@@ -655,5 +663,6 @@ const crnet__algorithm crnet__star_algorithm = {
     .build = star_build,
     .terms = star_terms,
     .keeps_order = crnet__keeps_order_always,
+    .peers = star_peers,
     .summary = "the star graph S_n's schedule (Träff), rank order kept; "
                "priced at p = n!"};

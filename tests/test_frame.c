@@ -16,11 +16,20 @@
 #include "frame.h"
 
 static const uint8_t all_kinds[] = {
-    CRNET__FRAME_DATA,         CRNET__FRAME_ABORT,     CRNET__FRAME_BYE,
-    CRNET__FRAME_MSG,          CRNET__FRAME_RTS,       CRNET__FRAME_CTS,
-    CRNET__FRAME_RDATA,        CRNET__FRAME_CREDIT,    CRNET__FRAME_RDV_REGISTER,
-    CRNET__FRAME_RDV_TABLE,    CRNET__FRAME_RDV_ERROR,  CRNET__FRAME_SHM_OFFER,
-    CRNET__FRAME_SHM_SWITCH,   CRNET__FRAME_SHM_DECLINE,
+    CRNET__FRAME_DATA,
+    CRNET__FRAME_ABORT,
+    CRNET__FRAME_BYE,
+    CRNET__FRAME_MSG,
+    CRNET__FRAME_RTS,
+    CRNET__FRAME_CTS,
+    CRNET__FRAME_RDATA,
+    CRNET__FRAME_CREDIT,
+    CRNET__FRAME_RENDEZVOUS_REGISTER,
+    CRNET__FRAME_RENDEZVOUS_TABLE,
+    CRNET__FRAME_RENDEZVOUS_ERROR,
+    CRNET__FRAME_SHM_OFFER,
+    CRNET__FRAME_SHM_SWITCH,
+    CRNET__FRAME_SHM_DECLINE,
 };
 #define NKINDS (sizeof all_kinds / sizeof all_kinds[0])
 
@@ -169,7 +178,7 @@ START_TEST(test_round_trip_every_kind) {
 END_TEST
 
 START_TEST(test_max_length_unbounded) {
-  crnet__frame_header h = {.kind = CRNET__FRAME_RDV_TABLE,
+  crnet__frame_header h = {.kind = CRNET__FRAME_RENDEZVOUS_TABLE,
                            .length = UINT64_MAX};
   uint8_t buf[CRNET__FRAME_HEADER_SIZE];
   crnet__frame_encode(&h, buf);

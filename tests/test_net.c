@@ -1040,12 +1040,12 @@ static int rank_hold(int rank, int size, void *arg) {
   return err_exit(rc);
 }
 
-static void on_test_rdv_done(crnet__rdv_server *srv, int status,
+static void on_test_rdv_done(crnet__rendezvous_server *srv, int status,
                              const int *missing, int nmissing, void *arg) {
   (void)missing;
   (void)nmissing;
   *(int *)arg = status;
-  crnet__rdv_server_close(srv);
+  crnet__rendezvous_server_close(srv);
 }
 
 /* Serves the rendezvous of job j on host:j->port in a child process, as
@@ -1055,14 +1055,14 @@ static pid_t serve_rendezvous(const job *j, const char *host) {
   ck_assert_int_ge(pid, 0);
   if (pid == 0) {
     uint8_t key[CRNET__KEY_BYTES];
-    crnet__rdv_server *srv;
+    crnet__rendezvous_server *srv;
     uv_loop_t loop;
     int status = -1;
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (crnet__key_parse_hex(j->key, key) != 0 || uv_loop_init(&loop) != 0 ||
-        crnet__rdv_server_start(&srv, &loop, key, j->size, host, j->port,
-                                j->init_timeout, on_test_rdv_done,
-                                &status) != 0)
+        crnet__rendezvous_server_start(&srv, &loop, key, j->size, host, j->port,
+                                       j->init_timeout, on_test_rdv_done,
+                                       &status) != 0)
       _exit(2);
     uv_run(&loop, UV_RUN_DEFAULT);
     _exit(status == 0 ? 0 : 1);

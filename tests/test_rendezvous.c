@@ -1,5 +1,5 @@
 /* Unit tests of the rendezvous codecs (src/runtime/rendezvous.c): entries,
- * options and the table a rank decodes with crnet__rdv_table_decode.
+ * options and the table a rank decodes with crnet__rendezvous_table_decode.
  *
  * Tables are built the way the server builds them (size, rank 0's tuning
  * and options, then every entry) for several job sizes and decoded back;
@@ -27,8 +27,8 @@
 
 #define MAX_P 13
 
-static crnet__rdv_entry entry_of(int r) {
-  crnet__rdv_entry e;
+static crnet__rendezvous_entry entry_of(int r) {
+  crnet__rendezvous_entry e;
   memset(&e, 0, sizeof e);
   e.family = r % 2 ? 6 : 4;
   e.port = (uint16_t)(30000 + r);
@@ -36,7 +36,7 @@ static crnet__rdv_entry entry_of(int r) {
     e.addr[i] = (uint8_t)(r * 16 + i);
   e.pid = 1000u + (uint32_t)r;
   snprintf(e.host, sizeof e.host, "node-%d", r);
-  for (int i = 0; i < CRNET__RDV_NODE_BYTES; i++)
+  for (int i = 0; i < CRNET__RENDEZVOUS_NODE_BYTES; i++)
     e.node[i] = (uint8_t)(r / 2 + i); /* ranks 2k and 2k+1 share a node */
   return e;
 }
@@ -44,21 +44,24 @@ static crnet__rdv_entry entry_of(int r) {
 /* The table of a job of p ranks, as send_table writes it; returns its
  * length. */
 static size_t build_table(uint8_t *out, int p, const crnet__tuning *t,
-                          const crnet__rdv_options *o) {
+                          const crnet__rendezvous_options *o) {
   crnet__put_le32(out, (uint32_t)p);
   crnet__tuning_encode(t, out + 4);
-  crnet__rdv_options_encode(o, out + 4 + CRNET__TUNING_WIRE_SIZE);
+  crnet__rendezvous_options_encode(o, out + 4 + CRNET__TUNING_WIRE_SIZE);
   for (int r = 0; r < p; r++) {
-    crnet__rdv_entry e = entry_of(r);
-    crnet__rdv_entry_encode(&e, out + CRNET__RDV_TABLE_HEAD +
-                                    (size_t)r * CRNET__RDV_ENTRY_SIZE);
+    crnet__rendezvous_entry e = entry_of(r);
+    crnet__rendezvous_entry_encode(&e, out + CRNET__RENDEZVOUS_TABLE_HEAD +
+                                           (size_t)r *
+                                               CRNET__RENDEZVOUS_ENTRY_SIZE);
   }
-  return CRNET__RDV_TABLE_HEAD + (size_t)p * CRNET__RDV_ENTRY_SIZE;
+  return CRNET__RENDEZVOUS_TABLE_HEAD +
+         (size_t)p * CRNET__RENDEZVOUS_ENTRY_SIZE;
 }
 
-static uint8_t table[CRNET__RDV_TABLE_HEAD + MAX_P * CRNET__RDV_ENTRY_SIZE];
+static uint8_t
+    table[CRNET__RENDEZVOUS_TABLE_HEAD + MAX_P * CRNET__RENDEZVOUS_ENTRY_SIZE];
 
-static void defaults(crnet__tuning *t, crnet__rdv_options *o) {
+static void defaults(crnet__tuning *t, crnet__rendezvous_options *o) {
   crnet__tuning_defaults(t);
   t->base[CRNET__TUNING_ALPHA] = 7e-6;
   o->streams = 3;
@@ -72,14 +75,15 @@ START_TEST(test_table_round_trip) {
   for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
     int p = sizes[k];
     crnet__tuning t, got_t;
-    crnet__rdv_options o, got_o = {0, 0, 0, 0};
-    crnet__rdv_entry entries[MAX_P];
+    crnet__rendezvous_options o, got_o = {0, 0, 0, 0};
+    crnet__rendezvous_entry entries[MAX_P];
     const char *why = NULL;
     size_t len;
     defaults(&t, &o);
     len = build_table(table, p, &t, &o);
-    ck_assert_int_eq(crnet__rdv_table_decode(table, len, p, "rank 0", entries,
-                                             &got_t, &got_o, &why),
+    ck_assert_int_eq(crnet__rendezvous_table_decode(table, len, p, "rank 0",
+                                                    entries, &got_t, &got_o,
+                                                    &why),
                      0);
     ck_assert_ptr_null(why);
     ck_assert_uint_eq(got_o.streams, 3);
@@ -89,7 +93,7 @@ START_TEST(test_table_round_trip) {
     ck_assert(got_t.base[CRNET__TUNING_ALPHA] == 7e-6);
     ck_assert_str_eq(got_t.source, "rank 0");
     for (int r = 0; r < p; r++) {
-      crnet__rdv_entry e = entry_of(r);
+      crnet__rendezvous_entry e = entry_of(r);
       ck_assert_uint_eq(entries[r].family, e.family);
       ck_assert_uint_eq(entries[r].port, e.port);
       ck_assert_mem_eq(entries[r].addr, e.addr, 16);
@@ -105,8 +109,8 @@ END_TEST
 static void expect_refused(void (*breakage)(uint8_t *, size_t *, int *),
                            const char *want_why) {
   crnet__tuning t, got_t;
-  crnet__rdv_options o, got_o = {12345, 678, 0, 0};
-  crnet__rdv_entry entries[MAX_P];
+  crnet__rendezvous_options o, got_o = {12345, 678, 0, 0};
+  crnet__rendezvous_entry entries[MAX_P];
   const char *why = NULL;
   size_t len;
   int p = 3;
@@ -115,8 +119,8 @@ static void expect_refused(void (*breakage)(uint8_t *, size_t *, int *),
   breakage(table, &len, &p);
   crnet__tuning_defaults(&got_t);
   snprintf(got_t.source, sizeof got_t.source, "untouched");
-  ck_assert_int_eq(crnet__rdv_table_decode(table, len, p, "rank 0", entries,
-                                           &got_t, &got_o, &why),
+  ck_assert_int_eq(crnet__rendezvous_table_decode(
+                       table, len, p, "rank 0", entries, &got_t, &got_o, &why),
                    CRNET_EIO);
   ck_assert_ptr_nonnull(why);
   ck_assert_str_eq(why, want_why);
@@ -150,18 +154,18 @@ static void rank_expects_more(uint8_t *tb, size_t *len, int *p) {
 static void empty_entry(uint8_t *tb, size_t *len, int *p) {
   (void)len;
   (void)p;
-  memset(tb + CRNET__RDV_TABLE_HEAD + 2 * CRNET__RDV_ENTRY_SIZE, 0,
-         CRNET__RDV_ENTRY_SIZE);
+  memset(tb + CRNET__RENDEZVOUS_TABLE_HEAD + 2 * CRNET__RENDEZVOUS_ENTRY_SIZE,
+         0, CRNET__RENDEZVOUS_ENTRY_SIZE);
 }
 static void entry_port_zero(uint8_t *tb, size_t *len, int *p) {
   (void)len;
   (void)p;
-  crnet__put_le16(tb + CRNET__RDV_TABLE_HEAD + 2, 0);
+  crnet__put_le16(tb + CRNET__RENDEZVOUS_TABLE_HEAD + 2, 0);
 }
 static void entry_reserved_set(uint8_t *tb, size_t *len, int *p) {
   (void)len;
   (void)p;
-  tb[CRNET__RDV_TABLE_HEAD + CRNET__RDV_ENTRY_SIZE + 1] = 1;
+  tb[CRNET__RENDEZVOUS_TABLE_HEAD + CRNET__RENDEZVOUS_ENTRY_SIZE + 1] = 1;
 }
 static void no_streams(uint8_t *tb, size_t *len, int *p) {
   (void)len;
@@ -203,58 +207,59 @@ START_TEST(test_table_refusals) {
 END_TEST
 
 START_TEST(test_entry_codec) {
-  crnet__rdv_entry e = entry_of(1), back;
-  uint8_t buf[CRNET__RDV_ENTRY_SIZE];
+  crnet__rendezvous_entry e = entry_of(1), back;
+  uint8_t buf[CRNET__RENDEZVOUS_ENTRY_SIZE];
   char text[128];
   /* A host name filling its field loses its last byte to the NUL. */
   memset(e.host, 'h', sizeof e.host - 1);
   e.host[sizeof e.host - 1] = '\0';
-  crnet__rdv_entry_encode(&e, buf);
-  ck_assert_int_eq(crnet__rdv_entry_decode(buf, &back), 0);
+  crnet__rendezvous_entry_encode(&e, buf);
+  ck_assert_int_eq(crnet__rendezvous_entry_decode(buf, &back), 0);
   ck_assert_str_eq(back.host, e.host);
-  memset(buf + 24, 'x', CRNET__RDV_HOST_BYTES);
-  ck_assert_int_eq(crnet__rdv_entry_decode(buf, &back), 0);
-  ck_assert_uint_eq(strlen(back.host), CRNET__RDV_HOST_BYTES - 1);
-  crnet__rdv_entry_format(&back, text, sizeof text);
+  memset(buf + 24, 'x', CRNET__RENDEZVOUS_HOST_BYTES);
+  ck_assert_int_eq(crnet__rendezvous_entry_decode(buf, &back), 0);
+  ck_assert_uint_eq(strlen(back.host), CRNET__RENDEZVOUS_HOST_BYTES - 1);
+  crnet__rendezvous_entry_format(&back, text, sizeof text);
   ck_assert_ptr_nonnull(strstr(text, "]:30001)"));
   for (unsigned f = 0; f < 256; f++) {
     buf[0] = (uint8_t)f;
-    ck_assert_int_eq(crnet__rdv_entry_decode(buf, &back) == 0,
+    ck_assert_int_eq(crnet__rendezvous_entry_decode(buf, &back) == 0,
                      f == 4 || f == 6);
   }
 }
 END_TEST
 
 START_TEST(test_node_codec) {
-  crnet__rdv_entry a = entry_of(2), b = entry_of(3), c = entry_of(4), back;
-  uint8_t buf[CRNET__RDV_ENTRY_SIZE];
-  crnet__rdv_entry_encode(&a, buf);
-  ck_assert_int_eq(crnet__rdv_entry_decode(buf, &back), 0);
-  ck_assert_mem_eq(back.node, a.node, CRNET__RDV_NODE_BYTES);
+  crnet__rendezvous_entry a = entry_of(2), b = entry_of(3), c = entry_of(4),
+                          back;
+  uint8_t buf[CRNET__RENDEZVOUS_ENTRY_SIZE];
+  crnet__rendezvous_entry_encode(&a, buf);
+  ck_assert_int_eq(crnet__rendezvous_entry_decode(buf, &back), 0);
+  ck_assert_mem_eq(back.node, a.node, CRNET__RENDEZVOUS_NODE_BYTES);
   ck_assert_str_eq(back.host, a.host);
   ck_assert_uint_eq(back.pid, a.pid);
-  ck_assert(crnet__rdv_same_node(&a, &b));
-  ck_assert(crnet__rdv_same_node(&back, &b));
-  ck_assert(!crnet__rdv_same_node(&a, &c));
+  ck_assert(crnet__rendezvous_same_node(&a, &b));
+  ck_assert(crnet__rendezvous_same_node(&back, &b));
+  ck_assert(!crnet__rendezvous_same_node(&a, &c));
   /* One byte apart, in the boot id or in the namespace: another node. */
   b.node[0] ^= 1;
-  ck_assert(!crnet__rdv_same_node(&a, &b));
+  ck_assert(!crnet__rendezvous_same_node(&a, &b));
   b.node[0] ^= 1;
-  b.node[CRNET__RDV_NODE_BYTES - 1] ^= 0x80;
-  ck_assert(!crnet__rdv_same_node(&a, &b));
+  b.node[CRNET__RENDEZVOUS_NODE_BYTES - 1] ^= 0x80;
+  ck_assert(!crnet__rendezvous_same_node(&a, &b));
   /* Unknown (zeros) is no node at all, not even its own. */
   memset(a.node, 0, sizeof a.node);
   memset(b.node, 0, sizeof b.node);
-  ck_assert(!crnet__rdv_same_node(&a, &b));
-  ck_assert(!crnet__rdv_same_node(&a, &a));
+  ck_assert(!crnet__rendezvous_same_node(&a, &b));
+  ck_assert(!crnet__rendezvous_same_node(&a, &a));
 }
 END_TEST
 
 /* This process's node: the boot id of the kernel and the inode of its
  * network namespace, as /proc says them. */
 START_TEST(test_node_id) {
-  uint8_t id[CRNET__RDV_NODE_BYTES], again[CRNET__RDV_NODE_BYTES];
-  uint8_t zeros[CRNET__RDV_NODE_BYTES] = {0};
+  uint8_t id[CRNET__RENDEZVOUS_NODE_BYTES], again[CRNET__RENDEZVOUS_NODE_BYTES];
+  uint8_t zeros[CRNET__RENDEZVOUS_NODE_BYTES] = {0};
   char text[64];
   struct stat st;
   FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
@@ -262,8 +267,8 @@ START_TEST(test_node_id) {
   ck_assert_ptr_nonnull(fgets(text, sizeof text, f));
   fclose(f);
   ck_assert_int_eq(stat("/proc/self/ns/net", &st), 0);
-  crnet__rdv_node_id(id);
-  crnet__rdv_node_id(again);
+  crnet__rendezvous_node_id(id);
+  crnet__rendezvous_node_id(again);
   ck_assert_mem_eq(id, again, sizeof id);
   ck_assert(memcmp(id, zeros, sizeof id) != 0);
   char hex[3];
@@ -273,12 +278,12 @@ START_TEST(test_node_id) {
   ck_assert_int_eq(strncmp(text + 34, hex, 2), 0); /* ...-xxxxxxxxxxXX */
   ck_assert_uint_eq(crnet__get_le64(id + 16), (uint64_t)st.st_ino);
   /* Everything that appears in the table gets an entry with this node. */
-  crnet__rdv_entry e = entry_of(1), back;
-  uint8_t buf[CRNET__RDV_ENTRY_SIZE];
+  crnet__rendezvous_entry e = entry_of(1), back;
+  uint8_t buf[CRNET__RENDEZVOUS_ENTRY_SIZE];
   memcpy(e.node, id, sizeof id);
-  crnet__rdv_entry_encode(&e, buf);
-  ck_assert_int_eq(crnet__rdv_entry_decode(buf, &back), 0);
-  ck_assert(crnet__rdv_same_node(&e, &back));
+  crnet__rendezvous_entry_encode(&e, buf);
+  ck_assert_int_eq(crnet__rendezvous_entry_decode(buf, &back), 0);
+  ck_assert(crnet__rendezvous_same_node(&e, &back));
 }
 END_TEST
 
@@ -286,21 +291,22 @@ END_TEST
  * kernel (the multi-host test bed's hosts): same boot id, another
  * namespace. Making a namespace needs root (CAP_SYS_ADMIN). */
 START_TEST(test_node_id_other_namespace) {
-  uint8_t mine[CRNET__RDV_NODE_BYTES], theirs[CRNET__RDV_NODE_BYTES];
+  uint8_t mine[CRNET__RENDEZVOUS_NODE_BYTES],
+      theirs[CRNET__RENDEZVOUS_NODE_BYTES];
   int fds[2];
   if (geteuid() != 0) {
     printf("test_node_id_other_namespace: not root, cannot make a network "
            "namespace: not run\n");
     return;
   }
-  crnet__rdv_node_id(mine);
+  crnet__rendezvous_node_id(mine);
   ck_assert_int_eq(pipe(fds), 0);
   pid_t pid = fork();
   ck_assert_int_ge(pid, 0);
   if (pid == 0) {
-    uint8_t id[CRNET__RDV_NODE_BYTES] = {0};
+    uint8_t id[CRNET__RENDEZVOUS_NODE_BYTES] = {0};
     if (unshare(CLONE_NEWNET) == 0)
-      crnet__rdv_node_id(id);
+      crnet__rendezvous_node_id(id);
     _exit(write(fds[1], id, sizeof id) == (ssize_t)sizeof id ? 0 : 1);
   }
   close(fds[1]);
@@ -311,51 +317,51 @@ START_TEST(test_node_id_other_namespace) {
   ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   ck_assert_mem_eq(mine, theirs, 16);
   ck_assert(memcmp(mine + 16, theirs + 16, 8) != 0);
-  crnet__rdv_entry a, b;
+  crnet__rendezvous_entry a, b;
   memset(&a, 0, sizeof a);
   memset(&b, 0, sizeof b);
   memcpy(a.node, mine, sizeof mine);
   memcpy(b.node, theirs, sizeof theirs);
-  ck_assert(!crnet__rdv_same_node(&a, &b));
+  ck_assert(!crnet__rendezvous_same_node(&a, &b));
 }
 END_TEST
 
 START_TEST(test_options_codec) {
-  uint8_t buf[CRNET__RDV_OPTIONS_SIZE];
-  crnet__rdv_options o = {0}, back;
+  uint8_t buf[CRNET__RENDEZVOUS_OPTIONS_SIZE];
+  crnet__rendezvous_options o = {0}, back;
   for (uint32_t s = 0; s <= CRNET__MAX_STREAMS + 1; s++) {
     o.streams = s;
     o.stream_min = 1;
-    crnet__rdv_options_encode(&o, buf);
-    ck_assert_int_eq(crnet__rdv_options_decode(buf, &back) == 0,
+    crnet__rendezvous_options_encode(&o, buf);
+    ck_assert_int_eq(crnet__rendezvous_options_decode(buf, &back) == 0,
                      s >= 1 && s <= CRNET__MAX_STREAMS);
   }
   o.streams = 1;
   o.stream_min = UINT32_MAX;
-  crnet__rdv_options_encode(&o, buf);
-  ck_assert_int_eq(crnet__rdv_options_decode(buf, &back), 0);
+  crnet__rendezvous_options_encode(&o, buf);
+  ck_assert_int_eq(crnet__rendezvous_options_decode(buf, &back), 0);
   ck_assert_uint_eq(back.stream_min, UINT32_MAX);
   ck_assert_uint_eq(back.lazy, 0);
   /* Lazy links travel as a flag; a flag this build does not know is
    * refused rather than ignored. */
   o.lazy = 1;
-  crnet__rdv_options_encode(&o, buf);
-  ck_assert_int_eq(crnet__rdv_options_decode(buf, &back), 0);
+  crnet__rendezvous_options_encode(&o, buf);
+  ck_assert_int_eq(crnet__rendezvous_options_decode(buf, &back), 0);
   ck_assert_uint_eq(back.lazy, 1);
   ck_assert_uint_eq(back.tcp, 0);
   ck_assert_uint_eq(back.streams, 1);
   /* rank 0's TCP-only links, the second flag, on their own */
   o.lazy = 0;
   o.tcp = 1;
-  crnet__rdv_options_encode(&o, buf);
-  ck_assert_int_eq(crnet__rdv_options_decode(buf, &back), 0);
+  crnet__rendezvous_options_encode(&o, buf);
+  ck_assert_int_eq(crnet__rendezvous_options_decode(buf, &back), 0);
   ck_assert_uint_eq(back.tcp, 1);
   ck_assert_uint_eq(back.lazy, 0);
   buf[2] |= 4;
-  ck_assert_int_ne(crnet__rdv_options_decode(buf, &back), 0);
+  ck_assert_int_ne(crnet__rendezvous_options_decode(buf, &back), 0);
   buf[2] &= (uint8_t)~4;
   buf[3] = 0x80;
-  ck_assert_int_ne(crnet__rdv_options_decode(buf, &back), 0);
+  ck_assert_int_ne(crnet__rendezvous_options_decode(buf, &back), 0);
 }
 END_TEST
 

@@ -654,15 +654,17 @@ typedef struct relay {
   int gate;      /* write end: one byte opens the gate */
 } relay;
 
-/* Rewrites port r->from to r->to in a RDV_TABLE frame (header + payload). */
+/* Rewrites port r->from to r->to in a RENDEZVOUS_TABLE frame (header +
+ * payload). */
 static void relay_rewrite(const relay *r, uint8_t *frame, uint64_t len) {
   crnet__frame_header h;
   uint8_t *e;
   if (crnet__frame_decode(frame, UINT64_MAX, &h, NULL) != 0 ||
-      h.kind != CRNET__FRAME_RDV_TABLE)
+      h.kind != CRNET__FRAME_RENDEZVOUS_TABLE)
     return;
-  for (uint64_t off = CRNET__FRAME_HEADER_SIZE + CRNET__RDV_TABLE_HEAD;
-       off + CRNET__RDV_ENTRY_SIZE <= len; off += CRNET__RDV_ENTRY_SIZE) {
+  for (uint64_t off = CRNET__FRAME_HEADER_SIZE + CRNET__RENDEZVOUS_TABLE_HEAD;
+       off + CRNET__RENDEZVOUS_ENTRY_SIZE <= len;
+       off += CRNET__RENDEZVOUS_ENTRY_SIZE) {
     e = frame + off;
     if (crnet__get_le16(e + 2) == r->from)
       crnet__put_le16(e + 2, (uint16_t)r->to);

@@ -27,8 +27,9 @@
  * them; below the first or above the last, the nearest one; with no key.P
  * line at all, the plain key; and the built-in default where the file says
  * nothing (1 for ring_round, so a file written before it existed prices
- * every round at α, as it always did). Per-p figures exist because α grows once ranks outnumber cores (a
- * round then waits for the scheduler as well as the network).
+ * every round at α, as it always did). Per-p figures exist because α grows once
+ * ranks outnumber cores (a round then waits for the scheduler as well as the
+ * network).
  *
  * Validation is strict (a typo must not silently change schedule choices):
  * unknown keys, a key given twice, values that are not finite numbers in
@@ -45,8 +46,8 @@
  * Agreement: the ranks of a job must pick the same schedule for every call
  * (the call signature would fail them with CRNET_EMISMATCH otherwise), so
  * only rank 0 reads the file, and its constants travel to every rank in the
- * rendezvous (rendezvous.h: RDV_REGISTER and RDV_TABLE carry the encoding
- * below). Other ranks' files are never read.
+ * rendezvous (rendezvous.h: RENDEZVOUS_REGISTER and RENDEZVOUS_TABLE carry the
+ * encoding below). Other ranks' files are never read.
  */
 #ifndef CRNET_TUNING_H
 #define CRNET_TUNING_H

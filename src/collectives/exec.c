@@ -204,7 +204,7 @@ typedef struct round_run {
   uint64_t sent;   /* bytes of the send */
   uint64_t total;  /* bytes of the receive */
   uint64_t reduced; /* bytes of a streamed receive reduced so far */
-  crnet__xchg x;
+  crnet__exchange x;
   bool exchanging; /* x was started: the round waits for it */
   bool stream;
   int rc; /* a failure before the exchange started */
@@ -263,8 +263,10 @@ static void round_start(exec_call *e, uint32_t k, round_run *rr) {
   const crnet__schedule *s = &e->sched;
   const crnet__round *r = &s->rounds[k];
   const exec_bufs *b = &e->b;
-  crnet__xchg_id id = {.coll = e->req.coll, .seq = e->req.seq,
-                       .sig = e->req.sig, .call = e->req.call};
+  crnet__exchange_id id = {.coll = e->req.coll,
+                           .seq = e->req.seq,
+                           .sig = e->req.sig,
+                           .call = e->req.call};
   rr->k = k;
   rr->started = e->now;
   rr->finish_from = rr->started;
@@ -297,11 +299,11 @@ static void round_start(exec_call *e, uint32_t k, round_run *rr) {
     return;
   }
   rr->stream = rr->stream && streamable(s, r, b->esize, rr->ss);
-  rr->rc = crnet__xchg_init(c, &rr->x, &e->req, &id, r->send.peer, rr->siov,
-                            r->send.nsegs, r->recv.peer, rr->riov,
-                            r->recv.nsegs, k);
+  rr->rc = crnet__exchange_init(c, &rr->x, &e->req, &id, r->send.peer, rr->siov,
+                                r->send.nsegs, r->recv.peer, rr->riov,
+                                r->recv.nsegs, k);
   rr->exchanging = true;
-  crnet__xchg_post(&rr->x);
+  crnet__exchange_post(&rr->x);
 }
 
 /* The round's share of the counters, and its trace event. The time since
@@ -357,7 +359,7 @@ static bool round_try_finish(exec_call *e, round_run *rr) {
   if (rr->exchanging) {
     if (rr->stream && rc == 0 && c->err == 0) {
       /* A piece at a time, as it lands (see above). */
-      uint64_t got = crnet__xchg_received(&rr->x);
+      uint64_t got = crnet__exchange_received(&rr->x);
       if (got > rr->reduced &&
           (got - rr->reduced >= c->w->stream_piece || got == rr->total)) {
         t = uv_hrtime();
@@ -367,9 +369,9 @@ static bool round_try_finish(exec_call *e, round_run *rr) {
       }
     }
     /* Also after a failure: libuv must let go of the round's memory. */
-    if (!crnet__xchg_complete(&rr->x))
+    if (!crnet__exchange_complete(&rr->x))
       return false;
-    int xrc = crnet__xchg_end(&rr->x);
+    int xrc = crnet__exchange_end(&rr->x);
     if (rc == 0)
       rc = xrc;
   }
@@ -434,9 +436,9 @@ static bool exec_advance(crnet_request *req) {
     for (uint32_t k = e->head; k < e->next; k++) {
       round_run *rr = &e->runs[k % e->window];
       if (rr->exchanging) {
-        if (crnet__xchg_post(&rr->x))
+        if (crnet__exchange_post(&rr->x))
           moved = true;
-        (void)crnet__xchg_complete(&rr->x);
+        (void)crnet__exchange_complete(&rr->x);
       }
     }
     if (e->head < e->next &&

@@ -436,13 +436,13 @@ const char *crnet__launch_plural(int n) {
 }
 
 static void rdv_close(struct job *job) {
-  crnet__rdv_server *srv = job->rdv;
+  crnet__rendezvous_server *srv = job->rdv;
   if (srv == NULL)
     return;
   /* Cleared first so that a done callback run from inside the close is
    * recognised as stale. */
   job->rdv = NULL;
-  crnet__rdv_server_close(srv);
+  crnet__rendezvous_server_close(srv);
 }
 
 void crnet__launch_on_ctl_written(uv_write_t *w, int status) {
@@ -671,7 +671,7 @@ static void format_ranks(char *buf, size_t size, const int *ranks, int n) {
   }
 }
 
-void crnet__launch_on_rdv_done(crnet__rdv_server *srv, int status,
+void crnet__launch_on_rdv_done(crnet__rendezvous_server *srv, int status,
                                const int *missing, int nmissing, void *arg) {
   struct job *job = arg;
   if (job->rdv != srv)

@@ -213,9 +213,9 @@ int crnet__launch_serve_rendezvous(struct job *job, const uint8_t *key,
     return -1;
   int rc = CRNET_EIO;
   for (int port = lo; port <= hi && rc != 0; port++) {
-    rc = crnet__rdv_server_start(&job->rdv, &job->loop, key, job->size, bind,
-                                 port, job->opt->init_timeout_s,
-                                 crnet__launch_on_rdv_done, job);
+    rc = crnet__rendezvous_server_start(&job->rdv, &job->loop, key, job->size,
+                                        bind, port, job->opt->init_timeout_s,
+                                        crnet__launch_on_rdv_done, job);
     if (rc != 0)
       job->rdv = NULL;
   }
@@ -229,7 +229,7 @@ int crnet__launch_serve_rendezvous(struct job *job, const uint8_t *key,
                  crnet_strerror(rc));
     return -1;
   }
-  return crnet__rdv_server_port(job->rdv);
+  return crnet__rendezvous_server_port(job->rdv);
 }
 
 /* A line "<marker> exit <rank> <pid> <status> <signal>" from an agent: the

@@ -161,7 +161,7 @@ struct job {
   int nlive;          /* ranks spawned and not yet reaped */
   int nstreams;       /* forwarding streams not yet closed */
   int ngone;          /* the last gone_seq given */
-  crnet__rdv_server *rdv;
+  crnet__rendezvous_server *rdv;
   uv_signal_t signals[NSIGNALS];
   uv_timer_t timeout_timer;
   uv_timer_t stop_timer; /* grace, then SIGTERM, then SIGKILL */
@@ -269,7 +269,7 @@ void crnet__launch_report_up(struct job *job, const char *fmt, ...)
 /* ---- crlaunch.c: callbacks, who failed first, a rank's abort --------- */
 
 /* The rendezvous server is done: every rank came, or some never did. */
-void crnet__launch_on_rdv_done(crnet__rdv_server *srv, int status,
+void crnet__launch_on_rdv_done(crnet__rendezvous_server *srv, int status,
                                const int *missing, int nmissing, void *arg);
 
 /* Names the first failure and stops the job, if a verdict is pending. */

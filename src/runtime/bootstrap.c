@@ -50,9 +50,9 @@
 #define RETRY_MIN_MS 20
 #define RETRY_MAX_MS 500
 #define LINGER_MS 2000
-#define RDV_VERDICT_GRACE_MS 2000
+#define RENDEZVOUS_VERDICT_GRACE_MS 2000
 /* Addresses of the rendezvous host name kept (a name rarely has more). */
-#define MAX_RDV_ADDRS 8
+#define MAX_RENDEZVOUS_ADDRS 8
 
 typedef struct bootstrap bootstrap;
 
@@ -68,7 +68,7 @@ struct bootstrap {
   /* The rendezvous host's addresses, resolved once; attempts go through
    * them in order, so that a name with an IPv6 and an IPv4 address works
    * whichever of the two the server listens on. */
-  struct sockaddr_storage rdv_addrs[MAX_RDV_ADDRS];
+  struct sockaddr_storage rdv_addrs[MAX_RENDEZVOUS_ADDRS];
   int n_rdv_addrs;
   int rdv_next;           /* the address of the next attempt */
   bool rdv_reached;       /* a connection got through the handshake */
@@ -80,7 +80,7 @@ struct bootstrap {
   int src_state[2];
   char src_why[2][128];
 
-  crnet__rdv_server *server;
+  crnet__rendezvous_server *server;
   bool server_done;
 
   rdv_client *rdv; /* current attempt, or NULL */
@@ -311,7 +311,7 @@ static void close_pending(bootstrap *b) {
   b->pending = NULL;
 }
 
-int crnet__entry_to_sockaddr(const crnet__rdv_entry *e,
+int crnet__entry_to_sockaddr(const crnet__rendezvous_entry *e,
                              struct sockaddr_storage *ss) {
   memset(ss, 0, sizeof *ss);
   if (e->family == 4) {
@@ -492,8 +492,8 @@ static void register_with(bootstrap *b, crnet__link *l) {
   crnet_comm *c = b->c;
   struct sockaddr_storage local, bound;
   int len = sizeof local;
-  crnet__rdv_entry e;
-  uint8_t msg[CRNET__RDV_REGISTER_SIZE];
+  crnet__rendezvous_entry e;
+  uint8_t msg[CRNET__RENDEZVOUS_REGISTER_SIZE];
   size_t hostlen = sizeof e.host;
   memset(&e, 0, sizeof e);
   if (uv_tcp_getsockname(&l->tcp, (struct sockaddr *)&local, &len) != 0 ||
@@ -516,19 +516,18 @@ static void register_with(bootstrap *b, crnet__link *l) {
   e.pid = (uint32_t)getpid();
   if (uv_os_gethostname(e.host, &hostlen) != 0)
     snprintf(e.host, sizeof e.host, "?");
-  crnet__rdv_node_id(e.node);
+  crnet__rendezvous_node_id(e.node);
   crnet__put_le32(msg, (uint32_t)c->rank);
   crnet__put_le32(msg + 4, (uint32_t)c->size);
-  crnet__rdv_entry_encode(&e, msg + 8);
-  crnet__tuning_encode(&c->w->tuning, msg + 8 + CRNET__RDV_ENTRY_SIZE);
-  crnet__rdv_options_encode(
-      &(crnet__rdv_options){(uint32_t)b->s->streams,
-                            (uint32_t)b->s->stream_min, b->s->lazy,
-                            b->s->transport == CRNET__TRANSPORT_TCP ||
-                                b->s->encrypt},
-      msg + 8 + CRNET__RDV_ENTRY_SIZE + CRNET__TUNING_WIRE_SIZE);
-  if (crnet__link_send_control(l, CRNET__FRAME_RDV_REGISTER, msg, sizeof msg) !=
-      0)
+  crnet__rendezvous_entry_encode(&e, msg + 8);
+  crnet__tuning_encode(&c->w->tuning, msg + 8 + CRNET__RENDEZVOUS_ENTRY_SIZE);
+  crnet__rendezvous_options_encode(
+      &(crnet__rendezvous_options){
+          (uint32_t)b->s->streams, (uint32_t)b->s->stream_min, b->s->lazy,
+          b->s->transport == CRNET__TRANSPORT_TCP || b->s->encrypt},
+      msg + 8 + CRNET__RENDEZVOUS_ENTRY_SIZE + CRNET__TUNING_WIRE_SIZE);
+  if (crnet__link_send_control(l, CRNET__FRAME_RENDEZVOUS_REGISTER, msg,
+                               sizeof msg) != 0)
     set_fatal(b, CRNET_EIO, "cannot register with the rendezvous");
 }
 
@@ -555,7 +554,7 @@ static void on_rdv_ready(crnet__link *l, int status) {
 /* Rank 0's options from the table become the job's: the streams per pair
  * of ranks decide how many links the mesh has. No mesh link exists yet, so
  * the slots can be laid out anew. */
-static void use_options(bootstrap *b, const crnet__rdv_options *o) {
+static void use_options(bootstrap *b, const crnet__rendezvous_options *o) {
   crnet_comm *c = b->c;
   if (o->streams != c->w->streams) {
     crnet__peer **peers = calloc((size_t)c->size * o->streams, sizeof *peers);
@@ -590,16 +589,17 @@ static void on_rdv_control(crnet__link *l, const crnet__frame_header *h,
   rdv_client *rc = (rdv_client *)l;
   bootstrap *b = rc->b;
   crnet_comm *c = b->c;
-  crnet__rdv_options options;
+  crnet__rendezvous_options options;
   const char *why;
-  if (h->kind == CRNET__FRAME_RDV_ERROR) {
+  if (h->kind == CRNET__FRAME_RENDEZVOUS_ERROR) {
     int n = h->length < 400 ? (int)h->length : 400;
     set_fatal(b, CRNET_ETIMEDOUT, "rendezvous: %.*s", n, (const char *)payload);
-  } else if (h->kind == CRNET__FRAME_RDV_TABLE) {
+  } else if (h->kind == CRNET__FRAME_RENDEZVOUS_TABLE) {
     /* Rank 0 keeps naming its own file; the others name rank 0. */
-    if (crnet__rdv_table_decode(payload, h->length, c->size,
-                                c->rank == 0 ? c->w->tuning.source : "rank 0",
-                                c->w->table, &c->w->tuning, &options, &why) != 0)
+    if (crnet__rendezvous_table_decode(
+            payload, h->length, c->size,
+            c->rank == 0 ? c->w->tuning.source : "rank 0", c->w->table,
+            &c->w->tuning, &options, &why) != 0)
       set_fatal(b, CRNET_EIO, "the rendezvous sent %s", why);
     else
       use_options(b, &options);
@@ -643,7 +643,7 @@ static void start_rdv_attempt(bootstrap *b) {
   const struct sockaddr *src;
   const char *why;
   rdv_client *rc;
-  if (b->fatal != 0 || now >= b->deadline + RDV_VERDICT_GRACE_MS)
+  if (b->fatal != 0 || now >= b->deadline + RENDEZVOUS_VERDICT_GRACE_MS)
     return;
   /* resolve_rendezvous kept only addresses CRNET_IFACE has a family for. */
   if (iface_source(b, addr->sa_family, &src, &why) < 0)
@@ -656,11 +656,10 @@ static void start_rdv_attempt(bootstrap *b) {
   rc->b = b;
   b->rdv = rc;
   b->outstanding_handles++;
-  if (crnet__link_connect_from(&rc->link, &c->w->loop, addr, src,
-                               &rdv_client_callbacks, b, c->w->key,
-                               CRNET__HS_RENDEZVOUS, c->rank,
-                               CRNET__RANK_RENDEZVOUS, c->size,
-                               b->deadline + RDV_VERDICT_GRACE_MS - now) != 0) {
+  if (crnet__link_connect_from(
+          &rc->link, &c->w->loop, addr, src, &rdv_client_callbacks, b,
+          c->w->key, CRNET__HS_RENDEZVOUS, c->rank, CRNET__RANK_RENDEZVOUS,
+          c->size, b->deadline + RENDEZVOUS_VERDICT_GRACE_MS - now) != 0) {
     rdv_attempt_failed(b, rc->link.addr, rc->link.why);
     return;
   }
@@ -681,7 +680,7 @@ static const char *pending_attempt(const bootstrap *b) {
 
 /* --- the whole ----------------------------------------------------------------- */
 
-static void on_server_done(crnet__rdv_server *srv, int status,
+static void on_server_done(crnet__rendezvous_server *srv, int status,
                            const int *missing, int nmissing, void *arg) {
   bootstrap *b = arg;
   (void)srv;
@@ -823,7 +822,7 @@ static int resolve_rendezvous(bootstrap *b) {
   if (rc != 0)
     return rc;
   for (struct addrinfo *ai = req.addrinfo;
-       ai != NULL && b->n_rdv_addrs < MAX_RDV_ADDRS; ai = ai->ai_next) {
+       ai != NULL && b->n_rdv_addrs < MAX_RENDEZVOUS_ADDRS; ai = ai->ai_next) {
     bool seen = false;
     if (ai->ai_family != AF_INET && ai->ai_family != AF_INET6)
       continue;
@@ -914,10 +913,10 @@ static int serve_rendezvous(bootstrap *b) {
         uv_ip4_addr("0.0.0.0", s->rdv_port, (struct sockaddr_in *)&at);
     }
   }
-  rc = crnet__rdv_server_listen(&b->server, &b->c->w->loop, b->c->w->key,
-                                b->c->size, (const struct sockaddr *)&at,
-                                s->init_timeout, on_server_done, b, reason,
-                                sizeof reason);
+  rc = crnet__rendezvous_server_listen(&b->server, &b->c->w->loop, b->c->w->key,
+                                       b->c->size, (const struct sockaddr *)&at,
+                                       s->init_timeout, on_server_done, b,
+                                       reason, sizeof reason);
   if (rc != 0) {
     b->server = NULL;
     crnet__format_sockaddr((const struct sockaddr *)&at, where, sizeof where);
@@ -973,7 +972,8 @@ int crnet__bootstrap(crnet_comm *c, const crnet__settings *s, char *err,
   /* The server's own timeout is the init timeout too; waiting a little
    * longer lets its verdict, which names the missing ranks, arrive first. */
   if (rc != 0 && b.fatal == 0 &&
-      crnet__comm_run_until(c, phase_rdv_done, &b, RDV_VERDICT_GRACE_MS) != 0 &&
+      crnet__comm_run_until(c, phase_rdv_done, &b,
+                            RENDEZVOUS_VERDICT_GRACE_MS) != 0 &&
       b.fatal == 0)
     set_fatal(&b, CRNET_ETIMEDOUT,
               "no answer from the rendezvous at %s:%d within %g s",
@@ -1017,7 +1017,7 @@ done:
        * has made its callback; this is defensive. */
       b.server_done = true;
     }
-    crnet__rdv_server_close(b.server);
+    crnet__rendezvous_server_close(b.server);
     b.server_done = true;
   }
   close_pending(&b);

@@ -280,7 +280,7 @@ static int load_settings(const crnet_config *cfg, crnet__settings *s,
 /* --- lifecycle ------------------------------------------------------------------ */
 
 int crnet__comm_hosts(crnet_comm *c) {
-  const crnet__rdv_entry *t = c->w->table;
+  const crnet__rendezvous_entry *t = c->w->table;
   int32_t *host, *first, nhosts = 0;
   if (c->host != NULL)
     return 0;
@@ -292,10 +292,10 @@ int crnet__comm_hosts(crnet_comm *c) {
     return CRNET_ENOMEM;
   }
   for (int r = 0; r < c->size; r++) {
-    const crnet__rdv_entry *e = &t[crnet__world_rank(c, r)];
+    const crnet__rendezvous_entry *e = &t[crnet__world_rank(c, r)];
     int32_t g = 0;
     while (g < nhosts &&
-           !crnet__rdv_same_node(e, &t[crnet__world_rank(c, first[g])]))
+           !crnet__rendezvous_same_node(e, &t[crnet__world_rank(c, first[g])]))
       g++;
     if (g == nhosts)
       first[nhosts++] = r;
@@ -389,16 +389,17 @@ static int usable_cores(void) {
  * crlaunch bound the ranks, else this process's). Polling before sleeping
  * only helps while each of them has a core; beyond that a polling rank
  * steals the core its peer needs to answer. */
-static bool same_machine(const crnet__rdv_entry *a, const crnet__rdv_entry *b) {
+static bool same_machine(const crnet__rendezvous_entry *a,
+                         const crnet__rendezvous_entry *b) {
   static const uint8_t unknown[16];
   if (memcmp(a->node, unknown, sizeof unknown) != 0 &&
       memcmp(b->node, unknown, sizeof unknown) != 0)
-    return crnet__rdv_same_kernel(a, b);
+    return crnet__rendezvous_same_kernel(a, b);
   return strcmp(a->host, b->host) == 0;
 }
 
 static void wait_plan(crnet_comm *c, const crnet__settings *s) {
-  const crnet__rdv_entry *t = c->w->table;
+  const crnet__rendezvous_entry *t = c->w->table;
   int local_ranks = 1; /* this one included */
   int host_cpus = s->host_cpus > 0 ? s->host_cpus : usable_cores();
   bool shm = c->w->transport != CRNET__TRANSPORT_TCP && !c->w->encrypt;
@@ -411,7 +412,7 @@ static void wait_plan(crnet_comm *c, const crnet__settings *s) {
                          : NULL;
   c->w->n_node_ranks = 0;
   for (int r = 0; r < c->size && c->w->node_ranks != NULL; r++)
-    if (r != c->rank && crnet__rdv_same_node(&t[r], &t[c->rank]))
+    if (r != c->rank && crnet__rendezvous_same_node(&t[r], &t[c->rank]))
       c->w->node_ranks[c->w->n_node_ranks++] = r;
   bool own_cores = local_ranks <= host_cpus;
   c->w->spin_yield = !own_cores;
@@ -441,7 +442,7 @@ static void wait_plan(crnet_comm *c, const crnet__settings *s) {
  * other nodes, and encrypted ones, stay on TCP. */
 static void choose_carriage(crnet_comm *c, crnet__link *l) {
   crnet__world *w = c->w;
-  const crnet__rdv_entry *t = w->table;
+  const crnet__rendezvous_entry *t = w->table;
   /* Single copy (link_shm.c) by default only where every rank of the host
    * has a core: a write then completes only once its reader has run and
    * copied it, and with ranks waiting for cores that cost more than the
@@ -456,7 +457,7 @@ static void choose_carriage(crnet_comm *c, crnet__link *l) {
       l->peer >= w->size)
     return;
   if (w->transport == CRNET__TRANSPORT_TCP || l->tx != NULL ||
-      !crnet__rdv_same_node(&t[w->rank], &t[l->peer])) {
+      !crnet__rendezvous_same_node(&t[w->rank], &t[l->peer])) {
     crnet__link_shm_refuse(l);
     return;
   }

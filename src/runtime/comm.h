@@ -177,13 +177,13 @@ typedef struct crnet__world {
   uint8_t *key; /* CRNET__KEY_BYTES, in secret memory (secret.h) */
   /* TCP streams per pair of ranks, and the smallest part a message is
    * split into across them (rank 0's CRNET_STREAMS and
-   * CRNET_STREAMS_MIN_BYTES, see crnet__xchg_start). */
+   * CRNET_STREAMS_MIN_BYTES, see crnet__exchange_start). */
   uint32_t streams;
   uint64_t stream_min;
   /* The mesh links, by world rank: stream k to rank r is
    * peers[r * streams + k] (NULL for r == rank); size * streams entries. */
   crnet__peer **peers;
-  crnet__rdv_entry *table;   /* everyone's address, host and pid */
+  crnet__rendezvous_entry *table; /* everyone's address, host and pid */
   int open_peers;            /* peer links whose handles are not closed */
 
   /* The mesh listener. Without lazy links it lives only during the
@@ -198,8 +198,8 @@ typedef struct crnet__world {
    * while it is not ready; calling[r] our call to the higher rank r;
    * loose lists every connection not in peers. */
   bool lazy;
-  /* Rank 0 keeps its links on TCP (rendezvous.h, crnet__rdv_options.tcp):
-   * auto prices the job's links as TCP. */
+  /* Rank 0 keeps its links on TCP (rendezvous.h,
+   * crnet__rendezvous_options.tcp): auto prices the job's links as TCP. */
   bool job_tcp;
   crnet__peer **connecting;
   crnet__peer **calling;
@@ -445,7 +445,7 @@ static inline int crnet__comm_nlinks(const crnet_comm *c) {
 
 /* The address of a rank's table entry. 0, or CRNET_EINVAL if the entry
  * holds no usable address (bootstrap.c). */
-int crnet__entry_to_sockaddr(const crnet__rdv_entry *e,
+int crnet__entry_to_sockaddr(const crnet__rendezvous_entry *e,
                              struct sockaddr_storage *ss);
 
 /* Lazy links (lazy.c). All run on the loop's owner and never block.
@@ -534,28 +534,28 @@ int crnet__comm_run_until(crnet_comm *c, bool (*done)(void *), void *arg,
  * and the order of calls between the two ranks allows (request.h), and
  * complete once libuv has let go of every part.
  *
- * crnet__xchg_init prepares it and posts nothing. crnet__xchg_post posts
- * what may be posted now, the receive first; it returns whether it posted
- * anything. crnet__xchg_complete says whether every part has been posted
+ * crnet__exchange_init prepares it and posts nothing. crnet__exchange_post
+ * posts what may be posted now, the receive first; it returns whether it posted
+ * anything. crnet__exchange_complete says whether every part has been posted
  * and is done; once the comm has failed it takes posted receives back and
  * gives up the parts not posted, so that it becomes true soon.
- * crnet__xchg_received is the number of bytes of the receive that have
+ * crnet__exchange_received is the number of bytes of the receive that have
  * arrived in order (a later part that came early does not count until the
- * parts before it are in). crnet__xchg_end, after completion, frees what
+ * parts before it are in). crnet__exchange_end, after completion, frees what
  * the exchange allocated and fails the comm if a part failed; it returns 0
- * if every part was posted and succeeded, else the sticky error. The iov arrays and the memory they name must live
- * until completion. */
-typedef struct crnet__xchg_id {
+ * if every part was posted and succeeded, else the sticky error. The iov arrays
+ * and the memory they name must live until completion. */
+typedef struct crnet__exchange_id {
   uint8_t coll;
   uint64_t seq;
   uint32_t sig;
   crnet__frame_call call;
-} crnet__xchg_id;
+} crnet__exchange_id;
 
-typedef struct crnet__xchg {
+typedef struct crnet__exchange {
   crnet_comm *c;
   struct crnet_request *req; /* NULL: outside requests (tests) */
-  crnet__xchg_id id;
+  crnet__exchange_id id;
   uint32_t round;
   int to, from;
   const crnet__iov *siov, *riov;
@@ -573,17 +573,18 @@ typedef struct crnet__xchg {
   crnet__recv_req recv[CRNET__MAX_STREAMS];
   crnet__link *recv_link[CRNET__MAX_STREAMS];
   crnet__iov *recv_iov; /* the parts' scatter lists, when split (heap) */
-} crnet__xchg;
+} crnet__exchange;
 
-int crnet__xchg_init(crnet_comm *c, crnet__xchg *x, struct crnet_request *req,
-                     const crnet__xchg_id *id, int to, const crnet__iov *siov,
-                     uint32_t sn, int from, const crnet__iov *riov,
-                     uint32_t rn, uint32_t round);
-bool crnet__xchg_post(crnet__xchg *x);
-bool crnet__xchg_posted(const crnet__xchg *x);
-bool crnet__xchg_complete(crnet__xchg *x);
-uint64_t crnet__xchg_received(const crnet__xchg *x);
-int crnet__xchg_end(crnet__xchg *x);
+int crnet__exchange_init(crnet_comm *c, crnet__exchange *x,
+                         struct crnet_request *req,
+                         const crnet__exchange_id *id, int to,
+                         const crnet__iov *siov, uint32_t sn, int from,
+                         const crnet__iov *riov, uint32_t rn, uint32_t round);
+bool crnet__exchange_post(crnet__exchange *x);
+bool crnet__exchange_posted(const crnet__exchange *x);
+bool crnet__exchange_complete(crnet__exchange *x);
+uint64_t crnet__exchange_received(const crnet__exchange *x);
+int crnet__exchange_end(crnet__exchange *x);
 
 /* For the runtime's tests, with no request in flight: sends `slen` bytes
  * to rank `to` while receiving `rlen` bytes from rank `from` (either may be

@@ -52,7 +52,7 @@ void crnet__describe_rank(const crnet_comm *c, int rank, char *buf, size_t n) {
   if (c->world != NULL && j >= 0)
     snprintf(jobrank, sizeof jobrank, "%s%d)", job, j);
   if (j >= 0 && c->w->table != NULL && c->w->table[j].family != 0) {
-    crnet__rdv_entry_format(&c->w->table[j], where, sizeof where);
+    crnet__rendezvous_entry_format(&c->w->table[j], where, sizeof where);
     snprintf(buf, n, "rank %d%s on %s", rank, jobrank, where);
   } else {
     snprintf(buf, n, "rank %d%s", rank, jobrank);

@@ -71,9 +71,9 @@ static int known_kind(uint8_t kind) {
   case CRNET__FRAME_SHM_OFFER:
   case CRNET__FRAME_SHM_SWITCH:
   case CRNET__FRAME_SHM_DECLINE:
-  case CRNET__FRAME_RDV_REGISTER:
-  case CRNET__FRAME_RDV_TABLE:
-  case CRNET__FRAME_RDV_ERROR:
+  case CRNET__FRAME_RENDEZVOUS_REGISTER:
+  case CRNET__FRAME_RENDEZVOUS_TABLE:
+  case CRNET__FRAME_RENDEZVOUS_ERROR:
     return 1;
   }
   return 0;

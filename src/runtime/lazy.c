@@ -4,7 +4,7 @@
  * most of which a schedule never uses: circulant and hypercube talk to
  * about 2 log2 p peers, the ring to 2. With lazy links the bootstrap ends
  * with the table of addresses, the listener stays open for the comm's life,
- * and the first exchange that names a peer (crnet__xchg_start) connects to
+ * and the first exchange that names a peer (crnet__exchange_start) connects to
  * it. Expected workload: a handful of connections per rank, made during
  * the first calls; after that nothing here runs.
  *

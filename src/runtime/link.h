@@ -95,7 +95,8 @@ enum crnet__link_state {
 /* The staging buffer of a link's reader (see above). */
 #define CRNET__LINK_STAGE 4096
 
-/* Largest control frame payload accepted (a RDV_TABLE of 2^20 ranks fits). */
+/* Largest control frame payload accepted (a RENDEZVOUS_TABLE of 2^20 ranks
+ * fits). */
 #define CRNET__CONTROL_MAX ((uint64_t)128 << 20)
 
 typedef struct crnet__link crnet__link;

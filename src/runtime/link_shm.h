@@ -1,7 +1,7 @@
 /* A link's same-host carriage: its frames through shared memory.
  *
  * Two ranks on one host (same kernel boot, same network namespace: see
- * crnet__rdv_same_node) first connect over TCP and authenticate as every
+ * crnet__rendezvous_same_node) first connect over TCP and authenticate as every
  * pair does (link.h). Then the link moves its byte stream of frames, one
  * direction at a time, into the two rings of a shared segment (shm.h); the
  * TCP connection stays open, carries nothing more, and is how either side

@@ -26,11 +26,11 @@
 typedef struct rdv_conn {
   crnet__link link;
   struct rdv_conn *next, *prev;
-  crnet__rdv_server *srv;
+  crnet__rendezvous_server *srv;
   int rank; /* registered rank, or -1 */
 } rdv_conn;
 
-struct crnet__rdv_server {
+struct crnet__rendezvous_server {
   uv_loop_t *loop;
   uv_tcp_t listener;
   uv_timer_t timer;
@@ -38,29 +38,32 @@ struct crnet__rdv_server {
   int size;
   double timeout_s;
   int nregistered;
-  crnet__rdv_entry *entries;
+  crnet__rendezvous_entry *entries;
   crnet__tuning tuning; /* rank 0's, once it has registered */
-  crnet__rdv_options options; /* rank 0's, likewise */
+  crnet__rendezvous_options options; /* rank 0's, likewise */
   rdv_conn **by_rank;
   rdv_conn *conns; /* every open connection */
-  crnet__rdv_done_cb cb;
+  crnet__rendezvous_done_cb cb;
   void *arg;
   bool finished; /* table or error sent, callback made */
   bool closing;
   int open_handles; /* listener + timer + connections */
 };
 
-void crnet__rdv_entry_encode(const crnet__rdv_entry *e, uint8_t *out) {
-  memset(out, 0, CRNET__RDV_ENTRY_SIZE);
+void crnet__rendezvous_entry_encode(const crnet__rendezvous_entry *e,
+                                    uint8_t *out) {
+  memset(out, 0, CRNET__RENDEZVOUS_ENTRY_SIZE);
   out[0] = e->family;
   crnet__put_le16(out + 2, e->port);
   memcpy(out + 4, e->addr, 16);
   crnet__put_le32(out + 20, e->pid);
-  memcpy(out + 24, e->host, strnlen(e->host, CRNET__RDV_HOST_BYTES - 1));
-  memcpy(out + 24 + CRNET__RDV_HOST_BYTES, e->node, CRNET__RDV_NODE_BYTES);
+  memcpy(out + 24, e->host, strnlen(e->host, CRNET__RENDEZVOUS_HOST_BYTES - 1));
+  memcpy(out + 24 + CRNET__RENDEZVOUS_HOST_BYTES, e->node,
+         CRNET__RENDEZVOUS_NODE_BYTES);
 }
 
-int crnet__rdv_entry_decode(const uint8_t *in, crnet__rdv_entry *e) {
+int crnet__rendezvous_entry_decode(const uint8_t *in,
+                                   crnet__rendezvous_entry *e) {
   memset(e, 0, sizeof *e);
   e->family = in[0];
   if ((e->family != 4 && e->family != 6) || in[1] != 0)
@@ -70,9 +73,10 @@ int crnet__rdv_entry_decode(const uint8_t *in, crnet__rdv_entry *e) {
     return CRNET_EIO;
   memcpy(e->addr, in + 4, 16);
   e->pid = crnet__get_le32(in + 20);
-  memcpy(e->host, in + 24, CRNET__RDV_HOST_BYTES - 1);
-  e->host[CRNET__RDV_HOST_BYTES - 1] = '\0';
-  memcpy(e->node, in + 24 + CRNET__RDV_HOST_BYTES, CRNET__RDV_NODE_BYTES);
+  memcpy(e->host, in + 24, CRNET__RENDEZVOUS_HOST_BYTES - 1);
+  e->host[CRNET__RENDEZVOUS_HOST_BYTES - 1] = '\0';
+  memcpy(e->node, in + 24 + CRNET__RENDEZVOUS_HOST_BYTES,
+         CRNET__RENDEZVOUS_NODE_BYTES);
   return 0;
 }
 
@@ -103,7 +107,7 @@ static bool parse_boot_id(const char *text, uint8_t out[16]) {
   return n == 32;
 }
 
-void crnet__rdv_node_id(uint8_t out[CRNET__RDV_NODE_BYTES]) {
+void crnet__rendezvous_node_id(uint8_t out[CRNET__RENDEZVOUS_NODE_BYTES]) {
   char text[64] = "";
   struct stat st;
   FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
@@ -112,34 +116,36 @@ void crnet__rdv_node_id(uint8_t out[CRNET__RDV_NODE_BYTES]) {
   if (f != NULL)
     fclose(f);
   if (!ok) {
-    memset(out, 0, CRNET__RDV_NODE_BYTES);
+    memset(out, 0, CRNET__RENDEZVOUS_NODE_BYTES);
     return;
   }
   crnet__put_le64(out + 16, (uint64_t)st.st_ino);
 }
 
-bool crnet__rdv_same_node(const crnet__rdv_entry *a,
-                          const crnet__rdv_entry *b) {
-  static const uint8_t unknown[CRNET__RDV_NODE_BYTES];
+bool crnet__rendezvous_same_node(const crnet__rendezvous_entry *a,
+                                 const crnet__rendezvous_entry *b) {
+  static const uint8_t unknown[CRNET__RENDEZVOUS_NODE_BYTES];
   return memcmp(a->node, unknown, sizeof unknown) != 0 &&
          memcmp(a->node, b->node, sizeof unknown) == 0;
 }
 
-bool crnet__rdv_same_kernel(const crnet__rdv_entry *a,
-                            const crnet__rdv_entry *b) {
+bool crnet__rendezvous_same_kernel(const crnet__rendezvous_entry *a,
+                                   const crnet__rendezvous_entry *b) {
   static const uint8_t unknown[16];
   return memcmp(a->node, unknown, sizeof unknown) != 0 &&
          memcmp(a->node, b->node, sizeof unknown) == 0;
 }
 
-void crnet__rdv_options_encode(const crnet__rdv_options *o, uint8_t *out) {
+void crnet__rendezvous_options_encode(const crnet__rendezvous_options *o,
+                                      uint8_t *out) {
   crnet__put_le16(out, (uint16_t)o->streams);
   crnet__put_le16(out + 2,
                   (uint16_t)((o->lazy != 0 ? 1 : 0) | (o->tcp != 0 ? 2 : 0)));
   crnet__put_le32(out + 4, o->stream_min);
 }
 
-int crnet__rdv_options_decode(const uint8_t *in, crnet__rdv_options *o) {
+int crnet__rendezvous_options_decode(const uint8_t *in,
+                                     crnet__rendezvous_options *o) {
   uint16_t flags = crnet__get_le16(in + 2);
   o->streams = crnet__get_le16(in);
   o->stream_min = crnet__get_le32(in + 4);
@@ -151,26 +157,31 @@ int crnet__rdv_options_decode(const uint8_t *in, crnet__rdv_options *o) {
   return 0;
 }
 
-int crnet__rdv_table_decode(const uint8_t *in, uint64_t len, int32_t size,
-                            const char *source, crnet__rdv_entry *entries,
-                            crnet__tuning *tuning, crnet__rdv_options *options,
-                            const char **why) {
-  crnet__rdv_options o;
+int crnet__rendezvous_table_decode(const uint8_t *in, uint64_t len,
+                                   int32_t size, const char *source,
+                                   crnet__rendezvous_entry *entries,
+                                   crnet__tuning *tuning,
+                                   crnet__rendezvous_options *options,
+                                   const char **why) {
+  crnet__rendezvous_options o;
   if (size < 1 ||
-      len != CRNET__RDV_TABLE_HEAD + (uint64_t)size * CRNET__RDV_ENTRY_SIZE ||
+      len != CRNET__RENDEZVOUS_TABLE_HEAD +
+                 (uint64_t)size * CRNET__RENDEZVOUS_ENTRY_SIZE ||
       crnet__get_le32(in) != (uint32_t)size) {
     *why = "a table for another job size";
     return CRNET_EIO;
   }
   for (int32_t r = 0; r < size; r++) {
-    if (crnet__rdv_entry_decode(in + CRNET__RDV_TABLE_HEAD +
-                                    (size_t)r * CRNET__RDV_ENTRY_SIZE,
-                                &entries[r]) != 0) {
+    if (crnet__rendezvous_entry_decode(in + CRNET__RENDEZVOUS_TABLE_HEAD +
+                                           (size_t)r *
+                                               CRNET__RENDEZVOUS_ENTRY_SIZE,
+                                       &entries[r]) != 0) {
       *why = "a malformed table";
       return CRNET_EIO;
     }
   }
-  if (crnet__rdv_options_decode(in + 4 + CRNET__TUNING_WIRE_SIZE, &o) != 0) {
+  if (crnet__rendezvous_options_decode(in + 4 + CRNET__TUNING_WIRE_SIZE, &o) !=
+      0) {
     *why = "malformed options";
     return CRNET_EIO;
   }
@@ -182,7 +193,8 @@ int crnet__rdv_table_decode(const uint8_t *in, uint64_t len, int32_t size,
   return 0;
 }
 
-void crnet__rdv_entry_format(const crnet__rdv_entry *e, char *buf, size_t n) {
+void crnet__rendezvous_entry_format(const crnet__rendezvous_entry *e, char *buf,
+                                    size_t n) {
   char ip[64] = "?";
   if (e->family == 4)
     uv_inet_ntop(AF_INET, e->addr, ip, sizeof ip);
@@ -194,7 +206,7 @@ void crnet__rdv_entry_format(const crnet__rdv_entry *e, char *buf, size_t n) {
 
 /* --- lifetime ------------------------------------------------------------- */
 
-static void server_release(crnet__rdv_server *srv) {
+static void server_release(crnet__rendezvous_server *srv) {
   if (--srv->open_handles > 0)
     return;
   crnet__secret_free(srv->key);
@@ -208,7 +220,7 @@ static void server_handle_closed(uv_handle_t *h) { server_release(h->data); }
 
 static void conn_closed(crnet__link *l) {
   rdv_conn *c = (rdv_conn *)l;
-  crnet__rdv_server *srv = c->srv;
+  crnet__rendezvous_server *srv = c->srv;
   if (c->prev != NULL)
     c->prev->next = c->next;
   else
@@ -230,15 +242,16 @@ static void drop(rdv_conn *c, const char *why) {
 
 /* --- the protocol ---------------------------------------------------------- */
 
-static void finish(crnet__rdv_server *srv, int status, const int *missing,
-                   int nmissing) {
+static void finish(crnet__rendezvous_server *srv, int status,
+                   const int *missing, int nmissing) {
   srv->finished = true;
   uv_timer_stop(&srv->timer);
   srv->cb(srv, status, missing, nmissing, srv->arg);
 }
 
-static void send_table(crnet__rdv_server *srv) {
-  size_t len = CRNET__RDV_TABLE_HEAD + (size_t)srv->size * CRNET__RDV_ENTRY_SIZE;
+static void send_table(crnet__rendezvous_server *srv) {
+  size_t len = CRNET__RENDEZVOUS_TABLE_HEAD +
+               (size_t)srv->size * CRNET__RENDEZVOUS_ENTRY_SIZE;
   uint8_t *table = malloc(len);
   int missing_none = 0;
   if (table == NULL) {
@@ -247,17 +260,18 @@ static void send_table(crnet__rdv_server *srv) {
   }
   crnet__put_le32(table, (uint32_t)srv->size);
   crnet__tuning_encode(&srv->tuning, table + 4);
-  crnet__rdv_options_encode(&srv->options,
-                            table + 4 + CRNET__TUNING_WIRE_SIZE);
+  crnet__rendezvous_options_encode(&srv->options,
+                                   table + 4 + CRNET__TUNING_WIRE_SIZE);
   for (int r = 0; r < srv->size; r++)
-    crnet__rdv_entry_encode(&srv->entries[r],
-                            table + CRNET__RDV_TABLE_HEAD +
-                                (size_t)r * CRNET__RDV_ENTRY_SIZE);
+    crnet__rendezvous_entry_encode(
+        &srv->entries[r], table + CRNET__RENDEZVOUS_TABLE_HEAD +
+                              (size_t)r * CRNET__RENDEZVOUS_ENTRY_SIZE);
   for (int r = 0; r < srv->size; r++) {
     rdv_conn *c = srv->by_rank[r];
     if (c == NULL)
       continue;
-    crnet__link_send_control(&c->link, CRNET__FRAME_RDV_TABLE, table, len);
+    crnet__link_send_control(&c->link, CRNET__FRAME_RENDEZVOUS_TABLE, table,
+                             len);
     /* The rank closes once it has the table; closing gently on our side too
      * flushes the table before FIN. */
     crnet__link_close_gently(&c->link, LINGER_MS);
@@ -269,32 +283,32 @@ static void send_table(crnet__rdv_server *srv) {
 static void on_conn_control(crnet__link *l, const crnet__frame_header *h,
                             const uint8_t *payload) {
   rdv_conn *c = (rdv_conn *)l;
-  crnet__rdv_server *srv = c->srv;
-  crnet__rdv_entry e;
+  crnet__rendezvous_server *srv = c->srv;
+  crnet__rendezvous_entry e;
   crnet__tuning tuning;
-  crnet__rdv_options options;
+  crnet__rendezvous_options options;
   char why[128];
   uint32_t rank, size;
-  if (h->kind != CRNET__FRAME_RDV_REGISTER) {
+  if (h->kind != CRNET__FRAME_RENDEZVOUS_REGISTER) {
     drop(c, "unexpected frame");
     return;
   }
-  if (h->length != CRNET__RDV_REGISTER_SIZE) {
+  if (h->length != CRNET__RENDEZVOUS_REGISTER_SIZE) {
     /* Most likely a rank built from another version of crnet. */
     snprintf(why, sizeof why,
              "a registration of %llu bytes, not %d (another crnet version?)",
-             (unsigned long long)h->length, CRNET__RDV_REGISTER_SIZE);
+             (unsigned long long)h->length, CRNET__RENDEZVOUS_REGISTER_SIZE);
     drop(c, why);
     return;
   }
   rank = crnet__get_le32(payload);
   size = crnet__get_le32(payload + 4);
-  if (crnet__rdv_entry_decode(payload + 8, &e) != 0 ||
-      crnet__tuning_decode(payload + 8 + CRNET__RDV_ENTRY_SIZE, "rank 0",
+  if (crnet__rendezvous_entry_decode(payload + 8, &e) != 0 ||
+      crnet__tuning_decode(payload + 8 + CRNET__RENDEZVOUS_ENTRY_SIZE, "rank 0",
                            &tuning) != 0 ||
-      crnet__rdv_options_decode(payload + 8 + CRNET__RDV_ENTRY_SIZE +
-                                    CRNET__TUNING_WIRE_SIZE,
-                                &options) != 0) {
+      crnet__rendezvous_options_decode(
+          payload + 8 + CRNET__RENDEZVOUS_ENTRY_SIZE + CRNET__TUNING_WIRE_SIZE,
+          &options) != 0) {
     drop(c, "malformed registration");
     return;
   }
@@ -360,7 +374,7 @@ static const crnet__link_callbacks conn_callbacks = {
 };
 
 static void on_connection(uv_stream_t *server, int status) {
-  crnet__rdv_server *srv = server->data;
+  crnet__rendezvous_server *srv = server->data;
   rdv_conn *c;
   if (status < 0 || srv->closing)
     return;
@@ -385,7 +399,7 @@ static void on_connection(uv_stream_t *server, int status) {
 }
 
 static void on_timeout(uv_timer_t *t) {
-  crnet__rdv_server *srv = t->data;
+  crnet__rendezvous_server *srv = t->data;
   int *missing = malloc(sizeof(int) * (size_t)srv->size);
   int nmissing = 0;
   char msg[512];
@@ -409,7 +423,7 @@ static void on_timeout(uv_timer_t *t) {
     rdv_conn *c = srv->by_rank[r];
     if (c == NULL)
       continue;
-    crnet__link_send_control(&c->link, CRNET__FRAME_RDV_ERROR, msg,
+    crnet__link_send_control(&c->link, CRNET__FRAME_RENDEZVOUS_ERROR, msg,
                              strlen(msg));
     crnet__link_close_gently(&c->link, LINGER_MS);
   }
@@ -427,30 +441,35 @@ static int parse_bind(const char *host, int port, struct sockaddr_storage *ss) {
   return CRNET_EINVAL;
 }
 
-int crnet__rdv_server_start(crnet__rdv_server **out, uv_loop_t *loop,
-                            const uint8_t key[CRNET__KEY_BYTES], int size,
-                            const char *bind_host, int port, double timeout_s,
-                            crnet__rdv_done_cb cb, void *arg) {
+int crnet__rendezvous_server_start(crnet__rendezvous_server **out,
+                                   uv_loop_t *loop,
+                                   const uint8_t key[CRNET__KEY_BYTES],
+                                   int size, const char *bind_host, int port,
+                                   double timeout_s,
+                                   crnet__rendezvous_done_cb cb, void *arg) {
   struct sockaddr_storage ss;
   char why[128];
   int rc;
   *out = NULL;
   if (port < 0 || port > 65535 || parse_bind(bind_host, port, &ss) != 0)
     return CRNET_EINVAL;
-  rc = crnet__rdv_server_listen(out, loop, key, size, (struct sockaddr *)&ss,
-                                timeout_s, cb, arg, why, sizeof why);
+  rc = crnet__rendezvous_server_listen(out, loop, key, size,
+                                       (struct sockaddr *)&ss, timeout_s, cb,
+                                       arg, why, sizeof why);
   if (rc == CRNET_EIO)
     crnet__log("rendezvous: cannot listen on %s:%d: %s",
                bind_host ? bind_host : "127.0.0.1", port, why);
   return rc;
 }
 
-int crnet__rdv_server_listen(crnet__rdv_server **out, uv_loop_t *loop,
-                             const uint8_t key[CRNET__KEY_BYTES], int size,
-                             const struct sockaddr *addr, double timeout_s,
-                             crnet__rdv_done_cb cb, void *arg, char *why,
-                             size_t why_len) {
-  crnet__rdv_server *srv;
+int crnet__rendezvous_server_listen(crnet__rendezvous_server **out,
+                                    uv_loop_t *loop,
+                                    const uint8_t key[CRNET__KEY_BYTES],
+                                    int size, const struct sockaddr *addr,
+                                    double timeout_s,
+                                    crnet__rendezvous_done_cb cb, void *arg,
+                                    char *why, size_t why_len) {
+  crnet__rendezvous_server *srv;
   int rc;
   *out = NULL;
   if (size < 1 || timeout_s <= 0 || cb == NULL || addr == NULL ||
@@ -497,7 +516,7 @@ int crnet__rdv_server_listen(crnet__rdv_server **out, uv_loop_t *loop,
   return 0;
 }
 
-int crnet__rdv_server_port(const crnet__rdv_server *srv) {
+int crnet__rendezvous_server_port(const crnet__rendezvous_server *srv) {
   struct sockaddr_storage ss;
   int len = sizeof ss;
   if (uv_tcp_getsockname(&srv->listener, (struct sockaddr *)&ss, &len) != 0)
@@ -505,7 +524,7 @@ int crnet__rdv_server_port(const crnet__rdv_server *srv) {
   return crnet__addr_port((struct sockaddr *)&ss);
 }
 
-void crnet__rdv_server_close(crnet__rdv_server *srv) {
+void crnet__rendezvous_server_close(crnet__rendezvous_server *srv) {
   if (srv == NULL || srv->closing)
     return;
   srv->closing = true;

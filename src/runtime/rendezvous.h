@@ -2,11 +2,11 @@
  * the job key) learn each other's listening addresses.
  *
  * Each rank connects to the server, runs the handshake (purpose RENDEZVOUS),
- * sends one RDV_REGISTER frame with its mesh address, and waits. When all
- * `size` ranks have registered, the server sends every rank one RDV_TABLE
- * frame holding all addresses, and the ranks close. If the timeout passes
- * first, the server sends RDV_ERROR naming the ranks that never appeared to
- * those that did, and reports the same list to its owner.
+ * sends one RENDEZVOUS_REGISTER frame with its mesh address, and waits. When
+ * all `size` ranks have registered, the server sends every rank one
+ * RENDEZVOUS_TABLE frame holding all addresses, and the ranks close. If the
+ * timeout passes first, the server sends RENDEZVOUS_ERROR naming the ranks that
+ * never appeared to those that did, and reports the same list to its owner.
  *
  * The server runs on a caller's libuv loop: in crlaunch, or inside rank 0 when
  * a job starts without crlaunch. Connections that fail the handshake, send
@@ -14,19 +14,17 @@
  * log line; the rendezvous goes on.
  *
  * Payloads (little-endian):
-  *   entry (112 bytes): family u8 (4 or 6), reserved u8, port u16, addr 16
+ *   entry (112 bytes): family u8 (4 or 6), reserved u8, port u16, addr 16
  *                     (IPv4 in the first 4), pid u32, host 64 (NUL-padded),
- *                     node 24 (crnet__rdv_node_id: which kernel and network
- *                     namespace the rank runs in; zeros when unknown)
- *   tuning (CRNET__TUNING_WIRE_SIZE bytes, tuning.h): the cost model's
- *                     constants
- *   options (8 bytes): streams u32 (TCP streams per pair of ranks, 1 to
+ *                     node 24 (crnet__rendezvous_node_id: which kernel and
+ * network namespace the rank runs in; zeros when unknown) tuning
+ * (CRNET__TUNING_WIRE_SIZE bytes, tuning.h): the cost model's constants options
+ * (8 bytes): streams u32 (TCP streams per pair of ranks, 1 to
  *                     CRNET__MAX_STREAMS), stream_min u32 (the smallest part,
  *                     in bytes, a message is split into across streams)
- *   RDV_REGISTER: rank u32, size u32, entry, tuning, options
- *   RDV_TABLE:    size u32, rank 0's tuning, rank 0's options, then `size`
- *                 entries in rank order
- *   RDV_ERROR:    text (not NUL-terminated)
+ *   RENDEZVOUS_REGISTER: rank u32, size u32, entry, tuning, options
+ *   RENDEZVOUS_TABLE:    size u32, rank 0's tuning, rank 0's options, then
+ * `size` entries in rank order RENDEZVOUS_ERROR:    text (not NUL-terminated)
  *
  * Every rank registers a tuning and options, so that registrations have
  * one size and one validation, but only rank 0's travel on in the table:
@@ -44,19 +42,19 @@
 #include "handshake.h"
 #include "tuning.h"
 
-#define CRNET__RDV_HOST_BYTES 64
-#define CRNET__RDV_NODE_BYTES 24
-#define CRNET__RDV_ENTRY_SIZE 112
-#define CRNET__RDV_OPTIONS_SIZE 8
-#define CRNET__RDV_REGISTER_SIZE                                               \
-  (8 + CRNET__RDV_ENTRY_SIZE + CRNET__TUNING_WIRE_SIZE +                      \
-   CRNET__RDV_OPTIONS_SIZE)
+#define CRNET__RENDEZVOUS_HOST_BYTES 64
+#define CRNET__RENDEZVOUS_NODE_BYTES 24
+#define CRNET__RENDEZVOUS_ENTRY_SIZE 112
+#define CRNET__RENDEZVOUS_OPTIONS_SIZE 8
+#define CRNET__RENDEZVOUS_REGISTER_SIZE                                        \
+  (8 + CRNET__RENDEZVOUS_ENTRY_SIZE + CRNET__TUNING_WIRE_SIZE +                \
+   CRNET__RENDEZVOUS_OPTIONS_SIZE)
 /* The table's bytes before the first entry. */
-#define CRNET__RDV_TABLE_HEAD                                                  \
-  (4 + CRNET__TUNING_WIRE_SIZE + CRNET__RDV_OPTIONS_SIZE)
+#define CRNET__RENDEZVOUS_TABLE_HEAD                                           \
+  (4 + CRNET__TUNING_WIRE_SIZE + CRNET__RENDEZVOUS_OPTIONS_SIZE)
 
 /* Settings every rank must share; rank 0's are the job's. */
-typedef struct crnet__rdv_options {
+typedef struct crnet__rendezvous_options {
   uint32_t streams;    /* CRNET_STREAMS */
   uint32_t stream_min; /* CRNET_STREAMS_MIN_BYTES */
   uint32_t lazy;       /* CRNET_LAZY_LINKS, resolved: 0 or 1 */
@@ -65,22 +63,24 @@ typedef struct crnet__rdv_options {
    * β, not shared memory's: every rank must price alike, and rank 0's
    * settings are the job's. */
   uint32_t tcp;
-} crnet__rdv_options;
+} crnet__rendezvous_options;
 
 /* Little-endian: streams (16 bits), flags (16 bits; bit 0: lazy links, bit
  * 1: tcp, the others zero), stream_min (32 bits). */
-void crnet__rdv_options_encode(const crnet__rdv_options *o, uint8_t *out);
+void crnet__rendezvous_options_encode(const crnet__rendezvous_options *o,
+                                      uint8_t *out);
 /* 0, or CRNET_EIO if the bytes are out of range. */
-int crnet__rdv_options_decode(const uint8_t *in, crnet__rdv_options *o);
+int crnet__rendezvous_options_decode(const uint8_t *in,
+                                     crnet__rendezvous_options *o);
 
-typedef struct crnet__rdv_entry {
+typedef struct crnet__rendezvous_entry {
   uint8_t family; /* 4 or 6 */
   uint16_t port;
   uint8_t addr[16];
   uint32_t pid;
-  char host[CRNET__RDV_HOST_BYTES]; /* NUL-terminated, for messages */
-  uint8_t node[CRNET__RDV_NODE_BYTES]; /* crnet__rdv_node_id */
-} crnet__rdv_entry;
+  char host[CRNET__RENDEZVOUS_HOST_BYTES];    /* NUL-terminated, for messages */
+  uint8_t node[CRNET__RENDEZVOUS_NODE_BYTES]; /* crnet__rendezvous_node_id */
+} crnet__rendezvous_entry;
 
 /* What makes two ranks one host for shared memory: the same kernel boot
  * (/proc/sys/kernel/random/boot_id, 16 bytes) and the same network
@@ -88,68 +88,77 @@ typedef struct crnet__rdv_entry {
  * host name cannot say it: the namespaces of one machine (the multi-host
  * test bed) share theirs, and so may containers and cloned VMs. Zeros
  * where either cannot be read (another kernel, a /proc that hides it). */
-void crnet__rdv_node_id(uint8_t out[CRNET__RDV_NODE_BYTES]);
+void crnet__rendezvous_node_id(uint8_t out[CRNET__RENDEZVOUS_NODE_BYTES]);
 
 /* True when a and b name the same node and it is known (not zeros). */
-bool crnet__rdv_same_node(const crnet__rdv_entry *a,
-                          const crnet__rdv_entry *b);
+bool crnet__rendezvous_same_node(const crnet__rendezvous_entry *a,
+                                 const crnet__rendezvous_entry *b);
 
 /* True when a and b run on the same kernel (its boot id known and equal):
  * whatever their namespaces or host names, they share its cores. */
-bool crnet__rdv_same_kernel(const crnet__rdv_entry *a,
-                            const crnet__rdv_entry *b);
+bool crnet__rendezvous_same_kernel(const crnet__rendezvous_entry *a,
+                                   const crnet__rendezvous_entry *b);
 
-void crnet__rdv_entry_encode(const crnet__rdv_entry *e, uint8_t *out);
+void crnet__rendezvous_entry_encode(const crnet__rendezvous_entry *e,
+                                    uint8_t *out);
 /* 0, or CRNET_EIO if the bytes are not an entry (bad family, ...). */
-int crnet__rdv_entry_decode(const uint8_t *in, crnet__rdv_entry *e);
+int crnet__rendezvous_entry_decode(const uint8_t *in,
+                                   crnet__rendezvous_entry *e);
 /* "host (1.2.3.4:5678)" into buf, for messages. */
-void crnet__rdv_entry_format(const crnet__rdv_entry *e, char *buf, size_t n);
+void crnet__rendezvous_entry_format(const crnet__rendezvous_entry *e, char *buf,
+                                    size_t n);
 
-/* A RDV_TABLE payload of len bytes as a rank of a job of `size` ranks
+/* A RENDEZVOUS_TABLE payload of len bytes as a rank of a job of `size` ranks
  * receives it: the entries go to entries[0..size), rank 0's tuning to
  * *tuning (its source named `source`, as crnet__tuning_decode) and rank 0's
  * options to *options. 0, or CRNET_EIO when the payload is not a table of
  * this job, with *why saying what is wrong ("a malformed table", ...);
  * entries may then be partly written, *tuning and *options are not. */
-int crnet__rdv_table_decode(const uint8_t *in, uint64_t len, int32_t size,
-                            const char *source, crnet__rdv_entry *entries,
-                            crnet__tuning *tuning, crnet__rdv_options *options,
-                            const char **why);
+int crnet__rendezvous_table_decode(const uint8_t *in, uint64_t len,
+                                   int32_t size, const char *source,
+                                   crnet__rendezvous_entry *entries,
+                                   crnet__tuning *tuning,
+                                   crnet__rendezvous_options *options,
+                                   const char **why);
 
-typedef struct crnet__rdv_server crnet__rdv_server;
+typedef struct crnet__rendezvous_server crnet__rendezvous_server;
 
 /* Called once, from the loop. status 0: every rank got the table.
  * CRNET_ETIMEDOUT: missing[0..nmissing-1] never registered. The arrays are
  * valid during the call only. The server may be closed inside the callback. */
-typedef void (*crnet__rdv_done_cb)(crnet__rdv_server *srv, int status,
-                                   const int *missing, int nmissing,
-                                   void *arg);
+typedef void (*crnet__rendezvous_done_cb)(crnet__rendezvous_server *srv,
+                                          int status, const int *missing,
+                                          int nmissing, void *arg);
 
 /* Listens on bind_host (numeric IPv4/IPv6, or NULL for 127.0.0.1) at `port`
  * (0: any) and serves a job of `size` ranks. timeout_s bounds the wait for
  * registrations. 0 or a negative code (CRNET_EIO when it cannot listen,
  * CRNET_EINVAL for bad arguments, CRNET_ENOMEM). */
-int crnet__rdv_server_start(crnet__rdv_server **out, uv_loop_t *loop,
-                            const uint8_t key[CRNET__KEY_BYTES], int size,
-                            const char *bind_host, int port, double timeout_s,
-                            crnet__rdv_done_cb cb, void *arg);
+int crnet__rendezvous_server_start(crnet__rendezvous_server **out,
+                                   uv_loop_t *loop,
+                                   const uint8_t key[CRNET__KEY_BYTES],
+                                   int size, const char *bind_host, int port,
+                                   double timeout_s,
+                                   crnet__rendezvous_done_cb cb, void *arg);
 
 /* The same on a socket address (IPv4 or IPv6, port 0: any). The wildcard
  * :: is dual stack: it takes IPv4 clients too, where the host allows it.
  * When it cannot listen, returns CRNET_EIO with the system's reason in why
  * ("address already in use"); why may be NULL. */
-int crnet__rdv_server_listen(crnet__rdv_server **out, uv_loop_t *loop,
-                             const uint8_t key[CRNET__KEY_BYTES], int size,
-                             const struct sockaddr *addr, double timeout_s,
-                             crnet__rdv_done_cb cb, void *arg, char *why,
-                             size_t why_len);
+int crnet__rendezvous_server_listen(crnet__rendezvous_server **out,
+                                    uv_loop_t *loop,
+                                    const uint8_t key[CRNET__KEY_BYTES],
+                                    int size, const struct sockaddr *addr,
+                                    double timeout_s,
+                                    crnet__rendezvous_done_cb cb, void *arg,
+                                    char *why, size_t why_len);
 
 /* The port the server listens on (useful after port 0). */
-int crnet__rdv_server_port(const crnet__rdv_server *srv);
+int crnet__rendezvous_server_port(const crnet__rendezvous_server *srv);
 
 /* Stops serving, closes every connection, wipes the key and frees the server
  * once libuv has closed its handles (so keep running the loop). Safe to call
  * from the done callback. */
-void crnet__rdv_server_close(crnet__rdv_server *srv);
+void crnet__rendezvous_server_close(crnet__rendezvous_server *srv);
 
 #endif

@@ -5,13 +5,13 @@
  * libuv loop listens on loopback, and the harness connects to it as up to
  * four ranks, one after the other, each connection staying open. Each
  * connection runs a real handshake (or sends garbage instead of one), may
- * send a well-formed RDV_REGISTER frame built from input fields, and then
- * sends raw input bytes: more frames, or anything (sealed into a record
+ * send a well-formed RENDEZVOUS_REGISTER frame built from input fields, and
+ * then sends raw input bytes: more frames, or anything (sealed into a record
  * when the connection encrypts). Whatever the server answers is read back
  * and decoded the way a rank decodes it.
  *
- * Client side: the input's last part is handed, as a RDV_TABLE payload, to
- * crnet__rdv_table_decode, which is what a rank runs on the table.
+ * Client side: the input's last part is handed, as a RENDEZVOUS_TABLE payload,
+ * to crnet__rendezvous_table_decode, which is what a rank runs on the table.
  *
  * Input:
  *   byte 0  job size - 1 (bits 0-1); byte 1 connections - 1 (bits 0-1)
@@ -23,10 +23,10 @@
  *           bytes. REGISTER fields: family bit, port u16, address 4 bytes,
  *           streams u8, stream_min u16 (rank u8 and size u8 first for
  *           form 3). Then raw bytes: length u16 (at most 4096), bytes.
- *   the rest: a table payload for crnet__rdv_table_decode
+ *   the rest: a table payload for crnet__rendezvous_table_decode
  *
- * Checked: a good handshake is always accepted; every RDV_TABLE the server
- * sends decodes as a table of the job, and each entry is one that rank
+ * Checked: a good handshake is always accepted; every RENDEZVOUS_TABLE the
+ * server sends decodes as a table of the job, and each entry is one that rank
  * registered; the server closes every connection and frees itself.
  */
 #include <errno.h>
@@ -63,12 +63,12 @@ typedef struct conn {
 
 /* What each rank registered (the server keeps one of them), and whether
  * that is all: raw input bytes may register anything. */
-static crnet__rdv_entry registered[MAX_CONNS][MAX_CONNS];
+static crnet__rendezvous_entry registered[MAX_CONNS][MAX_CONNS];
 static int nregistered[MAX_CONNS];
 static bool raw_sent;
 
-static void on_done(crnet__rdv_server *srv, int status, const int *missing,
-                    int nmissing, void *arg) {
+static void on_done(crnet__rendezvous_server *srv, int status,
+                    const int *missing, int nmissing, void *arg) {
   (void)srv;
   (void)missing;
   (void)arg;
@@ -148,13 +148,13 @@ static bool send_bytes(conn *c, const uint8_t *p, size_t n) {
 
 static void send_register(conn *c, fuzz_in *in, int form, uint32_t rank,
                           uint32_t size) {
-  uint8_t msg[CRNET__FRAME_HEADER_SIZE + CRNET__RDV_REGISTER_SIZE];
+  uint8_t msg[CRNET__FRAME_HEADER_SIZE + CRNET__RENDEZVOUS_REGISTER_SIZE];
   uint8_t *pl = msg + CRNET__FRAME_HEADER_SIZE;
-  crnet__frame_header h = {.kind = CRNET__FRAME_RDV_REGISTER,
-                           .length = CRNET__RDV_REGISTER_SIZE};
-  crnet__rdv_entry e;
+  crnet__frame_header h = {.kind = CRNET__FRAME_RENDEZVOUS_REGISTER,
+                           .length = CRNET__RENDEZVOUS_REGISTER_SIZE};
+  crnet__rendezvous_entry e;
   crnet__tuning t;
-  crnet__rdv_options o;
+  crnet__rendezvous_options o;
   if (form == 3) {
     rank = fuzz_u8(in);
     size = fuzz_u8(in);
@@ -174,16 +174,17 @@ static void send_register(conn *c, fuzz_in *in, int form, uint32_t rank,
   crnet__frame_encode(&h, msg);
   crnet__put_le32(pl, rank);
   crnet__put_le32(pl + 4, size);
-  crnet__rdv_entry_encode(&e, pl + 8);
-  crnet__tuning_encode(&t, pl + 8 + CRNET__RDV_ENTRY_SIZE);
-  crnet__rdv_options_encode(&o, pl + 8 + CRNET__RDV_ENTRY_SIZE +
-                                    CRNET__TUNING_WIRE_SIZE);
+  crnet__rendezvous_entry_encode(&e, pl + 8);
+  crnet__tuning_encode(&t, pl + 8 + CRNET__RENDEZVOUS_ENTRY_SIZE);
+  crnet__rendezvous_options_encode(&o, pl + 8 + CRNET__RENDEZVOUS_ENTRY_SIZE +
+                                           CRNET__TUNING_WIRE_SIZE);
   if (rank < MAX_CONNS && nregistered[rank] < MAX_CONNS)
     registered[rank][nregistered[rank]++] = e;
   send_bytes(c, msg, sizeof msg);
 }
 
-static bool same_entry(const crnet__rdv_entry *a, const crnet__rdv_entry *b) {
+static bool same_entry(const crnet__rendezvous_entry *a,
+                       const crnet__rendezvous_entry *b) {
   return a->family == b->family && a->port == b->port &&
          memcmp(a->addr, b->addr, sizeof a->addr) == 0 && a->pid == b->pid &&
          strcmp(a->host, b->host) == 0;
@@ -220,17 +221,17 @@ static void check_answer(conn *c, int32_t size) {
   while (nplain - pos >= CRNET__FRAME_HEADER_SIZE) {
     crnet__frame_header h;
     const char *why;
-    crnet__rdv_entry entries[MAX_CONNS];
+    crnet__rendezvous_entry entries[MAX_CONNS];
     crnet__tuning t;
-    crnet__rdv_options o;
+    crnet__rendezvous_options o;
     if (crnet__frame_decode(plain + pos, CRNET__CONTROL_MAX, &h, &why) != 0)
       fuzz_fail("the server sent a malformed frame: %s", why);
     pos += CRNET__FRAME_HEADER_SIZE;
     if (nplain - pos < h.length)
       break;
-    if (h.kind == CRNET__FRAME_RDV_TABLE) {
-      if (crnet__rdv_table_decode(plain + pos, h.length, size, "rank 0",
-                                  entries, &t, &o, &why) != 0)
+    if (h.kind == CRNET__FRAME_RENDEZVOUS_TABLE) {
+      if (crnet__rendezvous_table_decode(plain + pos, h.length, size, "rank 0",
+                                         entries, &t, &o, &why) != 0)
         fuzz_fail("the server sent a table a rank refuses: %s", why);
       for (int32_t r = 0; r < size && !raw_sent; r++) {
         bool found = false;
@@ -240,7 +241,7 @@ static void check_answer(conn *c, int32_t size) {
           fuzz_fail("the table's entry for rank %d was never registered",
                     (int)r);
       }
-    } else if (h.kind != CRNET__FRAME_RDV_ERROR) {
+    } else if (h.kind != CRNET__FRAME_RENDEZVOUS_ERROR) {
       fuzz_fail("the server sent a frame of kind %u", h.kind);
     }
     pos += h.length;
@@ -252,10 +253,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int32_t jobsize = 1 + (fuzz_u8(&in) & 3);
   int nconns = 1 + (fuzz_u8(&in) & 3);
   conn conns[MAX_CONNS];
-  crnet__rdv_server *srv;
-  crnet__rdv_entry entries[MAX_CONNS];
+  crnet__rendezvous_server *srv;
+  crnet__rendezvous_entry entries[MAX_CONNS];
   crnet__tuning t;
-  crnet__rdv_options o;
+  crnet__rendezvous_options o;
   const char *why;
   int port;
 
@@ -263,10 +264,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   memset(conns, 0, sizeof conns);
   memset(nregistered, 0, sizeof nregistered);
   raw_sent = false;
-  if (crnet__rdv_server_start(&srv, &loop, fuzz_key, jobsize, "127.0.0.1", 0,
-                              3600, on_done, NULL) != 0)
+  if (crnet__rendezvous_server_start(&srv, &loop, fuzz_key, jobsize,
+                                     "127.0.0.1", 0, 3600, on_done, NULL) != 0)
     fuzz_fail("cannot start the rendezvous");
-  port = crnet__rdv_server_port(srv);
+  port = crnet__rendezvous_server_port(srv);
 
   for (int i = 0; i < nconns; i++) {
     conn *c = &conns[i];
@@ -316,12 +317,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     crnet__seal_free(conns[i].rx);
   }
   fuzz_settle(&loop);
-  crnet__rdv_server_close(srv);
+  crnet__rendezvous_server_close(srv);
   if (!fuzz_run_until(&loop, loop_idle, NULL))
     fuzz_fail("the rendezvous server did not close");
 
   /* The client side: the rest as a table. */
-  (void)crnet__rdv_table_decode(in.p, in.n, jobsize, "rank 0", entries, &t,
-                                &o, &why);
+  (void)crnet__rendezvous_table_decode(in.p, in.n, jobsize, "rank 0", entries,
+                                       &t, &o, &why);
   return 0;
 }

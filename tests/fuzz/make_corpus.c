@@ -106,10 +106,12 @@ static void frame_seeds(void) {
       {"data-last-coll", CRNET__FRAME_DATA, CRNET_COLL_COUNT - 1, 1},
       {"abort", CRNET__FRAME_ABORT, 0, 28},
       {"bye", CRNET__FRAME_BYE, 0, 0},
-      {"rdv-register", CRNET__FRAME_RDV_REGISTER, 0, CRNET__RDV_REGISTER_SIZE},
-      {"rdv-table", CRNET__FRAME_RDV_TABLE, 0, CRNET__RDV_TABLE_HEAD},
-      {"rdv-error", CRNET__FRAME_RDV_ERROR, 0, 40},
-      {"huge-length", CRNET__FRAME_RDV_TABLE, 0, UINT64_MAX},
+      {"rdv-register", CRNET__FRAME_RENDEZVOUS_REGISTER, 0,
+       CRNET__RENDEZVOUS_REGISTER_SIZE},
+      {"rdv-table", CRNET__FRAME_RENDEZVOUS_TABLE, 0,
+       CRNET__RENDEZVOUS_TABLE_HEAD},
+      {"rdv-error", CRNET__FRAME_RENDEZVOUS_ERROR, 0, 40},
+      {"huge-length", CRNET__FRAME_RENDEZVOUS_TABLE, 0, UINT64_MAX},
   };
   for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++) {
     seed s = {.n = 0};
@@ -156,7 +158,8 @@ static void link_stream(seed *s, int which) {
     break;
   case 5: /* control frames */
     put_abort(s);
-    put_frame(s, CRNET__FRAME_RDV_ERROR, 0, 0, 0, "ranks 1, 2 never came", 21);
+    put_frame(s, CRNET__FRAME_RENDEZVOUS_ERROR, 0, 0, 0,
+              "ranks 1, 2 never came", 21);
     break;
   case 6: /* a header that is not one */
     put(s, "CRNX this is not a frame header, not at all", 43);
@@ -204,20 +207,20 @@ static void rdv_conn(seed *s, int rank, bool encrypt, int form) {
 }
 
 static void register_frame(seed *s, uint32_t rank, uint32_t size) {
-  uint8_t pl[CRNET__RDV_REGISTER_SIZE];
-  crnet__rdv_entry e = {.family = 4, .port = 1234, .pid = 42};
+  uint8_t pl[CRNET__RENDEZVOUS_REGISTER_SIZE];
+  crnet__rendezvous_entry e = {.family = 4, .port = 1234, .pid = 42};
   crnet__tuning t;
-  crnet__rdv_options o = {.streams = 2, .stream_min = 4096};
+  crnet__rendezvous_options o = {.streams = 2, .stream_min = 4096};
   memcpy(e.addr, "\x0a\x00\x00\x07", 4);
   snprintf(e.host, sizeof e.host, "node%u", (unsigned)rank);
   crnet__tuning_defaults(&t);
   crnet__put_le32(pl, rank);
   crnet__put_le32(pl + 4, size);
-  crnet__rdv_entry_encode(&e, pl + 8);
-  crnet__tuning_encode(&t, pl + 8 + CRNET__RDV_ENTRY_SIZE);
-  crnet__rdv_options_encode(&o, pl + 8 + CRNET__RDV_ENTRY_SIZE +
-                                    CRNET__TUNING_WIRE_SIZE);
-  put_frame(s, CRNET__FRAME_RDV_REGISTER, 0, 0, 0, pl, sizeof pl);
+  crnet__rendezvous_entry_encode(&e, pl + 8);
+  crnet__tuning_encode(&t, pl + 8 + CRNET__RENDEZVOUS_ENTRY_SIZE);
+  crnet__rendezvous_options_encode(&o, pl + 8 + CRNET__RENDEZVOUS_ENTRY_SIZE +
+                                           CRNET__TUNING_WIRE_SIZE);
+  put_frame(s, CRNET__FRAME_RENDEZVOUS_REGISTER, 0, 0, 0, pl, sizeof pl);
 }
 
 static void raw_part(seed *s, const seed *raw) {
@@ -226,19 +229,19 @@ static void raw_part(seed *s, const seed *raw) {
 }
 
 static void table_payload(seed *s, int size) {
-  uint8_t head[CRNET__RDV_TABLE_HEAD], ent[CRNET__RDV_ENTRY_SIZE];
+  uint8_t head[CRNET__RENDEZVOUS_TABLE_HEAD], ent[CRNET__RENDEZVOUS_ENTRY_SIZE];
   crnet__tuning t;
-  crnet__rdv_options o = {.streams = 1, .stream_min = 1 << 20};
+  crnet__rendezvous_options o = {.streams = 1, .stream_min = 1 << 20};
   crnet__tuning_defaults(&t);
   crnet__put_le32(head, (uint32_t)size);
   crnet__tuning_encode(&t, head + 4);
-  crnet__rdv_options_encode(&o, head + 4 + CRNET__TUNING_WIRE_SIZE);
+  crnet__rendezvous_options_encode(&o, head + 4 + CRNET__TUNING_WIRE_SIZE);
   put(s, head, sizeof head);
   for (int r = 0; r < size; r++) {
-    crnet__rdv_entry e = {.family = 6, .port = (uint16_t)(5000 + r)};
+    crnet__rendezvous_entry e = {.family = 6, .port = (uint16_t)(5000 + r)};
     e.addr[15] = 1;
     snprintf(e.host, sizeof e.host, "host-%d", r);
-    crnet__rdv_entry_encode(&e, ent);
+    crnet__rendezvous_entry_encode(&e, ent);
     put(s, ent, sizeof ent);
   }
 }

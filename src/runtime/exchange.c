@@ -1,5 +1,5 @@
 /* Exchanges: the send and the receive of one round, on the pair's links.
- * See comm.h (crnet__xchg) and request.h (the order of frames between two
+ * See comm.h (crnet__exchange) and request.h (the order of frames between two
  * ranks). Nothing here blocks: an exchange is posted as far as its links and
  * the order of calls allow, and the progress engine posts the rest later. */
 #include "comm.h"
@@ -18,9 +18,9 @@ static uint64_t iov_total(const crnet__iov *iov, uint32_t n) {
   return t;
 }
 
-/* Parts of a message of len bytes (see crnet__xchg): both sides compute
+/* Parts of a message of len bytes (see crnet__exchange): both sides compute
  * the same from the same length. */
-static uint32_t xchg_parts(const crnet_comm *c, uint64_t len) {
+static uint32_t exchange_parts(const crnet_comm *c, uint64_t len) {
   uint64_t n = c->w->stream_min > 0 ? len / c->w->stream_min : 1;
   if (n < 2 || c->w->streams < 2)
     return 1;
@@ -53,7 +53,7 @@ static uint32_t iov_slice(const crnet__iov *iov, uint32_t n, uint64_t from,
 
 /* The link of stream k to the comm's rank r if it can carry a message;
  * else fails every comm that has that rank (naming it) and returns NULL. */
-static crnet__link *usable_link(crnet__xchg *x, int r, uint32_t k) {
+static crnet__link *usable_link(crnet__exchange *x, int r, uint32_t k) {
   crnet_comm *c = x->c;
   int j = crnet__world_rank(c, r);
   crnet__peer *p = *crnet__comm_link(c, j, (int)k);
@@ -70,10 +70,10 @@ static crnet__link *usable_link(crnet__xchg *x, int r, uint32_t k) {
   return NULL;
 }
 
-int crnet__xchg_init(crnet_comm *c, crnet__xchg *x, crnet_request *req,
-                     const crnet__xchg_id *id, int to, const crnet__iov *siov,
-                     uint32_t sn, int from, const crnet__iov *riov,
-                     uint32_t rn, uint32_t round) {
+int crnet__exchange_init(crnet_comm *c, crnet__exchange *x, crnet_request *req,
+                         const crnet__exchange_id *id, int to,
+                         const crnet__iov *siov, uint32_t sn, int from,
+                         const crnet__iov *riov, uint32_t rn, uint32_t round) {
   x->c = c;
   x->req = req;
   x->id = *id;
@@ -97,7 +97,7 @@ int crnet__xchg_init(crnet_comm *c, crnet__xchg *x, crnet_request *req,
 
 /* Whether every stream to the comm's rank r is linked; with lazy links,
  * asks for them. */
-static bool linked(crnet__xchg *x, int r) {
+static bool linked(crnet__exchange *x, int r) {
   crnet_comm *c = x->c;
   crnet_comm *world = c->w->comms[0];
   int j = crnet__world_rank(c, r);
@@ -111,9 +111,9 @@ static bool linked(crnet__xchg *x, int r) {
   return false;
 }
 
-static bool post_recv(crnet__xchg *x) {
+static bool post_recv(crnet__exchange *x) {
   crnet_comm *c = x->c;
-  uint32_t n = xchg_parts(c, x->rlen);
+  uint32_t n = exchange_parts(c, x->rlen);
   crnet__iov *list = (crnet__iov *)(uintptr_t)x->riov;
   crnet__link *l[CRNET__MAX_STREAMS];
   if (!crnet__req_gate_open(x->req, x->from, 1) || !linked(x, x->from))
@@ -163,9 +163,9 @@ static bool post_recv(crnet__xchg *x) {
   return true;
 }
 
-static bool post_send(crnet__xchg *x) {
+static bool post_send(crnet__exchange *x) {
   crnet_comm *c = x->c;
-  uint32_t n = xchg_parts(c, x->slen);
+  uint32_t n = exchange_parts(c, x->slen);
   crnet__iov small[8], *part = small;
   crnet__req_peer *rp;
   if (!crnet__req_gate_open(x->req, x->to, 0) || !linked(x, x->to))
@@ -208,7 +208,7 @@ static bool post_send(crnet__xchg *x) {
   return true;
 }
 
-bool crnet__xchg_post(crnet__xchg *x) {
+bool crnet__exchange_post(crnet__exchange *x) {
   bool moved = false;
   if (x->c->err != 0 || x->dropped)
     return false;
@@ -222,11 +222,11 @@ bool crnet__xchg_post(crnet__xchg *x) {
   return moved;
 }
 
-bool crnet__xchg_posted(const crnet__xchg *x) {
+bool crnet__exchange_posted(const crnet__exchange *x) {
   return x->send_posted && x->recv_posted;
 }
 
-uint64_t crnet__xchg_received(const crnet__xchg *x) {
+uint64_t crnet__exchange_received(const crnet__exchange *x) {
   uint64_t got = 0;
   for (uint32_t k = 0; k < x->nrecv; k++) {
     const crnet__recv_req *r = &x->recv[k];
@@ -238,7 +238,7 @@ uint64_t crnet__xchg_received(const crnet__xchg *x) {
 }
 
 /* Whether libuv and the links have let go of every part posted. */
-static bool parts_done(const crnet__xchg *x) {
+static bool parts_done(const crnet__exchange *x) {
   for (uint32_t k = 0; k < x->nsend; k++)
     if (!x->send[k].done)
       return false;
@@ -251,7 +251,7 @@ static bool parts_done(const crnet__xchg *x) {
 /* The receive from `from` is over: a younger call may post its own
  * (request.h). Counted once, as soon as its parts are in, whatever the
  * send of the round is doing. */
-static void count_recv(crnet__xchg *x) {
+static void count_recv(crnet__exchange *x) {
   crnet__req_peer *rp;
   if (x->recv_counted || !x->recv_posted)
     return;
@@ -268,7 +268,7 @@ static void count_recv(crnet__xchg *x) {
  * last (crnet__link_write_failed): the exchange waits for the link to
  * fail, so that the call ends with the peer's reason (its abort, its
  * report of a mismatch) rather than a bare lost link. */
-static bool send_failing(const crnet__xchg *x) {
+static bool send_failing(const crnet__exchange *x) {
   crnet_comm *c = x->c;
   for (uint32_t k = 0; k < x->nsend; k++) {
     const crnet__peer *p;
@@ -281,7 +281,7 @@ static bool send_failing(const crnet__xchg *x) {
   return false;
 }
 
-bool crnet__xchg_complete(crnet__xchg *x) {
+bool crnet__exchange_complete(crnet__exchange *x) {
   crnet_comm *c = x->c;
   if (c->err == 0 && send_failing(x))
     return false;
@@ -294,14 +294,14 @@ bool crnet__xchg_complete(crnet__xchg *x) {
         crnet__link_cancel_recv(x->recv_link[k], &x->recv[k]);
   }
   count_recv(x);
-  if (!x->dropped && !crnet__xchg_posted(x))
+  if (!x->dropped && !crnet__exchange_posted(x))
     return false;
   return parts_done(x);
 }
 
-int crnet__xchg_end(crnet__xchg *x) {
+int crnet__exchange_end(crnet__exchange *x) {
   crnet_comm *c = x->c;
-  bool failed = !crnet__xchg_posted(x);
+  bool failed = !crnet__exchange_posted(x);
   free(x->recv_iov);
   x->recv_iov = NULL;
   for (uint32_t k = 0; k < x->nsend; k++)
@@ -318,36 +318,38 @@ int crnet__xchg_end(crnet__xchg *x) {
 
 /* --- a blocking exchange, for the runtime's own tests ------------------- */
 
-typedef struct xchg_wait {
-  crnet__xchg *x;
-} xchg_wait;
+typedef struct exchange_wait {
+  crnet__exchange *x;
+} exchange_wait;
 
-static bool xchg_done(void *arg) {
-  xchg_wait *w = arg;
-  crnet__xchg_post(w->x);
-  return crnet__xchg_complete(w->x);
+static bool exchange_done(void *arg) {
+  exchange_wait *w = arg;
+  crnet__exchange_post(w->x);
+  return crnet__exchange_complete(w->x);
 }
 
 int crnet__sendrecv(crnet_comm *c, uint64_t seq, int to, const void *sbuf,
                     uint64_t slen, int from, void *rbuf, uint64_t rlen,
                     uint32_t round, uint32_t sig) {
   crnet__iov s = {(void *)(uintptr_t)sbuf, slen}, r = {rbuf, rlen};
-  crnet__xchg_id id = {.coll = CRNET_COLL_ALLREDUCE, .seq = seq, .sig = sig,
-                       .call = {.op = -1, .root = -1}};
-  crnet__xchg *x = malloc(sizeof *x);
-  xchg_wait w = {x};
+  crnet__exchange_id id = {.coll = CRNET_COLL_ALLREDUCE,
+                           .seq = seq,
+                           .sig = sig,
+                           .call = {.op = -1, .root = -1}};
+  crnet__exchange *x = malloc(sizeof *x);
+  exchange_wait w = {x};
   int rc;
   if (x == NULL)
     return CRNET_ENOMEM;
-  rc = crnet__xchg_init(c, x, NULL, &id, to, &s, 1, from, &r, 1, round);
+  rc = crnet__exchange_init(c, x, NULL, &id, to, &s, 1, from, &r, 1, round);
   /* No request stands for the call: its frames that come early are taken
    * as ahead of this rank (parked), and checked when the receive posts. */
   if (rc == 0 && c->seq >= seq)
     c->seq = seq - 1;
   /* Requests live in x: wait until libuv has let go of both, also when the
    * comm failed meanwhile (closing a link completes its requests). */
-  crnet__comm_run_until(c, xchg_done, &w, 0);
-  rc = crnet__xchg_end(x);
+  crnet__comm_run_until(c, exchange_done, &w, 0);
+  rc = crnet__exchange_end(x);
   free(x);
   return rc;
 }

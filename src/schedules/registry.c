@@ -16,7 +16,7 @@ extern const crnet__algorithm crnet__circulant_algorithm,
     crnet__star_algorithm, crnet__pairwise_algorithm, crnet__bruck_algorithm,
     crnet__allgather_reduce_algorithm, crnet__binomial_algorithm,
     crnet__linear_algorithm, crnet__twolevel_algorithm,
-    crnet__knomial_algorithm;
+    crnet__knomial_algorithm, crnet__swing_algorithm;
 
 const crnet__algorithm *const crnet__algorithms[] = {
     &crnet__circulant_algorithm,
@@ -24,6 +24,7 @@ const crnet__algorithm *const crnet__algorithms[] = {
     &crnet__pairwise_algorithm,
     &crnet__hypercube_algorithm,
     &crnet__rabenseifner_algorithm,
+    &crnet__swing_algorithm,
     &crnet__star_algorithm,
     &crnet__allgather_reduce_algorithm,
     &crnet__ring_algorithm,

@@ -53,7 +53,8 @@ circ = ["auto", "circulant", "circulant-doubling", "circulant-linear",
 pow2 = p & (p - 1) == 0
 want_scheds = {
     "allreduce": circ + ["ring", "hypercube", "rabenseifner", "star",
-                         "allgather-reduce", "two-level", "knomial"],
+                         "allgather-reduce", "two-level", "swing",
+                         "knomial"],
     "reduce_scatter": circ + ["ring", "rabenseifner", "two-level"],
     "allgather": circ + ["ring", "hypercube", "star", "two-level"],
     "alltoall": ["auto", "ring"] + (["hypercube"] if pow2 else [])

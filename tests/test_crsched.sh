@@ -185,13 +185,13 @@ expect "cost: rows per collective" \
 import json, sys, collections
 c = collections.Counter(json.loads(l)["coll"] for l in sys.stdin)
 print(" ".join("%s=%d" % kv for kv in sorted(c.items())))
-')" "allgather=7 allreduce=10 alltoall=3 alltoallv=2 barrier=5 bcast=7 exscan=3 gather=2 reduce=7 reduce_scatter=6 scan=3 scatter=2"
+')" "allgather=7 allreduce=11 alltoall=3 alltoallv=2 barrier=5 bcast=7 exscan=3 gather=2 reduce=7 reduce_scatter=6 scan=3 scatter=2"
 expect "cost: allreduce schedules" \
   "$(printf '%s\n' "$rows" | python3 -c '
 import json, sys
 print(" ".join(sorted(r["schedule"] for r in map(json.loads, sys.stdin)
                       if r["coll"] == "allreduce")))
-')" "allgather-reduce circulant circulant-doubling circulant-linear circulant-sqrt hypercube knomial rabenseifner ring star"
+')" "allgather-reduce circulant circulant-doubling circulant-linear circulant-sqrt hypercube knomial rabenseifner ring star swing"
 text=$("$CRSCHED" --cost -p 22 -m 88 --alpha 1 --coll reduce_scatter)
 expect "cost text: circulant row" \
   "$(printf '%s\n' "$text" | awk '$1 == "reduce_scatter" && $2 == "circulant" {print $3, $7}')" \

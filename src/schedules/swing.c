@@ -320,10 +320,13 @@ static void recv_run(swing *w, int32_t peer, uint64_t off, uint64_t n,
   crnet__sched_recv(w->s, peer, CRNET__BUF_RECV, off, n);
 }
 
-static int bandwidth_optimal(swing *w, int32_t j) {
+/* Out of memory marks the schedule, which crnet__sched_finish reports. */
+static void bandwidth_optimal(swing *w, int32_t j) {
   int32_t *list = malloc((size_t)w->pp * sizeof(*list));
-  if (list == NULL)
-    return CRNET_ENOMEM;
+  if (list == NULL) {
+    w->s->oom = true;
+    return;
+  }
   for (int s = 0; s < w->d; s++) {
     int32_t q = swing_peer(j, s, w->pp), peer = rank_of(w, q);
     crnet__sched_round(w->s);
@@ -342,7 +345,6 @@ static int bandwidth_optimal(swing *w, int32_t j) {
     for_marked_runs(w, peer, recv_run);
   }
   free(list);
-  return 0;
 }
 
 /* ------------------------------------------------------------------------
@@ -417,9 +419,8 @@ static int swing_build(const crnet__call *c, crnet__schedule *out) {
   if (j >= 0) {
     if (v == LATENCY_OPTIMAL)
       latency_optimal(&w, j);
-    else if ((rc = bandwidth_optimal(&w, j)) != 0) {
-      w.s->oom = true;
-    }
+    else
+      bandwidth_optimal(&w, j);
   }
   fold_out(&w, fold_rounds + swing_rounds);
   return swing_done(&w);

@@ -97,16 +97,26 @@ static const int32_t quick_ps[] = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11,
 static const int32_t *ps;
 static size_t nps;
 
-enum layout { ONE_HOST, HALVES, ROUND_ROBIN, UNEVEN, NLAYOUTS };
-static const char *const layout_name[] = {"one host", "two hosts by halves",
-                                          "three hosts round-robin",
-                                          "three uneven hosts, shuffled"};
+enum layout { ONE_HOST, HALVES, ROUND_ROBIN, UNEVEN, MANY, NLAYOUTS };
+static const char *const layout_name[] = {
+    "one host", "two hosts by halves", "three hosts round-robin",
+    "three uneven hosts, shuffled", "hosts of 1..4 ranks, shuffled"};
 
 /* host[0..p) for the layout: the number of hosts, or 0 when p has too few
  * ranks for it (every host needs one). One host is host NULL, as the
  * runtime passes it. */
+static void shuffle(int32_t p, int32_t *host) {
+  for (int32_t r = p - 1; r > 0; r--) {
+    int32_t o =
+        (int32_t)(mix((uint64_t)p << 32 | (uint64_t)r) % (uint64_t)(r + 1));
+    int32_t t = host[r];
+    host[r] = host[o];
+    host[o] = t;
+  }
+}
+
 static int32_t layout_make(enum layout l, int32_t p, int32_t *host) {
-  int32_t sizes[3];
+  int32_t sizes[3], n = 0;
   switch (l) {
   case ONE_HOST:
     return 1;
@@ -122,7 +132,7 @@ static int32_t layout_make(enum layout l, int32_t p, int32_t *host) {
     for (int32_t r = 0; r < p; r++)
       host[r] = r % 3;
     return 3;
-  default:
+  case UNEVEN:
     if (p < 3)
       return 0;
     /* one rank alone, the rest two thirds and one third */
@@ -132,14 +142,21 @@ static int32_t layout_make(enum layout l, int32_t p, int32_t *host) {
     for (int32_t g = 0, r = 0; g < 3; g++)
       for (int32_t i = 0; i < sizes[g]; i++)
         host[r++] = g;
-    for (int32_t r = p - 1; r > 0; r--) {
-      int32_t o =
-          (int32_t)(mix((uint64_t)p << 32 | (uint64_t)r) % (uint64_t)(r + 1));
-      int32_t t = host[r];
-      host[r] = host[o];
-      host[o] = t;
-    }
+    shuffle(p, host);
     return 3;
+  default:
+    if (p < 4)
+      return 0;
+    /* many hosts of 1 to 4 ranks */
+    for (int32_t r = 0, left = 0; r < p; r++, left--) {
+      if (left == 0) {
+        left = 1 + (int32_t)(mix((uint64_t)p << 32 | (uint64_t)n) % 4);
+        n++;
+      }
+      host[r] = n - 1;
+    }
+    shuffle(p, host);
+    return n;
   }
 }
 
@@ -305,7 +322,7 @@ static void add_unique(uint64_t *list, int *n, uint64_t v) {
 /* Every shape of the row's collective at p and a layout, past the roots,
  * in-place choices and scan kinds. */
 static void shapes(kase *k) {
-  int32_t p = k->c.p, roots[3];
+  int32_t p = k->c.p, roots[16];
   uint64_t sizes[6], *blocks = malloc((size_t)p * sizeof *blocks),
                      *displs = malloc((size_t)p * sizeof *displs);
   int nroots = 0, nsizes = 0, nmodes = in_place_modes(k);
@@ -317,6 +334,10 @@ static void shapes(kase *k) {
       roots[nroots++] = p - 1;
     if (p / 2 != 0 && p / 2 != p - 1)
       roots[nroots++] = p / 2;
+    /* up to p = 16 every root, past the largest count */
+    for (int32_t x = 1; p <= 16 && x < p - 1; x++)
+      if (x != p / 2)
+        roots[nroots++] = x;
   }
   switch (k->c.coll) {
   case CRNET_COLL_ALLREDUCE:
@@ -398,7 +419,8 @@ static void shapes(kase *k) {
       k->c.v = v;
       k->shape = sim_pair_shape_name[s];
     }
-    for (int ri = 0; ri < nroots; ri++)
+    int nr = nsizes > 0 && s == nsizes - 1 && nroots > 3 ? 3 : nroots;
+    for (int ri = 0; ri < nr; ri++)
       for (int mode = 0; mode < nmodes; mode++)
         for (int kind = 0; kind < nkinds; kind++) {
           k->c.root = roots[ri];
@@ -464,6 +486,67 @@ static void matrix(crnet_collective coll) {
 START_TEST(test_collective) { matrix((crnet_collective)_i); }
 END_TEST
 
+/* What crnet__select accepts it can build: every schedule, every collective
+ * it names, p = 1..64, every rank, with and without IN_PLACE, three roots,
+ * counts 0 and 6, exscan too (alltoallv: irregular counts, packed).
+ * crnet_comm_set_schedule refuses by crnet__select, so a gap here would be a
+ * schedule that set_schedule accepts and then every call refuses. */
+START_TEST(test_select_builds) {
+  uint64_t counts[64], displs[64];
+  int built = 0;
+  for (size_t i = 0; crnet__schedule_name(i) != NULL; i++) {
+    const char *nm = crnet__schedule_name(i);
+    for (int coll = 0; coll < CRNET_COLL_COUNT; coll++) {
+      if (!crnet__schedule_known(nm, (crnet_collective)coll))
+        continue;
+      for (int32_t p = 1; p <= 64; p++) {
+        for (int32_t k = 0; k < p; k++) {
+          counts[k] = (uint64_t)(k % 3);
+          displs[k] = k > 0 ? displs[k - 1] + counts[k - 1] : 0;
+        }
+        for (int v = 0; v < 24; v++) {
+          int ex = v & 1, ip = (v >> 1) & 1, rt = (v >> 2) % 3;
+          uint64_t cnt = v >= 12 ? 6 : 0;
+          crnet__call call = {.coll = (crnet_collective)coll,
+                              .p = p,
+                              .count = cnt,
+                              .counts = counts,
+                              .root = rt == 0   ? 0
+                                      : rt == 1 ? p / 2
+                                                : p - 1,
+                              .in_place = ip,
+                              .commutative = true,
+                              .exclusive = ex,
+                              .esize = 4,
+                              .sdispls = displs,
+                              .rcounts = counts,
+                              .rdispls = displs};
+          const char *name;
+          uint32_t id;
+          char why[256];
+          if (ex && coll != CRNET_COLL_SCAN)
+            continue;
+          if (crnet__select(nm, &call, &name, &id, why, sizeof why) != 0)
+            continue;
+          for (int32_t r = 0; r < p; r++) {
+            crnet__schedule s;
+            int rc;
+            call.rank = r;
+            rc = crnet__build(name, &call, &s);
+            ck_assert_msg(
+                rc == 0, "%s %s p=%d rank %d: selected but not built (%d)", nm,
+                crnet_collective_name((crnet_collective)coll), p, r, rc);
+            crnet__sched_free(&s);
+            built++;
+          }
+        }
+      }
+    }
+  }
+  ck_assert_int_gt(built, 100000);
+}
+END_TEST
+
 /* Runs last: every (row, collective) the registry names was simulated,
  * and the refusals were exactly the expected ones. */
 START_TEST(test_every_row_covered) {
@@ -509,6 +592,7 @@ int main(void) {
   Suite *s = suite_create("sim-registry");
   TCase *tc = tcase_create("registry");
   tcase_add_loop_test(tc, test_collective, 0, CRNET_COLL_COUNT);
+  tcase_add_test(tc, test_select_builds);
   tcase_add_test(tc, test_every_row_covered);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "algorithm.h"
+#include "check_main.h"
 
 bool sim_is_rooted(crnet_collective c) {
   return c == CRNET_COLL_BCAST || c == CRNET_COLL_REDUCE ||
@@ -20,6 +21,29 @@ bool sim_takes_blocks(crnet_collective c) {
 
 bool sim_is_reducing(crnet_collective c) {
   return (CRNET__REDUCING_COLLS & CRNET__COLL_BIT(c)) != 0;
+}
+
+bool sim_quick(void) {
+  const char *q = getenv("CRNET_SIM_QUICK");
+  return q != NULL && strcmp(q, "1") == 0;
+}
+
+Suite *sim_suite(const char *name, const char *tcase, TCase **tc) {
+  Suite *s = suite_create(name);
+  *tc = tcase_create(tcase);
+  tcase_set_timeout(*tc, 600);
+  suite_add_tcase(s, *tc);
+  return s;
+}
+
+int sim_check_run(Suite *s) {
+  SRunner *sr = srunner_create(s);
+  int failed;
+  srunner_set_fork_status(sr, CK_NOFORK);
+  srunner_run_all(sr, CK_NORMAL);
+  failed = check_failures(sr);
+  srunner_free(sr);
+  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
 
 void sim_split(uint64_t m, int32_t p, uint64_t *c) {

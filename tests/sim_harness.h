@@ -140,6 +140,16 @@ void sim_describe(sim_case *k, const char *extra);
  * unless claims is NULL. Fails through Check. */
 void sim_run(const sim_case *k, sim_claims claims, void *arg);
 
+/* CRNET_SIM_QUICK=1: the sanitizer pass, which runs fewer p. */
+bool sim_quick(void);
+
+/* A suite `name` with one test case `tcase` (timeout 600 s) in *tc. */
+Suite *sim_suite(const char *name, const char *tcase, TCase **tc);
+
+/* Runs the suite without forking, so that a driver's counters see every
+ * test's cases, and returns main's exit status (check_main.h). */
+int sim_check_run(Suite *s);
+
 /* Block counts c[0..p) of the runtime's split of m elements. */
 void sim_split(uint64_t m, int32_t p, uint64_t *c);
 

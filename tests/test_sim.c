@@ -535,11 +535,11 @@ START_TEST(test_golden_ar) { golden(AR); }
 END_TEST
 
 int main(void) {
-  const char *q = getenv("CRNET_SIM_QUICK");
-  quick = q != NULL && strcmp(q, "1") == 0;
-  Suite *s = suite_create("sim");
-  TCase *tc = tcase_create("circulant");
-  tcase_set_timeout(tc, 600);
+  TCase *tc;
+  Suite *s = sim_suite("sim", "circulant", &tc);
+  struct timespec t0, t1;
+  int rc;
+  quick = sim_quick();
   tcase_add_test(tc, test_skips);
   tcase_add_test(tc, test_sim_rejects);
   tcase_add_test(tc, test_order_detected);
@@ -547,18 +547,11 @@ int main(void) {
   tcase_add_test(tc, test_golden_ar);
   tcase_add_loop_test(tc, test_blocks, 0, 2);
   tcase_add_loop_test(tc, test_count, 0, 5);
-  suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  /* No fork, so the case counter below sees every test's cases. */
-  srunner_set_fork_status(sr, CK_NOFORK);
-  struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  srunner_run_all(sr, CK_NORMAL);
+  rc = sim_check_run(s);
   clock_gettime(CLOCK_MONOTONIC, &t1);
-  int failed = check_failures(sr);
-  srunner_free(sr);
   printf("simulated %ld collectives in %.1f s%s\n", cases,
          (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9,
          quick ? " (CRNET_SIM_QUICK)" : "");
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return rc;
 }

@@ -315,21 +315,15 @@ START_TEST(misuse) {
 END_TEST
 
 int main(void) {
-  const char *q = getenv("CRNET_SIM_QUICK");
-  quick = q != NULL && strcmp(q, "1") == 0;
-  Suite *s = suite_create("sim-hypercube");
-  TCase *tc = tcase_create("sim-hypercube");
-  tcase_set_timeout(tc, 600);
+  TCase *tc;
+  Suite *s = sim_suite("sim-hypercube", "sim-hypercube", &tc);
+  int rc;
+  quick = sim_quick();
   tcase_add_test(tc, misuse);
   tcase_add_loop_test(tc, test_balanced, HC_AR, REXSCAN + 1);
   tcase_add_test(tc, naive_fold);
   tcase_add_test(tc, fold_balance);
-  suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_set_fork_status(sr, CK_NOFORK);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = check_failures(sr);
-  srunner_free(sr);
+  rc = sim_check_run(s);
   printf("%ld simulated collectives\n", cases);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return rc;
 }

@@ -578,10 +578,11 @@ START_TEST(test_every_row_covered) {
 END_TEST
 
 int main(void) {
-  const char *q = getenv("CRNET_SIM_QUICK");
   struct timespec t0, t1;
-  int failed;
-  quick = q != NULL && strcmp(q, "1") == 0;
+  TCase *tc;
+  Suite *s = sim_suite("sim-registry", "registry", &tc);
+  int rc;
+  quick = sim_quick();
   ps = quick ? quick_ps : full_ps;
   nps = quick ? sizeof quick_ps / sizeof quick_ps[0]
               : sizeof full_ps / sizeof full_ps[0];
@@ -589,20 +590,12 @@ int main(void) {
       calloc(crnet__nalgorithms * CRNET_COLL_COUNT, sizeof *pair_cases);
   if (pair_cases == NULL)
     return EXIT_FAILURE;
-  Suite *s = suite_create("sim-registry");
-  TCase *tc = tcase_create("registry");
   tcase_add_loop_test(tc, test_collective, 0, CRNET_COLL_COUNT);
   tcase_add_test(tc, test_select_builds);
   tcase_add_test(tc, test_every_row_covered);
-  suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  /* No fork: the counters must see every test's cases. */
-  srunner_set_fork_status(sr, CK_NOFORK);
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  srunner_run_all(sr, CK_NORMAL);
+  rc = sim_check_run(s);
   clock_gettime(CLOCK_MONOTONIC, &t1);
-  failed = check_failures(sr);
-  srunner_free(sr);
   for (int c = 0; c < CRNET_COLL_COUNT; c++)
     printf("  %-15s %6.1f s\n", crnet_collective_name((crnet_collective)c),
            seconds_per_coll[c]);
@@ -612,5 +605,5 @@ int main(void) {
          (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9,
          quick ? " (CRNET_SIM_QUICK)" : "");
   free(pair_cases);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return rc;
 }

@@ -363,22 +363,16 @@ START_TEST(test_independent_checked) {
 END_TEST
 
 int main(void) {
-  const char *q = getenv("CRNET_SIM_QUICK");
-  quick = q != NULL && strcmp(q, "1") == 0;
-  Suite *s = suite_create("sim-ring");
-  TCase *tc = tcase_create("ring");
-  tcase_set_timeout(tc, 600);
+  TCase *tc;
+  Suite *s = sim_suite("sim-ring", "ring", &tc);
+  int rc;
+  quick = sim_quick();
   tcase_add_loop_test(tc, test_blocks, 0, 2);
   tcase_add_loop_test(tc, test_count, 0, 4);
   tcase_add_loop_test(tc, test_a2a, 0, 4);
   tcase_add_test(tc, test_einval);
   tcase_add_test(tc, test_independent_checked);
-  suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_set_fork_status(sr, CK_NOFORK);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = check_failures(sr);
-  srunner_free(sr);
+  rc = sim_check_run(s);
   printf("%ld cases\n", cases);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+  return rc;
 }

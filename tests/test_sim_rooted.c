@@ -310,19 +310,14 @@ START_TEST(test_disagreeing_root_fails) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("sim-rooted");
-  TCase *tc = tcase_create("rooted");
-  tcase_set_timeout(tc, 300);
+  TCase *tc;
+  Suite *s = sim_suite("sim-rooted", "rooted", &tc);
+  int rc;
   tcase_add_loop_test(tc, test_rooted, GB, SL + 1);
   tcase_add_loop_test(tc, test_alltoallv, 0, 2);
   tcase_add_test(tc, test_einval);
   tcase_add_test(tc, test_disagreeing_root_fails);
-  suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_set_fork_status(sr, CK_NOFORK);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = check_failures(sr);
-  srunner_free(sr);
+  rc = sim_check_run(s);
   printf("%ld cases\n", cases);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+  return rc;
 }

@@ -348,20 +348,15 @@ START_TEST(misuse) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("sim-star");
-  TCase *tc = tcase_create("sim-star");
-  tcase_set_timeout(tc, 600);
+  TCase *tc;
+  Suite *s = sim_suite("sim-star", "sim-star", &tc);
+  int rc;
   tcase_add_test(tc, misuse);
   tcase_add_test(tc, table2);
   tcase_add_test(tc, allreduce);
   tcase_add_test(tc, allgather);
-  suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_set_fork_status(sr, CK_NOFORK);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = check_failures(sr);
-  srunner_free(sr);
+  rc = sim_check_run(s);
   printf("%ld simulated collectives (%ld allreduce, %ld allgather)\n", cases,
          cases_ar, cases_ag);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return rc;
 }

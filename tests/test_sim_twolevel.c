@@ -235,15 +235,11 @@ START_TEST(test_auto_and_select) {
 }
 END_TEST
 
-static Suite *suite(void) {
-  Suite *s = suite_create("sim-twolevel");
-  TCase *tc = tcase_create("twolevel");
-  tcase_set_timeout(tc, 600);
+int main(void) {
+  TCase *tc;
+  Suite *s = sim_suite("sim-twolevel", "twolevel", &tc);
   tcase_add_loop_test(tc, test_ring_levels, 0, 5);
   tcase_add_test(tc, test_levels_have_uniform_rounds);
   tcase_add_test(tc, test_auto_and_select);
-  suite_add_tcase(s, tc);
-  return s;
+  return sim_check_run(s);
 }
-
-int main(void) { return check_run(suite()); }

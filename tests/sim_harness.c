@@ -375,21 +375,12 @@ static void fail_element(const sim_case *k, int32_t r, uint64_t i, uint64_t got,
       fail_element(k, r, i, got, want);                                        \
   } while (0)
 
+/* acc[0..m): allreduce, reduce and reduce-scatter's reference (sim_run
+ * folds it as it makes the inputs); scratch for the others. */
 static void check_results(const sim_case *k, const crnet__sim_rank *rk,
-                          const uint64_t *P, uint64_t m) {
+                          const uint64_t *P, uint64_t m, uint64_t *acc) {
   crnet__sim_combine op = op_of(k);
   int32_t p = k->p;
-  uint64_t *acc = malloc((m ? m : 1) * sizeof *acc);
-  EXPECT(acc, "out of memory");
-  /* the rank-order fold V_0 (+) ... (+) V_p-1, or the case's own */
-  if (sim_is_reducing(k->coll) && k->coll != CRNET_COLL_SCAN)
-    for (uint64_t e = 0; e < m; e++) {
-      uint64_t v =
-          k->reference != NULL ? k->reference(k, e) : value_of(k, 0, e);
-      for (int32_t x = 1; k->reference == NULL && x < p; x++)
-        v = op(v, value_of(k, x, e));
-      acc[e] = v;
-    }
   for (int32_t r = 0; r < p; r++) {
     const uint64_t *o = rk[r].recv;
     switch (k->coll) {
@@ -463,7 +454,6 @@ static void check_results(const sim_case *k, const crnet__sim_rank *rk,
       break;
     }
   }
-  free(acc);
 }
 
 /* ------------------------------------------------------------------------
@@ -472,9 +462,11 @@ static void check_results(const sim_case *k, const crnet__sim_rank *rk,
 
 void sim_run(const sim_case *k, sim_claims claims, void *arg) {
   int32_t p = k->p;
-  uint64_t *P = calloc((size_t)p + 1, sizeof *P), m;
+  uint64_t *P = calloc((size_t)p + 1, sizeof *P), m, *acc;
   crnet__schedule *sc = calloc((size_t)p, sizeof *sc);
   crnet__sim_rank *rk = calloc((size_t)p, sizeof *rk);
+  crnet__sim_combine op = op_of(k);
+  bool fold = sim_is_reducing(k->coll) && k->coll != CRNET_COLL_SCAN;
   char err[512] = "";
   int rc;
   EXPECT(P && sc && rk, "out of memory");
@@ -483,6 +475,8 @@ void sim_run(const sim_case *k, sim_claims claims, void *arg) {
   m = k->counts != NULL                ? P[p]
       : k->coll == CRNET_COLL_ALLTOALL ? (uint64_t)p * k->count
                                        : k->count;
+  acc = malloc((m ? m : 1) * sizeof *acc);
+  EXPECT(acc, "out of memory");
 
   for (int32_t r = 0; r < p; r++) {
     crnet__call call = sim_call_of(k, r);
@@ -510,6 +504,10 @@ void sim_run(const sim_case *k, sim_claims claims, void *arg) {
     uint64_t rn = recv_len(k, r, m);
     uint64_t *recv = malloc((rn ? rn : 1) * sizeof *recv);
     EXPECT(recv, "out of memory");
+    /* the reference: the rank-order fold V_0 (+) ... (+) V_p-1 of the
+     * inputs, as they are made (each input is all m elements) */
+    for (uint64_t e = 0; fold && k->reference == NULL && e < m; e++)
+      acc[e] = r == 0 ? in[e] : op(acc[e], in[e]);
     for (uint64_t e = 0; e < rn; e++)
       recv[e] = SENTINEL;
     q->sched = &sc[r];
@@ -528,10 +526,12 @@ void sim_run(const sim_case *k, sim_claims claims, void *arg) {
     }
   }
 
+  for (uint64_t e = 0; fold && k->reference != NULL && e < m; e++)
+    acc[e] = k->reference(k, e);
   rc = crnet__sim_run(rk, p, false, k->causal || k->coll == CRNET_COLL_BARRIER,
-                      op_of(k), err, sizeof err);
+                      op, err, sizeof err);
   EXPECT(rc == 0, "%s: %s", k->what, err);
-  check_results(k, rk, P, m);
+  check_results(k, rk, P, m, acc);
   if (claims != NULL) {
     sim_result res = {sc, rk, P, m};
     claims(k, &res, arg);
@@ -542,6 +542,7 @@ void sim_run(const sim_case *k, sim_claims claims, void *arg) {
     free((void *)rk[r].send);
     free(rk[r].recv);
   }
+  free(acc);
   free(rk);
   free(sc);
   free(P);

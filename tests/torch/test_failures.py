@@ -26,6 +26,7 @@ each prints one RESULT line, and the driver checks them.
 """
 import json
 import os
+import re
 import secrets
 import socket
 import subprocess
@@ -165,7 +166,8 @@ def main():
         for r in (0, 1):
             code, got, text = res[r]
             err = (got or {}).get("error") or ""
-            check("CRNET_EPEER" in err and "2" in err,
+            # The lost rank is named, not just any "2" in the text.
+            check("CRNET_EPEER" in err and re.search(r"\brank 2\b", err),
                   f"lost: rank {r} raised {err!r}", text)
             if got and got.get("seconds") is not None:
                 check(got["seconds"] < LOST_S,

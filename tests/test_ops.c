@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1161,6 +1162,48 @@ END_TEST
 
 /* ------------------------------------------------------------------------ */
 
+/* Whether the CPU's flags (the first "flags" line of /proc/cpuinfo) name
+ * `flag`, as a word. */
+static bool cpu_flag(const char *flag) {
+  char line[8192];
+  bool found = false;
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (f == NULL)
+    return false;
+  while (fgets(line, sizeof line, f) != NULL) {
+    if (strncmp(line, "flags", 5) != 0)
+      continue;
+    for (char *w = strtok(strchr(line, ':') + 1, " \t\n"); w != NULL;
+         w = strtok(NULL, " \t\n"))
+      found = found || strcmp(w, flag) == 0;
+    break;
+  }
+  fclose(f);
+  return found;
+}
+
+/* The float16 and bfloat16 kernels the reductions run: both portable under
+ * CRNET_NO_F16C (the test ops-portable-f16), else F16C and AVX2 exactly
+ * where x86-64's flags have them, so each run of this program knows which
+ * path its float16 tests went through. */
+START_TEST(test_f16_kernel_chosen) {
+  const char *f16 = crnet__f16_kernel(), *bf16 = crnet__bf16_kernel();
+  const char *want_f16 = "portable", *want_bf16 = "portable";
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
+  if (getenv("CRNET_NO_F16C") == NULL) {
+    if (cpu_flag("avx") && cpu_flag("f16c"))
+      want_f16 = "f16c";
+    if (cpu_flag("avx2"))
+      want_bf16 = "avx2";
+  }
+#else
+  (void)cpu_flag;
+#endif
+  ck_assert_str_eq(f16, want_f16);
+  ck_assert_str_eq(bf16, want_bf16);
+}
+END_TEST
+
 static Suite *ops_suite(void) {
   Suite *s = suite_create("ops");
 
@@ -1171,6 +1214,7 @@ static Suite *ops_suite(void) {
   tcase_add_test(k, test_int_minmax_logical);
   tcase_add_test(k, test_float_special_cases);
   tcase_add_loop_test(k, test_f16_sum_prod_bit_exact, 0, 4);
+  tcase_add_test(k, test_f16_kernel_chosen);
   suite_add_tcase(s, k);
 
   TCase *c = tcase_create("conversions");

@@ -474,6 +474,16 @@ static void choose_f16_kernels(void) {
   }
 }
 
+const char *crnet__f16_kernel(void) {
+  pthread_once(&f16_once, choose_f16_kernels);
+  return f16_sum_kernel == sum_f16p ? "portable" : "f16c";
+}
+
+const char *crnet__bf16_kernel(void) {
+  pthread_once(&f16_once, choose_f16_kernels);
+  return bf16_sum_kernel == sum_bf16p ? "portable" : "avx2";
+}
+
 static void sum_f16(const void *in, void *inout, size_t count) {
   pthread_once(&f16_once, choose_f16_kernels);
   f16_sum_kernel(in, inout, count);

@@ -35,6 +35,13 @@ bool crnet__op_commutative(crnet_op op);
 void crnet__reduce(crnet_op op, crnet_datatype dt, const void *in,
                    void *inout, size_t count);
 
+/* Which 16-bit float kernels the reductions run, as chosen at the first
+ * use: "f16c" or "portable" for float16 and "avx2" or "portable" for
+ * bfloat16 (CRNET_NO_F16C in the environment keeps both portable). For the
+ * tests of both paths, which must know which one they ran. */
+const char *crnet__f16_kernel(void);
+const char *crnet__bf16_kernel(void);
+
 /* Conversions used by the kernels and by tests (round to nearest even, NaN
  * stays NaN, overflow goes to infinity). */
 float crnet__half_to_float(uint16_t h);

@@ -333,7 +333,7 @@ int crnet__knomial_build(crnet__schedule *out, crnet_collective coll, int32_t p,
  *
  * The radix. A level of n messages from (or to) one node costs, with its
  * rounds in flight together, one α for the first message and a fraction
- * KNOMIAL_FURTHER_MESSAGE of α for each further one (the node's own work
+ * CRNET__MODEL_FURTHER_MESSAGE of α for each further one (the node's own work
  * of sending or taking one more; the latencies overlap), and its bytes in
  * full: n·m·β (+ n·m·γ reducing), since they all pass through the one
  * node. So a tree costs Σ_l [(1 + (n_l - 1)·f)·α + n_l·m·(β (+ γ))], twice
@@ -344,8 +344,8 @@ int crnet__knomial_build(crnet__schedule *out, crnet_collective coll, int32_t p,
  * with (shared memory's when call->shm_links): every rank computes the
  * same k from what the call's ranks share.
  *
- * The fraction is rooted.c's for the linear gather's further messages in
- * flight (a quarter of a round, measured on the 2-core VM), the same
+ * The fraction is CRNET__MODEL_FURTHER_MESSAGE (model.h), the linear
+ * gather's further messages in flight (a quarter of a round), the same
  * mechanism: a node's messages of one group of independent rounds.
  *
  * auto's price is that sum (the row's price); the terms are the
@@ -353,8 +353,6 @@ int crnet__knomial_build(crnet__schedule *out, crnet_collective coll, int32_t p,
  * each moving m), which is what crsched --cost and tests/test_tuning.c
  * hold against the simulator.
  */
-
-#define KNOMIAL_FURTHER_MESSAGE 0.25
 
 #define KNOMIAL_COLLS                                                          \
   (CRNET__COLL_BIT(CRNET_COLL_BCAST) | CRNET__COLL_BIT(CRNET_COLL_REDUCE) |    \
@@ -367,11 +365,7 @@ typedef struct link_costs {
 
 static void costs_of(const crnet__call *call, link_costs *c) {
   crnet__tuning defaults;
-  const crnet__tuning *t = call->tuning;
-  if (t == NULL) {
-    crnet__tuning_defaults(&defaults);
-    t = &defaults;
-  }
+  const crnet__tuning *t = crnet__model_tuning(call, &defaults);
   c->alpha = crnet__tuning_get(
       t, call->shm_links ? CRNET__TUNING_SHM_ALPHA : CRNET__TUNING_ALPHA,
       call->p);
@@ -387,7 +381,7 @@ static double tree_seconds(const tree *t, double m, bool reduces,
   double sum = 0;
   for (int l = 0; l < t->levels; l++) {
     double n = t->rounds[l];
-    sum += (1 + (n - 1) * KNOMIAL_FURTHER_MESSAGE) * c->alpha +
+    sum += (1 + (n - 1) * CRNET__MODEL_FURTHER_MESSAGE) * c->alpha +
            n * m * (c->beta + (reduces ? c->gamma : 0));
   }
   return sum;

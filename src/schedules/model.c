@@ -61,18 +61,23 @@ static double chain_price(double nb, int32_t p, double m, double b) {
   return (nb + p - 2) * (1 + m / nb * b);
 }
 
+const crnet__tuning *crnet__model_tuning(const crnet__call *call,
+                                         crnet__tuning *defaults) {
+  if (call->tuning != NULL)
+    return call->tuning;
+  crnet__tuning_defaults(defaults);
+  return defaults;
+}
+
 int32_t crnet__chain_pieces(const crnet__call *call) {
   crnet__tuning defaults;
-  const crnet__tuning *t = call->tuning;
+  const crnet__tuning *t;
   crnet__tuning_param alpha, beta;
   double m = crnet__model_bytes(call), b, best;
   int32_t nb;
   if (call->p <= 2 || call->count <= 1)
     return 1; /* two ranks: one message; one element: one piece */
-  if (t == NULL) {
-    crnet__tuning_defaults(&defaults);
-    t = &defaults;
-  }
+  t = crnet__model_tuning(call, &defaults);
   alpha = call->shm_links ? CRNET__TUNING_SHM_ALPHA : CRNET__TUNING_ALPHA;
   beta = call->shm_links ? CRNET__TUNING_SHM_BETA : CRNET__TUNING_BETA;
   b = crnet__tuning_get(t, beta, call->p) /

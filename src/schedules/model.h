@@ -33,6 +33,18 @@ typedef struct crnet__model_terms {
   crnet__tuning_param round_factor;
 } crnet__model_terms;
 
+/* A further message of one group of independent rounds that a rank keeps
+ * in flight together, in rounds: the executor overlaps their latencies and
+ * only the rank's handling of each adds (measured on the 2-core VM with
+ * the linear gather, rooted.c). The linear gather and scatter and the
+ * k-nomial trees price their groups with it. */
+#define CRNET__MODEL_FURTHER_MESSAGE 0.25
+
+/* The call's tuning, or the built-in constants (written into *defaults)
+ * when it names none. */
+const crnet__tuning *crnet__model_tuning(const crnet__call *call,
+                                         crnet__tuning *defaults);
+
 /* m of the call, in bytes (see above). */
 double crnet__model_bytes(const crnet__call *call);
 

@@ -71,6 +71,7 @@
 
 #include "algorithm.h"
 #include "crnet.h"
+#include "model.h"
 
 /* What every builder needs: the arguments and the block offsets. */
 typedef struct tree {
@@ -395,7 +396,7 @@ static int linear_build(const crnet__call *c, crnet__schedule *out) {
 }
 
 static bool linear_terms(const crnet__call *call, crnet__model_coef *c) {
-  *c = (crnet__model_coef){1 + (call->p - 2) / 4.0,
+  *c = (crnet__model_coef){1 + (call->p - 2) * CRNET__MODEL_FURTHER_MESSAGE,
                            (double)(call->p - 1) / call->p, 0};
   return true;
 }

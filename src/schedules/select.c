@@ -123,7 +123,7 @@ int crnet__algorithm_price_by_terms(const crnet__algorithm *a,
                                     double *seconds) {
   crnet__model_terms terms;
   crnet__tuning defaults;
-  const crnet__tuning *t = call->tuning;
+  const crnet__tuning *t = crnet__model_tuning(call, &defaults);
   bool ordered;
   int rc;
   if (!crnet__model_terms_of(a->name, call, &terms))
@@ -135,10 +135,6 @@ int crnet__algorithm_price_by_terms(const crnet__algorithm *a,
       return rc;
     if (!ordered)
       return 1;
-  }
-  if (t == NULL) {
-    crnet__tuning_defaults(&defaults);
-    t = &defaults;
   }
   if (!call->shm_links && !call->tcp_links &&
       crnet__model_seconds_hosts(a->name, call, t, seconds))

@@ -369,11 +369,7 @@ static crnet__model_coef variant_coef(int32_t p, enum variant v) {
 
 static double variant_seconds(const crnet__call *call, enum variant v) {
   crnet__tuning defaults;
-  const crnet__tuning *t = call->tuning;
-  if (t == NULL) {
-    crnet__tuning_defaults(&defaults);
-    t = &defaults;
-  }
+  const crnet__tuning *t = crnet__model_tuning(call, &defaults);
   double m = crnet__model_bytes(call);
   crnet__model_coef c = variant_coef(call->p, v);
   crnet__model_terms terms = {c.rounds, c.moved * m, c.reduced * m,

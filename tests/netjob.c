@@ -33,7 +33,7 @@ int free_port(void) {
   return port;
 }
 
-void job_init(job *j, int size, double init_timeout) {
+void job_init_exact(job *j, int size, double init_timeout) {
   uint8_t key[CRNET__KEY_BYTES];
   memset(j, 0, sizeof *j);
   j->size = size;
@@ -42,6 +42,10 @@ void job_init(job *j, int size, double init_timeout) {
   crnet__key_generate(key);
   crnet__key_to_hex(key, j->key);
   crnet__wipe(key, sizeof key);
+}
+
+void job_init(job *j, int size, double init_timeout) {
+  job_init_exact(j, size, test_seconds(init_timeout));
 }
 
 void rank_env(const job *j, int rank, const char *key) {
@@ -81,6 +85,7 @@ void start_rank(job *j, int rank, rank_fn fn, void *arg,
 }
 
 void wait_job(job *j, double timeout_s) {
+  timeout_s = test_seconds(timeout_s);
   double deadline = now_s() + timeout_s;
   int left = 0;
   for (int r = 0; r < j->size; r++)
@@ -177,7 +182,7 @@ void report_raise(int rank) {
 }
 
 bool report_await(int rank, double seconds) {
-  double until = now_s() + seconds;
+  double until = now_s() + test_seconds(seconds);
   while (__atomic_load_n(&shared_reports[rank].go, __ATOMIC_ACQUIRE) == 0) {
     if (now_s() > until)
       return false;

@@ -11,6 +11,7 @@
 
 #include "crnet.h"
 #include "handshake.h"
+#include "time_scale.h"
 
 #define MAX_RANKS 16
 
@@ -38,8 +39,17 @@ typedef struct job {
 double now_s(void);
 /* A loopback port that was free a moment ago. */
 int free_port(void);
+/* Every limit in seconds below is multiplied by test_seconds's factor
+ * (time_scale.h): a job's init_timeout, wait_job's and report_await's
+ * deadlines. */
+
 /* A job of `size` ranks with a fresh key and rendezvous port. */
 void job_init(job *j, int size, double init_timeout);
+
+/* job_init with init_timeout as given, not scaled: for a case whose subject
+ * is that timeout (it must fire, its value is in the message); the bounds
+ * the case checks add scaled slack to it. */
+void job_init_exact(job *j, int size, double init_timeout);
 /* Sets the environment of `rank` (key: another hex key, or NULL for the
  * job's). Called in the child before the rank function. */
 void rank_env(const job *j, int rank, const char *key);

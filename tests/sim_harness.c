@@ -31,7 +31,7 @@ bool sim_quick(void) {
 Suite *sim_suite(const char *name, const char *tcase, TCase **tc) {
   Suite *s = suite_create(name);
   *tc = tcase_create(tcase);
-  tcase_set_timeout(*tc, 600);
+  tcase_set_timeout(*tc, 300);
   suite_add_tcase(s, *tc);
   return s;
 }

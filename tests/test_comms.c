@@ -275,7 +275,7 @@ static int rank_scope(int rank, int size, void *arg) {
   if (rank == 1) {
     /* Only once every rank is out of the barrier: a rank still reading
      * its last frame of it would lose that frame to the reset. */
-    double until = now_s() + 20;
+    double until = now_s() + test_seconds(20);
     for (int r = 0; r < size; r++)
       while (__atomic_load_n(&reports[r].flag, __ATOMIC_ACQUIRE) == 0 &&
              now_s() < until)
@@ -415,7 +415,7 @@ static int rank_timeout_scope(int rank, int size, void *arg) {
             crnet_err_name(rc));
     __atomic_store_n(&reports[rank].flag, 1, __ATOMIC_RELEASE);
   } else {
-    double until = now_s() + 60;
+    double until = now_s() + test_seconds(60);
     /* B meanwhile: its calls complete while A's runs out of time. */
     for (int i = 0; i < TO_CALLS && group == 1; i++)
       if (check_allreduce(g, rank, members, 2, 1 + (size_t)i * 100) !=
@@ -683,7 +683,7 @@ static void *pt_work(void *arg) {
         PT_FAIL(wk, "round %d waitall: %s: %s", round, crnet_err_name(rc),
                 crnet_comm_errmsg(wk->comm));
     } else {
-      double until = now_s() + 60;
+      double until = now_s() + test_seconds(60);
       for (int k = 0; k < 8; k++)
         while (req[k] != NULL) {
           int done = 0;
@@ -940,7 +940,7 @@ static int rank_p2p_threads(int rank, int size, void *arg) {
   at_registration = __atomic_load_n(&seen.done, __ATOMIC_ACQUIRE);
   /* Compute, no crnet call, until the progress thread has completed them
    * all (bounded: it must not take a minute even on a loaded machine). */
-  until = now_s() + 60;
+  until = now_s() + test_seconds(60);
   sink = 0;
   while (__atomic_load_n(&seen.done, __ATOMIC_ACQUIRE) <
              (int)(2 * PT_NSIZES) &&
@@ -1177,39 +1177,39 @@ int main(int argc, char **argv) {
     suite_add_tcase(s, t);
   } else {
     t = tcase_create("split");
-    tcase_set_timeout(t, 400);
+    tcase_set_timeout(t, 200);
     tcase_add_test(t, split_like_mpi);
     suite_add_tcase(s, t);
     t = tcase_create("interleave");
-    tcase_set_timeout(t, 400);
+    tcase_set_timeout(t, 200);
     tcase_add_test(t, comms_interleave_in_any_order);
     suite_add_tcase(s, t);
     t = tcase_create("scope");
-    tcase_set_timeout(t, 200);
+    tcase_set_timeout(t, 100);
     tcase_add_test(t, lost_rank_fails_only_its_comms);
     suite_add_tcase(s, t);
     t = tcase_create("timeout-scope");
-    tcase_set_timeout(t, 200);
+    tcase_set_timeout(t, 100);
     tcase_add_test(t, timeout_fails_only_its_comm);
     suite_add_tcase(s, t);
     t = tcase_create("threads");
-    tcase_set_timeout(t, 400);
+    tcase_set_timeout(t, 200);
     tcase_add_test(t, comms_on_threads);
     suite_add_tcase(s, t);
     t = tcase_create("p2p-threads");
-    tcase_set_timeout(t, 700);
+    tcase_set_timeout(t, 300);
     tcase_add_test(t, p2p_with_progress_thread_and_threads);
     suite_add_tcase(s, t);
     t = tcase_create("p2p-threads-world-loop");
-    tcase_set_timeout(t, 700);
+    tcase_set_timeout(t, 300);
     tcase_add_test(t, p2p_threads_beside_world_calls_started_meanwhile);
     suite_add_tcase(s, t);
     t = tcase_create("p2p-behind-parked");
-    tcase_set_timeout(t, 600);
+    tcase_set_timeout(t, 300);
     tcase_add_test(t, messages_pass_a_parked_collective_frame);
     suite_add_tcase(s, t);
     t = tcase_create("misuse");
-    tcase_set_timeout(t, 200);
+    tcase_set_timeout(t, 100);
     tcase_add_test(t, misuse_is_refused);
     tcase_add_test(t, frame_of_unknown_comm_is_a_mismatch);
     suite_add_tcase(s, t);

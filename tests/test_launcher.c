@@ -14,6 +14,7 @@
 #include <check.h>
 
 #include "check_main.h"
+#include "time_scale.h"
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -231,6 +232,7 @@ static int try_reap(struct run *r) {
  * kills everything and fails. Then collects the output and checks that no
  * rank and no key directory outlived crlaunch. */
 static void finish(struct run *r, double limit) {
+  limit = test_seconds(limit);
   double deadline = now_s() + limit;
   sigset_t chld;
   sigemptyset(&chld);
@@ -337,6 +339,7 @@ static void expect_has(const char *what, const char *text,
 /* Waits up to limit seconds for n pid files. */
 static void wait_for_ranks(struct run *r, int n, double limit) {
   pid_t pids[64];
+  limit = test_seconds(limit);
   double deadline = now_s() + limit;
   while (rank_pids(r, pids, 64) < n) {
     if (now_s() > deadline) {
@@ -636,7 +639,8 @@ START_TEST(test_rank_exit_status) {
   struct run r;
   run(&r, NULL, 10, "-n", "4", "@RANK", "exit", "1", "3", NULL);
   expect_exit(&r, 3);
-  ck_assert_msg(r.secs < 2.5, "took %.2f s to stop the job", r.secs);
+  ck_assert_msg(r.secs < 1 + test_seconds(1.5), "took %.2f s to stop the job",
+                r.secs);
   expect_has("stderr", r.err, "crlaunch: rank 1 (pid ");
   expect_has("stderr", r.err, "exited with status 3");
   /* The three ranks stopped because of it are not announced as failures. */
@@ -653,7 +657,7 @@ START_TEST(test_rank_exit_grace) {
   run(&r, NULL, 10, "-n", "3", "--grace", "2.5", "@RANK", "exit", "1", "3",
       NULL);
   expect_exit(&r, 3);
-  ck_assert_msg(r.secs >= 2.4 && r.secs < 7,
+  ck_assert_msg(r.secs >= 2.4 && r.secs < 2.5 + test_seconds(4.5),
                 "took %.2f s to stop the job with --grace 2.5", r.secs);
   expect_has("stderr", r.err, "exited with status 3");
   expect_has("stderr", r.err, "stopped 2 other ranks");
@@ -665,7 +669,8 @@ START_TEST(test_rank_killed) {
   struct run r;
   run(&r, NULL, 10, "-n", "3", "@RANK", "raise", "2", "9", NULL);
   expect_exit(&r, 128 + SIGKILL);
-  ck_assert_msg(r.secs < 2.5, "took %.2f s to stop the job", r.secs);
+  ck_assert_msg(r.secs < 1 + test_seconds(1.5), "took %.2f s to stop the job",
+                r.secs);
   expect_has("stderr", r.err, "crlaunch: rank 2 (pid ");
   expect_has("stderr", r.err, "killed by signal 9");
   ck_assert_msg(count(r.err, "crlaunch: rank ") == 1, "stderr:\n%s", r.err);
@@ -706,7 +711,8 @@ START_TEST(test_timeout) {
   run(&r, NULL, 10, "--timeout", "1", "-n", "3", "@RANK", "sleep", "30",
       NULL);
   expect_exit(&r, 124);
-  ck_assert_msg(r.secs >= 0.9 && r.secs < 4, "took %.2f s", r.secs);
+  ck_assert_msg(r.secs >= 0.9 && r.secs < 1 + test_seconds(3), "took %.2f s",
+                r.secs);
   expect_has("stderr", r.err, "crlaunch: job timed out after 1 s; stopping 3 "
                               "ranks");
   cleanup(&r);
@@ -937,7 +943,7 @@ START_TEST(test_crnet_rank_never_comes) {
   struct run r;
   run(&r, &how, 10, "-n", "4", "@INIT", "skip", "2", NULL);
   ck_assert_msg(exit_status(&r) != 0, "exit 0 with a rank missing");
-  ck_assert_msg(r.secs < 4.5, "took %.2f s", r.secs);
+  ck_assert_msg(r.secs < test_seconds(4.5), "took %.2f s", r.secs);
   expect_has("stderr", r.err,
              "crlaunch: rank 2 never reached the rendezvous within 1 s");
   cleanup(&r);
@@ -954,7 +960,7 @@ START_TEST(test_crnet_rank_dies) {
   run(&r, NULL, 20, "-n", "4", "--grace", "10", "@INIT", "die", "2", "5",
       "200", NULL);
   expect_exit(&r, 5);
-  ck_assert_msg(r.secs < 3, "took %.2f s", r.secs);
+  ck_assert_msg(r.secs < test_seconds(3), "took %.2f s", r.secs);
   expect_has("stderr", r.err, "crlaunch: rank 2 (pid ");
   expect_has("stderr", r.err, "exited with status 5");
   ck_assert_msg(count(r.err, "crlaunch: rank ") == 1, "stderr:\n%s", r.err);
@@ -979,7 +985,7 @@ START_TEST(test_crnet_cascade) {
   struct run r;
   run(&r, NULL, 10, "-n", "4", "@INIT", "die", "2", "5", NULL);
   expect_exit(&r, 5);
-  ck_assert_msg(r.secs < 3, "took %.2f s", r.secs);
+  ck_assert_msg(r.secs < test_seconds(3), "took %.2f s", r.secs);
   expect_has("stderr", r.err, "crlaunch: rank 2 (pid ");
   expect_has("stderr", r.err, "exited with status 5");
   ck_assert_msg(count(r.err, "crlaunch: rank ") == 1, "stderr:\n%s", r.err);
@@ -1003,7 +1009,7 @@ START_TEST(test_crnet_abort) {
   run(&r, NULL, 20, "-n", "4", "--grace", "10", "@INIT", "abort", "2",
       abort_cases[_i].code, abort_cases[_i].others, NULL);
   expect_exit(&r, abort_cases[_i].want);
-  ck_assert_msg(r.secs < 6, "took %.2f s", r.secs);
+  ck_assert_msg(r.secs < test_seconds(6), "took %.2f s", r.secs);
   char want[80];
   snprintf(want, sizeof want, ") aborted the job with code %s\n",
            abort_cases[_i].code);
@@ -1073,7 +1079,7 @@ START_TEST(test_crnet_lost_rank_how) {
   else
     run(&r, NULL, 10, "-n", "8", "-x", lost_cases[_i].lazy, "@INIT", "die",
         lost_cases[_i].target, lost_cases[_i].code, lost_cases[_i].ms, NULL);
-  ck_assert_msg(r.secs < 6, "took %.2f s", r.secs);
+  ck_assert_msg(r.secs < test_seconds(6), "took %.2f s", r.secs);
   snprintf(lost, sizeof lost, "lost rank %s ", lost_cases[_i].target);
   ck_assert_msg(count(r.err, lost) > 0, "nobody lost rank %s:\n%s",
                 lost_cases[_i].target, r.err);
@@ -1131,7 +1137,7 @@ START_TEST(test_crnet_abort_without_report) {
   snprintf(cmd, sizeof cmd, "exec 3>&-; exec %s abort 2 7", init_prog);
   run(&r, &how, 10, "-n", "3", "sh", "-c", cmd, NULL);
   expect_exit(&r, 1);
-  ck_assert_msg(r.secs < 6, "took %.2f s", r.secs);
+  ck_assert_msg(r.secs < test_seconds(6), "took %.2f s", r.secs);
   expect_has("stderr", r.err, "rank 0: allreduce: CRNET_EABORTED (code 7)");
   expect_has("stderr", r.err, "rank 1: allreduce: CRNET_EABORTED (code 7)");
   ck_assert_msg(strstr(r.err, "aborted the job with code 7\n") == NULL ||

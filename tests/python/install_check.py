@@ -66,7 +66,12 @@ def main():
         try:
             import numpy  # noqa: F401
         except ImportError:
-            print("skip the example: NumPy is not installed for %s" % sys.executable)
+            if os.environ.get("CRNET_TEST_STRICT") == "1":
+                print("FAIL: the example cannot run: NumPy is not installed for %s "
+                      "(CRNET_TEST_STRICT=1)" % sys.executable)
+                return 1
+            print("SKIP install_check (the example): NumPy is not installed for %s"
+                  % sys.executable)
             return 1 if fails else 0
         env = dict(os.environ)
         env["PYTHONPATH"] = root + parent

@@ -69,6 +69,7 @@ typedef struct builder {
   size_t align;
   crnet_datatype base;
   bool mixed, based;
+  unsigned ops; /* those every copy's type allows, once based */
 } builder;
 
 static void part_release(part *p) {
@@ -185,10 +186,12 @@ static void add_run(builder *b, const part *p, ptrdiff_t disp, size_t count) {
   if (!b->based) {
     b->base = p->t.base;
     b->mixed = p->t.mixed;
+    b->ops = p->t.ops;
     b->based = true;
   } else if (b->base != p->t.base || p->t.mixed) {
     b->mixed = true;
   }
+  b->ops &= p->t.ops;
 }
 
 /* The new type from b, with the bounds lb and extent (sticky: set by
@@ -223,6 +226,8 @@ static int finish(const char *fn, builder *b, ptrdiff_t lb, size_t extent,
   memset(&t, 0, sizeof t);
   t.base = b->based && !b->mixed ? b->base : CRNET_BYTE;
   t.mixed = b->mixed;
+  /* A type without data reduces nothing, with any operator. */
+  t.ops = b->based ? b->ops : UINT_MAX;
   t.sticky = sticky;
   t.align = b->align ? b->align : 1;
   esize = crnet_datatype_size(t.base);

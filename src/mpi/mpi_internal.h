@@ -226,7 +226,16 @@ typedef struct crnet_mpi_type {
   /* The alignment of its most aligned member (a struct's padding); 0 for
    * the predefined types, whose base type's size it is. */
   size_t align;
+  /* The predefined operators MPI defines on it, a bit each
+   * (CRNET_MPI_OP_BIT): those of its group of predefined types (MPI 3.1,
+   * 5.9.2: C integer, floating point, logical, byte, multi-language, the
+   * pairs; none for MPI_CHAR, MPI_WCHAR, MPI_PACKED), and for a derived
+   * type those all of its predefined types allow. Base types alone do not
+   * say it: MPI_BYTE, MPI_C_BOOL and MPI_UINT8_T are all CRNET_UINT8. */
+  unsigned ops;
 } crnet_mpi_type;
+
+#define CRNET_MPI_OP_BIT(op) (1u << (op))
 
 /* Where one element of a type with holes keeps its data: blocks of bytes
  * at offsets from the element's address, in type-map order (adjacent ones

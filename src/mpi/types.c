@@ -6,6 +6,13 @@
  * layout (layout.c), kept here beside it by handle. MPI_BYTE moves as uint8 so
  * that the bitwise operators, which MPI allows on it, reduce it.
  *
+ * Which predefined operators reduce a type is MPI's table (MPI 3.1, 5.9.2),
+ * kept per type (its ops), not read off its base type: MPI_BYTE, MPI_C_BOOL
+ * and MPI_UINT8_T all move as uint8, but MPI_BYTE takes the bitwise
+ * operators only, MPI_C_BOOL the logical ones only, MPI_UINT8_T all ten;
+ * MPI_CHAR, MPI_WCHAR and MPI_PACKED none. A derived type takes those that
+ * every predefined type in it takes.
+ *
  * Operators. The predefined ones are crnet's, but for MPI_LXOR, which
  * crnet lacks: a crnet user operator made at MPI_Init. MPI_Op_create makes
  * one crnet operator per MPI one, in the program's order on every rank as
@@ -44,60 +51,69 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
    : (size) == 4 ? CRNET_UINT32                                                \
                  : CRNET_UINT64)
 
+/* The predefined operators MPI 3.1 (5.9.2) defines on each group of
+ * predefined types. MPI_CHAR and MPI_WCHAR (printable characters) and
+ * MPI_PACKED are in none. */
+#define BIT CRNET_MPI_OP_BIT
+#define OPS_MINMAX (BIT(MPI_MAX) | BIT(MPI_MIN))
+#define OPS_ARITH (BIT(MPI_SUM) | BIT(MPI_PROD))
+#define OPS_LOGICAL (BIT(MPI_LAND) | BIT(MPI_LOR) | BIT(MPI_LXOR))
+#define OPS_BITWISE (BIT(MPI_BAND) | BIT(MPI_BOR) | BIT(MPI_BXOR))
+#define OPS_C_INTEGER (OPS_MINMAX | OPS_ARITH | OPS_LOGICAL | OPS_BITWISE)
+#define OPS_FLOATING (OPS_MINMAX | OPS_ARITH)
+#define OPS_BYTE OPS_BITWISE
+#define OPS_MULTI_LANGUAGE (OPS_MINMAX | OPS_ARITH | OPS_BITWISE)
+#define OPS_PAIR (BIT(MPI_MINLOC) | BIT(MPI_MAXLOC))
+#define OPS_NONE 0u
+
+/* A predefined type: n elements of base, with the operators ops. */
+#define PREDEFINED(base_, n_, pair_, ops_)                                     \
+  {                                                                            \
+    .base = (base_), .n = (n_), .predefined = true, .committed = true,         \
+    .live = true, .pair = (pair_), .ops = (ops_)                               \
+  }
+#define PAIR_OF(vtype)                                                         \
+  PREDEFINED(CRNET_BYTE, sizeof(struct {                                       \
+               vtype v;                                                        \
+               int i;                                                          \
+             }),                                                               \
+             true, OPS_PAIR)
+
 static crnet_mpi_type types[TYPES_MAX] = {
-    [1] = {SIGNED_OF(sizeof(char)), 1, true, true, true, false},
-    [2] = {CRNET_INT8, 1, true, true, true, false},
-    [3] = {CRNET_UINT8, 1, true, true, true, false},
-    [4] = {CRNET_UINT8, 1, true, true, true, false},
-    [5] = {SIGNED_OF(sizeof(short)), 1, true, true, true, false},
-    [6] = {UNSIGNED_OF(sizeof(short)), 1, true, true, true, false},
-    [7] = {SIGNED_OF(sizeof(int)), 1, true, true, true, false},
-    [8] = {UNSIGNED_OF(sizeof(int)), 1, true, true, true, false},
-    [9] = {SIGNED_OF(sizeof(long)), 1, true, true, true, false},
-    [10] = {UNSIGNED_OF(sizeof(long)), 1, true, true, true, false},
-    [11] = {SIGNED_OF(sizeof(long long)), 1, true, true, true, false},
-    [12] = {UNSIGNED_OF(sizeof(long long)), 1, true, true, true, false},
-    [13] = {CRNET_FLOAT, 1, true, true, true, false},
-    [14] = {CRNET_DOUBLE, 1, true, true, true, false},
-    [15] = {SIGNED_OF(sizeof(wchar_t)), 1, true, true, true, false},
-    [16] = {UNSIGNED_OF(sizeof(_Bool)), 1, true, true, true, false},
-    [17] = {CRNET_INT8, 1, true, true, true, false},
-    [18] = {CRNET_INT16, 1, true, true, true, false},
-    [19] = {CRNET_INT32, 1, true, true, true, false},
-    [20] = {CRNET_INT64, 1, true, true, true, false},
-    [21] = {CRNET_UINT8, 1, true, true, true, false},
-    [22] = {CRNET_UINT16, 1, true, true, true, false},
-    [23] = {CRNET_UINT32, 1, true, true, true, false},
-    [24] = {CRNET_UINT64, 1, true, true, true, false},
-    [25] = {SIGNED_OF(sizeof(MPI_Aint)), 1, true, true, true, false},
-    [26] = {CRNET_INT64, 1, true, true, true, false},
-    [27] = {CRNET_INT64, 1, true, true, true, false},
-    [28] = {CRNET_BYTE, sizeof(struct {
-              float v;
-              int i;
-            }),
-            true, true, true, true},
-    [29] = {CRNET_BYTE, sizeof(struct {
-              double v;
-              int i;
-            }),
-            true, true, true, true},
-    [30] = {CRNET_BYTE, sizeof(struct {
-              long v;
-              int i;
-            }),
-            true, true, true, true},
-    [31] = {CRNET_BYTE, sizeof(struct {
-              int v;
-              int i;
-            }),
-            true, true, true, true},
-    [32] = {CRNET_BYTE, sizeof(struct {
-              short v;
-              int i;
-            }),
-            true, true, true, true},
-    [33] = {CRNET_UINT8, 1, true, true, true, false}, /* MPI_PACKED */
+    [1] = PREDEFINED(SIGNED_OF(sizeof(char)), 1, false, OPS_NONE),
+    [2] = PREDEFINED(CRNET_INT8, 1, false, OPS_C_INTEGER),
+    [3] = PREDEFINED(CRNET_UINT8, 1, false, OPS_C_INTEGER),
+    [4] = PREDEFINED(CRNET_UINT8, 1, false, OPS_BYTE),
+    [5] = PREDEFINED(SIGNED_OF(sizeof(short)), 1, false, OPS_C_INTEGER),
+    [6] = PREDEFINED(UNSIGNED_OF(sizeof(short)), 1, false, OPS_C_INTEGER),
+    [7] = PREDEFINED(SIGNED_OF(sizeof(int)), 1, false, OPS_C_INTEGER),
+    [8] = PREDEFINED(UNSIGNED_OF(sizeof(int)), 1, false, OPS_C_INTEGER),
+    [9] = PREDEFINED(SIGNED_OF(sizeof(long)), 1, false, OPS_C_INTEGER),
+    [10] = PREDEFINED(UNSIGNED_OF(sizeof(long)), 1, false, OPS_C_INTEGER),
+    [11] = PREDEFINED(SIGNED_OF(sizeof(long long)), 1, false, OPS_C_INTEGER),
+    [12] = PREDEFINED(UNSIGNED_OF(sizeof(long long)), 1, false, OPS_C_INTEGER),
+    [13] = PREDEFINED(CRNET_FLOAT, 1, false, OPS_FLOATING),
+    [14] = PREDEFINED(CRNET_DOUBLE, 1, false, OPS_FLOATING),
+    [15] = PREDEFINED(SIGNED_OF(sizeof(wchar_t)), 1, false, OPS_NONE),
+    [16] = PREDEFINED(UNSIGNED_OF(sizeof(_Bool)), 1, false, OPS_LOGICAL),
+    [17] = PREDEFINED(CRNET_INT8, 1, false, OPS_C_INTEGER),
+    [18] = PREDEFINED(CRNET_INT16, 1, false, OPS_C_INTEGER),
+    [19] = PREDEFINED(CRNET_INT32, 1, false, OPS_C_INTEGER),
+    [20] = PREDEFINED(CRNET_INT64, 1, false, OPS_C_INTEGER),
+    [21] = PREDEFINED(CRNET_UINT8, 1, false, OPS_C_INTEGER),
+    [22] = PREDEFINED(CRNET_UINT16, 1, false, OPS_C_INTEGER),
+    [23] = PREDEFINED(CRNET_UINT32, 1, false, OPS_C_INTEGER),
+    [24] = PREDEFINED(CRNET_UINT64, 1, false, OPS_C_INTEGER),
+    [25] =
+        PREDEFINED(SIGNED_OF(sizeof(MPI_Aint)), 1, false, OPS_MULTI_LANGUAGE),
+    [26] = PREDEFINED(CRNET_INT64, 1, false, OPS_MULTI_LANGUAGE),
+    [27] = PREDEFINED(CRNET_INT64, 1, false, OPS_MULTI_LANGUAGE),
+    [28] = PAIR_OF(float),
+    [29] = PAIR_OF(double),
+    [30] = PAIR_OF(long),
+    [31] = PAIR_OF(int),
+    [32] = PAIR_OF(short),
+    [33] = PREDEFINED(CRNET_UINT8, 1, false, OPS_NONE), /* MPI_PACKED */
 };
 _Static_assert(sizeof(float) == 4 && sizeof(double) == 8,
                "float and double are binary32 and binary64");
@@ -323,7 +339,8 @@ int MPI_Type_contiguous(int count, MPI_Datatype oldtype,
                        .mixed = old.mixed,
                        .sticky = old.sticky,
                        .align = old.align ? old.align
-                                          : crnet_datatype_size(old.base)};
+                                          : crnet_datatype_size(old.base),
+                       .ops = old.ops};
   rc = crnet_mpi_type_add(&t, NULL, newtype);
   if (rc != MPI_SUCCESS)
     return crnet_mpi_fail(MPI_COMM_NULL, fn, rc,
@@ -509,8 +526,6 @@ void crnet_mpi_ops_fini(void) {
     crnet_op_free(&lxor_op);
 }
 
-static bool integer_base(crnet_datatype dt) { return dt <= CRNET_UINT64; }
-
 int crnet_mpi_op_get(MPI_Op op, const crnet_mpi_type *t, crnet_op *out,
                      const char **why) {
   if (CRNET_MPI_IS_LOC(op)) {
@@ -533,10 +548,12 @@ int crnet_mpi_op_get(MPI_Op op, const crnet_mpi_type *t, crnet_op *out,
     return user ? MPI_ERR_UNSUPPORTED_OPERATION : MPI_ERR_OP;
   }
   if (op > 0 && op < (MPI_Op)(sizeof builtin / sizeof builtin[0])) {
-    bool bitwise = op == MPI_BAND || op == MPI_BOR || op == MPI_BXOR;
-    bool logical = op == MPI_LAND || op == MPI_LOR || op == MPI_LXOR;
-    if ((bitwise || logical) && !integer_base(t->base)) {
-      *why = "logical and bitwise operators take integer types only";
+    if (!(t->ops & CRNET_MPI_OP_BIT(op))) {
+      *why = "MPI does not define this operator on this datatype (MPI 3.1, "
+             "5.9.2: MPI_CHAR, MPI_WCHAR and MPI_PACKED take none; "
+             "floating point MAX, MIN, SUM, PROD; MPI_C_BOOL the logical "
+             "ones; MPI_BYTE the bitwise ones; MPI_AINT, MPI_OFFSET, "
+             "MPI_COUNT all but the logical ones)";
       return MPI_ERR_OP;
     }
     *out = op == MPI_LXOR ? lxor_op : builtin[op];

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define EXPECT_PROG "mpi_check"
 #include "mpi.h"
@@ -916,6 +917,36 @@ static void check_errors(void) {
   OK(MPI_Comm_free(&c));
 }
 
+/* MPI_Query_thread gives what MPI_Init_thread granted; the processor's
+ * name is the host's (gethostname, docs/MPI.md); the library's version
+ * names crnet. Each string NUL-terminated within its MPI_MAX_ length,
+ * its length as returned. */
+static void check_environment(int provided) {
+  int level = -1, len = -1;
+  char name[MPI_MAX_PROCESSOR_NAME + 8], host[MPI_MAX_PROCESSOR_NAME];
+  char version[MPI_MAX_LIBRARY_VERSION_STRING + 8];
+  OK(MPI_Query_thread(&level));
+  EXPECT(level == provided, "MPI_Query_thread: %d, MPI_Init_thread gave %d",
+         level, provided);
+  memset(name, 'x', sizeof name);
+  OK(MPI_Get_processor_name(name, &len));
+  EXPECT(len > 0 && len < MPI_MAX_PROCESSOR_NAME && name[len] == '\0' &&
+             strlen(name) == (size_t)len,
+         "processor name of length %d", len);
+  if (gethostname(host, sizeof host) == 0) {
+    host[sizeof host - 1] = '\0';
+    EXPECT(strcmp(name, host) == 0, "processor name '%s', host '%s'", name,
+           host);
+  }
+  memset(version, 'x', sizeof version);
+  OK(MPI_Get_library_version(version, &len));
+  EXPECT(len > 0 && len < MPI_MAX_LIBRARY_VERSION_STRING &&
+             version[len] == '\0' && strlen(version) == (size_t)len &&
+             strstr(version, "crnet") != NULL,
+         "library version of length %d: '%.*s'", len,
+         MPI_MAX_LIBRARY_VERSION_STRING, version);
+}
+
 static int mismatch(void) {
   int x = rank, y = 0, code;
   OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
@@ -965,6 +996,7 @@ int main(int argc, char **argv) {
   }
   OK(MPI_Get_version(&v, &sv));
   EXPECT(v == 3 && sv == 1, "version %d.%d", v, sv);
+  check_environment(provided);
   double t0 = MPI_Wtime();
   EXPECT(MPI_Wtick() > 0 && MPI_Wtick() < 1e-3, "wtick %g", MPI_Wtick());
   check_reductions();

@@ -395,6 +395,12 @@ int main(int argc, char **argv) {
     fprintf(stderr, "mpi_requests: run it on 2 ranks or more\n");
     return 2;
   }
+  /* After MPI_Init, the level MPI_Init_thread grants MPI_THREAD_SINGLE
+   * (MPI 3.1, 12.4.3). */
+  int level = -1;
+  OK(MPI_Query_thread(&level));
+  EXPECT(level == MPI_THREAD_SINGLE, "MPI_Query_thread after MPI_Init: %d",
+         level);
   check_sets();
   check_replace();
   check_modes();

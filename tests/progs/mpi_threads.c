@@ -10,7 +10,8 @@
  * column of a matrix as a vector type), and the main thread makes barriers
  * and bcasts on MPI_COMM_WORLD and meanwhile creates and frees operators,
  * datatypes (with holes too), attribute keys and values, and info
- * objects. Every result is checked; exits 0 when all held. */
+ * objects; the reducing thread also asks MPI_Query_thread and
+ * MPI_Get_processor_name. Every result is checked; exits 0 when all held. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -49,6 +50,14 @@ static void *reducer(void *arg) {
     }
     EXPECT(sum == (long)p * (p - 1) / 2 + (long)p * i, "allreduce %d: %ld", i,
            sum);
+    if (i % 50 == 0) { /* the environment's queries from any thread */
+      int level = -1, len = -1;
+      char name[MPI_MAX_PROCESSOR_NAME];
+      OK(MPI_Query_thread(&level));
+      EXPECT(level == MPI_THREAD_MULTIPLE, "MPI_Query_thread %d: %d", i, level);
+      OK(MPI_Get_processor_name(name, &len));
+      EXPECT(len > 0 && (size_t)len == strlen(name), "processor name %d", i);
+    }
   }
   return NULL;
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <uv.h>
 
+#include "alloc.h"
 #include "comm_state.h"
 #include "ops.h"
 #include "request.h"
@@ -28,7 +29,7 @@ static crnet__iov *make_iov(const crnet__schedule *s, const crnet__xfer *x,
                             const exec_bufs *b, crnet__iov *small) {
   crnet__iov *iov = small;
   if (x->nsegs > IOV_SMALL) {
-    iov = malloc(sizeof *iov * x->nsegs);
+    iov = crnet__malloc(sizeof *iov * x->nsegs);
     if (iov == NULL)
       return NULL;
   }
@@ -44,7 +45,7 @@ static crnet__iov *make_iov(const crnet__schedule *s, const crnet__xfer *x,
  * computes inout = in (+) inout, so combine into a copy of src. */
 static int reduce_dst_left(crnet_op op, crnet_datatype dt, const void *src,
                            void *dst, uint64_t count, size_t esize) {
-  void *tmp = malloc(count * esize);
+  void *tmp = crnet__malloc(count * esize);
   if (tmp == NULL)
     return CRNET_ENOMEM;
   memcpy(tmp, src, count * esize);
@@ -288,7 +289,7 @@ static void round_start(exec_call *e, uint32_t k, round_run *rr) {
   rr->stream = c->w->stream_piece > 0 &&
                rr->total >= STREAM_MIN_PIECES * c->w->stream_piece;
   if (rr->stream && r->nsteps > IOV_SMALL) {
-    rr->ss = malloc(sizeof *rr->ss * r->nsteps);
+    rr->ss = crnet__malloc(sizeof *rr->ss * r->nsteps);
     if (rr->ss == NULL) {
       rr->ss = rr->sssmall;
       rr->stream = false;
@@ -406,7 +407,7 @@ static int normalise_logical(crnet_op op, crnet_datatype dt, void *buf,
   void *copy;
   if ((op != CRNET_LAND && op != CRNET_LOR) || count == 0)
     return 0;
-  copy = malloc(count * esize);
+  copy = crnet__malloc(count * esize);
   if (copy == NULL)
     return CRNET_ENOMEM;
   memcpy(copy, buf, count * esize);
@@ -493,7 +494,7 @@ static int get_temp(exec_call *e, size_t bytes) {
   pthread_mutex_unlock(&c->w->mu);
   if (e->temp != NULL)
     return 0;
-  e->temp = malloc(bytes);
+  e->temp = crnet__malloc(bytes);
   if (e->temp == NULL)
     return CRNET_ENOMEM;
   memset(e->temp, 0, bytes); /* fault every page in now, see above */
@@ -629,7 +630,7 @@ static int count_peers(exec_call *e) {
   if (n == 0)
     return 0;
   p = n <= CRNET__REQ_PEERS_SMALL ? e->req.peers_small
-                                  : calloc(n, sizeof *p);
+                                  : crnet__calloc(n, sizeof *p);
   if (p == NULL)
     return CRNET_ENOMEM;
   memset(p, 0, sizeof *p * n);
@@ -661,7 +662,7 @@ static int prepare_unpack(exec_call *e, const crnet__exec_args *a) {
   uint64_t total = 0, mine = 0;
   size_t es = e->b.esize;
   e->p = a->p;
-  e->unpack = malloc(sizeof *e->unpack * 2 * (size_t)a->p);
+  e->unpack = crnet__malloc(sizeof *e->unpack * 2 * (size_t)a->p);
   if (e->unpack == NULL)
     return CRNET_ENOMEM;
   for (int32_t b = 0; b < a->p; b++) {
@@ -671,7 +672,7 @@ static int prepare_unpack(exec_call *e, const crnet__exec_args *a) {
       mine = total;
     total += a->unpack_counts[b];
   }
-  e->packed = malloc(total > 0 ? total * es : 1);
+  e->packed = crnet__malloc(total > 0 ? total * es : 1);
   if (e->packed == NULL)
     return CRNET_ENOMEM;
   e->user_recv = a->recv;

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "comm.h"
 #include "crnet.h"
 
@@ -99,9 +100,9 @@ static int split(crnet_comm *c, int color, int key, crnet_comm **out,
                        what, color);
     return CRNET_EINVAL;
   }
-  all = malloc(sizeof *all * 2 * (size_t)c->size);
-  m = malloc(sizeof *m * (size_t)c->size);
-  world = malloc(sizeof *world * (size_t)c->size);
+  all = crnet__malloc(sizeof *all * 2 * (size_t)c->size);
+  m = crnet__malloc(sizeof *m * (size_t)c->size);
+  world = crnet__malloc(sizeof *world * (size_t)c->size);
   if (all == NULL || m == NULL || world == NULL) {
     rc = CRNET_ENOMEM;
     crnet__set_callmsg(c, "%s: out of memory", what);

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "frame.h"
 #include "log.h"
 #include "report.h"
@@ -109,7 +110,7 @@ void crnet__set_callmsg(const crnet_comm *c, const char *fmt, ...) {
 
 static uint8_t *abort_message(const crnet_comm *c, size_t *len) {
   size_t textlen = c->errmsg_reason_len;
-  uint8_t *msg = malloc(ABORT_HEAD + textlen);
+  uint8_t *msg = crnet__malloc(ABORT_HEAD + textlen);
   if (msg == NULL)
     return NULL;
   crnet__put_le32(msg, (uint32_t)c->err);

@@ -814,26 +814,41 @@ void crnet__ctx_release(crnet_comm *parent, uint32_t id) {
   pthread_mutex_unlock(&w->mu);
 }
 
-int crnet__comm_derive(crnet_comm *parent, uint32_t ctx, int rank, int size,
-                       const int32_t *world, crnet_comm **out) {
+int crnet__comm_derive_new(crnet_comm *parent, int max_size,
+                           crnet_comm **out) {
   crnet__world *w = parent->w;
   crnet_comm *c = crnet__calloc(1, sizeof *c);
+  int rc;
   *out = NULL;
   if (c == NULL)
     return CRNET_ENOMEM;
   c->w = w;
-  c->ctx = ctx;
-  c->rank = rank;
-  c->size = size;
   c->last_coll = -1;
   c->err_origin = -1;
-  c->world = crnet__malloc(sizeof *c->world * (size_t)size);
+  c->world = crnet__malloc(sizeof *c->world * (size_t)max_size);
   c->local = crnet__malloc(sizeof *c->local * (size_t)w->size);
-  c->peer_stats = crnet__calloc((size_t)size, sizeof *c->peer_stats);
+  c->peer_stats = crnet__calloc((size_t)max_size, sizeof *c->peer_stats);
   if (c->world == NULL || c->local == NULL || c->peer_stats == NULL) {
     free_comm(c);
     return CRNET_ENOMEM;
   }
+  pthread_mutex_lock(&w->mu);
+  rc = w->upper->state_new(c, parent);
+  pthread_mutex_unlock(&w->mu);
+  if (rc != 0) {
+    free_comm(c);
+    return CRNET_ENOMEM;
+  }
+  *out = c;
+  return 0;
+}
+
+void crnet__comm_derive_finish(crnet_comm *c, uint32_t ctx, int rank, int size,
+                               const int32_t *world) {
+  crnet__world *w = c->w;
+  c->ctx = ctx;
+  c->rank = rank;
+  c->size = size;
   for (int j = 0; j < w->size; j++)
     c->local[j] = -1;
   for (int r = 0; r < size; r++) {
@@ -841,18 +856,16 @@ int crnet__comm_derive(crnet_comm *parent, uint32_t ctx, int rank, int size,
     c->local[world[r]] = r;
   }
   pthread_mutex_lock(&w->mu);
-  if (w->upper->state_new(c, parent) != 0) {
-    pthread_mutex_unlock(&w->mu);
-    free_comm(c);
-    return CRNET_ENOMEM;
-  }
   w->ctx_reserved[ctx / 64] &= ~((uint64_t)1 << (ctx % 64));
   w->comms[ctx] = c;
   w->ncomms++;
   crnet__p2p_adopt(c);
   pthread_mutex_unlock(&w->mu);
-  *out = c;
-  return 0;
+}
+
+void crnet__comm_derive_discard(crnet_comm *c) {
+  if (c != NULL)
+    free_comm(c);
 }
 
 int crnet_comm_rank(const crnet_comm *c) { return c != NULL ? c->rank : -1; }

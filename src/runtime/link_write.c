@@ -458,9 +458,13 @@ void crnet__link_send(crnet__link *l, crnet__send_req *r,
   if (bufs != small)
     free(bufs);
   if (rc != 0) {
-    r->status = CRNET_EPEER;
+    /* Out of memory is this rank's failure, not the peer's (the
+     * shared-memory writer allocates; libuv's TCP write does not). */
+    r->status = rc == UV_ENOMEM ? CRNET_ENOMEM : CRNET_EPEER;
     r->done = true;
-    crnet__link_fail(l, CRNET_EPEER, uv_strerror(rc));
+    crnet__link_fail(l, r->status,
+                     rc == UV_ENOMEM ? "out of memory for a send"
+                                     : uv_strerror(rc));
     return;
   }
   l->pending_writes++;
@@ -522,6 +526,7 @@ static int queue_copy(crnet__link *l,
                       const void *payload, size_t len, size_t skip) {
   control_write *cw = crnet__malloc(sizeof *cw + len);
   uv_buf_t b;
+  int rc;
   if (cw == NULL)
     return CRNET_ENOMEM;
   memcpy(cw->header, header, sizeof cw->header);
@@ -530,10 +535,10 @@ static int queue_copy(crnet__link *l,
   b.base = (char *)cw->header + skip;
   b.len = sizeof cw->header + len - skip;
   cw->write.data = l;
-  if (crnet__link_io_write(l, &cw->write, &b, 1, on_control_sent, false) !=
-      0) {
+  rc = crnet__link_io_write(l, &cw->write, &b, 1, on_control_sent, false);
+  if (rc != 0) {
     free(cw);
-    return CRNET_EPEER;
+    return rc == UV_ENOMEM ? CRNET_ENOMEM : CRNET_EPEER;
   }
   l->pending_writes++;
   return 0;

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "bytes.h"
 
 static const char *const param_names[CRNET__TUNING_NPARAMS] = {
@@ -330,7 +331,7 @@ int crnet__tuning_load_file(crnet__tuning *t, const char *path, bool must_exist,
              must_exist ? " (CRNET_TUNING_FILE)" : "", strerror(errno));
     return errno == ENOENT ? CRNET_EINVAL : CRNET_EIO;
   }
-  text = malloc(CRNET__TUNING_MAX_FILE_BYTES + 1);
+  text = crnet__malloc(CRNET__TUNING_MAX_FILE_BYTES + 1);
   if (text == NULL) {
     fclose(f);
     snprintf(err, errlen, "out of memory");

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "algorithm.h"
+#include "alloc.h"
 #include "calls.h"
 #include "comm.h"
 #include "comm_state.h"
@@ -450,7 +451,7 @@ static int reduce_scatter_block(crnet_comm *c, const void *send, void *recv,
     return rc;
   if (recvcount > UINT64_MAX / (uint64_t)c->size)
     return call_error(c, CRNET_EINVAL, "reduce_scatter_block: count too large");
-  counts = malloc(sizeof *counts * (size_t)c->size);
+  counts = crnet__malloc(sizeof *counts * (size_t)c->size);
   if (counts == NULL)
     return CRNET_ENOMEM;
   for (int r = 0; r < c->size; r++)
@@ -489,7 +490,7 @@ static int reduce_scatter_v(crnet_comm *c, const void *send, void *recv,
     return rc;
   if (recvcounts == NULL)
     return call_error(c, CRNET_EINVAL, "reduce_scatter: recvcounts is NULL");
-  counts = malloc(sizeof *counts * (size_t)c->size);
+  counts = crnet__malloc(sizeof *counts * (size_t)c->size);
   if (counts == NULL)
     return CRNET_ENOMEM;
   for (int r = 0; r < c->size; r++)
@@ -632,7 +633,7 @@ static int allgather(crnet_comm *c, const void *send, void *recv,
                           count * (size_t)c->size * crnet_datatype_size(dt));
   if (rc != 0)
     return rc;
-  counts = malloc(sizeof *counts * (size_t)c->size);
+  counts = crnet__malloc(sizeof *counts * (size_t)c->size);
   if (counts == NULL)
     return CRNET_ENOMEM;
   for (int r = 0; r < c->size; r++)

@@ -5,8 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "alloc.h"
+
 static int state_new(crnet_comm *c, const crnet_comm *parent) {
-  struct crnet__comm_state *s = calloc(1, sizeof *s);
+  struct crnet__comm_state *s = crnet__calloc(1, sizeof *s);
   if (s == NULL)
     return CRNET_ENOMEM;
   for (int k = 0; k < CRNET_COLL_COUNT; k++)

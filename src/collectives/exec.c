@@ -1,11 +1,13 @@
 /* The executor. See exec.h. */
 #include "exec.h"
 
+#include <inttypes.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uv.h>
 
+#include "alloc.h"
 #include "comm_state.h"
 #include "ops.h"
 #include "request.h"
@@ -28,7 +30,7 @@ static crnet__iov *make_iov(const crnet__schedule *s, const crnet__xfer *x,
                             const exec_bufs *b, crnet__iov *small) {
   crnet__iov *iov = small;
   if (x->nsegs > IOV_SMALL) {
-    iov = malloc(sizeof *iov * x->nsegs);
+    iov = crnet__malloc(sizeof *iov * x->nsegs);
     if (iov == NULL)
       return NULL;
   }
@@ -40,24 +42,31 @@ static crnet__iov *make_iov(const crnet__schedule *s, const crnet__xfer *x,
   return iov;
 }
 
+/* Scratch for the element-wise work below, on the stack: a piece at a
+ * time, so that a round's local steps never allocate (a failure there,
+ * with the call's messages in flight, would fail the comm). Operators are
+ * element-wise, so pieces give the same result as the whole. */
+#define PIECE_BYTES 4096
+
 /* dst = dst (+) src for an operator whose order matters: the kernel only
  * computes inout = in (+) inout, so combine into a copy of src. */
-static int reduce_dst_left(crnet_op op, crnet_datatype dt, const void *src,
-                           void *dst, uint64_t count, size_t esize) {
-  void *tmp = malloc(count * esize);
-  if (tmp == NULL)
-    return CRNET_ENOMEM;
-  memcpy(tmp, src, count * esize);
-  crnet__reduce(op, dt, dst, tmp, count);
-  memcpy(dst, tmp, count * esize);
-  free(tmp);
-  return 0;
+static void reduce_dst_left(crnet_op op, crnet_datatype dt, const void *src,
+                            void *dst, uint64_t count, size_t esize) {
+  _Alignas(max_align_t) uint8_t tmp[PIECE_BYTES];
+  uint64_t per = PIECE_BYTES / esize;
+  for (uint64_t at = 0; at < count; at += per) {
+    uint64_t n = count - at < per ? count - at : per;
+    uint8_t *d = (uint8_t *)dst + at * esize;
+    memcpy(tmp, (const uint8_t *)src + at * esize, n * esize);
+    crnet__reduce(op, dt, d, tmp, n);
+    memcpy(d, tmp, n * esize);
+  }
 }
 
 /* Elements from..from+n of step st. */
-static int apply_step(const crnet__step *st, const exec_bufs *b,
-                      crnet_datatype dt, crnet_op op, bool commutative,
-                      uint64_t from, uint64_t n) {
+static void apply_step(const crnet__step *st, const exec_bufs *b,
+                       crnet_datatype dt, crnet_op op, bool commutative,
+                       uint64_t from, uint64_t n) {
   uint8_t *src = (uint8_t *)seg_ptr(b, &st->src) + from * b->esize;
   uint8_t *dst = (uint8_t *)seg_ptr(b, &st->dst) + from * b->esize;
   if (st->kind == CRNET__STEP_COPY)
@@ -65,23 +74,17 @@ static int apply_step(const crnet__step *st, const exec_bufs *b,
   else if (st->order == CRNET__SRC_LEFT || commutative)
     crnet__reduce(op, dt, src, dst, n);
   else
-    return reduce_dst_left(op, dt, src, dst, n, b->esize);
-  return 0;
+    reduce_dst_left(op, dt, src, dst, n, b->esize);
 }
 
-static int run_steps(const crnet__schedule *s, const crnet__round *r,
-                     const exec_bufs *b, crnet_datatype dt, crnet_op op) {
+static void run_steps(const crnet__schedule *s, const crnet__round *r,
+                      const exec_bufs *b, crnet_datatype dt, crnet_op op) {
   bool commutative = crnet__op_commutative(op);
   for (uint32_t i = 0; i < r->nsteps; i++) {
     const crnet__step *st = &s->steps[r->first_step + i];
-    int rc;
-    if (st->src.count == 0)
-      continue;
-    rc = apply_step(st, b, dt, op, commutative, 0, st->src.count);
-    if (rc != 0)
-      return rc;
+    if (st->src.count > 0)
+      apply_step(st, b, dt, op, commutative, 0, st->src.count);
   }
-  return 0;
 }
 
 /* --- reducing while the message arrives -----------------------------------
@@ -156,14 +159,13 @@ static bool streamable(const crnet__schedule *s, const crnet__round *r,
 
 /* Runs the part of every step whose input has arrived (`got` bytes of the
  * receive). */
-static int run_arrived(const crnet__schedule *s, const crnet__round *r,
-                       const exec_bufs *b, crnet_datatype dt, crnet_op op,
-                       step_stream *ss, uint64_t got) {
+static void run_arrived(const crnet__schedule *s, const crnet__round *r,
+                        const exec_bufs *b, crnet_datatype dt, crnet_op op,
+                        step_stream *ss, uint64_t got) {
   bool commutative = crnet__op_commutative(op);
   for (uint32_t i = 0; i < r->nsteps; i++) {
     const crnet__step *st = &s->steps[r->first_step + i];
     uint64_t ready;
-    int rc;
     if (got <= ss[i].start)
       continue;
     ready = (got - ss[i].start) / b->esize;
@@ -171,12 +173,9 @@ static int run_arrived(const crnet__schedule *s, const crnet__round *r,
       ready = st->src.count;
     if (ready <= ss[i].done)
       continue;
-    rc = apply_step(st, b, dt, op, commutative, ss[i].done, ready - ss[i].done);
-    if (rc != 0)
-      return rc;
+    apply_step(st, b, dt, op, commutative, ss[i].done, ready - ss[i].done);
     ss[i].done = ready;
   }
-  return 0;
 }
 
 /* --- running rounds -----------------------------------------------------
@@ -288,14 +287,18 @@ static void round_start(exec_call *e, uint32_t k, round_run *rr) {
   rr->stream = c->w->stream_piece > 0 &&
                rr->total >= STREAM_MIN_PIECES * c->w->stream_piece;
   if (rr->stream && r->nsteps > IOV_SMALL) {
-    rr->ss = malloc(sizeof *rr->ss * r->nsteps);
+    rr->ss = crnet__malloc(sizeof *rr->ss * r->nsteps);
     if (rr->ss == NULL) {
       rr->ss = rr->sssmall;
       rr->stream = false;
     }
   }
   if (rr->siov == NULL || rr->riov == NULL) {
+    /* The call's messages may be in flight, and the peers wait for this
+     * round's: the comm fails, and they hear why. */
     rr->rc = CRNET_ENOMEM;
+    crnet__comm_fail(c, CRNET_ENOMEM, -1,
+                     "out of memory for the segments of round %" PRIu32, k);
     return;
   }
   rr->stream = rr->stream && streamable(s, r, b->esize, rr->ss);
@@ -363,7 +366,7 @@ static bool round_try_finish(exec_call *e, round_run *rr) {
       if (got > rr->reduced &&
           (got - rr->reduced >= c->w->stream_piece || got == rr->total)) {
         t = uv_hrtime();
-        rc = run_arrived(s, r, &e->b, e->dt, e->op, rr->ss, got);
+        run_arrived(s, r, &e->b, e->dt, e->op, rr->ss, got);
         rr->reduce_ns += uv_hrtime() - t;
         rr->reduced = got;
       }
@@ -377,8 +380,10 @@ static bool round_try_finish(exec_call *e, round_run *rr) {
   }
   if (rc == 0 && r->nsteps > 0) {
     t = uv_hrtime();
-    rc = rr->stream ? run_arrived(s, r, &e->b, e->dt, e->op, rr->ss, rr->total)
-                    : run_steps(s, r, &e->b, e->dt, e->op);
+    if (rr->stream)
+      run_arrived(s, r, &e->b, e->dt, e->op, rr->ss, rr->total);
+    else
+      run_steps(s, r, &e->b, e->dt, e->op);
     e->now = uv_hrtime();
     rr->reduce_ns += e->now - t;
   } else {
@@ -400,19 +405,19 @@ static bool round_try_finish(exec_call *e, round_run *rr) {
 
 /* With one operand nothing is combined, but the logical operators still
  * promise 0 or 1: x LAND x and x LOR x are exactly that. */
-static int normalise_logical(crnet_op op, crnet_datatype dt, void *buf,
-                             uint64_t count) {
+static void normalise_logical(crnet_op op, crnet_datatype dt, void *buf,
+                              uint64_t count) {
+  _Alignas(max_align_t) uint8_t copy[PIECE_BYTES];
   size_t esize = crnet_datatype_size(dt);
-  void *copy;
-  if ((op != CRNET_LAND && op != CRNET_LOR) || count == 0)
-    return 0;
-  copy = malloc(count * esize);
-  if (copy == NULL)
-    return CRNET_ENOMEM;
-  memcpy(copy, buf, count * esize);
-  crnet__reduce(op, dt, copy, buf, count);
-  free(copy);
-  return 0;
+  uint64_t per = PIECE_BYTES / esize;
+  if (op != CRNET_LAND && op != CRNET_LOR)
+    return;
+  for (uint64_t at = 0; at < count; at += per) {
+    uint64_t n = count - at < per ? count - at : per;
+    uint8_t *b = (uint8_t *)buf + at * esize;
+    memcpy(copy, b, n * esize);
+    crnet__reduce(op, dt, copy, b, n);
+  }
 }
 
 static bool exec_advance(crnet_request *req) {
@@ -461,8 +466,7 @@ static bool exec_advance(crnet_request *req) {
   if (req->status == 0 && e->packed != NULL)
     unpack_result(e);
   if (req->status == 0 && e->normalise > 0)
-    req->status = normalise_logical(e->op, e->dt, e->b.base[CRNET__BUF_RECV],
-                                    e->normalise);
+    normalise_logical(e->op, e->dt, e->b.base[CRNET__BUF_RECV], e->normalise);
   return true;
 }
 
@@ -493,7 +497,7 @@ static int get_temp(exec_call *e, size_t bytes) {
   pthread_mutex_unlock(&c->w->mu);
   if (e->temp != NULL)
     return 0;
-  e->temp = malloc(bytes);
+  e->temp = crnet__malloc(bytes);
   if (e->temp == NULL)
     return CRNET_ENOMEM;
   memset(e->temp, 0, bytes); /* fault every page in now, see above */
@@ -629,7 +633,7 @@ static int count_peers(exec_call *e) {
   if (n == 0)
     return 0;
   p = n <= CRNET__REQ_PEERS_SMALL ? e->req.peers_small
-                                  : calloc(n, sizeof *p);
+                                  : crnet__calloc(n, sizeof *p);
   if (p == NULL)
     return CRNET_ENOMEM;
   memset(p, 0, sizeof *p * n);
@@ -661,7 +665,7 @@ static int prepare_unpack(exec_call *e, const crnet__exec_args *a) {
   uint64_t total = 0, mine = 0;
   size_t es = e->b.esize;
   e->p = a->p;
-  e->unpack = malloc(sizeof *e->unpack * 2 * (size_t)a->p);
+  e->unpack = crnet__malloc(sizeof *e->unpack * 2 * (size_t)a->p);
   if (e->unpack == NULL)
     return CRNET_ENOMEM;
   for (int32_t b = 0; b < a->p; b++) {
@@ -671,7 +675,7 @@ static int prepare_unpack(exec_call *e, const crnet__exec_args *a) {
       mine = total;
     total += a->unpack_counts[b];
   }
-  e->packed = malloc(total > 0 ? total * es : 1);
+  e->packed = crnet__malloc(total > 0 ? total * es : 1);
   if (e->packed == NULL)
     return CRNET_ENOMEM;
   e->user_recv = a->recv;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "comm.h"
 #include "comm_state.h"
 
@@ -44,7 +45,7 @@ static bool same_shape(const crnet__sched_memo *m, const crnet__call *call,
 
 /* A memo of the call's shape with no schedule. */
 static crnet__sched_memo *memo_new(const crnet__call *call, uint32_t id) {
-  crnet__sched_memo *m = calloc(1, sizeof *m);
+  crnet__sched_memo *m = crnet__calloc(1, sizeof *m);
   if (m == NULL)
     return NULL;
   m->coll = call->coll;
@@ -57,7 +58,7 @@ static crnet__sched_memo *memo_new(const crnet__call *call, uint32_t id) {
   m->commutative = call->commutative;
   m->exclusive = call->exclusive;
   if (call->counts != NULL) {
-    m->counts = malloc(sizeof *m->counts * (size_t)call->p);
+    m->counts = crnet__malloc(sizeof *m->counts * (size_t)call->p);
     if (m->counts == NULL) {
       free(m);
       return NULL;

@@ -11,13 +11,22 @@
  *      2 and 3, and then every rank tries 2 again.
  * Comms of different colors get the same id: they share no rank, so no
  * link ever carries both.
+ *
+ * Out of memory. Everything the new comm needs is allocated before 1, so
+ * a rank that cannot have it fails having sent nothing (the others wait
+ * in 1 for it to call again). A collective of 2 or 3 that fails on this
+ * rank alone, with its comm still alive (out of memory before it began),
+ * would leave the others in it: the parent comm fails instead, and its
+ * members are told why.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "comm.h"
 #include "crnet.h"
+#include "request.h"
 
 /* Tries of 2 and 3 before giving up (only concurrent splits on comms that
  * share ranks ever need more than one). */
@@ -41,6 +50,19 @@ static uint32_t lowest_id(const uint64_t mask[CRNET__CTX_WORDS]) {
   return 0;
 }
 
+/* A collective of the split after the first failed here alone (see
+ * above): the parent fails, with the reason. Returns rc. */
+static int failed_midway(crnet_comm *c, int rc) {
+  if (rc == 0 || c->err != 0)
+    return rc;
+  crnet__loop_acquire(c);
+  crnet__comm_fail(c, rc, -1,
+                   "crnet_comm_split: %s after the ranks' first exchange",
+                   rc == CRNET_ENOMEM ? "out of memory" : crnet_strerror(rc));
+  crnet__loop_release(c);
+  return rc;
+}
+
 /* Agrees on a context id over c and reserves it on this rank: 0 with *id,
  * or an error (the parent's, or CRNET_ENOMEM when no id is free). */
 static int agree_ctx(crnet_comm *c, uint32_t *id) {
@@ -52,7 +74,7 @@ static int agree_ctx(crnet_comm *c, uint32_t *id) {
     rc = crnet_allreduce(c, CRNET_IN_PLACE, mask, CRNET__CTX_WORDS,
                          CRNET_UINT64, CRNET_BAND);
     if (rc != 0)
-      return rc;
+      return failed_midway(c, rc);
     *id = lowest_id(mask);
     if (*id == 0) {
       crnet__set_callmsg(c, "crnet_comm_split: no context id is free on "
@@ -64,7 +86,7 @@ static int agree_ctx(crnet_comm *c, uint32_t *id) {
     rc = crnet_allreduce(c, CRNET_IN_PLACE, &ok, 1, CRNET_INT32, CRNET_MIN);
     if (rc != 0) {
       crnet__ctx_release(c, *id);
-      return rc;
+      return failed_midway(c, rc);
     }
     if (ok == 1)
       return 0;
@@ -82,6 +104,7 @@ static int agree_ctx(crnet_comm *c, uint32_t *id) {
 static int split(crnet_comm *c, int color, int key, crnet_comm **out,
                  const char *what) {
   int32_t mine[2] = {color, key}, *all = NULL, *world = NULL;
+  crnet_comm *nc = NULL;
   member *m = NULL;
   uint32_t id = 0;
   int n = 0, rank = -1, rc;
@@ -99,11 +122,13 @@ static int split(crnet_comm *c, int color, int key, crnet_comm **out,
                        what, color);
     return CRNET_EINVAL;
   }
-  all = malloc(sizeof *all * 2 * (size_t)c->size);
-  m = malloc(sizeof *m * (size_t)c->size);
-  world = malloc(sizeof *world * (size_t)c->size);
-  if (all == NULL || m == NULL || world == NULL) {
-    rc = CRNET_ENOMEM;
+  all = crnet__malloc(sizeof *all * 2 * (size_t)c->size);
+  m = crnet__malloc(sizeof *m * (size_t)c->size);
+  world = crnet__malloc(sizeof *world * (size_t)c->size);
+  rc = all == NULL || m == NULL || world == NULL ? CRNET_ENOMEM : 0;
+  if (rc == 0 && color != CRNET_UNDEFINED)
+    rc = crnet__comm_derive_new(c, c->size, &nc);
+  if (rc != 0) {
     crnet__set_callmsg(c, "%s: out of memory", what);
     goto out;
   }
@@ -124,17 +149,17 @@ static int split(crnet_comm *c, int color, int key, crnet_comm **out,
       if (m[i].parent_rank == c->rank)
         rank = i;
     }
-    if (color == CRNET_UNDEFINED)
+    if (color == CRNET_UNDEFINED) {
       crnet__ctx_release(c, id);
-    else
-      rc = crnet__comm_derive(c, id, rank, n, world, out);
-    if (rc != 0) {
-      crnet__ctx_release(c, id);
-      crnet__set_callmsg(c, "%s: out of memory", what);
+    } else {
+      crnet__comm_derive_finish(nc, id, rank, n, world);
+      *out = nc;
+      nc = NULL;
     }
   }
   crnet__split_leave(c);
 out:
+  crnet__comm_derive_discard(nc);
   free(all);
   free(m);
   free(world);

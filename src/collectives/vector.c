@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "calls.h"
 #include "comm.h"
 
@@ -17,7 +18,7 @@ static int err(crnet_comm *c, const char *fmt, const char *what) {
 
 /* p counts of `count` each, as the builders take them. */
 static uint64_t *uniform(int p, uint64_t count) {
-  uint64_t *v = malloc(sizeof *v * (size_t)p);
+  uint64_t *v = crnet__malloc(sizeof *v * (size_t)p);
   for (int r = 0; v != NULL && r < p; r++)
     v[r] = count;
   return v;
@@ -27,7 +28,7 @@ static uint64_t *uniform(int p, uint64_t count) {
  * entries in *sum (NULL: overflow or out of memory, *rc says which). */
 static uint64_t *copy_counts(crnet_comm *c, const char *what,
                              const size_t *in, uint64_t *sum, int *rc) {
-  uint64_t *v = malloc(sizeof *v * (size_t)c->size), total = 0;
+  uint64_t *v = crnet__malloc(sizeof *v * (size_t)c->size), total = 0;
   *rc = 0;
   if (v == NULL) {
     *rc = CRNET_ENOMEM;
@@ -226,7 +227,7 @@ static int allgatherv(crnet_comm *c, const void *send, size_t sendcount,
   if (rc != 0)
     goto out;
   if (displs != NULL && !packed(counts, displs, c->size)) {
-    d = malloc(sizeof *d * (size_t)c->size);
+    d = crnet__malloc(sizeof *d * (size_t)c->size);
     if (d == NULL) {
       rc = CRNET_ENOMEM;
       goto out;
@@ -270,7 +271,7 @@ int crnet_iallgatherv(crnet_comm *c, const void *send, size_t sendcount,
  * the furthest block in *end. */
 static uint64_t *copy_displs(const size_t *displs, const uint64_t *counts,
                              int p, uint64_t *end, bool *overflow) {
-  uint64_t *v = malloc(sizeof *v * (size_t)p), at = 0;
+  uint64_t *v = crnet__malloc(sizeof *v * (size_t)p), at = 0;
   *end = 0;
   *overflow = false;
   for (int r = 0; v != NULL && r < p; r++) {

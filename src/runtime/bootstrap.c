@@ -37,6 +37,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "alloc.h"
 #include "comm.h"
 #include "frame.h"
 #include "log.h"
@@ -285,13 +286,14 @@ static crnet__peer *new_peer(bootstrap *b) {
   crnet__peer *p;
   if (b->npending == b->pending_cap) {
     int cap = b->pending_cap > 0 ? 2 * b->pending_cap : 16;
-    crnet__peer **grown = realloc(b->pending, sizeof *grown * (size_t)cap);
+    crnet__peer **grown =
+        crnet__realloc(b->pending, sizeof *grown * (size_t)cap);
     if (grown == NULL)
       return NULL;
     b->pending = grown;
     b->pending_cap = cap;
   }
-  p = calloc(1, sizeof *p);
+  p = crnet__calloc(1, sizeof *p);
   if (p == NULL)
     return NULL;
   p->comm = b->c;
@@ -557,7 +559,8 @@ static void on_rdv_ready(crnet__link *l, int status) {
 static void use_options(bootstrap *b, const crnet__rendezvous_options *o) {
   crnet_comm *c = b->c;
   if (o->streams != c->w->streams) {
-    crnet__peer **peers = calloc((size_t)c->size * o->streams, sizeof *peers);
+    crnet__peer **peers =
+        crnet__calloc((size_t)c->size * o->streams, sizeof *peers);
     if (peers == NULL) {
       set_fatal(b, CRNET_ENOMEM, "out of memory");
       return;
@@ -568,8 +571,9 @@ static void use_options(bootstrap *b, const crnet__rendezvous_options *o) {
   }
   c->w->stream_min = o->stream_min;
   if (o->lazy && c->w->connecting == NULL) {
-    c->w->connecting = calloc((size_t)c->size * c->w->streams, sizeof *c->w->connecting);
-    c->w->calling = calloc((size_t)c->size, sizeof *c->w->calling);
+    c->w->connecting = crnet__calloc((size_t)c->size * c->w->streams,
+                                     sizeof *c->w->connecting);
+    c->w->calling = crnet__calloc((size_t)c->size, sizeof *c->w->calling);
     if (c->w->connecting == NULL || c->w->calling == NULL) {
       set_fatal(b, CRNET_ENOMEM, "out of memory");
       return;
@@ -648,7 +652,7 @@ static void start_rdv_attempt(bootstrap *b) {
   /* resolve_rendezvous kept only addresses CRNET_IFACE has a family for. */
   if (iface_source(b, addr->sa_family, &src, &why) < 0)
     src = NULL;
-  rc = calloc(1, sizeof *rc);
+  rc = crnet__calloc(1, sizeof *rc);
   if (rc == NULL) {
     set_fatal(b, CRNET_ENOMEM, "out of memory");
     return;
@@ -945,7 +949,7 @@ int crnet__bootstrap(crnet_comm *c, const crnet__settings *s, char *err,
   b.outstanding_handles = 1;
 
   b.retry_peer =
-      calloc((size_t)c->size * CRNET__MAX_STREAMS, sizeof *b.retry_peer);
+      crnet__calloc((size_t)c->size * CRNET__MAX_STREAMS, sizeof *b.retry_peer);
   if (b.retry_peer == NULL) {
     set_fatal(&b, CRNET_ENOMEM, "out of memory");
     goto done;

@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "alloc.h"
 #include "frame.h"
 #include "log.h"
 #include "report.h"
@@ -284,8 +285,9 @@ int crnet__comm_hosts(crnet_comm *c) {
   int32_t *host, *first, nhosts = 0;
   if (c->host != NULL)
     return 0;
-  host = malloc(sizeof *host * (size_t)c->size);
-  first = malloc(sizeof *first * (size_t)c->size); /* a rank of each host */
+  host = crnet__malloc(sizeof *host * (size_t)c->size);
+  /* a rank of each host */
+  first = crnet__malloc(sizeof *first * (size_t)c->size);
   if (host == NULL || first == NULL) {
     free(host);
     free(first);
@@ -407,9 +409,10 @@ static void wait_plan(crnet_comm *c, const crnet__settings *s) {
     if (r != c->rank && same_machine(&t[r], &t[c->rank]))
       local_ranks++;
   /* No list (out of memory): polling waits just run the loop each turn. */
-  c->w->node_ranks = shm && t != NULL && c->size > 1
-                         ? malloc(sizeof *c->w->node_ranks * (size_t)c->size)
-                         : NULL;
+  c->w->node_ranks =
+      shm && t != NULL && c->size > 1
+          ? crnet__malloc(sizeof *c->w->node_ranks * (size_t)c->size)
+          : NULL;
   c->w->n_node_ranks = 0;
   for (int r = 0; r < c->size && c->w->node_ranks != NULL; r++)
     if (r != c->rank && crnet__rendezvous_same_node(&t[r], &t[c->rank]))
@@ -518,9 +521,9 @@ int crnet__comm_init(crnet_comm **out, const crnet_config *cfg,
     crnet_config_init(&defaults);
     cfg = &defaults;
   }
-  c = calloc(1, sizeof *c);
+  c = crnet__calloc(1, sizeof *c);
   if (c != NULL)
-    c->w = calloc(1, sizeof *c->w);
+    c->w = crnet__calloc(1, sizeof *c->w);
   if (c == NULL || c->w == NULL) {
     free(c);
     snprintf(init_errmsg, sizeof init_errmsg, "out of memory");
@@ -565,9 +568,9 @@ int crnet__comm_init(crnet_comm **out, const crnet_config *cfg,
   /* One stream per peer until the rendezvous says otherwise (bootstrap). */
   c->w->streams = 1;
   c->w->stream_min = (uint64_t)s.stream_min;
-  c->w->peers = calloc((size_t)c->size, sizeof *c->w->peers);
-  c->w->table = calloc((size_t)c->size, sizeof *c->w->table);
-  c->peer_stats = calloc((size_t)c->size, sizeof *c->peer_stats);
+  c->w->peers = crnet__calloc((size_t)c->size, sizeof *c->w->peers);
+  c->w->table = crnet__calloc((size_t)c->size, sizeof *c->w->table);
+  c->peer_stats = crnet__calloc((size_t)c->size, sizeof *c->peer_stats);
   c->w->report_stats = s.stats;
   c->w->encrypt = s.encrypt;
   c->w->liveness_ms = (uint64_t)(s.liveness * 1000);
@@ -811,26 +814,41 @@ void crnet__ctx_release(crnet_comm *parent, uint32_t id) {
   pthread_mutex_unlock(&w->mu);
 }
 
-int crnet__comm_derive(crnet_comm *parent, uint32_t ctx, int rank, int size,
-                       const int32_t *world, crnet_comm **out) {
+int crnet__comm_derive_new(crnet_comm *parent, int max_size,
+                           crnet_comm **out) {
   crnet__world *w = parent->w;
-  crnet_comm *c = calloc(1, sizeof *c);
+  crnet_comm *c = crnet__calloc(1, sizeof *c);
+  int rc;
   *out = NULL;
   if (c == NULL)
     return CRNET_ENOMEM;
   c->w = w;
-  c->ctx = ctx;
-  c->rank = rank;
-  c->size = size;
   c->last_coll = -1;
   c->err_origin = -1;
-  c->world = malloc(sizeof *c->world * (size_t)size);
-  c->local = malloc(sizeof *c->local * (size_t)w->size);
-  c->peer_stats = calloc((size_t)size, sizeof *c->peer_stats);
+  c->world = crnet__malloc(sizeof *c->world * (size_t)max_size);
+  c->local = crnet__malloc(sizeof *c->local * (size_t)w->size);
+  c->peer_stats = crnet__calloc((size_t)max_size, sizeof *c->peer_stats);
   if (c->world == NULL || c->local == NULL || c->peer_stats == NULL) {
     free_comm(c);
     return CRNET_ENOMEM;
   }
+  pthread_mutex_lock(&w->mu);
+  rc = w->upper->state_new(c, parent);
+  pthread_mutex_unlock(&w->mu);
+  if (rc != 0) {
+    free_comm(c);
+    return CRNET_ENOMEM;
+  }
+  *out = c;
+  return 0;
+}
+
+void crnet__comm_derive_finish(crnet_comm *c, uint32_t ctx, int rank, int size,
+                               const int32_t *world) {
+  crnet__world *w = c->w;
+  c->ctx = ctx;
+  c->rank = rank;
+  c->size = size;
   for (int j = 0; j < w->size; j++)
     c->local[j] = -1;
   for (int r = 0; r < size; r++) {
@@ -838,18 +856,16 @@ int crnet__comm_derive(crnet_comm *parent, uint32_t ctx, int rank, int size,
     c->local[world[r]] = r;
   }
   pthread_mutex_lock(&w->mu);
-  if (w->upper->state_new(c, parent) != 0) {
-    pthread_mutex_unlock(&w->mu);
-    free_comm(c);
-    return CRNET_ENOMEM;
-  }
   w->ctx_reserved[ctx / 64] &= ~((uint64_t)1 << (ctx % 64));
   w->comms[ctx] = c;
   w->ncomms++;
   crnet__p2p_adopt(c);
   pthread_mutex_unlock(&w->mu);
-  *out = c;
-  return 0;
+}
+
+void crnet__comm_derive_discard(crnet_comm *c) {
+  if (c != NULL)
+    free_comm(c);
 }
 
 int crnet_comm_rank(const crnet_comm *c) { return c != NULL ? c->rank : -1; }

@@ -397,12 +397,20 @@ void crnet__split_leave(crnet_comm *parent);
 void crnet__ctx_offer(crnet_comm *parent, uint64_t mask[CRNET__CTX_WORDS]);
 bool crnet__ctx_reserve(crnet_comm *parent, uint32_t id);
 void crnet__ctx_release(crnet_comm *parent, uint32_t id);
-/* Makes the comm of context id `ctx` (reserved) whose rank r is the job's
- * world[r] (size entries, this rank at `rank`), its collective state made
- * from the parent's (upper->state_new); the reservation becomes the
- * comm's. 0 or CRNET_ENOMEM. */
-int crnet__comm_derive(crnet_comm *parent, uint32_t ctx, int rank, int size,
-                       const int32_t *world, crnet_comm **out);
+/* A derived comm in two steps, so that everything it needs is allocated
+ * before the ranks agree on it (split.c): a rank that is out of memory
+ * fails before its first message, never between the others' success and
+ * its own. crnet__comm_derive_new allocates a comm of at most max_size
+ * ranks, its collective state made from the parent's (upper->state_new):
+ * 0 with *out, or CRNET_ENOMEM. crnet__comm_derive_finish makes it the comm
+ * of context id `ctx` (reserved) whose rank r is the job's world[r] (size
+ * entries, at most max_size, this rank at `rank`); the reservation becomes
+ * the comm's. It cannot fail. crnet__comm_derive_discard frees one that
+ * was never finished (NULL: nothing). */
+int crnet__comm_derive_new(crnet_comm *parent, int max_size, crnet_comm **out);
+void crnet__comm_derive_finish(crnet_comm *c, uint32_t ctx, int rank, int size,
+                               const int32_t *world);
+void crnet__comm_derive_discard(crnet_comm *c);
 
 /* crnet_comm_init (crnet.h), with the layer above: the collectives define
  * crnet_comm_init to call this with theirs (collectives/comm_state.c). */
@@ -489,7 +497,8 @@ void crnet__comm_fail(crnet_comm *c, int err, int origin, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
 /* Fails every comm that has job rank j with the same message (a link to j
- * that cannot be used: garbage, a failed handshake, an unusable address). */
+ * that cannot be used: garbage, a failed handshake, an unusable address),
+ * j the rank at fault; but for CRNET_ENOMEM, which is this rank's own. */
 void crnet__world_fail_peer(crnet__world *w, int j, int err, const char *fmt,
                             ...) __attribute__((format(printf, 4, 5)));
 

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "request.h"
 
 static uint64_t iov_total(const crnet__iov *iov, uint32_t n) {
@@ -129,7 +130,7 @@ static bool post_recv(crnet__exchange *x) {
   }
   if (n > 1) {
     /* A slice of a list has at most one more entry per part. */
-    x->recv_iov = malloc(sizeof *x->recv_iov * ((size_t)x->rn + n));
+    x->recv_iov = crnet__malloc(sizeof *x->recv_iov * ((size_t)x->rn + n));
     if (x->recv_iov == NULL) {
       crnet__comm_fail(c, CRNET_ENOMEM, -1, "out of memory");
       return false;
@@ -174,7 +175,7 @@ static bool post_send(crnet__exchange *x) {
     if (usable_link(x, x->to, k) == NULL)
       return false;
   if (n > 1 && x->sn + 1 > 8) {
-    part = malloc(sizeof *part * ((size_t)x->sn + 1));
+    part = crnet__malloc(sizeof *part * ((size_t)x->sn + 1));
     if (part == NULL) {
       crnet__comm_fail(c, CRNET_ENOMEM, -1, "out of memory");
       return false;
@@ -336,7 +337,7 @@ int crnet__sendrecv(crnet_comm *c, uint64_t seq, int to, const void *sbuf,
                            .seq = seq,
                            .sig = sig,
                            .call = {.op = -1, .root = -1}};
-  crnet__exchange *x = malloc(sizeof *x);
+  crnet__exchange *x = crnet__malloc(sizeof *x);
   exchange_wait w = {x};
   int rc;
   if (x == NULL)

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "frame.h"
 #include "log.h"
 #include "report.h"
@@ -109,7 +110,7 @@ void crnet__set_callmsg(const crnet_comm *c, const char *fmt, ...) {
 
 static uint8_t *abort_message(const crnet_comm *c, size_t *len) {
   size_t textlen = c->errmsg_reason_len;
-  uint8_t *msg = malloc(ABORT_HEAD + textlen);
+  uint8_t *msg = crnet__malloc(ABORT_HEAD + textlen);
   if (msg == NULL)
     return NULL;
   crnet__put_le32(msg, (uint32_t)c->err);
@@ -257,8 +258,10 @@ void crnet__world_fail_peer(crnet__world *w, int j, int err, const char *fmt,
   va_end(ap);
   for (uint32_t x = 0; x < CRNET__MAX_CTX; x++) {
     crnet_comm *c = w->comms[x];
+    /* Out of memory is this rank's failure, whichever link met it: the
+     * peer is not to blame (crlaunch hears of no other rank). */
     if (c != NULL && c->err == 0 && crnet__local_rank(c, j) >= 0)
-      set_error(c, err, j, text, NULL);
+      set_error(c, err, err == CRNET_ENOMEM ? w->rank : j, text, NULL);
   }
 }
 
@@ -559,6 +562,12 @@ static void on_peer_error(crnet__link *l, int status, const char *why) {
    * (ABORT) and closes the link gently, so the reason arrives. */
   if (status == CRNET_EMISMATCH) {
     fail_mismatch(w, l, why);
+  } else if (status == CRNET_ENOMEM) {
+    char who[160];
+    crnet__describe_rank(p->comm, (int)l->peer, who, sizeof who);
+    crnet__world_fail_peer(w, (int)l->peer, status,
+                           "%s, on job rank %d's link to %s", why, w->rank,
+                           who);
   } else {
     char who[160];
     crnet__describe_rank(p->comm, (int)l->peer, who, sizeof who);

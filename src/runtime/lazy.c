@@ -44,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "comm.h"
 #include "log.h"
 #include "netaddr.h"
@@ -90,7 +91,7 @@ static void loose_remove(crnet_comm *c, crnet__peer *p) {
 
 static crnet__peer *new_loose(crnet_comm *c, uint8_t role, int rank,
                               int stream) {
-  crnet__peer *p = calloc(1, sizeof *p);
+  crnet__peer *p = crnet__calloc(1, sizeof *p);
   if (p == NULL)
     return NULL;
   p->comm = c;

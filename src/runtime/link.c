@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "crnet.h"
 #include "netaddr.h"
 
@@ -218,8 +219,8 @@ static int start_sealing(crnet__link *l) {
   if (crnet__seal_new(&l->tx, hs->cipher, hs->tx_key) != 0 ||
       crnet__seal_new(&l->rx, hs->cipher, hs->rx_key) != 0)
     return -1;
-  l->raw = malloc(RAW_CAP);
-  stage = malloc(SEALED_STAGE_CAP);
+  l->raw = crnet__malloc(RAW_CAP);
+  stage = crnet__malloc(SEALED_STAGE_CAP);
   if (l->raw == NULL || stage == NULL) {
     free(stage);
     return -1;
@@ -632,7 +633,7 @@ static int parked_check(crnet__link *l) {
  * posted for other comms; discard: the frame's comm has failed, and the
  * payload is dropped once read. False if out of memory (the link fails). */
 static bool start_drain_len(crnet__link *l, bool discard, uint64_t len) {
-  void *buf = malloc(len > 0 ? len : 1);
+  void *buf = crnet__malloc(len > 0 ? len : 1);
   if (buf == NULL || len > SIZE_MAX) {
     free(buf);
     crnet__link_fail(l, CRNET_ENOMEM, "out of memory for a frame that came early");
@@ -727,7 +728,7 @@ static void drain_done(crnet__link *l) {
     free(payload);
     return;
   }
-  e = malloc(sizeof *e);
+  e = crnet__malloc(sizeof *e);
   if (e == NULL) {
     free(payload);
     crnet__link_fail(l, CRNET_ENOMEM, "out of memory for a frame that came early");
@@ -818,7 +819,7 @@ static bool header_arrived(crnet__link *l) {
     crnet__link_fail(l, CRNET_EIO, msg);
     return false;
   }
-  l->control = malloc(l->hdr.length > 0 ? l->hdr.length : 1);
+  l->control = crnet__malloc(l->hdr.length > 0 ? l->hdr.length : 1);
   l->control_got = 0;
   if (l->control == NULL) {
     crnet__link_fail(l, CRNET_ENOMEM, "out of memory for a control frame");

@@ -15,6 +15,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "alloc.h"
 #include "crnet.h"
 #include "frame.h"
 #include "link.h"
@@ -148,7 +149,7 @@ static void update_idle(crnet__link_shm *s, bool did);
 
 static crnet__link_shm *shm_of(crnet__link *l) {
   if (l->shm == NULL) {
-    l->shm = calloc(1, sizeof *l->shm);
+    l->shm = crnet__calloc(1, sizeof *l->shm);
     if (l->shm == NULL)
       return NULL;
     l->shm->link = l;
@@ -901,7 +902,7 @@ int crnet__link_shm_write(crnet__link *l, uv_write_t *req, const uv_buf_t *b,
   uint64_t total = 0;
   if (s->closing)
     return UV_EPIPE;
-  w = malloc(sizeof *w + n * sizeof w->iov[0]);
+  w = crnet__malloc(sizeof *w + n * sizeof w->iov[0]);
   if (w == NULL)
     return UV_ENOMEM;
   for (unsigned i = 0; i < n; i++) {
@@ -976,8 +977,8 @@ int crnet__link_shm_detach(crnet__link *l) {
     uint64_t left = w->total - w->done, got = 0;
     /* The copy's buffer follows a uv_write_t that nobody waits for; its
      * callback frees both. */
-    uv_write_t *own = malloc(sizeof *own + left);
-    c = malloc(sizeof *c + sizeof c->iov[0]);
+    uv_write_t *own = crnet__malloc(sizeof *own + left);
+    c = crnet__malloc(sizeof *c + sizeof c->iov[0]);
     if (own == NULL || c == NULL) {
       free(own);
       free(c);
@@ -1175,11 +1176,11 @@ bool crnet__link_shm_staged_abort(crnet__link *l) {
   n = crnet__ring_readable(rx);
   if (n == 0)
     return false;
-  raw = malloc(n);
+  raw = crnet__malloc(n);
   /* The frame stream behind the records: inline bytes as they are, bytes
    * by address as zeros (only their count matters: an ABORT is small and
    * goes inline). */
-  stream = malloc(n + CRNET__CONTROL_MAX / 1024);
+  stream = crnet__malloc(n + CRNET__CONTROL_MAX / 1024);
   if (raw == NULL || stream == NULL ||
       crnet__ring_read(rx, raw, n) != n) {
     free(raw);

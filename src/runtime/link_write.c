@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "crnet.h"
 
 /* Encrypted links: each write is a chunk of up to CHUNK_RECORDS records, at
@@ -182,7 +183,7 @@ static out_chunk *get_chunk(crnet__link *l, size_t cap) {
     l->nspare--;
     return ch;
   }
-  ch = malloc(sizeof *ch + cap);
+  ch = crnet__malloc(sizeof *ch + cap);
   if (ch != NULL)
     ch->full = cap == FULL_CHUNK_BYTES;
   return ch;
@@ -275,7 +276,7 @@ void crnet__link_pump_sealing(crnet__link *l, bool all) {
  * bytes after its iov array (a control frame's copy). */
 static crnet__out_item *new_item(uint32_t nregions, size_t extra) {
   crnet__out_item *it =
-      malloc(sizeof *it + sizeof it->iov[0] * nregions + extra);
+      crnet__malloc(sizeof *it + sizeof it->iov[0] * nregions + extra);
   if (it == NULL)
     return NULL;
   memset(it, 0, sizeof *it);
@@ -363,7 +364,7 @@ static void on_piece_written(uv_write_t *w, int status) {
 static void queue_pieces(crnet__link *l, uv_buf_t *b, unsigned *n) {
   const size_t piece = WRITE_PIECE;
   while (total_len(b, *n) > piece) {
-    uv_write_t *w = malloc(sizeof *w);
+    uv_write_t *w = crnet__malloc(sizeof *w);
     unsigned k = 0;
     size_t got = 0, cut;
     if (w == NULL)
@@ -403,7 +404,7 @@ void crnet__link_send(crnet__link *l, crnet__send_req *r,
     return;
   }
   if (niov + 1 > sizeof small / sizeof small[0]) {
-    bufs = malloc(sizeof *bufs * (niov + 1));
+    bufs = crnet__malloc(sizeof *bufs * (niov + 1));
     if (bufs == NULL) {
       r->status = CRNET_ENOMEM;
       r->done = true;
@@ -457,9 +458,13 @@ void crnet__link_send(crnet__link *l, crnet__send_req *r,
   if (bufs != small)
     free(bufs);
   if (rc != 0) {
-    r->status = CRNET_EPEER;
+    /* Out of memory is this rank's failure, not the peer's (the
+     * shared-memory writer allocates; libuv's TCP write does not). */
+    r->status = rc == UV_ENOMEM ? CRNET_ENOMEM : CRNET_EPEER;
     r->done = true;
-    crnet__link_fail(l, CRNET_EPEER, uv_strerror(rc));
+    crnet__link_fail(l, r->status,
+                     rc == UV_ENOMEM ? "out of memory for a send"
+                                     : uv_strerror(rc));
     return;
   }
   l->pending_writes++;
@@ -519,8 +524,9 @@ int crnet__link_send_control_ctx(crnet__link *l, uint8_t kind, uint32_t ctx,
 static int queue_copy(crnet__link *l,
                       const uint8_t header[CRNET__FRAME_HEADER_SIZE],
                       const void *payload, size_t len, size_t skip) {
-  control_write *cw = malloc(sizeof *cw + len);
+  control_write *cw = crnet__malloc(sizeof *cw + len);
   uv_buf_t b;
+  int rc;
   if (cw == NULL)
     return CRNET_ENOMEM;
   memcpy(cw->header, header, sizeof cw->header);
@@ -529,10 +535,10 @@ static int queue_copy(crnet__link *l,
   b.base = (char *)cw->header + skip;
   b.len = sizeof cw->header + len - skip;
   cw->write.data = l;
-  if (crnet__link_io_write(l, &cw->write, &b, 1, on_control_sent, false) !=
-      0) {
+  rc = crnet__link_io_write(l, &cw->write, &b, 1, on_control_sent, false);
+  if (rc != 0) {
     free(cw);
-    return CRNET_EPEER;
+    return rc == UV_ENOMEM ? CRNET_ENOMEM : CRNET_EPEER;
   }
   l->pending_writes++;
   return 0;

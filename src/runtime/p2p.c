@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "link_shm.h"
 #include "log.h"
 #include "request.h"
@@ -114,7 +115,7 @@ typedef struct crnet__p2p_peer {
 
 static p2p_peer *peer_of(crnet__world *w, int j) {
   if (w->p2p_peers == NULL) {
-    w->p2p_peers = calloc((size_t)w->size, sizeof *w->p2p_peers);
+    w->p2p_peers = crnet__calloc((size_t)w->size, sizeof *w->p2p_peers);
     if (w->p2p_peers == NULL)
       return NULL;
     for (int i = 0; i < w->size; i++)
@@ -365,7 +366,7 @@ static void send_to_self(crnet_comm *c, p2p_req *q) {
     dirty(c->w);
     return;
   }
-  m = calloc(1, sizeof *m);
+  m = crnet__calloc(1, sizeof *m);
   if (m == NULL) {
     finish(q, CRNET_ENOMEM);
     return;
@@ -375,7 +376,7 @@ static void send_to_self(crnet_comm *c, p2p_req *q) {
   m->tag = q->tag;
   m->bytes = q->bytes;
   if (q->bytes <= CRNET_EAGER_BYTES && !q->sync) {
-    m->payload = malloc(q->bytes > 0 ? q->bytes : 1);
+    m->payload = crnet__malloc(q->bytes > 0 ? q->bytes : 1);
     if (m->payload == NULL) {
       free(m);
       finish(q, CRNET_ENOMEM);
@@ -722,7 +723,7 @@ crnet__recv_req *crnet__p2p_on_message(crnet__link *l,
 static p2p_msg *msg_of_frame(crnet__world *w, crnet__link *l,
                              const crnet__frame_header *h,
                              const uint8_t *payload) {
-  p2p_msg *m = calloc(1, sizeof *m);
+  p2p_msg *m = crnet__calloc(1, sizeof *m);
   if (m != NULL) {
     m->ctx = h->ctx;
     m->src = (int)l->peer;
@@ -734,7 +735,7 @@ static p2p_msg *msg_of_frame(crnet__world *w, crnet__link *l,
       return m;
     }
     m->bytes = h->length;
-    m->payload = malloc(h->length > 0 ? h->length : 1);
+    m->payload = crnet__malloc(h->length > 0 ? h->length : 1);
     if (m->payload != NULL) {
       memcpy(m->payload, payload, h->length);
       return m;

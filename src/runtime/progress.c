@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "comm.h"
 #include "link_shm.h"
 #include "log.h"
@@ -978,7 +979,7 @@ crnet_request *crnet__req_alloc(crnet_comm *c, size_t size) {
     }
   pthread_mutex_unlock(&c->w->mu);
   if (r == NULL) {
-    r = calloc(1, size);
+    r = crnet__calloc(1, size);
     if (r == NULL)
       return NULL;
     r->alloc_size = size;

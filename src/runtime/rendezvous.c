@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "alloc.h"
 #include "crnet.h"
 #include "frame.h"
 #include "link.h"
@@ -252,7 +253,7 @@ static void finish(crnet__rendezvous_server *srv, int status,
 static void send_table(crnet__rendezvous_server *srv) {
   size_t len = CRNET__RENDEZVOUS_TABLE_HEAD +
                (size_t)srv->size * CRNET__RENDEZVOUS_ENTRY_SIZE;
-  uint8_t *table = malloc(len);
+  uint8_t *table = crnet__malloc(len);
   int missing_none = 0;
   if (table == NULL) {
     finish(srv, CRNET_ENOMEM, &missing_none, 0);
@@ -378,7 +379,7 @@ static void on_connection(uv_stream_t *server, int status) {
   rdv_conn *c;
   if (status < 0 || srv->closing)
     return;
-  c = calloc(1, sizeof *c);
+  c = crnet__calloc(1, sizeof *c);
   if (c == NULL)
     return;
   c->srv = srv;
@@ -400,7 +401,7 @@ static void on_connection(uv_stream_t *server, int status) {
 
 static void on_timeout(uv_timer_t *t) {
   crnet__rendezvous_server *srv = t->data;
-  int *missing = malloc(sizeof(int) * (size_t)srv->size);
+  int *missing = crnet__malloc(sizeof(int) * (size_t)srv->size);
   int nmissing = 0;
   char msg[512];
   size_t used;
@@ -475,11 +476,11 @@ int crnet__rendezvous_server_listen(crnet__rendezvous_server **out,
   if (size < 1 || timeout_s <= 0 || cb == NULL || addr == NULL ||
       (addr->sa_family != AF_INET && addr->sa_family != AF_INET6))
     return CRNET_EINVAL;
-  srv = calloc(1, sizeof *srv);
+  srv = crnet__calloc(1, sizeof *srv);
   if (srv == NULL)
     return CRNET_ENOMEM;
-  srv->entries = calloc((size_t)size, sizeof *srv->entries);
-  srv->by_rank = calloc((size_t)size, sizeof *srv->by_rank);
+  srv->entries = crnet__calloc((size_t)size, sizeof *srv->entries);
+  srv->by_rank = crnet__calloc((size_t)size, sizeof *srv->by_rank);
   srv->key = crnet__secret_alloc(CRNET__KEY_BYTES);
   if (srv->entries == NULL || srv->by_rank == NULL || srv->key == NULL) {
     crnet__secret_free(srv->key);

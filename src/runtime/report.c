@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "alloc.h"
 #include "comm.h"
 #include "log.h"
 
@@ -62,7 +63,7 @@ bool crnet__report_send(const crnet_comm *c, const char *line) {
 /* The record of rank r's end, allocated at crlaunch's first word of one. */
 static struct crnet__rank_end *rank_end(crnet_comm *c, int r) {
   if (c->w->rank_end == NULL) {
-    c->w->rank_end = calloc((size_t)c->size, sizeof *c->w->rank_end);
+    c->w->rank_end = crnet__calloc((size_t)c->size, sizeof *c->w->rank_end);
     if (c->w->rank_end == NULL)
       return NULL;
     for (int i = 0; i < c->size; i++)

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "alloc.h"
 #include "handshake.h"
 #include "log.h"
 
@@ -27,7 +28,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static slab *slabs;
 
 static slab *new_slab(void) {
-  slab *s = calloc(1, sizeof *s);
+  slab *s = crnet__calloc(1, sizeof *s);
   if (s == NULL)
     return NULL;
   void *p = mmap(NULL, SLAB_BYTES, PROT_READ | PROT_WRITE,
@@ -49,7 +50,7 @@ static slab *new_slab(void) {
 void *crnet__secret_alloc(size_t n) {
   void *p = NULL;
   assert(n <= CRNET__SECRET_MAX);
-  if (n > CRNET__SECRET_MAX)
+  if (n > CRNET__SECRET_MAX || crnet__alloc_fails())
     return NULL;
   pthread_mutex_lock(&lock);
   slab *s = slabs;

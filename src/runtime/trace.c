@@ -9,6 +9,8 @@
 #include <time.h>
 #include <uv.h>
 
+#include "alloc.h"
+
 /* The file's stdio buffer: events of a few thousand calls before a write. */
 #define TRACE_BUFFER (256 * 1024)
 
@@ -101,7 +103,7 @@ static void put_meta(crnet__trace *t, const char *what, int tid,
 
 int crnet__trace_open(crnet__trace **out, const char *path, int rank,
                       int size, const char *where) {
-  crnet__trace *t = calloc(1, sizeof *t);
+  crnet__trace *t = crnet__calloc(1, sizeof *t);
   struct timespec now;
   char name[320];
   *out = NULL;
@@ -113,7 +115,7 @@ int crnet__trace_open(crnet__trace **out, const char *path, int rank,
     free(t);
     return e;
   }
-  t->buf = malloc(TRACE_BUFFER);
+  t->buf = crnet__malloc(TRACE_BUFFER);
   if (t->buf != NULL)
     setvbuf(t->f, t->buf, _IOFBF, TRACE_BUFFER);
   t->rank = rank;
@@ -160,7 +162,7 @@ static int64_t thread_of(crnet__trace *t, uint32_t ctx, int64_t lane) {
       return tid;
   if (t->nnamed == t->named_cap) {
     size_t cap = t->named_cap == 0 ? 16 : 2 * t->named_cap;
-    uint32_t *v = realloc(t->named, cap * sizeof *v);
+    uint32_t *v = crnet__realloc(t->named, cap * sizeof *v);
     if (v == NULL)
       return tid; /* unnamed: the events are still right */
     t->named = v;

@@ -145,6 +145,7 @@
 #include <string.h>
 
 #include "algorithm.h"
+#include "alloc.h"
 #include "crnet.h"
 #include "model.h"
 
@@ -479,7 +480,7 @@ static int ctx_init(ctx *c, crnet__schedule *out, const int32_t *skips,
   if (out == NULL || p < 1 || rank < 0 || rank >= p || skips == NULL ||
       crnet__circulant_skips_check(skips, nskips, p) != 0)
     return CRNET_EINVAL;
-  c->P = malloc(((size_t)p + 1) * sizeof(*c->P));
+  c->P = crnet__malloc(((size_t)p + 1) * sizeof(*c->P));
   if (c->P == NULL)
     return CRNET_ENOMEM;
   c->P[0] = 0;
@@ -622,10 +623,10 @@ int crnet__circulant_reduce(crnet__schedule *out, const int32_t *skips,
   /* Walk the allgather rounds backwards from "the root needs R[0..p)";
    * need[x] is indexed by x = rank - root. Record this rank's sends and
    * receives per round (allgather round j uses sk[j-1], sk[j]). */
-  int32_t *need = calloc((size_t)p, sizeof(*need));
-  int32_t *nxt = calloc((size_t)p, sizeof(*nxt));
-  int32_t *ksend = calloc((size_t)c.n, sizeof(*ksend));
-  int32_t *krecv = calloc((size_t)c.n, sizeof(*krecv));
+  int32_t *need = crnet__calloc((size_t)p, sizeof(*need));
+  int32_t *nxt = crnet__calloc((size_t)p, sizeof(*nxt));
+  int32_t *ksend = crnet__calloc((size_t)c.n, sizeof(*ksend));
+  int32_t *krecv = crnet__calloc((size_t)c.n, sizeof(*krecv));
   if (need == NULL || nxt == NULL || ksend == NULL || krecv == NULL) {
     free(need);
     free(nxt);
@@ -691,8 +692,8 @@ int crnet__circulant_bcast(crnet__schedule *out, const int32_t *skips,
     return ctx_done(&c);
   /* Scatter: have[x] = h means rank root+x holds R[0..h) of the root's
    * data (only the part that later rounds can still send). */
-  int32_t *have = calloc((size_t)p, sizeof(*have));
-  int32_t *nxt = calloc((size_t)p, sizeof(*nxt));
+  int32_t *have = crnet__calloc((size_t)p, sizeof(*have));
+  int32_t *nxt = crnet__calloc((size_t)p, sizeof(*nxt));
   if (have == NULL || nxt == NULL) {
     free(have);
     free(nxt);
@@ -892,7 +893,7 @@ int crnet__circulant_allreduce_gather(crnet__schedule *out,
     return CRNET_EINVAL;
   if (count > 0 && (uint64_t)p > UINT64_MAX / count)
     return CRNET_EINVAL;
-  counts = malloc(sizeof *counts * (size_t)p);
+  counts = crnet__malloc(sizeof *counts * (size_t)p);
   if (counts == NULL)
     return CRNET_ENOMEM;
   for (int32_t b = 0; b < p; b++)
@@ -966,7 +967,7 @@ static int build_skips(const char *variant, const crnet__call *call,
                                          call->in_place)
                : crnet__circulant_scan(out, call->p, call->rank, call->count,
                                        call->in_place);
-  skips = malloc(sizeof *skips * (size_t)call->p);
+  skips = crnet__malloc(sizeof *skips * (size_t)call->p);
   if (skips == NULL)
     return CRNET_ENOMEM;
   n = crnet__circulant_skips(variant, call->p, skips);
@@ -1015,7 +1016,7 @@ static int skips_keep_order(const char *variant, const crnet__call *call,
   *ordered = call->coll == CRNET_COLL_SCAN;
   if (*ordered)
     return 0;
-  skips = malloc(sizeof *skips * (size_t)call->p);
+  skips = crnet__malloc(sizeof *skips * (size_t)call->p);
   if (skips == NULL)
     return CRNET_ENOMEM;
   n = crnet__circulant_skips(variant, call->p, skips);
@@ -1172,7 +1173,7 @@ const crnet__algorithm crnet__circulant_sqrt_algorithm = {
 #define GATHER_REDUCE_MAX_BYTES ((double)(1 << 20))
 
 static int gather_reduce_build(const crnet__call *call, crnet__schedule *out) {
-  int32_t *skips = malloc(sizeof *skips * (size_t)call->p);
+  int32_t *skips = crnet__malloc(sizeof *skips * (size_t)call->p);
   int n, rc;
   if (skips == NULL)
     return CRNET_ENOMEM;

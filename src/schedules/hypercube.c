@@ -158,6 +158,7 @@
 #include <stdlib.h>
 
 #include "algorithm.h"
+#include "alloc.h"
 #include "alltoall.h"
 #include "crnet.h"
 
@@ -242,9 +243,9 @@ static int hc_init(hc *h, crnet__schedule *out, int32_t p, int32_t rank,
   h->wbuf = CRNET__BUF_RECV;
   h->wbase = h->mbase = 0;
   h->wvalid = false;
-  h->Q = malloc(((size_t)h->pp + 1) * sizeof(*h->Q));
-  h->pos2blk = malloc((size_t)h->pp * sizeof(*h->pos2blk));
-  h->rg = malloc(((size_t)h->pp + 2) * sizeof(*h->rg));
+  h->Q = crnet__malloc(((size_t)h->pp + 1) * sizeof(*h->Q));
+  h->pos2blk = crnet__malloc((size_t)h->pp * sizeof(*h->pos2blk));
+  h->rg = crnet__malloc(((size_t)h->pp + 2) * sizeof(*h->rg));
   if (h->Q == NULL || h->pos2blk == NULL || h->rg == NULL) {
     free(h->Q);
     free(h->pos2blk);

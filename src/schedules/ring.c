@@ -121,6 +121,7 @@
 #include <stdlib.h>
 
 #include "algorithm.h"
+#include "alloc.h"
 #include "alltoall.h"
 #include "crnet.h"
 #include "model.h"
@@ -172,7 +173,7 @@ static int32_t ring_mod(int64_t x, int32_t p) {
 
 /* Prefix offsets of counts[0..p) into P[0..p]; NULL on allocation failure. */
 static uint64_t *prefix(const uint64_t *counts, int32_t p, uint64_t *max) {
-  uint64_t *P = malloc(((size_t)p + 1) * sizeof(*P));
+  uint64_t *P = crnet__malloc(((size_t)p + 1) * sizeof(*P));
   if (P == NULL)
     return NULL;
   P[0] = 0;
@@ -316,7 +317,7 @@ int crnet__ring_reduce(crnet__schedule *out, int32_t p, int32_t rank,
                        uint64_t count, int32_t root, bool in_place) {
   if (p < 1 || rank < 0 || rank >= p || root < 0 || root >= p)
     return CRNET_EINVAL;
-  uint64_t *P = malloc(((size_t)p + 1) * sizeof(*P)), B, n;
+  uint64_t *P = crnet__malloc(((size_t)p + 1) * sizeof(*P)), B, n;
   if (P == NULL)
     return CRNET_ENOMEM;
   for (int32_t b = 0; b < p; b++)

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "crnet.h"
 
 void crnet__sched_init(crnet__schedule *s, int32_t p, int32_t rank) {
@@ -35,7 +36,7 @@ static bool grow(crnet__schedule *s, void **arr, uint32_t *cap, uint32_t need,
     }
     ncap *= 2;
   }
-  void *n = realloc(*arr, (size_t)ncap * size);
+  void *n = crnet__realloc(*arr, (size_t)ncap * size);
   if (n == NULL) {
     s->oom = true;
     return false;
@@ -281,7 +282,7 @@ uint64_t *crnet__block_offsets(const uint64_t *counts, int32_t p, int *rc) {
     *rc = CRNET_EINVAL;
     return NULL;
   }
-  P = malloc(((size_t)p + 1) * sizeof *P);
+  P = crnet__malloc(((size_t)p + 1) * sizeof *P);
   if (P == NULL) {
     *rc = CRNET_ENOMEM;
     return NULL;

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "crnet.h"
 
 typedef struct rstate {
@@ -106,7 +107,7 @@ static const crnet__seg *round_overlap(const crnet__schedule *sc,
           return &rs[i];
     return NULL;
   }
-  span *v = malloc(sizeof *v * ((size_t)nr + ns));
+  span *v = crnet__malloc(sizeof *v * ((size_t)nr + ns));
   if (v == NULL) {
     *oom = true;
     return NULL;
@@ -237,8 +238,8 @@ static int check_group(const crnet__schedule *sc, int32_t r, bool in_place,
     }
     cap += ro->send.nsegs + ro->recv.nsegs + 2 * (size_t)ro->nsteps;
   }
-  v = malloc(sizeof *v * (cap ? cap : 1));
-  act = malloc(sizeof *act * (cap ? cap : 1));
+  v = crnet__malloc(sizeof *v * (cap ? cap : 1));
+  act = crnet__malloc(sizeof *act * (cap ? cap : 1));
   if (v == NULL || act == NULL) {
     free(v);
     free(act);
@@ -295,7 +296,7 @@ static int check_independent(const crnet__schedule *sc, int32_t r,
     any = any || sc->rounds[k].independent;
   if (!any)
     return 0;
-  recv_round = malloc(sizeof *recv_round * (size_t)sc->p);
+  recv_round = crnet__malloc(sizeof *recv_round * (size_t)sc->p);
   if (recv_round == NULL)
     return CRNET_ENOMEM;
   for (int32_t q = 0; q < sc->p; q++)
@@ -316,7 +317,7 @@ int crnet__sim_run(crnet__sim_rank *ranks, int32_t p, bool in_place,
                    size_t errlen) {
   int rc = 0;
   size_t kw = ((size_t)p + 63) / 64;
-  rstate *st = calloc((size_t)p, sizeof(*st));
+  rstate *st = crnet__calloc((size_t)p, sizeof(*st));
   if (st == NULL)
     return CRNET_ENOMEM;
   uint32_t maxr = 0;
@@ -330,11 +331,11 @@ int crnet__sim_run(crnet__sim_rank *ranks, int32_t p, bool in_place,
       goto out;
     }
     uint64_t tc = k->sched->temp_count;
-    s->temp = malloc((tc ? tc : 1) * sizeof(uint64_t));
-    s->temp_wr = calloc(tc ? tc : 1, 1);
-    s->recv_wr = calloc(k->recv_count ? k->recv_count : 1, 1);
+    s->temp = crnet__malloc((tc ? tc : 1) * sizeof(uint64_t));
+    s->temp_wr = crnet__calloc(tc ? tc : 1, 1);
+    s->recv_wr = crnet__calloc(k->recv_count ? k->recv_count : 1, 1);
     if (causal)
-      s->known = calloc(kw, sizeof(uint64_t));
+      s->known = crnet__calloc(kw, sizeof(uint64_t));
     if (s->temp == NULL || s->temp_wr == NULL || s->recv_wr == NULL ||
         (causal && s->known == NULL)) {
       rc = CRNET_ENOMEM;
@@ -431,7 +432,7 @@ int crnet__sim_run(crnet__sim_rank *ranks, int32_t p, bool in_place,
       ranks[r].stats.msgs_sent++;
       ranks[r].stats.elems_sent += n;
       free(s->msg);
-      s->msg = malloc((n ? n : 1) * sizeof(uint64_t));
+      s->msg = crnet__malloc((n ? n : 1) * sizeof(uint64_t));
       if (s->msg == NULL) {
         rc = CRNET_ENOMEM;
         goto out;
@@ -483,7 +484,7 @@ int crnet__sim_run(crnet__sim_rank *ranks, int32_t p, bool in_place,
     }
     if (causal) {
       /* knowledge travels with the messages, as of the round's start */
-      uint64_t *snap = calloc((size_t)p * kw, sizeof(uint64_t));
+      uint64_t *snap = crnet__calloc((size_t)p * kw, sizeof(uint64_t));
       if (snap == NULL) {
         rc = CRNET_ENOMEM;
         goto out;

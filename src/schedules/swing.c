@@ -95,6 +95,7 @@
 #include <stdlib.h>
 
 #include "algorithm.h"
+#include "alloc.h"
 #include "crnet.h"
 #include "model.h"
 
@@ -187,8 +188,8 @@ static int swing_init(swing *w, crnet__schedule *out, const crnet__call *c) {
   w->m = c->count;
   w->inbuf = c->in_place ? CRNET__BUF_RECV : CRNET__BUF_SEND;
   w->wvalid = c->in_place;
-  w->Q = malloc(((size_t)w->pp + 1) * sizeof(*w->Q));
-  w->in_set = malloc((size_t)w->pp * sizeof(*w->in_set));
+  w->Q = crnet__malloc(((size_t)w->pp + 1) * sizeof(*w->Q));
+  w->in_set = crnet__malloc((size_t)w->pp * sizeof(*w->in_set));
   if (w->Q == NULL || w->in_set == NULL) {
     free(w->Q);
     free(w->in_set);
@@ -322,7 +323,7 @@ static void recv_run(swing *w, int32_t peer, uint64_t off, uint64_t n,
 
 /* Out of memory marks the schedule, which crnet__sched_finish reports. */
 static void bandwidth_optimal(swing *w, int32_t j) {
-  int32_t *list = malloc((size_t)w->pp * sizeof(*list));
+  int32_t *list = crnet__malloc((size_t)w->pp * sizeof(*list));
   if (list == NULL) {
     w->s->oom = true;
     return;

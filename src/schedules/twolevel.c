@@ -64,6 +64,7 @@
 #include <string.h>
 
 #include "algorithm.h"
+#include "alloc.h"
 #include "crnet.h"
 #include "model.h"
 #include "tuning.h"
@@ -88,9 +89,9 @@ static int hosts_make(const crnet__call *c, hosts *h) {
   if (p < 1 || c->rank < 0 || c->rank >= p || H < 1 || H > p)
     return CRNET_EINVAL;
   h->H = H;
-  h->first = calloc((size_t)H + 1, sizeof *h->first);
-  h->members = malloc((size_t)p * sizeof *h->members);
-  fill = calloc((size_t)H, sizeof *fill);
+  h->first = crnet__calloc((size_t)H + 1, sizeof *h->first);
+  h->members = crnet__malloc((size_t)p * sizeof *h->members);
+  fill = crnet__calloc((size_t)H, sizeof *fill);
   if (h->first == NULL || h->members == NULL || fill == NULL) {
     free(fill);
     hosts_free(h);
@@ -387,8 +388,8 @@ int crnet__twolevel_allreduce(crnet__schedule *out, const crnet__call *call) {
   if (rc != 0)
     return rc;
   ln = lanes_of(&h, call->count);
-  counts = malloc((size_t)h.nmax * sizeof *counts);
-  lane_ranks = malloc((size_t)h.H * sizeof *lane_ranks);
+  counts = crnet__malloc((size_t)h.nmax * sizeof *counts);
+  lane_ranks = crnet__malloc((size_t)h.H * sizeof *lane_ranks);
   crnet__sched_init(out, call->p, call->rank);
   rc = counts == NULL || lane_ranks == NULL
            ? CRNET_ENOMEM
@@ -496,7 +497,7 @@ static int twolevel_rooted(crnet__schedule *out, const crnet__call *call) {
     return CRNET_EINVAL;
   if ((rc = hosts_make(call, &h)) != 0)
     return rc;
-  leaders = malloc((size_t)h.H * sizeof *leaders);
+  leaders = crnet__malloc((size_t)h.H * sizeof *leaders);
   crnet__sched_init(out, call->p, call->rank);
   rc = leaders == NULL ? CRNET_ENOMEM : rooted_phases(out, call, &h, leaders);
   free(leaders);
@@ -573,9 +574,9 @@ static int blockplan_make(const crnet__call *call, const hosts *h,
   if (b->P == NULL)
     return rc;
   b->ln.count = b->P[p];
-  b->packed = malloc((size_t)p * sizeof *b->packed);
-  b->lane_at = malloc(((size_t)b->ln.L + 1) * sizeof *b->lane_at);
-  b->cnt = malloc((size_t)b->ln.L * (size_t)H * sizeof *b->cnt);
+  b->packed = crnet__malloc((size_t)p * sizeof *b->packed);
+  b->lane_at = crnet__malloc(((size_t)b->ln.L + 1) * sizeof *b->lane_at);
+  b->cnt = crnet__malloc((size_t)b->ln.L * (size_t)H * sizeof *b->cnt);
   if (b->packed == NULL || b->lane_at == NULL || b->cnt == NULL) {
     blockplan_free(b);
     return CRNET_ENOMEM;
@@ -785,8 +786,8 @@ static int twolevel_blocks(crnet__schedule *out, const crnet__call *call) {
     hosts_free(&h);
     return rc;
   }
-  counts = malloc((size_t)h.nmax * sizeof *counts);
-  lane_ranks = malloc((size_t)h.H * sizeof *lane_ranks);
+  counts = crnet__malloc((size_t)h.nmax * sizeof *counts);
+  lane_ranks = crnet__malloc((size_t)h.H * sizeof *lane_ranks);
   crnet__sched_init(out, call->p, call->rank);
   rc = counts == NULL || lane_ranks == NULL
            ? CRNET_ENOMEM
@@ -822,7 +823,7 @@ static int level_price(const crnet__call *sub, bool shm, double *seconds) {
 static int allreduce_price(const crnet__call *call, const hosts *h,
                            double *seconds) {
   lanes ln = lanes_of(h, call->count);
-  uint64_t *counts = malloc((size_t)h->nmax * sizeof *counts);
+  uint64_t *counts = crnet__malloc((size_t)h->nmax * sizeof *counts);
   double local[2] = {0, 0}, cross = 0, t;
   int rc = 0;
   if (counts == NULL)
@@ -885,7 +886,7 @@ static int blocks_price(const crnet__call *call, const hosts *h,
     return 1;
   if ((rc = blockplan_make(call, h, &b)) != 0)
     return rc == CRNET_ENOMEM ? rc : 1;
-  counts = malloc((size_t)h->nmax * sizeof *counts);
+  counts = crnet__malloc((size_t)h->nmax * sizeof *counts);
   rc = counts == NULL ? CRNET_ENOMEM : 0;
   for (int32_t g = 0; g < h->H && rc == 0; g++) {
     crnet__call sub = sub_call(call, call->coll, host_size(h, g), 0);
@@ -945,7 +946,7 @@ static int describe_allreduce(const crnet__call *call, const hosts *h,
                               char *buf, size_t n) {
   lanes ln = lanes_of(h, call->count);
   int32_t size = host_size(h, h->me_host), j0, j1;
-  uint64_t *counts = malloc((size_t)h->nmax * sizeof *counts);
+  uint64_t *counts = crnet__malloc((size_t)h->nmax * sizeof *counts);
   const char *names[3];
   uint32_t len[3];
   int rc;
@@ -1020,7 +1021,7 @@ static int describe_blocks(const crnet__call *call, const hosts *h, char *buf,
   int32_t size = host_size(h, h->me_host), j0, j1;
   const char *what = crnet_collective_name(call->coll), *host_name, *lane_name;
   uint32_t host_len, lane_len, lanes_at;
-  uint64_t *counts = malloc((size_t)h->nmax * sizeof *counts);
+  uint64_t *counts = crnet__malloc((size_t)h->nmax * sizeof *counts);
   blockplan b;
   int rc = counts == NULL ? CRNET_ENOMEM : blockplan_make(call, h, &b);
   if (rc != 0) {

@@ -14,7 +14,7 @@ static inline int check_failures(SRunner *sr) {
     const char *suite = getenv("CK_RUN_SUITE"), *tcase = getenv("CK_RUN_CASE");
     fprintf(stderr,
             "no test ran: CK_RUN_SUITE=%s CK_RUN_CASE=%s names none of "
-            "this program's\n",
+            "this program's suites and cases\n",
             suite != NULL ? suite : "(unset)",
             tcase != NULL ? tcase : "(unset)");
     return 1;

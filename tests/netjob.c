@@ -63,6 +63,10 @@ void rank_env(const job *j, int rank, const char *key) {
   setenv("CRNET_RENDEZVOUS", v, 1);
   snprintf(v, sizeof v, "%g", j->init_timeout);
   setenv("CRNET_INIT_TIMEOUT", v, 1);
+  if (j->handshake_timeout > 0) {
+    snprintf(v, sizeof v, "%g", j->handshake_timeout);
+    setenv("CRNET_HANDSHAKE_TIMEOUT", v, 1);
+  }
   setenv("CRNET_JOB_KEY", key != NULL ? key : j->key, 1);
   if (j->external_rdv)
     setenv("CRNET_LAUNCHER", "1", 1);

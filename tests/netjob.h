@@ -27,6 +27,7 @@ typedef struct job {
   int port;
   char key[2 * CRNET__KEY_BYTES + 1];
   double init_timeout;
+  double handshake_timeout; /* CRNET_HANDSHAKE_TIMEOUT; 0: not set */
   bool slurm; /* rank and size in Slurm's variables, not crnet's */
   const char *host;  /* of CRNET_RENDEZVOUS; NULL: 127.0.0.1 */
   bool external_rdv; /* the test serves the rendezvous, not rank 0 */

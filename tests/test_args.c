@@ -604,6 +604,7 @@ START_TEST(config) {
   unsetenv("CRNET_JOB_KEY_FILE");
   unsetenv("CRNET_PORT_RANGE");
   unsetenv("CRNET_INIT_TIMEOUT");
+  unsetenv("CRNET_HANDSHAKE_TIMEOUT");
   unsetenv("SLURM_PROCID");
   unsetenv("SLURM_NTASKS");
   unsetenv("CRNET_LAUNCHER");
@@ -666,6 +667,18 @@ START_TEST(config) {
     cfg.timeout = bad_coll_timeouts[k];
     init_fails(&cfg, "crnet_config.timeout", __LINE__);
   }
+
+  /* A bad CRNET_HANDSHAKE_TIMEOUT fails even a job of one, naming it. */
+  static const char *const bad_handshakes[] = {"0", "-1", "abc", "3601"};
+  for (size_t k = 0; k < sizeof bad_handshakes / sizeof bad_handshakes[0];
+       k++) {
+    cfg = base;
+    cfg.rank = 0;
+    cfg.size = 1;
+    setenv("CRNET_HANDSHAKE_TIMEOUT", bad_handshakes[k], 1);
+    init_fails(&cfg, "CRNET_HANDSHAKE_TIMEOUT", __LINE__);
+  }
+  unsetenv("CRNET_HANDSHAKE_TIMEOUT");
 
   /* A job of two with bad strings: refused before anything connects. */
   cfg = base;

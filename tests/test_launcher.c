@@ -823,6 +823,41 @@ START_TEST(test_bad_init_timeout) {
 }
 END_TEST
 
+/* crlaunch serves the rendezvous with the ranks' CRNET_HANDSHAKE_TIMEOUT:
+ * -x wins over the environment, as in the ranks, and a stranger (rank 0
+ * connecting and saying nothing) is dropped at that deadline, not the
+ * default 10 s. A bad value is refused with the library's message. */
+START_TEST(test_handshake_timeout) {
+  static const char *const env[] = {"CRNET_HANDSHAKE_TIMEOUT=30", NULL};
+  struct how how = {.env = env};
+  struct run r;
+  double took = -1;
+  run(&r, &how, 30, "-n", "2", "-x", "CRNET_HANDSHAKE_TIMEOUT=1", "@RANK",
+      "silent", NULL);
+  expect_exit(&r, 0);
+  const char *p = strstr(r.out, "0 dropped after ");
+  ck_assert_msg(p != NULL, "stdout:\n%s\nstderr:\n%s", r.out, r.err);
+  took = atof(p + strlen("0 dropped after "));
+  ck_assert_msg(took > 0.75 && took < 1 + test_seconds(3),
+                "dropped after %.3f s with CRNET_HANDSHAKE_TIMEOUT=1", took);
+  cleanup(&r);
+
+  static const char *const bad_env[] = {"CRNET_HANDSHAKE_TIMEOUT=0", NULL};
+  how.env = bad_env;
+  run(&r, &how, 10, "-n", "2", "@RANK", "hello", NULL);
+  expect_exit(&r, 2);
+  expect_has("stderr", r.err,
+             "CRNET_HANDSHAKE_TIMEOUT='0' is not a number of seconds from "
+             "0.1 to 3600");
+  cleanup(&r);
+  run(&r, NULL, 10, "-n", "2", "-x", "CRNET_HANDSHAKE_TIMEOUT=abc", "@RANK",
+      "hello", NULL);
+  expect_exit(&r, 2);
+  expect_has("stderr", r.err, "CRNET_HANDSHAKE_TIMEOUT='abc'");
+  cleanup(&r);
+}
+END_TEST
+
 START_TEST(test_help_version) {
   struct run r;
   run(&r, NULL, 10, "--help", NULL);
@@ -1327,6 +1362,7 @@ static Suite *launcher_suite(void) {
   tcase_set_timeout(tc, 30);
   tcase_add_loop_test(tc, test_bad_usage, 0, NBAD);
   tcase_add_test(tc, test_bad_init_timeout);
+  tcase_add_test(tc, test_handshake_timeout);
   tcase_add_test(tc, test_help_version);
   tcase_add_test(tc, test_settings);
   suite_add_tcase(s, tc);

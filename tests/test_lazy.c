@@ -9,8 +9,9 @@
  *   results   every collective at p = 7 gives exact results.
  *   listener  open after init: a stranger that connects to a rank between
  *             calls is dropped and the job goes on.
- *   busy      a rank that makes its first call 11 s late (past the
- *             handshake timeout) is waited for, not taken for lost.
+ *   busy      a rank that makes its first call three handshake timeouts
+ *             late (CRNET_HANDSHAKE_TIMEOUT=1) is waited for, not taken
+ *             for lost.
  *   early     a rank that dies before any link to it: every other rank
  *             fails with CRNET_EPEER within 2 s.
  *   settings  CRNET_LAZY_LINKS=yes and crnet_config.lazy_links = 7 fail
@@ -365,27 +366,41 @@ END_TEST
 
 /* --- a rank busy between calls ------------------------------------------------ */
 
-/* Rank 2 computes for 11 s after init, past the 10 s handshake timeout of
- * the connections the others make to it meanwhile (its kernel accepts
- * them, its process does not answer): that is a busy peer, not a lost one,
- * so they connect again, and the call completes once rank 2 makes it. */
+/* Rank 2 computes for three handshake timeouts (CRNET_HANDSHAKE_TIMEOUT,
+ * 1 s here, scaled with the pass) after init, past the deadline of the
+ * connections the others make to it meanwhile (its kernel accepts them,
+ * its process does not answer): that is a busy peer, not a lost one, so
+ * they connect again, twice or more, and the call completes once rank 2
+ * makes it. */
 static int rank_busy(int rank, int p, void *arg) {
+  const double *busy_s = arg;
   int32_t v = rank, sum = 0;
   crnet_comm *c;
   int rc;
-  (void)arg;
   setenv("CRNET_LAZY_LINKS", "1", 1);
   if ((rc = crnet_comm_init(&c, NULL)) != 0)
     return err_exit(rc);
   if (rank == 2)
-    sleep(11);
+    for (double end = now_s() + *busy_s; now_s() < end;)
+      usleep(10000);
   rc = crnet_allreduce(c, &v, &sum, 1, CRNET_INT32, CRNET_SUM);
   if (rc == 0 && sum != p * (p - 1) / 2)
     rc = CRNET_EMISMATCH;
   return finish_rank(rank, c, rc);
 }
 
-START_TEST(busy_peer_is_waited_for) { run_all_ok(3, rank_busy); }
+START_TEST(busy_peer_is_waited_for) {
+  job j;
+  double busy_s;
+  lazy_reports_map();
+  job_init(&j, 3, 30);
+  j.handshake_timeout = test_seconds(1);
+  busy_s = 3 * j.handshake_timeout;
+  run_job(&j, rank_busy, &busy_s, 60);
+  for (int r = 0; r < 3; r++)
+    ck_assert_msg(exit_code(&j, r) == EXIT_OK, "rank %d exited %d: %s", r,
+                  exit_code(&j, r), reports[r].errmsg);
+}
 END_TEST
 
 /* --- a rank dead before any link to it -------------------------------------- */

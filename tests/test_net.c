@@ -1068,7 +1068,7 @@ static pid_t serve_rendezvous(const job *j, const char *host) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (crnet__key_parse_hex(j->key, key) != 0 || uv_loop_init(&loop) != 0 ||
         crnet__rendezvous_server_start(&srv, &loop, key, j->size, host, j->port,
-                                       j->init_timeout, on_test_rdv_done,
+                                       j->init_timeout, 10, on_test_rdv_done,
                                        &status) != 0)
       _exit(2);
     uv_run(&loop, UV_RUN_DEFAULT);

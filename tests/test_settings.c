@@ -193,6 +193,20 @@ START_TEST(seconds) {
   bad("CRNET_LIVENESS_TIMEOUT", "0.5",
       "CRNET_LIVENESS_TIMEOUT='0.5' is not a number of seconds (1 or more; "
       "0: the kernel's TCP timeouts)");
+  /* Positive and bounded: 0 would drop every connection at once. */
+  good("CRNET_HANDSHAKE_TIMEOUT", "0.1", 0.1);
+  good("CRNET_HANDSHAKE_TIMEOUT", "2.5", 2.5);
+  good("CRNET_HANDSHAKE_TIMEOUT", "3600", 3600);
+  static const char *const bad_handshake[] = {"0",    "-1",  "abc", "0.05",
+                                              "3601", "1e9", "nan", "2s"};
+  for (size_t i = 0; i < sizeof bad_handshake / sizeof bad_handshake[0]; i++) {
+    char want[160];
+    snprintf(want, sizeof want,
+             "CRNET_HANDSHAKE_TIMEOUT='%s' is not a number of seconds from "
+             "0.1 to 3600",
+             bad_handshake[i]);
+    bad("CRNET_HANDSHAKE_TIMEOUT", bad_handshake[i], want);
+  }
 }
 END_TEST
 
@@ -362,6 +376,10 @@ START_TEST(read_sources) {
                                        fake_lookup, arg, &v, err, sizeof err),
                    0);
   ck_assert(v.source == CRNET__FROM_DEFAULT && v.seconds == 10);
+  ck_assert_int_eq(crnet__setting_read(CRNET__SET_HANDSHAKE_TIMEOUT, NULL,
+                                       fake_lookup, arg, &v, err, sizeof err),
+                   0);
+  ck_assert(v.source == CRNET__FROM_DEFAULT && v.seconds == 10);
   ck_assert_int_eq(crnet__setting_read(CRNET__SET_RENDEZVOUS, NULL,
                                        fake_lookup, arg, &v, err, sizeof err),
                    CRNET_EINVAL);
@@ -379,6 +397,20 @@ START_TEST(read_sources) {
                    0);
   ck_assert_int_eq(all[CRNET__SET_STREAMS].number, 1);
   ck_assert_str_eq(all[CRNET__SET_SCHEDULE + CRNET_COLL_BCAST].text, "auto");
+  /* Every init reads the handshake timeout, and a bad one fails it. */
+  static const char *const bad_hs[] = {"CRNET_HANDSHAKE_TIMEOUT=-1", NULL};
+  ck_assert_int_eq(crnet__settings_read(CRNET__READ_INIT, NULL, fake_lookup,
+                                        (void *)bad_hs, all, err, sizeof err),
+                   CRNET_EINVAL);
+  ck_assert_str_eq(err, "CRNET_HANDSHAKE_TIMEOUT='-1' is not a number of "
+                        "seconds from 0.1 to 3600");
+  static const char *const good_hs[] = {"CRNET_HANDSHAKE_TIMEOUT=0.5", NULL};
+  ck_assert_int_eq(crnet__settings_read(CRNET__READ_INIT, NULL, fake_lookup,
+                                        (void *)good_hs, all, err, sizeof err),
+                   0);
+  ck_assert(all[CRNET__SET_HANDSHAKE_TIMEOUT].source ==
+                CRNET__FROM_ENVIRONMENT &&
+            all[CRNET__SET_HANDSHAKE_TIMEOUT].seconds == 0.5);
 }
 END_TEST
 

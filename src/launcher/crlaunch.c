@@ -383,6 +383,13 @@ static const char *set_by_crlaunch(const struct options *opt, const char *name,
   return buf;
 }
 
+int crnet__launch_rank_setting(const struct options *opt, int id,
+                               crnet__setting_value *out, char *err,
+                               size_t errlen) {
+  struct settings_lookup l = {.opt = opt, .from = NULL};
+  return crnet__setting_read(id, NULL, settings_lookup, &l, out, err, errlen);
+}
+
 int crnet__launch_print_settings(const struct options *opt) {
   struct settings_lookup l = {.opt = opt, .from = NULL};
   int status = 0;

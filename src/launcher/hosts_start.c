@@ -215,6 +215,7 @@ int crnet__launch_serve_rendezvous(struct job *job, const uint8_t *key,
   for (int port = lo; port <= hi && rc != 0; port++) {
     rc = crnet__rendezvous_server_start(&job->rdv, &job->loop, key, job->size,
                                         bind, port, job->opt->init_timeout_s,
+                                        job->opt->handshake_timeout_s,
                                         crnet__launch_on_rdv_done, job);
     if (rc != 0)
       job->rdv = NULL;

@@ -18,6 +18,7 @@
 #include "hosts.h"
 #include "remote.h"
 #include "rendezvous.h"
+#include "settings.h"
 
 #define MAX_RANKS 4096
 #define DEFAULT_INIT_TIMEOUT "60"
@@ -80,6 +81,8 @@ struct options {
   char **argv;        /* the program and its arguments */
   const char *init_timeout_str;
   double init_timeout_s;
+  double handshake_timeout_s; /* CRNET_HANDSHAKE_TIMEOUT, as the ranks get
+                                 it: the rendezvous uses it too */
 };
 
 struct job;
@@ -235,6 +238,15 @@ int crnet__launch_build_env(struct job *job, const char *rendezvous);
  * value on stderr with the library's message. 0, or EXIT_USAGE if any
  * value is bad. */
 int crnet__launch_print_settings(const struct options *opt);
+
+/* Reads setting `id` (settings.h) over the ranks' environment as
+ * --settings shows it (the first -x entry naming it, else crlaunch's own
+ * environment, else the default) with the library's parser, for a
+ * setting crlaunch itself must follow. 0, or CRNET_EINVAL with the
+ * library's message in err. */
+int crnet__launch_rank_setting(const struct options *opt, int id,
+                               crnet__setting_value *out, char *err,
+                               size_t errlen);
 
 /* ---- crlaunch.c: stopping -------------------------------------------- */
 

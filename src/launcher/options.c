@@ -361,5 +361,14 @@ int crnet__launch_parse_options(struct options *opt, int argc, char **argv) {
     return usage_error("CRNET_INIT_TIMEOUT='%s': not a positive number of "
                        "seconds",
                        opt->init_timeout_str);
+  /* The rendezvous served here gives each connection the time to
+   * authenticate that the ranks' own listeners give: the value the ranks
+   * will read, from -x or the environment, which reach them as they are. */
+  crnet__setting_value hs;
+  char why[512];
+  if (crnet__launch_rank_setting(opt, CRNET__SET_HANDSHAKE_TIMEOUT, &hs, why,
+                                 sizeof why) != 0)
+    return usage_error("%s", why);
+  opt->handshake_timeout_s = hs.seconds;
   return -1;
 }

@@ -412,7 +412,8 @@ static void on_mesh_connection(uv_stream_t *server, int status) {
   left = b->deadline > now ? b->deadline - now : 1;
   /* On failure the link closes itself and peer_closed frees p. */
   crnet__link_accept(&p->link, &c->w->loop, server, &mesh_boot_callbacks, b,
-                     c->w->key, c->rank, c->size, left < 10000 ? left : 10000);
+                     c->w->key, c->rank, c->size,
+                     left < c->w->handshake_ms ? left : c->w->handshake_ms);
   crnet__link_set_streams(&p->link, 0, (uint8_t)c->w->streams);
   crnet__link_set_encrypt(&p->link, encrypt_mode(b));
 }
@@ -917,10 +918,10 @@ static int serve_rendezvous(bootstrap *b) {
         uv_ip4_addr("0.0.0.0", s->rdv_port, (struct sockaddr_in *)&at);
     }
   }
-  rc = crnet__rendezvous_server_listen(&b->server, &b->c->w->loop, b->c->w->key,
-                                       b->c->size, (const struct sockaddr *)&at,
-                                       s->init_timeout, on_server_done, b,
-                                       reason, sizeof reason);
+  rc = crnet__rendezvous_server_listen(
+      &b->server, &b->c->w->loop, b->c->w->key, b->c->size,
+      (const struct sockaddr *)&at, s->init_timeout, s->handshake,
+      on_server_done, b, reason, sizeof reason);
   if (rc != 0) {
     b->server = NULL;
     crnet__format_sockaddr((const struct sockaddr *)&at, where, sizeof where);

@@ -232,6 +232,7 @@ static int load_settings(const crnet_config *cfg, crnet__settings *s,
   s->init_timeout = v[CRNET__SET_INIT_TIMEOUT].seconds;
   s->coll_timeout = v[CRNET__SET_TIMEOUT].seconds;
   s->liveness = v[CRNET__SET_LIVENESS_TIMEOUT].seconds;
+  s->handshake = v[CRNET__SET_HANDSHAKE_TIMEOUT].seconds;
   /* Unset: decided from the ranks per core (wait_plan). */
   s->spin_us = v[CRNET__SET_SPIN_US].source == CRNET__FROM_NONE
                    ? -1
@@ -574,6 +575,7 @@ int crnet__comm_init(crnet_comm **out, const crnet_config *cfg,
   c->w->report_stats = s.stats;
   c->w->encrypt = s.encrypt;
   c->w->liveness_ms = (uint64_t)(s.liveness * 1000);
+  c->w->handshake_ms = (uint64_t)(s.handshake * 1000 + 0.5);
   c->w->socket_buffer = s.socket_buffer;
   c->w->transport = s.transport;
   c->w->shm_ring = s.shm_ring;

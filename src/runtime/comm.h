@@ -74,6 +74,7 @@ typedef struct crnet__settings {
   double init_timeout;
   double coll_timeout; /* CRNET_TIMEOUT seconds; 0: none */
   double liveness;     /* CRNET_LIVENESS_TIMEOUT seconds; 0: the kernel's */
+  double handshake;    /* CRNET_HANDSHAKE_TIMEOUT seconds */
   long spin_us; /* -1: decide from the ranks per host (see wait_plan) */
   int host_cpus; /* CRNET_HOST_CPUS: the CPUs this host's ranks share
                     (crlaunch); 0: this process's own */
@@ -207,6 +208,10 @@ typedef struct crnet__world {
   /* What every lazy link needs when it comes up, kept from the settings. */
   bool encrypt;
   uint64_t liveness_ms;
+  /* CRNET_HANDSHAKE_TIMEOUT: how long a connection may take to
+   * authenticate at rank 0's rendezvous, at the mesh listener during the
+   * bootstrap (capped by the init deadline) and on lazy links. */
+  uint64_t handshake_ms;
   int socket_buffer;
   char iface[128];
   uint64_t links_opened; /* mesh links that became ready, for tests */

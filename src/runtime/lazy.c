@@ -27,8 +27,10 @@
  * connections, the lower one on its call. So a dead peer shows as a
  * refused connection (its listener is gone with it), a reset or EOF on the
  * call or the link, and a partitioned one as a connection nobody answers
- * within the handshake timeout: the waiting rank fails with CRNET_EPEER
- * naming the peer, as with the full mesh. A rank whose comm fails closes
+ * within the handshake timeout (CRNET_HANDSHAKE_TIMEOUT, default 10 s,
+ * which also bounds the accepting side's handshake, as in the bootstrap):
+ * the waiting rank fails with CRNET_EPEER naming the peer, as with the
+ * full mesh. A rank whose comm fails closes
  * its listener (so that anyone who connects later is refused at once) and
  * sends the ABORT frame on its calls too, so a rank blocked waiting for it
  * learns the original reason. The ABORT relay reaches every rank linked to
@@ -49,10 +51,6 @@
 #include "log.h"
 #include "netaddr.h"
 
-/* The handshake timeout of lazy connections, both ways: the accepting
- * side's one of the bootstrap, and for an outgoing connection the time
- * after which a peer that never answered the SYN counts as unreachable. */
-#define LAZY_HS_TIMEOUT_MS 10000
 #define LINGER_MS 1000
 /* crnet__lazy_resume renews deadlines only when the loop has not run for
  * this long. */
@@ -151,7 +149,7 @@ static void start_connect(crnet_comm *c, int r, uint8_t role, int k) {
   if (crnet__link_connect_from(&p->link, &c->w->loop, (struct sockaddr *)&ss,
                                from, &loose_callbacks, c, c->w->key,
                                CRNET__HS_MESH, c->rank, r, c->size,
-                               LAZY_HS_TIMEOUT_MS) != 0) {
+                               c->w->handshake_ms) != 0) {
     /* The link closes itself and loose_closed forgets it. */
     crnet__world_lost(c->w, r, p->link.why);
     return;
@@ -227,8 +225,9 @@ static void outgoing_ready(crnet_comm *c, crnet__peer *p, int status) {
     detach(c, p);
     if (!c->w->torn_down && !obsolete) {
       if (status == CRNET_ETIMEDOUT && l->state == CRNET__LINK_HANDSHAKE) {
-        crnet__debug("rank %d accepted but did not answer within %d s: "
-                     "connecting again", r, LAZY_HS_TIMEOUT_MS / 1000);
+        crnet__debug("rank %d accepted but did not answer within %g s: "
+                     "connecting again",
+                     r, (double)c->w->handshake_ms / 1000);
         crnet__lazy_want(c, r);
       } else if (status == CRNET_EAUTH && !transport_failure(l->why)) {
         /* The peer answered but the handshake does not hold: another key,
@@ -240,8 +239,8 @@ static void outgoing_ready(crnet_comm *c, crnet__peer *p, int status) {
                          who, l->why);
       } else if (status == CRNET_ETIMEDOUT) {
         char why[96];
-        snprintf(why, sizeof why, "no answer to the connection within %d s",
-                 LAZY_HS_TIMEOUT_MS / 1000);
+        snprintf(why, sizeof why, "no answer to the connection within %g s",
+                 (double)c->w->handshake_ms / 1000);
         crnet__world_lost(c->w, r, why);
       } else {
         crnet__world_lost(c->w, r, l->why);
@@ -360,7 +359,7 @@ void crnet__lazy_accept(crnet_comm *c) {
   /* On failure the link closes itself and loose_closed frees p. */
   crnet__link_accept(&p->link, &c->w->loop, (uv_stream_t *)&c->w->listener,
                      &loose_callbacks, c, c->w->key, c->rank, c->size,
-                     LAZY_HS_TIMEOUT_MS);
+                     c->w->handshake_ms);
   crnet__link_set_streams(&p->link, 0, (uint8_t)c->w->streams);
   crnet__link_set_encrypt(&p->link, encrypt_mode(c));
 }
@@ -373,7 +372,7 @@ void crnet__lazy_resume(crnet_comm *c) {
   if (uv_now(&c->w->loop) - c->w->loop_seen_ms < LAZY_RESUME_GAP_MS)
     return;
   for (crnet__peer *p = c->w->loose; p != NULL; p = p->loose_next)
-    crnet__link_renew_deadline(&p->link, LAZY_HS_TIMEOUT_MS);
+    crnet__link_renew_deadline(&p->link, c->w->handshake_ms);
 }
 
 static void listener_closed(uv_handle_t *h) {

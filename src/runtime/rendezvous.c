@@ -19,9 +19,6 @@
 #include "log.h"
 #include "netaddr.h"
 
-/* Time a connection may take to authenticate. Generous for loaded machines,
- * short enough that a silent stranger holds nothing for long. */
-#define HANDSHAKE_TIMEOUT_MS 10000
 #define LINGER_MS 2000
 
 typedef struct rdv_conn {
@@ -38,6 +35,7 @@ struct crnet__rendezvous_server {
   uint8_t *key; /* CRNET__KEY_BYTES, in secret memory */
   int size;
   double timeout_s;
+  uint64_t handshake_ms; /* a connection's time to authenticate */
   int nregistered;
   crnet__rendezvous_entry *entries;
   crnet__tuning tuning; /* rank 0's, once it has registered */
@@ -392,7 +390,7 @@ static void on_connection(uv_stream_t *server, int status) {
   /* On failure the link closes itself and conn_closed frees c. */
   crnet__link_accept(&c->link, srv->loop, server, &conn_callbacks, srv,
                      srv->key, CRNET__RANK_RENDEZVOUS, srv->size,
-                     HANDSHAKE_TIMEOUT_MS);
+                     srv->handshake_ms);
   /* Each rank's connection is encrypted if that rank asks for it: the
    * server (in crlaunch, say) need not know the job's CRNET_ENCRYPT, and
    * ranks that disagree are refused on the mesh. */
@@ -446,7 +444,7 @@ int crnet__rendezvous_server_start(crnet__rendezvous_server **out,
                                    uv_loop_t *loop,
                                    const uint8_t key[CRNET__KEY_BYTES],
                                    int size, const char *bind_host, int port,
-                                   double timeout_s,
+                                   double timeout_s, double handshake_s,
                                    crnet__rendezvous_done_cb cb, void *arg) {
   struct sockaddr_storage ss;
   char why[128];
@@ -455,8 +453,8 @@ int crnet__rendezvous_server_start(crnet__rendezvous_server **out,
   if (port < 0 || port > 65535 || parse_bind(bind_host, port, &ss) != 0)
     return CRNET_EINVAL;
   rc = crnet__rendezvous_server_listen(out, loop, key, size,
-                                       (struct sockaddr *)&ss, timeout_s, cb,
-                                       arg, why, sizeof why);
+                                       (struct sockaddr *)&ss, timeout_s,
+                                       handshake_s, cb, arg, why, sizeof why);
   if (rc == CRNET_EIO)
     crnet__log("rendezvous: cannot listen on %s:%d: %s",
                bind_host ? bind_host : "127.0.0.1", port, why);
@@ -467,13 +465,14 @@ int crnet__rendezvous_server_listen(crnet__rendezvous_server **out,
                                     uv_loop_t *loop,
                                     const uint8_t key[CRNET__KEY_BYTES],
                                     int size, const struct sockaddr *addr,
-                                    double timeout_s,
+                                    double timeout_s, double handshake_s,
                                     crnet__rendezvous_done_cb cb, void *arg,
                                     char *why, size_t why_len) {
   crnet__rendezvous_server *srv;
   int rc;
   *out = NULL;
-  if (size < 1 || timeout_s <= 0 || cb == NULL || addr == NULL ||
+  if (size < 1 || timeout_s <= 0 || !(handshake_s > 0) || cb == NULL ||
+      addr == NULL ||
       (addr->sa_family != AF_INET && addr->sa_family != AF_INET6))
     return CRNET_EINVAL;
   srv = crnet__calloc(1, sizeof *srv);
@@ -493,6 +492,7 @@ int crnet__rendezvous_server_listen(crnet__rendezvous_server **out,
   memcpy(srv->key, key, CRNET__KEY_BYTES);
   srv->size = size;
   srv->timeout_s = timeout_s;
+  srv->handshake_ms = (uint64_t)(handshake_s * 1000.0 + 0.5);
   srv->cb = cb;
   srv->arg = arg;
   uv_tcp_init(loop, &srv->listener);

@@ -132,13 +132,15 @@ typedef void (*crnet__rendezvous_done_cb)(crnet__rendezvous_server *srv,
 
 /* Listens on bind_host (numeric IPv4/IPv6, or NULL for 127.0.0.1) at `port`
  * (0: any) and serves a job of `size` ranks. timeout_s bounds the wait for
- * registrations. 0 or a negative code (CRNET_EIO when it cannot listen,
- * CRNET_EINVAL for bad arguments, CRNET_ENOMEM). */
+ * registrations; handshake_s (CRNET_HANDSHAKE_TIMEOUT, > 0) is the time
+ * each connection has to authenticate before it is dropped. 0 or a
+ * negative code (CRNET_EIO when it cannot listen, CRNET_EINVAL for bad
+ * arguments, CRNET_ENOMEM). */
 int crnet__rendezvous_server_start(crnet__rendezvous_server **out,
                                    uv_loop_t *loop,
                                    const uint8_t key[CRNET__KEY_BYTES],
                                    int size, const char *bind_host, int port,
-                                   double timeout_s,
+                                   double timeout_s, double handshake_s,
                                    crnet__rendezvous_done_cb cb, void *arg);
 
 /* The same on a socket address (IPv4 or IPv6, port 0: any). The wildcard
@@ -149,7 +151,7 @@ int crnet__rendezvous_server_listen(crnet__rendezvous_server **out,
                                     uv_loop_t *loop,
                                     const uint8_t key[CRNET__KEY_BYTES],
                                     int size, const struct sockaddr *addr,
-                                    double timeout_s,
+                                    double timeout_s, double handshake_s,
                                     crnet__rendezvous_done_cb cb, void *arg,
                                     char *why, size_t why_len);
 

@@ -114,6 +114,19 @@ const crnet__setting crnet__settings_table[CRNET__SETTING_COUNT] = {
         .read_by = "comm.c",
         .doc = "seconds a mesh link may go unanswered before the peer counts "
                "as lost (docs/RELIABILITY.md)"},
+    /* Generous for a loaded host or a slow WAN link, short enough that a
+     * silent stranger holds a connection for little time; a test or a
+     * strict deployment may shorten it. */
+    [CRNET__SET_HANDSHAKE_TIMEOUT] = {
+        .name = "CRNET_HANDSHAKE_TIMEOUT",
+        .type = CRNET__SETTING_SECONDS,
+        .group = CRNET__READ_INIT,
+        .default_value = "10",
+        .lo = 0.1,
+        .hi = 3600,
+        .read_by = "comm.c, crlaunch",
+        .doc = "seconds a connection may take to authenticate before the "
+               "rendezvous, a mesh listener or a lazy link drops it"},
     [CRNET__SET_SPIN_US] = {
         .name = "CRNET_SPIN_US",
         .type = CRNET__SETTING_INTEGER,
@@ -467,6 +480,9 @@ void crnet__setting_accepts(int id, char *buf, size_t len) {
                row->zero);
     else if (row->zero != NULL)
       snprintf(buf, len, "a number of seconds (0: %s)", row->zero);
+    else if (row->lo > 0)
+      snprintf(buf, len, "a number of seconds from %g to %g", row->lo,
+               row->hi);
     else
       snprintf(buf, len, "a number of seconds");
     break;

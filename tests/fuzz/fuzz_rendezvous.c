@@ -265,7 +265,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   memset(nregistered, 0, sizeof nregistered);
   raw_sent = false;
   if (crnet__rendezvous_server_start(&srv, &loop, fuzz_key, jobsize,
-                                     "127.0.0.1", 0, 3600, on_done, NULL) != 0)
+                                     "127.0.0.1", 0, 3600, 10, on_done,
+                                     NULL) != 0)
     fuzz_fail("cannot start the rendezvous");
   port = crnet__rendezvous_server_port(srv);
 

@@ -13,6 +13,11 @@
  *   launcher_rank key                check the job key's handling (below)
  *   launcher_rank yes                print lines until killed
  *   launcher_rank cpus               "R cpus=A,B,..." the CPUs it may run on
+ *   launcher_rank silent             rank 0 connects to CRNET_RENDEZVOUS (an
+ *                                    IPv4 address), says nothing and prints
+ *                                    "0 dropped after S s" once the
+ *                                    rendezvous closes it (at most 60 s);
+ *                                    the others exit at once
  *
  * With CRLT_DIR set, every rank first creates CRLT_DIR/pid.R.PID, so the test
  * can check that no rank outlives crlaunch; in stubborn mode the file is made
@@ -22,14 +27,19 @@
  * payload length, then L letters that follow from (R, S, I), so the reader
  * can check every line is whole and unmixed.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static int rank = -1;
@@ -168,6 +178,53 @@ static int mode_key(void) {
   return 0;
 }
 
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The stranger a rendezvous must drop at its handshake deadline. */
+static int mode_silent(void) {
+  const char *at = getenv("CRNET_RENDEZVOUS");
+  const char *colon = at != NULL ? strrchr(at, ':') : NULL;
+  struct sockaddr_in a = {.sin_family = AF_INET};
+  char host[64];
+  if (rank != 0)
+    return 0;
+  if (colon == NULL || (size_t)(colon - at) >= sizeof host) {
+    fprintf(stderr, "launcher_rank: CRNET_RENDEZVOUS '%s'\n",
+            at != NULL ? at : "(unset)");
+    return 1;
+  }
+  memcpy(host, at, (size_t)(colon - at));
+  host[colon - at] = '\0';
+  a.sin_port = htons((uint16_t)atoi(colon + 1));
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0 || inet_pton(AF_INET, host, &a.sin_addr) != 1 ||
+      connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+    fprintf(stderr, "launcher_rank: cannot connect to %s: %s\n", at,
+            strerror(errno));
+    return 1;
+  }
+  double t0 = now_s();
+  for (;;) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    char buf[256];
+    int left = (int)((t0 + 60 - now_s()) * 1000);
+    if (left <= 0 || poll(&p, 1, left) <= 0) {
+      fprintf(stderr, "launcher_rank: still connected after 60 s\n");
+      return 1;
+    }
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n == 0 || (n < 0 && errno == ECONNRESET))
+      break;
+  }
+  printf("0 dropped after %.3f s\n", now_s() - t0);
+  close(fd);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const char *r = getenv("CRNET_RANK");
   const char *s = getenv("CRNET_SIZE");
@@ -237,6 +294,8 @@ int main(int argc, char **argv) {
   }
   if (strcmp(mode, "key") == 0)
     return mode_key();
+  if (strcmp(mode, "silent") == 0)
+    return mode_silent();
   if (strcmp(mode, "yes") == 0) {
     for (long i = 0;; i++)
       printf("rank %d line %ld\n", rank, i);

@@ -257,7 +257,9 @@ timeout -k 5 60 "$crlaunch" --ssh "$tmp/ssh" --hosts 10.79.0.2:2,10.79.0.3:2,10.
   "$idle_wait" 60000 >"$tmp/out" 2>"$tmp/err" &
 launcher=$!
 victim=""
-for _ in $(seq 100); do
+# The waits below poll for what they wait for, every 0.1 s for up to 30 s
+# (a loaded machine may take that long to start six ranks over SSH).
+for _ in $(seq 300); do
   for pid in $(ip netns pids "$ns2"); do
     [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = idle_wait ] && victim=$pid && break
   done
@@ -266,7 +268,7 @@ for _ in $(seq 100); do
 done
 # Every rank started (then each is in init or its barrier).
 n=0
-for _ in $(seq 100); do
+for _ in $(seq 300); do
   n=$(count_ranks idle_wait)
   [ "$n" -eq 6 ] && break
   sleep 0.1
@@ -274,7 +276,7 @@ done
 [ "$n" -eq 6 ] || fail "only $n of 6 ranks started"
 # Every rank has passed the rendezvous, so crlaunch and each agent have
 # removed their key files (all in /tmp here: the hosts share it).
-for _ in $(seq 100); do
+for _ in $(seq 300); do
   keydirs_now=$(ls -d "${TMPDIR:-/tmp}"/crlaunch-* /tmp/crlaunch-* 2>/dev/null | sort -u)
   [ "$keydirs_now" = "$keydirs_before" ] && break
   sleep 0.1
@@ -308,7 +310,7 @@ check_sockets() {
   done
 }
 # The full mesh of 6 ranks: 15 connections, 30 ends.
-for _ in $(seq 100); do
+for _ in $(seq 300); do
   check_sockets
   [ -n "$bad_sockets" ] || [ "$nsock" -ge 30 ] && break
   sleep 0.1
@@ -364,7 +366,7 @@ grep -q "lost rank [23] on host2" "$tmp/err" &&
   --timeout 60 "$idle_wait" 60000 >"$tmp/out" 2>"$tmp/err" &
 launcher=$!
 n=0
-for _ in $(seq 100); do
+for _ in $(seq 300); do
   n=$(count_ranks idle_wait)
   [ "$n" -eq 6 ] && break
   sleep 0.1
@@ -446,7 +448,7 @@ fi
   "$launcher_rank" sleep 60 >"$tmp/out" 2>"$tmp/err" &
 launcher=$!
 n=0
-for _ in $(seq 100); do
+for _ in $(seq 300); do
   n=$(count_ranks launcher_rank)
   [ "$n" -eq 3 ] && break
   sleep 0.1
@@ -474,7 +476,7 @@ if timing_cases "a silent crlaunch"; then
   -x CRNET_AGENT_SILENCE=6 "$launcher_rank" sleep 60 >"$tmp/out" 2>"$tmp/err" &
 launcher=$!
 n=0
-for _ in $(seq 100); do
+for _ in $(seq 300); do
   n=$(count_ranks launcher_rank)
   [ "$n" -eq 2 ] && break
   sleep 0.1

@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -193,6 +194,52 @@ bool report_await(int rank, double seconds) {
     usleep(1000);
   }
   return true;
+}
+
+pid_t thread_id(void) { return (pid_t)syscall(SYS_gettid); }
+
+/* Field 3 of a /proc stat file (the scheduler state), or 0 if there is no
+ * such file (the process is gone). */
+static char proc_state(const char *path) {
+  FILE *f = fopen(path, "r");
+  char line[512], *close_paren, state = 0;
+  if (f == NULL)
+    return 0;
+  /* The command name (field 2) is in parentheses and may hold spaces. */
+  if (fgets(line, sizeof line, f) != NULL &&
+      (close_paren = strrchr(line, ')')) != NULL && close_paren[1] == ' ')
+    state = close_paren[2];
+  fclose(f);
+  return state;
+}
+
+bool thread_asleep_await(pid_t tid, double seconds) {
+  double until = now_s() + seconds;
+  char path[64];
+  int asleep = 0;
+  snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
+  /* Twice in a row, 5 ms apart: a thread that blocks only for a moment on
+   * its way (a lock another thread holds) is running again by then. */
+  while ((asleep = proc_state(path) == 'S' ? asleep + 1 : 0) < 2) {
+    if (now_s() > until)
+      return false;
+    usleep(5000);
+  }
+  return true;
+}
+
+bool process_gone_await(pid_t pid, double seconds) {
+  double until = now_s() + seconds;
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  for (;;) {
+    char st = proc_state(path);
+    if (st == 0 || st == 'Z' || st == 'X')
+      return true;
+    if (now_s() > until)
+      return false;
+    usleep(1000);
+  }
 }
 
 void report_call(int rank, crnet_comm *c, int rc) {

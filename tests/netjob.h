@@ -82,6 +82,8 @@ typedef struct rank_report {
   double t_event;  /* a time the rank noted (its kill, its callback) */
   int flag;
   int go; /* report_raise: another rank may go on */
+  int pid;  /* the rank's process id, for process_gone_await */
+  int seen; /* the rank saw the state its test waits for (a test's own) */
   char errmsg[512];
 } rank_report;
 
@@ -91,6 +93,16 @@ rank_report *reports_map(void);
  * `seconds`: true if it came. Synchronisation without a guessed sleep. */
 void report_raise(int rank);
 bool report_await(int rank, double seconds);
+/* The calling thread's id, for thread_asleep_await. */
+pid_t thread_id(void);
+/* Waits up to `seconds` until thread tid of this process is asleep ('S' in
+ * /proc/self/task/<tid>/stat, twice 5 ms apart): blocked in a wait, not
+ * running towards it. True if it was seen so. */
+bool thread_asleep_await(pid_t tid, double seconds);
+/* Waits up to `seconds` until process pid has ended (a zombie, or gone):
+ * its sockets are closed and what it wrote into them is on their way.
+ * True if it has. */
+bool process_gone_await(pid_t pid, double seconds);
 /* Notes a call's result and the comm's message in rank's report (and on
  * stderr when it failed). */
 void report_call(int rank, crnet_comm *c, int rc);

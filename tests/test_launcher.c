@@ -730,13 +730,37 @@ START_TEST(test_sigterm_stops_ranks) {
 }
 END_TEST
 
+/* Whether crlaunch's stderr has said `what`, polling up to `limit`
+ * seconds. */
+static int stderr_says(const struct run *r, const char *what, double limit) {
+  double deadline = now_s() + limit;
+  char path[512];
+  path_in(path, sizeof path, r, "stderr");
+  for (;;) {
+    char *text = read_file(path);
+    int found = strstr(text, what) != NULL;
+    free(text);
+    if (found || now_s() > deadline)
+      return found;
+    sleep_ms(5);
+  }
+}
+
 START_TEST(test_second_sigint_kills) {
+  /* crlaunch says when it has taken a signal (CRNET_DEBUG). */
+  static const char *const env[] = {"CRNET_DEBUG=1", NULL};
+  struct how how = {.env = env};
   struct run r;
-  start(&r, NULL, "-n", "2", "@RANK", "stubborn", NULL);
+  start(&r, &how, "-n", "2", "@RANK", "stubborn", NULL);
   wait_for_ranks(&r, 2, 5);
   kill(r.pid, SIGINT);
+  /* The second SIGINT goes only once crlaunch has taken the first: two
+   * sent back to back may arrive as one. */
+  ck_assert_msg(stderr_says(&r, "got signal 2 ", 10),
+                "crlaunch never said it got the first SIGINT");
+  /* The ranks ignore SIGINT, so the job must still be there a while
+   * later... */
   sleep_ms(300);
-  /* The ranks ignore SIGINT, so the job must still be there... */
   ck_assert_msg(!try_reap(&r), "crlaunch exited after one SIGINT");
   pid_t pids[4];
   ck_assert_int_eq(rank_pids(&r, pids, 4), 2);

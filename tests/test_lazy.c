@@ -24,6 +24,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -31,7 +32,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include "check_main.h"
@@ -47,6 +47,7 @@ typedef struct lazy_report {
   uint64_t opened;    /* c->w->links_opened */
   int sockets;        /* TCP/Unix sockets among the process's descriptors */
   bool lazy;          /* the job's choice */
+  int pid;            /* the rank's process */
   char errmsg[512];
 } report;
 
@@ -331,23 +332,25 @@ static int rank_stranger(int rank, int p, void *arg) {
   /* Rank 1's loop reads the garbage while it runs: during the calls above
    * or the barriers here, which every rank makes (a collective only rank 1
    * made would be a mismatch), until rank 1 sees the stranger closed. The
-   * others learn that from the allreduce, so all leave the loop together. */
-  if (fd >= 0) {
-    struct timeval tv = {.tv_sec = 5};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  }
+   * others learn that from the allreduce, so all leave the loop together.
+   * Between turns rank 1 waits up to 10 ms for the stranger's socket to
+   * say something (its close ends the wait at once); the others wait in
+   * the next allreduce. */
   for (int i = 0; rc == 0 && !all_closed; i++) {
     if (fd >= 0 && !closed) {
       char buf[64];
       ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
       closed = n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
     }
-    if (fd < 0 || closed || i == 200)
-      closed = 1; /* after 200 turns: rank 1 stops the loop, and fails */
+    if (fd < 0 || closed || i == 1000)
+      closed = 1; /* after 1000 turns: rank 1 stops the loop, and fails */
     rc = crnet_allreduce(c, &closed, &all_closed, 1, CRNET_INT32, CRNET_MIN);
     if (rc == 0 && !all_closed) {
       rc = crnet_barrier(c);
-      usleep(10000);
+      if (fd >= 0) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        (void)poll(&pfd, 1, 10);
+      }
     }
   }
   if (fd >= 0) {
@@ -419,12 +422,21 @@ static int rank_early_death(int rank, int p, void *arg) {
   (void)p;
   (void)arg;
   setenv("CRNET_LAZY_LINKS", "1", 1);
+  /* Before init, which no rank leaves before every rank has begun it. */
+  __atomic_store_n(&reports[rank].pid, (int)getpid(), __ATOMIC_RELEASE);
   if ((rc = crnet_comm_init(&c, NULL)) != 0)
     return err_exit(rc);
   if (rank == EARLY_DEAD)
     _exit(EXIT_OK);
-  /* Long enough that rank 5's process is gone. */
-  usleep(100000);
+  /* Until rank 5's process is gone: its listener is closed then, and a
+   * connection to it is refused. */
+  int dead = __atomic_load_n(&reports[EARLY_DEAD].pid, __ATOMIC_ACQUIRE);
+  if (dead <= 0 || !process_gone_await(dead, 30)) {
+    fprintf(stderr, "rank %d: rank %d (pid %d) still runs 30 s after init\n",
+            rank, EARLY_DEAD, dead);
+    crnet_comm_destroy(c);
+    return EXIT_FAIL;
+  }
   double t0 = now_s();
   for (int i = 0; rc == 0 && i < 1000; i++)
     rc = crnet_allreduce(c, CRNET_IN_PLACE, v, 4096, CRNET_FLOAT, CRNET_SUM);

@@ -462,10 +462,11 @@ END_TEST
 
 /* A large receive into memory the program never touched has its pages
  * faulted in when it is posted, before any byte arrives (link.c,
- * prefault), and the memory around it keeps its contents. Rank 1 (the
- * root of a bcast) waits before sending; rank 0 begins the bcast into the
- * second half of a fresh mapping whose first half holds data, and looks
- * at once (mincore) whether the pages are there. */
+ * prefault), and the memory around it keeps its contents. Rank 0 begins
+ * the bcast into the second half of a fresh mapping whose first half
+ * holds data, and looks at once (mincore) whether the pages are there;
+ * rank 1 (the root) sends only once rank 0 has looked (its signal), so no
+ * byte can have arrived before. */
 static int rank_cold_receive(int rank, int size, void *arg) {
   const size_t n = (size_t)32 << 20, page = (size_t)sysconf(_SC_PAGESIZE);
   const size_t pages = n / page;
@@ -492,14 +493,18 @@ static int rank_cold_receive(int rank, int size, void *arg) {
     return EXIT_FAIL;
   rc = crnet_barrier(c);
   if (rc == 0 && rank == 1) {
-    struct timespec later = {0, 300 * 1000000L};
-    nanosleep(&later, NULL);
-    rc = crnet_bcast(c, buf + n, n, CRNET_BYTE, 1);
+    if (!report_await(0, 30)) {
+      fprintf(stderr, "rank 1: rank 0 never posted its receive\n");
+      rc = CRNET_EIO;
+    }
+    if (rc == 0)
+      rc = crnet_bcast(c, buf + n, n, CRNET_BYTE, 1);
   } else if (rc == 0) {
     rc = crnet_ibcast(c, buf + n, n, CRNET_BYTE, 1, &req);
     if (rc == 0 && mincore(buf + n, n, in_core) == 0)
       for (size_t i = 0; i < pages; i++)
         resident += in_core[i] & 1;
+    report_raise(0);
     if (rc == 0)
       rc = crnet_wait(&req);
     if (rc == 0 && resident < pages - 2) {
@@ -522,6 +527,7 @@ static int rank_cold_receive(int rank, int size, void *arg) {
 
 START_TEST(cold_receive_is_faulted_in_first) {
   job j;
+  reports_map();
   job_init(&j, 2, 20);
   run_job(&j, rank_cold_receive, NULL, 60);
   ck_assert_int_eq(exit_code(&j, 0), EXIT_OK);

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "check_main.h"
+#include "comm.h" /* the left case reads whether a goodbye came */
 #include "crnet.h"
 #include "netjob.h"
 
@@ -415,10 +416,9 @@ static int rank_failure(int rank, int size, void *arg) {
   (void)arg;
   (void)size;
   CALL(crnet_barrier(c));
-  reports[rank].flag = 1;
+  report_raise(rank);
   if (rank == 1) {
-    while (__atomic_load_n(&reports[0].flag, __ATOMIC_ACQUIRE) == 0)
-      usleep(1000);
+    FAIL_IF(!report_await(0, 30), "rank 0 never left its barrier");
     reports[rank].t_event = now_s();
     raise(SIGKILL);
   }
@@ -476,22 +476,23 @@ static int rank_abort_then_write(int rank, int size, void *arg) {
     /* Every rank counts the same turns: they stop together. */
     FAIL_IF(turn == 100000, "the link never moved to shared memory");
   }
+  reports[rank].pid = (int)getpid();
   CALL(crnet_barrier(c));
   if (rank == 1)
-    __atomic_store_n(&reports[1].flag, 1, __ATOMIC_RELEASE);
+    report_raise(1);
   if (rank == 0) {
-    while (__atomic_load_n(&reports[1].flag, __ATOMIC_ACQUIRE) == 0)
-      usleep(1000); /* rank 1's barrier is over */
+    FAIL_IF(!report_await(1, 30), "rank 1 never left its barrier");
     crnet_comm_abort(c, 9);
     crnet_comm_destroy(c);
-    __atomic_store_n(&reports[0].flag, 1, __ATOMIC_RELEASE);
     return EXIT_OK;
   }
-  while (__atomic_load_n(&reports[0].flag, __ATOMIC_ACQUIRE) == 0)
-    usleep(1000);
-  usleep(200000); /* its ABORT is here */
-  /* Until its process is gone and a write meets the closed connection (a
-   * loaded machine may take a while to end it): up to 5 s. */
+  /* Once rank 0's process is gone, its ABORT (written before its destroy
+   * returned) is in this rank's socket or ring, unread, and its end of the
+   * connection is closed. */
+  FAIL_IF(reports[0].pid <= 0 || !process_gone_await(reports[0].pid, 30),
+          "rank 0 (pid %d) still runs 30 s after its barrier", reports[0].pid);
+  /* Until a write meets the closed connection (the first may still go
+   * out, the reset comes back): up to 5 s. */
   for (int i = 0; i < 500 && rc == 0; i++) {
     rc = crnet_send(c, &x, 1, CRNET_INT64, 0, 0);
     if (rc == 0)
@@ -548,16 +549,27 @@ static int rank_left(int rank, int size, void *arg) {
     /* Only once the others are out of the barrier: leaving while one of
      * them is still in it, a receive from rank 2 posted, fails their
      * world there (rightly), not in the calls this test looks at. */
-    while (__atomic_load_n(&reports[0].flag, __ATOMIC_ACQUIRE) == 0 ||
-           __atomic_load_n(&reports[1].flag, __ATOMIC_ACQUIRE) == 0)
-      usleep(1000);
+    FAIL_IF(!report_await(0, 30) || !report_await(1, 30),
+            "ranks 0 and 1 never left their barrier");
     crnet_comm_destroy(c);
     return EXIT_OK;
   }
-  __atomic_store_n(&reports[rank].flag, 1, __ATOMIC_RELEASE);
-  usleep(100000); /* rank 2's goodbye is here */
-  for (int i = 0; i < 20; i++)
-    CALL(crnet_allreduce(sub, &v, &sum, 1, CRNET_INT64, CRNET_SUM));
+  report_raise(rank);
+  /* Posted after the goodbye: only once both have read it (the loop runs
+   * in the calls on sub), so that the receive cannot be posted before it
+   * came. They count the same turns and stop together. (A receive posted
+   * before fails the world at the goodbye, which may close the link the
+   * flag is on: that case needs no wait.) */
+  for (int turn = 0; !posted_before; turn++) {
+    const crnet__peer *p2 = *crnet__comm_link(c, 2, 0);
+    int64_t both = 0;
+    int64_t mine =
+        p2 != NULL && __atomic_load_n(&p2->got_bye, __ATOMIC_ACQUIRE);
+    CALL(crnet_allreduce(sub, &mine, &both, 1, CRNET_INT64, CRNET_MIN));
+    if (both)
+      break;
+    FAIL_IF(turn == 100000, "rank 2's goodbye never came");
+  }
   reports[rank].t_event = now_s();
   rc = r != NULL ? crnet_wait(&r)
                  : crnet_recv(c, &x, 1, CRNET_INT64, 2, 4, NULL);
@@ -859,18 +871,24 @@ typedef struct late_send {
   size_t bytes;
   int tag;
   int rc;
+  pid_t receiver; /* the thread in crnet_recv */
+  bool asleep;    /* it was seen asleep there before the send */
 } late_send;
 
+/* Sends once the receiving thread is asleep in crnet_recv, which posts the
+ * receive before it waits (not after a guessed pause: then the send might
+ * come first, and the case would test a message that came before its
+ * receive). In a job of one nothing else of crnet runs, and nothing else
+ * puts that thread to sleep. */
 static void *send_later(void *arg) {
   late_send *ls = arg;
   uint8_t *b = malloc(ls->bytes);
-  struct timespec ts = {0, 200 * 1000 * 1000};
   if (b == NULL) {
     ls->rc = CRNET_ENOMEM;
     return NULL;
   }
   memset(b, 0x5c, ls->bytes);
-  nanosleep(&ts, NULL);
+  ls->asleep = thread_asleep_await(ls->receiver, 30);
   ls->rc = crnet_send(ls->c, b, ls->bytes, CRNET_BYTE, 0, ls->tag);
   free(b);
   return NULL;
@@ -884,7 +902,11 @@ START_TEST(receive_from_oneself_waits_for_another_thread) {
   ck_assert_int_eq(crnet_comm_init(&c, NULL), 0);
   for (size_t i = 0; i < 2; i++)
     for (int any = 0; any < 2; any++) {
-      late_send ls = {c, sizes[i], (int)(2 * i + (size_t)any), -1};
+      late_send ls = {.c = c,
+                      .bytes = sizes[i],
+                      .tag = (int)(2 * i + (size_t)any),
+                      .rc = -1,
+                      .receiver = thread_id()};
       uint8_t *b = calloc(1, sizes[i]);
       crnet_status st;
       pthread_t t;
@@ -896,6 +918,10 @@ START_TEST(receive_from_oneself_waits_for_another_thread) {
                     "%zu bytes%s: %s", sizes[i], any ? " (any source)" : "",
                     crnet_comm_errmsg(c));
       pthread_join(t, NULL);
+      ck_assert_msg(ls.asleep,
+                    "%zu bytes: the receiving thread was not seen asleep "
+                    "in crnet_recv within 30 s",
+                    sizes[i]);
       ck_assert_int_eq(ls.rc, 0);
       ck_assert_int_eq(st.source, 0);
       ck_assert_int_eq(st.tag, ls.tag);
@@ -913,12 +939,13 @@ END_TEST
 typedef struct late_cancel {
   crnet_request *r;
   int rc;
+  pid_t waiter; /* the thread in crnet_wait */
+  bool asleep;  /* it was seen asleep there before the cancel */
 } late_cancel;
 
 static void *cancel_later(void *arg) {
   late_cancel *lc = arg;
-  struct timespec ts = {0, 100 * 1000 * 1000};
-  nanosleep(&ts, NULL);
+  lc->asleep = thread_asleep_await(lc->waiter, 30);
   lc->rc = crnet_cancel(lc->r);
   return NULL;
 }
@@ -974,7 +1001,7 @@ START_TEST(cancel_ends_an_unmatched_receive) {
   ck_assert_int_eq(crnet_wait(&r), 0);
   /* Another thread's cancel ends a wait that nothing else would. */
   {
-    late_cancel lc = {NULL, -1};
+    late_cancel lc = {NULL, -1, thread_id(), false};
     pthread_t t;
     ck_assert_int_eq(
         crnet_irecv(c, &y, 1, CRNET_INT64, CRNET_ANY_SOURCE, 3, &st, &lc.r), 0);
@@ -982,6 +1009,7 @@ START_TEST(cancel_ends_an_unmatched_receive) {
     ck_assert_int_eq(pthread_create(&t, NULL, cancel_later, &lc), 0);
     ck_assert_int_eq(crnet_wait(&r), CRNET_ECANCELED);
     pthread_join(t, NULL);
+    ck_assert_msg(lc.asleep, "the wait was not seen asleep within 30 s");
     ck_assert_int_eq(lc.rc, 0);
   }
   ck_assert_int_eq(crnet_comm_destroy(c), 0);

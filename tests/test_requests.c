@@ -33,9 +33,11 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "check_main.h"
+#include "comm.h"
 #include "crnet.h"
 #include "netjob.h"
 
@@ -481,9 +483,10 @@ START_TEST(no_progress_thread_no_progress_outside_calls) {
 }
 END_TEST
 
-/* The progress thread sleeps while it waits: rank 0 starts a call that
- * rank 1 joins only a second later, and sleeps meanwhile; the CPU time its
- * process spends in that second (both threads) stays near zero. */
+/* The progress thread sleeps while it waits: rank 0 starts a call and
+ * sleeps a second; rank 1 joins only once that second is over (rank 0's
+ * signal), so nothing arrives in it; the CPU time rank 0's process spends
+ * in that second (both threads) stays near zero. */
 static int rank_idle(int rank, int size, void *arg) {
   crnet_config cfg;
   crnet_comm *c;
@@ -496,8 +499,10 @@ static int rank_idle(int rank, int size, void *arg) {
   if (rc != 0)
     return err_exit(rc);
   rc = crnet_barrier(c);
-  if (rc == 0 && rank == 1)
-    usleep(1200000);
+  if (rc == 0 && rank == 1 && !report_await(0, 30)) {
+    fprintf(stderr, "rank 1: rank 0's second never ended\n");
+    rc = CRNET_EIO;
+  }
   if (rc == 0)
     rc = crnet_iallreduce(c, &v, &sum, 1, CRNET_INT32, CRNET_SUM, &r);
   if (rc == 0 && rank == 0) {
@@ -510,7 +515,10 @@ static int rank_idle(int rank, int size, void *arg) {
         (double)(b.ru_stime.tv_sec - a.ru_stime.tv_sec) +
         (double)(b.ru_utime.tv_usec - a.ru_utime.tv_usec) / 1e6 +
         (double)(b.ru_stime.tv_usec - a.ru_stime.tv_usec) / 1e6;
+    report_raise(0);
   }
+  if (rank == 0 && rc != 0)
+    report_raise(0); /* rank 1 need not wait 30 s to fail too */
   if (rc == 0)
     rc = crnet_wait(&r);
   if (rc == 0 && sum != size)
@@ -614,7 +622,6 @@ static int rank_killed(int rank, int size, void *arg) {
   crnet_request *reqs[NKILL];
   static double buf[NKILL][1 << 16];
   int rc;
-  (void)size;
   (void)arg;
   rc = crnet_comm_init(&c, NULL);
   if (rc != 0)
@@ -623,9 +630,18 @@ static int rank_killed(int rank, int size, void *arg) {
   for (int i = 0; i < NKILL && rc == 0; i++)
     rc = crnet_iallreduce(c, CRNET_IN_PLACE, buf[i], 1 << 16, CRNET_DOUBLE,
                           CRNET_SUM, &reqs[i]);
+  if (rc == 0 && rank != KILLED)
+    report_raise(rank);
   if (rank == KILLED) {
-    /* Dies with its requests (and everyone else's) in flight. */
-    usleep(20000);
+    /* Dies with its requests and everyone else's in flight: once every
+     * other rank has started all of its own (none can complete without
+     * this rank). */
+    for (int r = 0; r < size; r++)
+      if (r != KILLED && !report_await(r, 30)) {
+        fprintf(stderr, "rank %d: rank %d never started its requests\n", rank,
+                r);
+        _exit(EXIT_FAIL);
+      }
     reports[rank].t_event = now_s();
     raise(SIGKILL);
   }
@@ -644,6 +660,11 @@ START_TEST(killed_rank_fails_every_request) {
   reports = reports_map();
   job_init(&j, 4, 20);
   run_job(&j, rank_killed, NULL, 30);
+  ck_assert_msg(WIFSIGNALED(j.status[KILLED]) &&
+                    WTERMSIG(j.status[KILLED]) == SIGKILL,
+                "rank %d was not killed (exited %d): the others' requests "
+                "were never all in flight",
+                KILLED, exit_code(&j, KILLED));
   for (int r = 0; r < 4; r++) {
     const char *m = reports[r].errmsg;
     double dt = reports[r].returned - reports[KILLED].t_event;
@@ -748,9 +769,10 @@ START_TEST(destroy_refuses_while_in_flight) {
 }
 END_TEST
 
-/* CRNET_TIMEOUT=1: rank 1 starts its call 3 s late; rank 0's request,
- * started at once and then left alone while rank 0 computes for 1.5 s,
- * times out counted from its start. */
+/* CRNET_TIMEOUT=1: rank 1 starts its call only once rank 0's has timed
+ * out (rank 0's signal); rank 0's request, started at once and then left
+ * alone while rank 0 computes for 1.5 s, times out counted from its
+ * start. */
 static int rank_timeout(int rank, int size, void *arg) {
   crnet_comm *c;
   crnet_request *r;
@@ -761,8 +783,11 @@ static int rank_timeout(int rank, int size, void *arg) {
   rc = crnet_comm_init(&c, NULL);
   if (rc != 0)
     return err_exit(rc);
-  if (rank == 1)
-    usleep(3000000);
+  if (rank == 1 && !report_await(0, 30)) {
+    fprintf(stderr, "rank 1: rank 0's wait never returned\n");
+    crnet_comm_destroy(c);
+    return EXIT_FAIL;
+  }
   reports[rank].t_event = now_s();
   rc = crnet_iallreduce(c, &v, &sum, 1, CRNET_INT32, CRNET_SUM, &r);
   if (rc == 0 && rank == 0)
@@ -770,6 +795,8 @@ static int rank_timeout(int rank, int size, void *arg) {
   if (rc == 0)
     rc = crnet_wait(&r);
   report_call(rank, c, rc);
+  if (rank == 0)
+    report_raise(0);
   crnet_comm_destroy(c);
   return err_exit(rc);
 }
@@ -800,12 +827,20 @@ static int rank_abort(int rank, int size, void *arg) {
   if (rc != 0)
     return err_exit(rc);
   if (rank == 2) {
-    usleep(200000);
+    /* Once the others' requests are in flight (they cannot complete
+     * without this rank). */
+    for (int q = 0; q < 2; q++)
+      if (!report_await(q, 30)) {
+        fprintf(stderr, "rank 2: rank %d never started its call\n", q);
+        _exit(EXIT_FAIL);
+      }
     crnet_comm_abort(c, 5);
     crnet_comm_destroy(c);
     return EXIT_OK;
   }
   rc = crnet_iallreduce(c, &v, &sum, 1, CRNET_INT32, CRNET_SUM, &r);
+  if (rc == 0)
+    report_raise(rank);
   if (rc == 0)
     rc = crnet_wait(&r);
   report_call(rank, c, rc);
@@ -819,6 +854,8 @@ START_TEST(abort_completes_requests) {
   reports = reports_map();
   job_init(&j, 3, 20);
   run_job(&j, rank_abort, NULL, 30);
+  ck_assert_msg(exit_code(&j, 2) == EXIT_OK, "rank 2 exited %d",
+                exit_code(&j, 2));
   for (int r = 0; r < 2; r++) {
     ck_assert_msg(exit_code(&j, r) == err_exit(CRNET_EABORTED),
                   "rank %d exited %d: %s", r, exit_code(&j, r),
@@ -873,12 +910,22 @@ START_TEST(abort_completes_own_requests) {
 END_TEST
 
 /* A watchdog thread aborts while the main thread waits for a peer that
- * does not come (rank 1 starts its call 5 s late): the wait returns
- * CRNET_EABORTED at once, whoever runs the loop. */
+ * does not come (rank 1 starts its call only once rank 0's wait has
+ * returned): the wait returns CRNET_EABORTED at once, whoever runs the
+ * loop. The watchdog aborts once the main thread is seen asleep in its
+ * wait (it notes in `seen` whether it was). */
+typedef struct watched {
+  crnet_comm *c;
+  pid_t waiter; /* the main thread */
+  int seen;
+  double t_abort;
+} watched;
+
 static void *watchdog(void *arg) {
-  crnet_comm *c = arg;
-  usleep(300000);
-  crnet_comm_abort(c, 7);
+  watched *w = arg;
+  w->seen = thread_asleep_await(w->waiter, 30);
+  w->t_abort = now_s();
+  crnet_comm_abort(w->c, 7);
   return NULL;
 }
 
@@ -889,7 +936,7 @@ static int rank_watchdog(int rank, int size, void *arg) {
   crnet_request *r;
   pthread_t t;
   int rc, v = 1, sum = 0;
-  double t0;
+  double returned;
   (void)size;
   crnet_config_init(&cfg);
   cfg.progress_thread =
@@ -898,7 +945,11 @@ static int rank_watchdog(int rank, int size, void *arg) {
   if (rc != 0)
     return err_exit(rc);
   if (rank == 1) {
-    usleep(5000000);
+    if (!report_await(0, 60)) {
+      fprintf(stderr, "rank 1: rank 0's wait never returned\n");
+      crnet_comm_destroy(c);
+      return EXIT_FAIL;
+    }
     /* Rank 0's frame and then its ABORT wait for rank 1. If its init
      * read the frame already (parked), the call completes from it before
      * the loop reads the ABORT behind: then the next call meets it. */
@@ -909,15 +960,18 @@ static int rank_watchdog(int rank, int size, void *arg) {
     crnet_comm_destroy(c);
     return err_exit(rc);
   }
-  t0 = now_s();
   rc = crnet_iallreduce(c, &v, &sum, 1, CRNET_INT32, CRNET_SUM, &r);
   if (rc == 0) {
-    pthread_create(&t, NULL, watchdog, c);
+    watched w = {c, thread_id(), 0, 0};
+    pthread_create(&t, NULL, watchdog, &w);
     rc = crnet_wait(&r);
+    returned = now_s();
     pthread_join(t, NULL);
+    reports[rank].seen = w.seen;
+    reports[rank].t_event = returned - w.t_abort;
   }
-  reports[rank].t_event = now_s() - t0;
   report_call(rank, c, rc);
+  report_raise(rank);
   reports[rank].flag = crnet_comm_abort_code(c);
   crnet_comm_destroy(c);
   return err_exit(rc);
@@ -935,9 +989,12 @@ START_TEST(watchdog_thread_aborts_a_wait) {
                   thread ? "on" : "off", r, exit_code(&j, r),
                   reports[r].errmsg);
   ck_assert_int_eq(reports[0].flag, 7);
-  ck_assert_msg(reports[0].t_event < 3.0,
-                "rank 0's wait returned %.2f s after its start (the abort "
-                "came at 0.3 s)",
+  ck_assert_msg(reports[0].seen,
+                "the watchdog never saw rank 0's main thread asleep in its "
+                "wait (it aborted after 30 s)");
+  /* Nothing but the abort ends the wait (rank 1 comes after it). */
+  ck_assert_msg(reports[0].t_event < 5.0,
+                "rank 0's wait returned %.2f s after the abort",
                 reports[0].t_event);
 }
 END_TEST
@@ -1086,16 +1143,47 @@ static void flag_done(crnet_request *r, int status, void *arg) {
   __atomic_store_n((int *)arg, 1, __ATOMIC_RELEASE);
 }
 
+/* The send's callback. The program waits for the send only once it has
+ * begun (`entered`). On the progress thread it returns only once that wait
+ * has met the send complete and this callback busy, and gone to sleep
+ * asking for the loop (w->wanting, or leaning on the thread), or after
+ * 10 s; `met` counts the rounds where it did, `on_thread` those where it
+ * ran on the progress thread, so the test knows that the path it is about
+ * ran. Where the send was complete when the program set the callback (it
+ * runs at once, on the program's thread), it returns at once. */
+typedef struct handback {
+  crnet_comm *c;
+  pthread_t program;
+  atomic_int entered;
+  int met, on_thread;
+} handback;
+
 static void slow_callback(crnet_request *r, int status, void *arg) {
+  handback *h = arg;
+  double until = now_s() + 10;
   (void)r;
   (void)status;
-  (void)arg;
-  usleep(2000); /* the waiter meets the request done, its callback busy */
+  atomic_store(&h->entered, 1);
+  if (pthread_equal(pthread_self(), h->program))
+    return;
+  h->on_thread++;
+  while (now_s() < until) {
+    bool asleep;
+    pthread_mutex_lock(&h->c->w->mu);
+    asleep = h->c->w->wanting > 0 || atomic_load(&h->c->w->leaning) > 0;
+    pthread_mutex_unlock(&h->c->w->mu);
+    if (asleep) {
+      h->met++;
+      return;
+    }
+    usleep(100);
+  }
 }
 
 static int rank_handback(int rank, int size, void *arg) {
   crnet_config cfg;
   crnet_comm *c;
+  handback h;
   int rc;
   (void)size;
   (void)arg;
@@ -1105,6 +1193,10 @@ static int rank_handback(int rank, int size, void *arg) {
   rc = crnet_comm_init(&c, &cfg);
   if (rc != 0)
     return err_exit(rc);
+  h.c = c;
+  h.program = pthread_self();
+  atomic_init(&h.entered, 0);
+  h.met = h.on_thread = 0;
   for (int i = 0; i < HANDBACK_ROUNDS && rc == 0; i++) {
     int64_t x = i, late = -1;
     if (rank == 0) {
@@ -1117,7 +1209,19 @@ static int rank_handback(int rank, int size, void *arg) {
       if (rc == 0)
         rc = crnet_isend(c, &x, 1, CRNET_INT64, 1, 1, &s);
       if (rc == 0)
-        rc = crnet_request_on_complete(s, slow_callback, NULL);
+        rc = crnet_request_on_complete(s, slow_callback, &h);
+      t0 = now_s();
+      while (rc == 0 && !atomic_load(&h.entered)) {
+        if (now_s() - t0 > 10.0) {
+          fprintf(stderr,
+                  "rank 0: round %d: an 8-byte send was not "
+                  "complete 10 s later\n",
+                  i);
+          return err_exit(CRNET_ETIMEDOUT);
+        }
+        usleep(100);
+      }
+      atomic_store(&h.entered, 0);
       if (rc == 0)
         rc = crnet_wait(&s);
       t0 = now_s();
@@ -1139,6 +1243,8 @@ static int rank_handback(int rank, int size, void *arg) {
         rc = crnet_send(c, &x, 1, CRNET_INT64, 0, 3);
     }
   }
+  reports[rank].flag = h.met;
+  reports[rank].seen = h.on_thread;
   report_call(rank, c, rc);
   rc = destroy_keeping(c, rc);
   return err_exit(rc);
@@ -1152,6 +1258,17 @@ START_TEST(progress_thread_gets_the_loop_back) {
   for (int r = 0; r < 2; r++)
     ck_assert_msg(exit_code(&j, r) == 0, "rank %d exited %d: %s", r,
                   exit_code(&j, r), reports[r].errmsg);
+  printf("loop handed back: in %d of %d rounds the wait met the send "
+         "complete, its callback busy on the progress thread\n",
+         reports[0].flag, HANDBACK_ROUNDS);
+  ck_assert_msg(reports[0].flag == reports[0].seen,
+                "the callback ran on the progress thread in %d rounds, and "
+                "the wait met it busy in only %d",
+                reports[0].seen, reports[0].flag);
+  ck_assert_msg(reports[0].flag > 0,
+                "in none of %d rounds did the send's callback run on the "
+                "progress thread (the case never ran)",
+                HANDBACK_ROUNDS);
 }
 END_TEST
 

@@ -50,10 +50,38 @@ def error_fields(e):
     }
 
 
+def signal_file(name):
+    """Tells the other ranks of the job something: a file in OUT."""
+    with open(os.path.join(OUT, name), "w"):
+        pass
+
+
+def await_files(names, seconds=30):
+    """Waits until every named file is in OUT (the other ranks' signals),
+    or exits the rank saying which never came."""
+    until = time.monotonic() + seconds
+    while True:
+        missing = [n for n in names if not os.path.exists(os.path.join(OUT, n))]
+        if not missing:
+            return
+        if time.monotonic() > until:
+            raise SystemExit("rank %d: no %s within %d s" % (RANK, missing, seconds))
+        time.sleep(0.001)
+
+
 def until_error(comm, n=1 << 16):
-    """Allreduces until one raises; returns the exception."""
+    """Allreduces until one raises; returns the exception. The first is
+    started nonblocking and the file inflight<rank> written once it is in
+    flight: a rank that fails the job on purpose waits for those of the
+    others, so that their calls are in flight when it does."""
     x = array.array("f", [1.0]) * n
     t0 = time.time()
+    req = comm.iallreduce(x)
+    signal_file("inflight%d" % RANK)
+    try:
+        req.wait()
+    except crnet.Error as e:
+        return e
     while True:
         try:
             comm.allreduce(x)
@@ -63,11 +91,15 @@ def until_error(comm, n=1 << 16):
             raise SystemExit("rank %d: no error within 30 s" % RANK)
 
 
+def others_in_flight(comm):
+    await_files(["inflight%d" % r for r in range(comm.size) if r != comm.rank])
+
+
 def peer_lost(comm):
     victim = comm.size - 1
     comm.barrier()
     if comm.rank == victim:
-        time.sleep(0.3)  # the others are in their allreduces by now
+        others_in_flight(comm)  # they cannot complete without this rank
         write(killed=time.time())
         os.kill(os.getpid(), signal.SIGKILL)
     e = until_error(comm)
@@ -84,7 +116,7 @@ def peer_lost(comm):
 def abort(comm):
     comm.barrier()
     if comm.rank == 1:
-        time.sleep(0.3)
+        others_in_flight(comm)
         write(aborting=time.time())
         comm.abort(7)
         return
@@ -105,13 +137,15 @@ def mismatch(comm):
 def timeout(comm):
     comm.barrier()
     if comm.rank == 0:
-        time.sleep(3.0)
+        # Late: only once every other rank has timed out.
+        await_files(["timedout%d" % r for r in range(1, comm.size)])
     t0 = time.time()
     try:
         comm.allreduce(array.array("i", [1]))
         write(outcome="no error")
     except crnet.Error as e:
         write(seconds=time.time() - t0, **error_fields(e))
+        signal_file("timedout%d" % RANK)
         return
     # The late rank may complete the call (the others' data had left before
     # they timed out); their failure reaches it at its next call.

@@ -11,15 +11,17 @@ bounded by crlaunch --timeout and by this script's own timeout, so nothing
 hangs.
 
 Cases and what must hold:
-  peer-lost      the last rank kills itself (SIGKILL) while the others are
-                 in allreduces: every survivor raises PeerLost within 2 s
+  peer-lost      the last rank kills itself (SIGKILL) once the others are
+                 in allreduces (each writes a file then): every survivor raises PeerLost within 2 s
                  of the kill, and again at its next call (sticky); crlaunch
                  exits 137 (128 + SIGKILL)
-  abort          rank 1 calls comm.abort(7): every other rank raises
+  abort          rank 1 calls comm.abort(7) once the others are in
+                 allreduces: every other rank raises
                  Aborted with abort_code 7; crlaunch exits 7
   mismatch       rank 0 allreduces 4 items, the others 5: every rank
                  raises Mismatch
-  timeout        Comm(timeout=1.0), rank 0 three seconds late: the others
+  timeout        Comm(timeout=1.0), rank 0 late (it calls once every other
+                 rank has timed out): the others
                  raise Timeout after about a second; rank 0 raises an error
                  at its allreduce or, if that completed (the others' data
                  had left), at its next call

@@ -770,6 +770,25 @@ def test_subcomms(comm):
     comm.barrier()
 
 
+def thread_asleep(tid, seconds):
+    """Whether thread tid of this process is seen asleep ('S' in its
+    /proc stat) twice, 20 ms apart, within `seconds`: blocked in a call,
+    not waiting for the GIL (this thread lets it go while it sleeps)."""
+    until = time.monotonic() + seconds
+    seen = 0
+    while time.monotonic() < until:
+        try:
+            with open("/proc/self/task/%d/stat" % tid) as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return False
+        seen = seen + 1 if state == "S" else 0
+        if seen == 2:
+            return True
+        time.sleep(0.02)
+    return False
+
+
 def test_gil_released(comm):
     p, r = comm.size, comm.rank
     stamps = []
@@ -781,26 +800,33 @@ def test_gil_released(comm):
             for _ in range(2000):
                 pass
 
-    # A blocking receive whose message another Python thread sends later:
-    # without the GIL released, the sender could never run (the test would
-    # time out). In a job of one too, where the wait has no link to sleep
-    # on and sleeps until the other thread's call kicks it.
+    # A blocking receive whose message another Python thread sends later,
+    # once the receiving thread is asleep in it: without the GIL released,
+    # the sender could never run (the test would time out). In a job of
+    # one too, where the wait has no link to sleep on and sleeps until the
+    # other thread's call kicks it.
     got = bytearray(4)
+    receiver = threading.get_native_id()
+    entering = threading.Event()
+    asleep = []
 
     def later():
-        time.sleep(0.3)
+        entering.wait(30)
+        asleep.append(thread_asleep(receiver, 30))
         comm.send(b"late", r, tag=77)
 
     t = threading.Thread(target=later)
     t.start()
+    entering.set()
     st = comm.recv(got, r, 77)
     t.join()
+    check(asleep == [True], "the receiving thread was seen asleep in recv")
     check(bytes(got) == b"late" and st.tag == 77, "recv from a thread")
     # A long allreduce (rank 0 enters it a second late): another thread
     # keeps running meanwhile on the ranks that wait in it.
     th = threading.Thread(target=spin, daemon=True)
     th.start()
-    time.sleep(0.05)
+    comm.barrier()  # rank 0's second late counts from here on every rank
     if r == 0:
         time.sleep(1.0)
     x = np.ones(1 << 16, np.float32)
@@ -820,6 +846,7 @@ def test_gil_released(comm):
     stop.clear()
     th = threading.Thread(target=spin, daemon=True)
     th.start()
+    comm.barrier()
     if r == 0:
         time.sleep(0.6)
     q = comm.iallreduce(np.ones(8, np.float32))

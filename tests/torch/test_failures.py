@@ -7,17 +7,18 @@ survivors as soon as one rank fails): each scenario runs P processes of
 this interpreter with crnet's environment (rank 0 serves the rendezvous),
 each prints one RESULT line, and the driver checks them.
 
-  lost     p = 3: rank 2 dies (os._exit) after init; rank 0 waits on a
-           future of an allreduce, rank 1 in a blocking one: both raise
-           CRNET_EPEER naming rank 2, within LOST_S; rank 0's Work is
-           complete and not successful.
+  lost     p = 3: rank 2 dies (os._exit) after init, once rank 0 waits on
+           a future of an allreduce and rank 1 is about to make a blocking
+           one (each says so in a file): both raise CRNET_EPEER naming
+           rank 2, within LOST_S; rank 0's Work is complete and not
+           successful.
   timeout  p = 2, init_process_group(timeout=2 s): rank 1 joins an
-           allreduce 6 s late; rank 0 raises CRNET_ETIMEDOUT after about
-           2 s, and rank 1 ends.
+           allreduce only once rank 0 has timed out (a file says so);
+           rank 0 raises CRNET_ETIMEDOUT after about 2 s, and rank 1 ends.
   mismatch p = 2: rank 0 calls allreduce, rank 1 broadcast: both raise
            CRNET_EMISMATCH.
-  raise    p = 2: rank 1 ends with an uncaught exception (after 1 s)
-           while rank 0 is in an allreduce with it: crnet_torch aborts
+  raise    p = 2: rank 1 ends with an uncaught exception once rank 0
+           is in an allreduce with it (a file says so): crnet_torch aborts
            the job at exit, rank 0 raises CRNET_EABORTED within LOST_S.
   ranks    p = 2: torch is given the other rank (a FileStore, swapped
            ranks): init raises on both, naming both numberings.
@@ -43,6 +44,25 @@ def result(**kw):
     print("RESULT " + json.dumps(kw), flush=True)
 
 
+def signal_file(name):
+    """Tells the scenario's other ranks something: a file next to the
+    store (TEST_STORE)."""
+    with open(os.environ["TEST_STORE"] + "." + name, "w"):
+        pass
+
+
+def await_file(name, seconds=30):
+    """Waits for another rank's signal_file(name); without it after
+    `seconds`, the rank ends saying so (nothing hangs)."""
+    path = os.environ["TEST_STORE"] + "." + name
+    until = time.monotonic() + seconds
+    while not os.path.exists(path):
+        if time.monotonic() > until:
+            result(error=f"test: no signal {name!r} within {seconds} s")
+            sys.exit(4)
+        time.sleep(0.001)
+
+
 def rank_main(scenario):
     import datetime
     from torchtest import torch, dist
@@ -62,16 +82,20 @@ def rank_main(scenario):
     dist.all_reduce(t)          # everyone is there
     if scenario == "lost":
         if r == 2:
+            # Once rank 0's call is in flight and rank 1 is about to make
+            # its own (neither can complete without this rank).
+            await_file("lost.0")
+            await_file("lost.1")
             os._exit(3)
         t0 = time.monotonic()
         try:
             work = None
             if r == 0:
-                time.sleep(0.2)
-                t0 = time.monotonic()
                 work = dist.all_reduce(t, async_op=True)
+                signal_file("lost.0")
                 work.get_future().wait()
             else:
+                signal_file("lost.1")
                 dist.all_reduce(t)
             result(error=None)
         except RuntimeError as e:
@@ -81,21 +105,25 @@ def rank_main(scenario):
             result(error=str(e), seconds=time.monotonic() - t0, work=state)
     elif scenario == "timeout":
         if r == 1:
-            time.sleep(6)
+            await_file("timeout.0")
         t0 = time.monotonic()
         try:
             dist.all_reduce(t)
             result(error=None)
         except RuntimeError as e:
             result(error=str(e), seconds=time.monotonic() - t0)
+        if r == 0:
+            signal_file("timeout.0")
     elif scenario == "raise":
         if r == 1:
-            # Late enough that rank 0 is done with the allreduce before
-            # (the abort fails calls complete on one side only, too).
-            time.sleep(1)
+            # Only once rank 0 is done with the allreduce above (the abort
+            # fails calls complete on one side only, too) and about to
+            # make the next, which cannot complete without this rank.
+            await_file("raise.0")
             raise KeyError("an uncaught exception on rank 1")
         t0 = time.monotonic()
         try:
+            signal_file("raise.0")
             dist.all_reduce(t)
             result(error=None)
         except RuntimeError as e:
@@ -207,7 +235,7 @@ def main():
         secs = (got or {}).get("seconds") or 0
         check("CRNET_EABORTED" in err and "rank 1" in err,
               f"raise: rank 0 raised {err!r}", text)
-        check(secs < 1 + LOST_S, f"raise: rank 0 after {secs:.2f} s", text)
+        check(secs < LOST_S, f"raise: rank 0 after {secs:.2f} s", text)
         check(res[1][0] != 0 and "KeyError" in res[1][2],
               f"raise: rank 1 exited {res[1][0]}", res[1][2])
         print(f"raise: rank 0 after {secs:.2f} s: {err}")

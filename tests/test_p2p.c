@@ -436,7 +436,7 @@ START_TEST(lost_peer_ends_a_receive) {
   run_job(&j, rank_failure, NULL, 60);
   ck_assert_msg(exit_code(&j, 0) == EXIT_OK, "rank 0 exited %d",
                 exit_code(&j, 0));
-  ck_assert_msg(reports[0].returned - reports[1].t_event < 2.0,
+  ck_assert_msg(reports[0].returned - reports[1].t_event < test_seconds(2.0),
                 "rank 0 took %.3f s", reports[0].returned - reports[1].t_event);
   ck_assert_msg(strstr(reports[0].errmsg, "rank 1") != NULL, "%s",
                 reports[0].errmsg);
@@ -596,7 +596,7 @@ START_TEST(receive_from_a_rank_that_left_fails) {
     ck_assert_msg(exit_code(&j, r) == EXIT_OK, "rank %d exited %d: %s", r,
                   exit_code(&j, r), reports[r].errmsg);
   for (int r = 0; r < 2; r++)
-    ck_assert_msg(reports[r].returned - reports[r].t_event < 2.0,
+    ck_assert_msg(reports[r].returned - reports[r].t_event < test_seconds(2.0),
                   "rank %d took %.3f s", r,
                   reports[r].returned - reports[r].t_event);
 }
@@ -608,7 +608,7 @@ END_TEST
 /* Waits (iprobe in a loop, nothing else) until a message of (src, tag)
  * has come: a loop of iprobe calls must move messages on by itself. */
 static int iprobe_until(crnet_comm *c, int src, int tag, crnet_status *st) {
-  double give_up = now_s() + 20;
+  double give_up = now_s() + test_seconds(20);
   int flag = 0, rc;
   while ((rc = crnet_iprobe(c, src, tag, &flag, st)) == 0 && !flag &&
          now_s() < give_up)

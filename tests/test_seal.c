@@ -56,9 +56,13 @@ static uint8_t *make_record(crnet__seal *tx, uint32_t len, uint8_t seed) {
   return rec;
 }
 
+/* One assertion per record, not per byte: Check records every assertion
+ * that passes (a write to its pipe). */
 static void check_plain(const uint8_t *rec, uint32_t len, uint8_t seed) {
-  for (uint32_t k = 0; k < len; k++)
-    ck_assert_int_eq(rec[CRNET__SEAL_LEN_BYTES + k], (uint8_t)(seed + k * 7));
+  uint32_t k = 0;
+  while (k < len && rec[CRNET__SEAL_LEN_BYTES + k] == (uint8_t)(seed + k * 7))
+    k++;
+  ck_assert_msg(k == len, "byte %u of %u wrong", k, len);
 }
 
 /* A copy of a record, to replay or tamper with. */
@@ -173,8 +177,10 @@ START_TEST(test_flipped_bits) {
           ck_assert_int_eq(open_in_place(rx, bad, claimed), CRNET_EAUTH);
       } else {
         ck_assert_int_eq(open_in_place(rx, bad, len), CRNET_EAUTH);
-        for (uint32_t k = 0; k < len; k++)
-          ck_assert_int_eq(bad[CRNET__SEAL_LEN_BYTES + k], 0);
+        uint32_t k = 0;
+        while (k < len && bad[CRNET__SEAL_LEN_BYTES + k] == 0)
+          k++;
+        ck_assert_msg(k == len, "byte %u of a refused record not wiped", k);
       }
       free(bad);
     }

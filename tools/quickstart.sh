@@ -167,7 +167,9 @@ test)
   # same builders and cuts most of the pass's time. Jobs of 13 ranks and
   # more (suite `large`) run in the plain pass only, and so does the test
   # `install`, which tests/meson.build leaves out of sanitizer builds; the
-  # multi-host cases that mostly wait for timers too (CRNET_MULTIHOST_QUICK).
+  # multi-host cases that mostly wait for timers too (CRNET_MULTIHOST_QUICK);
+  # the TCP twins of the request, sub-comm and message tests (suite
+  # tcp-twin: tests/meson.build says where TCP still runs under ASan).
   # Every step is slower here: meson's timeouts, Check's case timeouts
   # (CK_TIMEOUT_MULTIPLIER) and the limits inside the tests
   # (CRNET_TEST_TIME_SCALE, tests/time_scale.h) all take the same factor,
@@ -180,7 +182,7 @@ test)
   meson test -C build-sanitize --print-errorlogs --num-processes 2 --timeout-multiplier 3 \
     --suite unit --logbase unit || status=1
   meson test -C build-sanitize --print-errorlogs --num-processes 1 --timeout-multiplier 3 \
-    --no-suite large --no-suite unit || status=1
+    --no-suite large --no-suite unit --no-suite tcp-twin || status=1
   unset CRNET_SIM_QUICK CRNET_MULTIHOST_QUICK ASAN_OPTIONS UBSAN_OPTIONS
   # The time factor of the sanitizer pass (3) holds for ThreadSanitizer too.
   # ThreadSanitizer over the tests whose ranks run several threads (suite

@@ -44,16 +44,9 @@ import sys
 import tempfile
 import time
 
+from time_scale import seconds
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def seconds(s):
-    """s scaled by CRNET_TEST_TIME_SCALE, the factor the test command sets
-    per pass for every wall-clock limit (tests/time_scale.h)."""
-    f = float(os.environ.get("CRNET_TEST_TIME_SCALE") or 1)
-    if not 1 <= f <= 100:
-        sys.exit("CRNET_TEST_TIME_SCALE=%s: not a number from 1 to 100" % f)
-    return s * f
 
 
 def main():

@@ -33,6 +33,7 @@ except ImportError:
     sys.exit(77)
 
 import crnet
+from time_scale import seconds  # noqa: E402
 
 # Every NumPy dtype crnet has a datatype for (by kind and item size), with
 # the operators that apply to it.
@@ -115,14 +116,6 @@ def reduce_ref(arrays, op, dtype):
 def check(cond, what):
     if not cond:
         raise AssertionError(what)
-
-
-def seconds(s):
-    """s scaled by CRNET_TEST_TIME_SCALE, the factor the test command sets
-    per pass for every wall-clock limit (tests/time_scale.h)."""
-    f = float(os.environ.get("CRNET_TEST_TIME_SCALE") or 1)
-    check(1 <= f <= 100, "CRNET_TEST_TIME_SCALE=%s: not from 1 to 100" % f)
-    return s * f
 
 
 def same(got, want, what):

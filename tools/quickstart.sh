@@ -78,11 +78,13 @@ summarise() {
 import json, os, sys
 passed = failed = skipped = 0
 skips = []
+durations = []
 for path in sys.argv[1:]:
     build = os.path.basename(os.path.dirname(os.path.dirname(path)))
     with open(path) as f:
         for line in f:
             r = json.loads(line)
+            durations.append((r.get("duration") or 0, r.get("name"), build))
             res = r.get("result")
             said = [out[5:].strip() for out in
                     ((r.get("stdout") or "") + "\n" +
@@ -118,10 +120,23 @@ for path in sys.argv[1:]:
                     print("    " + out[:300])
 for why in skips:
     print("SKIPPED: " + why[:300])
+# Where the time went: the slowest tests of all passes, for whoever
+# must keep CI inside its budget.
+durations.sort(reverse=True)
+print("slowest: " + ", ".join(f"{n} [{b}] {d:.0f} s" for d, n, b in durations[:12]))
 print(f"{passed} passed, {failed} failed, {skipped} skipped, "
       f"{len(skips)} skips named above")
 sys.exit(0 if failed == 0 and passed > 0 else 1)
 PY
+}
+
+# Prints how long the step just ended took, and the time so far: CI has a
+# budget (30 minutes on two cores), and this says which step spends it.
+started=$SECONDS
+step_started=$SECONDS
+step_done() { # what
+  echo "quickstart: $1 took $((SECONDS - step_started)) s ($((SECONDS - started)) s so far)"
+  step_started=$SECONDS
 }
 
 case "$mode" in
@@ -132,7 +147,9 @@ demo)
   ;;
 test)
   install_missing
+  step_done "installing packages"
   build build
+  step_done "the build"
   status=0
   # As root, everything the tests that prove encryption on the wire, keys
   # out of core files, IPv6 and the multi-host test bed need is here (a
@@ -146,8 +163,10 @@ test)
   # cores, one at a time. Two logs, both summarised below.
   meson test -C build --print-errorlogs --num-processes 2 --suite unit \
     --logbase unit || status=1
+  step_done "the unit suite"
   meson test -C build --print-errorlogs --num-processes 1 --no-suite unit ||
     status=1
+  step_done "the other suites"
   # A release build (-O3) must compile under -Werror too: the optimiser
   # follows values further and warns where -O2 is silent (a string that may
   # be cut short). The library, crlaunch and the tools, as users build them;
@@ -161,7 +180,9 @@ test)
     grep -E -A3 'error|warning' build-release/ninja.log | head -60
     release_status=1
   fi
+  step_done "the release build"
   build build-sanitize -Db_sanitize=address,undefined -Db_lundef=false
+  step_done "the sanitizer build"
   # The simulator suites run every p up to 1000 in the plain pass; under
   # the sanitizers they stop at p = 129 (CRNET_SIM_QUICK), which keeps the
   # same builders and cuts most of the pass's time. Jobs of 13 ranks and
@@ -181,8 +202,10 @@ test)
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
   meson test -C build-sanitize --print-errorlogs --num-processes 2 --timeout-multiplier 3 \
     --suite unit --logbase unit || status=1
+  step_done "the unit suite under the sanitizers"
   meson test -C build-sanitize --print-errorlogs --num-processes 1 --timeout-multiplier 3 \
     --no-suite large --no-suite unit --no-suite tcp-twin || status=1
+  step_done "the other suites under the sanitizers"
   unset CRNET_SIM_QUICK CRNET_MULTIHOST_QUICK ASAN_OPTIONS UBSAN_OPTIONS
   # The time factor of the sanitizer pass (3) holds for ThreadSanitizer too.
   # ThreadSanitizer over the tests whose ranks run several threads (suite
@@ -192,15 +215,18 @@ test)
   # which fails its test.
   build_targets build-tsan "tests/test_requests tests/test_comms tests/test_p2p tests/progs/soak tests/progs/mpi_threads src/crlaunch" \
     -Db_sanitize=thread -Db_lundef=false
+  step_done "the ThreadSanitizer build"
   TSAN_OPTIONS=halt_on_error=0 meson test -C build-tsan --no-rebuild \
     --print-errorlogs --num-processes 1 --timeout-multiplier 3 \
     --suite threads --logbase threads || status=1
+  step_done "the threads suite under ThreadSanitizer"
   unset CRNET_TEST_TIME_SCALE CK_TIMEOUT_MULTIPLIER
   # Every fuzz harness for a bounded time (about 2.5 minutes in all at the
   # default 30 s each, the clang build included); a crash names the
   # harness and the input it saved.
   fuzz_status=0
   tests/fuzz/run.sh "${CRNET_FUZZ_SECONDS:-30}" || fuzz_status=1
+  step_done "fuzzing"
   if [ $fuzz_status -ne 0 ]; then
     echo "FAILED: fuzzing (tests/fuzz/run.sh)"
     status=1

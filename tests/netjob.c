@@ -90,16 +90,20 @@ void start_rank(job *j, int rank, rank_fn fn, void *arg,
 }
 
 void wait_job(job *j, double timeout_s) {
+  wait_ranks(j, 0, j->size, timeout_s);
+}
+
+void wait_ranks(job *j, int first, int count, double timeout_s) {
   timeout_s = test_seconds(timeout_s);
   double deadline = now_s() + timeout_s;
   int left = 0;
-  for (int r = 0; r < j->size; r++)
+  for (int r = first; r < first + count; r++)
     left += j->pids[r] > 0;
   while (left > 0) {
     bool reaped = false;
     /* Rank by rank, so that other children of the test (a rendezvous it
      * serves, a relay) are left alone. */
-    for (int r = 0; r < j->size; r++) {
+    for (int r = first; r < first + count; r++) {
       int st;
       if (j->pids[r] > 0 && waitpid(j->pids[r], &st, WNOHANG) == j->pids[r]) {
         j->status[r] = st;

@@ -58,6 +58,9 @@ void rank_env(const job *j, int rank, const char *key);
 void start_rank(job *j, int rank, rank_fn fn, void *arg, const char *key);
 /* Waits for every started rank, up to timeout_s; kills and fails on expiry. */
 void wait_job(job *j, double timeout_s);
+/* wait_job for ranks first .. first + count - 1 only; on expiry it kills
+ * every started rank. */
+void wait_ranks(job *j, int first, int count, double timeout_s);
 /* Starts every rank with fn and waits. */
 void run_job(job *j, rank_fn fn, void *arg, double timeout_s);
 /* Checks (ck_assert) that every rank exited EXIT_OK, naming `what`, p and

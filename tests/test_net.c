@@ -415,8 +415,8 @@ END_TEST
  * virtual machine (a million of them per rank, each a trap to the
  * hypervisor), and the case is about the exchange, not about faults. */
 static uint8_t *huge_alloc(uint64_t n) {
-  void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                 -1, 0);
+  void *p =
+      mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED)
     return NULL;
   (void)madvise(p, n, MADV_HUGEPAGE); /* a hint; without THP, 4 KiB pages */

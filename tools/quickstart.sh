@@ -68,6 +68,28 @@ build_targets() { # dir "targets" [meson options...]
   ninja -C "$dir" $targets >/dev/null
 }
 
+# A release build (-O3) must compile under -Werror too: the optimiser
+# follows values further and warns where -O2 is silent (a string that may
+# be cut short). The library, crlaunch and the tools, as users build them;
+# not the tests (another minute of CI for code no user compiles). Not run.
+release_build() {
+  if [ ! -f build-release/build.ninja ]; then
+    meson setup build-release --buildtype=release -Dtests=disabled >/dev/null ||
+      return 1
+  fi
+  if ! ninja -C build-release >build-release/ninja.log 2>&1; then
+    grep -E -A3 'error|warning' build-release/ninja.log | head -60
+    return 1
+  fi
+}
+
+# gcc's ThreadSanitizer, so that -Werror holds; only what the suite
+# `threads` needs.
+build_tsan() {
+  build_targets build-tsan "tests/test_requests tests/test_comms tests/test_p2p tests/progs/soak tests/progs/mpi_threads src/crlaunch" \
+    -Db_sanitize=thread -Db_lundef=false
+}
+
 # Prints the plain closing line from meson's test log(s), after every skip
 # by name with its reason, and fails if any test failed or none ran. A skip
 # is a test that exited 77 (meson's "skipped") or a line "SKIP <case>:
@@ -150,6 +172,19 @@ test)
   step_done "installing packages"
   build build
   step_done "the build"
+  # The other builds (release, sanitizers, ThreadSanitizer, fuzzing) run
+  # at the lowest priority beside the plain pass, on the CPU time its jobs
+  # leave idle (many wait for timers or for each other): the tests must
+  # pass on a busy machine anyway. Each step below builds again, which is
+  # nothing when this got there first and shows the errors when it failed.
+  (
+    renice -n 19 -p "$BASHPID" >/dev/null
+    release_build || true
+    build build-sanitize -Db_sanitize=address,undefined -Db_lundef=false || true
+    build_tsan || true
+    tests/fuzz/run.sh --build-only || true
+  ) >build/background-builds.log 2>&1 &
+  background_builds=$!
   status=0
   # As root, everything the tests that prove encryption on the wire, keys
   # out of core files, IPv6 and the multi-host test bed need is here (a
@@ -167,19 +202,10 @@ test)
   meson test -C build --print-errorlogs --num-processes 1 --no-suite unit ||
     status=1
   step_done "the other suites"
-  # A release build (-O3) must compile under -Werror too: the optimiser
-  # follows values further and warns where -O2 is silent (a string that may
-  # be cut short). The library, crlaunch and the tools, as users build them;
-  # not the tests (another minute of CI for code no user compiles). Not run.
+  wait $background_builds || true
+  step_done "waiting for the builds beside the plain pass"
   release_status=0
-  if [ ! -f build-release/build.ninja ]; then
-    meson setup build-release --buildtype=release -Dtests=disabled >/dev/null ||
-      release_status=1
-  fi
-  if [ $release_status -eq 0 ] && ! ninja -C build-release >build-release/ninja.log 2>&1; then
-    grep -E -A3 'error|warning' build-release/ninja.log | head -60
-    release_status=1
-  fi
+  release_build || release_status=1
   step_done "the release build"
   build build-sanitize -Db_sanitize=address,undefined -Db_lundef=false
   step_done "the sanitizer build"
@@ -190,7 +216,9 @@ test)
   # `install`, which tests/meson.build leaves out of sanitizer builds; the
   # multi-host cases that mostly wait for timers too (CRNET_MULTIHOST_QUICK);
   # the TCP twins of the request, sub-comm and message tests (suite
-  # tcp-twin: tests/meson.build says where TCP still runs under ASan).
+  # tcp-twin: tests/meson.build says where TCP still runs under ASan); the
+  # p of the conformance, soak, Python and torch sweeps whose code paths
+  # the other p of the sweep reach too (suite `sweep`, tests/meson.build).
   # Every step is slower here: meson's timeouts, Check's case timeouts
   # (CK_TIMEOUT_MULTIPLIER) and the limits inside the tests
   # (CRNET_TEST_TIME_SCALE, tests/time_scale.h) all take the same factor,
@@ -204,26 +232,24 @@ test)
     --suite unit --logbase unit || status=1
   step_done "the unit suite under the sanitizers"
   meson test -C build-sanitize --print-errorlogs --num-processes 1 --timeout-multiplier 3 \
-    --no-suite large --no-suite unit --no-suite tcp-twin || status=1
+    --no-suite large --no-suite sweep --no-suite unit --no-suite tcp-twin || status=1
   step_done "the other suites under the sanitizers"
   unset CRNET_SIM_QUICK CRNET_MULTIHOST_QUICK ASAN_OPTIONS UBSAN_OPTIONS
   # The time factor of the sanitizer pass (3) holds for ThreadSanitizer too.
   # ThreadSanitizer over the tests whose ranks run several threads (suite
   # `threads`: requests started, tested and waited for from several
-  # threads, and the progress thread). gcc's TSan, so that -Werror holds;
-  # only what those tests need is built. A report makes the rank exit 66,
+  # threads, and the progress thread). A report makes the rank exit 66,
   # which fails its test.
-  build_targets build-tsan "tests/test_requests tests/test_comms tests/test_p2p tests/progs/soak tests/progs/mpi_threads src/crlaunch" \
-    -Db_sanitize=thread -Db_lundef=false
+  build_tsan
   step_done "the ThreadSanitizer build"
   TSAN_OPTIONS=halt_on_error=0 meson test -C build-tsan --no-rebuild \
     --print-errorlogs --num-processes 1 --timeout-multiplier 3 \
     --suite threads --logbase threads || status=1
   step_done "the threads suite under ThreadSanitizer"
   unset CRNET_TEST_TIME_SCALE CK_TIMEOUT_MULTIPLIER
-  # Every fuzz harness for a bounded time (about 2.5 minutes in all at the
-  # default 30 s each, the clang build included); a crash names the
-  # harness and the input it saved.
+  # Every fuzz harness for a bounded time (30 s each by default, two at a
+  # time: about a minute); a crash names the harness and the input it
+  # saved.
   fuzz_status=0
   tests/fuzz/run.sh "${CRNET_FUZZ_SECONDS:-30}" || fuzz_status=1
   step_done "fuzzing"

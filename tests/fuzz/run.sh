@@ -2,9 +2,13 @@
 # Runs every libFuzzer harness of tests/fuzz for a bounded time.
 #
 #   tests/fuzz/run.sh [SECONDS] [TARGET...]
+#   tests/fuzz/run.sh --build-only
 #
 # SECONDS per harness (default $CRNET_FUZZ_SECONDS, else 60); TARGETs
-# default to all of them. Installs nothing: needs clang with its libFuzzer
+# default to all of them. The harnesses run side by side, as many at a time
+# as there are CPUs (CRNET_FUZZ_JOBS sets another number): each still gets
+# SECONDS of a core of its own. --build-only builds them and stops (CI
+# builds while other work runs). Installs nothing: needs clang with its libFuzzer
 # runtime (Debian: clang and libclang-rt-14-dev). Builds build-fuzz with
 # -Dfuzz=true (clang, libFuzzer, AddressSanitizer, UndefinedBehaviorSanitizer),
 # writes the generated seeds (make_corpus) and fuzzes each harness on a
@@ -18,6 +22,11 @@
 set -uo pipefail
 
 cd "$(dirname "$0")/../.."
+build_only=false
+if [ "${1:-}" = --build-only ]; then
+  build_only=true
+  shift
+fi
 seconds=${1:-${CRNET_FUZZ_SECONDS:-60}}
 shift $(($# > 0 ? 1 : 0))
 targets=("$@")
@@ -47,13 +56,16 @@ ninja -C "$build" tests/fuzz/make_corpus "${targets[@]/#/tests/fuzz/fuzz_}" \
   echo "fuzz: build failed" >&2
   exit 1
 }
+$build_only && exit 0
 
 work=${CRNET_FUZZ_WORK:-$(mktemp -d /tmp/crnet-fuzz.XXXXXX)}
 mkdir -p "$work"
 "$build/tests/fuzz/make_corpus" "$work/seeds" || exit 1
 
-status=0
-for t in "${targets[@]}"; do
+# Fuzzes harness $1 for $seconds; says how it went on stdout (or, on a
+# find, on stderr) and exits non-zero on a find.
+fuzz_one() {
+  local t=$1 corpus log start rc stats found failed=0
   corpus=$work/corpus-$t
   mkdir -p "$corpus" "$work/artifacts-$t"
   # Checked-in seeds, regression inputs and generated seeds, together.
@@ -72,7 +84,7 @@ for t in "${targets[@]}"; do
     sed -E 's/.*(cov: [0-9]+).*(corp: [^ ]+).*(exec\/s: [0-9]+).*/\1 \2 \3/')
   found=$(find "$work/artifacts-$t" -type f | head -n 1)
   if [ $rc -ne 0 ] || [ -n "$found" ]; then
-    status=1
+    failed=1
     grep -E 'ERROR|SUMMARY' "$log" | head -n 5 >&2
     # The harness's own reason went to the stderr that -close_fd_mask
     # closed: replaying the input once shows it.
@@ -82,6 +94,26 @@ for t in "${targets[@]}"; do
   else
     echo "fuzz: $t ok, $(($(date +%s) - start)) s, $stats"
   fi
+  return $failed
+}
+
+at_once=${CRNET_FUZZ_JOBS:-$(nproc)}
+for t in "${targets[@]}"; do
+  while [ "$(jobs -pr | wc -l)" -ge "$at_once" ]; do
+    wait -n
+  done
+  # Each harness's lines go to a file of its own, shown in order below,
+  # and its exit status to another.
+  (
+    fuzz_one "$t"
+    echo $? >"$work/$t.status"
+  ) >"$work/$t.said" 2>&1 &
+done
+wait
+status=0
+for t in "${targets[@]}"; do
+  cat "$work/$t.said"
+  [ "$(cat "$work/$t.status" 2>/dev/null)" = 0 ] || status=1
 done
 if [ $status -eq 0 ] && [ -z "${CRNET_FUZZ_WORK:-}" ]; then
   rm -rf "$work"

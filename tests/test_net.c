@@ -124,6 +124,59 @@ START_TEST(singleton_without_environment) {
 }
 END_TEST
 
+/* Started by a launcher crnet cannot join, with none of crnet's variables:
+ * init fails naming the launcher, never a silent job of one; a launcher's
+ * job of one stays a job of one. */
+START_TEST(foreign_launcher_is_refused) {
+  static const struct {
+    const char *var, *value, *who; /* who NULL: a job of one */
+  } cases[] = {
+      {"OMPI_COMM_WORLD_SIZE", "4", "Open MPI's mpirun"},
+      {"OMPI_COMM_WORLD_SIZE", "1", NULL},
+      {"PMI_SIZE", "3", "MPICH (Hydra)"},
+      {"MPI_LOCALNRANKS", "2", "MPICH's mpiexec"},
+      {"PMIX_RANK", "0", "PMIx launcher"},
+      {"WORLD_SIZE", "2", "torchrun"},
+      {"WORLD_SIZE", "1", NULL},
+  };
+  unsetenv("CRNET_RANK");
+  unsetenv("CRNET_SIZE");
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    crnet_comm *c = NULL;
+    int rc;
+    setenv(cases[i].var, cases[i].value, 1);
+    rc = crnet_comm_init(&c, NULL);
+    unsetenv(cases[i].var);
+    if (cases[i].who == NULL) {
+      ck_assert_msg(rc == 0, "%s=%s: %s", cases[i].var, cases[i].value,
+                    crnet_init_errmsg());
+      ck_assert_int_eq(crnet_comm_size(c), 1);
+      ck_assert_int_eq(crnet_comm_destroy(c), 0);
+      continue;
+    }
+    ck_assert_msg(rc == CRNET_EINVAL && c == NULL, "%s=%s: init returned %d",
+                  cases[i].var, cases[i].value, rc);
+    ck_assert_msg(strstr(crnet_init_errmsg(), cases[i].who) != NULL &&
+                      strstr(crnet_init_errmsg(), cases[i].var) != NULL &&
+                      strstr(crnet_init_errmsg(), "crlaunch") != NULL,
+                  "%s=%s: %s", cases[i].var, cases[i].value,
+                  crnet_init_errmsg());
+  }
+  /* crnet's own variables win over any launcher's. */
+  setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
+  setenv("CRNET_RANK", "0", 1);
+  setenv("CRNET_SIZE", "1", 1);
+  {
+    crnet_comm *c = NULL;
+    ck_assert_int_eq(crnet_comm_init(&c, NULL), 0);
+    ck_assert_int_eq(crnet_comm_destroy(c), 0);
+  }
+  unsetenv("OMPI_COMM_WORLD_SIZE");
+  unsetenv("CRNET_RANK");
+  unsetenv("CRNET_SIZE");
+}
+END_TEST
+
 #define HEX_KEY_FOR_SETTINGS                                                   \
   "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
 
@@ -1421,6 +1474,7 @@ static Suite *net_suite(void) {
   TCase *t = tcase_create("net");
   tcase_set_timeout(t, 150);
   tcase_add_test(t, singleton_without_environment);
+  tcase_add_test(t, foreign_launcher_is_refused);
   tcase_add_test(t, bad_settings_fail_at_once);
   tcase_add_test(t, job_without_launcher);
   tcase_add_test(t, job_under_slurm);

@@ -60,35 +60,11 @@ void crnet_mpi_list_remove(MPI_Comm comm) {
   pthread_mutex_unlock(&lock);
 }
 
-/* The variable another MPI's launcher sets in its ranks, when this process
- * has none of crnet's (or Slurm's, which crnet reads): a program of
- * crnet-mpi started by mpirun would run as a job of one rank per process,
- * each unaware of the others. */
-static const char *foreign_launcher(void) {
-  static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
-                                     "PMIX_RANK", "MPI_LOCALNRANKS"};
-  if (getenv("CRNET_SIZE") != NULL || getenv("SLURM_NTASKS") != NULL)
-    return NULL;
-  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
-    if (getenv(vars[i]) != NULL)
-      return vars[i];
-  return NULL;
-}
-
 int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
   crnet_comm *world = NULL, *self = NULL;
-  const char *foreign = foreign_launcher();
   int rc;
   (void)argc;
   (void)argv;
-  if (foreign != NULL) {
-    fprintf(stderr,
-            "crnet-mpi: MPI_Init: this process was started by another MPI's "
-            "launcher (%s is set): run crnet-mpi programs with crlaunch -np "
-            "N\n",
-            foreign);
-    exit(1);
-  }
   pthread_mutex_lock(&lock);
   if (phase != BEFORE) {
     pthread_mutex_unlock(&lock);

@@ -110,8 +110,44 @@ static int check_config(const crnet_config *cfg) {
   return 0;
 }
 
+/* Launchers whose ranks this process cannot join, by the variable each
+ * sets in its ranks: started by one of them with none of crnet's variables,
+ * a process would run as a job of one beside the others, each printing a
+ * result over p = 1 (a user believes the job ran in parallel). `size` is
+ * the variable that holds the launcher's job size, where there is one: a
+ * job of one there is a job of one here too. */
+static const struct foreign_launcher {
+  const char *var, *size, *who;
+} foreign_launchers[] = {
+    {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "Open MPI's mpirun"},
+    {"PMI_SIZE", "PMI_SIZE", "an MPICH (Hydra) or PMI launcher"},
+    {"MPI_LOCALNRANKS", NULL, "MPICH's mpiexec"},
+    {"PMIX_RANK", NULL, "a PMIx launcher (prterun, mpirun, srun --mpi=pmix)"},
+    {"WORLD_SIZE", "WORLD_SIZE", "torchrun or a torch launcher (env://)"},
+};
+
+/* CRNET_EINVAL with the reason in init_errmsg if a launcher crnet cannot
+ * join started this process, else 0. */
+static int refuse_foreign_launcher(void) {
+  for (size_t i = 0; i < sizeof foreign_launchers / sizeof foreign_launchers[0];
+       i++) {
+    const struct foreign_launcher *f = &foreign_launchers[i];
+    const char *v = getenv(f->var);
+    if (v == NULL || (f->size != NULL && strcmp(v, "1") == 0))
+      continue;
+    SETTINGS_FAIL("this process was started by %s (%s=%.20s), which "
+                  "crnet cannot join: start the job with crlaunch -n N, "
+                  "or give every rank "
+                  "CRNET_RANK, CRNET_SIZE, CRNET_RENDEZVOUS and a job key "
+                  "(docs/STARTING.md)",
+                  f->who, f->var, v);
+  }
+  return 0;
+}
+
 /* The rank and the size: the config's, else CRNET_RANK and CRNET_SIZE, else
- * Slurm's, else a job of one. */
+ * Slurm's, else a job of one, unless another launcher started the
+ * process. */
 static int read_job(const crnet_config *cfg, crnet__settings *s) {
   const char *name[2], *text[2];
   int *out[2] = {&s->rank, &s->size};
@@ -142,6 +178,8 @@ static int read_job(const crnet_config *cfg, crnet__settings *s) {
   }
   if (s->rank < 0 && s->size < 0) {
     /* Started directly, with no launcher: a job of one. */
+    if (refuse_foreign_launcher() != 0)
+      return CRNET_EINVAL;
     s->rank = 0;
     s->size = 1;
   }

@@ -195,6 +195,25 @@ typedef void crnet_user_fn(const void *in, void *inout, size_t count,
 
 typedef struct crnet_comm crnet_comm;
 
+/* A key-value store that every rank of the job reaches (torch's store, a
+ * scheduler's), for a start with neither CRNET_RENDEZVOUS nor a job key
+ * (docs/STARTING.md): rank 0 serves the rendezvous on a port of its own
+ * choosing and publishes where, with a fresh job key, and the other ranks
+ * look both up. Whoever can read the store can read the key: use one that
+ * only the job reaches, or give the job a key (CRNET_JOB_KEY_FILE), which
+ * is then not published. */
+typedef struct crnet_directory {
+  /* Rank 0: stores the string value under key. 0, or nonzero if it
+   * failed. */
+  int (*publish)(void *arg, const char *key, const char *value);
+  /* The string stored under key, into value[0..capacity) with its
+   * terminating zero, waiting for it up to timeout seconds. 0, or nonzero
+   * if it is not there in time, too long, or the store failed. */
+  int (*lookup)(void *arg, const char *key, char *value, size_t capacity,
+                double timeout);
+  void *arg;
+} crnet_directory;
+
 /* Settings for crnet_comm_init(). Fill with crnet_config_init() first, so that
  * fields added later keep their defaults; every field left unset (-1, NULL or
  * 0 as noted) is taken from the environment contract above. */
@@ -215,6 +234,9 @@ typedef struct crnet_config {
                                else auto); rank 0's is the job's */
   int progress_thread;      /* CRNET_PROGRESS_THREAD_* (-1:
                                CRNET_PROGRESS_THREAD, else auto) */
+  const crnet_directory *directory; /* NULL: none, or the PMIx server's
+                                       when one started the process; with
+                                       one, rank and size are needed too */
 } crnet_config;
 
 /* crnet_config.progress_thread: whether nonblocking calls (crnet_iX) get

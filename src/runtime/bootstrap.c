@@ -37,11 +37,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sodium.h>
+
 #include "alloc.h"
 #include "comm.h"
 #include "frame.h"
 #include "log.h"
 #include "netaddr.h"
+#include "settings.h"
 
 /* A rendezvous name that does not resolve yet is asked again this often,
  * and after this long it is said once on stderr (see resolve_with_retry). */
@@ -72,6 +75,9 @@ struct bootstrap {
   struct sockaddr_storage rdv_addrs[MAX_RENDEZVOUS_ADDRS];
   int n_rdv_addrs;
   int rdv_next;           /* the address of the next attempt */
+  /* The rendezvous as messages name it, where a directory published it
+   * ("" otherwise: CRNET_RENDEZVOUS's host and port). */
+  char rdv_label[300];
   bool rdv_reached;       /* a connection got through the handshake */
   char rdv_last_err[256]; /* how the last failed attempt failed */
 
@@ -749,10 +755,15 @@ static void list_missing(bootstrap *b, char *buf, size_t n) {
   }
 }
 
-/* "host:port" or "[v6]:port" of CRNET_RENDEZVOUS, for messages. */
-static void rdv_name(const crnet__settings *s, char *buf, size_t n) {
-  snprintf(buf, n, strchr(s->rdv_host, ':') != NULL ? "[%s]:%d" : "%s:%d",
-           s->rdv_host, s->rdv_port);
+/* "host:port" or "[v6]:port" of CRNET_RENDEZVOUS, or the addresses a
+ * directory published, for messages. */
+static void rdv_name(const bootstrap *b, char *buf, size_t n) {
+  const crnet__settings *s = b->s;
+  if (b->rdv_label[0] != '\0')
+    snprintf(buf, n, "%s", b->rdv_label);
+  else
+    snprintf(buf, n, strchr(s->rdv_host, ':') != NULL ? "[%s]:%d" : "%s:%d",
+             s->rdv_host, s->rdv_port);
 }
 
 /* Resolves the rendezvous host once, for the whole init, keeping every
@@ -884,7 +895,7 @@ static int serve_rendezvous(bootstrap *b) {
   const char *why;
   char where[64], reason[128], name[300];
   int rc, local = -1;
-  rdv_name(s, name, sizeof name);
+  rdv_name(b, name, sizeof name);
   if (iface_source(b, first->sa_family, &src, &why) > 0) {
     char ip[64];
     memcpy(&at, src, sizeof at);
@@ -931,6 +942,206 @@ static int serve_rendezvous(bootstrap *b) {
   return rc;
 }
 
+/* --- published rendezvous (a directory: directory.h) ----------------------- */
+
+/* Listens at `at` for the rendezvous, at a port of CRNET_PORT_RANGE or any
+ * port. 0, or a code with the reason set as fatal. */
+static int listen_published(bootstrap *b, struct sockaddr_storage *at) {
+  const crnet__settings *s = b->s;
+  char reason[128] = "", where[64];
+  int rc = CRNET_EIO;
+  int lo = s->port_lo != 0 ? s->port_lo : 0;
+  int hi = s->port_lo != 0 ? s->port_hi : 0;
+  for (int port = lo; port <= hi && rc != 0; port++) {
+    crnet__addr_set_port(at, port);
+    rc = crnet__rendezvous_server_listen(
+        &b->server, &b->c->w->loop, b->c->w->key, b->c->size,
+        (const struct sockaddr *)at, s->init_timeout, s->handshake,
+        on_server_done, b, reason, sizeof reason);
+    if (rc != 0)
+      b->server = NULL;
+  }
+  if (rc != 0) {
+    crnet__addr_set_port(at, lo);
+    crnet__format_sockaddr((const struct sockaddr *)at, where, sizeof where);
+    set_fatal(b, rc, "rank 0 cannot serve the rendezvous at %s%s: %s", where,
+              hi > lo ? " (nor at any other port of CRNET_PORT_RANGE)" : "",
+              rc == CRNET_EIO ? reason : crnet_strerror(rc));
+    return rc;
+  }
+  crnet__addr_set_port(at, crnet__rendezvous_server_port(b->server));
+  return 0;
+}
+
+/* Adds addr (with `port`) to b->rdv_addrs and to the list text, unless it
+ * is there already or either is full. */
+static void add_published(bootstrap *b, const struct sockaddr *addr, int port,
+                          char *list, size_t n) {
+  struct sockaddr_storage a;
+  char text[64];
+  size_t used = strlen(list);
+  memset(&a, 0, sizeof a);
+  memcpy(&a, addr,
+         addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                     : sizeof(struct sockaddr_in));
+  crnet__addr_set_port(&a, port);
+  for (int i = 0; i < b->n_rdv_addrs; i++)
+    if (crnet__addr_same_ip((const struct sockaddr *)&b->rdv_addrs[i],
+                            (const struct sockaddr *)&a))
+      return;
+  crnet__format_sockaddr((const struct sockaddr *)&a, text, sizeof text);
+  if (b->n_rdv_addrs == MAX_RENDEZVOUS_ADDRS || used + strlen(text) + 2 > n)
+    return;
+  b->rdv_addrs[b->n_rdv_addrs++] = a;
+  snprintf(list + used, n - used, "%s%s", used > 0 ? "," : "", text);
+}
+
+/* Rank 0: serves the rendezvous and fills b->rdv_addrs and `list` with the
+ * addresses the others are to try, in order. On CRNET_IFACE's address
+ * where it is set; else on every interface, listing this host's addresses:
+ * IPv4 ones first, then global IPv6 ones, then loopback last (a job on one
+ * host with no other interface). Rank 0 goes through the list too, so its
+ * own rendezvous connection, and with it the address its mesh listener
+ * binds (step 2), is the one the others reach. */
+static int serve_published(bootstrap *b, char *list, size_t n) {
+  struct sockaddr_storage at;
+  const struct sockaddr *src;
+  const char *why;
+  uv_interface_address_t *ifs = NULL;
+  int nifs = 0, port;
+  list[0] = '\0';
+  memset(&at, 0, sizeof at);
+  if (iface_source(b, AF_INET, &src, &why) > 0 ||
+      iface_source(b, AF_INET6, &src, &why) > 0) {
+    memcpy(&at, src, sizeof at);
+    if (listen_published(b, &at) != 0)
+      return b->fatal;
+    add_published(b, (const struct sockaddr *)&at,
+                  crnet__addr_port((const struct sockaddr *)&at), list, n);
+    return 0;
+  }
+  if (b->s->iface[0] != '\0') {
+    set_fatal(b, CRNET_EINVAL, "CRNET_IFACE=%s: %s", b->s->iface, why);
+    return b->fatal;
+  }
+  /* [::] takes IPv4 clients too; 0.0.0.0 where the host has no IPv6. */
+  uv_ip6_addr("::", 0, (struct sockaddr_in6 *)&at);
+  if (!crnet__addr_is_local((const struct sockaddr *)&at))
+    uv_ip4_addr("0.0.0.0", 0, (struct sockaddr_in *)&at);
+  if (listen_published(b, &at) != 0)
+    return b->fatal;
+  port = crnet__addr_port((const struct sockaddr *)&at);
+  if (uv_interface_addresses(&ifs, &nifs) != 0)
+    nifs = 0;
+  for (int pass = 0; pass < 3; pass++)
+    for (int i = 0; i < nifs; i++) {
+      const struct sockaddr *a = (const struct sockaddr *)&ifs[i].address;
+      bool v6 = a->sa_family == AF_INET6;
+      if (pass == 2 ? !ifs[i].is_internal
+                    : ifs[i].is_internal || v6 != (pass == 1))
+        continue;
+      if (v6 && IN6_IS_ADDR_LINKLOCAL(
+                    &((const struct sockaddr_in6 *)a)->sin6_addr))
+        continue; /* needs an interface index the others do not share */
+      if (v6 && at.ss_family != AF_INET6)
+        continue;
+      add_published(b, a, port, list, n);
+    }
+  uv_free_interface_addresses(ifs, nifs);
+  if (b->n_rdv_addrs == 0) {
+    struct sockaddr_storage lo;
+    uv_ip4_addr("127.0.0.1", port, (struct sockaddr_in *)&lo);
+    add_published(b, (const struct sockaddr *)&lo, port, list, n);
+  }
+  return 0;
+}
+
+/* The others: the list rank 0 published, "ip:port,[v6]:port,...", into
+ * b->rdv_addrs. 0, or CRNET_EIO set as fatal. */
+static int parse_published(bootstrap *b, const char *list) {
+  const char *p = list;
+  while (*p != '\0' && b->n_rdv_addrs < MAX_RENDEZVOUS_ADDRS) {
+    char item[80], host[64];
+    const char *end = strchr(p, ',');
+    size_t len = end != NULL ? (size_t)(end - p) : strlen(p);
+    int port;
+    struct sockaddr_storage a;
+    memset(&a, 0, sizeof a);
+    if (len == 0 || len >= sizeof item)
+      break;
+    memcpy(item, p, len);
+    item[len] = '\0';
+    if (crnet__settings_host_port(item, host, sizeof host, &port) != 0 ||
+        (uv_ip4_addr(host, port, (struct sockaddr_in *)&a) != 0 &&
+         uv_ip6_addr(host, port, (struct sockaddr_in6 *)&a) != 0))
+      break;
+    b->rdv_addrs[b->n_rdv_addrs++] = a;
+    p += len + (end != NULL);
+  }
+  if (b->n_rdv_addrs == 0 || (*p != '\0' && b->n_rdv_addrs < MAX_RENDEZVOUS_ADDRS)) {
+    set_fatal(b, CRNET_EIO,
+              "the rendezvous rank 0 published through %s is not a list of "
+              "addresses: '%.100s'",
+              b->s->directory.name, list);
+    return CRNET_EIO;
+  }
+  return 0;
+}
+
+/* Through the directory: rank 0 makes and publishes the job key (unless
+ * the job has one) and serves and publishes the rendezvous (unless
+ * CRNET_RENDEZVOUS names it); every rank fences; the others look up what
+ * was published. 0, or a code set as fatal. */
+static int share_through_directory(bootstrap *b) {
+  const crnet__settings *s = b->s;
+  const crnet__directory *d = &s->directory;
+  char list[CRNET__DIR_VALUE_MAX], hex[2 * CRNET__KEY_BYTES + 1];
+  char why[256] = "";
+  int rc = 0;
+  list[0] = '\0';
+  if (b->c->rank == 0) {
+    if (s->publish_key) {
+      randombytes_buf(b->c->w->key, CRNET__KEY_BYTES);
+      sodium_bin2hex(hex, sizeof hex, b->c->w->key, CRNET__KEY_BYTES);
+      rc = d->publish(d->ctx, CRNET__DIR_KEY, hex, why, sizeof why);
+      sodium_memzero(hex, sizeof hex);
+    }
+    if (rc == 0 && s->publish_rdv) {
+      if (serve_published(b, list, sizeof list) != 0)
+        return b->fatal;
+      rc = d->publish(d->ctx, CRNET__DIR_RENDEZVOUS, list, why, sizeof why);
+    }
+  }
+  if (rc == 0 && d->fence != NULL)
+    rc = d->fence(d->ctx, s->init_timeout, why, sizeof why);
+  if (rc == 0 && b->c->rank != 0 && s->publish_key) {
+    rc = d->lookup(d->ctx, CRNET__DIR_KEY, hex, sizeof hex, s->init_timeout,
+                   why, sizeof why);
+    if (rc == 0 && crnet__key_parse_hex(hex, b->c->w->key) != 0) {
+      snprintf(why, sizeof why,
+               "the job key rank 0 published through %s is not 64 hex "
+               "digits",
+               d->name);
+      rc = CRNET_EIO;
+    }
+    sodium_memzero(hex, sizeof hex);
+  }
+  if (rc == 0 && b->c->rank != 0 && s->publish_rdv) {
+    rc = d->lookup(d->ctx, CRNET__DIR_RENDEZVOUS, list, sizeof list,
+                   s->init_timeout, why, sizeof why);
+    if (rc == 0 && parse_published(b, list) != 0)
+      return b->fatal;
+  }
+  if (rc != 0) {
+    set_fatal(b, rc, "%s", why);
+    return rc;
+  }
+  if (s->publish_rdv)
+    snprintf(b->rdv_label, sizeof b->rdv_label, "%s (published through %s)",
+             list, d->name);
+  return 0;
+}
+
 int crnet__bootstrap(crnet_comm *c, const crnet__settings *s, char *err,
                      size_t errlen) {
   bootstrap b;
@@ -955,9 +1166,11 @@ int crnet__bootstrap(crnet_comm *c, const crnet__settings *s, char *err,
     set_fatal(&b, CRNET_ENOMEM, "out of memory");
     goto done;
   }
-  if (resolve_rendezvous(&b) != 0)
+  if (s->have_directory && share_through_directory(&b) != 0)
     goto done;
-  if (s->serve_rendezvous && serve_rendezvous(&b) != 0)
+  if (!s->publish_rdv && resolve_rendezvous(&b) != 0)
+    goto done;
+  if (!s->publish_rdv && s->serve_rendezvous && serve_rendezvous(&b) != 0)
     goto done;
 
   start_rdv_attempt(&b);
@@ -966,7 +1179,7 @@ int crnet__bootstrap(crnet_comm *c, const crnet__settings *s, char *err,
     /* Nothing ever answered: no verdict can come either. */
     const char *pending = pending_attempt(&b);
     char name[300];
-    rdv_name(s, name, sizeof name);
+    rdv_name(&b, name, sizeof name);
     set_fatal(&b, CRNET_ETIMEDOUT,
               "cannot reach the rendezvous at %s within %g s: %s%s%s", name,
               s->init_timeout, pending != NULL ? pending : "",
@@ -979,10 +1192,13 @@ int crnet__bootstrap(crnet_comm *c, const crnet__settings *s, char *err,
   if (rc != 0 && b.fatal == 0 &&
       crnet__comm_run_until(c, phase_rdv_done, &b,
                             RENDEZVOUS_VERDICT_GRACE_MS) != 0 &&
-      b.fatal == 0)
+      b.fatal == 0) {
+    char name[300];
+    rdv_name(&b, name, sizeof name);
     set_fatal(&b, CRNET_ETIMEDOUT,
-              "no answer from the rendezvous at %s:%d within %g s",
-              s->rdv_host, s->rdv_port, s->init_timeout);
+              "no answer from the rendezvous at %s within %g s", name,
+              s->init_timeout);
+  }
   if (b.fatal != 0)
     goto done;
 

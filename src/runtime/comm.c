@@ -158,6 +158,26 @@ static int read_job(const crnet_config *cfg, crnet__settings *s) {
     name[k] = crnet__settings_table[CRNET__SET_RANK + k].name;
     text[k] = getenv(name[k]);
   }
+  if (cfg->directory != NULL) {
+    /* The program's directory (torch's store): the program knows the
+     * rank and the size. */
+    if (cfg->rank < 0 || cfg->size < 1)
+      SETTINGS_FAIL("crnet_config.directory needs crnet_config.rank and "
+                    "crnet_config.size as well");
+    crnet__directory_from_config(cfg->directory, &s->directory);
+    s->have_directory = true;
+  } else if (text[0] == NULL && text[1] == NULL && config[0] < 0 &&
+             config[1] < 0 && crnet__pmix_started()) {
+    /* Started by a PMIx server (srun --mpi=pmix, mpirun, prterun): it
+     * gives the rank and the size, and its store stands in for the
+     * rendezvous address and the job key. */
+    int rc = crnet__pmix_open(&s->rank, &s->size, &s->directory,
+                              init_errmsg, sizeof init_errmsg);
+    if (rc != 0)
+      return rc;
+    s->have_directory = true;
+    return 0;
+  }
   /* Started by Slurm (srun) and not by crlaunch: Slurm's task number and
    * task count are the rank and the size. crnet's own variables win. */
   if (text[0] == NULL && text[1] == NULL && getenv("SLURM_PROCID") != NULL &&
@@ -195,25 +215,36 @@ static int read_job(const crnet_config *cfg, crnet__settings *s) {
 static int read_peers(const crnet_config *cfg, crnet__settings *s,
                       crnet__setting_value *v,
                       uint8_t key[CRNET__KEY_BYTES]) {
-  const char *key_hex, *key_file;
-  int rc = crnet__settings_read(CRNET__READ_PEERS, cfg, from_environment,
-                                NULL, v, init_errmsg, sizeof init_errmsg);
+  const char *key_hex, *key_file, *rdv;
+  int rc;
+  /* With a directory, rank 0 publishes where it serves the rendezvous,
+   * unless CRNET_RENDEZVOUS says where. */
+  rdv = cfg->rendezvous != NULL ? cfg->rendezvous : getenv("CRNET_RENDEZVOUS");
+  s->publish_rdv = s->have_directory && (rdv == NULL || rdv[0] == '\0');
+  rc = crnet__settings_read_except(
+      CRNET__READ_PEERS, s->publish_rdv ? CRNET__SET_RENDEZVOUS : -1, cfg,
+      from_environment, NULL, v, init_errmsg, sizeof init_errmsg);
   if (rc != 0)
     return rc;
-  rc = crnet__settings_host_port(v[CRNET__SET_RENDEZVOUS].text, s->rdv_host,
-                                 sizeof s->rdv_host, &s->rdv_port);
-  assert(rc == 0); /* the walk checked it */
+  if (!s->publish_rdv) {
+    rc = crnet__settings_host_port(v[CRNET__SET_RENDEZVOUS].text, s->rdv_host,
+                                   sizeof s->rdv_host, &s->rdv_port);
+    assert(rc == 0); /* the walk checked it */
+  }
   if (cfg->serve_rendezvous >= 0)
     s->serve_rendezvous = cfg->serve_rendezvous != 0 && s->rank == 0;
   else
     s->serve_rendezvous =
         s->rank == 0 && v[CRNET__SET_LAUNCHER].source == CRNET__FROM_NONE;
+  /* Where rank 0 publishes the rendezvous, nobody else can serve it. */
+  if (s->publish_rdv)
+    s->serve_rendezvous = s->rank == 0;
   if (v[CRNET__SET_PORT_RANGE].source != CRNET__FROM_NONE) {
     s->port_lo = (int)v[CRNET__SET_PORT_RANGE].number;
     s->port_hi = (int)v[CRNET__SET_PORT_RANGE].high;
     /* The range is what a firewall lets through, so the rendezvous that
      * rank 0 serves must be inside it as well as the mesh listeners. */
-    if (s->serve_rendezvous &&
+    if (s->serve_rendezvous && !s->publish_rdv &&
         (s->rdv_port < s->port_lo || s->rdv_port > s->port_hi))
       SETTINGS_FAIL("CRNET_PORT_RANGE=%d-%d does not hold port %d of "
                     "CRNET_RENDEZVOUS, where rank 0 is to serve the "
@@ -243,11 +274,21 @@ static int read_peers(const crnet_config *cfg, crnet__settings *s,
                rc == CRNET_EIO ? strerror(errno) : "not 64 hex digits");
       return rc;
     }
+  } else if (s->have_directory) {
+    /* Rank 0 makes one and publishes it (bootstrap.c). */
+    s->publish_key = true;
   } else {
     SETTINGS_FAIL("no job key: set CRNET_JOB_KEY or CRNET_JOB_KEY_FILE "
                   "(crlaunch does this for you)");
   }
   return 0;
+}
+
+/* Lets go of the directory the settings hold, if any (PMIx_Finalize). */
+static void close_directory(crnet__settings *s) {
+  if (s->have_directory && s->directory.close != NULL)
+    s->directory.close(s->directory.ctx);
+  s->have_directory = false;
 }
 
 /* Merges cfg with the environment contract (the table of settings.c). The
@@ -587,6 +628,9 @@ int crnet__comm_init(crnet_comm **out, const crnet_config *cfg,
   if (rc == 0)
     rc = crnet__tuning_init(&c->w->tuning, s.rank, init_errmsg,
                             sizeof init_errmsg);
+  /* A directory serves the bootstrap only; a job of one has none. */
+  if (rc != 0 || s.size == 1)
+    close_directory(&s);
   if (rc != 0) {
     free_comm(c);
     return rc;
@@ -621,11 +665,13 @@ int crnet__comm_init(crnet_comm **out, const crnet_config *cfg,
   snprintf(c->w->iface, sizeof c->w->iface, "%s", s.iface);
   if (c->w->peers == NULL || c->w->table == NULL || c->peer_stats == NULL ||
       upper->state_new(c, NULL) != 0) {
+    close_directory(&s);
     free_comm(c);
     snprintf(init_errmsg, sizeof init_errmsg, "out of memory");
     return CRNET_ENOMEM;
   }
   if (uv_loop_init(&c->w->loop) != 0) {
+    close_directory(&s);
     free_comm(c);
     snprintf(init_errmsg, sizeof init_errmsg, "cannot create an event loop");
     return CRNET_EIO;
@@ -634,6 +680,7 @@ int crnet__comm_init(crnet_comm **out, const crnet_config *cfg,
   c->w->deadline.data = c;
   if (crnet__progress_init(c) != 0) {
     close_loop(c);
+    close_directory(&s);
     free_comm(c);
     snprintf(init_errmsg, sizeof init_errmsg, "cannot set up the event loop");
     return CRNET_EIO;
@@ -647,12 +694,14 @@ int crnet__comm_init(crnet_comm **out, const crnet_config *cfg,
       snprintf(init_errmsg, sizeof init_errmsg,
                "CRNET_TRACE: cannot write %.300s: %s", s.trace, strerror(e));
       close_loop(c);
+      close_directory(&s);
       free_comm(c);
       return CRNET_EINVAL;
     }
   }
   if (c->size > 1) {
     rc = crnet__bootstrap(c, &s, init_errmsg, sizeof init_errmsg);
+    close_directory(&s);
     if (rc != 0) {
       for (int i = 0; i < crnet__comm_nlinks(c); i++)
         if (c->w->peers[i] != NULL)

@@ -23,6 +23,7 @@
 #include <uv.h>
 
 #include "crnet.h"
+#include "directory.h"
 #include "handshake.h"
 #include "link.h"
 #include "rendezvous.h"
@@ -92,6 +93,13 @@ typedef struct crnet__settings {
   int transport;    /* CRNET_TRANSPORT: enum crnet__transport */
   uint32_t shm_ring; /* CRNET_SHM_RING_BYTES; 0: the default */
   int shm_single_copy; /* CRNET_SHM_SINGLE_COPY: 0, 1, or -1 (auto) */
+  /* A directory (directory.h): PMIx's, or crnet_config.directory. With
+   * one, rank 0 publishes the rendezvous unless CRNET_RENDEZVOUS names it
+   * (publish_rdv), and a fresh job key unless the job has one
+   * (publish_key); the other ranks look up what was published. */
+  crnet__directory directory;
+  bool have_directory;
+  bool publish_rdv, publish_key;
 } crnet__settings;
 
 /* CRNET_TRANSPORT: how two ranks on one node talk. */

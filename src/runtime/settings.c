@@ -687,9 +687,23 @@ int crnet__settings_read(enum crnet__setting_group group,
                          crnet__setting_lookup *lookup, void *arg,
                          crnet__setting_value values[CRNET__SETTING_COUNT],
                          char *err, size_t errlen) {
+  return crnet__settings_read_except(group, -1, cfg, lookup, arg, values, err,
+                                     errlen);
+}
+
+int crnet__settings_read_except(
+    enum crnet__setting_group group, int except, const crnet_config *cfg,
+    crnet__setting_lookup *lookup, void *arg,
+    crnet__setting_value values[CRNET__SETTING_COUNT], char *err,
+    size_t errlen) {
   for (int id = 0; id < CRNET__SETTING_COUNT; id++) {
     if (crnet__settings_table[id].group != group)
       continue;
+    if (id == except) {
+      values[id].source = CRNET__FROM_NONE;
+      values[id].text = NULL;
+      continue;
+    }
     int rc = crnet__setting_read(id, cfg, lookup, arg, &values[id], err,
                                  errlen);
     if (rc != 0)

@@ -183,6 +183,14 @@ int crnet__settings_read(enum crnet__setting_group group,
                          crnet__setting_lookup *lookup, void *arg,
                          crnet__setting_value values[CRNET__SETTING_COUNT],
                          char *err, size_t errlen);
+/* The same, leaving setting `except` (-1: none) unread: its value's source
+ * is CRNET__FROM_NONE and its text NULL, whatever the table says of a
+ * missing value (CRNET_RENDEZVOUS, which a directory can stand in for). */
+int crnet__settings_read_except(
+    enum crnet__setting_group group, int except, const crnet_config *cfg,
+    crnet__setting_lookup *lookup, void *arg,
+    crnet__setting_value values[CRNET__SETTING_COUNT], char *err,
+    size_t errlen);
 
 /* What setting `id` accepts, as its error says it: "a number of bytes (0
  * to 2^30)", "0, 1 or auto", "host:port". */

@@ -184,6 +184,7 @@ static int read_job(const crnet_config *cfg, crnet__settings *s) {
       getenv("SLURM_NTASKS") != NULL) {
     name[0] = "SLURM_PROCID";
     name[1] = "SLURM_NTASKS";
+    s->from_slurm = true;
     text[0] = getenv(name[0]);
     text[1] = getenv(name[1]);
   }
@@ -221,6 +222,17 @@ static int read_peers(const crnet_config *cfg, crnet__settings *s,
    * unless CRNET_RENDEZVOUS says where. */
   rdv = cfg->rendezvous != NULL ? cfg->rendezvous : getenv("CRNET_RENDEZVOUS");
   s->publish_rdv = s->have_directory && (rdv == NULL || rdv[0] == '\0');
+  if (s->from_slurm && (rdv == NULL || rdv[0] == '\0'))
+    SETTINGS_FAIL("started by srun (SLURM_NTASKS=%.12s) without PMIx and "
+                  "without CRNET_RENDEZVOUS, so the ranks cannot find each "
+                  "other: start the job with srun --mpi=pmix%s, or with "
+                  "crlaunch -n N, or export CRNET_RENDEZVOUS=host:port (rank "
+                  "0's node) and CRNET_JOB_KEY_FILE to every rank "
+                  "(docs/STARTING.md)",
+                  getenv("SLURM_NTASKS"),
+                  crnet__pmix_built() ? ""
+                                      : " (with a crnet built with PMIx: "
+                                        "libpmix-dev)");
   rc = crnet__settings_read_except(
       CRNET__READ_PEERS, s->publish_rdv ? CRNET__SET_RENDEZVOUS : -1, cfg,
       from_environment, NULL, v, init_errmsg, sizeof init_errmsg);

@@ -100,6 +100,7 @@ typedef struct crnet__settings {
   crnet__directory directory;
   bool have_directory;
   bool publish_rdv, publish_key;
+  bool from_slurm; /* rank and size from SLURM_PROCID and SLURM_NTASKS */
 } crnet__settings;
 
 /* CRNET_TRANSPORT: how two ranks on one node talk. */

@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# Jobs started by the launchers people already use, through PMIx: a
+# one-node Slurm brought up here (munged, slurmctld and slurmd on a
+# configuration of 16 over-subscribed CPUs, on ports and in a directory of
+# this test's own, stopped on every way out) with srun --mpi=pmix, and Open
+# MPI's mpirun. docs/STARTING.md describes what is checked.
+#
+#   tests/launchers.sh HELLO_ALLREDUCE IDLE_WAIT PMIX(yes|no)
+#
+# Needs root (slurmd), Slurm (Debian: slurm-wlm, munge), Open MPI's mpirun
+# (openmpi-bin) and a crnet built with PMIx; without them it skips naming
+# what is missing (exit 77), or fails under CRNET_TEST_STRICT=1.
+set -u
+
+hello=$(realpath "$1")
+idle_wait=$(realpath "$2")
+pmix_built=$3
+
+skip() {
+  if [ "${CRNET_TEST_STRICT:-}" = 1 ]; then
+    echo "FAIL: launchers cannot run: $* (CRNET_TEST_STRICT=1: it must run here)"
+    exit 1
+  fi
+  echo "SKIP launchers: $*"
+  exit 77
+}
+
+[ "$pmix_built" = yes ] || skip "this crnet was built without PMIx (libpmix-dev)"
+[ "$(id -u)" -eq 0 ] || skip "slurmd needs root"
+for p in munged slurmctld slurmd srun mpirun; do
+  command -v "$p" >/dev/null || skip "$p not found (Debian: slurm-wlm, munge, openmpi-bin)"
+done
+
+tmp=$(mktemp -d /tmp/crnet-launchers.XXXXXX)
+chmod 755 "$tmp"
+failures=0
+pids=()
+stop_all() {
+  for f in "$tmp"/slurmd.pid "$tmp"/slurmctld.pid "$tmp"/munged.pid; do
+    [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null
+  done
+  kill -9 "${pids[@]}" 2>/dev/null
+  sleep 0.2
+  for f in "$tmp"/slurmd.pid "$tmp"/slurmctld.pid "$tmp"/munged.pid; do
+    [ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null
+  done
+  rm -rf "$tmp"
+}
+trap stop_all EXIT
+trap 'exit 1' INT TERM
+
+ok() { echo "ok ($SECONDS s): $*"; }
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+
+# A loopback port that nothing listens on now.
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# ---- Slurm on this host ----------------------------------------------------
+host=$(hostname)
+dd if=/dev/urandom of="$tmp/munge.key" bs=1024 count=1 2>/dev/null
+chmod 600 "$tmp/munge.key"
+munged --force --socket="$tmp/munge.socket" --key-file="$tmp/munge.key" \
+  --pid-file="$tmp/munged.pid" --log-file="$tmp/munged.log" \
+  --seed-file="$tmp/munged.seed" 2>"$tmp/munged.err" ||
+  { cat "$tmp/munged.err"; echo "FAIL: munged did not start"; exit 1; }
+mkdir -p "$tmp/spool" "$tmp/state"
+cat >"$tmp/slurm.conf" <<EOF
+ClusterName=crnet-test
+SlurmctldHost=$host
+SlurmctldPort=$(free_port)
+SlurmdPort=$(free_port)
+AuthType=auth/munge
+AuthInfo=socket=$tmp/munge.socket
+CredType=cred/munge
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SlurmctldPidFile=$tmp/slurmctld.pid
+SlurmdPidFile=$tmp/slurmd.pid
+SlurmdSpoolDir=$tmp/spool
+StateSaveLocation=$tmp/state
+SlurmctldLogFile=$tmp/slurmctld.log
+SlurmdLogFile=$tmp/slurmd.log
+SlurmUser=root
+SlurmdUser=root
+SchedulerType=sched/builtin
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+SlurmdParameters=config_overrides
+MpiDefault=none
+ReturnToService=2
+NodeName=$host CPUs=16 State=UNKNOWN
+PartitionName=crnet Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE
+EOF
+export SLURM_CONF=$tmp/slurm.conf
+slurmctld -i -f "$SLURM_CONF" 2>"$tmp/slurmctld.err" ||
+  { cat "$tmp/slurmctld.err"; echo "FAIL: slurmctld did not start"; exit 1; }
+slurmd -f "$SLURM_CONF" 2>"$tmp/slurmd.err" ||
+  { cat "$tmp/slurmd.err"; echo "FAIL: slurmd did not start"; exit 1; }
+# Up when the node takes jobs: at most 30 s.
+for _ in $(seq 300); do
+  sinfo -h -o %t 2>/dev/null | grep -q idle && break
+  sleep 0.1
+done
+if ! sinfo -h -o %t 2>/dev/null | grep -q idle; then
+  tail -n 5 "$tmp/slurmctld.log" "$tmp/slurmd.log"
+  echo "FAIL: the Slurm node never became idle"
+  exit 1
+fi
+echo "Slurm: one node ($host), 16 CPUs over-subscribed, munge and ports of its own, up after $SECONDS s"
+
+# ---- srun --mpi=pmix -----------------------------------------------------------
+if timeout 120 srun --mpi=pmix -n 4 "$hello" >"$tmp/out" 2>"$tmp/err" &&
+  grep -q "allreduce over 4 ranks: sum of rank+1 = 10 (expected 10).* 0 wrong" "$tmp/out"; then
+  ok "srun --mpi=pmix -n 4: $(cat "$tmp/out")"
+else
+  fail "srun --mpi=pmix -n 4: $(tail -n 5 "$tmp/out" "$tmp/err")"
+fi
+
+# A rank killed under srun: the others fail with the usual message. Rank 0
+# sleeps before idle_wait's second barrier, where the others wait: it is
+# the one killed, so that nobody sleeps through the loss.
+IDLE_WAIT_READY=1 timeout 120 srun --mpi=pmix -n 3 "$idle_wait" 60000 \
+  >"$tmp/out" 2>"$tmp/err" &
+srun_pid=$!
+pids+=("$srun_pid")
+for _ in $(seq 600); do
+  [ "$(grep -c 'ready' "$tmp/out")" -ge 3 ] && break
+  sleep 0.1
+done
+victim=
+for pid in $(pgrep -x idle_wait); do
+  tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx SLURM_PROCID=0 &&
+    victim=$pid
+done
+if [ -z "$victim" ]; then
+  fail "srun kill: rank 0 never became ready: $(tail -n 5 "$tmp/out" "$tmp/err")"
+else
+  kill -9 "$victim"
+  wait "$srun_pid"
+  rc=$?
+  if [ $rc -ne 0 ] && [ "$(grep -c "lost rank 0" "$tmp/err")" -ge 2 ]; then
+    ok "srun kill: rank 0 killed, srun exited $rc, ranks 1 and 2 said: $(grep -m1 'lost rank 0' "$tmp/err")"
+  else
+    fail "srun kill: srun exited $rc: $(tail -n 5 "$tmp/out" "$tmp/err")"
+  fi
+fi
+
+# Without PMIx and without crnet's variables: every rank fails and says
+# the ways to start.
+timeout 60 srun --mpi=none -n 2 "$hello" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+said=$(grep -c "srun --mpi=pmix" "$tmp/err")
+if [ $rc -ne 0 ] && [ "$said" -ge 2 ]; then
+  ok "srun --mpi=none -n 2 fails on both ranks: $(grep -m1 'srun --mpi=pmix' "$tmp/err")"
+else
+  fail "srun --mpi=none -n 2: exit $rc, $said ranks said how to start: $(tail -n 5 "$tmp/err")"
+fi
+
+# ---- Open MPI's mpirun --------------------------------------------------------
+if timeout 120 mpirun --allow-run-as-root --oversubscribe -np 3 "$hello" \
+  >"$tmp/out" 2>"$tmp/err" &&
+  grep -q "allreduce over 3 ranks: sum of rank+1 = 6 (expected 6).* 0 wrong" "$tmp/out"; then
+  ok "mpirun -np 3: $(cat "$tmp/out")"
+else
+  fail "mpirun -np 3: $(tail -n 5 "$tmp/out" "$tmp/err")"
+fi
+
+if [ $failures -ne 0 ]; then
+  echo "$failures launcher check(s) failed"
+  exit 1
+fi
+echo "all launcher checks passed"

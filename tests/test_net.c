@@ -78,7 +78,111 @@ static int rank_skip(int rank, int size, void *arg) {
   return EXIT_OK;
 }
 
-/* --- tests ------------------------------------------------------------------ */
+/* A directory (crnet_config.directory) kept in files of a directory every
+ * rank sees, as a program's own store would keep it: publish writes a file
+ * under the key's name (whole, by a rename), lookup polls for it. */
+static int files_publish(void *arg, const char *key, const char *value) {
+  char path[512], tmp[520];
+  FILE *f;
+  snprintf(path, sizeof path, "%s/%s", (const char *)arg, key);
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  f = fopen(tmp, "w");
+  if (f == NULL)
+    return -1;
+  fputs(value, f);
+  if (fclose(f) != 0)
+    return -1;
+  return rename(tmp, path);
+}
+
+static int files_lookup(void *arg, const char *key, char *value,
+                        size_t capacity, double timeout) {
+  char path[512];
+  double until = now_s() + timeout;
+  snprintf(path, sizeof path, "%s/%s", (const char *)arg, key);
+  for (;;) {
+    FILE *f = fopen(path, "r");
+    if (f != NULL) {
+      size_t n = fread(value, 1, capacity - 1, f);
+      int more = fgetc(f);
+      fclose(f);
+      value[n] = '\0';
+      return more == EOF ? 0 : -1;
+    }
+    if (now_s() > until)
+      return -1;
+    usleep(10000);
+  }
+}
+
+/* A rank started with none of crnet's variables but its rank and size,
+ * meeting the others through a directory: rank 0 publishes the rendezvous
+ * and a fresh key there. */
+typedef struct directory_job {
+  const char *dir;
+  bool encrypt;
+} directory_job;
+
+static int rank_directory(int rank, int size, void *arg) {
+  const directory_job *dj = arg;
+  crnet_directory d = {files_publish, files_lookup, (void *)dj->dir};
+  crnet_config cfg;
+  crnet_comm *c;
+  int64_t v = rank + 1, sum = 0;
+  int rc;
+  unsetenv("CRNET_RANK");
+  unsetenv("CRNET_SIZE");
+  unsetenv("CRNET_RENDEZVOUS");
+  unsetenv("CRNET_JOB_KEY");
+  if (dj->encrypt)
+    setenv("CRNET_ENCRYPT", "1", 1);
+  crnet_config_init(&cfg);
+  cfg.rank = rank;
+  cfg.size = size;
+  cfg.directory = &d;
+  rc = crnet_comm_init(&c, &cfg);
+  if (rc != 0) {
+    fprintf(stderr, "rank %d: init: %s: %s\n", rank, crnet_err_name(rc),
+            crnet_init_errmsg());
+    return err_exit(rc);
+  }
+  rc = crnet_allreduce(c, &v, &sum, 1, CRNET_INT64, CRNET_SUM);
+  if (rc == 0 && sum != (int64_t)size * (size + 1) / 2)
+    rc = CRNET_EIO;
+  if (rc == 0)
+    rc = crnet_comm_destroy(c);
+  else
+    crnet_comm_destroy(c);
+  return err_exit(rc);
+}
+
+/* The files hold what rank 0 published: its addresses with the port it
+ * listens on, and a key of 64 hex digits that no rank had before. */
+static void check_published(const char *dir) {
+  char path[512], text[1024] = "";
+  FILE *f;
+  size_t n;
+  snprintf(path, sizeof path, "%s/crnet.key", dir);
+  f = fopen(path, "r");
+  ck_assert_msg(f != NULL, "no crnet.key published");
+  n = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  text[n] = '\0';
+  ck_assert_msg(n == 64 && strspn(text, "0123456789abcdef") == 64,
+                "published key '%s'", text);
+  snprintf(path, sizeof path, "%s/crnet.rendezvous", dir);
+  f = fopen(path, "r");
+  ck_assert_msg(f != NULL, "no crnet.rendezvous published");
+  n = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  text[n] = '\0';
+  ck_assert_msg(n > 0 && strchr(text, ':') != NULL, "published rendezvous '%s'",
+                text);
+  printf("published rendezvous: %s\n", text);
+}
+
+/* --- tests ------------------------------------------------------------------
+ */
 
 START_TEST(job_without_launcher) {
   static const int sizes[] = {2, 3, 5};
@@ -174,6 +278,40 @@ START_TEST(foreign_launcher_is_refused) {
   unsetenv("OMPI_COMM_WORLD_SIZE");
   unsetenv("CRNET_RANK");
   unsetenv("CRNET_SIZE");
+}
+END_TEST
+
+/* crnet_config.directory: no CRNET_RENDEZVOUS, no key; rank 0 publishes
+ * both (plain and encrypted jobs). A rank whose lookup never finds the
+ * rendezvous fails within the init timeout naming the directory. */
+START_TEST(job_through_a_directory) {
+  for (int k = 0; k < 2; k++) {
+    char dir[] = "/tmp/crnet-directory.XXXXXX";
+    char cmd[64];
+    directory_job dj = {dir, k == 1};
+    job j;
+    ck_assert(mkdtemp(dir) != NULL);
+    job_init(&j, 3 + k, 20);
+    run_job(&j, rank_directory, &dj, 60);
+    expect_all_ok(&j, k == 0 ? "directory" : "directory, encrypted");
+    check_published(dir);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+  }
+  {
+    char dir[] = "/tmp/crnet-directory.XXXXXX";
+    char cmd[64];
+    directory_job dj = {dir, false};
+    job j;
+    ck_assert(mkdtemp(dir) != NULL);
+    job_init_exact(&j, 2, 1);
+    /* Rank 0 never comes: rank 1 waits for the published key in vain. */
+    start_rank(&j, 1, rank_directory, &dj, NULL);
+    wait_job(&j, 30);
+    ck_assert_int_eq(exit_code(&j, 1), err_exit(CRNET_ETIMEDOUT));
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+  }
 }
 END_TEST
 
@@ -1475,6 +1613,7 @@ static Suite *net_suite(void) {
   tcase_set_timeout(t, 150);
   tcase_add_test(t, singleton_without_environment);
   tcase_add_test(t, foreign_launcher_is_refused);
+  tcase_add_test(t, job_through_a_directory);
   tcase_add_test(t, bad_settings_fail_at_once);
   tcase_add_test(t, job_without_launcher);
   tcase_add_test(t, job_under_slurm);

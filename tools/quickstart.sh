@@ -32,6 +32,10 @@ packages+=(python3-dev python3-numpy)
 # python3-torch, libtorch-dev, pybind11-dev: the torch.distributed backend
 # (src/torch) and its tests (suite `torch`), for /usr/bin/python3.
 packages+=(python3-torch libtorch-dev pybind11-dev)
+# libpmix-dev: jobs started by a PMIx server (srun --mpi=pmix, mpirun);
+# slurm-wlm, munge and openmpi-bin: the test `launchers`, which brings up
+# a one-node Slurm and runs jobs under srun and Open MPI's mpirun.
+packages+=(libpmix-dev slurm-wlm munge openmpi-bin)
 
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi

@@ -942,7 +942,7 @@ static int serve_rendezvous(bootstrap *b) {
   return rc;
 }
 
-/* --- published rendezvous (a directory: directory.h) ----------------------- */
+/* --- published rendezvous (a directory: directory.h) ---------------------- */
 
 /* Listens at `at` for the rendezvous, at a port of CRNET_PORT_RANGE or any
  * port. 0, or a code with the reason set as fatal. */
@@ -1040,8 +1040,8 @@ static int serve_published(bootstrap *b, char *list, size_t n) {
       if (pass == 2 ? !ifs[i].is_internal
                     : ifs[i].is_internal || v6 != (pass == 1))
         continue;
-      if (v6 && IN6_IS_ADDR_LINKLOCAL(
-                    &((const struct sockaddr_in6 *)a)->sin6_addr))
+      if (v6 &&
+          IN6_IS_ADDR_LINKLOCAL(&((const struct sockaddr_in6 *)a)->sin6_addr))
         continue; /* needs an interface index the others do not share */
       if (v6 && at.ss_family != AF_INET6)
         continue;
@@ -1078,7 +1078,8 @@ static int parse_published(bootstrap *b, const char *list) {
     b->rdv_addrs[b->n_rdv_addrs++] = a;
     p += len + (end != NULL);
   }
-  if (b->n_rdv_addrs == 0 || (*p != '\0' && b->n_rdv_addrs < MAX_RENDEZVOUS_ADDRS)) {
+  if (b->n_rdv_addrs == 0 ||
+      (*p != '\0' && b->n_rdv_addrs < MAX_RENDEZVOUS_ADDRS)) {
     set_fatal(b, CRNET_EIO,
               "the rendezvous rank 0 published through %s is not a list of "
               "addresses: '%.100s'",

@@ -171,8 +171,8 @@ static int read_job(const crnet_config *cfg, crnet__settings *s) {
     /* Started by a PMIx server (srun --mpi=pmix, mpirun, prterun): it
      * gives the rank and the size, and its store stands in for the
      * rendezvous address and the job key. */
-    int rc = crnet__pmix_open(&s->rank, &s->size, &s->directory,
-                              init_errmsg, sizeof init_errmsg);
+    int rc = crnet__pmix_open(&s->rank, &s->size, &s->directory, init_errmsg,
+                              sizeof init_errmsg);
     if (rc != 0)
       return rc;
     s->have_directory = true;

@@ -31,6 +31,10 @@ for p in munged slurmctld slurmd srun mpirun; do
   command -v "$p" >/dev/null || skip "$p not found (Debian: slurm-wlm, munge, openmpi-bin)"
 done
 
+# Under AddressSanitizer: libpmix keeps a few bytes from PMIx_Init to the
+# end of the process, which LeakSanitizer would call ours.
+export LSAN_OPTIONS="suppressions=$(realpath "$(dirname "$0")")/lsan-pmix.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+
 tmp=$(mktemp -d /tmp/crnet-launchers.XXXXXX)
 chmod 755 "$tmp"
 failures=0

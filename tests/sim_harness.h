@@ -30,19 +30,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "check_main.h" /* EXPECT: checks per element */
 #include "crnet.h"
 #include "schedule.h"
 #include "select.h"
 #include "sim.h"
 #include "sim_ops.h"
-
-/* Check's ck_assert records every passing assertion, too slow for checks
- * per element: test plainly, and fail through Check. */
-#define EXPECT(cond, ...)                                                      \
-  do {                                                                         \
-    if (!(cond))                                                               \
-      ck_abort_msg(__VA_ARGS__);                                               \
-  } while (0)
 
 /* What RECV holds before the call: any element still holding it where the
  * reference wants data was never written. */

@@ -466,15 +466,15 @@ static void check_kernel(crnet_op op, crnet_datatype dt, size_t count,
                                 inout_copy + offset * es, i, &any_nan);
     uint64_t got = load_bits(dt, inout + offset * es, i);
     bool ok = any_nan ? bits_are_nan(dt, got) : got == want;
-    ck_assert_msg(
-        ok,
-        "%s %s count %zu offset %zu element %zu: in 0x%llx inout "
-        "0x%llx -> 0x%llx, want 0x%llx%s",
-        crnet_op_name(op), crnet_datatype_name(dt), count, offset, i,
-        (unsigned long long)load_bits(dt, in_copy + offset * es, i),
-        (unsigned long long)load_bits(dt, inout_copy + offset * es, i),
-        (unsigned long long)got, (unsigned long long)want,
-        any_nan ? " (any NaN)" : "");
+    /* EXPECT (check_main.h): some 2 * 10^5 elements over the matrix. */
+    EXPECT(ok,
+           "%s %s count %zu offset %zu element %zu: in 0x%llx inout "
+           "0x%llx -> 0x%llx, want 0x%llx%s",
+           crnet_op_name(op), crnet_datatype_name(dt), count, offset, i,
+           (unsigned long long)load_bits(dt, in_copy + offset * es, i),
+           (unsigned long long)load_bits(dt, inout_copy + offset * es, i),
+           (unsigned long long)got, (unsigned long long)want,
+           any_nan ? " (any NaN)" : "");
   }
   free(in);
   free(inout);
@@ -658,23 +658,25 @@ START_TEST(test_float_special_cases) {
 END_TEST
 
 /* ------------------------------------------------------------------------
- * Conversions
+ * Conversions. Every pattern, and hundreds of thousands of random floats:
+ * plain checks (EXPECT, check_main.h), which Check records only when they
+ * fail.
  */
 
 START_TEST(test_half_all_patterns) {
   for (uint32_t h = 0; h <= 0xffffu; h++) {
     float f = crnet__half_to_float((uint16_t)h);
     float want = ref_half_to_float((uint16_t)h);
-    ck_assert_msg(bits_of_float(f) == bits_of_float(want),
-                  "half 0x%04x -> float 0x%08x, want 0x%08x", h,
-                  bits_of_float(f), bits_of_float(want));
+    EXPECT(bits_of_float(f) == bits_of_float(want),
+           "half 0x%04x -> float 0x%08x, want 0x%08x", h, bits_of_float(f),
+           bits_of_float(want));
     /* The round trip is the identity except that a signalling NaN comes
      * back quiet. */
     uint16_t back = crnet__float_to_half(f);
     uint16_t expect =
         half_is_nan((uint16_t)h) ? (uint16_t)(h | 0x0200u) : (uint16_t)h;
-    ck_assert_msg(back == expect, "half 0x%04x round trip gives 0x%04x", h,
-                  back);
+    EXPECT(back == expect, "half 0x%04x round trip gives 0x%04x, want 0x%04x",
+           h, back, expect);
   }
 }
 END_TEST
@@ -682,12 +684,15 @@ END_TEST
 START_TEST(test_bf16_all_patterns) {
   for (uint32_t b = 0; b <= 0xffffu; b++) {
     float f = crnet__bfloat16_to_float((uint16_t)b);
-    ck_assert_uint_eq(bits_of_float(f), b << 16); /* even signalling NaNs */
+    EXPECT(bits_of_float(f) == b << 16, /* even signalling NaNs */
+           "bfloat16 0x%04x -> float 0x%08x, want 0x%08x", b, bits_of_float(f),
+           b << 16);
     uint16_t back = crnet__float_to_bfloat16(f);
     uint16_t expect =
         bf16_is_nan((uint16_t)b) ? (uint16_t)(b | 0x0040u) : (uint16_t)b;
-    ck_assert_msg(back == expect, "bfloat16 0x%04x round trip gives 0x%04x", b,
-                  back);
+    EXPECT(back == expect,
+           "bfloat16 0x%04x round trip gives 0x%04x, want 0x%04x", b, back,
+           expect);
   }
 }
 END_TEST
@@ -699,18 +704,27 @@ START_TEST(test_half_rounding_at_midpoints) {
     double lo = half_magnitude((uint16_t)h);
     double hi = half_magnitude((uint16_t)(h + 1));
     float mid = (float)((lo + hi) / 2); /* exact: 12 significant bits */
-    ck_assert((double)mid == (lo + hi) / 2);
+    EXPECT((double)mid == (lo + hi) / 2,
+           "the midpoint above 0x%04x, %a, is not a float", h, (lo + hi) / 2);
     uint16_t even = (h & 1u) ? (uint16_t)(h + 1) : (uint16_t)h;
     float below = nextafterf(mid, 0.0f), above = nextafterf(mid, INFINITY);
     for (int neg = 0; neg < 2; neg++) {
       uint16_t s = neg ? 0x8000u : 0;
       float sg = neg ? -1.0f : 1.0f;
-      ck_assert_msg(crnet__float_to_half(sg * mid) == (s | even),
-                    "tie above 0x%04x", h);
-      ck_assert_msg(crnet__float_to_half(sg * below) == (s | h),
-                    "below midpoint above 0x%04x", h);
-      ck_assert_msg(crnet__float_to_half(sg * above) == (s | (h + 1)),
-                    "above midpoint above 0x%04x", h);
+      uint16_t t = crnet__float_to_half(sg * mid);
+      uint16_t b = crnet__float_to_half(sg * below);
+      uint16_t a = crnet__float_to_half(sg * above);
+      EXPECT(t == (s | even),
+             "the tie between 0x%04x and 0x%04x: 0x%04x, want 0x%04x", s | h,
+             s | (h + 1), t, s | even);
+      EXPECT(b == (s | h),
+             "just below the midpoint of 0x%04x and 0x%04x: 0x%04x, want "
+             "0x%04x",
+             s | h, s | (h + 1), b, s | h);
+      EXPECT(a == (s | (h + 1)),
+             "just above the midpoint of 0x%04x and 0x%04x: 0x%04x, want "
+             "0x%04x",
+             s | h, s | (h + 1), a, s | (h + 1));
     }
   }
 }
@@ -724,12 +738,12 @@ START_TEST(test_narrowing_random) {
     if (i % 2)
       x = (x & 0x807fffffu) | ((uint32_t)(97 + rng_next() % 50) << 23);
     float f = float_of_bits(x);
-    ck_assert_msg(crnet__float_to_half(f) == ref_float_to_half(f),
-                  "float 0x%08x -> half 0x%04x, want 0x%04x", x,
-                  crnet__float_to_half(f), ref_float_to_half(f));
-    ck_assert_msg(crnet__float_to_bfloat16(f) == ref_float_to_bfloat16(f),
-                  "float 0x%08x -> bfloat16 0x%04x, want 0x%04x", x,
-                  crnet__float_to_bfloat16(f), ref_float_to_bfloat16(f));
+    EXPECT(crnet__float_to_half(f) == ref_float_to_half(f),
+           "float 0x%08x -> half 0x%04x, want 0x%04x", x,
+           crnet__float_to_half(f), ref_float_to_half(f));
+    EXPECT(crnet__float_to_bfloat16(f) == ref_float_to_bfloat16(f),
+           "float 0x%08x -> bfloat16 0x%04x, want 0x%04x", x,
+           crnet__float_to_bfloat16(f), ref_float_to_bfloat16(f));
   }
 }
 END_TEST

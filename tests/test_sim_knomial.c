@@ -44,12 +44,6 @@
 #define SENTINEL UINT64_C(0xdeadbeefdeadbeef)
 #define MAX_P 64
 
-#define EXPECT(cond, ...)                                                      \
-  do {                                                                         \
-    if (!(cond))                                                               \
-      ck_abort_msg(__VA_ARGS__);                                               \
-  } while (0)
-
 static uint64_t value(int32_t rank, uint64_t e) {
   uint64_t h = mix((uint64_t)rank << 40 ^ e ^ UINT64_C(0x5eed));
   return (1 + (h & 0xffffffffu) % (PRIME - 1)) << 32 | (h >> 32) % PRIME;

@@ -33,12 +33,6 @@
 #include "sim_ops.h"
 #include "tuning.h"
 
-#define EXPECT(cond, ...)                                                      \
-  do {                                                                         \
-    if (!(cond))                                                               \
-      ck_abort_msg(__VA_ARGS__);                                               \
-  } while (0)
-
 #define SENTINEL UINT64_C(0xdeadbeefdeadbeef)
 
 static long cases;

@@ -245,21 +245,28 @@ START_TEST(test_skips) {
   ck_assert_mem_eq(s, want_d22, sizeof(want_d22));
   ck_assert_int_eq(crnet__circulant_skips("nope", 22, s), CRNET_EINVAL);
   ck_assert_int_eq(crnet__circulant_skips("circulant", 0, s), CRNET_EINVAL);
+  /* EXPECT, not ck_assert, in the loop: Check records every passing
+   * assertion */
   for (int32_t p = 1; p <= 2000; p++) {
     for (int q = 0; q < NSEQS; q++) {
       int n = crnet__circulant_skips(seqs[q], p, s);
-      ck_assert_int_eq(crnet__circulant_skips_check(s, n, p), 0);
+      EXPECT(crnet__circulant_skips_check(s, n, p) == 0, "%s p=%d: invalid",
+             seqs[q], p);
       if (q <= 1)
-        ck_assert_int_eq(n - 1, crnet__ceil_log2(p));
+        EXPECT(n - 1 == crnet__ceil_log2(p), "%s p=%d: %d rounds", seqs[q], p,
+               n - 1);
       if (q == 2)
-        ck_assert_int_eq(n - 1, p - 1);
+        EXPECT(n - 1 == p - 1, "%s p=%d: %d rounds", seqs[q], p, n - 1);
       if (q == 3) { /* about sqrt(p): at most sqrt(p) + log2(2 sqrt p) + 1 */
         int32_t c = 1;
         while (c * c < p)
           c++;
-        ck_assert_int_le(n - 1, c + crnet__ceil_log2(2 * c) + 1);
+        EXPECT(n - 1 <= c + crnet__ceil_log2(2 * c) + 1, "%s p=%d: %d rounds",
+               seqs[q], p, n - 1);
       }
-      ck_assert(crnet__circulant_skips_ordered(s, n) == (q == 2 || p <= 3));
+      EXPECT(crnet__circulant_skips_ordered(s, n) == (q == 2 || p <= 3),
+             "%s p=%d: ordered is %d", seqs[q], p,
+             (int)crnet__circulant_skips_ordered(s, n));
     }
   }
   /* invalid sequences: a jump s' > 2s, not decreasing, not ending at 1 */

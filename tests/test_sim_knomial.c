@@ -363,7 +363,9 @@ START_TEST(test_radix_choice) {
            * allreduce and barrier) has S children */
           if (colls[ci] == CRNET_COLL_ALLREDUCE && p > 1) {
             uint32_t sends = 0;
-            ck_assert_int_eq(crnet__build("knomial", &c0, &s), 0);
+            EXPECT(crnet__build("knomial", &c0, &s) == 0,
+                   "allreduce p %d count %llu: build", p,
+                   (unsigned long long)count);
             for (uint32_t g = 0; g < s.nrounds; g++)
               sends += s.rounds[g].send.peer >= 0;
             EXPECT(sends == (uint32_t)tree_rounds(p, k),
@@ -414,7 +416,9 @@ START_TEST(test_price_matches_schedules) {
           beta = crnet__tuning_get(
               &t, shm ? CRNET__TUNING_SHM_BETA : CRNET__TUNING_BETA, p);
           gamma = crnet__tuning_get(&t, CRNET__TUNING_GAMMA, p);
-          ck_assert_int_eq(crnet__build("knomial", &c, &s), 0);
+          EXPECT(crnet__build("knomial", &c, &s) == 0,
+                 "coll %d p %d count %llu shm %d: build", (int)colls[ci], p,
+                 (unsigned long long)count, shm);
           for (uint32_t g = 0; g < s.nrounds;) {
             int n = 0;
             bool recv = false;
@@ -428,7 +432,9 @@ START_TEST(test_price_matches_schedules) {
                       n * m * (beta + (reduces && recv ? gamma : 0));
           }
           crnet__sched_free(&s);
-          ck_assert_int_eq(crnet__auto_price("knomial", &c, &got), 0);
+          EXPECT(crnet__auto_price("knomial", &c, &got) == 0,
+                 "coll %d p %d count %llu shm %d: no price", (int)colls[ci], p,
+                 (unsigned long long)count, shm);
           EXPECT(got <= want * (1 + 1e-9) && got >= want * (1 - 1e-9),
                  "coll %d p %d count %llu shm %d: price %g, schedules %g",
                  (int)colls[ci], p, (unsigned long long)count, shm, got, want);

@@ -550,9 +550,10 @@ START_TEST(test_select_builds) {
             int rc;
             call.rank = r;
             rc = crnet__build(name, &call, &s);
-            ck_assert_msg(
-                rc == 0, "%s %s p=%d rank %d: selected but not built (%d)", nm,
-                crnet_collective_name((crnet_collective)coll), p, r, rc);
+            /* EXPECT, not ck_assert: Check would record each of the
+             * million passing builds */
+            EXPECT(rc == 0, "%s %s p=%d rank %d: selected but not built (%d)",
+                   nm, crnet_collective_name((crnet_collective)coll), p, r, rc);
             crnet__sched_free(&s);
             built++;
           }

@@ -9,6 +9,10 @@
 #include "algorithm.h"
 #include "check_main.h"
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 bool sim_is_rooted(crnet_collective c) {
   return c == CRNET_COLL_BCAST || c == CRNET_COLL_REDUCE ||
          c == CRNET_COLL_GATHER || c == CRNET_COLL_SCATTER;
@@ -28,8 +32,35 @@ bool sim_quick(void) {
   return q != NULL && strcmp(q, "1") == 0;
 }
 
+const int32_t sim_quick_ps[] = {1,  2,  3,  4,  5,  6,  7,  8,  9, 12,
+                                13, 15, 16, 17, 24, 25, 31, 32, 33};
+const size_t sim_quick_nps = sizeof sim_quick_ps / sizeof sim_quick_ps[0];
+
+bool sim_quick_p(int32_t p) {
+  for (size_t i = 0; i < sim_quick_nps; i++)
+    if (sim_quick_ps[i] == p)
+      return true;
+  return false;
+}
+
+/* A case allocates every rank's schedule, buffers and messages, up to
+ * hundreds of MiB at p = 1000, and frees them all. glibc hands blocks over
+ * 128 KiB to mmap and gives freed memory at the top of the heap back to the
+ * kernel, so every case paid a page fault per 4 KiB it touched again, and a
+ * growing schedule's realloc copied into fresh pages: about a third of a
+ * driver's time. Keeping the memory (as the program's peak stays mapped
+ * anyway) leaves every allocation checked as before; AddressSanitizer's
+ * allocator ignores these settings. */
+static void keep_freed_memory(void) {
+#ifdef __GLIBC__
+  mallopt(M_MMAP_THRESHOLD, 32 << 20); /* glibc's largest */
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
+}
+
 Suite *sim_suite(const char *name, const char *tcase, TCase **tc) {
   Suite *s = suite_create(name);
+  keep_freed_memory();
   *tc = tcase_create(tcase);
   tcase_set_timeout(*tc, 300);
   suite_add_tcase(s, *tc);

@@ -136,6 +136,30 @@ void sim_run(const sim_case *k, sim_claims claims, void *arg);
 /* CRNET_SIM_QUICK=1: the sanitizer pass, which runs fewer p. */
 bool sim_quick(void);
 
+/* The p the sanitizer pass runs (test_sim_registry.c, and the families
+ * that keep no list of their own), a point of which is memory safety, not
+ * the sweep: p that take every branch the builders take on p. They branch
+ * on p being 1 or 2, odd or even, a power of two or not, and on the fold
+ * around it; on n! for the star and k^L for the k-nomial tree; and on
+ * nothing else (the circulant's skips follow p's binary form; the fixed
+ * arrays are sized by log2 p or the star's n for every p to 2^31):
+ *   1, 2      no rounds, and one partner;
+ *   3         the smallest fold (x = p - 2^d = 1, one pair);
+ *   4 8 16 32 powers of two (hypercube, Rabenseifner, Swing without the
+ *             fold; pairwise by XOR; the hypercube all-to-all);
+ *   5 9 17 33 2^d + 1: one rank folded away (and Alg. 4.9's rank 2^d,
+ *             whose partners are beyond p in every round but the last);
+ *   7 15 31   2^d - 1: all ranks but one in pairs;
+ *   6 12      even folds of two and four pairs; 6 = 3!, the star's n = 3;
+ *   13        a prime, an odd fold of five pairs; the star's S_3 over
+ *             groups of 3 and 2 ranks;
+ *   24 25     4!: the star's n = 4, and its first folded groups;
+ *             25 = 5^2, as 9 = 3^2, 16 = 4^2 and 8 = 2^3 for the trees. */
+extern const int32_t sim_quick_ps[];
+extern const size_t sim_quick_nps;
+/* Whether p is one of them. */
+bool sim_quick_p(int32_t p);
+
 /* A suite `name` with one test case `tcase` (timeout 600 s) in *tc. */
 Suite *sim_suite(const char *name, const char *tcase, TCase **tc);
 

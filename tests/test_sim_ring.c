@@ -12,8 +12,15 @@
  * (p, 1, 2, 7, 3p+1), which the row leaves to crnet__chain_pieces.
  *
  * Counts shrink as p grows (the ring all-to-all moves p^2(p-1)/2 blocks,
- * so it stops at p = 256), and p = 720 and 1000 run a few shapes only.
- * CRNET_SIM_QUICK=1 stops at p = 129.
+ * so it stops at p = 256). At p = 720 and 1000 each claim is asserted on
+ * two shapes, one not in place and one in place: p elements in equal
+ * blocks (where the volume claims are exact) and random blocks with empty
+ * ones; counts p+1 and 1; one and three elements per all-to-all block; the
+ * chain in p and in 7 pieces. Every other shape is the same code at every
+ * p to 256.
+ * CRNET_SIM_QUICK=1 (the sanitizer pass, for memory safety) runs the p of
+ * sim_quick_ps (sim_harness.h: every branch the builders take on p) with
+ * every shape.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -190,10 +197,11 @@ static const int32_t ps[] = {
     61, 62, 63, 64, 100, 127, 128, 129, 255, 256, 720, 1000};
 #define NPS (sizeof(ps) / sizeof(ps[0]))
 
-/* CRNET_SIM_QUICK=1 (the sanitizer pass) leaves out the largest p, the
- * same builders at a size where a sanitizer's slowdown costs minutes. */
+/* CRNET_SIM_QUICK=1 (the sanitizer pass) runs sim_quick_ps only: the
+ * same builders, every branch they take on p, at sizes a sanitizer's
+ * slowdown does not make minutes of. */
 static bool quick;
-static bool skipped_p(int32_t p) { return quick && p > 129; }
+static bool skipped_p(int32_t p) { return quick && !sim_quick_p(p); }
 
 /* A large odd count, smaller for large p. */
 static uint64_t big(int32_t p) { return p <= 16 ? 4099 : p <= 64 ? 1031 : 515; }
@@ -208,8 +216,10 @@ static void matrix_blocks(enum coll c) {
         0, 1, (uint64_t)p - 1, (uint64_t)p, (uint64_t)p + 1, big(p)};
     EXPECT(counts, "out of memory");
     for (int shape = 0; shape < 9 && !skipped_p(p); shape++, m = 0) {
-      if (p > 256 && shape != 1 && shape != 4 && shape != 6)
-        continue; /* p = 720, 1000: one element, p+1, random blocks */
+      /* p = 720, 1000: p elements (equal blocks: the volume claims) not in
+       * place, random blocks with empty ones in place */
+      if (p > 256 && shape != 3 && shape != 6)
+        continue;
       if (shape < 6)
         sim_split(totals[shape], p, counts);
       for (int32_t b = 0; b < p; b++) {
@@ -220,7 +230,8 @@ static void matrix_blocks(enum coll c) {
         m += counts[b];
       }
       for (int ip = 0; ip < 2; ip++)
-        run(c, p, counts, m, ip, 0, NULL);
+        if (p <= 256 || ip == (shape == 6))
+          run(c, p, counts, m, ip, 0, NULL);
     }
     free(counts);
   }
@@ -240,13 +251,17 @@ static void matrix_count(enum coll c) {
         for (int ip = 0; ip < (c == BC || c == HBC ? 1 : 2); ip++) {
           if (ri > 0 && roots[ri] == roots[ri - 1])
             continue;
-          /* p = 720, 1000: counts 1 and p+1, the middle root */
+          /* p = 720, 1000: counts p+1 not in place and 1 in place (bcast:
+           * both not in place), the middle root; the chain in p and in 7
+           * pieces */
           if (p > 256 && ((ci != 1 && ci != 4) || (rooted && ri != 1) ||
-                          (!rooted && ri != 0)))
+                          (!rooted && ri != 0) ||
+                          (c != BC && c != HBC && ip != (ci == 1))))
             continue;
-          for (int pc = 0; pc < (c == BC ? (p > 256 ? 4 : 5) : 1); pc++)
-            run(c, p, NULL, counts[ci], ip, roots[ri],
-                c == BC ? &pieces[pc] : NULL);
+          for (int pc = 0; pc < (c == BC ? 5 : 1); pc++)
+            if (p <= 256 || pc == 0 || pc == 3)
+              run(c, p, NULL, counts[ci], ip, roots[ri],
+                  c == BC ? &pieces[pc] : NULL);
         }
   }
 }
@@ -266,7 +281,10 @@ static void matrix_a2a(enum coll c) {
       continue;
     for (int ci = 0; ci < (p <= 64 ? 7 : 3); ci++)
       for (int ip = 0; ip < 2; ip++)
-        run(c, p, NULL, p <= 64 ? small[ci] : large[ci], ip, 0, NULL);
+        /* p = 720, 1000: one element per block not in place, three in
+         * place */
+        if (p <= 256 || (ci > 0 && ip == (ci == 2)))
+          run(c, p, NULL, p <= 64 ? small[ci] : large[ci], ip, 0, NULL);
   }
 }
 

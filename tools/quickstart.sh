@@ -213,9 +213,10 @@ test)
   step_done "the release build"
   build build-sanitize -Db_sanitize=address,undefined -Db_lundef=false
   step_done "the sanitizer build"
-  # The simulator suites run every p up to 1000 in the plain pass; under
-  # the sanitizers they stop at p = 129 (CRNET_SIM_QUICK), which keeps the
-  # same builders and cuts most of the pass's time. Jobs of 13 ranks and
+  # The simulator suites run p up to 1000 in the plain pass; under the
+  # sanitizers only the p that take every branch the builders take on p
+  # (CRNET_SIM_QUICK; docs/TESTING.md, tests/sim_harness.h), which keeps
+  # the builders' code under the sanitizers at a fraction of the time. Jobs of 13 ranks and
   # more (suite `large`) run in the plain pass only, and so does the test
   # `install`, which tests/meson.build leaves out of sanitizer builds; the
   # multi-host cases that mostly wait for timers too (CRNET_MULTIHOST_QUICK);

@@ -35,17 +35,11 @@
 
 /* --- rank programs ----------------------------------------------------------- */
 
-static int rank_allreduce(int rank, int size, void *arg) {
-  crnet_comm *c;
+/* One allreduce of rank + 1 on a comm just joined, checked, then the comm
+ * destroyed: the exit status of a rank of a job that must pass. */
+static int allreduce_and_leave(crnet_comm *c, int rank, int size) {
   int64_t v = rank + 1, sum = 0;
-  int rc;
-  (void)arg;
-  rc = crnet_comm_init(&c, NULL);
-  if (rc != 0) {
-    fprintf(stderr, "rank %d: init: %s\n", rank, crnet_init_errmsg());
-    return err_exit(rc);
-  }
-  rc = crnet_allreduce(c, &v, &sum, 1, CRNET_INT64, CRNET_SUM);
+  int rc = crnet_allreduce(c, &v, &sum, 1, CRNET_INT64, CRNET_SUM);
   if (rc == 0 && sum != (int64_t)size * (size + 1) / 2)
     rc = CRNET_EIO;
   if (rc == 0)
@@ -53,6 +47,18 @@ static int rank_allreduce(int rank, int size, void *arg) {
   else
     crnet_comm_destroy(c);
   return err_exit(rc);
+}
+
+static int rank_allreduce(int rank, int size, void *arg) {
+  crnet_comm *c;
+  int rc;
+  (void)arg;
+  rc = crnet_comm_init(&c, NULL);
+  if (rc != 0) {
+    fprintf(stderr, "rank %d: init: %s\n", rank, crnet_init_errmsg());
+    return err_exit(rc);
+  }
+  return allreduce_and_leave(c, rank, size);
 }
 
 /* Init must fail; the message must contain `arg` (if given). */
@@ -128,7 +134,6 @@ static int rank_directory(int rank, int size, void *arg) {
   crnet_directory d = {files_publish, files_lookup, (void *)dj->dir};
   crnet_config cfg;
   crnet_comm *c;
-  int64_t v = rank + 1, sum = 0;
   int rc;
   unsetenv("CRNET_RANK");
   unsetenv("CRNET_SIZE");
@@ -146,14 +151,7 @@ static int rank_directory(int rank, int size, void *arg) {
             crnet_init_errmsg());
     return err_exit(rc);
   }
-  rc = crnet_allreduce(c, &v, &sum, 1, CRNET_INT64, CRNET_SUM);
-  if (rc == 0 && sum != (int64_t)size * (size + 1) / 2)
-    rc = CRNET_EIO;
-  if (rc == 0)
-    rc = crnet_comm_destroy(c);
-  else
-    crnet_comm_destroy(c);
-  return err_exit(rc);
+  return allreduce_and_leave(c, rank, size);
 }
 
 /* The files hold what rank 0 published: its addresses with the port it

@@ -6,7 +6,12 @@
 
 and run the program with ``crlaunch -n 4 python3 train.py``. Ranks, size
 and rendezvous come from crnet's environment (CRNET_RANK, CRNET_SIZE,
-CRNET_RENDEZVOUS, ...), which crlaunch sets.
+CRNET_RENDEZVOUS, ...), which crlaunch sets. Without it (torchrun, a
+Kubernetes PyTorchJob, any env:// start: RANK, WORLD_SIZE, MASTER_ADDR,
+MASTER_PORT) the default group joins the crnet job through the store torch
+hands the backend, with torch's rank and size: rank 0 publishes crnet's
+rendezvous and a fresh job key there (docs/STARTING.md says who can read
+them).
 
 Importing this module does four things, and no network I/O:
 
@@ -122,8 +127,12 @@ def _create_process_group(store, rank, size, timeout):
         name = "the default group"
     else:
         name = "a new_group of %d rank(s)" % size
+    # Started without crnet's environment (torch's launchers): the default
+    # group joins the job through torch's store. new_group's are splits of
+    # the joined job and need no store.
+    through_store = sub is None and not _under_crnet()
     return _C.create_process_group(store, rank, size, _seconds(timeout), sub,
-                                   name)
+                                   name, through_store)
 
 
 if BACKEND.upper() not in getattr(dist.Backend, "_plugins", {}):

@@ -6,9 +6,12 @@
  *                             comm (the "crnet://" store's address)
  *   split(color, key, t)      crnet_comm_split of the world: a SubComm, or
  *                             None for CRNET_UNDEFINED
- *   create_process_group(store, rank, size, timeout, sub, name)
+ *   create_process_group(store, rank, size, timeout, sub, name,
+ *                        through_store)
  *                             the ProcessGroup: over `sub`, or over a dup
- *                             of the world (the default group)
+ *                             of the world (the default group), joining
+ *                             the job through `store` with torch's rank
+ *                             and size if through_store (store.hpp)
  *   in_flight(pg), close(pg)  calls in flight on a group; close it now
  *   shutdown(grace, abort)    every group and the world, at exit; with
  *                             abort != 0, aborting the job first
@@ -22,6 +25,7 @@
 #include <utility>
 
 #include "process_group.hpp"
+#include "store.hpp"
 #include "world.hpp"
 
 namespace py = pybind11;
@@ -97,10 +101,10 @@ std::shared_ptr<SubComm> split(int color, int key, double timeout) {
 }
 
 c10::intrusive_ptr<c10d::ProcessGroup>
-create_process_group(const c10::intrusive_ptr<c10d::Store> &, int rank,
+create_process_group(const c10::intrusive_ptr<c10d::Store> &store, int rank,
                      int size, double timeout,
                      const std::shared_ptr<SubComm> &sub,
-                     const std::string &name) {
+                     const std::string &name, bool through_store) {
   crnet_comm *c = nullptr;
   if (sub) {
     if (sub->rank() != rank || sub->size() != size)
@@ -110,7 +114,10 @@ create_process_group(const c10::intrusive_ptr<c10d::Store> &, int rank,
           std::to_string(sub->rank()) + " of " + std::to_string(sub->size()));
     c = sub->take();
   } else {
-    crnet_comm *w = crnet_torch::world(timeout);
+    crnet_comm *w =
+        through_store
+            ? crnet_torch::world_through_store(store, rank, size, timeout)
+            : crnet_torch::world(timeout);
     int wr = crnet_comm_rank(w), ws = crnet_comm_size(w);
     if (rank != wr || size != ws)
       throw std::runtime_error(
@@ -152,7 +159,8 @@ PYBIND11_MODULE(_crnet_torch, m) {
         py::call_guard<py::gil_scoped_release>());
   m.def("create_process_group", &create_process_group, py::arg("store"),
         py::arg("rank"), py::arg("size"), py::arg("timeout"), py::arg("sub"),
-        py::arg("name"), py::call_guard<py::gil_scoped_release>());
+        py::arg("name"), py::arg("through_store") = false,
+        py::call_guard<py::gil_scoped_release>());
   m.def(
       "in_flight",
       [](const c10::intrusive_ptr<c10d::ProcessGroup> &pg) {

@@ -16,7 +16,24 @@ std::vector<std::weak_ptr<CommState>> states;
 
 } // namespace
 
-crnet_comm *world(double timeout_seconds) {
+namespace {
+
+/* crnet's bounds are at most 1e6 s (crnet.h); torch's default is 30
+ * minutes, and a timedelta may say more. */
+double bound(double seconds) {
+  if (seconds > 1e6)
+    return 1e6;
+  return seconds > 0 ? seconds : 0;
+}
+
+bool unset(const char *name) {
+  const char *env = std::getenv(name);
+  return env == nullptr || *env == '\0';
+}
+
+} // namespace
+
+crnet_comm *world(double timeout_seconds, const Join *join) {
   std::lock_guard<std::mutex> lock(world_mu);
   if (world_closed)
     throw std::runtime_error("crnet: the torch backend has shut down (at "
@@ -29,23 +46,33 @@ crnet_comm *world(double timeout_seconds) {
   /* torch waits on futures (DDP) and in Work.wait(timeout) without calling
    * into crnet: only the progress thread moves requests on then. */
   cfg.progress_thread = CRNET_PROGRESS_THREAD_ON;
-  const char *env = std::getenv("CRNET_TIMEOUT");
-  if (env == nullptr || *env == '\0') {
-    /* torch's timeout of the group (30 minutes by default, as Gloo's), as
-     * crnet's bound on every collective of the process. */
-    if (timeout_seconds > 1e6)
-      timeout_seconds = 1e6;
-    cfg.timeout = timeout_seconds > 0 ? timeout_seconds : 0;
+  /* torch's timeout of the group (30 minutes by default, as Gloo's), as
+   * crnet's bound on every collective of the process. */
+  if (unset("CRNET_TIMEOUT"))
+    cfg.timeout = bound(timeout_seconds);
+  if (join != nullptr) {
+    cfg.rank = join->rank;
+    cfg.size = join->size;
+    cfg.directory = join->directory;
+    /* Ranks a scheduler starts may come minutes apart (pods pulling
+     * images); torch's timeout is what its user allowed for that. */
+    if (unset("CRNET_INIT_TIMEOUT"))
+      cfg.init_timeout = bound(timeout_seconds);
   }
   crnet_comm *c = nullptr;
   int rc = crnet_comm_init(&c, &cfg);
   if (rc != 0)
-    throw std::runtime_error(std::string("crnet: joining the job failed: ") +
-                             crnet_err_name(rc) + " (" + crnet_strerror(rc) +
-                             "): " + crnet_init_errmsg() +
-                             " (the backend takes its rank, size and "
-                             "rendezvous from crnet's environment: start "
-                             "the ranks with crlaunch)");
+    throw std::runtime_error(
+        std::string("crnet: joining the job failed: ") + crnet_err_name(rc) +
+        " (" + crnet_strerror(rc) + "): " + crnet_init_errmsg() +
+        (join != nullptr
+             ? " (through torch's store, as rank " +
+                   std::to_string(join->rank) + " of " +
+                   std::to_string(join->size) + ")"
+             : " (the backend takes its rank, size and rendezvous from "
+               "crnet's environment, or from torch's store when "
+               "init_process_group makes the default group crnet's: start "
+               "the ranks with crlaunch, or with torch's env://)"));
   world_comm = c;
   return world_comm;
 }

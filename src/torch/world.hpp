@@ -4,8 +4,9 @@
  * One crnet_comm_init per process: the first call that needs crnet (the
  * "crnet://" rendezvous, the default group's creation, a new_group split)
  * joins the job from crnet's environment (CRNET_RANK, CRNET_SIZE,
- * CRNET_RENDEZVOUS, ... as crlaunch sets them), with the progress thread
- * on: torch waits on futures that nobody else would move. Every process
+ * CRNET_RENDEZVOUS, ... as crlaunch sets them), or, without it, through
+ * torch's store with torch's rank and size (store.hpp), with the progress
+ * thread on: torch waits on futures that nobody else would move. Every process
  * group owns one comm made from the world (crnet_comm_dup for the default
  * group, crnet_comm_split for new_group) inside a CommState, which its
  * Works share; shutdown() closes them all and then the world, at exit.
@@ -29,12 +30,24 @@
 
 namespace crnet_torch {
 
+/* How to join when crnet's environment does not name the job (torch's
+ * launchers, store.hpp): torch's rank and size, and a directory where rank
+ * 0 publishes the rendezvous and the key (crnet_config.directory). */
+struct Join {
+  int rank;
+  int size;
+  const crnet_directory *directory;
+};
+
 /* The world comm, joined on first use with `timeout_seconds` as the
  * collective timeout (crnet_config.timeout) unless CRNET_TIMEOUT is set,
- * which wins; later calls return the same comm and ignore the argument.
- * Blocks up to CRNET_INIT_TIMEOUT; throws std::runtime_error with
- * crnet_init_errmsg() on failure, and after shutdown(). */
-crnet_comm *world(double timeout_seconds);
+ * which wins; later calls return the same comm and ignore the arguments.
+ * Joins from crnet's environment, or through `join` if given, when the
+ * init timeout is `timeout_seconds` too unless CRNET_INIT_TIMEOUT is set
+ * (torch's timeout bounds the start, as Gloo's does). Blocks up to the
+ * init timeout; throws std::runtime_error with crnet_init_errmsg() on
+ * failure, and after shutdown(). */
+crnet_comm *world(double timeout_seconds, const Join *join = nullptr);
 
 /* "crnet: <what> failed: CRNET_EPEER (a peer process is gone): <the
  * comm's message>"; the message is the calling thread's (crnet.h,

@@ -7,9 +7,13 @@
      ranks (the same mean gradient, summed in another order);
   2. the fp16 compression comm hook (a future with a Python then(), run by
      crnet's completion path) with gradient_as_bucket_view: bitwise
-     identical on every rank, and within TOL_FP16 of the same reference.
+     identical on every rank, and within TOL_FP16 of the same reference;
+  3. with --gloo, the run of 1. again over a Gloo group of the same ranks
+     (the same store): within TOL_GLOO of crnet's parameters (bitwise
+     equal where both sum in the same order; the figure is printed).
 
     crlaunch -n 4 /usr/bin/python3 tests/torch/test_ddp.py
+    tests/torch/envrun.py -n 2 /usr/bin/python3 tests/torch/test_ddp.py --gloo
 """
 import os
 import sys
@@ -28,6 +32,10 @@ BATCH = 8
 TOL = 1e-6
 # Gradients rounded to float16 before they are summed (measured: 3e-5).
 TOL_FP16 = 5e-4
+# The same average of gradients, summed by each backend's schedule: at
+# p = 2 both add the same two numbers (bitwise equal); at p > 2 the order
+# may differ, by units in the last place per step.
+TOL_GLOO = 1e-6
 
 
 def model():
@@ -84,6 +92,7 @@ def main():
     net = DDP(model(), bucket_cap_mb=0.01)
     loss = train(net, STEPS, lambda s: batch(s, r))
     mine = flat(net.module)
+    crnet_params = mine
     identical_everywhere(c, mine, "DDP")
     diff = (mine - ref).abs().max().item()
     c.ok(diff <= TOL, f"DDP vs one process: max |diff| {diff:.3g} > {TOL}")
@@ -103,6 +112,18 @@ def main():
     if r == 0:
         print(f"DDP fp16 hook p={p}: loss {loss:.6f}, max |diff| to one "
               f"process {diff:.3g} (tolerance {TOL_FP16})", flush=True)
+
+    if "--gloo" in sys.argv[1:]:
+        gloo = dist.new_group(backend="gloo")
+        net = DDP(model(), bucket_cap_mb=0.01, process_group=gloo)
+        train(net, STEPS, lambda s: batch(s, r))
+        diff = (flat(net.module) - crnet_params).abs().max().item()
+        c.ok(diff <= TOL_GLOO,
+             f"DDP over Gloo vs over crnet: max |diff| {diff:.3g} > {TOL_GLOO}")
+        if r == 0:
+            print(f"DDP p={p}: Gloo's parameters vs crnet's: max |diff| "
+                  f"{diff:.3g}{' (bitwise equal)' if diff == 0 else ''} "
+                  f"(tolerance {TOL_GLOO})", flush=True)
     c.finish()
 
 

@@ -207,8 +207,10 @@ typedef struct crnet_directory {
    * failed. */
   int (*publish)(void *arg, const char *key, const char *value);
   /* The string stored under key, into value[0..capacity) with its
-   * terminating zero, waiting for it up to timeout seconds. 0, or nonzero
-   * if it is not there in time, too long, or the store failed. */
+   * terminating zero, waiting for it up to timeout seconds. 0; CRNET_EIO
+   * if the store failed before the timeout (the error then says so rather
+   * than that the value never came); else nonzero if it is not there in
+   * time, too long, or the store failed. */
   int (*lookup)(void *arg, const char *key, char *value, size_t capacity,
                 double timeout);
   void *arg;

@@ -313,6 +313,40 @@ START_TEST(job_through_a_directory) {
 }
 END_TEST
 
+static int failing_lookup(void *arg, const char *key, char *value,
+                          size_t capacity, double timeout) {
+  (void)arg;
+  (void)key;
+  (void)value;
+  (void)capacity;
+  (void)timeout;
+  return CRNET_EIO;
+}
+
+/* A directory that fails (torch's store gone with its rank 0) fails the
+ * init at once, saying so, and not as a wait for rank 0 that timed out. */
+START_TEST(failed_directory_is_named) {
+  crnet_directory d = {files_publish, failing_lookup, (void *)"/nonexistent"};
+  crnet_config cfg;
+  crnet_comm *c = (crnet_comm *)&c;
+  double t0 = now_s();
+  unsetenv("CRNET_RENDEZVOUS");
+  unsetenv("CRNET_JOB_KEY");
+  unsetenv("CRNET_JOB_KEY_FILE");
+  crnet_config_init(&cfg);
+  cfg.rank = 1;
+  cfg.size = 2;
+  cfg.directory = &d;
+  cfg.init_timeout = 30;
+  ck_assert_int_eq(crnet_comm_init(&c, &cfg), CRNET_EIO);
+  ck_assert(c == NULL);
+  ck_assert_msg(
+      strstr(crnet_init_errmsg(), "failed while looking up crnet.key") != NULL,
+      "%s", crnet_init_errmsg());
+  ck_assert_msg(now_s() - t0 < 5, "failed after %.1f s", now_s() - t0);
+}
+END_TEST
+
 #define HEX_KEY_FOR_SETTINGS                                                   \
   "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
 
@@ -1612,6 +1646,7 @@ static Suite *net_suite(void) {
   tcase_add_test(t, singleton_without_environment);
   tcase_add_test(t, foreign_launcher_is_refused);
   tcase_add_test(t, job_through_a_directory);
+  tcase_add_test(t, failed_directory_is_named);
   tcase_add_test(t, bad_settings_fail_at_once);
   tcase_add_test(t, job_without_launcher);
   tcase_add_test(t, job_under_slurm);

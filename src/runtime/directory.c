@@ -180,9 +180,19 @@ static int program_publish(void *ctx, const char *key, const char *value,
 static int program_lookup(void *ctx, const char *key, char *value, size_t cap,
                           double timeout_s, char *why, size_t why_len) {
   const crnet_directory *d = ctx;
+  int rc;
   value[0] = '\0';
-  if (d->lookup(d->arg, key, value, cap, timeout_s) != 0 ||
-      memchr(value, '\0', cap) == NULL) {
+  rc = d->lookup(d->arg, key, value, cap, timeout_s);
+  if (rc == CRNET_EIO) {
+    /* A store that has gone away (rank 0's, with rank 0) fails at once:
+     * "within 60 s" would send its user looking for a slow rank 0. */
+    snprintf(why, why_len,
+             "the program's directory failed while looking up %s from "
+             "rank 0",
+             key);
+    return CRNET_EIO;
+  }
+  if (rc != 0 || memchr(value, '\0', cap) == NULL) {
     snprintf(why, why_len,
              "the program's directory has no %s from rank 0 within %g s", key,
              timeout_s);

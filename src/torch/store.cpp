@@ -62,12 +62,13 @@ private:
   static int lookup(void *arg, const char *key, char *value, size_t capacity,
                     double timeout) {
     auto *self = static_cast<StoreDirectory *>(arg);
+    /* The store's own wait bounds the lookup: crnet's init timeout,
+     * torch's timeout unless CRNET_INIT_TIMEOUT says otherwise. At least
+     * a millisecond: torch reads 0 as "no timeout". */
+    auto ms = std::chrono::milliseconds(
+        timeout * 1e3 < 1 ? 1 : (int64_t)(timeout * 1e3));
+    auto start = std::chrono::steady_clock::now();
     try {
-      /* The store's own wait bounds the lookup: crnet's init timeout,
-       * torch's timeout unless CRNET_INIT_TIMEOUT says otherwise. At
-       * least a millisecond: torch reads 0 as "no timeout". */
-      auto ms = std::chrono::milliseconds(
-          timeout * 1e3 < 1 ? 1 : (int64_t)(timeout * 1e3));
       self->store_->wait({key}, ms);
       std::vector<uint8_t> v = self->store_->get(key);
       if (v.size() >= capacity ||
@@ -82,7 +83,11 @@ private:
       return 0;
     } catch (...) {
       self->remember(std::string("waiting for ") + key);
-      return 1;
+      /* torch's stores throw alike when the wait timed out and when the
+       * store failed (rank 0's TCPStore gone with rank 0): the time says
+       * which, for crnet's message. */
+      auto waited = std::chrono::steady_clock::now() - start;
+      return waited < ms * 9 / 10 ? CRNET_EIO : CRNET_ETIMEDOUT;
     }
   }
 

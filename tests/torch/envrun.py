@@ -2,12 +2,15 @@
 """Starts a job the way torchrun and a Kubernetes PyTorchJob do (env://),
 for the tests of the crnet backend without crlaunch:
 
-    envrun.py -n P [--timeout S] /usr/bin/python3 script.py [args...]
+    envrun.py -n P [--timeout S] [--key-file] /usr/bin/python3 script.py ...
 
 runs P processes of the command with RANK, WORLD_SIZE, LOCAL_RANK,
 LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1 and MASTER_PORT (a free port), and
 none of crnet's variables that name a job (CRNET_RANK, CRNET_RENDEZVOUS,
 ...). Debian's torchrun (torch 1.13) fails on Python 3.11, hence this.
+With --key-file every rank gets CRNET_JOB_KEY_FILE, a fresh key in a
+private file (removed at the end), as docs/STARTING.md advises for a store
+that others can reach: rank 0 then publishes no key.
 
 Exits 0 when every rank exited 0; else 1, naming each rank's exit status.
 Nothing hangs: after the first rank fails the others get GRACE_S to end,
@@ -18,9 +21,11 @@ The tests that watch ranks fail import start() and finish() instead.
 """
 import argparse
 import os
+import secrets
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 # After one rank has failed, how long the others have to notice and end.
@@ -40,12 +45,17 @@ def free_port():
 
 
 def rank_env(rank, p, port, extra=None):
-    """The environment of rank `rank` of p, as torch's launchers set it."""
+    """The environment of rank `rank` of p, as torch's launchers set it,
+    with `extra`'s variables (None: unset)."""
     env = {k: v for k, v in os.environ.items() if k not in JOB_VARIABLES}
     env.update({"RANK": str(rank), "WORLD_SIZE": str(p),
                 "LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": str(p),
                 "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
-    env.update(extra or {})
+    for k, v in (extra or {}).items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = v
     return env
 
 
@@ -100,13 +110,23 @@ def main():
     ap.add_argument("-n", type=int, required=True, help="ranks")
     ap.add_argument("--timeout", type=float, default=120,
                     help="seconds the job may take (default 120)")
+    ap.add_argument("--key-file", action="store_true",
+                    help="give every rank CRNET_JOB_KEY_FILE, a fresh key")
     ap.add_argument("argv", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     argv = a.argv[1:] if a.argv[:1] == ["--"] else a.argv
     if a.n < 1 or not argv:
         ap.error("need -n P >= 1 and a command")
     t0 = time.monotonic()
-    codes, _, killed = finish(start(a.n, argv), a.timeout)
+    with tempfile.TemporaryDirectory() as tmp:  # 0700
+        extra = {}
+        if a.key_file:
+            extra["CRNET_JOB_KEY_FILE"] = os.path.join(tmp, "job.key")
+            fd = os.open(extra["CRNET_JOB_KEY_FILE"],
+                         os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(secrets.token_hex(32))
+        codes, _, killed = finish(start(a.n, argv, extra), a.timeout)
     bad = [(r, c) for r, c in enumerate(codes) if c != 0]
     if bad and all(c == 77 for _, c in bad):
         sys.exit(77)

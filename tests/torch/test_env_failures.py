@@ -34,6 +34,7 @@ import re
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -145,12 +146,23 @@ def main(only):
 
     test_env = os.path.join(HERE, "test_env.py")
     with tempfile.TemporaryDirectory() as tmp:
+        key_out = os.path.join(tmp, "key")
+        jobs = {"key": (2, test_env, {"TEST_KEY_OUT": key_out,
+                                      "CRNET_DEBUG": "1",
+                                      "TORCH_DISTRIBUTED_DEBUG": "DETAIL",
+                                      "TORCH_CPP_LOG_LEVEL": "INFO"}),
+                "dies": (3, None, None), "late": (2, None, None),
+                "gone": (2, None, None)}
+        # The scenarios at once: most of their time is torch's import and
+        # waits for timeouts, and each measures its times from after its
+        # store is up.
+        with ThreadPoolExecutor(len(jobs)) as pool:
+            futures = {name: pool.submit(run, name, p, tmp, script, extra)
+                       for name, (p, script, extra) in jobs.items()
+                       if want(name)}
+        results = {name: f.result() for name, f in futures.items()}
         if want("key"):
-            key_out = os.path.join(tmp, "key")
-            res = run("key", 2, tmp, script=test_env,
-                      extra={"TEST_KEY_OUT": key_out, "CRNET_DEBUG": "1",
-                             "TORCH_DISTRIBUTED_DEBUG": "DETAIL",
-                             "TORCH_CPP_LOG_LEVEL": "INFO"})
+            res = results["key"]
             for r, (code, _, text) in enumerate(res):
                 check(code == 0, f"key: rank {r} exited {code}", text)
             key = open(key_out).read() if os.path.exists(key_out) else ""
@@ -168,7 +180,7 @@ def main(only):
                   f"output ({sum(len(t) for _, _, t in res)} bytes of logs)")
 
         if want("dies"):
-            res = run("dies", 3, tmp)
+            res = results["dies"]
             for r in (0, 1):
                 code, got, text = res[r]
                 err = (got or {}).get("error") or ""
@@ -182,7 +194,7 @@ def main(only):
             no_key_form("dies", res)
 
         if want("late"):
-            res = run("late", 2, tmp)
+            res = results["late"]
             code, got, text = res[1]
             err = (got or {}).get("error") or ""
             secs = (got or {}).get("seconds") or 0
@@ -195,7 +207,7 @@ def main(only):
             no_key_form("late", res)
 
         if want("gone"):
-            res = run("gone", 2, tmp)
+            res = results["gone"]
             code, got, text = res[1]
             err = (got or {}).get("error") or ""
             secs = (got or {}).get("seconds") or 0

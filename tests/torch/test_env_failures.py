@@ -16,6 +16,10 @@ never be printed.
   gone      p = 2: rank 0 serves torch's store and exits once rank 1 has
             joined it; rank 1 raises CRNET_EIO at once (well before
             torch's 60-s timeout), naming torch's store.
+  lost      p = 2, a job started through the store: rank 1 dies after an
+            allreduce; rank 0's next one raises CRNET_EPEER naming rank 1
+            at once (as under crlaunch: the store plays no part after the
+            start).
 
 The ranks make torch's store themselves, as env:// would, and hand it to
 init_process_group (store=), so that the times are the backend's alone
@@ -96,10 +100,18 @@ def rank_main(scenario):
     if scenario == "gone":
         signal_file("gone.joined")
     timeout = datetime.timedelta(
-        seconds=60 if scenario == "gone" else TIMEOUT_S)
+        seconds=TIMEOUT_S if scenario in ("dies", "late") else 60)
     t0 = time.monotonic()
     try:
         dist.init_process_group("crnet", timeout=timeout, **kw)
+        if scenario == "lost":
+            import torch
+            t = torch.ones(100)
+            dist.all_reduce(t)
+            if r == 1:
+                os._exit(3)
+            t0 = time.monotonic()
+            dist.all_reduce(t)
         result(error=None)
     except RuntimeError as e:
         result(error=str(e), seconds=time.monotonic() - t0)
@@ -152,7 +164,7 @@ def main(only):
                                       "TORCH_DISTRIBUTED_DEBUG": "DETAIL",
                                       "TORCH_CPP_LOG_LEVEL": "INFO"}),
                 "dies": (3, None, None), "late": (2, None, None),
-                "gone": (2, None, None)}
+                "gone": (2, None, None), "lost": (2, None, None)}
         # The scenarios at once: most of their time is torch's import and
         # waits for timeouts, and each measures its times from after its
         # store is up.
@@ -217,6 +229,19 @@ def main(only):
             check(secs < 5 * SCALE, f"gone: rank 1 after {secs:.2f} s", text)
             print(f"gone: rank 1 after {secs:.2f} s: {err}")
             no_key_form("gone", res)
+
+        if want("lost"):
+            res = results["lost"]
+            code, got, text = res[0]
+            err = (got or {}).get("error") or ""
+            secs = (got or {}).get("seconds") or 0
+            check("CRNET_EPEER" in err and re.search(r"\brank 1\b", err),
+                  f"lost: rank 0 raised {err!r}", text)
+            check(secs < 5 * SCALE, f"lost: rank 0 after {secs:.2f} s", text)
+            check(res[1][0] == 3, f"lost: rank 1 exited {res[1][0]}",
+                  res[1][2])
+            print(f"lost: rank 0 after {secs:.2f} s: {err}")
+            no_key_form("lost", res)
 
     print(f"test_env_failures: {'FAILED' if failed else 'passed'}",
           flush=True)

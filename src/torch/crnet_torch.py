@@ -9,9 +9,10 @@ and rendezvous come from crnet's environment (CRNET_RANK, CRNET_SIZE,
 CRNET_RENDEZVOUS, ...), which crlaunch sets. Without it (torchrun, a
 Kubernetes PyTorchJob, any env:// start: RANK, WORLD_SIZE, MASTER_ADDR,
 MASTER_PORT) the default group joins the crnet job through the store torch
-hands the backend, with torch's rank and size: rank 0 publishes crnet's
-rendezvous and a fresh job key there (docs/STARTING.md says who can read
-them).
+hands the backend, with torch's rank and size (or, under another backend's
+default group, the first crnet new_group through the default store): rank
+0 publishes crnet's rendezvous and a fresh job key there (docs/STARTING.md
+says who can read them).
 
 Importing this module does four things, and no network I/O:
 
@@ -230,8 +231,15 @@ def _new_process_group_helper(*args, **kwargs):
         # Another backend, or the default group (created on every rank).
         return _helper(*args, **kwargs)
     timeout = _seconds(a.get("timeout"))
-    crank, csize = _C.world(timeout)
     default = _c10d.GroupMember.WORLD
+    if default is not None and not _under_crnet():
+        # Another backend's default group, started by torch's launchers:
+        # the job is joined through its store, on the first crnet group.
+        crank, csize = _C.world_through_store(
+            _c10d._get_default_store(), default.rank(), default.size(),
+            timeout)
+    else:
+        crank, csize = _C.world(timeout)
     if default is not None and (default.rank() != crank
                                 or default.size() != csize):
         raise RuntimeError(

@@ -2,6 +2,8 @@
  *
  * crnet_torch.py (the Python half) registers the backend and calls these:
  *   world(timeout)            joins the job (once), returns (rank, size)
+ *   world_through_store(store, rank, size, timeout)
+ *                             the same, through torch's store (store.hpp)
  *   bcast_bytes(data, t)      rank 0's bytes to every rank, on the world
  *                             comm (the "crnet://" store's address)
  *   split(color, key, t)      crnet_comm_split of the world: a SubComm, or
@@ -62,6 +64,13 @@ class SubComm {
 
 std::pair<int, int> world_rank_size(double timeout) {
   crnet_comm *w = crnet_torch::world(timeout);
+  return {crnet_comm_rank(w), crnet_comm_size(w)};
+}
+
+std::pair<int, int>
+world_through_store(const c10::intrusive_ptr<c10d::Store> &store, int rank,
+                    int size, double timeout) {
+  crnet_comm *w = crnet_torch::world_through_store(store, rank, size, timeout);
   return {crnet_comm_rank(w), crnet_comm_size(w)};
 }
 
@@ -153,6 +162,9 @@ PYBIND11_MODULE(_crnet_torch, m) {
       .def_property_readonly("rank", &SubComm::rank)
       .def_property_readonly("size", &SubComm::size);
   m.def("world", &world_rank_size, py::arg("timeout"),
+        py::call_guard<py::gil_scoped_release>());
+  m.def("world_through_store", &world_through_store, py::arg("store"),
+        py::arg("rank"), py::arg("size"), py::arg("timeout"),
         py::call_guard<py::gil_scoped_release>());
   m.def("bcast_bytes", &bcast_bytes, py::arg("data"), py::arg("timeout"));
   m.def("split", &split, py::arg("color"), py::arg("key"), py::arg("timeout"),

@@ -127,8 +127,9 @@ def run(scenario, p, tmp, script=None, extra=None):
     if script is None:
         argv += ["--rank", scenario]
     procs = envrun.start(p, argv, extra=env, capture=True)
-    # A few seconds each (longer under ASan); inside meson's timeout.
-    codes, outs, killed = envrun.finish(procs, 60)
+    # Mostly torch's import in each rank, all scenarios' ranks at once:
+    # 10-20 s here, a minute under ASan; inside meson's timeout.
+    codes, outs, killed = envrun.finish(procs, 90 * SCALE)
     res = []
     for code, text in zip(codes, outs):
         got = None

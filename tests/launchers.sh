@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Jobs started by the launchers people already use, through PMIx: a
-# one-node Slurm brought up here (munged, slurmctld and slurmd on a
-# configuration of 16 over-subscribed CPUs, on ports and in a directory of
-# this test's own, stopped on every way out) with srun --mpi=pmix, and Open
-# MPI's mpirun. docs/STARTING.md describes what is checked.
+# Jobs started by the launchers people already use: a one-node Slurm
+# brought up here (munged, slurmctld and slurmd on a configuration of 16
+# over-subscribed CPUs, on ports and in a directory of this test's own,
+# stopped on every way out) with srun --mpi=pmix (PMIx) and crlaunch inside
+# salloc and sbatch (through srun), and Open MPI's mpirun (PMIx).
+# docs/STARTING.md describes what is checked.
 #
-#   tests/launchers.sh HELLO_ALLREDUCE IDLE_WAIT PMIX(yes|no)
+#   tests/launchers.sh HELLO_ALLREDUCE IDLE_WAIT PMIX(yes|no) CRLAUNCH
 #
 # Needs root (slurmd), Slurm (Debian: slurm-wlm, munge), Open MPI's mpirun
 # (openmpi-bin) and a crnet built with PMIx; without them it skips naming
@@ -15,6 +16,7 @@ set -u
 hello=$(realpath "$1")
 idle_wait=$(realpath "$2")
 pmix_built=$3
+crlaunch=$(realpath "$4")
 
 skip() {
   if [ "${CRNET_TEST_STRICT:-}" = 1 ]; then
@@ -27,7 +29,7 @@ skip() {
 
 [ "$pmix_built" = yes ] || skip "this crnet was built without PMIx (libpmix-dev)"
 [ "$(id -u)" -eq 0 ] || skip "slurmd needs root"
-for p in munged slurmctld slurmd srun mpirun; do
+for p in munged slurmctld slurmd srun salloc sbatch mpirun; do
   command -v "$p" >/dev/null || skip "$p not found (Debian: slurm-wlm, munge, openmpi-bin)"
 done
 
@@ -163,6 +165,73 @@ if [ $rc -ne 0 ] && [ "$said" -ge 2 ]; then
   ok "srun --mpi=none -n 2 fails on both ranks: $(grep -m1 'srun --mpi=pmix' "$tmp/err")"
 else
   fail "srun --mpi=none -n 2: exit $rc, $said ranks said how to start: $(tail -n 5 "$tmp/err")"
+fi
+
+# ---- crlaunch inside an allocation ------------------------------------------
+# Without -n: one rank per task of the allocation, each node's ranks in a
+# job step of srun's (SLURM_STEP_ID is set in the ranks), tagged output.
+timeout 120 salloc -n 3 "$crlaunch" --tag-output sh -c \
+  'echo "step=${SLURM_STEP_ID:-none} rank=$CRNET_RANK of $CRNET_SIZE"' \
+  >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ $rc -eq 0 ] && [ "$(grep -c '^\[[0-2]\] step=[0-9][0-9]* rank=[0-2] of 3$' "$tmp/out")" -eq 3 ] &&
+  [ "$(grep -o 'rank=[0-2]' "$tmp/out" | sort -u | wc -l)" -eq 3 ]; then
+  ok "salloc -n 3 crlaunch: $(sort "$tmp/out" | tr '\n' ' ')"
+else
+  fail "salloc -n 3 crlaunch: exit $rc: $(tail -n 5 "$tmp/out" "$tmp/err")"
+fi
+
+if timeout 120 salloc -n 4 "$crlaunch" "$hello" >"$tmp/out" 2>"$tmp/err" &&
+  grep -q "allreduce over 4 ranks: sum of rank+1 = 10 (expected 10).* 0 wrong" "$tmp/out"; then
+  ok "salloc -n 4 crlaunch hello_allreduce: $(cat "$tmp/out")"
+else
+  fail "salloc -n 4 crlaunch hello_allreduce: $(tail -n 5 "$tmp/out" "$tmp/err")"
+fi
+
+# -n asks for fewer; more than the allocation has is refused at once.
+if timeout 120 salloc -n 4 "$crlaunch" -n 2 "$hello" >"$tmp/out" 2>"$tmp/err" &&
+  grep -q "allreduce over 2 ranks: sum of rank+1 = 3 (expected 3).* 0 wrong" "$tmp/out"; then
+  ok "salloc -n 4 crlaunch -n 2: $(cat "$tmp/out")"
+else
+  fail "salloc -n 4 crlaunch -n 2: $(tail -n 5 "$tmp/out" "$tmp/err")"
+fi
+timeout 120 salloc -n 2 "$crlaunch" -n 3 "$hello" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ $rc -eq 2 ] && grep -q "crlaunch: -n 3: Slurm job [0-9]* has 2 tasks" "$tmp/err"; then
+  ok "salloc -n 2 crlaunch -n 3 refused: $(grep -m1 'Slurm job' "$tmp/err")"
+else
+  fail "salloc -n 2 crlaunch -n 3: exit $rc: $(tail -n 5 "$tmp/out" "$tmp/err")"
+fi
+
+# A rank that fails: crlaunch names it, stops the others and exits with its
+# status, as without Slurm.
+timeout 120 salloc -n 3 "$crlaunch" sh -c \
+  'if [ "$CRNET_RANK" = 1 ]; then exit 3; fi; exec sleep 60' \
+  >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ $rc -eq 3 ] && grep -q "^crlaunch: rank 1 (pid [0-9]* on host .*) exited with status 3" "$tmp/err" &&
+  grep -q "^crlaunch: stopped 2 other ranks" "$tmp/err"; then
+  ok "salloc crlaunch, rank 1 exits 3: crlaunch exited 3 after $SECONDS s: $(grep -m1 '^crlaunch: rank 1' "$tmp/err")"
+else
+  fail "salloc crlaunch, rank 1 exits 3: exit $rc: $(tail -n 8 "$tmp/out" "$tmp/err")"
+fi
+
+# A batch job: the script runs in the allocation, crlaunch inside it.
+printf '#!/bin/sh\nexec "%s" "%s"\n' "$crlaunch" "$hello" >"$tmp/batch.sh"
+# (sbatch --wait polls every few seconds; squeue, asked every 0.1 s, says
+# sooner when the job has left the queue.)
+batch=$(timeout 60 sbatch --parsable -n 3 -o "$tmp/batch.out" "$tmp/batch.sh" 2>"$tmp/err")
+rc=$?
+for _ in $(seq 1200); do
+  [ -n "$batch" ] && [ -z "$(squeue -h -j "$batch" 2>/dev/null)" ] && break
+  sleep 0.1
+done
+state=$(scontrol show job "$batch" 2>/dev/null | grep -o 'JobState=[A-Z]*')
+if [ $rc -eq 0 ] && [ "$state" = JobState=COMPLETED ] &&
+  grep -q "allreduce over 3 ranks: sum of rank+1 = 6 (expected 6).* 0 wrong" "$tmp/batch.out"; then
+  ok "sbatch -n 3 with crlaunch: $(cat "$tmp/batch.out")"
+else
+  fail "sbatch -n 3 with crlaunch: sbatch exit $rc, $state: $(tail -n 5 "$tmp/out" "$tmp/err" "$tmp/batch.out")"
 fi
 
 # ---- Open MPI's mpirun --------------------------------------------------------

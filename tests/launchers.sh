@@ -6,7 +6,12 @@
 # salloc and sbatch (through srun), and Open MPI's mpirun (PMIx).
 # docs/STARTING.md describes what is checked.
 #
-#   tests/launchers.sh HELLO_ALLREDUCE IDLE_WAIT PMIX(yes|no) CRLAUNCH
+#   tests/launchers.sh HELLO_ALLREDUCE IDLE_WAIT PMIX(yes|no) CRLAUNCH BUILD
+#
+# BUILD is the build tree: its crnet-mpicc builds MPI programs from outside
+# (examples/mpi/samplesort.c, and OSU's osu_allreduce from OSU_DIR, else
+# ../shared/outside/osu-micro-benchmarks-5.3) that then run under mpirun
+# and srun --mpi=pmix as MPI programs do.
 #
 # Needs root (slurmd), Slurm (Debian: slurm-wlm, munge), Open MPI's mpirun
 # (openmpi-bin) and a crnet built with PMIx; without them it skips naming
@@ -17,6 +22,9 @@ hello=$(realpath "$1")
 idle_wait=$(realpath "$2")
 pmix_built=$3
 crlaunch=$(realpath "$4")
+build=$(realpath "$5")
+src=$(realpath "$(dirname "$0")/..")
+osu=${OSU_DIR:-$src/../shared/outside/osu-micro-benchmarks-5.3}
 
 skip() {
   if [ "${CRNET_TEST_STRICT:-}" = 1 ]; then
@@ -35,10 +43,11 @@ done
 
 # Under AddressSanitizer: libpmix keeps a few bytes from PMIx_Init to the
 # end of the process, which LeakSanitizer would call ours.
-export LSAN_OPTIONS="suppressions=$(realpath "$(dirname "$0")")/lsan-pmix.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
-
+# And OSU keeps arrays of its own to the end (tools/osu/lsan.supp).
 tmp=$(mktemp -d /tmp/crnet-launchers.XXXXXX)
 chmod 755 "$tmp"
+cat "$src/tests/lsan-pmix.supp" "$src/tools/osu/lsan.supp" >"$tmp/lsan.supp"
+export LSAN_OPTIONS="suppressions=$tmp/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 failures=0
 pids=()
 stop_all() {
@@ -241,6 +250,44 @@ if timeout 120 mpirun --allow-run-as-root --oversubscribe -np 3 "$hello" \
   ok "mpirun -np 3: $(cat "$tmp/out")"
 else
   fail "mpirun -np 3: $(tail -n 5 "$tmp/out" "$tmp/err")"
+fi
+
+# ---- MPI programs built with crnet-mpicc, under mpirun and srun -----------
+mpicc=$build/src/mpi/crnet-mpicc-uninstalled
+if "$mpicc" -O2 -o "$tmp/samplesort" "$src/examples/mpi/samplesort.c" >"$tmp/cc.log" 2>&1; then
+  for launch in "mpirun --allow-run-as-root --oversubscribe -np 3" "srun --mpi=pmix -n 3"; do
+    # shellcheck disable=SC2086 # the launcher's words
+    if timeout 120 $launch "$tmp/samplesort" >"$tmp/out" 2>"$tmp/err" &&
+      grep -q "keys on 3 ranks sorted in .* every check held" "$tmp/out"; then
+      ok "${launch%% *} samplesort (crnet-mpicc): $(tail -n 1 "$tmp/out")"
+    else
+      fail "$launch samplesort: $(tail -n 5 "$tmp/out" "$tmp/err")"
+    fi
+  done
+else
+  fail "crnet-mpicc could not build examples/mpi/samplesort.c: $(tail -n 5 "$tmp/cc.log")"
+fi
+if [ ! -f "$osu/mpi/collective/osu_allreduce.c" ]; then
+  if [ "${CRNET_TEST_STRICT:-}" = 1 ]; then
+    fail "no OSU sources at $osu (set OSU_DIR; CRNET_TEST_STRICT=1: they must be here)"
+  else
+    echo "SKIP (part): OSU under mpirun and srun: no OSU sources at $osu (set OSU_DIR)"
+  fi
+elif "$mpicc" -O2 -I"$osu/mpi/collective" -o "$tmp/osu_allreduce" \
+  "$osu/mpi/collective/osu_allreduce.c" "$osu/mpi/collective/osu_coll.c" -lm \
+  >"$tmp/cc.log" 2>&1; then
+  for launch in "mpirun --allow-run-as-root --oversubscribe -np 2" "srun --mpi=pmix -n 2"; do
+    # shellcheck disable=SC2086
+    if timeout 120 $launch "$tmp/osu_allreduce" -m 8:65536 -i 20 -x 5 \
+      >"$tmp/out" 2>"$tmp/err" &&
+      grep -Eq '^65536 +[0-9.]+ *$' "$tmp/out"; then
+      ok "${launch%% *} osu_allreduce (crnet-mpicc), 64 KiB: $(grep -E '^65536 ' "$tmp/out" | tr -s ' ') us"
+    else
+      fail "$launch osu_allreduce: $(tail -n 5 "$tmp/out" "$tmp/err")"
+    fi
+  done
+else
+  fail "crnet-mpicc could not build OSU's osu_allreduce: $(tail -n 5 "$tmp/cc.log")"
 fi
 
 if [ $failures -ne 0 ]; then

@@ -165,6 +165,20 @@ else
   fi
 fi
 
+# A rank that dies before it joins a PMIx start: the others wait at PMIx's
+# fence no longer than the init timeout (3 s here) and say so.
+start=$SECONDS
+CRNET_INIT_TIMEOUT=3 timeout 120 srun --mpi=pmix -n 3 sh -c \
+  'if [ "$SLURM_PROCID" = 1 ]; then exit 5; fi; exec "$0"' "$hello" \
+  >"$tmp/out" 2>"$tmp/err"
+rc=$?
+said=$(grep -c "crnet_comm_init: timed out: PMIx's fence.*a rank never came" "$tmp/err")
+if [ $rc -ne 0 ] && [ "$said" -eq 2 ]; then
+  ok "srun, rank 1 gone before init: srun exited $rc after $((SECONDS - start)) s, ranks 0 and 2 said: $(grep -m1 'fence' "$tmp/err")"
+else
+  fail "srun, rank 1 gone before init: exit $rc, $said ranks said so: $(tail -n 5 "$tmp/out" "$tmp/err")"
+fi
+
 # Without PMIx and without crnet's variables: every rank fails and says
 # the ways to start.
 timeout 60 srun --mpi=none -n 2 "$hello" >"$tmp/out" 2>"$tmp/err"

@@ -25,6 +25,8 @@ crlaunch=$(realpath "$4")
 build=$(realpath "$5")
 src=$(realpath "$(dirname "$0")/..")
 osu=${OSU_DIR:-$src/../shared/outside/osu-micro-benchmarks-5.3}
+# shellcheck source=../tools/slurm_local.sh
+. "$src/tools/slurm_local.sh"
 
 skip() {
   if [ "${CRNET_TEST_STRICT:-}" = 1 ]; then
@@ -51,14 +53,8 @@ export LSAN_OPTIONS="suppressions=$tmp/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 failures=0
 pids=()
 stop_all() {
-  for f in "$tmp"/slurmd.pid "$tmp"/slurmctld.pid "$tmp"/munged.pid; do
-    [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null
-  done
+  slurm_local_down "$tmp"
   kill -9 "${pids[@]}" 2>/dev/null
-  sleep 0.2
-  for f in "$tmp"/slurmd.pid "$tmp"/slurmctld.pid "$tmp"/munged.pid; do
-    [ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null
-  done
   rm -rf "$tmp"
 }
 trap stop_all EXIT
@@ -70,63 +66,9 @@ fail() {
   failures=$((failures + 1))
 }
 
-# A loopback port that nothing listens on now.
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
 # ---- Slurm on this host ----------------------------------------------------
-host=$(hostname)
-dd if=/dev/urandom of="$tmp/munge.key" bs=1024 count=1 2>/dev/null
-chmod 600 "$tmp/munge.key"
-munged --force --socket="$tmp/munge.socket" --key-file="$tmp/munge.key" \
-  --pid-file="$tmp/munged.pid" --log-file="$tmp/munged.log" \
-  --seed-file="$tmp/munged.seed" 2>"$tmp/munged.err" ||
-  { cat "$tmp/munged.err"; echo "FAIL: munged did not start"; exit 1; }
-mkdir -p "$tmp/spool" "$tmp/state"
-cat >"$tmp/slurm.conf" <<EOF
-ClusterName=crnet-test
-SlurmctldHost=$host
-SlurmctldPort=$(free_port)
-SlurmdPort=$(free_port)
-AuthType=auth/munge
-AuthInfo=socket=$tmp/munge.socket
-CredType=cred/munge
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SlurmctldPidFile=$tmp/slurmctld.pid
-SlurmdPidFile=$tmp/slurmd.pid
-SlurmdSpoolDir=$tmp/spool
-StateSaveLocation=$tmp/state
-SlurmctldLogFile=$tmp/slurmctld.log
-SlurmdLogFile=$tmp/slurmd.log
-SlurmUser=root
-SlurmdUser=root
-SchedulerType=sched/builtin
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-SlurmdParameters=config_overrides
-MpiDefault=none
-ReturnToService=2
-NodeName=$host CPUs=16 State=UNKNOWN
-PartitionName=crnet Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE
-EOF
-export SLURM_CONF=$tmp/slurm.conf
-slurmctld -i -f "$SLURM_CONF" 2>"$tmp/slurmctld.err" ||
-  { cat "$tmp/slurmctld.err"; echo "FAIL: slurmctld did not start"; exit 1; }
-slurmd -f "$SLURM_CONF" 2>"$tmp/slurmd.err" ||
-  { cat "$tmp/slurmd.err"; echo "FAIL: slurmd did not start"; exit 1; }
-# Up when the node takes jobs: at most 30 s.
-for _ in $(seq 300); do
-  sinfo -h -o %t 2>/dev/null | grep -q idle && break
-  sleep 0.1
-done
-if ! sinfo -h -o %t 2>/dev/null | grep -q idle; then
-  tail -n 5 "$tmp/slurmctld.log" "$tmp/slurmd.log"
-  echo "FAIL: the Slurm node never became idle"
-  exit 1
-fi
-echo "Slurm: one node ($host), 16 CPUs over-subscribed, munge and ports of its own, up after $SECONDS s"
+slurm_local_up "$tmp" || { echo "FAIL: a one-node Slurm did not start"; exit 1; }
+echo "up after $SECONDS s"
 
 # ---- srun --mpi=pmix -----------------------------------------------------------
 if timeout 120 srun --mpi=pmix -n 4 "$hello" >"$tmp/out" 2>"$tmp/err" &&

@@ -144,6 +144,63 @@ START_TEST(test_hostfile) {
 }
 END_TEST
 
+/* Slurm's compressed node lists and task counts, as SLURM_JOB_NODELIST and
+ * SLURM_TASKS_PER_NODE give them. */
+START_TEST(test_slurm_allocation) {
+  crnet__hostlist hl = {0};
+  char why[256];
+  ck_assert_int_eq(crnet__hosts_parse_slurm(&hl,
+                                            "node[01-03,7],gpu-a,r[1-2]x[8-9]",
+                                            "2(x3),1,4,1(x4)", why, sizeof why),
+                   0);
+  static const char *const names[] = {"node01", "node02", "node03",
+                                      "node7",  "gpu-a",  "r1x8",
+                                      "r1x9",   "r2x8",   "r2x9"};
+  static const int slots[] = {2, 2, 2, 1, 4, 1, 1, 1, 1};
+  ck_assert_int_eq(hl.n, 9);
+  for (int i = 0; i < 9; i++) {
+    ck_assert_str_eq(hl.hosts[i].name, names[i]);
+    ck_assert_int_eq(hl.hosts[i].slots, slots[i]);
+  }
+  ck_assert_int_eq(hl.slots, 15);
+  crnet__hosts_free(&hl);
+
+  ck_assert_int_eq(crnet__hosts_parse_slurm(&hl, "vm", "16", why, sizeof why),
+                   0);
+  ck_assert_int_eq(hl.n, 1);
+  ck_assert_int_eq(hl.slots, 16);
+  crnet__hosts_free(&hl);
+
+  static const struct {
+    const char *nodes, *tasks, *says;
+  } bad[] = {
+      {"n[1-3]", "1(x2)", "has 3 nodes"},
+      {"n[1-2]", "1(x3)", "has 2 nodes"},
+      {"n[1-2", "1", "no closing"},
+      {"n[]", "1", "empty range"},
+      {"n[3-1]", "1", "not a range"},
+      {"n[a-b]", "1", "not a range"},
+      {"n1,,n2", "1(x2)", "empty item"},
+      {"", "1", "empty"},
+      {"n1", "0", "not a list of counts"},
+      {"n1", "1(x", "not a list of counts"},
+      {"n1", "x", "not a list of counts"},
+      {"n1", "1,", "not a list of counts"},
+      {"-oProxyCommand=x", "1", "not a host name"},
+      {"n[0-99999]", "1", "more than"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    why[0] = '\0';
+    ck_assert_int_eq(crnet__hosts_parse_slurm(&hl, bad[i].nodes, bad[i].tasks,
+                                              why, sizeof why),
+                     -1);
+    ck_assert_msg(strstr(why, bad[i].says) != NULL, "%s / %s: %s", bad[i].nodes,
+                  bad[i].tasks, why);
+    crnet__hosts_free(&hl);
+  }
+}
+END_TEST
+
 START_TEST(test_placement) {
   crnet__hostlist hl = {0};
   ck_assert_int_eq(
@@ -375,6 +432,7 @@ int main(void) {
   tcase_add_test(tc, test_list_repeats_add_slots);
   tcase_add_test(tc, test_list_errors);
   tcase_add_test(tc, test_hostfile);
+  tcase_add_test(tc, test_slurm_allocation);
   tcase_add_test(tc, test_placement);
   tcase_add_test(tc, test_config_round_trip);
   tcase_add_test(tc, test_config_refused);

@@ -127,6 +127,7 @@ static int files_lookup(void *arg, const char *key, char *value,
 typedef struct directory_job {
   const char *dir;
   bool encrypt;
+  rank_report *reports; /* NULL, or where a failed init's message goes */
 } directory_job;
 
 static int rank_directory(int rank, int size, void *arg) {
@@ -149,6 +150,11 @@ static int rank_directory(int rank, int size, void *arg) {
   if (rc != 0) {
     fprintf(stderr, "rank %d: init: %s: %s\n", rank, crnet_err_name(rc),
             crnet_init_errmsg());
+    if (dj->reports != NULL) {
+      rank_report *r = &dj->reports[rank];
+      r->rc = rc;
+      snprintf(r->errmsg, sizeof r->errmsg, "%s", crnet_init_errmsg());
+    }
     return err_exit(rc);
   }
   return allreduce_and_leave(c, rank, size);
@@ -286,7 +292,7 @@ START_TEST(job_through_a_directory) {
   for (int k = 0; k < 2; k++) {
     char dir[] = "/tmp/crnet-directory.XXXXXX";
     char cmd[64];
-    directory_job dj = {dir, k == 1};
+    directory_job dj = {dir, k == 1, NULL};
     job j;
     ck_assert(mkdtemp(dir) != NULL);
     job_init(&j, 3 + k, 20);
@@ -299,7 +305,7 @@ START_TEST(job_through_a_directory) {
   {
     char dir[] = "/tmp/crnet-directory.XXXXXX";
     char cmd[64];
-    directory_job dj = {dir, false};
+    directory_job dj = {dir, false, NULL};
     job j;
     ck_assert(mkdtemp(dir) != NULL);
     job_init_exact(&j, 2, 1);
@@ -344,6 +350,80 @@ START_TEST(failed_directory_is_named) {
       strstr(crnet_init_errmsg(), "failed while looking up crnet.key") != NULL,
       "%s", crnet_init_errmsg());
   ck_assert_msg(now_s() - t0 < 5, "failed after %.1f s", now_s() - t0);
+}
+END_TEST
+
+/* What the directory may hold when rank 0 published garbage, or published
+ * and then died: the other ranks fail within the init timeout, saying
+ * what was wrong with it and where it came from, and never hang. And a
+ * rank that never comes fails the ranks that did, naming it. */
+START_TEST(directory_start_failures) {
+  static const char key[] =
+      "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
+  char closed[32];
+  snprintf(closed, sizeof closed, "127.0.0.1:%d", free_port());
+  const struct {
+    const char *key, *list; /* NULL: not published */
+    int rc;
+    const char *says;
+  } cases[] = {
+      {"not a key", "127.0.0.1:1", CRNET_EIO, "is not 64 hex digits"},
+      {key, "garbage", CRNET_EIO, "garbage"},
+      {key, "", CRNET_EIO, "rendezvous"},
+      {key, "127.0.0.1:99999", CRNET_EIO, "127.0.0.1:99999"},
+      /* Rank 0 published and is gone: nobody listens there. */
+      {key, closed, CRNET_ETIMEDOUT, "published through"},
+      /* Rank 0 died after publishing the key, before the rendezvous. */
+      {key, NULL, CRNET_ETIMEDOUT, "crnet.rendezvous"},
+  };
+  rank_report *reports = reports_map();
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char dir[] = "/tmp/crnet-directory.XXXXXX";
+    char cmd[64];
+    directory_job dj = {dir, false, reports};
+    job j;
+    ck_assert(mkdtemp(dir) != NULL);
+    if (cases[i].key != NULL)
+      ck_assert_int_eq(files_publish(dir, "crnet.key", cases[i].key), 0);
+    if (cases[i].list != NULL)
+      ck_assert_int_eq(files_publish(dir, "crnet.rendezvous", cases[i].list),
+                       0);
+    memset(reports, 0, sizeof *reports * MAX_RANKS);
+    job_init_exact(&j, 2, 1);
+    start_rank(&j, 1, rank_directory, &dj, NULL);
+    wait_job(&j, 30);
+    ck_assert_msg(exit_code(&j, 1) == err_exit(cases[i].rc),
+                  "case %zu: rank 1 exited %d, not %d (%s): %s", i,
+                  exit_code(&j, 1), err_exit(cases[i].rc),
+                  crnet_err_name(cases[i].rc), reports[1].errmsg);
+    ck_assert_msg(strstr(reports[1].errmsg, cases[i].says) != NULL,
+                  "case %zu: '%s' not in: %s", i, cases[i].says,
+                  reports[1].errmsg);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+  }
+  {
+    /* Rank 2 of 3 never comes: ranks 0 and 1 fail, rank 0 naming it. */
+    char dir[] = "/tmp/crnet-directory.XXXXXX";
+    char cmd[64];
+    directory_job dj = {dir, false, reports};
+    job j;
+    ck_assert(mkdtemp(dir) != NULL);
+    memset(reports, 0, sizeof *reports * MAX_RANKS);
+    job_init_exact(&j, 3, 1);
+    start_rank(&j, 0, rank_directory, &dj, NULL);
+    start_rank(&j, 1, rank_directory, &dj, NULL);
+    wait_ranks(&j, 0, 2, 30);
+    for (int r = 0; r < 2; r++)
+      ck_assert_msg(exit_code(&j, r) == err_exit(CRNET_ETIMEDOUT),
+                    "rank %d exited %d: %s", r, exit_code(&j, r),
+                    reports[r].errmsg);
+    ck_assert_msg(strstr(reports[0].errmsg, "2") != NULL &&
+                      strstr(reports[0].errmsg, "never") != NULL,
+                  "rank 0 does not name rank 2: %s", reports[0].errmsg);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+  }
 }
 END_TEST
 
@@ -1647,6 +1727,7 @@ static Suite *net_suite(void) {
   tcase_add_test(t, foreign_launcher_is_refused);
   tcase_add_test(t, job_through_a_directory);
   tcase_add_test(t, failed_directory_is_named);
+  tcase_add_test(t, directory_start_failures);
   tcase_add_test(t, bad_settings_fail_at_once);
   tcase_add_test(t, job_without_launcher);
   tcase_add_test(t, job_under_slurm);

@@ -30,8 +30,9 @@ packages=(build-essential meson ninja-build pkg-config libuv1-dev libsodium-dev 
 # examples/python.
 packages+=(python3-dev python3-numpy)
 # python3-torch, libtorch-dev, pybind11-dev: the torch.distributed backend
-# (src/torch) and its tests (suite `torch`), for /usr/bin/python3.
-packages+=(python3-torch libtorch-dev pybind11-dev)
+# (src/torch) and its tests (suite `torch`), for /usr/bin/python3;
+# python3-yaml (which python3-torch needs too): the test kubernetes-job.
+packages+=(python3-torch libtorch-dev pybind11-dev python3-yaml)
 # libpmix-dev: jobs started by a PMIx server (srun --mpi=pmix, mpirun);
 # slurm-wlm, munge and openmpi-bin: the test `launchers`, which brings up
 # a one-node Slurm and runs jobs under srun and Open MPI's mpirun.

@@ -521,7 +521,8 @@ int crnet__launch_signal_live(struct job *job, int sig) {
     if (r->host != NULL) {
       char cmd[2] = {CRNET__AGENT_SIGNAL, (char)sig};
       crnet__launch_ctl_send(r, cmd, sizeof cmd);
-      n += r->count;
+      /* Not counting the rank whose failure its agent reported. */
+      n += r->count - (r->reported ? 1 : 0);
       continue;
     }
     int err = uv_process_kill(&r->proc, sig);
@@ -807,7 +808,7 @@ void crnet__launch_judge_failures(struct job *job) {
     if (first->term_signal != 0)
       crnet__log("the session with host %s (%s) was killed by signal %d",
                  first->host->name, who, first->term_signal);
-    else if (first->status == 255)
+    else if (first->status == 255 && !job->opt->slurm)
       crnet__log("cannot run %s on host %s: ssh failed (status 255; its "
                  "message is above)",
                  who, first->host->name);
@@ -1195,8 +1196,8 @@ static void job_start(struct job *job) {
     if (rc == 0)
       continue;
     if (r->host != NULL)
-      crnet__log("cannot start ssh for host %s: %s", r->host->name,
-                 uv_strerror(rc));
+      crnet__log("cannot start %s for host %s: %s", opt->slurm ? "srun" : "ssh",
+                 r->host->name, uv_strerror(rc));
     else if (r->index == 0)
       crnet__log("cannot start %s: %s", opt->argv[0], uv_strerror(rc));
     else

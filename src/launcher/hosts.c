@@ -189,6 +189,173 @@ int crnet__hosts_parse_file(crnet__hostlist *hl, const char *path, char *why,
   return rc;
 }
 
+/* ---- Slurm's allocation ------------------------------------------------ */
+
+/* The names of a Slurm host list item `s` (len bytes), after `prefix` (plen
+ * bytes of name[]): "node[01-03,7]-ib" is node01-ib, node02-ib, node03-ib,
+ * node7-ib. A range keeps the width of its first bound ("01-03"); several
+ * bracket groups multiply out. Each full name goes to names[], up to max
+ * of them. The number of names, or -1 with why. */
+static int expand_slurm_item(const char *s, size_t len, char *name, size_t plen,
+                             char (*names)[CRNET__HOST_NAME_MAX + 1], int n,
+                             int max, char *why, size_t why_len) {
+  const char *open = memchr(s, '[', len);
+  size_t lit = open != NULL ? (size_t)(open - s) : len;
+  if (plen + lit > CRNET__HOST_NAME_MAX)
+    return fail(why, why_len, "a host name of the list is too long");
+  memcpy(name + plen, s, lit);
+  plen += lit;
+  if (open == NULL) {
+    if (n >= max)
+      return fail(why, why_len, "more than %d hosts", max);
+    memcpy(names[n], name, plen);
+    names[n][plen] = '\0';
+    return n + 1;
+  }
+  const char *close = memchr(open, ']', len - lit);
+  if (close == NULL)
+    return fail(why, why_len, "'%.*s': no closing ']'", (int)len, s);
+  const char *rest = close + 1;
+  size_t rest_len = len - (size_t)(rest - s);
+  const char *p = open + 1;
+  if (p == close)
+    return fail(why, why_len, "'%.*s': an empty range", (int)len, s);
+  while (p < close) {
+    size_t item = strcspn(p, ",]");
+    const char *dash = memchr(p, '-', item);
+    size_t lo_len = dash != NULL ? (size_t)(dash - p) : item;
+    size_t hi_len = dash != NULL ? item - lo_len - 1 : item;
+    const char *hi_s = dash != NULL ? dash + 1 : p;
+    unsigned long lo = 0, hi = 0;
+    for (size_t i = 0; i < lo_len; i++)
+      lo = lo * 10 + (unsigned long)(p[i] - '0');
+    for (size_t i = 0; i < hi_len; i++)
+      hi = hi * 10 + (unsigned long)(hi_s[i] - '0');
+    int digits = lo_len > 0 && lo_len <= 9 && hi_len > 0 && hi_len <= 9;
+    for (size_t i = 0; digits && i < lo_len; i++)
+      digits = isdigit((unsigned char)p[i]);
+    for (size_t i = 0; digits && i < hi_len; i++)
+      digits = isdigit((unsigned char)hi_s[i]);
+    if (!digits || hi < lo)
+      return fail(why, why_len, "'%.*s': '%.*s' is not a range of numbers",
+                  (int)len, s, (int)item, p);
+    if (hi - lo >= (unsigned long)max)
+      return fail(why, why_len, "more than %d hosts", max);
+    for (unsigned long v = lo; v <= hi; v++) {
+      char num[24];
+      int w = snprintf(num, sizeof num, "%0*lu", (int)lo_len, v);
+      if (plen + (size_t)w > CRNET__HOST_NAME_MAX)
+        return fail(why, why_len, "a host name of the list is too long");
+      memcpy(name + plen, num, (size_t)w);
+      n = expand_slurm_item(rest, rest_len, name, plen + (size_t)w, names, n,
+                            max, why, why_len);
+      if (n < 0)
+        return -1;
+    }
+    p += item + (p[item] == ',');
+  }
+  return n;
+}
+
+/* The task counts of SLURM_TASKS_PER_NODE ("2(x3),1": 2, 2, 2, 1) into
+ * counts[0..max). Their number, or -1 with why. */
+static int parse_slurm_counts(const char *s, int *counts, int max, char *why,
+                              size_t why_len) {
+  int n = 0;
+  const char *p = s;
+  for (;;) {
+    char *end;
+    errno = 0;
+    long c = strtol(p, &end, 10);
+    long times = 1;
+    if (end == p || errno != 0 || c < 1 || c > 65536 ||
+        !isdigit((unsigned char)*p))
+      return fail(why, why_len,
+                  "SLURM_TASKS_PER_NODE='%s' is not a list of "
+                  "counts (\"2(x3),1\")",
+                  s);
+    p = end;
+    if (strncmp(p, "(x", 2) == 0) {
+      times = strtol(p + 2, &end, 10);
+      if (end == p + 2 || *end != ')' || times < 1 || times > max)
+        return fail(why, why_len,
+                    "SLURM_TASKS_PER_NODE='%s' is not a list "
+                    "of counts (\"2(x3),1\")",
+                    s);
+      p = end + 1;
+    }
+    if (times > max - n)
+      return fail(why, why_len,
+                  "SLURM_TASKS_PER_NODE='%s' names more "
+                  "nodes than the allocation has",
+                  s);
+    for (long i = 0; i < times; i++)
+      counts[n++] = (int)c;
+    if (*p == '\0')
+      return n;
+    if (*p != ',')
+      return fail(why, why_len,
+                  "SLURM_TASKS_PER_NODE='%s' is not a list of "
+                  "counts (\"2(x3),1\")",
+                  s);
+    p++;
+  }
+}
+
+int crnet__hosts_parse_slurm(crnet__hostlist *hl, const char *nodelist,
+                             const char *tasks_per_node, char *why,
+                             size_t why_len) {
+  char(*names)[CRNET__HOST_NAME_MAX + 1] =
+      calloc(CRNET__HOSTS_MAX, sizeof *names);
+  int *counts = calloc(CRNET__HOSTS_MAX, sizeof *counts);
+  char name[CRNET__HOST_NAME_MAX + 1];
+  int n = 0, rc = -1;
+  if (names == NULL || counts == NULL) {
+    fail(why, why_len, "out of memory");
+    goto out;
+  }
+  /* Items are separated by the commas outside brackets. */
+  const char *p = nodelist;
+  while (n >= 0 && *p != '\0') {
+    size_t len = 0;
+    int depth = 0;
+    while (p[len] != '\0' && (depth > 0 || p[len] != ',')) {
+      depth += p[len] == '[' ? 1 : p[len] == ']' ? -1 : 0;
+      len++;
+    }
+    if (len == 0) {
+      fail(why, why_len, "an empty item in the node list '%s'", nodelist);
+      goto out;
+    }
+    n = expand_slurm_item(p, len, name, 0, names, n, CRNET__HOSTS_MAX, why,
+                          why_len);
+    p += len + (p[len] == ',');
+  }
+  if (n <= 0) {
+    if (n == 0)
+      fail(why, why_len, "the node list is empty");
+    goto out;
+  }
+  int ncounts = parse_slurm_counts(tasks_per_node, counts, CRNET__HOSTS_MAX,
+                                   why, why_len);
+  if (ncounts < 0)
+    goto out;
+  if (ncounts != n) {
+    fail(why, why_len,
+         "the node list '%s' has %d node%s, but "
+         "SLURM_TASKS_PER_NODE='%s' gives counts for %d",
+         nodelist, n, n == 1 ? "" : "s", tasks_per_node, ncounts);
+    goto out;
+  }
+  rc = 0;
+  for (int i = 0; i < n && rc == 0; i++)
+    rc = add_host(hl, names[i], strlen(names[i]), counts[i], why, why_len);
+out:
+  free(names);
+  free(counts);
+  return rc;
+}
+
 static int is_local_name(const char *name, const char *self) {
   return strcmp(name, "localhost") == 0 || strcmp(name, "127.0.0.1") == 0 ||
          strcmp(name, "::1") == 0 || (self != NULL && strcmp(name, self) == 0);

@@ -62,6 +62,14 @@ int crnet__hosts_parse_file(crnet__hostlist *hl, const char *path, char *why,
 int crnet__hosts_place(crnet__hostlist *hl, int nranks, const char *self,
                        char *why, size_t why_len);
 
+/* Appends the nodes of a Slurm allocation: `nodelist` as in
+ * SLURM_JOB_NODELIST ("node[01-04,07],gpu1"), each with the slots
+ * `tasks_per_node` gives it, as in SLURM_TASKS_PER_NODE ("2(x3),1"). -1
+ * with why when either is malformed or they disagree on the node count. */
+int crnet__hosts_parse_slurm(crnet__hostlist *hl, const char *nodelist,
+                             const char *tasks_per_node, char *why,
+                             size_t why_len);
+
 void crnet__hosts_free(crnet__hostlist *hl);
 
 #endif

@@ -337,13 +337,34 @@ int crnet__launch_spawn_remote(struct job *job, struct rank *r,
                          "-o", "ServerAliveCountMax=3",
                          r->host->name, command};
   size_t nextra = sizeof extra / sizeof extra[0];
+  char nodelist[CRNET__HOST_NAME_MAX + 16];
+  snprintf(nodelist, sizeof nodelist, "--nodelist=%s", r->host->name);
+  /* Inside a Slurm allocation: a job step of one task on the node, given
+   * every CPU the job has there (--whole), which crlaunch's agent then
+   * shares among the node's ranks; Slurm ends the step if its task fails.
+   * srun passes our environment and its stdin (the configuration below)
+   * to the task, and its output back. */
+  const char *srun[] = {"srun",
+                        "--nodes=1",
+                        "--ntasks=1",
+                        nodelist,
+                        "--whole",
+                        "--mpi=none",
+                        "--kill-on-bad-exit=1",
+                        "--quiet",
+                        job->remote_crlaunch,
+                        "--agent"};
+  if (job->opt->slurm) {
+    nssh = 0;
+    nextra = sizeof srun / sizeof srun[0];
+  }
   argv = calloc((size_t)nssh + nextra + 1, sizeof *argv);
   if (command == NULL || argv == NULL)
     goto out;
   for (int i = 0; i < nssh; i++)
     argv[i] = ssh[i];
   for (size_t i = 0; i < nextra; i++)
-    argv[(size_t)nssh + i] = (char *)extra[i];
+    argv[(size_t)nssh + i] = (char *)(job->opt->slurm ? srun[i] : extra[i]);
 
   crnet__agent_config cfg;
   memset(&cfg, 0, sizeof cfg);

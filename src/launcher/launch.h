@@ -73,6 +73,8 @@ struct options {
   const char *hostfile;        /* --hostfile */
   const char *ssh;             /* --ssh, else CRNET_SSH, else "ssh" */
   const char *remote_crlaunch; /* --remote-crlaunch */
+  int slurm;                   /* inside a Slurm allocation: its nodes are
+                                  the hosts, srun reaches them */
   crnet__hostlist hosts;       /* from --hosts or --hostfile, placed */
   double timeout_s; /* 0: none */
   uint64_t grace_ms;  /* --grace, else FAILURE_GRACE_MS */

@@ -25,7 +25,9 @@ static void usage(FILE *f) {
           "\n"
           "Options:\n"
           "  -n N, -np N     number of ranks to start (1..%d); with --hosts\n"
-          "                  or --hostfile, default: every slot\n"
+          "                  or --hostfile, or inside a Slurm allocation\n"
+          "                  (its nodes and tasks, through srun), default:\n"
+          "                  every slot\n"
           "  --hosts LIST, --host LIST\n"
           "                  run on these hosts: h1:8,h2:8 (host:slots,\n"
           "                  [IPv6]:slots; a host named again adds its\n"
@@ -290,8 +292,21 @@ int crnet__launch_parse_options(struct options *opt, int argc, char **argv) {
     return usage_error("give --hosts or --hostfile, not both");
   /* --settings starts nothing: the job's size and program may be left out
    * (a program given is not looked at). */
+  /* Inside a Slurm allocation (salloc, sbatch: a job but no job step yet),
+   * its nodes and tasks are the host list, and srun starts each node's
+   * ranks, as mpirun does there. --hosts or --hostfile say otherwise. */
+  const char *slurm_job = getenv("SLURM_JOB_ID");
+  const char *slurm_step = getenv("SLURM_STEP_ID");
+  const char *slurm_nodes = getenv("SLURM_JOB_NODELIST");
+  const char *slurm_tasks = getenv("SLURM_TASKS_PER_NODE");
+  if (slurm_tasks == NULL || slurm_tasks[0] == '\0')
+    slurm_tasks = getenv("SLURM_JOB_CPUS_PER_NODE");
+  opt->slurm = opt->hosts_spec == NULL && opt->hostfile == NULL &&
+               slurm_job != NULL && slurm_job[0] != '\0' &&
+               (slurm_step == NULL || slurm_step[0] == '\0') &&
+               slurm_nodes != NULL && slurm_nodes[0] != '\0';
   if (opt->nranks < 0 && opt->hosts_spec == NULL && opt->hostfile == NULL &&
-      !opt->settings)
+      !opt->slurm && !opt->settings)
     return usage_error("missing -n N, the number of ranks");
   if (optind >= argc && !opt->settings)
     return usage_error("no program to run");
@@ -320,7 +335,35 @@ int crnet__launch_parse_options(struct options *opt, int argc, char **argv) {
              "CRNET_TIMEOUT=%s", opt->coll_timeout);
     opt->xvars[opt->nxvars++] = opt->coll_timeout_var;
   }
-  if (opt->hosts_spec != NULL || opt->hostfile != NULL) {
+  if (opt->slurm) {
+    char why[512];
+    if (slurm_tasks == NULL || slurm_tasks[0] == '\0')
+      return usage_error("inside Slurm job %s: neither SLURM_TASKS_PER_NODE "
+                         "nor SLURM_JOB_CPUS_PER_NODE says how many ranks "
+                         "each node takes (give --hosts)",
+                         slurm_job);
+    int rc = crnet__hosts_parse_slurm(&opt->hosts, slurm_nodes, slurm_tasks,
+                                      why, sizeof why);
+    if (rc == 0 && opt->nranks < 0)
+      opt->nranks =
+          opt->hosts.slots > MAX_RANKS ? MAX_RANKS : (int)opt->hosts.slots;
+    if (rc == 0 && opt->nranks > opt->hosts.slots)
+      return usage_error("-n %d: Slurm job %s has %ld task%s (ask for more "
+                         "with salloc/sbatch -n, or leave -n out)",
+                         opt->nranks, slurm_job, opt->hosts.slots,
+                         opt->hosts.slots == 1 ? "" : "s");
+    /* No node runs its ranks directly, not even this one: srun puts them
+     * in the job's step, where Slurm accounts for them, confines them and
+     * cleans up after them (and salloc's shell may not run on a node of
+     * the allocation at all). */
+    if (rc == 0)
+      rc = crnet__hosts_place(&opt->hosts, opt->nranks, NULL, why, sizeof why);
+    for (int h = 0; rc == 0 && h < opt->hosts.n; h++)
+      opt->hosts.hosts[h].local = 0;
+    if (rc != 0)
+      return usage_error("Slurm job %s (SLURM_JOB_NODELIST=%s): %s", slurm_job,
+                         slurm_nodes, why);
+  } else if (opt->hosts_spec != NULL || opt->hostfile != NULL) {
     char why[512];
     char self[256] = "";
     int rc = opt->hosts_spec != NULL

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# What a crnet job costs to start under the launchers people already use,
+# over what the launcher costs by itself (docs/STARTING.md, "Start-up
+# cost"): per launcher, a job of P ranks that joins, runs one small
+# allreduce and leaves (tools/allreduce_time auto 4 1), against the same
+# launcher starting P times /bin/true (for srun --mpi=pmix: srun without
+# PMIx). Rounds interleave every launcher and
+# program, so the machine's noise falls on all alike; medians and their
+# differences are printed.
+#
+#   tools/bench/launch_overhead.sh BUILD [P] [ROUNDS]
+#
+# BUILD is a meson build tree with PMIx (src/crlaunch,
+# tools/allreduce_time). Launchers: srun --mpi=pmix and salloc + crlaunch
+# on a one-node Slurm brought up for the run (tools/slurm_local.sh: needs
+# root, slurm-wlm, munge), Open MPI's mpirun (openmpi-bin), and crlaunch
+# alone. P defaults to 16, ROUNDS to 7.
+set -euo pipefail
+build=$(realpath "$1")
+p=${2:-16}
+rounds=${3:-7}
+src=$(realpath "$(dirname "$0")/../..")
+app=$build/tools/allreduce_time
+crlaunch=$build/src/crlaunch
+[ -x "$app" ] && [ -x "$crlaunch" ] || { echo "no $app or $crlaunch"; exit 2; }
+
+tmp=$(mktemp -d /tmp/crnet-launch-bench.XXXXXX)
+chmod 755 "$tmp"
+# shellcheck source=../slurm_local.sh
+. "$src/tools/slurm_local.sh"
+trap 'slurm_local_down "$tmp"; rm -rf "$tmp"' EXIT
+slurm_local_up "$tmp" >/dev/null || { echo "Slurm did not start"; exit 1; }
+
+mpirun="mpirun --allow-run-as-root --oversubscribe -np $p"
+# The job's launcher, and the one /bin/true runs under: srun's baseline is
+# srun without PMIx, as a site's default start of a non-MPI program.
+launchers=("srun --mpi=pmix -n $p" "$mpirun" "salloc -n $p $crlaunch" "$crlaunch -n $p")
+baselines=("srun -n $p" "$mpirun" "salloc -n $p $crlaunch" "$crlaunch -n $p")
+names=("srun --mpi=pmix" "mpirun" "salloc + crlaunch" "crlaunch")
+
+# One start: its wall time in seconds on stdout; a failure stops the run.
+once() {
+  local t0 t1
+  t0=$(date +%s.%N)
+  # shellcheck disable=SC2086 # the launcher's words
+  if ! timeout 120 $1 "${@:2}" >"$tmp/out" 2>"$tmp/err"; then
+    echo "failed: $1 ${*:2}" >&2
+    tail -n 5 "$tmp/out" "$tmp/err" >&2
+    exit 1
+  fi
+  t1=$(date +%s.%N)
+  awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.4f\n", b - a }'
+}
+
+: >"$tmp/rows"
+for r in $(seq "$rounds"); do
+  for i in "${!launchers[@]}"; do
+    # crlaunch runs /bin/true as well: a program that never joins.
+    echo "$i true $(once "${baselines[$i]}" /bin/true)" >>"$tmp/rows"
+    echo "$i app $(once "${launchers[$i]}" "$app" auto 4 1)" >>"$tmp/rows"
+  done
+  echo "round $r of $rounds done" >&2
+done
+
+python3 - "$tmp/rows" "$p" "$rounds" "${names[@]}" <<'PY'
+import statistics as st, sys
+rows = [l.split() for l in open(sys.argv[1])]
+p, rounds, names = sys.argv[2], sys.argv[3], sys.argv[4:]
+print(f"p = {p}, {rounds} interleaved rounds, medians in seconds "
+      f"({p} ranks share this machine's cores)")
+print(f"{'launcher':<20} {'/bin/true':>10} {'crnet job':>10} {'difference':>11}")
+for i, name in enumerate(names):
+    t = st.median(float(r[2]) for r in rows if r[0] == str(i) and r[1] == "true")
+    a = st.median(float(r[2]) for r in rows if r[0] == str(i) and r[1] == "app")
+    print(f"{name:<20} {t:>10.3f} {a:>10.3f} {a - t:>+11.3f}")
+PY

@@ -518,48 +518,46 @@ END_TEST
 #define LONG_RANKS 4
 
 /* Checks one line of `lines` mode (without its newline) and advances the
- * expected index of its rank and stream. */
+ * expected index of its rank and stream. Plain checks (EXPECT): 80000 lines
+ * a run, and Check records every ck_assert that passes. */
 static void check_line(const char *line, int tagged, char stream,
                        int next[LONG_RANKS], int last_seen[LONG_RANKS]) {
   const char *p = line;
   int tag = -1;
   if (tagged) {
     int used = 0;
-    ck_assert_msg(sscanf(p, "[%d] %n", &tag, &used) == 1 && used > 0,
-                  "untagged line: %.200s", line);
+    EXPECT(sscanf(p, "[%d] %n", &tag, &used) == 1 && used > 0,
+           "untagged line: %.200s", line);
     p += used;
   }
   int rank, i, len, used = 0;
   char s;
   if (sscanf(p, "%d o las%c", &rank, &s) == 2 && s == 't' && stream == 'o') {
-    ck_assert_msg(strcmp(strchr(p, 'l'), "last") == 0, "bad last line: %s",
-                  line);
-    ck_assert(rank >= 0 && rank < LONG_RANKS);
-    ck_assert_msg(!tagged || tag == rank, "line of rank %d tagged %d", rank,
-                  tag);
-    ck_assert_msg(next[rank] == LONG_LINES,
-                  "rank %d's last line came after %d lines", rank, next[rank]);
+    EXPECT(strcmp(strchr(p, 'l'), "last") == 0, "bad last line: %s", line);
+    EXPECT(rank >= 0 && rank < LONG_RANKS, "rank %d: %.200s", rank, line);
+    EXPECT(!tagged || tag == rank, "line of rank %d tagged %d", rank, tag);
+    EXPECT(next[rank] == LONG_LINES, "rank %d's last line came after %d lines",
+           rank, next[rank]);
     last_seen[rank]++;
     return;
   }
-  ck_assert_msg(sscanf(p, "%d %c %d %d %n", &rank, &s, &i, &len, &used) == 4,
-                "malformed line: %.200s", line);
-  ck_assert_msg(rank >= 0 && rank < LONG_RANKS && s == stream,
-                "line in the wrong place: %.200s", line);
-  ck_assert_msg(!tagged || tag == rank, "line of rank %d tagged %d", rank,
-                tag);
-  ck_assert_msg(i == next[rank], "rank %d stream %c: line %d where %d was due",
-                rank, s, i, next[rank]);
-  ck_assert_msg((int)strlen(p + used) == len,
-                "torn line (payload %zu, expected %d): %.200s",
-                strlen(p + used), len, line);
+  EXPECT(sscanf(p, "%d %c %d %d %n", &rank, &s, &i, &len, &used) == 4,
+         "malformed line: %.200s", line);
+  EXPECT(rank >= 0 && rank < LONG_RANKS && s == stream,
+         "line in the wrong place: %.200s", line);
+  EXPECT(!tagged || tag == rank, "line of rank %d tagged %d", rank, tag);
+  EXPECT(i == next[rank], "rank %d stream %c: line %d where %d was due", rank,
+         s, i, next[rank]);
+  EXPECT((int)strlen(p + used) == len,
+         "torn line (payload %zu, expected %d): %.200s", strlen(p + used), len,
+         line);
   /* A plain loop: a Check assertion per byte would cost more than the
    * whole run. */
   int bad = -1;
   for (int j = 0; j < len && bad < 0; j++)
     if (p[used + j] != 'a' + (rank * 7 + i + j + (s == 'e')) % 26)
       bad = j;
-  ck_assert_msg(bad < 0, "corrupt line at byte %d: %.200s", bad, line);
+  EXPECT(bad < 0, "corrupt line at byte %d: %.200s", bad, line);
   next[rank]++;
 }
 

@@ -183,8 +183,23 @@ static const mismatch_case mismatch_cases[] = {
 
 #define NMISMATCH (int)(sizeof mismatch_cases / sizeof mismatch_cases[0])
 
+/* The mismatches run under valgrind (CRNET_TEST_MISMATCHES=some, set by
+ * tests/meson.build): a job of up to six ranks under memcheck takes
+ * seconds, and count, datatype, the same bytes in another datatype,
+ * operator and root differ from "collective" only in the field of the
+ * call signature that differs, compared and reported by the same code.
+ * Kept: another collective, another schedule (six ranks, the rounds of
+ * two schedules), scan against exscan, and a root that runs ahead into
+ * a barrier. The plain and sanitizer passes run all nine. */
+static const int some_mismatch_cases[] = {0, 5, 7, 8};
+static bool some_mismatches(void) {
+  const char *v = getenv("CRNET_TEST_MISMATCHES");
+  return v != NULL && strcmp(v, "some") == 0;
+}
+
 START_TEST(mismatched_calls_fail_everywhere) {
-  const mismatch_case *mc = &mismatch_cases[_i];
+  const mismatch_case *mc =
+      &mismatch_cases[some_mismatches() ? some_mismatch_cases[_i] : _i];
   job j;
   double t0;
   reports = reports_map();
@@ -511,7 +526,11 @@ static Suite *reliability_suite(void) {
   Suite *s = suite_create("reliability");
   TCase *t = tcase_create("mismatch");
   tcase_set_timeout(t, 120);
-  tcase_add_loop_test(t, mismatched_calls_fail_everywhere, 0, NMISMATCH);
+  tcase_add_loop_test(t, mismatched_calls_fail_everywhere, 0,
+                      some_mismatches()
+                          ? (int)(sizeof some_mismatch_cases /
+                                  sizeof some_mismatch_cases[0])
+                          : NMISMATCH);
   tcase_add_test(t, one_call_more_fails);
   suite_add_tcase(s, t);
 

@@ -106,7 +106,7 @@ def main():
     secret = vols[mounts[0]["name"]].get("secret")
     check(secret is not None, "the key must come from a Secret")
     mode = secret.get("defaultMode", 0o644)
-    check(mode & 0o077 & ~0o040 == 0 and mode & 0o004 == 0,
+    check(mode & 0o037 == 0,
           "the key file's mode %o lets others read it" % mode)
     if mode & 0o040:
         check(pod.get("securityContext", {}).get("fsGroup") is not None,

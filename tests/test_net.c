@@ -285,13 +285,19 @@ START_TEST(foreign_launcher_is_refused) {
 }
 END_TEST
 
+/* Removes a test's directory store and what it holds. */
+static void remove_directory(const char *dir) {
+  char cmd[64];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  ck_assert_int_eq(system(cmd), 0);
+}
+
 /* crnet_config.directory: no CRNET_RENDEZVOUS, no key; rank 0 publishes
  * both (plain and encrypted jobs). A rank whose lookup never finds the
  * rendezvous fails within the init timeout naming the directory. */
 START_TEST(job_through_a_directory) {
   for (int k = 0; k < 2; k++) {
     char dir[] = "/tmp/crnet-directory.XXXXXX";
-    char cmd[64];
     directory_job dj = {dir, k == 1, NULL};
     job j;
     ck_assert(mkdtemp(dir) != NULL);
@@ -299,12 +305,10 @@ START_TEST(job_through_a_directory) {
     run_job(&j, rank_directory, &dj, 60);
     expect_all_ok(&j, k == 0 ? "directory" : "directory, encrypted");
     check_published(dir);
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    ck_assert_int_eq(system(cmd), 0);
+    remove_directory(dir);
   }
   {
     char dir[] = "/tmp/crnet-directory.XXXXXX";
-    char cmd[64];
     directory_job dj = {dir, false, NULL};
     job j;
     ck_assert(mkdtemp(dir) != NULL);
@@ -313,8 +317,7 @@ START_TEST(job_through_a_directory) {
     start_rank(&j, 1, rank_directory, &dj, NULL);
     wait_job(&j, 30);
     ck_assert_int_eq(exit_code(&j, 1), err_exit(CRNET_ETIMEDOUT));
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    ck_assert_int_eq(system(cmd), 0);
+    remove_directory(dir);
   }
 }
 END_TEST
@@ -379,7 +382,6 @@ START_TEST(directory_start_failures) {
   rank_report *reports = reports_map();
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char dir[] = "/tmp/crnet-directory.XXXXXX";
-    char cmd[64];
     directory_job dj = {dir, false, reports};
     job j;
     ck_assert(mkdtemp(dir) != NULL);
@@ -399,13 +401,11 @@ START_TEST(directory_start_failures) {
     ck_assert_msg(strstr(reports[1].errmsg, cases[i].says) != NULL,
                   "case %zu: '%s' not in: %s", i, cases[i].says,
                   reports[1].errmsg);
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    ck_assert_int_eq(system(cmd), 0);
+    remove_directory(dir);
   }
   {
     /* Rank 2 of 3 never comes: ranks 0 and 1 fail, rank 0 naming it. */
     char dir[] = "/tmp/crnet-directory.XXXXXX";
-    char cmd[64];
     directory_job dj = {dir, false, reports};
     job j;
     ck_assert(mkdtemp(dir) != NULL);
@@ -421,8 +421,7 @@ START_TEST(directory_start_failures) {
     ck_assert_msg(strstr(reports[0].errmsg, "2") != NULL &&
                       strstr(reports[0].errmsg, "never") != NULL,
                   "rank 0 does not name rank 2: %s", reports[0].errmsg);
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    ck_assert_int_eq(system(cmd), 0);
+    remove_directory(dir);
   }
 }
 END_TEST

@@ -4,9 +4,11 @@
 # cost"): per launcher, a job of P ranks that joins, runs one small
 # allreduce and leaves (tools/allreduce_time auto 4 1), against the same
 # launcher starting P times /bin/true (for srun --mpi=pmix: srun without
-# PMIx). Rounds interleave every launcher and
-# program, so the machine's noise falls on all alike; medians and their
-# differences are printed.
+# PMIx). Under the PMIx launchers a third program, tools/pmix_floor, does
+# what crnet's start does with PMIx and nothing else (init, put, fence,
+# get, finalize): the floor no PMIx program goes under. Rounds interleave
+# every launcher and program, so the machine's noise falls on all alike;
+# medians and their differences are printed.
 #
 #   tools/bench/launch_overhead.sh BUILD [P] [ROUNDS]
 #
@@ -21,8 +23,10 @@ p=${2:-16}
 rounds=${3:-7}
 src=$(realpath "$(dirname "$0")/../..")
 app=$build/tools/allreduce_time
+floor=$build/tools/pmix_floor
 crlaunch=$build/src/crlaunch
-[ -x "$app" ] && [ -x "$crlaunch" ] || { echo "no $app or $crlaunch"; exit 2; }
+[ -x "$app" ] && [ -x "$crlaunch" ] && [ -x "$floor" ] ||
+  { echo "no $app, $floor or $crlaunch (a build with PMIx)"; exit 2; }
 
 tmp=$(mktemp -d /tmp/crnet-launch-bench.XXXXXX)
 chmod 755 "$tmp"
@@ -58,6 +62,9 @@ for r in $(seq "$rounds"); do
     # crlaunch runs /bin/true as well: a program that never joins.
     echo "$i true $(once "${baselines[$i]}" /bin/true)" >>"$tmp/rows"
     echo "$i app $(once "${launchers[$i]}" "$app" auto 4 1)" >>"$tmp/rows"
+    if [ "$i" -lt 2 ]; then
+      echo "$i floor $(once "${launchers[$i]}" "$floor")" >>"$tmp/rows"
+    fi
   done
   echo "round $r of $rounds done" >&2
 done
@@ -68,9 +75,14 @@ rows = [l.split() for l in open(sys.argv[1])]
 p, rounds, names = sys.argv[2], sys.argv[3], sys.argv[4:]
 print(f"p = {p}, {rounds} interleaved rounds, medians in seconds "
       f"({p} ranks share this machine's cores)")
-print(f"{'launcher':<20} {'/bin/true':>10} {'crnet job':>10} {'difference':>11}")
+print(f"{'launcher':<18} {'/bin/true':>9} {'PMIx alone':>10} {'crnet job':>9}"
+      f" {'over true':>9} {'over PMIx':>9}")
+def median(i, kind):
+    v = [float(r[2]) for r in rows if r[0] == str(i) and r[1] == kind]
+    return st.median(v) if v else None
 for i, name in enumerate(names):
-    t = st.median(float(r[2]) for r in rows if r[0] == str(i) and r[1] == "true")
-    a = st.median(float(r[2]) for r in rows if r[0] == str(i) and r[1] == "app")
-    print(f"{name:<20} {t:>10.3f} {a:>10.3f} {a - t:>+11.3f}")
+    t, f, a = median(i, "true"), median(i, "floor"), median(i, "app")
+    fs = f"{f:>10.3f}" if f is not None else f"{'-':>10}"
+    over = f"{a - f:>+9.3f}" if f is not None else f"{'-':>9}"
+    print(f"{name:<18} {t:>9.3f} {fs} {a:>9.3f} {a - t:>+9.3f} {over}")
 PY

@@ -120,7 +120,8 @@ extern "C" {
   XX(EABORTED, -8, "the job was aborted")                                      \
   XX(EIO, -9, "network or system error")                                       \
   XX(ETRUNCATE, -10, "message larger than the receive buffer")                 \
-  XX(ECANCELED, -11, "the receive was cancelled")
+  XX(ECANCELED, -11, "the receive was cancelled")                              \
+  XX(EREVOKED, -12, "the communicator was revoked")
 
 typedef enum crnet_errno {
   CRNET_OK = 0,
@@ -333,6 +334,47 @@ CRNET_EXTERN int crnet_comm_dup(crnet_comm *comm, crnet_comm **newcomm);
  * exit. Under crlaunch, crlaunch names this rank and exits with `code` (its
  * low 8 bits, or 1 if they are 0), whatever status the ranks exit with. */
 CRNET_EXTERN int crnet_comm_abort(crnet_comm *comm, int code);
+
+/* Surviving the loss of ranks (docs/RELIABILITY.md). By default a lost rank
+ * ends the job (CRNET_ON_FAILURE=stop). With CRNET_ON_FAILURE=continue
+ * (crlaunch --keep-going) it fails only the comms that have it: their
+ * pending and later calls return CRNET_EPEER naming the rank; comms without
+ * it go on. The survivors of such a comm then revoke, agree and shrink.
+ *
+ * crnet_comm_revoke: every member's pending and later calls on comm end with
+ * CRNET_EREVOKED, quickly, even those that wait on a live peer (the word
+ * spreads from every member that hears it, so it arrives even if the
+ * revoking rank dies). Only crnet_comm_agree, crnet_comm_shrink,
+ * crnet_comm_lost, crnet_comm_ack_lost and crnet_comm_destroy still work on
+ * a revoked comm. Returns 0 (revoking twice is no error), CRNET_EINVAL for a
+ * NULL comm. Any thread. */
+CRNET_EXTERN int crnet_comm_revoke(crnet_comm *comm);
+
+/* The ranks of comm this process knows to be lost (comm ranks, ascending)
+ * into ranks[0..max-1]; returns how many there are (which may exceed max),
+ * or CRNET_EINVAL. Local: no message. */
+CRNET_EXTERN int crnet_comm_lost(const crnet_comm *comm, int *ranks, int max);
+
+/* Acknowledges the ranks crnet_comm_lost gives now: crnet_comm_agree then
+ * no longer fails because of them. Returns how many are acknowledged. */
+CRNET_EXTERN int crnet_comm_ack_lost(crnet_comm *comm);
+
+/* A fault-tolerant agreement among the survivors of comm, which may have
+ * failed or been revoked: *flag becomes the AND of every surviving
+ * member's *flag, alike on every rank that returns 0, even when ranks die
+ * during it. Returns 0, or CRNET_EPEER when a rank was lost that this rank
+ * had not acknowledged (crnet_comm_ack_lost) before the call: then *flag
+ * still holds the agreed value, and every survivor knows the same lost
+ * ranks (crnet_comm_lost). CRNET_EINVAL for NULL arguments. Collective over
+ * the survivors; blocking. */
+CRNET_EXTERN int crnet_comm_agree(crnet_comm *comm, int *flag);
+
+/* A new comm of comm's survivors, in their order in comm, with its own
+ * context id and schedules (auto prices them for the new size); built even
+ * when more ranks die during it (the new comm then reports them). Works on
+ * a failed or revoked comm. Collective over the survivors; blocking. 0,
+ * CRNET_EINVAL, CRNET_ENOMEM (no context id free on every survivor). */
+CRNET_EXTERN int crnet_comm_shrink(crnet_comm *comm, crnet_comm **newcomm);
 
 /* The sticky error's explanation; without one, the reason the calling
  * thread's last call on this comm returned CRNET_EINVAL or

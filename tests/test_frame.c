@@ -29,6 +29,8 @@ static const uint8_t all_kinds[] = {
     CRNET__FRAME_RENDEZVOUS_TABLE,
     CRNET__FRAME_RENDEZVOUS_ERROR,
     CRNET__FRAME_SHM_OFFER,
+    CRNET__FRAME_AGREE,
+    CRNET__FRAME_DECIDE,
     CRNET__FRAME_SHM_SWITCH,
     CRNET__FRAME_SHM_DECLINE,
 };
@@ -294,7 +296,8 @@ START_TEST(test_call_rules) {
       for (unsigned v = 1; v < 256; v++) {
         int has_ctx = data || kind == CRNET__FRAME_ABORT ||
                       kind == CRNET__FRAME_MSG || kind == CRNET__FRAME_RTS ||
-                      kind == CRNET__FRAME_CTS || kind == CRNET__FRAME_RDATA;
+                      kind == CRNET__FRAME_CTS || kind == CRNET__FRAME_RDATA ||
+                      kind == CRNET__FRAME_AGREE || kind == CRNET__FRAME_DECIDE;
         int ok = (data && off < 51 &&
                   (off != 48 || v < CRNET_DATATYPE_COUNT) &&
                   (off != 50 || v == CRNET__CALL_EXCLUSIVE)) ||

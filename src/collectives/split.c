@@ -43,13 +43,6 @@ static int by_key(const void *a, const void *b) {
   return x->parent_rank < y->parent_rank ? -1 : x->parent_rank > y->parent_rank;
 }
 
-static uint32_t lowest_id(const uint64_t mask[CRNET__CTX_WORDS]) {
-  for (uint32_t i = 0; i < CRNET__CTX_WORDS; i++)
-    if (mask[i] != 0)
-      return i * 64 + (uint32_t)__builtin_ctzll(mask[i]);
-  return 0;
-}
-
 /* A collective of the split after the first failed here alone (see
  * above): the parent fails, with the reason. Returns rc. */
 static int failed_midway(crnet_comm *c, int rc) {
@@ -75,7 +68,7 @@ static int agree_ctx(crnet_comm *c, uint32_t *id) {
                          CRNET_UINT64, CRNET_BAND);
     if (rc != 0)
       return failed_midway(c, rc);
-    *id = lowest_id(mask);
+    *id = crnet__ctx_lowest(mask);
     if (*id == 0) {
       crnet__set_callmsg(c, "crnet_comm_split: no context id is free on "
                             "every rank (at most %d comms alive at once)",

@@ -835,6 +835,46 @@ void crnet__launch_on_settled(uv_timer_t *t) {
   crnet__launch_judge_failures(t->data);
 }
 
+/* --keep-going: a rank (or a remote host's session) that failed is named
+ * at once, and the others go on. The exit status is decided at the end
+ * (keep_going_status). */
+static void keep_going_lost(struct job *job, struct rank *r, int64_t status,
+                            int term_signal) {
+  char who[400];
+  if (r->reported && r->host != NULL)
+    snprintf(who, sizeof who, "rank %d (pid %d on host %s)", r->fail_rank,
+             r->fail_pid, r->host->name);
+  else if (r->host != NULL)
+    snprintf(who, sizeof who, "host %s (ranks %d-%d)", r->host->name, r->index,
+             r->index + r->count - 1);
+  else
+    snprintf(who, sizeof who, "rank %d (pid %d)", r->index, r->pid);
+  if (term_signal != 0) {
+    crnet__log("%s was killed by signal %d (%s); the others go on "
+               "(--keep-going)",
+               who, term_signal, strsignal(term_signal));
+    if (job->first_signal == 0)
+      job->first_signal = term_signal;
+  } else {
+    crnet__log("%s exited with status %d; the others go on (--keep-going)", who,
+               (int)status);
+    if (job->first_status == 0)
+      job->first_status = (int)status;
+  }
+}
+
+/* The exit status of a job that ran to its end: 0 when every rank exited 0;
+ * with --keep-going, the first non-zero status a rank exited with, else 0
+ * if a rank exited 0 (the survivors finished), else 128 + the first signal
+ * (every rank was lost). */
+static int keep_going_status(const struct job *job) {
+  if (job->first_status != 0)
+    return job->first_status;
+  if (job->nended_well > 0 || job->first_signal == 0)
+    return 0;
+  return 128 + job->first_signal;
+}
+
 static void on_rank_exit(uv_process_t *proc, int64_t status, int term_signal) {
   struct rank *r = proc->data;
   struct job *job = r->job;
@@ -852,10 +892,15 @@ static void on_rank_exit(uv_process_t *proc, int64_t status, int term_signal) {
   if (r->host == NULL && (status != 0 || term_signal != 0))
     crnet__launch_tell_ranks(job, "gone %d %d %d\n", r->index, (int)status,
                              term_signal);
+  if (status == 0 && term_signal == 0)
+    job->nended_well++;
   job->nlive--;
   uv_close((uv_handle_t *)proc, NULL);
   ctl_close(r);
-  if (status != 0 || term_signal != 0) {
+  if ((status != 0 || term_signal != 0) && job->keep_going &&
+      job->stop == RUNNING && !job->aborted) {
+    keep_going_lost(job, r, status, term_signal);
+  } else if (status != 0 || term_signal != 0) {
     r->failed = 1;
     if (job->stop == RUNNING && !job->judging) {
       job->judging = 1;
@@ -1295,6 +1340,9 @@ int crnet__launch_job_run(const struct options *opt,
     job->init_timeout_str = opt->init_timeout_str;
     job->grace_ms = opt->grace_ms;
   }
+  for (int i = 0; i < job->nxvars; i++)
+    if (strcmp(job->xvars[i], "CRNET_ON_FAILURE=continue") == 0)
+      job->keep_going = 1;
   ranks = make_procs(job);
   if (ranks == NULL) {
     crnet__log("out of memory");
@@ -1355,7 +1403,7 @@ int crnet__launch_job_run(const struct options *opt,
   crnet__launch_remove_key_file(job);
   rc = uv_loop_close(&job->loop);
   assert(rc == 0);
-  exit_code = job->stop == RUNNING ? 0 : job->exit_code;
+  exit_code = job->stop == RUNNING ? keep_going_status(job) : job->exit_code;
 out:
   if (job != NULL) {
     crnet__bind_plan_free(&job->bind);

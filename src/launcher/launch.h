@@ -63,6 +63,7 @@ struct options {
   int tag_output;
   int agent;                   /* --agent: started by crlaunch over SSH */
   int encrypt;                 /* --encrypt */
+  int keep_going;              /* --keep-going */
   const char *coll_timeout;    /* --coll-timeout */
   int stats;                   /* --stats: CRNET_STATS=1, print the table */
   int settings;                /* --settings: print them, start nothing */
@@ -153,6 +154,12 @@ struct job {
   const char *const *xvars; /* -x settings, or what an agent was sent */
   int nxvars;
   uint64_t grace_ms; /* after a failure, before SIGTERM */
+  /* CRNET_ON_FAILURE=continue among the settings (crlaunch --keep-going):
+   * a failed rank is reported and the others go on. */
+  int keep_going;
+  int first_status; /* keep_going: the first non-zero exit status, or 0 */
+  int first_signal; /* keep_going: the first signal a rank died of, or 0 */
+  int nended_well;  /* keep_going: ranks that exited 0 */
   const char *init_timeout_str;
   crnet__agent_config *agent; /* agent mode: what crlaunch sent */
   uv_pipe_t ctl_in;           /* agent mode: commands from crlaunch */

@@ -15,64 +15,70 @@
 #include "crnet_version.h"
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "Usage: crlaunch -n N [options] [--] program [args...]\n"
-          "       crlaunch --settings [-n N] [options] [program...]\n"
-          "\n"
-          "Starts N ranks of a crnet program on this host or, over SSH, on\n"
-          "several, serves their rendezvous and forwards their output line by\n"
-          "line.\n"
-          "\n"
-          "Options:\n"
-          "  -n N, -np N     number of ranks to start (1..%d); with --hosts\n"
-          "                  or --hostfile, or inside a Slurm allocation\n"
-          "                  (its nodes and tasks, through srun), default:\n"
-          "                  every slot\n"
-          "  --hosts LIST, --host LIST\n"
-          "                  run on these hosts: h1:8,h2:8 (host:slots,\n"
-          "                  [IPv6]:slots; a host named again adds its\n"
-          "                  slots); ranks fill the hosts in order\n"
-          "  --hostfile FILE one host per line, optionally \"slots=N\"\n"
-          "  --ssh CMD       how to reach a host (default $CRNET_SSH, else\n"
-          "                  \"ssh\"), e.g. --ssh \"ssh -p 2222 -i key\"\n"
-          "  --remote-crlaunch PATH\n"
-          "                  crlaunch on the other hosts (default: this\n"
-          "                  crlaunch's own path)\n"
-          "  --encrypt       encrypt every connection (CRNET_ENCRYPT=1)\n"
-          "  --tag-output    prefix every line of output with \"[rank] \"\n"
-          "  --bind auto|none\n"
-          "                  auto (default): give each rank of a host CPUs of\n"
-          "                  its own (an equal block of them; with more ranks\n"
-          "                  than CPUs, one each in turn); none: let every\n"
-          "                  rank run on any CPU crlaunch may\n"
-          "  --report-bindings\n"
-          "                  print each rank's CPUs as it starts\n"
-          "  --timeout SEC   stop the job after SEC seconds (exit status 124)\n"
-          "  --grace SEC     after a rank fails, give the others SEC seconds\n"
-          "                  to notice and exit before stopping them\n"
-          "                  (default 1)\n"
-          "  --coll-timeout SEC\n"
-          "                  fail any collective that takes longer than SEC\n"
-          "                  seconds, naming the ranks it waits for\n"
-          "                  (CRNET_TIMEOUT=SEC)\n"
-          "  --stats         print a table of the ranks' collectives at the\n"
-          "                  end: calls, time, waiting, reducing, bytes\n"
-          "                  (CRNET_STATS=1)\n"
-          "  -x VAR[=VAL]    set VAR to VAL in the ranks' environment, or pass\n"
-          "                  crlaunch's own value of VAR (repeatable)\n"
-          "  --settings      print the value of every crnet setting the ranks\n"
-          "                  would get, and where it comes from, then exit\n"
-          "                  without starting anything (2: a bad value)\n"
-          "  -h, --help      print this help and exit\n"
-          "  -V, --version   print the version and exit\n"
-          "\n"
-          "Exit status: 0 if every rank exits 0; the code given to\n"
-          "crnet_comm_abort() if a rank aborted the job; else the status of the\n"
-          "first rank that failed (128+signal if it was killed); 124 on --timeout;\n"
-          "128+signal if crlaunch was interrupted; 127 if the program cannot\n"
-          "be started; 125 if crlaunch itself fails; 2 for bad usage.\n"
-          "See crlaunch(1).\n",
-          MAX_RANKS);
+  fprintf(
+      f,
+      "Usage: crlaunch -n N [options] [--] program [args...]\n"
+      "       crlaunch --settings [-n N] [options] [program...]\n"
+      "\n"
+      "Starts N ranks of a crnet program on this host or, over SSH, on\n"
+      "several, serves their rendezvous and forwards their output line by\n"
+      "line.\n"
+      "\n"
+      "Options:\n"
+      "  -n N, -np N     number of ranks to start (1..%d); with --hosts\n"
+      "                  or --hostfile, or inside a Slurm allocation\n"
+      "                  (its nodes and tasks, through srun), default:\n"
+      "                  every slot\n"
+      "  --hosts LIST, --host LIST\n"
+      "                  run on these hosts: h1:8,h2:8 (host:slots,\n"
+      "                  [IPv6]:slots; a host named again adds its\n"
+      "                  slots); ranks fill the hosts in order\n"
+      "  --hostfile FILE one host per line, optionally \"slots=N\"\n"
+      "  --ssh CMD       how to reach a host (default $CRNET_SSH, else\n"
+      "                  \"ssh\"), e.g. --ssh \"ssh -p 2222 -i key\"\n"
+      "  --remote-crlaunch PATH\n"
+      "                  crlaunch on the other hosts (default: this\n"
+      "                  crlaunch's own path)\n"
+      "  --encrypt       encrypt every connection (CRNET_ENCRYPT=1)\n"
+      "  --tag-output    prefix every line of output with \"[rank] \"\n"
+      "  --bind auto|none\n"
+      "                  auto (default): give each rank of a host CPUs of\n"
+      "                  its own (an equal block of them; with more ranks\n"
+      "                  than CPUs, one each in turn); none: let every\n"
+      "                  rank run on any CPU crlaunch may\n"
+      "  --report-bindings\n"
+      "                  print each rank's CPUs as it starts\n"
+      "  --timeout SEC   stop the job after SEC seconds (exit status 124)\n"
+      "  --keep-going    a rank that fails does not stop the others: it\n"
+      "                  is reported, and the survivors go on\n"
+      "                  (CRNET_ON_FAILURE=continue; see crlaunch(1))\n"
+      "  --grace SEC     after a rank fails, give the others SEC seconds\n"
+      "                  to notice and exit before stopping them\n"
+      "                  (default 1)\n"
+      "  --coll-timeout SEC\n"
+      "                  fail any collective that takes longer than SEC\n"
+      "                  seconds, naming the ranks it waits for\n"
+      "                  (CRNET_TIMEOUT=SEC)\n"
+      "  --stats         print a table of the ranks' collectives at the\n"
+      "                  end: calls, time, waiting, reducing, bytes\n"
+      "                  (CRNET_STATS=1)\n"
+      "  -x VAR[=VAL]    set VAR to VAL in the ranks' environment, or pass\n"
+      "                  crlaunch's own value of VAR (repeatable)\n"
+      "  --settings      print the value of every crnet setting the ranks\n"
+      "                  would get, and where it comes from, then exit\n"
+      "                  without starting anything (2: a bad value)\n"
+      "  -h, --help      print this help and exit\n"
+      "  -V, --version   print the version and exit\n"
+      "\n"
+      "Exit status: 0 if every rank exits 0 (with --keep-going: if no\n"
+      "rank exits non-zero and one exits 0); the code given to\n"
+      "crnet_comm_abort() if a rank aborted the job; else the status of the\n"
+      "first rank that failed (128+signal if it was killed); 124 on "
+      "--timeout;\n"
+      "128+signal if crlaunch was interrupted; 127 if the program cannot\n"
+      "be started; 125 if crlaunch itself fails; 2 for bad usage.\n"
+      "See crlaunch(1).\n",
+      MAX_RANKS);
 }
 
 static int usage_error(const char *fmt, ...)
@@ -143,6 +149,7 @@ int crnet__launch_parse_options(struct options *opt, int argc, char **argv) {
     OPT_BIND,
     OPT_REPORT_BINDINGS,
     OPT_GRACE,
+    OPT_KEEP_GOING,
     OPT_AGENT,
     OPT_SETTINGS
   };
@@ -160,6 +167,7 @@ int crnet__launch_parse_options(struct options *opt, int argc, char **argv) {
       {"bind", required_argument, NULL, OPT_BIND},
       {"report-bindings", no_argument, NULL, OPT_REPORT_BINDINGS},
       {"grace", required_argument, NULL, OPT_GRACE},
+      {"keep-going", no_argument, NULL, OPT_KEEP_GOING},
       {"agent", no_argument, NULL, OPT_AGENT},
       {"settings", no_argument, NULL, OPT_SETTINGS},
       {"help", no_argument, NULL, 'h'},
@@ -261,6 +269,9 @@ int crnet__launch_parse_options(struct options *opt, int argc, char **argv) {
       opt->grace_ms = (uint64_t)ceil(s * 1000);
       break;
     }
+    case OPT_KEEP_GOING:
+      opt->keep_going = 1;
+      break;
     case OPT_COLL_TIMEOUT:
       if (strlen(optarg) > 32 ||
           crnet__launch_parse_seconds(optarg, MAX_TIMEOUT_S) < 0)
@@ -320,6 +331,13 @@ int crnet__launch_parse_options(struct options *opt, int argc, char **argv) {
       if (crnet__launch_names_var(opt->xvars[i], "CRNET_ENCRYPT", 13))
         return usage_error("give --encrypt or -x CRNET_ENCRYPT, not both");
     opt->xvars[opt->nxvars++] = "CRNET_ENCRYPT=1";
+  }
+  if (opt->keep_going) {
+    for (int i = 0; i < opt->nxvars; i++)
+      if (crnet__launch_names_var(opt->xvars[i], "CRNET_ON_FAILURE", 16))
+        return usage_error(
+            "give --keep-going or -x CRNET_ON_FAILURE, not both");
+    opt->xvars[opt->nxvars++] = "CRNET_ON_FAILURE=continue";
   }
   if (opt->stats) {
     for (int i = 0; i < opt->nxvars; i++)

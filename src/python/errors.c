@@ -59,6 +59,10 @@ static const class_def defs[] = {
     {CRNET_ECANCELED, "crnet.Cancelled",
      "The receive was cancelled (Request.cancel) before a message matched "
      "it (CRNET_ECANCELED); its buffer is untouched."},
+    {CRNET_EREVOKED, "crnet.Revoked",
+     "The communicator was revoked by Comm.revoke() on some rank "
+     "(CRNET_EREVOKED); only agree, shrink and lost still work on it. "
+     "Sticky."},
 };
 
 /* The built-in class a code's class also derives from, if any. */

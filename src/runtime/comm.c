@@ -365,6 +365,7 @@ static int load_settings(const crnet_config *cfg, crnet__settings *s,
   s->transport = (int)v[CRNET__SET_TRANSPORT].number;
   s->shm_ring = (uint32_t)v[CRNET__SET_SHM_RING_BYTES].number;
   s->shm_single_copy = (int)v[CRNET__SET_SHM_SINGLE_COPY].number;
+  s->survive = v[CRNET__SET_ON_FAILURE].number != 0;
   if (s->size == 1)
     return 0; /* nothing to connect */
   return read_peers(cfg, s, v, key);
@@ -411,8 +412,11 @@ static void free_comm(crnet_comm *c) {
   free(c->world);
   free(c->local);
   crnet__p2p_comm_free(c);
+  crnet__agree_free(c);
   if (w != NULL && w->comms[0] == c) {
     crnet__p2p_world_free(w);
+    crnet__agree_world_free(w);
+    free(w->lost);
     if (w->report_fd >= 0)
       close(w->report_fd);
     free(w->rank_end);
@@ -674,9 +678,13 @@ int crnet__comm_init(crnet_comm **out, const crnet_config *cfg,
   c->w->transport = s.transport;
   c->w->shm_ring = s.shm_ring;
   c->w->shm_single_copy = s.shm_single_copy;
+  c->w->survive = s.survive;
+  c->w->revoke_asked = -1;
+  if (s.survive)
+    c->w->lost = crnet__calloc((size_t)c->size, 1);
   snprintf(c->w->iface, sizeof c->w->iface, "%s", s.iface);
   if (c->w->peers == NULL || c->w->table == NULL || c->peer_stats == NULL ||
-      upper->state_new(c, NULL) != 0) {
+      (s.survive && c->w->lost == NULL) || upper->state_new(c, NULL) != 0) {
     close_directory(&s);
     free_comm(c);
     snprintf(init_errmsg, sizeof init_errmsg, "out of memory");
@@ -905,6 +913,13 @@ bool crnet__ctx_reserve(crnet_comm *parent, uint32_t id) {
     w->ctx_reserved[id / 64] |= bit;
   pthread_mutex_unlock(&w->mu);
   return ok;
+}
+
+uint32_t crnet__ctx_lowest(const uint64_t mask[CRNET__CTX_WORDS]) {
+  for (uint32_t i = 0; i < CRNET__CTX_WORDS; i++)
+    if (mask[i] != 0)
+      return i * 64 + (uint32_t)__builtin_ctzll(mask[i]);
+  return 0;
 }
 
 void crnet__ctx_release(crnet_comm *parent, uint32_t id) {

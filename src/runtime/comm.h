@@ -93,6 +93,7 @@ typedef struct crnet__settings {
   int transport;    /* CRNET_TRANSPORT: enum crnet__transport */
   uint32_t shm_ring; /* CRNET_SHM_RING_BYTES; 0: the default */
   int shm_single_copy; /* CRNET_SHM_SINGLE_COPY: 0, 1, or -1 (auto) */
+  bool survive;        /* CRNET_ON_FAILURE=continue */
   /* A directory (directory.h): PMIx's, or crnet_config.directory. With
    * one, rank 0 publishes the rendezvous unless CRNET_RENDEZVOUS names it
    * (publish_rdv), and a fresh job key unless the job has one
@@ -274,6 +275,9 @@ typedef struct crnet__world {
                                thread moves their requests (progress.c) */
   bool abort_asked;         /* crnet_comm_abort from another thread */
   int abort_asked_code;
+  /* crnet_comm_revoke from another thread: the comm of the context id
+   * (survive.c), or -1. */
+  int revoke_asked;
   uint32_t in_flight;       /* requests queued or running, of every comm */
   uint32_t in_flight_nb;    /* of them, nonblocking ones: a blocking one
                                has a waiter that drives it, and only these
@@ -317,6 +321,14 @@ typedef struct crnet__world {
   char report_in[128]; /* a line from crlaunch not yet whole */
   size_t report_in_len;
   crnet__trace *trace;  /* CRNET_TRACE, or NULL */
+  /* CRNET_ON_FAILURE=continue (survive.c): a lost rank fails only the
+   * comms that have it, and the links to the others stay for the
+   * survivors' revoke, agree and shrink. lost[j]: job rank j is known lost
+   * (size entries; under mu). Agreement frames for a comm this rank is
+   * still making wait in early_agree. */
+  bool survive;
+  uint8_t *lost;
+  struct crnet__agree_frame *early_agree;
 } crnet__world;
 
 /* A communicator: a group of the job's ranks, numbered 0..size-1, with its
@@ -377,6 +389,9 @@ struct crnet_comm {
    * matched yet, and messages come and not received yet, each in order. */
   struct crnet__p2p_req *p2p_posted, *p2p_posted_tail;
   struct crnet__p2p_msg *p2p_unexp, *p2p_unexp_tail;
+  /* crnet_comm_agree's votes and decisions (survive.c), made at first
+   * use; under w->mu. */
+  struct crnet__agree *agree;
 };
 
 /* Fills c->host and c->nhosts if they are not yet: ranks are on one host
@@ -411,6 +426,8 @@ void crnet__split_leave(crnet_comm *parent);
 void crnet__ctx_offer(crnet_comm *parent, uint64_t mask[CRNET__CTX_WORDS]);
 bool crnet__ctx_reserve(crnet_comm *parent, uint32_t id);
 void crnet__ctx_release(crnet_comm *parent, uint32_t id);
+/* The lowest id set in mask, or 0 (the world's: none free). */
+uint32_t crnet__ctx_lowest(const uint64_t mask[CRNET__CTX_WORDS]);
 /* A derived comm in two steps, so that everything it needs is allocated
  * before the ranks agree on it (split.c): a rank that is out of memory
  * fails before its first message, never between the others' success and
@@ -425,6 +442,33 @@ int crnet__comm_derive_new(crnet_comm *parent, int max_size, crnet_comm **out);
 void crnet__comm_derive_finish(crnet_comm *c, uint32_t ctx, int rank, int size,
                                const int32_t *world);
 void crnet__comm_derive_discard(crnet_comm *c);
+
+/* --- surviving lost ranks (survive.c) -------------------------------------
+ *
+ * crnet__agree: the fault-tolerant agreement under crnet_comm_agree and
+ * crnet_comm_shrink. Over the members of c not known lost, *flag becomes
+ * the AND of their flags, ctx (if not NULL) the AND of their masks, and
+ * lost[r] (c->size entries, if not NULL) 1 for every rank the survivors
+ * counted lost, alike on every rank that returns 0. CRNET_ENOMEM,
+ * CRNET_ETIMEDOUT (CRNET_TIMEOUT ran out), or the world's failure when its
+ * links are gone. The caller owns the loop. */
+int crnet__agree(crnet_comm *c, uint32_t *flag,
+                 uint64_t ctx[CRNET__FRAME_CTX_MAX / 64], uint8_t *lost);
+/* Agreement frames (AGREE, DECIDE) from job rank `via`. */
+void crnet__agree_on_frame(crnet__world *w, int via,
+                           const crnet__frame_header *h,
+                           const uint8_t *payload);
+/* Job rank j is lost (fail.c, survive mode): ranks that decided an
+ * agreement tell its coordinator's successor what was decided. */
+void crnet__agree_rank_lost(crnet__world *w, int j);
+/* Frees a comm's agreement state, and the world's waiting frames. */
+void crnet__agree_free(crnet_comm *c);
+void crnet__agree_world_free(crnet__world *w);
+/* Revokes c now: the caller owns the loop (crnet_comm_revoke). */
+void crnet__comm_revoke_now(crnet_comm *c);
+/* crnet_comm_revoke from a thread that does not own the loop while another
+ * waits on it: the owner revokes at once (progress.c). */
+void crnet__revoke_by_owner(crnet_comm *c);
 
 /* crnet_comm_init (crnet.h), with the layer above: the collectives define
  * crnet_comm_init to call this with theirs (collectives/comm_state.c). */

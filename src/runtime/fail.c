@@ -127,12 +127,23 @@ static void abort_final(uint8_t *msg, bool final) {
     crnet__put_le32(msg + 12, final ? ABORT_FINAL : 0);
 }
 
-/* Whether a comm that has not failed has job rank j among its members
- * (besides this rank): the links to j are still needed. */
+/* Whether comm c still needs its links: it has not failed, or it was
+ * revoked, or (CRNET_ON_FAILURE=continue) it lost a rank; the survivors of
+ * the last two still agree and shrink over the links (survive.c). */
+static bool comm_needs_links(const crnet_comm *c) {
+  return c->err == 0 || c->err == CRNET_EREVOKED ||
+         (c->w->survive && c->err == CRNET_EPEER);
+}
+
+/* Whether a comm that needs its links has job rank j, not known lost,
+ * among its members (besides this rank): the links to j are still
+ * needed. */
 static bool rank_needed(const crnet__world *w, int j) {
+  if (w->lost != NULL && w->lost[j])
+    return false;
   for (uint32_t x = 0; x < CRNET__MAX_CTX; x++) {
     const crnet_comm *c = w->comms[x];
-    if (c != NULL && c->err == 0 && crnet__local_rank(c, j) >= 0)
+    if (c != NULL && comm_needs_links(c) && crnet__local_rank(c, j) >= 0)
       return true;
   }
   return false;
@@ -140,9 +151,24 @@ static bool rank_needed(const crnet__world *w, int j) {
 
 static bool any_alive(const crnet__world *w) {
   for (uint32_t x = 0; x < CRNET__MAX_CTX; x++)
-    if (w->comms[x] != NULL && w->comms[x]->err == 0)
+    if (w->comms[x] != NULL && comm_needs_links(w->comms[x]))
       return true;
   return false;
+}
+
+/* Survive mode: job rank j is lost, for good. Every rank that hears of it
+ * (its own link, crlaunch, a relayed ABORT) marks it, so the survivors'
+ * agreements leave it out. */
+static void mark_lost(crnet__world *w, int j) {
+  bool news;
+  if (!w->survive || w->lost == NULL || j < 0 || j >= w->size || j == w->rank)
+    return;
+  pthread_mutex_lock(&w->mu);
+  news = !w->lost[j];
+  w->lost[j] = 1;
+  pthread_mutex_unlock(&w->mu);
+  if (news)
+    crnet__agree_rank_lost(w, j);
 }
 
 /* Comm c has just failed: its members hear why (an ABORT frame naming c,
@@ -221,6 +247,7 @@ void crnet__comm_tell_late_link(crnet_comm *c, crnet__link *l) {
  * then tells the members. */
 static void set_error(crnet_comm *c, int err, int origin, const char *text,
                       const char *how) {
+  bool revoke = err == CRNET_EREVOKED;
   pthread_mutex_lock(&c->w->mu);
   c->err = err;
   snprintf(c->errmsg, sizeof c->errmsg, "%s", text);
@@ -233,8 +260,27 @@ static void set_error(crnet_comm *c, int err, int origin, const char *text,
   pthread_mutex_unlock(&c->w->mu);
   c->w->progress_dirty = true; /* every request in flight ends */
   crnet__debug("%s", c->errmsg);
-  report_failure(c, origin);
+  if (!revoke) /* a revoke is a choice, not a failure to blame */
+    report_failure(c, origin);
   tell_members(c);
+  /* Frames of the comm's calls parked at the head of a link are dropped
+   * now, so that what follows them (agreement frames) is read. */
+  crnet__world_recheck_parked(c->w);
+}
+
+/* Whether c's error may give way to `err`: a revoke replaces a lost rank,
+ * so that every member's later calls say the same. */
+static bool takes_error(const crnet_comm *c, int err) {
+  return c->err == 0 || (err == CRNET_EREVOKED && c->err == CRNET_EPEER);
+}
+
+void crnet__comm_revoke_now(crnet_comm *c) {
+  char text[96];
+  if (!takes_error(c, CRNET_EREVOKED) || c->w->torn_down)
+    return;
+  snprintf(text, sizeof text, "the communicator was revoked by rank %d",
+           c->rank);
+  set_error(c, CRNET_EREVOKED, c->w->rank, text, NULL);
 }
 
 void crnet__comm_fail(crnet_comm *c, int err, int origin, const char *fmt,
@@ -303,6 +349,7 @@ void crnet__world_lost(crnet__world *w, int j, const char *why) {
     snprintf(text, sizeof text, "lost %s%s: %s", who, call, why);
     set_error(c, CRNET_EPEER, origin, text, how);
   }
+  mark_lost(w, j);
 }
 
 void crnet__comm_fail_aborted(crnet_comm *c, int rank, int code) {
@@ -322,7 +369,7 @@ void crnet__comm_fail_aborted(crnet_comm *c, int rank, int code) {
 static void fail_relayed(crnet_comm *c, int err, int origin, int via,
                          const char *reason, int reason_len) {
   char awaited[200] = "";
-  if (c->err != 0)
+  if (!takes_error(c, err))
     return;
   /* A timeout names whom the timed-out rank waited for, which may itself
    * wait for another: each rank that relays it and waits too says for
@@ -346,8 +393,10 @@ static void fail_relayed(crnet_comm *c, int err, int origin, int via,
   pthread_mutex_unlock(&c->w->mu);
   c->w->progress_dirty = true;
   crnet__debug("%s", c->errmsg);
-  report_failure(c, origin);
+  if (err != CRNET_EREVOKED)
+    report_failure(c, origin);
   tell_members(c);
+  crnet__world_recheck_parked(c->w);
 }
 
 /* An ABORT from job rank `via` about its comm of context ctx. */
@@ -361,7 +410,7 @@ static void take_abort(crnet__world *w, int via, uint32_t ctx,
                                              : (int)(h->length - ABORT_HEAD);
   const char *text = (const char *)payload + ABORT_HEAD;
   crnet_comm *c = ctx < CRNET__MAX_CTX ? w->comms[ctx] : NULL;
-  if (err >= 0 || err < CRNET_ETRUNCATE)
+  if (err >= 0 || err < CRNET_EREVOKED || err == CRNET_ECANCELED)
     err = CRNET_EPEER;
   if (origin < -1 || origin >= w->size)
     origin = -1;
@@ -383,6 +432,8 @@ static void take_abort(crnet__world *w, int via, uint32_t ctx,
   }
   if (c != NULL && crnet__local_rank(c, via) >= 0)
     fail_relayed(c, err, origin, via, text, textlen);
+  if (err == CRNET_EREVOKED && !final)
+    return; /* that comm only */
   /* The sender is done with this rank: so is every comm it shares. */
   if (final)
     for (uint32_t x = 0; x < CRNET__MAX_CTX; x++) {
@@ -391,12 +442,14 @@ static void take_abort(crnet__world *w, int via, uint32_t ctx,
         fail_relayed(o, err, origin, via, text, textlen);
     }
   /* A rank lost to the sender is lost to every comm that has it. */
-  if (err == CRNET_EPEER && origin >= 0 && origin != w->rank)
+  if (err == CRNET_EPEER && origin >= 0 && origin != w->rank) {
     for (uint32_t x = 0; x < CRNET__MAX_CTX; x++) {
       crnet_comm *o = w->comms[x];
       if (o != NULL && crnet__local_rank(o, origin) >= 0)
         fail_relayed(o, err, origin, via, text, textlen);
     }
+    mark_lost(w, origin);
+  }
 }
 
 static void on_peer_control(crnet__link *l, const crnet__frame_header *h,
@@ -411,6 +464,10 @@ static void on_peer_control(crnet__link *l, const crnet__frame_header *h,
   }
   if (h->kind == CRNET__FRAME_ABORT && h->length >= ABORT_HEAD) {
     take_abort(w, (int)l->peer, h->ctx, h, payload);
+    return;
+  }
+  if (h->kind == CRNET__FRAME_AGREE || h->kind == CRNET__FRAME_DECIDE) {
+    crnet__agree_on_frame(w, (int)l->peer, h, payload);
     return;
   }
   if (h->kind == CRNET__FRAME_MSG || h->kind == CRNET__FRAME_RTS ||

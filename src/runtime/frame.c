@@ -71,6 +71,8 @@ static int known_kind(uint8_t kind) {
   case CRNET__FRAME_SHM_OFFER:
   case CRNET__FRAME_SHM_SWITCH:
   case CRNET__FRAME_SHM_DECLINE:
+  case CRNET__FRAME_AGREE:
+  case CRNET__FRAME_DECIDE:
   case CRNET__FRAME_RENDEZVOUS_REGISTER:
   case CRNET__FRAME_RENDEZVOUS_TABLE:
   case CRNET__FRAME_RENDEZVOUS_ERROR:
@@ -105,7 +107,8 @@ static const char *check_fields(const crnet__frame_header *h,
   if (h->ctx != 0 && h->kind != CRNET__FRAME_DATA &&
       h->kind != CRNET__FRAME_ABORT && h->kind != CRNET__FRAME_MSG &&
       h->kind != CRNET__FRAME_RTS && h->kind != CRNET__FRAME_CTS &&
-      h->kind != CRNET__FRAME_RDATA)
+      h->kind != CRNET__FRAME_RDATA && h->kind != CRNET__FRAME_AGREE &&
+      h->kind != CRNET__FRAME_DECIDE)
     return "context id set on a frame of no communicator";
   if (h->length > max_length)
     return "payload longer than allowed";

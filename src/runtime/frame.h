@@ -60,9 +60,14 @@ enum crnet__frame_kind {
   CRNET__FRAME_RDATA = 7,  /* the payload of a rendezvous */
   CRNET__FRAME_CREDIT = 8, /* eager bytes given back: u64 */
   /* Moving a same-host link onto shared memory (link_shm.h). */
-  CRNET__FRAME_SHM_OFFER = 9,            /* u64 cookie, u32 R, u32 pid, name */
-  CRNET__FRAME_SHM_SWITCH = 10,          /* the last frame this way on TCP */
-  CRNET__FRAME_SHM_DECLINE = 11,         /* text: why not */
+  CRNET__FRAME_SHM_OFFER = 9,    /* u64 cookie, u32 R, u32 pid, name */
+  CRNET__FRAME_SHM_SWITCH = 10,  /* the last frame this way on TCP */
+  CRNET__FRAME_SHM_DECLINE = 11, /* text: why not */
+  /* crnet_comm_agree (survive.c): seq is the agreement's number on the
+   * comm of ctx; payload: u32 flag, u32 flags, ctx mask, a byte per rank of
+   * the comm (1: lost). */
+  CRNET__FRAME_AGREE = 12,  /* a vote, to the coordinator */
+  CRNET__FRAME_DECIDE = 13, /* the decision, from the coordinator */
   CRNET__FRAME_RENDEZVOUS_REGISTER = 16, /* rank -> rendezvous: its address */
   CRNET__FRAME_RENDEZVOUS_TABLE = 17,    /* rendezvous -> rank: every address */
   CRNET__FRAME_RENDEZVOUS_ERROR = 18,    /* rendezvous -> rank: text */

@@ -327,13 +327,21 @@ static void on_progress_check(uv_check_t *h) {
  * while this thread waits (crnet__abort_by_owner). */
 static void on_kick(uv_async_t *h) {
   crnet_comm *c = h->data;
-  int code = 0;
+  int code = 0, revoke;
   bool abort_now;
   pthread_mutex_lock(&c->w->mu);
   abort_now = c->w->abort_asked;
   code = c->w->abort_asked_code;
   c->w->abort_asked = false;
+  revoke = c->w->revoke_asked;
+  c->w->revoke_asked = -1;
   pthread_mutex_unlock(&c->w->mu);
+  if (revoke >= 0 && c->w->comms[revoke] != NULL) {
+    crnet__comm_revoke_now(c->w->comms[revoke]);
+    pthread_mutex_lock(&c->w->mu);
+    wake_locked(c);
+    pthread_mutex_unlock(&c->w->mu);
+  }
   if (!abort_now)
     return;
   crnet__comm_abort_now(c, code);
@@ -361,6 +369,20 @@ void crnet__abort_by_owner(crnet_comm *c, int code) {
     c->w->abort_asked = false;
   }
   pthread_mutex_unlock(&c->w->mu);
+}
+
+void crnet__revoke_by_owner(crnet_comm *c) {
+  crnet__world *w = c->w;
+  pthread_mutex_lock(&w->mu);
+  if (c->err != CRNET_EREVOKED && w->owner != OWNER_NONE && !owned_by_me(c)) {
+    w->revoke_asked = (int)c->ctx;
+    kick_owner(c);
+    while (c->err != CRNET_EREVOKED && w->revoke_asked >= 0 &&
+           w->owner != OWNER_NONE && !w->torn_down)
+      sleep_locked(c);
+    w->revoke_asked = -1;
+  }
+  pthread_mutex_unlock(&w->mu);
 }
 
 /* --- CRNET_TIMEOUT -------------------------------------------------------- */

@@ -1,0 +1,289 @@
+/* Surviving lost ranks (CRNET_ON_FAILURE=continue; crnet.h, survive.c,
+ * shrink.c): jobs of forked ranks on loopback in which a rank is killed
+ * (SIGKILL, by itself, at a point the case chooses) and the survivors go
+ * on:
+ *   - lost_rank_shrink: the world's next call fails with CRNET_EPEER
+ *     naming the rank; a sub-comm without it goes on; the survivors
+ *     revoke, see the same lost rank, acknowledge it, agree and shrink;
+ *     the shrunk comm's allreduce is right; no rank hangs;
+ *   - coordinator_lost: rank 0, which coordinates agreements, dies before
+ *     the agreement: the survivors agree without it (the AND of their
+ *     flags), and agree returns CRNET_EPEER until the loss is
+ *     acknowledged;
+ *   - revoke_ends_calls_on_every_member: with nobody lost, a revoke by one
+ *     rank ends the others' allreduce, which waits on it, with
+ *     CRNET_EREVOKED; a shrink then gives a comm of every rank;
+ *   - off_by_default: without the setting agree and shrink refuse, saying
+ *     why.
+ * CRNET_TRANSPORT (the test's environment) picks shared memory or TCP.
+ */
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check_main.h"
+#include "crnet.h"
+#include "netjob.h"
+
+#define FAIL_IF(cond, ...)                                                     \
+  do {                                                                         \
+    if (cond) {                                                                \
+      fprintf(stderr, "rank %d: ", rank);                                      \
+      fprintf(stderr, __VA_ARGS__);                                            \
+      fprintf(stderr, "\n");                                                   \
+      return EXIT_FAIL;                                                        \
+    }                                                                          \
+  } while (0)
+
+static int init_survive(crnet_comm **c) {
+  setenv("CRNET_ON_FAILURE", "continue", 1);
+  setenv("CRNET_TIMEOUT", "60", 1); /* a hang fails the case, named */
+  return crnet_comm_init(c, NULL);
+}
+
+/* Every rank but `me` has finished its first calls (report_raise): a rank
+ * that is to die or revoke waits for that, so that what the others have
+ * under way is the call the case is about. */
+static bool others_past(int me, int size) {
+  for (int r = 0; r < size; r++)
+    if (r != me && !report_await(r, 30))
+      return false;
+  return true;
+}
+
+/* The lost ranks of c, as "1,3". */
+static void lost_list(crnet_comm *c, char *buf, size_t n) {
+  int ranks[16], k = crnet_comm_lost(c, ranks, 16);
+  size_t len = 0;
+  buf[0] = '\0';
+  for (int i = 0; i < k && i < 16 && len < n; i++)
+    len += (size_t)snprintf(buf + len, n - len, "%s%d", i ? "," : "", ranks[i]);
+}
+
+/* --- lost_rank_shrink ---------------------------------------------------- */
+
+#define VICTIM 3
+
+static int rank_shrink(int rank, int size, void *arg) {
+  crnet_comm *c, *sub, *s;
+  int v = 1, sum = 0, rc, flag;
+  char lost[64];
+  (void)arg;
+  FAIL_IF(init_survive(&c) != 0, "init: %s", crnet_init_errmsg());
+  /* A comm without the victim, made while every rank is alive. */
+  rc = crnet_comm_split(c, rank == VICTIM ? CRNET_UNDEFINED : 0, rank, &sub);
+  FAIL_IF(rc != 0, "split: %d", rc);
+  rc = crnet_allreduce(c, &v, &sum, 1, CRNET_INT32, CRNET_SUM);
+  FAIL_IF(rc != 0 || sum != size, "first allreduce: %d, sum %d", rc, sum);
+  if (rank != VICTIM)
+    report_raise(rank);
+  else if (others_past(rank, size))
+    kill(getpid(), SIGKILL);
+  else
+    return EXIT_FAIL;
+  /* The victim never calls this one. */
+  rc = crnet_allreduce(c, &v, &sum, 1, CRNET_INT32, CRNET_SUM);
+  FAIL_IF(rc != CRNET_EPEER && rc != CRNET_EREVOKED,
+          "allreduce after the loss returned %d (%s)", rc,
+          crnet_comm_errmsg(c));
+  if (rc == CRNET_EPEER) {
+    char want[32];
+    snprintf(want, sizeof want, "lost rank %d", VICTIM);
+    FAIL_IF(strstr(crnet_comm_errmsg(c), want) == NULL, "message: %s",
+            crnet_comm_errmsg(c));
+  }
+  /* Comms without the victim go on. */
+  rc = crnet_allreduce(sub, &v, &sum, 1, CRNET_INT32, CRNET_SUM);
+  FAIL_IF(rc != 0 || sum != size - 1, "sub-comm allreduce: %d, sum %d", rc,
+          sum);
+  FAIL_IF(crnet_comm_revoke(c) != 0, "revoke");
+  rc = crnet_allreduce(c, &v, &sum, 1, CRNET_INT32, CRNET_SUM);
+  FAIL_IF(rc != CRNET_EREVOKED, "allreduce on a revoked comm: %d", rc);
+  flag = 1;
+  rc = crnet_comm_agree(c, &flag);
+  FAIL_IF(rc != CRNET_EPEER || flag != 1,
+          "agree before the ack: %d, flag %d (%s)", rc, flag,
+          crnet_comm_errmsg(c));
+  lost_list(c, lost, sizeof lost);
+  FAIL_IF(strcmp(lost, "3") != 0, "lost ranks: \"%s\"", lost);
+  FAIL_IF(crnet_comm_ack_lost(c) != 1, "ack");
+  flag = rank != 1; /* the AND: 0 */
+  rc = crnet_comm_agree(c, &flag);
+  FAIL_IF(rc != 0 || flag != 0, "agree after the ack: %d, flag %d", rc, flag);
+  rc = crnet_comm_shrink(c, &s);
+  FAIL_IF(rc != 0, "shrink: %d (%s)", rc, crnet_comm_errmsg(c));
+  FAIL_IF(crnet_comm_size(s) != size - 1 ||
+              crnet_comm_rank(s) != (rank < VICTIM ? rank : rank - 1),
+          "shrunk comm: rank %d of %d", crnet_comm_rank(s), crnet_comm_size(s));
+  v = rank;
+  rc = crnet_allreduce(s, &v, &sum, 1, CRNET_INT32, CRNET_SUM);
+  FAIL_IF(rc != 0 || sum != (size - 1) * size / 2 - VICTIM,
+          "allreduce on the shrunk comm: %d, sum %d", rc, sum);
+  rc = crnet_barrier(s);
+  FAIL_IF(rc != 0, "barrier on the shrunk comm: %d", rc);
+  FAIL_IF(crnet_comm_destroy(s) != 0, "destroy shrunk");
+  FAIL_IF(crnet_comm_destroy(sub) != 0, "destroy sub");
+  crnet_comm_destroy(c);
+  return EXIT_OK;
+}
+
+static void expect_victim_killed(const job *j, int victim) {
+  ck_assert_msg(
+      WIFSIGNALED(j->status[victim]) && WTERMSIG(j->status[victim]) == SIGKILL,
+      "rank %d was to die by SIGKILL (status 0x%x)", victim, j->status[victim]);
+  for (int r = 0; r < j->size; r++)
+    ck_assert_msg(r == victim || exit_code(j, r) == EXIT_OK,
+                  "survivor %d exited %d", r, exit_code(j, r));
+}
+
+START_TEST(lost_rank_shrink) {
+  job j;
+  reports_map();
+  job_init(&j, 5, 20);
+  run_job(&j, rank_shrink, NULL, 60);
+  expect_victim_killed(&j, VICTIM);
+}
+END_TEST
+
+/* --- coordinator_lost ---------------------------------------------------- */
+
+static int rank_coordinator(int rank, int size, void *arg) {
+  crnet_comm *c, *s;
+  int v = 1, sum = 0, rc, flag;
+  char lost[64];
+  (void)arg;
+  FAIL_IF(init_survive(&c) != 0, "init: %s", crnet_init_errmsg());
+  rc = crnet_allreduce(c, &v, &sum, 1, CRNET_INT32, CRNET_SUM);
+  FAIL_IF(rc != 0 || sum != size, "first allreduce: %d", rc);
+  if (rank != 0)
+    report_raise(rank);
+  else if (others_past(rank, size))
+    kill(getpid(), SIGKILL);
+  else
+    return EXIT_FAIL;
+  /* Straight into the agreement: its coordinator is dead, which some ranks
+   * learn only while they wait for its decision. */
+  flag = rank != 2;
+  rc = crnet_comm_agree(c, &flag);
+  FAIL_IF(rc != CRNET_EPEER || flag != 0, "agree: %d, flag %d (%s)", rc, flag,
+          crnet_comm_errmsg(c));
+  lost_list(c, lost, sizeof lost);
+  FAIL_IF(strcmp(lost, "0") != 0, "lost ranks: \"%s\"", lost);
+  crnet_comm_ack_lost(c);
+  flag = 1;
+  rc = crnet_comm_agree(c, &flag);
+  FAIL_IF(rc != 0 || flag != 1, "agree after the ack: %d, flag %d", rc, flag);
+  rc = crnet_comm_shrink(c, &s);
+  FAIL_IF(rc != 0 || crnet_comm_rank(s) != rank - 1, "shrink: %d, rank %d", rc,
+          crnet_comm_rank(s));
+  v = rank;
+  rc = crnet_allreduce(s, &v, &sum, 1, CRNET_INT32, CRNET_SUM);
+  FAIL_IF(rc != 0 || sum != size * (size - 1) / 2,
+          "allreduce on the shrunk comm: %d, sum %d", rc, sum);
+  crnet_comm_destroy(s);
+  crnet_comm_destroy(c);
+  return EXIT_OK;
+}
+
+START_TEST(coordinator_lost) {
+  job j;
+  reports_map();
+  job_init(&j, 4, 20);
+  run_job(&j, rank_coordinator, NULL, 60);
+  expect_victim_killed(&j, 0);
+}
+END_TEST
+
+/* --- revoke_ends_calls_on_every_member ----------------------------------- */
+
+static int rank_revoke(int rank, int size, void *arg) {
+  crnet_comm *c, *s;
+  int v = 1, sum = 0, rc;
+  (void)arg;
+  FAIL_IF(init_survive(&c) != 0, "init: %s", crnet_init_errmsg());
+  rc = crnet_allreduce(c, &v, &sum, 1, CRNET_INT32, CRNET_SUM);
+  FAIL_IF(rc != 0 || sum != size, "first allreduce: %d", rc);
+  if (rank == 1) {
+    /* The others are in (or about to call) an allreduce that waits on
+     * this rank. */
+    FAIL_IF(!others_past(rank, size), "the others never came");
+    FAIL_IF(crnet_comm_revoke(c) != 0, "revoke");
+  } else {
+    report_raise(rank);
+    rc = crnet_allreduce(c, &v, &sum, 1, CRNET_INT32, CRNET_SUM);
+    FAIL_IF(rc != CRNET_EREVOKED, "allreduce: %d (%s)", rc,
+            crnet_comm_errmsg(c));
+    FAIL_IF(strstr(crnet_comm_errmsg(c), "revoked by rank 1") == NULL,
+            "message: %s", crnet_comm_errmsg(c));
+  }
+  FAIL_IF(crnet_comm_lost(c, NULL, 0) != 0, "nobody is lost");
+  rc = crnet_comm_shrink(c, &s);
+  FAIL_IF(rc != 0 || crnet_comm_size(s) != size || crnet_comm_rank(s) != rank,
+          "shrink: %d", rc);
+  rc = crnet_allreduce(s, &v, &sum, 1, CRNET_INT32, CRNET_SUM);
+  FAIL_IF(rc != 0 || sum != size, "allreduce on the new comm: %d", rc);
+  crnet_comm_destroy(s);
+  rc = crnet_comm_destroy(c);
+  FAIL_IF(rc != CRNET_EREVOKED, "destroy of the revoked comm: %d", rc);
+  return EXIT_OK;
+}
+
+START_TEST(revoke_ends_calls_on_every_member) {
+  job j;
+  reports_map();
+  job_init(&j, 3, 20);
+  run_job(&j, rank_revoke, NULL, 60);
+  expect_all_ok(&j, "revoke");
+}
+END_TEST
+
+/* --- off_by_default ------------------------------------------------------ */
+
+static int rank_off(int rank, int size, void *arg) {
+  crnet_comm *c, *s = NULL;
+  int flag = 1;
+  (void)arg;
+  (void)size;
+  unsetenv("CRNET_ON_FAILURE");
+  FAIL_IF(crnet_comm_init(&c, NULL) != 0, "init");
+  FAIL_IF(crnet_comm_agree(c, &flag) != CRNET_EINVAL, "agree");
+  FAIL_IF(strstr(crnet_comm_errmsg(c), "CRNET_ON_FAILURE=continue") == NULL,
+          "message: %s", crnet_comm_errmsg(c));
+  FAIL_IF(crnet_comm_shrink(c, &s) != CRNET_EINVAL || s != NULL, "shrink");
+  FAIL_IF(crnet_comm_agree(NULL, &flag) != CRNET_EINVAL ||
+              crnet_comm_agree(c, NULL) != CRNET_EINVAL ||
+              crnet_comm_shrink(c, NULL) != CRNET_EINVAL ||
+              crnet_comm_revoke(NULL) != CRNET_EINVAL ||
+              crnet_comm_lost(NULL, NULL, 0) != CRNET_EINVAL ||
+              crnet_comm_lost(c, NULL, 1) != CRNET_EINVAL,
+          "bad arguments");
+  /* Still a working comm: the refusals changed nothing. */
+  FAIL_IF(crnet_barrier(c) != 0, "barrier");
+  crnet_comm_destroy(c);
+  return EXIT_OK;
+}
+
+START_TEST(off_by_default) {
+  job j;
+  job_init(&j, 2, 20);
+  run_job(&j, rank_off, NULL, 60);
+  expect_all_ok(&j, "off by default");
+}
+END_TEST
+
+static Suite *survive_suite(void) {
+  Suite *s = suite_create("survive");
+  TCase *tc = tcase_create("survive");
+  tcase_set_timeout(tc, test_seconds(200));
+  tcase_add_test(tc, off_by_default);
+  tcase_add_test(tc, revoke_ends_calls_on_every_member);
+  tcase_add_test(tc, lost_rank_shrink);
+  tcase_add_test(tc, coordinator_lost);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return check_run(survive_suite()); }

@@ -230,6 +230,15 @@ static void tell_members(crnet_comm *c) {
 void crnet__comm_tell_late_link(crnet_comm *c, crnet__link *l) {
   size_t len = 0;
   uint8_t *msg = abort_message(c, &len);
+  if (rank_needed(c->w, (int)l->peer)) {
+    /* A comm that lost a rank in survive mode, or was revoked, still needs
+     * this link: its peer hears why, and the link stays. */
+    abort_final(msg, false);
+    if (msg != NULL && l->stream == 0 && l->state == CRNET__LINK_READY)
+      crnet__link_send_control_ctx(l, CRNET__FRAME_ABORT, c->ctx, msg, len);
+    free(msg);
+    return;
+  }
   abort_final(msg, true);
   if (msg != NULL && l->state == CRNET__LINK_READY &&
       crnet__link_flushed(l)) {

@@ -59,6 +59,8 @@ struct agree_value {
 struct crnet__agree {
   uint64_t seq;              /* agreements begun on this comm */
   struct agree_value dec;    /* the latest decision this rank holds */
+  int dec_told;              /* the coordinator that knows dec: the one
+                                that took it, or the one told since */
   struct agree_value *votes; /* by comm rank: the latest vote received */
   uint8_t *acked;            /* by comm rank: crnet_comm_ack_lost */
 };
@@ -140,19 +142,29 @@ static int coordinator(const crnet_comm *c) {
 /* --- frames ----------------------------------------------------------------
  */
 
-static void send_value(crnet_comm *c, int r, uint8_t kind,
+/* With lazy links, starts connecting to c's rank r if there is no link
+ * yet: a dead rank then shows as a refused connection, and is lost. */
+static void want_link(crnet_comm *c, int r) {
+  if (c->w->lazy && c->w->comms[0] != NULL)
+    crnet__lazy_want(c->w->comms[0], crnet__world_rank(c, r));
+}
+
+/* Sends v to c's rank r: false if there is no link to it (yet). */
+static bool send_value(crnet_comm *c, int r, uint8_t kind,
                        const struct agree_value *v) {
   crnet__peer *p = *crnet__comm_link(c, crnet__world_rank(c, r), 0);
   size_t len = AGREE_HEAD + (size_t)c->size;
   crnet__frame_header h;
   uint8_t *msg;
-  if (p == NULL || p->closed || p->link.state != CRNET__LINK_READY)
-    return; /* lost, or never linked: its loss will be known */
+  if (p == NULL || p->closed || p->link.state != CRNET__LINK_READY) {
+    want_link(c, r);
+    return false; /* lost (its loss is known then), or not linked yet */
+  }
   msg = crnet__malloc(len);
   if (msg == NULL) {
     crnet__comm_fail(c, CRNET_ENOMEM, c->w->rank,
                      "out of memory for an agreement's message");
-    return;
+    return false;
   }
   crnet__put_le32(msg, v->flag);
   crnet__put_le32(msg + 4, v->decided ? VOTE_DECIDED : 0);
@@ -166,6 +178,7 @@ static void send_value(crnet_comm *c, int r, uint8_t kind,
   h.length = len;
   crnet__link_send_control_hdr(&p->link, &h, msg);
   free(msg);
+  return true;
 }
 
 static void copy_value(struct agree_value *to, const struct agree_value *from,
@@ -203,17 +216,20 @@ static void take_frame(crnet_comm *c, int via, const crnet__frame_header *h,
     return;
   for (int i = 0; i < c->size; i++)
     in.lost[i] = payload[AGREE_HEAD + i] != 0;
-  if (h->kind == CRNET__FRAME_DECIDE) {
-    /* The decision of the agreement under way here. */
-    if (h->seq == a->seq && a->dec.seq != h->seq) {
+  if (h->kind == CRNET__FRAME_DECIDE || in.decided) {
+    /* A decision: of the agreement under way here (from its coordinator,
+     * or from a rank that holds what a lost coordinator decided), or of
+     * the next one, which this rank has not begun yet (a coordinator that
+     * counted it lost): kept, agree_step takes it. */
+    if (h->seq > a->dec.seq && h->seq >= a->seq) {
       in.decided = true;
       copy_value(&a->dec, &in, c->size);
+      a->dec_told = r;
     }
   } else if (a->dec.seq == h->seq && a->dec.seq != 0) {
     /* A vote for what this rank has decided: the decision is the answer. */
     send_value(c, r, CRNET__FRAME_DECIDE, &a->dec);
-  } else if (h->seq > a->votes[r].seq || (h->seq == a->votes[r].seq &&
-                                          in.decided && !a->votes[r].decided)) {
+  } else if (h->seq > a->votes[r].seq) {
     copy_value(&a->votes[r], &in, c->size);
   }
   if (in.lost != lost)
@@ -280,20 +296,25 @@ void crnet__agree_on_frame(crnet__world *w, int via,
   w->progress_dirty = true;
 }
 
+/* The coordinator of c's last agreement may have been lost having told
+ * only some ranks: its successor hears the decision from this rank (once
+ * there is a link to it; the next agreement tries again). */
+static void tell_successor(crnet_comm *c) {
+  struct crnet__agree *a = c->agree;
+  int coord;
+  if (a == NULL || a->dec.seq == 0 || a->dec.seq != a->seq)
+    return;
+  coord = coordinator(c);
+  if (coord != c->rank && coord != a->dec_told &&
+      send_value(c, coord, CRNET__FRAME_AGREE, &a->dec))
+    a->dec_told = coord;
+}
+
 void crnet__agree_rank_lost(crnet__world *w, int j) {
   (void)j;
-  for (uint32_t x = 0; x < CRNET__MAX_CTX; x++) {
-    crnet_comm *c = w->comms[x];
-    struct crnet__agree *a = c != NULL ? c->agree : NULL;
-    int coord;
-    if (a == NULL || a->dec.seq == 0 || a->dec.seq != a->seq)
-      continue;
-    /* The coordinator of the last agreement may be the one lost, having
-     * told only some ranks: its successor hears the decision from us. */
-    coord = coordinator(c);
-    if (coord != c->rank)
-      send_value(c, coord, CRNET__FRAME_AGREE, &a->dec);
-  }
+  for (uint32_t x = 0; x < CRNET__MAX_CTX; x++)
+    if (w->comms[x] != NULL)
+      tell_successor(w->comms[x]);
 }
 
 /* --- the agreement ---------------------------------------------------------
@@ -332,6 +353,7 @@ static void decide(struct agree_wait *aw, const struct agree_value *adopted) {
   }
   a->dec.seq = aw->mine.seq;
   a->dec.decided = true;
+  a->dec_told = c->rank;
   for (int r = 0; r < c->size; r++)
     if (r != c->rank && !rank_lost(c, r))
       send_value(c, r, CRNET__FRAME_DECIDE, &a->dec);
@@ -352,22 +374,19 @@ static bool agree_step(void *arg) {
     return true; /* nothing left to agree over: the caller says why */
   coord = coordinator(c);
   if (coord != c->rank) {
-    if (aw->voted_to != coord) {
+    if (aw->voted_to != coord &&
+        send_value(c, coord, CRNET__FRAME_AGREE, &aw->mine))
       aw->voted_to = coord;
-      send_value(c, coord, CRNET__FRAME_AGREE, &aw->mine);
-    }
     return false;
   }
-  for (int r = 0; r < c->size; r++) {
-    const struct agree_value *v = &a->votes[r];
-    if (r != c->rank && !rank_lost(c, r) && v->seq == k && v->decided) {
-      decide(aw, v); /* a decision a lost coordinator took */
-      return true;
-    }
-  }
+  /* Every rank not known lost has voted k. (One that holds a decision of
+   * k sent it as a decided vote, which take_frame adopted: then a->dec
+   * says k, above.) */
   for (int r = 0; r < c->size; r++)
-    if (r != c->rank && !rank_lost(c, r) && a->votes[r].seq != k)
+    if (r != c->rank && !rank_lost(c, r) && a->votes[r].seq < k) {
+      want_link(c, r); /* a lazy link: a dead rank is refused, lost */
       return false;
+    }
   decide(aw, NULL);
   return true;
 }
@@ -388,6 +407,7 @@ int crnet__agree(crnet_comm *c, uint32_t *flag, uint64_t ctx[MASK_WORDS],
   }
   aw.voted_to = -1;
   adopt_early(c);
+  tell_successor(c);
   aw.mine.seq = ++aw.a->seq;
   aw.mine.flag = *flag;
   for (int i = 0; i < MASK_WORDS; i++)

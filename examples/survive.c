@@ -69,6 +69,12 @@ int main(int argc, char **argv) {
       step++;
       continue;
     }
+    if (rc == CRNET_EINVAL) {
+      fprintf(stderr, "survive: %s: start the job with crlaunch --keep-going "
+                      "(or CRNET_ON_FAILURE=continue)\n",
+              crnet_comm_errmsg(comm));
+      return 2;
+    }
     if (rc != 0 && rc != CRNET_EPEER) {
       fprintf(stderr, "crnet_comm_agree: %s: %s\n", crnet_strerror(rc),
               crnet_comm_errmsg(comm));

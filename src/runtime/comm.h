@@ -464,6 +464,10 @@ void crnet__agree_rank_lost(crnet__world *w, int j);
 /* Frees a comm's agreement state, and the world's waiting frames. */
 void crnet__agree_free(crnet_comm *c);
 void crnet__agree_world_free(crnet__world *w);
+/* A link to a peer just became ready: every comm that has failed but still
+ * needs its links (fail.c) and has the peer tells it why, with a
+ * non-final ABORT frame, as tell_members told the links ready then. */
+void crnet__world_tell_new_link(crnet__world *w, crnet__link *l);
 /* Revokes c now: the caller owns the loop (crnet_comm_revoke). */
 void crnet__comm_revoke_now(crnet_comm *c);
 /* crnet_comm_revoke from a thread that does not own the loop while another

@@ -227,18 +227,34 @@ static void tell_members(crnet_comm *c) {
   free(msg);
 }
 
+void crnet__world_tell_new_link(crnet__world *w, crnet__link *l) {
+  if (l->stream != 0 || l->state != CRNET__LINK_READY)
+    return;
+  for (uint32_t x = 0; x < CRNET__MAX_CTX; x++) {
+    crnet_comm *c = w->comms[x];
+    size_t len = 0;
+    uint8_t *msg;
+    if (c == NULL || c->err == 0 || !comm_needs_links(c) ||
+        crnet__local_rank(c, (int)l->peer) < 0)
+      continue;
+    msg = abort_message(c, &len);
+    abort_final(msg, false);
+    if (msg != NULL)
+      crnet__link_send_control_ctx(l, CRNET__FRAME_ABORT, c->ctx, msg, len);
+    free(msg);
+  }
+}
+
 void crnet__comm_tell_late_link(crnet_comm *c, crnet__link *l) {
   size_t len = 0;
-  uint8_t *msg = abort_message(c, &len);
+  uint8_t *msg;
   if (rank_needed(c->w, (int)l->peer)) {
     /* A comm that lost a rank in survive mode, or was revoked, still needs
      * this link: its peer hears why, and the link stays. */
-    abort_final(msg, false);
-    if (msg != NULL && l->stream == 0 && l->state == CRNET__LINK_READY)
-      crnet__link_send_control_ctx(l, CRNET__FRAME_ABORT, c->ctx, msg, len);
-    free(msg);
+    crnet__world_tell_new_link(c->w, l);
     return;
   }
+  msg = abort_message(c, &len);
   abort_final(msg, true);
   if (msg != NULL && l->state == CRNET__LINK_READY &&
       crnet__link_flushed(l)) {

@@ -190,6 +190,9 @@ static void install(crnet_comm *c, crnet__peer *p, int r, int k) {
   crnet__comm_link_settings(c, &p->link);
   crnet__debug("link to rank %d stream %d up (%s, cipher %s)", r, k,
                p->link.addr, crnet__cipher_name(p->link.cipher));
+  /* Comms that failed and still need their links (a lost rank in survive
+   * mode, a revoke) tell r, which may be waiting in one of them. */
+  crnet__world_tell_new_link(c->w, &p->link);
   /* Our call to r, if any, has done its work. One still in its handshake
    * is closed when that ends (outgoing_ready), so that r reads its end
    * whole instead of a connection cut midway. */

@@ -354,6 +354,9 @@ static void decide(struct agree_wait *aw, const struct agree_value *adopted) {
   a->dec.seq = aw->mine.seq;
   a->dec.decided = true;
   a->dec_told = c->rank;
+  crnet__debug("agreement %llu of context %u: decided here%s",
+               (unsigned long long)a->dec.seq, (unsigned)c->ctx,
+               adopted != NULL ? " (a lost coordinator's decision)" : "");
   for (int r = 0; r < c->size; r++)
     if (r != c->rank && !rank_lost(c, r))
       send_value(c, r, CRNET__FRAME_DECIDE, &a->dec);
@@ -375,8 +378,11 @@ static bool agree_step(void *arg) {
   coord = coordinator(c);
   if (coord != c->rank) {
     if (aw->voted_to != coord &&
-        send_value(c, coord, CRNET__FRAME_AGREE, &aw->mine))
+        send_value(c, coord, CRNET__FRAME_AGREE, &aw->mine)) {
+      crnet__debug("agreement %llu of context %u: voted to rank %d",
+                   (unsigned long long)k, (unsigned)c->ctx, coord);
       aw->voted_to = coord;
+    }
     return false;
   }
   /* Every rank not known lost has voted k. (One that holds a decision of

@@ -287,13 +287,17 @@ static int check_open(pycr_comm *c, const char *what) {
   return -1;
 }
 
-static PyObject *derived(pycr_comm *self, int split, int color, int key) {
+/* How derived() makes the new comm. */
+enum { DERIVE_DUP, DERIVE_SPLIT, DERIVE_SHRINK };
+
+static PyObject *derived(pycr_comm *self, int how, int color, int key) {
   crnet_comm *nc = NULL;
   int rc;
   self->busy++;
   Py_BEGIN_ALLOW_THREADS
-  rc = split ? crnet_comm_split(self->comm, color, key, &nc)
-             : crnet_comm_dup(self->comm, &nc);
+  rc = how == DERIVE_SPLIT    ? crnet_comm_split(self->comm, color, key, &nc)
+       : how == DERIVE_SHRINK ? crnet_comm_shrink(self->comm, &nc)
+                              : crnet_comm_dup(self->comm, &nc);
   Py_END_ALLOW_THREADS
   self->busy--;
   if (rc != 0)
@@ -318,7 +322,7 @@ static PyObject *comm_split(pycr_comm *self, PyObject *const *args,
                      &color) < 0 ||
       pycr_parse_int(a[1], 0, INT_MIN, INT_MAX, "split", "key", &key) < 0)
     return NULL;
-  return derived(self, 1, color, key);
+  return derived(self, DERIVE_SPLIT, color, key);
 }
 
 static PyObject *comm_dup(pycr_comm *self, PyObject *Py_UNUSED(arg)) {
@@ -326,7 +330,97 @@ static PyObject *comm_dup(pycr_comm *self, PyObject *Py_UNUSED(arg)) {
     return NULL;
   if (pycr_norphans > 0)
     pycr_reap();
-  return derived(self, 0, 0, 0);
+  return derived(self, DERIVE_DUP, 0, 0);
+}
+
+/* --- surviving lost ranks (crnet.h: CRNET_ON_FAILURE=continue) ---------- */
+
+static PyObject *comm_shrink(pycr_comm *self, PyObject *Py_UNUSED(arg)) {
+  if (check_open(self, "shrink") < 0)
+    return NULL;
+  if (pycr_norphans > 0)
+    pycr_reap();
+  return derived(self, DERIVE_SHRINK, 0, 0);
+}
+
+static PyObject *comm_revoke(pycr_comm *self, PyObject *Py_UNUSED(arg)) {
+  int rc;
+  if (check_open(self, "revoke") < 0)
+    return NULL;
+  Py_BEGIN_ALLOW_THREADS
+  rc = crnet_comm_revoke(self->comm);
+  Py_END_ALLOW_THREADS
+  if (rc != 0)
+    return pycr_raise_comm(self, rc);
+  Py_RETURN_NONE;
+}
+
+static PyObject *comm_lost(pycr_comm *self, PyObject *Py_UNUSED(arg)) {
+  int *ranks, n;
+  PyObject *list;
+  if (check_open(self, "lost") < 0)
+    return NULL;
+  ranks = PyMem_Malloc(sizeof *ranks * (size_t)self->size);
+  if (ranks == NULL)
+    return PyErr_NoMemory();
+  n = crnet_comm_lost(self->comm, ranks, self->size);
+  list = n >= 0 ? PyList_New(n) : NULL;
+  for (int i = 0; list != NULL && i < n; i++) {
+    PyObject *r = PyLong_FromLong(ranks[i]);
+    if (r == NULL) {
+      Py_CLEAR(list);
+      break;
+    }
+    PyList_SET_ITEM(list, i, r);
+  }
+  PyMem_Free(ranks);
+  if (n < 0)
+    return pycr_raise_comm(self, n);
+  return list;
+}
+
+static PyObject *comm_ack_lost(pycr_comm *self, PyObject *Py_UNUSED(arg)) {
+  int n;
+  if (check_open(self, "ack_lost") < 0)
+    return NULL;
+  n = crnet_comm_ack_lost(self->comm);
+  if (n < 0)
+    return pycr_raise_comm(self, n);
+  return PyLong_FromLong(n);
+}
+
+static PyObject *comm_agree(pycr_comm *self, PyObject *const *args,
+                            Py_ssize_t nargs, PyObject *kwnames) {
+  static const char *const names[] = {"flag"};
+  PyObject *a[1];
+  int flag, rc;
+  if (pycr_parse_args("agree", args, nargs, kwnames, names, 1, 1, 0, a) < 0)
+    return NULL;
+  flag = a[0] == NULL ? 1 : PyObject_IsTrue(a[0]);
+  if (flag < 0 || check_open(self, "agree") < 0)
+    return NULL;
+  self->busy++;
+  Py_BEGIN_ALLOW_THREADS
+  rc = crnet_comm_agree(self->comm, &flag);
+  Py_END_ALLOW_THREADS
+  self->busy--;
+  if (rc == CRNET_EPEER) {
+    /* Agreed, and a loss not acknowledged yet: PeerLost, carrying the
+     * agreed flag. */
+    PyObject *type, *value, *tb, *f;
+    pycr_raise_comm(self, rc);
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    f = PyBool_FromLong(flag);
+    if (value != NULL && f != NULL)
+      PyObject_SetAttrString(value, "flag", f);
+    Py_XDECREF(f);
+    PyErr_Restore(type, value, tb);
+    return NULL;
+  }
+  if (rc != 0)
+    return pycr_raise_comm(self, rc);
+  return PyBool_FromLong(flag);
 }
 
 static PyObject *comm_abort(pycr_comm *self, PyObject *const *args,
@@ -553,6 +647,32 @@ static PyMethodDef comm_methods[] = {
      "What carries this rank's frames to rank `peer` now: 'shm' (shared "
      "memory, ranks on one node), 'tcp', 'none' (no link yet or any more) "
      "or 'self'."},
+    {"revoke", (PyCFunction)comm_revoke, METH_NOARGS,
+     "revoke($self, /)\n--\n\n"
+     "Every member's pending and later calls on this comm raise "
+     "crnet.Revoked, even those waiting on a live rank; only agree, "
+     "shrink, lost, ack_lost and close still work on it. Needs "
+     "CRNET_ON_FAILURE=continue (crlaunch --keep-going) to be of use."},
+    {"lost", (PyCFunction)comm_lost, METH_NOARGS,
+     "lost($self, /)\n--\n\n"
+     "The ranks of this comm this process knows to be lost, ascending."},
+    {"ack_lost", (PyCFunction)comm_ack_lost, METH_NOARGS,
+     "ack_lost($self, /)\n--\n\n"
+     "Acknowledges the ranks lost() gives now (agree no longer raises for "
+     "them); returns how many."},
+    {"agree", PYCR_FASTCALL(comm_agree), METH_FASTCALL | METH_KEYWORDS,
+     "agree($self, /, flag=True)\n--\n\n"
+     "A fault-tolerant agreement among the survivors of this comm (which "
+     "may have failed or been revoked): returns the AND of every "
+     "survivor's flag, alike everywhere, even when ranks die during it. "
+     "Raises crnet.PeerLost, whose .flag is the agreed value, when a rank "
+     "was lost that this rank had not acknowledged (ack_lost). Collective "
+     "over the survivors; the GIL is released meanwhile."},
+    {"shrink", (PyCFunction)comm_shrink, METH_NOARGS,
+     "shrink($self, /)\n--\n\n"
+     "A new comm of this comm's survivors, in their order here, with its "
+     "own schedules; works on a failed or revoked comm. Collective over "
+     "the survivors."},
     {"stats_reset", (PyCFunction)comm_stats_reset, METH_NOARGS,
      "stats_reset($self, /)\n--\n\nSets every counter of the comm to zero."},
     {NULL, NULL, 0, NULL},

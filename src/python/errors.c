@@ -16,8 +16,9 @@
 #include <stdarg.h>
 #include <string.h>
 
-/* The class of code c is classes[-c]; classes[0] is crnet.Error. */
-#define NCODES 12
+/* The class of code c is classes[-c]; classes[0] is crnet.Error.
+ * CRNET_EREVOKED is the lowest code (crnet.h). */
+#define NCODES (1 - CRNET_EREVOKED)
 static PyObject *classes[NCODES];
 
 typedef struct class_def {
@@ -64,6 +65,8 @@ static const class_def defs[] = {
      "(CRNET_EREVOKED); only agree, shrink and lost still work on it. "
      "Sticky."},
 };
+_Static_assert(sizeof defs / sizeof defs[0] == NCODES - 1,
+               "one class for every code of CRNET_ERRNO_MAP");
 
 /* The built-in class a code's class also derives from, if any. */
 static PyObject *builtin_base(int code) {

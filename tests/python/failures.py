@@ -228,7 +228,40 @@ def gc_order(_):
     write(alive_after_del=alive_after_del, ok=ok, gone=ref() is None)
 
 
+def survive(comm):
+    """crlaunch --keep-going: the last rank kills itself while the others'
+    allreduces are in flight; the survivors revoke, agree, shrink and go on
+    (crnet.h, CRNET_ON_FAILURE=continue)."""
+    victim = comm.size - 1
+    comm.barrier()
+    if comm.rank == victim:
+        others_in_flight(comm)
+        write(killed=time.time())
+        os.kill(os.getpid(), signal.SIGKILL)
+    e = until_error(comm)
+    write(first=type(e).__name__, first_errmsg=str(e))
+    comm.revoke()
+    try:
+        comm.barrier()
+        write(after_revoke="no error")
+    except crnet.Error as e2:
+        write(after_revoke=type(e2).__name__)
+    try:
+        comm.agree(True)
+        write(agree_unacked="no error")
+    except crnet.PeerLost as e3:
+        write(agree_unacked="PeerLost", agree_unacked_flag=e3.flag)
+    write(lost=comm.lost(), acked=comm.ack_lost())
+    write(agreed=comm.agree(comm.rank != 0))
+    shrunk = comm.shrink()
+    x = array.array("q", [comm.rank])
+    shrunk.allreduce(x)
+    write(shrunk=[shrunk.rank, shrunk.size], shrunk_sum=x[0])
+    shrunk.close()
+
+
 CASES = {
+    "survive": survive,
     "peer-lost": peer_lost,
     "abort": abort,
     "mismatch": mismatch,

@@ -15,6 +15,13 @@ Cases and what must hold:
                  in allreduces (each writes a file then): every survivor raises PeerLost within 2 s
                  of the kill, and again at its next call (sticky); crlaunch
                  exits 137 (128 + SIGKILL)
+  survive        under crlaunch --keep-going, the last rank kills itself
+                 once the others' allreduces are in flight: each survivor
+                 raises PeerLost or Revoked there, Revoked after its own
+                 revoke(), PeerLost (flag True) from agree before
+                 ack_lost(), then agrees (False: rank 0 says so), shrinks
+                 to a comm of p - 1 in the same order whose allreduce is
+                 right; crlaunch exits 0
   abort          rank 1 calls comm.abort(7) once the others are in
                  allreduces: every other rank raises
                  Aborted with abort_code 7; crlaunch exits 7
@@ -62,7 +69,8 @@ def main():
     with tempfile.TemporaryDirectory(prefix="crnet-py-") as out:
         # CRNET_PY_WRAP: a command every rank runs under (valgrind ...).
         wrap = os.environ.get("CRNET_PY_WRAP", "").split()
-        cmd = [crlaunch, "-n", str(p), "--timeout", "%g" % seconds(60)] + wrap + [
+        keep = ["--keep-going"] if case == "survive" else []
+        cmd = [crlaunch, "-n", str(p), "--timeout", "%g" % seconds(60)] + keep + wrap + [
             sys.executable, os.path.join(HERE, "failures.py"), case, out]
         t0 = time.monotonic()
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -98,6 +106,28 @@ def main():
                        % (r, dt, seconds(2.0)))
             expect(s.get("code") == -3, "rank %d: code EPEER" % r)
             expect(s.get("sticky") == "PeerLost", "rank %d: the next call raises PeerLost too" % r)
+    elif case == "survive":
+        victim = p - 1
+        expect(seen.get(victim, {}).get("killed") is not None,
+               "the victim (rank %d) recorded its kill" % victim)
+        expect(proc.returncode == 0, "crlaunch --keep-going exits 0")
+        expect("rank %d" % victim in proc.stdout and "the others go on" in proc.stdout,
+               "crlaunch named the loss and went on")
+        for r, s in zip(range(victim), ranks(range(victim))):
+            expect(s.get("first") in ("PeerLost", "Revoked"),
+                   "rank %d: the call in flight raised PeerLost or Revoked (%s: %s)"
+                   % (r, s.get("first"), s.get("first_errmsg")))
+            expect(s.get("after_revoke") == "Revoked", "rank %d: Revoked after revoke() (%s)"
+                   % (r, s.get("after_revoke")))
+            expect(s.get("agree_unacked") == "PeerLost" and s.get("agree_unacked_flag") is True,
+                   "rank %d: agree before ack_lost raised PeerLost, flag True (%s, %s)"
+                   % (r, s.get("agree_unacked"), s.get("agree_unacked_flag")))
+            expect(s.get("lost") == [victim] and s.get("acked") == 1,
+                   "rank %d: lost() %s, ack_lost() %s" % (r, s.get("lost"), s.get("acked")))
+            expect(s.get("agreed") is False, "rank %d: agree gave False" % r)
+            expect(s.get("shrunk") == [r, p - 1] and
+                   s.get("shrunk_sum") == (p - 1) * (p - 2) // 2,
+                   "rank %d: shrunk comm %s, sum %s" % (r, s.get("shrunk"), s.get("shrunk_sum")))
     elif case == "abort":
         expect(proc.returncode == 7, "crlaunch exits with the abort code 7")
         for r in range(p):

@@ -30,7 +30,7 @@ names ('sum', 'prod', 'min', 'max', 'band', 'bor', 'bxor', 'land', 'lor')
 or constants (``crnet.SUM``, ...). Wrong buffers raise TypeError or
 ValueError before anything is sent; crnet's errors raise ``crnet.Error``
 subclasses (``PeerLost``, ``Timeout``, ``Mismatch``, ``Aborted``,
-``AuthError``, ``Truncated``, ``Cancelled``, ``Unsupported``,
+``AuthError``, ``Truncated``, ``Cancelled``, ``Revoked``, ``Unsupported``,
 ``InvalidArgument``,
 ``OutOfMemory``, ``NetworkError``) carrying the comm's explanation in
 ``errmsg`` and the code in ``code``. Every call that can wait releases the
@@ -68,6 +68,7 @@ from ._crnet import (
     EAGER_BYTES,
     EAUTH,
     ECANCELED,
+    EREVOKED,
     EINVAL,
     EIO,
     EMISMATCH,
@@ -106,6 +107,7 @@ from ._crnet import (
     NetworkError,
     OutOfMemory,
     PeerLost,
+    Revoked,
     Request,
     Status,
     Timeout,

@@ -83,7 +83,7 @@ int main(int argc, char **argv) {
     /* Someone failed the step: go on without the lost ranks. */
     crnet_comm *shrunk;
     crnet_comm_revoke(comm);
-    crnet_comm_ack_lost(comm);
+    crnet_comm_ack_lost(comm, NULL, 0);
     rc = crnet_comm_shrink(comm, &shrunk);
     if (rc != 0) {
       fprintf(stderr, "crnet_comm_shrink: %s: %s\n", crnet_strerror(rc),

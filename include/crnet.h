@@ -356,13 +356,15 @@ CRNET_EXTERN int crnet_comm_revoke(crnet_comm *comm);
 CRNET_EXTERN int crnet_comm_lost(const crnet_comm *comm, int *ranks, int max);
 
 /* Acknowledges the ranks crnet_comm_lost gives now: crnet_comm_agree then
- * no longer fails because of them. Returns how many are acknowledged. */
-CRNET_EXTERN int crnet_comm_ack_lost(crnet_comm *comm);
+ * no longer fails because of them. Returns how many are acknowledged, and
+ * puts them (comm ranks, ascending) into ranks[0..max-1] (ranks may be NULL
+ * with max 0); CRNET_EINVAL. */
+CRNET_EXTERN int crnet_comm_ack_lost(crnet_comm *comm, int *ranks, int max);
 
 /* A fault-tolerant agreement among the survivors of comm, which may have
- * failed or been revoked: *flag becomes the AND of every surviving
- * member's *flag, alike on every rank that returns 0, even when ranks die
- * during it. Returns 0, or CRNET_EPEER when a rank was lost that this rank
+ * failed or been revoked: *flag becomes the bitwise AND of every surviving
+ * member's *flag (0 and 1: a logical AND), alike on every rank that
+ * returns, even when ranks die during it. Returns 0, or CRNET_EPEER when a rank was lost that this rank
  * had not acknowledged (crnet_comm_ack_lost) before the call: then *flag
  * still holds the agreed value, and every survivor knows the same lost
  * ranks (crnet_comm_lost). CRNET_EINVAL for NULL arguments. Collective over

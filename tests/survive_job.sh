@@ -9,10 +9,14 @@
 # and the program's word when the job was started without it. (That a loss
 # ends a job by default is test_reliability's.)
 #
-#   tests/survive_job.sh CRLAUNCH SURVIVE
+# The same for examples/mpi/ulfm_survive.c, an MPI program written for
+# ULFM (mpi-ext.h), whose failures must come in ULFM's error classes.
+#
+#   tests/survive_job.sh CRLAUNCH SURVIVE ULFM_SURVIVE
 set -euo pipefail
 crlaunch=$1
 survive=$2
+ulfm=$3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 failures=0
@@ -54,6 +58,15 @@ for setting in "" "-x CRNET_TRANSPORT=tcp" "--encrypt" "-x CRNET_LAZY_LINKS=1"; 
       expect_survived "$name" "$n" "$lost"
     fi
   done
+done
+
+for case in "5 2 4" "4 0 1"; do
+  read -r n lost step <<<"$case"
+  name="ULFM n=$n lost $lost at step $step"
+  if run "$name" 0 --keep-going -n "$n" "$ulfm" 10 "$lost" "$step"; then
+    grep -q "^10 steps on $((n - 1)) of $n ranks, 1 redone; every sum right$" "$tmp/out" ||
+      { fail "$name: the survivors' answer"; cat "$tmp/out" "$tmp/err"; }
+  fi
 done
 
 # Without --keep-going the program is told, before anything is lost.

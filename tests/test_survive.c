@@ -109,7 +109,11 @@ static int rank_shrink(int rank, int size, void *arg) {
           crnet_comm_errmsg(c));
   lost_list(c, lost, sizeof lost);
   FAIL_IF(strcmp(lost, "3") != 0, "lost ranks: \"%s\"", lost);
-  FAIL_IF(crnet_comm_ack_lost(c) != 1, "ack");
+  {
+    int acked[4] = {-1, -1, -1, -1};
+    FAIL_IF(crnet_comm_ack_lost(c, acked, 4) != 1 || acked[0] != VICTIM,
+            "ack: %d", acked[0]);
+  }
   flag = rank != 1; /* the AND: 0 */
   rc = crnet_comm_agree(c, &flag);
   FAIL_IF(rc != 0 || flag != 0, "agree after the ack: %d, flag %d", rc, flag);
@@ -166,13 +170,13 @@ static int rank_coordinator(int rank, int size, void *arg) {
     return EXIT_FAIL;
   /* Straight into the agreement: its coordinator is dead, which some ranks
    * learn only while they wait for its decision. */
-  flag = rank != 2;
+  flag = rank == 2 ? 0x6 : 0x7; /* bitwise: 0x6 */
   rc = crnet_comm_agree(c, &flag);
-  FAIL_IF(rc != CRNET_EPEER || flag != 0, "agree: %d, flag %d (%s)", rc, flag,
-          crnet_comm_errmsg(c));
+  FAIL_IF(rc != CRNET_EPEER || flag != 0x6, "agree: %d, flag %d (%s)", rc,
+          flag, crnet_comm_errmsg(c));
   lost_list(c, lost, sizeof lost);
   FAIL_IF(strcmp(lost, "0") != 0, "lost ranks: \"%s\"", lost);
-  crnet_comm_ack_lost(c);
+  FAIL_IF(crnet_comm_ack_lost(c, NULL, 0) != 1, "ack");
   flag = 1;
   rc = crnet_comm_agree(c, &flag);
   FAIL_IF(rc != 0 || flag != 1, "agree after the ack: %d, flag %d", rc, flag);

@@ -158,6 +158,7 @@ int crnet_mpi_comm_release(MPI_Comm c) {
     return rc;
   crnet_mpi_list_remove(c);
   free(c->cart);
+  free(c->acked);
   free(c);
   /* A failed comm's sticky error is its, not the free's. */
   return 0;

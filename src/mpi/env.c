@@ -122,6 +122,14 @@ int MPI_Query_thread(int *provided) {
 /* Destroys the comms the program left, then self, then the world (which
  * must go last: crnet_comm_destroy). The world's destroy waits until every
  * rank's data is delivered, as MPI_Finalize does. */
+/* Whether a comm's destroy at MPI_Finalize failed it. A lost rank or a
+ * revoke is the comm's sticky error, met and reported by the calls before
+ * (a ULFM program carries on past them, mpi-ext.h): finalizing the
+ * survivors still succeeds. */
+static bool finalize_error(int rc) {
+  return rc != 0 && rc != CRNET_EPEER && rc != CRNET_EREVOKED;
+}
+
 int MPI_Finalize(void) {
   int rc = 0, first = 0;
   if (!crnet_mpi_ready())
@@ -149,22 +157,27 @@ int MPI_Finalize(void) {
     crnet_mpi_attr_drop_all(c);
     crnet_mpi_hidden_free(c);
     rc = crnet_comm_destroy(c->c);
-    if (rc != 0 && first == 0)
+    if (finalize_error(rc) && first == 0)
       first = rc;
     free(c->cart);
+    free(c->acked);
     free(c); /* a handle used after MPI_Finalize is erroneous (MPI 3.1, 8.7) */
   }
   crnet_mpi_hidden_free(&self_comm);
   crnet_mpi_hidden_free(&world_comm);
   rc = crnet_comm_destroy(self_comm.c);
-  if (rc != 0 && first == 0)
+  if (finalize_error(rc) && first == 0)
     first = rc;
   self_comm.c = NULL;
+  free(self_comm.acked);
+  free(world_comm.acked);
+  self_comm.acked = world_comm.acked = NULL;
+  self_comm.nacked = world_comm.nacked = 0;
   crnet_mpi_ops_fini();
   crnet_mpi_attr_fini();
   crnet_mpi_info_fini();
   rc = crnet_comm_destroy(world_comm.c);
-  if (rc != 0 && first == 0)
+  if (finalize_error(rc) && first == 0)
     first = rc;
   world_comm.c = NULL;
   phase = AFTER;

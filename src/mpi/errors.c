@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mpi-ext.h"
 #include "mpi_internal.h"
 
 #define CLASSES 64
@@ -77,6 +78,13 @@ static const char *class_text(int cls) {
     return "MPI_ERR_TOPOLOGY: invalid topology";
   case MPI_ERR_DIMS:
     return "MPI_ERR_DIMS: invalid dimensions";
+  case MPIX_ERR_PROC_FAILED:
+    return "MPIX_ERR_PROC_FAILED: a rank of the communicator was lost";
+  case MPIX_ERR_PROC_FAILED_PENDING:
+    return "MPIX_ERR_PROC_FAILED_PENDING: a rank a pending receive could "
+           "match was lost";
+  case MPIX_ERR_REVOKED:
+    return "MPIX_ERR_REVOKED: the communicator was revoked";
   default:
     return "MPI_ERR_UNKNOWN: unknown error";
   }
@@ -94,6 +102,10 @@ int crnet_mpi_class_of(int rc) {
     return MPI_ERR_TRUNCATE;
   case CRNET_EUNSUPPORTED:
     return MPI_ERR_UNSUPPORTED_OPERATION;
+  case CRNET_EPEER: /* mpi-ext.h: ULFM's classes */
+    return MPIX_ERR_PROC_FAILED;
+  case CRNET_EREVOKED:
+    return MPIX_ERR_REVOKED;
   default: /* a lost peer, a timeout, a mismatch, an abort, the network */
     return MPI_ERR_OTHER;
   }

@@ -57,6 +57,10 @@ struct crnet_mpi_comm {
   /* Its Cartesian grid (topo.c), or NULL: set when made, then only read;
    * MPI_Comm_dup copies it, the comm's release frees it. */
   struct crnet_mpi_cart *cart;
+  /* The ranks the last MPIX_Comm_failure_ack acknowledged (ulfm.c), or
+   * NULL; freed with the comm. */
+  int *acked;
+  int nacked;
 };
 
 /* A copy of grid g (NULL for none, or no memory) (topo.c). */

@@ -383,7 +383,7 @@ static PyObject *comm_ack_lost(pycr_comm *self, PyObject *Py_UNUSED(arg)) {
   int n;
   if (check_open(self, "ack_lost") < 0)
     return NULL;
-  n = crnet_comm_ack_lost(self->comm);
+  n = crnet_comm_ack_lost(self->comm, NULL, 0);
   if (n < 0)
     return pycr_raise_comm(self, n);
   return PyLong_FromLong(n);

@@ -463,7 +463,7 @@ int crnet_comm_agree(crnet_comm *c, int *flag) {
                           "(crlaunch --keep-going)");
     return CRNET_EINVAL;
   }
-  f = *flag != 0;
+  f = (uint32_t)*flag;
   crnet__loop_acquire(c);
   rc = crnet__agree(c, &f, NULL, NULL);
   a = c->agree;
@@ -497,10 +497,10 @@ int crnet_comm_lost(const crnet_comm *c, int *ranks, int max) {
   return n;
 }
 
-int crnet_comm_ack_lost(crnet_comm *c) {
+int crnet_comm_ack_lost(crnet_comm *c, int *ranks, int max) {
   struct crnet__agree *a;
   int n = 0;
-  if (c == NULL)
+  if (c == NULL || max < 0 || (ranks == NULL && max > 0))
     return CRNET_EINVAL;
   a = agree_state(c);
   if (a == NULL)
@@ -509,6 +509,8 @@ int crnet_comm_ack_lost(crnet_comm *c) {
   for (int r = 0; r < c->size; r++)
     if (rank_lost(c, r)) {
       a->acked[r] = 1;
+      if (n < max)
+        ranks[n] = r;
       n++;
     }
   pthread_mutex_unlock(&c->w->mu);

@@ -13,11 +13,16 @@
  *   - revoke_ends_calls_on_every_member: with nobody lost, a revoke by one
  *     rank ends the others' allreduce, which waits on it, with
  *     CRNET_EREVOKED; a shrink then gives a comm of every rank;
+ *   - revoke_from_another_thread: a thread revokes the comm while the
+ *     main thread sleeps in an allreduce that waits on a live rank, which
+ *     has not called yet: the allreduce returns CRNET_EREVOKED at once, and
+ *     the other rank's later call too (suite threads: under TSan);
  *   - off_by_default: without the setting agree and shrink refuse, saying
  *     why.
  * CRNET_TRANSPORT (the test's environment) picks shared memory or TCP.
  */
 #include <check.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -244,6 +249,61 @@ START_TEST(revoke_ends_calls_on_every_member) {
 }
 END_TEST
 
+/* --- revoke_from_another_thread ------------------------------------------ */
+
+struct revoker {
+  crnet_comm *c;
+  pid_t main_tid;
+  int rc;
+};
+
+static void *revoke_thread(void *arg) {
+  struct revoker *rv = arg;
+  /* The main thread is blocked in its allreduce, asleep in the loop. */
+  rv->rc = thread_asleep_await(rv->main_tid, 30) ? crnet_comm_revoke(rv->c)
+                                                 : CRNET_ETIMEDOUT;
+  return NULL;
+}
+
+static int rank_revoke_thread(int rank, int size, void *arg) {
+  crnet_comm *c, *s;
+  int v = 1, sum = 0, rc;
+  (void)arg;
+  FAIL_IF(init_survive(&c) != 0, "init: %s", crnet_init_errmsg());
+  if (rank == 0) {
+    struct revoker rv = {c, thread_id(), -1};
+    pthread_t t;
+    FAIL_IF(pthread_create(&t, NULL, revoke_thread, &rv) != 0, "thread");
+    /* Rank 1 calls only once this has returned: it waits on a live rank. */
+    rc = crnet_allreduce(c, &v, &sum, 1, CRNET_INT32, CRNET_SUM);
+    pthread_join(t, NULL);
+    report_raise(rank);
+    FAIL_IF(rv.rc != 0, "revoke from the thread: %d", rv.rc);
+    FAIL_IF(rc != CRNET_EREVOKED, "allreduce: %d (%s)", rc,
+            crnet_comm_errmsg(c));
+  } else {
+    FAIL_IF(!report_await(0, 30), "rank 0 never returned");
+    rc = crnet_allreduce(c, &v, &sum, 1, CRNET_INT32, CRNET_SUM);
+    FAIL_IF(rc != CRNET_EREVOKED, "allreduce after the revoke: %d", rc);
+  }
+  rc = crnet_comm_shrink(c, &s);
+  FAIL_IF(rc != 0 || crnet_comm_size(s) != size, "shrink: %d", rc);
+  rc = crnet_allreduce(s, &v, &sum, 1, CRNET_INT32, CRNET_SUM);
+  FAIL_IF(rc != 0 || sum != size, "allreduce on the new comm: %d", rc);
+  crnet_comm_destroy(s);
+  crnet_comm_destroy(c);
+  return EXIT_OK;
+}
+
+START_TEST(revoke_from_another_thread) {
+  job j;
+  reports_map();
+  job_init(&j, 2, 20);
+  run_job(&j, rank_revoke_thread, NULL, 60);
+  expect_all_ok(&j, "revoke from a thread");
+}
+END_TEST
+
 /* --- off_by_default ------------------------------------------------------ */
 
 static int rank_off(int rank, int size, void *arg) {
@@ -262,7 +322,9 @@ static int rank_off(int rank, int size, void *arg) {
               crnet_comm_shrink(c, NULL) != CRNET_EINVAL ||
               crnet_comm_revoke(NULL) != CRNET_EINVAL ||
               crnet_comm_lost(NULL, NULL, 0) != CRNET_EINVAL ||
-              crnet_comm_lost(c, NULL, 1) != CRNET_EINVAL,
+              crnet_comm_lost(c, NULL, 1) != CRNET_EINVAL ||
+              crnet_comm_ack_lost(NULL, NULL, 0) != CRNET_EINVAL ||
+              crnet_comm_ack_lost(c, NULL, 1) != CRNET_EINVAL,
           "bad arguments");
   /* Still a working comm: the refusals changed nothing. */
   FAIL_IF(crnet_barrier(c) != 0, "barrier");
@@ -284,6 +346,7 @@ static Suite *survive_suite(void) {
   tcase_set_timeout(tc, test_seconds(200));
   tcase_add_test(tc, off_by_default);
   tcase_add_test(tc, revoke_ends_calls_on_every_member);
+  tcase_add_test(tc, revoke_from_another_thread);
   tcase_add_test(tc, lost_rank_shrink);
   tcase_add_test(tc, coordinator_lost);
   suite_add_tcase(s, tc);

@@ -13,6 +13,12 @@
  *   - revoke_ends_calls_on_every_member: with nobody lost, a revoke by one
  *     rank ends the others' allreduce, which waits on it, with
  *     CRNET_EREVOKED; a shrink then gives a comm of every rank;
+ *   - agreement_with_deaths: a rank dies inside an agreement (a test hook,
+ *     crnet__agree_die_at): the coordinator after telling one rank its
+ *     decision (adopted, the flag with the dead coordinator's bits, or,
+ *     if that rank took over before it read it, decided anew), the
+ *     coordinator before telling anyone (decided anew without it), a voter
+ *     once its vote is out (counted or lost); the same on every survivor;
  *   - revoke_from_another_thread: a thread revokes the comm while the
  *     main thread sleeps in an allreduce that waits on a live rank, which
  *     has not called yet: the allreduce returns CRNET_EREVOKED at once, and
@@ -30,6 +36,7 @@
 #include <unistd.h>
 
 #include "check_main.h"
+#include "comm.h"
 #include "crnet.h"
 #include "netjob.h"
 
@@ -249,6 +256,99 @@ START_TEST(revoke_ends_calls_on_every_member) {
 }
 END_TEST
 
+/* --- agreement_with_deaths ----------------------------------------------- */
+
+/* Who dies, and where: arg of rank_agree_death. */
+struct death {
+  int rank;
+  int told; /* crnet__agree_die_at's: ranks told, or -1 (a voter) */
+};
+
+/* The shared reports, mapped by the test before it forks the ranks. */
+static rank_report *reports;
+
+static int rank_agree_death(int rank, int size, void *arg) {
+  const struct death *d = arg;
+  crnet_comm *c, *s;
+  int v = 1, sum = 0, rc, flag;
+  FAIL_IF(init_survive(&c) != 0, "init: %s", crnet_init_errmsg());
+  rc = crnet_allreduce(c, &v, &sum, 1, CRNET_INT32, CRNET_SUM);
+  FAIL_IF(rc != 0 || sum != size, "first allreduce: %d", rc);
+  /* The victim's last allreduce data must not die with it unread. */
+  if (rank != d->rank)
+    report_raise(rank);
+  else if (others_past(rank, size))
+    crnet__agree_die_at(1, d->told);
+  else
+    return EXIT_FAIL;
+  flag = rank == d->rank ? 0x1 : 0x3;
+  rc = crnet_comm_agree(c, &flag);
+  FAIL_IF(rc != 0 && rc != CRNET_EPEER, "agree: %d (%s)", rc,
+          crnet_comm_errmsg(c));
+  reports[rank].rc = rc;
+  reports[rank].flag = flag;
+  /* The same on every survivor, whatever it was: then go on together. */
+  crnet_comm_ack_lost(c, NULL, 0);
+  flag = 1;
+  rc = crnet_comm_agree(c, &flag);
+  FAIL_IF(rc != 0 && rc != CRNET_EPEER, "second agree: %d", rc);
+  crnet_comm_ack_lost(c, NULL, 0);
+  rc = crnet_comm_shrink(c, &s);
+  FAIL_IF(rc != 0 || crnet_comm_size(s) != size - 1, "shrink: %d, size %d", rc,
+          rc == 0 ? crnet_comm_size(s) : -1);
+  rc = crnet_allreduce(s, &v, &sum, 1, CRNET_INT32, CRNET_SUM);
+  FAIL_IF(rc != 0 || sum != size - 1, "allreduce on the shrunk comm: %d", rc);
+  crnet_comm_destroy(s);
+  crnet_comm_destroy(c);
+  return EXIT_OK;
+}
+
+/* Runs one death at p = 5; returns the survivors' common (rc, flag), which
+ * every survivor must have alike. */
+static void agree_death(const struct death *d, int *rc, int *flag) {
+  job j;
+  reports = reports_map(); /* zeroed: no rank has raised */
+  job_init(&j, 5, 20);
+  run_job(&j, rank_agree_death, (void *)d, 60);
+  expect_victim_killed(&j, d->rank);
+  *rc = *flag = -1;
+  for (int r = 0; r < j.size; r++) {
+    if (r == d->rank)
+      continue;
+    if (*flag == -1) {
+      *rc = reports[r].rc;
+      *flag = reports[r].flag;
+    }
+    ck_assert_msg(reports[r].rc == *rc && reports[r].flag == *flag,
+                  "rank %d agreed %d (rc %d), another survivor %d (rc %d)", r,
+                  reports[r].flag, reports[r].rc, *flag, *rc);
+  }
+}
+
+START_TEST(agreement_with_deaths) {
+  int rc, flag;
+  /* The coordinator told rank 1 and died: its decision (its own bits in
+   * the flag, nobody lost) holds if rank 1 read it before it took over,
+   * else rank 1 decides anew without it; alike everywhere either way. */
+  struct death told_one = {0, 1};
+  agree_death(&told_one, &rc, &flag);
+  ck_assert_msg((rc == 0 && flag == 0x1) || (rc == CRNET_EPEER && flag == 0x3),
+                "told one: rc %d, flag %d", rc, flag);
+  printf("agreement_with_deaths: the coordinator told one rank and died: "
+         "%s\n", rc == 0 ? "its decision adopted" : "decided anew");
+  /* ... and told nobody: the survivors decide without it. */
+  struct death told_none = {0, 0};
+  agree_death(&told_none, &rc, &flag);
+  ck_assert_msg(rc == CRNET_EPEER && flag == 0x3, "told none: rc %d, flag %d",
+                rc, flag);
+  /* A voter died once its vote was out: counted or lost, alike. */
+  struct death voter = {3, -1};
+  agree_death(&voter, &rc, &flag);
+  ck_assert_msg((rc == 0 && flag == 0x1) || (rc == CRNET_EPEER && flag == 0x3),
+                "voter: rc %d, flag %d", rc, flag);
+}
+END_TEST
+
 /* --- revoke_from_another_thread ------------------------------------------ */
 
 struct revoker {
@@ -283,7 +383,12 @@ static int rank_revoke_thread(int rank, int size, void *arg) {
             crnet_comm_errmsg(c));
   } else {
     FAIL_IF(!report_await(0, 30), "rank 0 never returned");
+    /* Rank 0's data for that allreduce left before its revoke, which
+     * follows it on the link: this rank's may complete with it, as a call
+     * may that ends before a revoke arrives. The next one cannot. */
     rc = crnet_allreduce(c, &v, &sum, 1, CRNET_INT32, CRNET_SUM);
+    if (rc == 0)
+      rc = crnet_allreduce(c, &v, &sum, 1, CRNET_INT32, CRNET_SUM);
     FAIL_IF(rc != CRNET_EREVOKED, "allreduce after the revoke: %d", rc);
   }
   rc = crnet_comm_shrink(c, &s);
@@ -347,6 +452,7 @@ static Suite *survive_suite(void) {
   tcase_add_test(tc, off_by_default);
   tcase_add_test(tc, revoke_ends_calls_on_every_member);
   tcase_add_test(tc, revoke_from_another_thread);
+  tcase_add_test(tc, agreement_with_deaths);
   tcase_add_test(tc, lost_rank_shrink);
   tcase_add_test(tc, coordinator_lost);
   suite_add_tcase(s, tc);

@@ -468,6 +468,11 @@ void crnet__agree_world_free(crnet__world *w);
  * needs its links (fail.c) and has the peer tells it why, with a
  * non-final ABORT frame, as tell_members told the links ready then. */
 void crnet__world_tell_new_link(crnet__world *w, crnet__link *l);
+/* Test hook (test_survive): this process kills itself (SIGKILL) in its
+ * agreement number seq on any comm: as the coordinator after telling
+ * `told` ranks the decision, or as a voter (told < 0) once its vote is
+ * out. seq 0: never (the default). */
+void crnet__agree_die_at(uint64_t seq, int told);
 /* Revokes c now: the caller owns the loop (crnet_comm_revoke). */
 void crnet__comm_revoke_now(crnet_comm *c);
 /* crnet_comm_revoke from a thread that does not own the loop while another

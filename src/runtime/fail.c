@@ -167,8 +167,10 @@ static void mark_lost(crnet__world *w, int j) {
   news = !w->lost[j];
   w->lost[j] = 1;
   pthread_mutex_unlock(&w->mu);
-  if (news)
+  if (news) {
+    crnet__debug("rank %d is lost", j);
     crnet__agree_rank_lost(w, j);
+  }
 }
 
 /* Comm c has just failed: its members hear why (an ABORT frame naming c,

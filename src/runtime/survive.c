@@ -32,6 +32,7 @@
  */
 #include "comm.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +62,9 @@ struct crnet__agree {
   struct agree_value dec;    /* the latest decision this rank holds */
   int dec_told;              /* the coordinator that knows dec: the one
                                 that took it, or the one told since */
+  struct agree_value held;   /* a decision another rank holds and sent
+                                as a decided vote: this rank adopts it
+                                when it coordinates (agree_step) */
   struct agree_value *votes; /* by comm rank: the latest vote received */
   uint8_t *acked;            /* by comm rank: crnet_comm_ack_lost */
 };
@@ -73,8 +77,34 @@ struct crnet__agree_frame {
   uint8_t *payload;
 };
 
-/* --- state -----------------------------------------------------------------
- */
+/* --- the test hook ------------------------------------------------ */
+
+/* crnet__agree_die_at (comm.h): this process kills itself in agreement
+ * die_seq, as its coordinator after telling die_told ranks the decision,
+ * or as a voter (die_told < 0) once its vote is out. 0: never. */
+static uint64_t die_seq;
+static int die_told;
+
+void crnet__agree_die_at(uint64_t seq, int told) {
+  die_seq = seq;
+  die_told = told;
+}
+
+static bool link_idle(void *arg) { return !crnet__link_busy(arg); }
+
+/* Dies if this is the moment; what was sent to c's rank `to` (if >= 0) has
+ * left first, so that the kill cannot take it back. */
+static void maybe_die(crnet_comm *c, uint64_t seq, int told, int to) {
+  if (die_seq == 0 || seq != die_seq || told != die_told)
+    return;
+  crnet__peer *p = to >= 0 ? *crnet__comm_link(c, crnet__world_rank(c, to), 0)
+                           : NULL;
+  if (p != NULL && !p->closed)
+    crnet__comm_run_until(c, link_idle, &p->link, 1000);
+  raise(SIGKILL);
+}
+
+/* --- state --------------------------------------------------------- */
 
 static void value_free(struct agree_value *v) {
   free(v->lost);
@@ -89,6 +119,7 @@ void crnet__agree_free(crnet_comm *c) {
     value_free(&a->votes[r]);
   free(a->votes);
   value_free(&a->dec);
+  value_free(&a->held);
   free(a->acked);
   free(a);
   c->agree = NULL;
@@ -114,7 +145,9 @@ static struct crnet__agree *agree_state(crnet_comm *c) {
     a->votes = crnet__calloc((size_t)c->size, sizeof *a->votes);
     a->acked = crnet__calloc((size_t)c->size, 1);
     a->dec.lost = crnet__calloc((size_t)c->size, 1);
-    ok = a->votes != NULL && a->acked != NULL && a->dec.lost != NULL;
+    a->held.lost = crnet__calloc((size_t)c->size, 1);
+    ok = a->votes != NULL && a->acked != NULL && a->dec.lost != NULL &&
+         a->held.lost != NULL;
     for (int r = 0; r < c->size && ok; r++)
       ok = (a->votes[r].lost = crnet__calloc((size_t)c->size, 1)) != NULL;
     if (!ok) {
@@ -139,8 +172,7 @@ static int coordinator(const crnet_comm *c) {
   return r;
 }
 
-/* --- frames ----------------------------------------------------------------
- */
+/* --- frames -------------------------------------------------------- */
 
 /* With lazy links, starts connecting to c's rank r if there is no link
  * yet: a dead rank then shows as a refused connection, and is lost. */
@@ -216,15 +248,27 @@ static void take_frame(crnet_comm *c, int via, const crnet__frame_header *h,
     return;
   for (int i = 0; i < c->size; i++)
     in.lost[i] = payload[AGREE_HEAD + i] != 0;
-  if (h->kind == CRNET__FRAME_DECIDE || in.decided) {
-    /* A decision: of the agreement under way here (from its coordinator,
-     * or from a rank that holds what a lost coordinator decided), or of
-     * the next one, which this rank has not begun yet (a coordinator that
-     * counted it lost): kept, agree_step takes it. */
-    if (h->seq > a->dec.seq && h->seq >= a->seq) {
+  if (h->kind == CRNET__FRAME_AGREE && in.decided) {
+    /* A decision a lost coordinator took, from a rank that holds it and
+     * takes this rank for the next coordinator: adopted if and when this
+     * rank coordinates (a rank that only votes must not return it: it may
+     * have voted to the next coordinator already, which then decides). */
+    if (h->seq > a->dec.seq && h->seq > a->held.seq)
+      copy_value(&a->held, &in, c->size);
+  } else if (h->kind == CRNET__FRAME_DECIDE) {
+    /* The decision of the agreement under way here from its coordinator,
+     * or of the next one, which this rank has not begun yet (a coordinator
+     * that counted it lost). Not from a coordinator this rank knows lost:
+     * it has voted to the next one since, which decides. */
+    if (h->seq > a->dec.seq && h->seq >= a->seq && !rank_lost(c, r)) {
       in.decided = true;
       copy_value(&a->dec, &in, c->size);
       a->dec_told = r;
+      /* Votes of it that came before the decision (ranks that took this
+       * one for the next coordinator) get it now. */
+      for (int q = 0; q < c->size; q++)
+        if (q != c->rank && q != r && a->votes[q].seq == h->seq)
+          send_value(c, q, CRNET__FRAME_DECIDE, &a->dec);
     }
   } else if (a->dec.seq == h->seq && a->dec.seq != 0) {
     /* A vote for what this rank has decided: the decision is the answer. */
@@ -317,8 +361,7 @@ void crnet__agree_rank_lost(crnet__world *w, int j) {
       tell_successor(w->comms[x]);
 }
 
-/* --- the agreement ---------------------------------------------------------
- */
+/* --- the agreement ------------------------------------------------- */
 
 struct agree_wait {
   crnet_comm *c;
@@ -357,9 +400,12 @@ static void decide(struct agree_wait *aw, const struct agree_value *adopted) {
   crnet__debug("agreement %llu of context %u: decided here%s",
                (unsigned long long)a->dec.seq, (unsigned)c->ctx,
                adopted != NULL ? " (a lost coordinator's decision)" : "");
+  int told = 0;
+  maybe_die(c, a->dec.seq, 0, -1);
   for (int r = 0; r < c->size; r++)
-    if (r != c->rank && !rank_lost(c, r))
-      send_value(c, r, CRNET__FRAME_DECIDE, &a->dec);
+    if (r != c->rank && !rank_lost(c, r) &&
+        send_value(c, r, CRNET__FRAME_DECIDE, &a->dec))
+      maybe_die(c, a->dec.seq, ++told, r);
 }
 
 /* One look at agreement aw: true once it is decided here. Votes when this
@@ -382,12 +428,17 @@ static bool agree_step(void *arg) {
       crnet__debug("agreement %llu of context %u: voted to rank %d",
                    (unsigned long long)k, (unsigned)c->ctx, coord);
       aw->voted_to = coord;
+      maybe_die(c, k, -1, coord);
     }
     return false;
   }
-  /* Every rank not known lost has voted k. (One that holds a decision of
-   * k sent it as a decided vote, which take_frame adopted: then a->dec
-   * says k, above.) */
+  /* A decision a lost coordinator took, which a rank holds: the decision.
+   * Else every rank not known lost has voted k (one that holds a decision
+   * of k sends it instead of a vote: tell_successor). */
+  if (a->held.seq == k) {
+    decide(aw, &a->held);
+    return true;
+  }
   for (int r = 0; r < c->size; r++)
     if (r != c->rank && !rank_lost(c, r) && a->votes[r].seq < k) {
       want_link(c, r); /* a lazy link: a dead rank is refused, lost */
@@ -449,8 +500,7 @@ int crnet__agree(crnet_comm *c, uint32_t *flag, uint64_t ctx[MASK_WORDS],
   return rc;
 }
 
-/* --- the public calls ------------------------------------------------------
- */
+/* --- the public calls ---------------------------------------------- */
 
 int crnet_comm_agree(crnet_comm *c, int *flag) {
   uint32_t f;

@@ -19,6 +19,10 @@
  *     if that rank took over before it read it, decided anew), the
  *     coordinator before telling anyone (decided anew without it), a voter
  *     once its vote is out (counted or lost); the same on every survivor;
+ *   - requests_and_messages: requests in flight when a rank dies (a receive
+ *     from any source, a nonblocking allreduce) end with CRNET_EPEER or,
+ *     after a survivor's revoke, CRNET_EREVOKED; messages go on in a comm
+ *     without the lost rank and on the shrunk comm;
  *   - revoke_from_another_thread: a thread revokes the comm while the
  *     main thread sleeps in an allreduce that waits on a live rank, which
  *     has not called yet: the allreduce returns CRNET_EREVOKED at once, and
@@ -349,6 +353,67 @@ START_TEST(agreement_with_deaths) {
 }
 END_TEST
 
+/* --- requests_and_messages ---------------------------------------------- */
+
+static int rank_requests(int rank, int size, void *arg) {
+  crnet_comm *c, *sub, *s;
+  crnet_request *recv_any = NULL, *ar = NULL;
+  int v = 1, sum = 0, got = -1, rc, rc_recv, rc_ar;
+  const int victim = size - 1;
+  (void)arg;
+  FAIL_IF(init_survive(&c) != 0, "init: %s", crnet_init_errmsg());
+  rc = crnet_comm_split(c, rank == victim ? CRNET_UNDEFINED : 0, rank, &sub);
+  FAIL_IF(rc != 0, "split: %d", rc);
+  if (rank == victim) {
+    /* Once the others' requests are posted: they wait on this rank. */
+    FAIL_IF(!others_past(rank, size), "the others never posted");
+    kill(getpid(), SIGKILL);
+  }
+  /* Nobody sends this message: only the loss can end the receive. */
+  rc = crnet_irecv(c, &got, 1, CRNET_INT32, CRNET_ANY_SOURCE, 7, NULL,
+                   &recv_any);
+  FAIL_IF(rc != 0, "irecv: %d", rc);
+  rc = crnet_iallreduce(c, &v, &sum, 1, CRNET_INT32, CRNET_SUM, &ar);
+  FAIL_IF(rc != 0, "iallreduce: %d", rc);
+  report_raise(rank);
+  rc_ar = crnet_wait(&ar);
+  rc_recv = crnet_wait(&recv_any);
+  FAIL_IF(rc_ar != CRNET_EPEER && rc_ar != CRNET_EREVOKED,
+          "iallreduce ended with %d", rc_ar);
+  FAIL_IF(rc_recv != CRNET_EPEER && rc_recv != CRNET_EREVOKED,
+          "irecv from any source ended with %d (got %d)", rc_recv, got);
+  crnet_comm_revoke(c);
+  /* Messages between survivors in a comm without the lost rank. */
+  if (rank == 0)
+    rc = crnet_send(sub, &rank, 1, CRNET_INT32, 1, 3);
+  else if (rank == 1)
+    rc = crnet_recv(sub, &got, 1, CRNET_INT32, CRNET_ANY_SOURCE, 3, NULL);
+  FAIL_IF(rc != 0 || (rank == 1 && got != 0), "message on the sub-comm: %d",
+          rc);
+  crnet_comm_ack_lost(c, NULL, 0);
+  rc = crnet_comm_shrink(c, &s);
+  FAIL_IF(rc != 0, "shrink: %d", rc);
+  /* And on the shrunk comm: a ring of messages. */
+  int next = (rank + 1) % (size - 1), prev = (rank + size - 2) % (size - 1);
+  rc = crnet_sendrecv(s, &rank, 1, CRNET_INT32, next, 5, &got, 1, CRNET_INT32,
+                      CRNET_ANY_SOURCE, 5, NULL);
+  FAIL_IF(rc != 0 || got != prev, "ring on the shrunk comm: %d, got %d", rc,
+          got);
+  crnet_comm_destroy(s);
+  crnet_comm_destroy(sub);
+  crnet_comm_destroy(c);
+  return EXIT_OK;
+}
+
+START_TEST(requests_and_messages) {
+  job j;
+  reports_map();
+  job_init(&j, 4, 20);
+  run_job(&j, rank_requests, NULL, 60);
+  expect_victim_killed(&j, 3);
+}
+END_TEST
+
 /* --- revoke_from_another_thread ------------------------------------------ */
 
 struct revoker {
@@ -452,6 +517,7 @@ static Suite *survive_suite(void) {
   tcase_add_test(tc, off_by_default);
   tcase_add_test(tc, revoke_ends_calls_on_every_member);
   tcase_add_test(tc, revoke_from_another_thread);
+  tcase_add_test(tc, requests_and_messages);
   tcase_add_test(tc, agreement_with_deaths);
   tcase_add_test(tc, lost_rank_shrink);
   tcase_add_test(tc, coordinator_lost);

@@ -364,11 +364,12 @@ CRNET_EXTERN int crnet_comm_ack_lost(crnet_comm *comm, int *ranks, int max);
 /* A fault-tolerant agreement among the survivors of comm, which may have
  * failed or been revoked: *flag becomes the bitwise AND of every surviving
  * member's *flag (0 and 1: a logical AND), alike on every rank that
- * returns, even when ranks die during it. Returns 0, or CRNET_EPEER when a rank was lost that this rank
- * had not acknowledged (crnet_comm_ack_lost) before the call: then *flag
- * still holds the agreed value, and every survivor knows the same lost
- * ranks (crnet_comm_lost). CRNET_EINVAL for NULL arguments. Collective over
- * the survivors; blocking. */
+ * returns, even when ranks die during it. Returns 0, or CRNET_EPEER when
+ * the survivors count a rank lost that not every survivor had acknowledged
+ * (crnet_comm_ack_lost) before the call: the same return on every
+ * survivor; *flag still holds the agreed value, and every survivor then
+ * knows those lost ranks (crnet_comm_lost). CRNET_EINVAL for NULL
+ * arguments. Collective over the survivors; blocking. */
 CRNET_EXTERN int crnet_comm_agree(crnet_comm *comm, int *flag);
 
 /* A new comm of comm's survivors, in their order in comm, with its own

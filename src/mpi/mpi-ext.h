@@ -27,8 +27,8 @@ CRNET_MPI_EXTERN int MPIX_Comm_revoke(MPI_Comm comm);
 /* A new comm of comm's survivors, in their order in comm. */
 CRNET_MPI_EXTERN int MPIX_Comm_shrink(MPI_Comm comm, MPI_Comm *newcomm);
 /* *flag becomes the bitwise AND of every survivor's *flag, alike on every
- * survivor; MPIX_ERR_PROC_FAILED if a rank was lost that this rank has
- * not acknowledged (*flag is then the agreed value still). */
+ * survivor; MPIX_ERR_PROC_FAILED on every survivor if a rank was lost that
+ * not every survivor had acknowledged (*flag is the agreed value still). */
 CRNET_MPI_EXTERN int MPIX_Comm_agree(MPI_Comm comm, int *flag);
 /* Acknowledges the ranks of comm known lost now; MPIX_Comm_agree no longer
  * fails because of them. */

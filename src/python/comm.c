@@ -665,8 +665,9 @@ static PyMethodDef comm_methods[] = {
      "A fault-tolerant agreement among the survivors of this comm (which "
      "may have failed or been revoked): returns the AND of every "
      "survivor's flag, alike everywhere, even when ranks die during it. "
-     "Raises crnet.PeerLost, whose .flag is the agreed value, when a rank "
-     "was lost that this rank had not acknowledged (ack_lost). Collective "
+     "Raises crnet.PeerLost, whose .flag is the agreed value, on every "
+     "survivor when a rank was lost that not every survivor had "
+     "acknowledged (ack_lost). Collective "
      "over the survivors; the GIL is released meanwhile."},
     {"shrink", (PyCFunction)comm_shrink, METH_NOARGS,
      "shrink($self, /)\n--\n\n"

@@ -47,11 +47,18 @@
 /* Payload: u32 flag, u32 flags, the mask, a byte per comm rank. */
 #define AGREE_HEAD (8 + 8 * MASK_WORDS)
 #define VOTE_DECIDED 1u /* the vote is a decision already taken */
+#define DEC_UNACKED 2u  /* a decision: a rank it counts lost was not
+                           acknowledged by every survivor */
+/* A rank's byte in a vote: known lost, and acknowledged
+ * (crnet_comm_ack_lost) by the voter; in a decision: lost. */
+#define RANK_LOST 1u
+#define RANK_ACKED 2u
 
 /* One vote, or one decision: what an agreement carries. */
 struct agree_value {
   uint64_t seq; /* the agreement's number; 0: none */
   bool decided; /* a decision (adopted as is), not a vote */
+  bool unacked; /* a decision: DEC_UNACKED */
   uint32_t flag;
   uint64_t mask[MASK_WORDS];
   uint8_t *lost; /* a byte per comm rank */
@@ -199,7 +206,8 @@ static bool send_value(crnet_comm *c, int r, uint8_t kind,
     return false;
   }
   crnet__put_le32(msg, v->flag);
-  crnet__put_le32(msg + 4, v->decided ? VOTE_DECIDED : 0);
+  crnet__put_le32(msg + 4, (v->decided ? VOTE_DECIDED : 0) |
+                               (v->unacked ? DEC_UNACKED : 0));
   for (int i = 0; i < MASK_WORDS; i++)
     crnet__put_le64(msg + 8 + 8 * i, v->mask[i]);
   memcpy(msg + AGREE_HEAD, v->lost, (size_t)c->size);
@@ -217,6 +225,7 @@ static void copy_value(struct agree_value *to, const struct agree_value *from,
                        int size) {
   to->seq = from->seq;
   to->decided = from->decided;
+  to->unacked = from->unacked;
   to->flag = from->flag;
   memcpy(to->mask, from->mask, sizeof to->mask);
   memcpy(to->lost, from->lost, (size_t)size);
@@ -241,13 +250,14 @@ static void take_frame(crnet_comm *c, int via, const crnet__frame_header *h,
   in.seq = h->seq;
   in.flag = crnet__get_le32(payload);
   in.decided = (crnet__get_le32(payload + 4) & VOTE_DECIDED) != 0;
+  in.unacked = (crnet__get_le32(payload + 4) & DEC_UNACKED) != 0;
   for (int i = 0; i < MASK_WORDS; i++)
     in.mask[i] = crnet__get_le64(payload + 8 + 8 * i);
   in.lost = c->size <= (int)sizeof lost ? lost : crnet__malloc((size_t)c->size);
   if (in.lost == NULL)
     return;
   for (int i = 0; i < c->size; i++)
-    in.lost[i] = payload[AGREE_HEAD + i] != 0;
+    in.lost[i] = payload[AGREE_HEAD + i] & (RANK_LOST | RANK_ACKED);
   if (h->kind == CRNET__FRAME_AGREE && in.decided) {
     /* A decision a lost coordinator took, from a rank that holds it and
      * takes this rank for the next coordinator: adopted if and when this
@@ -378,20 +388,30 @@ static void decide(struct agree_wait *aw, const struct agree_value *adopted) {
   if (adopted != NULL) {
     copy_value(&a->dec, adopted, c->size);
   } else {
+    /* The votes of the ranks not known lost, this rank's among them: the
+     * AND of flags and masks, the union of the lost ranks, and whether
+     * each lost rank was acknowledged by all of them. */
     copy_value(&a->dec, &aw->mine, c->size);
+    for (int i = 0; i < c->size; i++)
+      a->dec.lost[i] = aw->mine.lost[i];
     for (int r = 0; r < c->size; r++) {
       const struct agree_value *v = &a->votes[r];
-      if (rank_lost(c, r)) {
-        a->dec.lost[r] = 1;
-        continue;
-      }
-      if (r == c->rank)
+      if (r == c->rank || rank_lost(c, r))
         continue;
       a->dec.flag &= v->flag;
       for (int i = 0; i < MASK_WORDS; i++)
         a->dec.mask[i] &= v->mask[i];
       for (int i = 0; i < c->size; i++)
-        a->dec.lost[i] |= v->lost[i];
+        a->dec.lost[i] = (uint8_t)(((a->dec.lost[i] | v->lost[i]) & RANK_LOST) |
+                                   (a->dec.lost[i] & v->lost[i] & RANK_ACKED));
+    }
+    a->dec.unacked = false;
+    for (int i = 0; i < c->size; i++) {
+      if (rank_lost(c, i))
+        a->dec.lost[i] |= RANK_LOST; /* lost while the votes came */
+      if ((a->dec.lost[i] & RANK_LOST) && !(a->dec.lost[i] & RANK_ACKED))
+        a->dec.unacked = true;
+      a->dec.lost[i] &= RANK_LOST;
     }
   }
   a->dec.seq = aw->mine.seq;
@@ -471,7 +491,8 @@ int crnet__agree(crnet_comm *c, uint32_t *flag, uint64_t ctx[MASK_WORDS],
     aw.mine.mask[i] = ctx != NULL ? ctx[i] : ~(uint64_t)0;
   pthread_mutex_lock(&c->w->mu);
   for (int r = 0; r < c->size; r++)
-    aw.mine.lost[r] = rank_lost(c, r);
+    aw.mine.lost[r] = (uint8_t)((rank_lost(c, r) ? RANK_LOST : 0) |
+                                (aw.a->acked[r] ? RANK_ACKED : 0));
   pthread_mutex_unlock(&c->w->mu);
   /* Frames of the comm's calls parked on a link would hold back the votes
    * behind them: a failed comm's are dropped now. */
@@ -519,14 +540,14 @@ int crnet_comm_agree(crnet_comm *c, int *flag) {
   a = c->agree;
   if (rc == 0) {
     *flag = (int)f;
-    /* A loss this rank had not acknowledged is news to the caller. */
-    for (int r = 0; r < c->size && a != NULL; r++)
-      if (a->dec.lost[r] && !a->acked[r])
-        rc = CRNET_EPEER;
-    if (rc == CRNET_EPEER)
-      crnet__set_callmsg(c, "crnet_comm_agree: ranks were lost that this "
-                            "rank has not acknowledged (crnet_comm_lost, "
-                            "crnet_comm_ack_lost)");
+    /* A loss some survivor had not acknowledged is news: the decision
+     * says so, the same to every survivor. */
+    if (a->dec.unacked) {
+      rc = CRNET_EPEER;
+      crnet__set_callmsg(c, "crnet_comm_agree: ranks were lost that not "
+                            "every survivor had acknowledged "
+                            "(crnet_comm_lost, crnet_comm_ack_lost)");
+    }
   }
   crnet__loop_release(c);
   return rc;

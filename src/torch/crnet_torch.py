@@ -55,7 +55,7 @@ import _crnet_torch as _C
 # The module (torch.distributed.rendezvous is also a function's name).
 _rendezvous = importlib.import_module("torch.distributed.rendezvous")
 
-__all__ = ["BACKEND", "shutdown", "in_flight"]
+__all__ = ["BACKEND", "shutdown", "in_flight", "agree", "shrink_default_group"]
 
 BACKEND = "crnet"
 
@@ -126,6 +126,8 @@ def _create_process_group(store, rank, size, timeout):
             "this torch (%s) made it another way" % torch.__version__)
     if sub is None:
         name = "the default group"
+    elif _c10d.GroupMember.WORLD is None:
+        name = "the default group of the survivors (%d rank(s))" % size
     else:
         name = "a new_group of %d rank(s)" % size
     # Started without crnet's environment (torch's launchers): the default
@@ -138,6 +140,55 @@ def _create_process_group(store, rank, size, timeout):
 
 if BACKEND.upper() not in getattr(dist.Backend, "_plugins", {}):
     dist.Backend.register_backend(BACKEND, _create_process_group)
+
+
+# --- surviving lost ranks (crlaunch --keep-going; docs/TORCH.md) -------------
+
+def agree(ok, group=None):
+    """True on every survivor of `group` (the default group) when every
+    survivor passes a true `ok` and no rank was lost since the last
+    agreement, False on every survivor otherwise: crnet_comm_agree, a
+    fault-tolerant agreement that holds even when ranks die during it.
+    Training calls it after each step's backward pass, and takes the
+    optimizer step only on True; on False, shrink_default_group() and
+    redo the step."""
+    pg = group if group is not None else _c10d._get_default_group()
+    flag, lost = _C.agree(pg, 1 if ok else 0)
+    return bool(flag) and not lost
+
+
+def shrink_default_group(timeout=None):
+    """Replaces the default process group by one of its survivors, in their
+    order (crnet_comm_shrink): the process keeps running, torch's rank and
+    world size become the new group's, and what was made over the old group
+    (a DistributedDataParallel model) must be made again. A TCPStore for
+    torch's own bookkeeping is served by the new rank 0, its address sent
+    over the new comm. Collective over the survivors; returns (rank, size).
+    Needs CRNET_ON_FAILURE=continue (crlaunch --keep-going)."""
+    global _pending_sub
+    pg = _c10d._get_default_group()
+    sub = _C.shrink(pg)
+    rank, size = sub.rank, sub.size
+    if timeout is None:
+        timeout = _DEFAULT_TIMEOUT
+    if not isinstance(timeout, datetime.timedelta):
+        timeout = datetime.timedelta(seconds=float(timeout))
+    if rank == 0:
+        host = _store_host()
+        store = dist.TCPStore(host, 0, size, True, timeout,
+                              wait_for_workers=False)
+        _C.bcast_bytes_sub(sub, ("%s %d" % (host, store.port)).encode())
+    else:
+        host, port = _C.bcast_bytes_sub(sub, None).decode().split()
+        store = dist.TCPStore(host, int(port), size, False, timeout)
+    dist.destroy_process_group()
+    _pending_sub = sub
+    try:
+        dist.init_process_group(BACKEND, store=store, rank=rank,
+                                world_size=size, timeout=timeout)
+    finally:
+        _pending_sub = None
+    return rank, size
 
 
 # --- 2. the rendezvous: a TCPStore whose address travels over crnet -----------

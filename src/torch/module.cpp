@@ -14,6 +14,11 @@
  *                             of the world (the default group), joining
  *                             the job through `store` with torch's rank
  *                             and size if through_store (store.hpp)
+ *   agree(pg, flag)           crnet_comm_agree on a group's comm: (the
+ *                             agreed flag, whether a rank was lost)
+ *   shrink(pg)                revoke, acknowledge and shrink a group's
+ *                             comm: a SubComm of the survivors
+ *   bcast_bytes_sub(sub, data)  bcast_bytes on a SubComm
  *   in_flight(pg), close(pg)  calls in flight on a group; close it now
  *   shutdown(grace, abort)    every group and the world, at exit; with
  *                             abort != 0, aborting the job first
@@ -49,6 +54,13 @@ class SubComm {
   SubComm &operator=(const SubComm &) = delete;
   int rank() const { return comm_ != nullptr ? crnet_comm_rank(comm_) : -1; }
   int size() const { return comm_ != nullptr ? crnet_comm_size(comm_) : 0; }
+  /* The comm, still owned here; throws once taken. */
+  crnet_comm *get() const {
+    if (comm_ == nullptr)
+      throw std::runtime_error("crnet: this sub-communicator has been used "
+                               "by a process group already");
+    return comm_;
+  }
   crnet_comm *take() {
     crnet_comm *c = comm_;
     comm_ = nullptr;
@@ -74,14 +86,17 @@ world_through_store(const c10::intrusive_ptr<c10d::Store> &store, int rank,
   return {crnet_comm_rank(w), crnet_comm_size(w)};
 }
 
-py::bytes bcast_bytes(const py::object &data, double timeout) {
+/* Rank 0's bytes to every rank of comm w (nullptr: the world's). */
+py::bytes bcast_bytes_on(crnet_comm *w, const py::object &data,
+                         double timeout) {
   std::string buf;
   bool have = !data.is_none();
   if (have)
     buf = data.cast<std::string>();
   {
     py::gil_scoped_release nogil;
-    crnet_comm *w = crnet_torch::world(timeout);
+    if (w == nullptr)
+      w = crnet_torch::world(timeout);
     if ((crnet_comm_rank(w) == 0) != have)
       throw std::runtime_error("crnet: bcast_bytes: rank 0, and only rank 0, "
                                "passes the data");
@@ -96,6 +111,10 @@ py::bytes bcast_bytes(const py::object &data, double timeout) {
       crnet_torch::throw_crnet(w, rc, "the store's address from rank 0");
   }
   return py::bytes(buf);
+}
+
+py::bytes bcast_bytes(const py::object &data, double timeout) {
+  return bcast_bytes_on(nullptr, data, timeout);
 }
 
 std::shared_ptr<SubComm> split(int color, int key, double timeout) {
@@ -154,6 +173,32 @@ ProcessGroupCrnet &as_crnet(const c10::intrusive_ptr<c10d::ProcessGroup> &pg) {
   return *p;
 }
 
+/* Surviving lost ranks (CRNET_ON_FAILURE=continue, crlaunch --keep-going):
+ * the agreed flag and whether the survivors counted a rank lost that not
+ * all had acknowledged (which every caller then acknowledges, alike). */
+std::pair<int, bool> agree(const c10::intrusive_ptr<c10d::ProcessGroup> &pg,
+                           int flag) {
+  crnet_comm *c = as_crnet(pg).comm();
+  int rc = crnet_comm_agree(c, &flag);
+  if (rc != 0 && rc != CRNET_EPEER)
+    crnet_torch::throw_crnet(c, rc, "agree (crnet_comm_agree)");
+  if (rc == CRNET_EPEER)
+    crnet_comm_ack_lost(c, nullptr, 0);
+  return {flag, rc == CRNET_EPEER};
+}
+
+/* A comm of the group's survivors, for the group that replaces it. */
+std::shared_ptr<SubComm>
+shrink(const c10::intrusive_ptr<c10d::ProcessGroup> &pg) {
+  crnet_comm *c = as_crnet(pg).comm(), *s = nullptr;
+  crnet_comm_revoke(c);
+  crnet_comm_ack_lost(c, nullptr, 0);
+  int rc = crnet_comm_shrink(c, &s);
+  if (rc != 0)
+    crnet_torch::throw_crnet(c, rc, "shrink (crnet_comm_shrink)");
+  return std::make_shared<SubComm>(s);
+}
+
 } // namespace
 
 PYBIND11_MODULE(_crnet_torch, m) {
@@ -167,6 +212,16 @@ PYBIND11_MODULE(_crnet_torch, m) {
         py::arg("rank"), py::arg("size"), py::arg("timeout"),
         py::call_guard<py::gil_scoped_release>());
   m.def("bcast_bytes", &bcast_bytes, py::arg("data"), py::arg("timeout"));
+  m.def(
+      "bcast_bytes_sub",
+      [](const std::shared_ptr<SubComm> &sub, const py::object &data) {
+        return bcast_bytes_on(sub->get(), data, 0);
+      },
+      py::arg("sub"), py::arg("data"));
+  m.def("agree", &agree, py::arg("pg"), py::arg("flag"),
+        py::call_guard<py::gil_scoped_release>());
+  m.def("shrink", &shrink, py::arg("pg"),
+        py::call_guard<py::gil_scoped_release>());
   m.def("split", &split, py::arg("color"), py::arg("key"), py::arg("timeout"),
         py::call_guard<py::gil_scoped_release>());
   m.def("create_process_group", &create_process_group, py::arg("store"),

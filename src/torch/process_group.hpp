@@ -141,6 +141,9 @@ class ProcessGroupCrnet final : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor> &tensors,
                                                int tag) override;
 
+  /* The group's comm (crnet_torch's agree and shrink); throws once
+   * closed. */
+  crnet_comm *comm() const { return state_->comm_or_throw(); }
   /* Calls started and not yet complete (tests). */
   std::size_t in_flight() const { return state_->in_flight(); }
   /* Closes the comm now (waiting for calls in flight); later calls raise. */

@@ -1,11 +1,12 @@
 /* survive: a computation that loses a rank and finishes on the others.
  *
- *   crlaunch --keep-going -n 4 ./survive [steps] [lost_rank] [lost_step]
+ *   crlaunch --keep-going -n 4 ./survive [steps] [lost_ranks] [lost_step]
  *
  * Each step sums f(i, step) over i = 1..N, the items dealt out over the
  * ranks of the current comm, with one allreduce, and checks the sum. At
- * lost_step (default: half way), lost_rank (default: the last; -1: none)
- * kills itself with SIGKILL, as a preempted VM would vanish.
+ * lost_step (default: half way), each of lost_ranks (a comma-separated
+ * list; default: the last rank; -1: none) kills itself with SIGKILL, as a
+ * preempted VM would vanish.
  *
  * The survivors' way through (docs/RELIABILITY.md): after each step they
  * agree on whether it succeeded everywhere (crnet_comm_agree: one flag,
@@ -19,6 +20,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <crnet.h>
@@ -33,10 +35,25 @@ static int64_t partial(int rank, int p, int step) {
   return s;
 }
 
+/* Whether job rank `rank` is in the comma-separated list. */
+static int listed(const char *list, int rank) {
+  char *end;
+  for (const char *p = list; *p != '\0'; p = *end == ',' ? end + 1 : end) {
+    long r = strtol(p, &end, 10);
+    if (end == p)
+      return 0;
+    if (r == rank)
+      return 1;
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   crnet_comm *world, *comm;
   int steps = argc > 1 ? atoi(argv[1]) : 10;
-  int lost_rank, lost_step = argc > 3 ? atoi(argv[3]) : steps / 2;
+  int lost_step = argc > 3 ? atoi(argv[3]) : steps / 2;
+  char last[16];
+  const char *lost_ranks;
   int rc, wrong = 0, redone = 0;
 
   rc = crnet_comm_init(&world, NULL);
@@ -45,13 +62,14 @@ int main(int argc, char **argv) {
             crnet_init_errmsg());
     return 1;
   }
-  lost_rank = argc > 2 ? atoi(argv[2]) : crnet_comm_size(world) - 1;
+  snprintf(last, sizeof last, "%d", crnet_comm_size(world) - 1);
+  lost_ranks = argc > 2 ? argv[2] : last;
   comm = world;
   for (int step = 1; step <= steps;) {
     int64_t mine, total = 0;
     int ok, flag;
-    if (step == lost_step && crnet_comm_job_rank(comm, crnet_comm_rank(comm)) ==
-                                 lost_rank)
+    if (step == lost_step &&
+        listed(lost_ranks, crnet_comm_job_rank(comm, crnet_comm_rank(comm))))
       kill(getpid(), SIGKILL);
     mine = partial(crnet_comm_rank(comm), crnet_comm_size(comm), step);
     rc = crnet_allreduce(comm, &mine, &total, 1, CRNET_INT64, CRNET_SUM);

@@ -69,6 +69,19 @@ for case in "5 2 4" "4 0 1"; do
   fi
 done
 
+# Two ranks at once, rank 0 among them: one shrink, or two when the
+# survivors saw one loss before the other.
+for setting in "" "-x CRNET_TRANSPORT=tcp"; do
+  name="n=6 lost 0 and 4 at step 3 ${setting:-(shared memory)}"
+  # shellcheck disable=SC2086 # the setting's words
+  if run "$name" 0 --keep-going $setting -n 6 "$survive" 10 0,4 3; then
+    [ "$(grep -Ec '^crlaunch: rank (0|4) \(pid [0-9]+\) was killed by signal 9' "$tmp/err")" = 2 ] ||
+      { fail "$name: crlaunch did not name both losses"; cat "$tmp/err"; }
+    grep -Eq "on 4 of 6 ranks, [12] steps? redone, ranks lost: 0 4; every sum right" "$tmp/out" ||
+      { fail "$name: the survivors' answer"; cat "$tmp/out" "$tmp/err"; }
+  fi
+done
+
 # Without --keep-going the program is told, before anything is lost.
 if run "default" 2 -n 3 "$survive" 10 -1; then
   grep -q "needs CRNET_ON_FAILURE=continue (crlaunch --keep-going)" "$tmp/err" ||

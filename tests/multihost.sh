@@ -27,6 +27,7 @@ idle_wait=$(realpath "$3")
 launcher_rank=$(realpath "$4")
 launcher_init=$(dirname "$launcher_rank")/launcher_init
 allreduce_time=$(realpath "$5")
+survive=$(realpath "$6")
 stats_check=$(dirname "$launcher_rank")/stats_check
 link_kinds=$(dirname "$launcher_rank")/link_kinds
 
@@ -509,6 +510,24 @@ pkill -P "$watchdog" 2>/dev/null
 kill "$watchdog" 2>/dev/null
 grep -q "no word from crlaunch for 6 s" "$tmp/err" ||
   fail "no agent said why it stopped: $(cat "$tmp/err")"
+fi
+
+# ---- 8c. --keep-going: a rank lost on another host, the others go on -------
+# Rank 3 (host 10.79.0.3) kills itself at step 4 of examples/survive.c; the
+# agent there reports it, crlaunch names it with its host and stops nobody,
+# the five survivors on three hosts shrink and finish, crlaunch exits 0.
+
+timeout -k 5 90 "$crlaunch" --ssh "$tmp/ssh" --keep-going --timeout 60 \
+  --hosts 10.79.0.2:2,10.79.0.3:2,10.79.0.4:2 "$survive" 10 3 4 \
+  >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ $rc -eq 0 ] &&
+  grep -Eq "^crlaunch: rank 3 \(pid [0-9]+ on host 10.79.0.3\) was killed by signal 9 \(Killed\); the others go on" "$tmp/err" &&
+  grep -q "10 steps on 5 of 6 ranks, 1 step redone, ranks lost: 3; every sum right" "$tmp/out" &&
+  no_leftovers_within 5; then
+  ok "--keep-going over three hosts: $(grep '^crlaunch: rank 3' "$tmp/err"); $(cat "$tmp/out")"
+else
+  fail "--keep-going over three hosts: exit $rc: $(cat "$tmp/out" "$tmp/err")"
 fi
 
 # ---- 9. an unreachable host fails clearly -----------------------------------

@@ -835,32 +835,42 @@ void crnet__launch_on_settled(uv_timer_t *t) {
   crnet__launch_judge_failures(t->data);
 }
 
+void crnet__launch_lost_going_on(struct job *job, const char *who,
+                                 int status, int term_signal) {
+  if (term_signal != 0) {
+    if (who != NULL)
+      crnet__log("%s was killed by signal %d (%s); the others go on "
+                 "(--keep-going)",
+                 who, term_signal, strsignal(term_signal));
+    if (job->first_signal == 0)
+      job->first_signal = term_signal;
+  } else {
+    if (who != NULL)
+      crnet__log("%s exited with status %d; the others go on (--keep-going)",
+                 who, status);
+    if (job->first_status == 0)
+      job->first_status = status;
+  }
+}
+
 /* --keep-going: a rank (or a remote host's session) that failed is named
  * at once, and the others go on. The exit status is decided at the end
- * (keep_going_status). */
+ * (keep_going_status). An agent leaves the naming to crlaunch, which its
+ * report reaches (hosts_start.c); a session whose failed rank that report
+ * named already is not named again. */
 static void keep_going_lost(struct job *job, struct rank *r, int64_t status,
                             int term_signal) {
   char who[400];
-  if (r->reported && r->host != NULL)
-    snprintf(who, sizeof who, "rank %d (pid %d on host %s)", r->fail_rank,
-             r->fail_pid, r->host->name);
-  else if (r->host != NULL)
+  if (job->agent != NULL || (r->reported && r->host != NULL)) {
+    crnet__launch_lost_going_on(job, NULL, (int)status, term_signal);
+    return;
+  }
+  if (r->host != NULL)
     snprintf(who, sizeof who, "host %s (ranks %d-%d)", r->host->name, r->index,
              r->index + r->count - 1);
   else
     snprintf(who, sizeof who, "rank %d (pid %d)", r->index, r->pid);
-  if (term_signal != 0) {
-    crnet__log("%s was killed by signal %d (%s); the others go on "
-               "(--keep-going)",
-               who, term_signal, strsignal(term_signal));
-    if (job->first_signal == 0)
-      job->first_signal = term_signal;
-  } else {
-    crnet__log("%s exited with status %d; the others go on (--keep-going)", who,
-               (int)status);
-    if (job->first_status == 0)
-      job->first_status = (int)status;
-  }
+  crnet__launch_lost_going_on(job, who, (int)status, term_signal);
 }
 
 /* The exit status of a job that ran to its end: 0 when every rank exited 0;
@@ -870,6 +880,9 @@ static void keep_going_lost(struct job *job, struct rank *r, int64_t status,
 static int keep_going_status(const struct job *job) {
   if (job->first_status != 0)
     return job->first_status;
+  /* An agent's lost ranks were reported to crlaunch, which decides. */
+  if (job->agent != NULL)
+    return 0;
   if (job->nended_well > 0 || job->first_signal == 0)
     return 0;
   return 128 + job->first_signal;

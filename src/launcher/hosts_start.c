@@ -274,6 +274,16 @@ static void on_agent_report(crnet__fwd_stream *s, const char *line,
   crnet__debug("host %s: rank %d (pid %d) ended with status %d, signal %d",
                r->host->name, rank, pid, status, sig);
   crnet__launch_tell_ranks(job, "gone %d %d %d\n", rank, status, sig);
+  if (job->keep_going && job->stop == RUNNING && !job->aborted) {
+    char who[400];
+    snprintf(who, sizeof who, "rank %d (pid %d on host %s)", rank, pid,
+             r->host->name);
+    crnet__launch_lost_going_on(job, who, status, sig);
+    r->reported = 1;
+    r->fail_rank = rank;
+    r->fail_pid = pid;
+    return;
+  }
   /* The first report counts, also when the session's exit was reaped
    * first: it names the rank where the exit status cannot. Once the verdict
    * is out, nothing changes it. */

@@ -295,6 +295,11 @@ void crnet__launch_on_rdv_done(crnet__rendezvous_server *srv, int status,
 
 /* Names the first failure and stops the job, if a verdict is pending. */
 void crnet__launch_judge_failures(struct job *job);
+/* --keep-going: a rank was lost, and the job goes on; `who` is named in a
+ * line ("rank 3 (pid 42) was killed by signal 9 ...; the others go on"),
+ * unless NULL. Its status or signal may become the exit status. */
+void crnet__launch_lost_going_on(struct job *job, const char *who,
+                                 int status, int term_signal);
 
 /* Gives r its place in the order of going, at the first sign of it. */
 void crnet__launch_mark_gone(struct rank *r);

@@ -275,9 +275,6 @@ typedef struct crnet__world {
                                thread moves their requests (progress.c) */
   bool abort_asked;         /* crnet_comm_abort from another thread */
   int abort_asked_code;
-  /* crnet_comm_revoke from another thread: the comm of the context id
-   * (survive.c), or -1. */
-  int revoke_asked;
   uint32_t in_flight;       /* requests queued or running, of every comm */
   uint32_t in_flight_nb;    /* of them, nonblocking ones: a blocking one
                                has a waiter that drives it, and only these
@@ -329,6 +326,9 @@ typedef struct crnet__world {
   bool survive;
   uint8_t *lost;
   struct crnet__agree_frame *early_agree;
+  /* crnet_comm_revoke from another thread: the comm of the context id
+   * (progress.c, on_kick; under mu), or -1. */
+  int revoke_asked;
 } crnet__world;
 
 /* A communicator: a group of the job's ranks, numbered 0..size-1, with its

@@ -23,6 +23,11 @@
  *     from any source, a nonblocking allreduce) end with CRNET_EPEER or,
  *     after a survivor's revoke, CRNET_EREVOKED; messages go on in a comm
  *     without the lost rank and on the shrunk comm;
+ *   - kill_in_each_collective: a rank killed at a call of a loop of each
+ *     collective kind (allreduce, bcast, allgather, alltoall,
+ *     reduce_scatter, scan, barrier; 64 KiB, so that calls span rounds);
+ *     the survivors shrink and the same collective on the shrunk comm
+ *     gives exact results;
  *   - revoke_from_another_thread: a thread revokes the comm while the
  *     main thread sleeps in an allreduce that waits on a live rank, which
  *     has not called yet: the allreduce returns CRNET_EREVOKED at once, and
@@ -33,6 +38,7 @@
  */
 #include <check.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -414,6 +420,117 @@ START_TEST(requests_and_messages) {
 }
 END_TEST
 
+/* --- kill_in_each_collective -------------------------------------------- */
+
+#define KILL_N 16384 /* int32: 64 KiB a rank */
+
+enum kill_coll { K_ALLREDUCE, K_BCAST, K_ALLGATHER, K_ALLTOALL,
+                 K_REDUCE_SCATTER, K_SCAN, K_BARRIER, K_COUNT };
+static const char *const kill_coll_names[] = {
+    "allreduce", "bcast", "allgather", "alltoall", "reduce_scatter", "scan",
+    "barrier"};
+
+/* One call of collective k on c: rank r's data (r + 1 + i); the result's
+ * check when `check` (the shrunk comm). 0, the call's error, or 1 for a
+ * wrong result. */
+static int one_call(crnet_comm *c, int k, int32_t *a, int32_t *b, bool check) {
+  int r = crnet_comm_rank(c), p = crnet_comm_size(c), rc = 0;
+  size_t n = KILL_N;
+  for (size_t i = 0; i < n; i++)
+    a[i] = (int32_t)(r + 1 + (int)(i % 7));
+  switch (k) {
+  case K_ALLREDUCE:
+    rc = crnet_allreduce(c, a, b, n, CRNET_INT32, CRNET_SUM);
+    for (size_t i = 0; check && rc == 0 && i < n; i++)
+      if (b[i] != (int32_t)(p * (p + 1) / 2 + p * (int)(i % 7)))
+        return 1;
+    break;
+  case K_BCAST:
+    rc = crnet_bcast(c, a, n, CRNET_INT32, 0);
+    for (size_t i = 0; check && rc == 0 && i < n; i++)
+      if (a[i] != (int32_t)(1 + (int)(i % 7)))
+        return 1;
+    break;
+  case K_ALLGATHER:
+    rc = crnet_allgather(c, a, b, n / (size_t)p, CRNET_INT32);
+    for (int q = 0; check && rc == 0 && q < p; q++)
+      if (b[(size_t)q * (n / (size_t)p)] != q + 1)
+        return 1;
+    break;
+  case K_ALLTOALL:
+    rc = crnet_alltoall(c, a, b, n / (size_t)p, CRNET_INT32);
+    for (int q = 0; check && rc == 0 && q < p; q++)
+      if (b[(size_t)q * (n / (size_t)p)] !=
+          (int32_t)(q + 1 + (int)(((size_t)r * (n / (size_t)p)) % 7)))
+        return 1;
+    break;
+  case K_REDUCE_SCATTER:
+    rc = crnet_reduce_scatter_block(c, a, b, n / (size_t)p, CRNET_INT32,
+                                    CRNET_SUM);
+    for (size_t i = 0; check && rc == 0 && i < n / (size_t)p; i++)
+      if (b[i] != (int32_t)(p * (p + 1) / 2 +
+                            p * (int)(((size_t)r * (n / (size_t)p) + i) % 7)))
+        return 1;
+    break;
+  case K_SCAN:
+    rc = crnet_scan(c, a, b, n, CRNET_INT32, CRNET_SUM);
+    for (size_t i = 0; check && rc == 0 && i < n; i++)
+      if (b[i] != (int32_t)((r + 1) * (r + 2) / 2 + (r + 1) * (int)(i % 7)))
+        return 1;
+    break;
+  default:
+    rc = crnet_barrier(c);
+  }
+  return rc;
+}
+
+static int rank_kill_coll(int rank, int size, void *arg) {
+  int k = (int)(intptr_t)arg, rc = 0;
+  const int victim = 2;
+  int32_t *a = calloc(KILL_N, sizeof *a), *b = calloc(KILL_N, sizeof *b);
+  crnet_comm *c, *s;
+  FAIL_IF(a == NULL || b == NULL, "memory");
+  FAIL_IF(init_survive(&c) != 0, "init: %s", crnet_init_errmsg());
+  /* The victim dies before its call 3, while the others wait in theirs
+   * (a bcast's root, which only sends, may finish its call: the ranks'
+   * small allreduce after each call stops the loop for all alike). */
+  for (int i = 0; i < 50 && rc == 0; i++) {
+    int32_t go = 1;
+    if (rank == victim && i == 3)
+      kill(getpid(), SIGKILL);
+    rc = one_call(c, k, a, b, false);
+    if (rc == 0)
+      rc = crnet_allreduce(c, CRNET_IN_PLACE, &go, 1, CRNET_INT32, CRNET_MIN);
+  }
+  FAIL_IF(rc != CRNET_EPEER && rc != CRNET_EREVOKED, "%s: loop ended with %d",
+          kill_coll_names[k], rc);
+  crnet_comm_revoke(c);
+  crnet_comm_ack_lost(c, NULL, 0);
+  rc = crnet_comm_shrink(c, &s);
+  FAIL_IF(rc != 0 || crnet_comm_size(s) != size - 1, "%s: shrink: %d",
+          kill_coll_names[k], rc);
+  for (int i = 0; i < 3; i++) {
+    rc = one_call(s, k, a, b, true);
+    FAIL_IF(rc != 0, "%s on the shrunk comm: %s", kill_coll_names[k],
+            rc == 1 ? "a wrong result" : crnet_strerror(rc));
+  }
+  crnet_comm_destroy(s);
+  crnet_comm_destroy(c);
+  free(a);
+  free(b);
+  return EXIT_OK;
+}
+
+START_TEST(kill_in_each_collective) {
+  for (int k = 0; k < K_COUNT; k++) {
+    job j;
+    job_init(&j, 5, 20);
+    run_job(&j, rank_kill_coll, (void *)(intptr_t)k, 60);
+    expect_victim_killed(&j, 2);
+  }
+}
+END_TEST
+
 /* --- revoke_from_another_thread ------------------------------------------ */
 
 struct revoker {
@@ -518,6 +635,7 @@ static Suite *survive_suite(void) {
   tcase_add_test(tc, revoke_ends_calls_on_every_member);
   tcase_add_test(tc, revoke_from_another_thread);
   tcase_add_test(tc, requests_and_messages);
+  tcase_add_test(tc, kill_in_each_collective);
   tcase_add_test(tc, agreement_with_deaths);
   tcase_add_test(tc, lost_rank_shrink);
   tcase_add_test(tc, coordinator_lost);

@@ -349,6 +349,9 @@ CRNET_EXTERN int crnet_comm_abort(crnet_comm *comm, int code);
  * a revoked comm. Returns 0 (revoking twice is no error), CRNET_EINVAL for a
  * NULL comm. Any thread. */
 CRNET_EXTERN int crnet_comm_revoke(crnet_comm *comm);
+/* 1 if comm has been revoked (by any member, as far as this process has
+ * heard), else 0; CRNET_EINVAL for NULL. Local: no message. */
+CRNET_EXTERN int crnet_comm_is_revoked(const crnet_comm *comm);
 
 /* The ranks of comm this process knows to be lost (comm ranks, ascending)
  * into ranks[0..max-1]; returns how many there are (which may exceed max),

@@ -232,6 +232,7 @@ static int rank_revoke(int rank, int size, void *arg) {
   FAIL_IF(init_survive(&c) != 0, "init: %s", crnet_init_errmsg());
   rc = crnet_allreduce(c, &v, &sum, 1, CRNET_INT32, CRNET_SUM);
   FAIL_IF(rc != 0 || sum != size, "first allreduce: %d", rc);
+  FAIL_IF(crnet_comm_is_revoked(c) != 0, "revoked before the revoke");
   if (rank == 1) {
     /* The others are in (or about to call) an allreduce that waits on
      * this rank. */
@@ -246,6 +247,7 @@ static int rank_revoke(int rank, int size, void *arg) {
             "message: %s", crnet_comm_errmsg(c));
   }
   FAIL_IF(crnet_comm_lost(c, NULL, 0) != 0, "nobody is lost");
+  FAIL_IF(crnet_comm_is_revoked(c) != 1, "not revoked after the revoke");
   rc = crnet_comm_shrink(c, &s);
   FAIL_IF(rc != 0 || crnet_comm_size(s) != size || crnet_comm_rank(s) != rank,
           "shrink: %d", rc);
@@ -608,6 +610,8 @@ static int rank_off(int rank, int size, void *arg) {
               crnet_comm_agree(c, NULL) != CRNET_EINVAL ||
               crnet_comm_shrink(c, NULL) != CRNET_EINVAL ||
               crnet_comm_revoke(NULL) != CRNET_EINVAL ||
+              crnet_comm_is_revoked(NULL) != CRNET_EINVAL ||
+              crnet_comm_is_revoked(c) != 0 ||
               crnet_comm_lost(NULL, NULL, 0) != CRNET_EINVAL ||
               crnet_comm_lost(c, NULL, 1) != CRNET_EINVAL ||
               crnet_comm_ack_lost(NULL, NULL, 0) != CRNET_EINVAL ||

@@ -74,14 +74,21 @@ int main(int argc, char **argv) {
     }
     /* A failure: go on with the survivors. */
     MPI_Comm shrunk;
-    MPI_Group failed;
-    int nfailed = 0;
+    MPI_Group failed, known;
+    int nfailed = 0, nknown = 0, revoked = 0;
     MPIX_Comm_revoke(comm);
+    MPIX_Comm_is_revoked(comm, &revoked);
     MPIX_Comm_failure_ack(comm);
     MPIX_Comm_failure_get_acked(comm, &failed);
+    MPIX_Comm_get_failed(comm, &known);
     MPI_Group_size(failed, &nfailed);
+    MPI_Group_size(known, &nknown);
     if (failed != MPI_GROUP_EMPTY)
       MPI_Group_free(&failed);
+    if (known != MPI_GROUP_EMPTY)
+      MPI_Group_free(&known);
+    if (!revoked || nknown < nfailed)
+      unexpected++;
     if (MPIX_Comm_shrink(comm, &shrunk) != MPI_SUCCESS) {
       fprintf(stderr, "rank %d: MPIX_Comm_shrink failed\n", world_rank);
       MPI_Abort(MPI_COMM_WORLD, 1);

@@ -30,6 +30,10 @@ CRNET_MPI_EXTERN int MPIX_Comm_shrink(MPI_Comm comm, MPI_Comm *newcomm);
  * survivor; MPIX_ERR_PROC_FAILED on every survivor if a rank was lost that
  * not every survivor had acknowledged (*flag is the agreed value still). */
 CRNET_MPI_EXTERN int MPIX_Comm_agree(MPI_Comm comm, int *flag);
+/* *flag = 1 if comm has been revoked (as far as this process has heard). */
+CRNET_MPI_EXTERN int MPIX_Comm_is_revoked(MPI_Comm comm, int *flag);
+/* The group of the ranks of comm known lost now (ULFM's newer name). */
+CRNET_MPI_EXTERN int MPIX_Comm_get_failed(MPI_Comm comm, MPI_Group *failedgrp);
 /* Acknowledges the ranks of comm known lost now; MPIX_Comm_agree no longer
  * fails because of them. */
 CRNET_MPI_EXTERN int MPIX_Comm_failure_ack(MPI_Comm comm);

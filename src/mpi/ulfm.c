@@ -64,22 +64,60 @@ int MPIX_Comm_failure_ack(MPI_Comm comm) {
   return MPI_SUCCESS;
 }
 
-int MPIX_Comm_failure_get_acked(MPI_Comm comm, MPI_Group *failedgrp) {
+int MPIX_Comm_is_revoked(MPI_Comm comm, int *flag) {
+  int rc = crnet_mpi_check_comm(&comm, "MPIX_Comm_is_revoked");
+  if (rc != MPI_SUCCESS)
+    return rc;
+  if (flag == NULL)
+    return crnet_mpi_fail(comm, "MPIX_Comm_is_revoked", MPI_ERR_ARG,
+                          "flag is NULL");
+  *flag = crnet_comm_is_revoked(comm->c) == 1;
+  return MPI_SUCCESS;
+}
+
+/* The group of comm's ranks in ranks[0..n-1]: MPI_GROUP_EMPTY for none. */
+static int group_of_ranks(MPI_Comm comm, const int *ranks, int n,
+                          MPI_Group *out) {
   MPI_Group all;
+  int rc;
+  if (n == 0) {
+    *out = MPI_GROUP_EMPTY;
+    return MPI_SUCCESS;
+  }
+  rc = MPI_Comm_group(comm, &all);
+  if (rc != MPI_SUCCESS)
+    return rc;
+  rc = MPI_Group_incl(all, n, ranks, out);
+  MPI_Group_free(&all);
+  return rc;
+}
+
+int MPIX_Comm_get_failed(MPI_Comm comm, MPI_Group *failedgrp) {
+  int rc = crnet_mpi_check_comm(&comm, "MPIX_Comm_get_failed"), n, size;
+  int *ranks;
+  if (rc != MPI_SUCCESS)
+    return rc;
+  if (failedgrp == NULL)
+    return crnet_mpi_fail(comm, "MPIX_Comm_get_failed", MPI_ERR_ARG,
+                          "failedgrp is NULL");
+  size = crnet_comm_size(comm->c);
+  ranks = malloc(sizeof *ranks * (size_t)(size > 0 ? size : 1));
+  if (ranks == NULL)
+    return crnet_mpi_fail(comm, "MPIX_Comm_get_failed", MPI_ERR_NO_MEM,
+                          "out of memory");
+  n = crnet_comm_lost(comm->c, ranks, size);
+  rc = n < 0 ? crnet_mpi_from_crnet(comm, "MPIX_Comm_get_failed", n)
+             : group_of_ranks(comm, ranks, n, failedgrp);
+  free(ranks);
+  return rc;
+}
+
+int MPIX_Comm_failure_get_acked(MPI_Comm comm, MPI_Group *failedgrp) {
   int rc = crnet_mpi_check_comm(&comm, "MPIX_Comm_failure_get_acked");
   if (rc != MPI_SUCCESS)
     return rc;
   if (failedgrp == NULL)
     return crnet_mpi_fail(comm, "MPIX_Comm_failure_get_acked", MPI_ERR_ARG,
                           "failedgrp is NULL");
-  if (comm->nacked == 0) {
-    *failedgrp = MPI_GROUP_EMPTY;
-    return MPI_SUCCESS;
-  }
-  rc = MPI_Comm_group(comm, &all);
-  if (rc != MPI_SUCCESS)
-    return rc;
-  rc = MPI_Group_incl(all, comm->nacked, comm->acked, failedgrp);
-  MPI_Group_free(&all);
-  return rc;
+  return group_of_ranks(comm, comm->acked, comm->nacked, failedgrp);
 }

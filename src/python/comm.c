@@ -560,6 +560,11 @@ static PyObject *comm_get_abort_code(pycr_comm *self,
                                             : 0);
 }
 
+static PyObject *comm_get_revoked(pycr_comm *self, void *Py_UNUSED(closure)) {
+  return PyBool_FromLong(self->comm != NULL &&
+                         crnet_comm_is_revoked(self->comm) == 1);
+}
+
 static PyObject *comm_repr(pycr_comm *self) {
   return PyUnicode_FromFormat("<crnet.Comm %s rank %d of %d%s>",
                               self->is_world ? "world" : "derived", self->rank,
@@ -695,6 +700,8 @@ static PyGetSetDef comm_getset[] = {
      NULL},
     {"abort_code", (getter)comm_get_abort_code, NULL,
      "The code a rank gave to abort(), or 0.", NULL},
+    {"revoked", (getter)comm_get_revoked, NULL,
+     "Whether this process has heard of a revoke() of the comm.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

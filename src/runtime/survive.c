@@ -553,6 +553,16 @@ int crnet_comm_agree(crnet_comm *c, int *flag) {
   return rc;
 }
 
+int crnet_comm_is_revoked(const crnet_comm *c) {
+  int revoked;
+  if (c == NULL)
+    return CRNET_EINVAL;
+  pthread_mutex_lock(&c->w->mu);
+  revoked = c->err == CRNET_EREVOKED;
+  pthread_mutex_unlock(&c->w->mu);
+  return revoked;
+}
+
 int crnet_comm_lost(const crnet_comm *c, int *ranks, int max) {
   int n = 0;
   if (c == NULL || max < 0 || (ranks == NULL && max > 0))

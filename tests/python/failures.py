@@ -241,6 +241,7 @@ def survive(comm):
     e = until_error(comm)
     write(first=type(e).__name__, first_errmsg=str(e))
     comm.revoke()
+    write(revoked=comm.revoked)
     try:
         comm.barrier()
         write(after_revoke="no error")

@@ -117,8 +117,9 @@ def main():
             expect(s.get("first") in ("PeerLost", "Revoked"),
                    "rank %d: the call in flight raised PeerLost or Revoked (%s: %s)"
                    % (r, s.get("first"), s.get("first_errmsg")))
-            expect(s.get("after_revoke") == "Revoked", "rank %d: Revoked after revoke() (%s)"
-                   % (r, s.get("after_revoke")))
+            expect(s.get("after_revoke") == "Revoked" and s.get("revoked") is True,
+                   "rank %d: Revoked after revoke() (%s), .revoked %s"
+                   % (r, s.get("after_revoke"), s.get("revoked")))
             expect(s.get("agree_unacked") == "PeerLost" and s.get("agree_unacked_flag") is True,
                    "rank %d: agree before ack_lost raised PeerLost, flag True (%s, %s)"
                    % (r, s.get("agree_unacked"), s.get("agree_unacked_flag")))

@@ -19,6 +19,9 @@
  *     if that rank took over before it read it, decided anew), the
  *     coordinator before telling anyone (decided anew without it), a voter
  *     once its vote is out (counted or lost); the same on every survivor;
+ *   - death_in_a_shrink: the coordinator dies inside a shrink, having told
+ *     one rank; the survivors end with a comm of all the others, at once
+ *     or after a second shrink;
  *   - requests_and_messages: requests in flight when a rank dies (a receive
  *     from any source, a nonblocking allreduce) end with CRNET_EPEER or,
  *     after a survivor's revoke, CRNET_EREVOKED; messages go on in a comm
@@ -361,6 +364,60 @@ START_TEST(agreement_with_deaths) {
 }
 END_TEST
 
+/* --- death_in_a_shrink ------------------------------------------------- */
+
+/* Rank 0, the coordinator, dies in the first agreement of a shrink after
+ * telling one rank (crnet__agree_die_at): the survivors' shrink returns a
+ * comm, the same on all; if the decision had rank 0 still alive, the new
+ * comm reports its loss, and a second shrink leaves it out. */
+static int rank_shrink_death(int rank, int size, void *arg) {
+  crnet_comm *c, *s, *s2;
+  int v = 1, sum = 0, rc;
+  (void)arg;
+  FAIL_IF(init_survive(&c) != 0, "init: %s", crnet_init_errmsg());
+  rc = crnet_allreduce(c, &v, &sum, 1, CRNET_INT32, CRNET_SUM);
+  FAIL_IF(rc != 0 || sum != size, "first allreduce: %d", rc);
+  if (rank != 0)
+    report_raise(rank);
+  else if (others_past(rank, size))
+    crnet__agree_die_at(1, 1); /* the shrink's first agreement */
+  else
+    return EXIT_FAIL;
+  rc = crnet_comm_shrink(c, &s);
+  FAIL_IF(rc != 0, "shrink: %d (%s)", rc, crnet_comm_errmsg(c));
+  rc = crnet_allreduce(s, &v, &sum, 1, CRNET_INT32, CRNET_SUM);
+  if (rc != 0) {
+    /* Rank 0 was a member of what was decided: lost on the new comm
+     * (or revoked there by a survivor that saw it first). */
+    FAIL_IF((rc != CRNET_EPEER && rc != CRNET_EREVOKED) ||
+                crnet_comm_size(s) != size,
+            "allreduce on the first shrunk comm: %d, size %d", rc,
+            crnet_comm_size(s));
+    crnet_comm_revoke(s);
+    crnet_comm_ack_lost(s, NULL, 0);
+    rc = crnet_comm_shrink(s, &s2);
+    FAIL_IF(rc != 0, "second shrink: %d", rc);
+    crnet_comm_destroy(s);
+    s = s2;
+    rc = crnet_allreduce(s, &v, &sum, 1, CRNET_INT32, CRNET_SUM);
+  }
+  FAIL_IF(rc != 0 || crnet_comm_size(s) != size - 1 || sum != size - 1,
+          "allreduce on the survivors' comm: %d, size %d, sum %d", rc,
+          crnet_comm_size(s), sum);
+  crnet_comm_destroy(s);
+  crnet_comm_destroy(c);
+  return EXIT_OK;
+}
+
+START_TEST(death_in_a_shrink) {
+  job j;
+  reports_map();
+  job_init(&j, 4, 20);
+  run_job(&j, rank_shrink_death, NULL, 60);
+  expect_victim_killed(&j, 0);
+}
+END_TEST
+
 /* --- requests_and_messages ---------------------------------------------- */
 
 static int rank_requests(int rank, int size, void *arg) {
@@ -639,6 +696,7 @@ static Suite *survive_suite(void) {
   tcase_add_test(tc, revoke_ends_calls_on_every_member);
   tcase_add_test(tc, revoke_from_another_thread);
   tcase_add_test(tc, requests_and_messages);
+  tcase_add_test(tc, death_in_a_shrink);
   tcase_add_test(tc, kill_in_each_collective);
   tcase_add_test(tc, agreement_with_deaths);
   tcase_add_test(tc, lost_rank_shrink);

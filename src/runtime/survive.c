@@ -22,7 +22,16 @@
  * The new coordinator waits for a vote from every rank it does not know
  * lost, so it hears from every live rank that holds a decision before it
  * would decide anew; it decides anew only if no live rank holds one, and
- * then no rank that returns can have seen another. Knowledge of losses
+ * then no rank that returns can have seen another. Two rules keep that
+ * true: a rank takes a DECIDE only from a coordinator it does not know
+ * lost (once it knows, it has voted to the next one, which may decide
+ * anew), and a decided vote is adopted only by a coordinator (a rank that
+ * only votes may have voted to the next coordinator already). Votes that
+ * came before a rank took its decision are answered with it.
+ *
+ * Whether some survivor had not acknowledged a lost rank is the decision's
+ * too (each vote marks the lost ranks its rank acknowledged), so that
+ * crnet_comm_agree returns the same on every survivor. Knowledge of losses
  * spreads (fail.c: every rank that learns of a loss relays it with an
  * ABORT frame on the comms that have the lost rank), so the ranks' views
  * of who coordinates meet.

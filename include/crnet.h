@@ -382,6 +382,24 @@ CRNET_EXTERN int crnet_comm_agree(crnet_comm *comm, int *flag);
  * CRNET_EINVAL, CRNET_ENOMEM (no context id free on every survivor). */
 CRNET_EXTERN int crnet_comm_shrink(crnet_comm *comm, crnet_comm **newcomm);
 
+/* Growing back (crlaunch --restart N: docs/RELIABILITY.md). A lost rank is
+ * started again; its crnet_comm_init joins the running job, links to every
+ * survivor and waits (up to CRNET_INIT_TIMEOUT) until a grow admits it, and
+ * returns the comm it was admitted to. crnet_comm_grow makes that comm: as
+ * crnet_comm_shrink, a new comm of comm's survivors in their order, and
+ * after them every restarted rank that has linked to each survivor and
+ * joined no comm yet, in the order they joined the job. Works on a failed
+ * or revoked comm; collective over the survivors (the newcomers take part
+ * from inside their crnet_comm_init); blocking. With no newcomer waiting it
+ * makes what crnet_comm_shrink would. Grow one comm at a time: a newcomer
+ * joins the first comm admitting it. 0, CRNET_EINVAL, CRNET_ENOMEM. */
+CRNET_EXTERN int crnet_comm_grow(crnet_comm *comm, crnet_comm **newcomm);
+
+/* 1 if comm is the comm crnet_comm_init returned to a restarted rank (it
+ * joined a running job: the survivors may hold state it needs), else 0;
+ * CRNET_EINVAL for NULL. Local: no message. */
+CRNET_EXTERN int crnet_comm_joined(const crnet_comm *comm);
+
 /* The sticky error's explanation; without one, the reason the calling
  * thread's last call on this comm returned CRNET_EINVAL or
  * CRNET_EUNSUPPORTED, if it gave one ("" otherwise). Valid until the

@@ -17,27 +17,8 @@ set -euo pipefail
 crlaunch=$1
 survive=$2
 ulfm=$3
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-failures=0
-
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
-
-# run NAME EXPECTED_STATUS crlaunch-arguments...: the job's output in
-# $tmp/out and $tmp/err.
-run() {
-  local name=$1 want=$2 rc=0
-  shift 2
-  timeout 120 "$crlaunch" --timeout 90 "$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
-  if [ "$rc" != "$want" ]; then
-    fail "$name: exit status $rc, wanted $want"
-    sed 's/^/  | /' "$tmp/out" "$tmp/err" | tail -n 15
-    return 1
-  fi
-}
+# shellcheck source=tests/crlaunch_jobs.sh
+. "$(dirname "$0")/crlaunch_jobs.sh"
 
 # The loss, named once by crlaunch, and the survivors' answer.
 expect_survived() {
@@ -99,8 +80,4 @@ run "both settings" 2 --keep-going -x CRNET_ON_FAILURE=stop -n 2 true || true
 grep -q "give --keep-going or -x CRNET_ON_FAILURE, not both" "$tmp/err" ||
   fail "both settings: $(cat "$tmp/err")"
 
-if [ "$failures" -ne 0 ]; then
-  echo "$failures failure(s)"
-  exit 1
-fi
-echo "survive jobs: all passed"
+finish "survive jobs"

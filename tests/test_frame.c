@@ -33,6 +33,10 @@ static const uint8_t all_kinds[] = {
     CRNET__FRAME_DECIDE,
     CRNET__FRAME_SHM_SWITCH,
     CRNET__FRAME_SHM_DECLINE,
+    CRNET__FRAME_ADMIT,
+    CRNET__FRAME_JOINER,
+    CRNET__FRAME_RENDEZVOUS_JOIN,
+    CRNET__FRAME_RENDEZVOUS_JOINED,
 };
 #define NKINDS (sizeof all_kinds / sizeof all_kinds[0])
 
@@ -297,7 +301,8 @@ START_TEST(test_call_rules) {
         int has_ctx = data || kind == CRNET__FRAME_ABORT ||
                       kind == CRNET__FRAME_MSG || kind == CRNET__FRAME_RTS ||
                       kind == CRNET__FRAME_CTS || kind == CRNET__FRAME_RDATA ||
-                      kind == CRNET__FRAME_AGREE || kind == CRNET__FRAME_DECIDE;
+                      kind == CRNET__FRAME_AGREE ||
+                      kind == CRNET__FRAME_DECIDE || kind == CRNET__FRAME_ADMIT;
         int ok = (data && off < 51 &&
                   (off != 48 || v < CRNET_DATATYPE_COUNT) &&
                   (off != 50 || v == CRNET__CALL_EXCLUSIVE)) ||

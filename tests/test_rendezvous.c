@@ -92,6 +92,17 @@ START_TEST(test_table_round_trip) {
     ck_assert_uint_eq(got_o.tcp, 1);
     ck_assert(got_t.base[CRNET__TUNING_ALPHA] == 7e-6);
     ck_assert_str_eq(got_t.source, "rank 0");
+    for (int r = 0; r < p; r++)
+      ck_assert(!entries[r].gone);
+    /* A rank marked gone (rendezvous.h: the tables restarted ranks get)
+     * keeps its address, marked. */
+    table[CRNET__RENDEZVOUS_TABLE_HEAD + 1] = 1;
+    ck_assert_int_eq(crnet__rendezvous_table_decode(table, len, p, "rank 0",
+                                                    entries, &got_t, &got_o,
+                                                    &why),
+                     0);
+    ck_assert(entries[0].gone);
+    ck_assert_uint_eq(entries[0].port, entry_of(0).port);
     for (int r = 0; r < p; r++) {
       crnet__rendezvous_entry e = entry_of(r);
       ck_assert_uint_eq(entries[r].family, e.family);
@@ -162,10 +173,12 @@ static void entry_port_zero(uint8_t *tb, size_t *len, int *p) {
   (void)p;
   crnet__put_le16(tb + CRNET__RENDEZVOUS_TABLE_HEAD + 2, 0);
 }
+/* The byte after the family: 1 marks a rank gone (a table for a
+ * restarted rank), anything above is not an entry. */
 static void entry_reserved_set(uint8_t *tb, size_t *len, int *p) {
   (void)len;
   (void)p;
-  tb[CRNET__RENDEZVOUS_TABLE_HEAD + CRNET__RENDEZVOUS_ENTRY_SIZE + 1] = 1;
+  tb[CRNET__RENDEZVOUS_TABLE_HEAD + CRNET__RENDEZVOUS_ENTRY_SIZE + 1] = 2;
 }
 static void no_streams(uint8_t *tb, size_t *len, int *p) {
   (void)len;

@@ -36,16 +36,26 @@
  *     has not called yet: the allreduce returns CRNET_EREVOKED at once, and
  *     the other rank's later call too (suite threads: under TSan);
  *   - off_by_default: without the setting agree and shrink refuse, saying
- *     why.
+ *     why;
+ *   - restarted_rank_joins: with the rendezvous served as crlaunch
+ *     --restart serves it (joins allowed, one restart), a restarted rank
+ *     that comes before the job started is refused, saying why; the last
+ *     rank dies, the survivors grow until a restarted process of it (told
+ *     nothing of the loss: it finds the dead rank's address refused) is
+ *     admitted as the comm's last rank, whose job rank is the first
+ *     restart slot, and an allreduce over all is right; a second restart,
+ *     beyond the one allowed, is refused, saying why.
  * CRNET_TRANSPORT (the test's environment) picks shared memory or TCP.
  */
 #include <check.h>
 #include <pthread.h>
-#include <stdint.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "check_main.h"
@@ -680,6 +690,176 @@ static int rank_off(int rank, int size, void *arg) {
   return EXIT_OK;
 }
 
+/* --- restarted_rank_joins ------------------------------------------------- */
+
+#define GROW_TRIES 1000
+
+static void on_joins_done(crnet__rendezvous_server *srv, int status,
+                          const int *missing, int nmissing, void *arg) {
+  (void)srv;
+  (void)missing;
+  (void)nmissing;
+  (void)arg;
+  (void)status; /* the server stays open for joins */
+}
+
+/* Serves job j's rendezvous in a child, as crlaunch --restart does: it
+ * stays open after the table, for `restarts` joins, until killed. */
+static pid_t serve_joins(const job *j, int restarts) {
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {
+    uint8_t key[CRNET__KEY_BYTES];
+    crnet__rendezvous_server *srv;
+    uv_loop_t loop;
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (crnet__key_parse_hex(j->key, key) != 0 || uv_loop_init(&loop) != 0 ||
+        crnet__rendezvous_server_start(&srv, &loop, key, j->size, NULL, j->port,
+                                       j->init_timeout, 10, on_joins_done,
+                                       NULL) != 0 ||
+        crnet__rendezvous_server_allow_joins(srv, restarts) != 0)
+      _exit(2);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    _exit(0);
+  }
+  return pid;
+}
+
+/* A restarted process of job index `index`, the job's restart `k`, in
+ * j->pids[slot]. */
+static void start_restarted(job *j, int slot, int index, int k, rank_fn fn) {
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {
+    char v[16];
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    rank_env(j, index, NULL);
+    snprintf(v, sizeof v, "%d", k);
+    setenv("CRNET_RESTARTED", v, 1);
+    _exit(fn(index, j->size, NULL));
+  }
+  j->pids[slot] = pid;
+}
+
+/* A restarted process the rendezvous must refuse, saying `want`. */
+static int refused(int rank, const char *want) {
+  crnet_comm *c;
+  int rc = init_survive(&c);
+  FAIL_IF(rc == 0, "a restarted process was let in");
+  FAIL_IF(strstr(crnet_init_errmsg(), want) == NULL, "init: %s",
+          crnet_init_errmsg());
+  return EXIT_OK;
+}
+
+static int rank_too_early(int rank, int size, void *arg) {
+  (void)size;
+  (void)arg;
+  return refused(rank, "a restarted rank came before every rank had started");
+}
+
+static int rank_one_too_many(int rank, int size, void *arg) {
+  (void)size;
+  (void)arg;
+  return refused(rank, "rank 2 restarted, but the job's 1 restart has been "
+                       "used");
+}
+
+/* The restarted process: crnet_comm_init returns the comm it was admitted
+ * to, as its last rank. */
+static int rank_newcomer(int rank, int size, void *arg) {
+  crnet_comm *c;
+  int v = 1, sum = 0, rc;
+  (void)arg;
+  FAIL_IF(init_survive(&c) != 0, "init: %s", crnet_init_errmsg());
+  FAIL_IF(crnet_comm_joined(c) != 1 || crnet_comm_rank(c) != size - 1 ||
+              crnet_comm_size(c) != size ||
+              crnet_comm_job_rank(c, size - 1) != size,
+          "admitted as rank %d of %d, job rank %d", crnet_comm_rank(c),
+          crnet_comm_size(c), crnet_comm_job_rank(c, crnet_comm_rank(c)));
+  rc = crnet_allreduce(c, &v, &sum, 1, CRNET_INT32, CRNET_SUM);
+  FAIL_IF(rc != 0 || sum != size, "allreduce: %d, sum %d", rc, sum);
+  rc = crnet_comm_destroy(c); /* the world with it: c is gone either way */
+  FAIL_IF(rc != 0, "destroy: %s", crnet_strerror(rc));
+  return EXIT_OK;
+}
+
+static int rank_regrow(int rank, int size, void *arg) {
+  crnet_comm *c, *g = NULL;
+  int v = 1, sum = 0, rc, tries = 0;
+  (void)arg;
+  FAIL_IF(init_survive(&c) != 0, "init: %s", crnet_init_errmsg());
+  FAIL_IF(crnet_comm_joined(c) != 0, "joined on an original rank");
+  rc = crnet_allreduce(c, &v, &sum, 1, CRNET_INT32, CRNET_SUM);
+  FAIL_IF(rc != 0 || sum != size, "first allreduce: %d", rc);
+  if (rank != size - 1)
+    report_raise(rank);
+  else if (others_past(rank, size))
+    kill(getpid(), SIGKILL);
+  else
+    return EXIT_FAIL;
+  rc = crnet_allreduce(c, &v, &sum, 1, CRNET_INT32, CRNET_SUM);
+  FAIL_IF(rc != CRNET_EPEER && rc != CRNET_EREVOKED, "allreduce: %d", rc);
+  crnet_comm_revoke(c);
+  crnet_comm_ack_lost(c, NULL, 0);
+  /* Grown until the restarted rank is in (every survivor sees the same
+   * sizes, so all stop alike). */
+  do {
+    crnet_comm *next;
+    rc = crnet_comm_grow(g != NULL ? g : c, &next);
+    FAIL_IF(rc != 0, "grow: %d (%s)", rc, crnet_comm_errmsg(c));
+    if (g != NULL)
+      crnet_comm_destroy(g);
+    g = next;
+    if (crnet_comm_size(g) < size)
+      usleep(10000);
+  } while (crnet_comm_size(g) < size && ++tries < GROW_TRIES);
+  FAIL_IF(crnet_comm_size(g) != size || crnet_comm_rank(g) != rank,
+          "grown to rank %d of %d after %d tries", crnet_comm_rank(g),
+          crnet_comm_size(g), tries);
+  FAIL_IF(crnet_comm_joined(g) != 0, "joined on a survivor");
+  rc = crnet_allreduce(g, &v, &sum, 1, CRNET_INT32, CRNET_SUM);
+  FAIL_IF(rc != 0 || sum != size, "allreduce on the grown comm: %d, sum %d", rc,
+          sum);
+  crnet_comm_destroy(g);
+  crnet_comm_destroy(c);
+  return EXIT_OK;
+}
+
+START_TEST(restarted_rank_joins) {
+  job j;
+  pid_t server;
+  int st;
+  reports_map();
+  job_init(&j, 3, 20);
+  j.external_rdv = true;
+  setenv("CRNET_RESTARTS", "1", 1);
+  server = serve_joins(&j, 1);
+  start_restarted(&j, 3, 2, 1, rank_too_early);
+  wait_ranks(&j, 3, 1, 30);
+  ck_assert_msg(exit_code(&j, 3) == EXIT_OK, "the early restart: %d",
+                exit_code(&j, 3));
+  for (int r = 0; r < 3; r++)
+    start_rank(&j, r, rank_regrow, NULL, NULL);
+  ck_assert_int_eq(waitpid(j.pids[2], &st, 0), j.pids[2]);
+  j.pids[2] = 0;
+  ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL,
+                "rank 2 was to die by SIGKILL (status 0x%x)", st);
+  start_restarted(&j, 4, 2, 1, rank_newcomer);
+  wait_ranks(&j, 0, 2, 60);
+  wait_ranks(&j, 4, 1, 60);
+  for (int r = 0; r < 5; r++)
+    ck_assert_msg(r == 2 || r == 3 || exit_code(&j, r) == EXIT_OK,
+                  "process %d exited %d", r, exit_code(&j, r));
+  start_restarted(&j, 5, 2, 2, rank_one_too_many);
+  wait_ranks(&j, 5, 1, 30);
+  ck_assert_msg(exit_code(&j, 5) == EXIT_OK, "the restart too many: %d",
+                exit_code(&j, 5));
+  kill(server, SIGKILL);
+  waitpid(server, &st, 0);
+  unsetenv("CRNET_RESTARTS");
+}
+END_TEST
+
 START_TEST(off_by_default) {
   job j;
   job_init(&j, 2, 20);
@@ -701,6 +881,7 @@ static Suite *survive_suite(void) {
   tcase_add_test(tc, agreement_with_deaths);
   tcase_add_test(tc, lost_rank_shrink);
   tcase_add_test(tc, coordinator_lost);
+  tcase_add_test(tc, restarted_rank_joins);
   suite_add_tcase(s, tc);
   return s;
 }

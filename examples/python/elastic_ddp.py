@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """DistributedDataParallel training that loses a rank and finishes on the
-survivors, without restarting a process (docs/TORCH.md, "Losing a rank"):
+survivors, without restarting a process, or grows back to full size with a
+restarted one (docs/TORCH.md, "Losing a rank"):
 
     crlaunch --keep-going -n 4 /usr/bin/python3 examples/python/elastic_ddp.py
+    crlaunch --restart 1 -n 4 /usr/bin/python3 examples/python/elastic_ddp.py --grow
 
 At --lose-step (default 50) the last rank kills itself with SIGKILL, as a
 preempted VM would vanish. The survivors' step fails; after every step's
@@ -10,7 +12,11 @@ backward pass the ranks agree (crnet_torch.agree) whether it succeeded
 everywhere, and take the optimizer step only then; otherwise they rebuild
 the default process group from the survivors
 (crnet_torch.shrink_default_group), wrap the model in DDP again and redo
-the step.
+the step. With --grow they grow it back instead
+(crnet_torch.grow_default_group), waiting until crlaunch --restart's new
+process of the lost rank has joined (crnet_torch.join_default_group in
+it); rank 0 sends it the step, and DDP's own start sends it the
+parameters, so it trains on from where the survivors are.
 
 Each step trains on one global batch of --global-batch samples, dealt out
 evenly over the ranks alive, so the averaged gradient is the whole batch's
@@ -57,17 +63,29 @@ def main():
     ap.add_argument("--features", type=int, default=16)
     ap.add_argument("--classes", type=int, default=4)
     ap.add_argument("--check", action="store_true")
+    ap.add_argument("--grow", action="store_true",
+                    help="grow back with the ranks crlaunch --restart starts")
     a = ap.parse_args()
 
-    dist.init_process_group("crnet")
-    rank, size = dist.get_rank(), dist.get_world_size()
-    lost = size - 1
     model = make_model(a.features, a.classes)
+    state = torch.zeros(3, dtype=torch.int64)  # step, redone, size
+    if crnet_torch.restarted():
+        # In place of a lost rank: the survivors' state, then DDP (whose
+        # start sends rank 0's parameters).
+        rank, size = crnet_torch.join_default_group()
+        dist.broadcast(state, 0)
+        step, redone, size = (int(v) for v in state)
+        print("rank %d restarted: joins at step %d" % (rank, step), file=sys.stderr)
+    else:
+        dist.init_process_group("crnet")
+        rank, size = dist.get_rank(), dist.get_world_size()
+        step, redone = 0, 0
+    lost = size - 1
     ddp = DDP(model)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    step, redone = 0, 0
     while step < a.steps:
-        if step == a.lose_step and rank == lost and size == dist.get_world_size():
+        if step == a.lose_step and rank == lost and size == dist.get_world_size() \
+                and not crnet_torch.restarted():
             os.kill(os.getpid(), signal.SIGKILL)
         r, p = dist.get_rank(), dist.get_world_size()
         x, y = global_batch(step, a.global_batch, a.features, a.classes)
@@ -87,10 +105,17 @@ def main():
             opt.step()
             step += 1
             continue
-        # A rank was lost: go on with the survivors, redo the step.
-        r, p = crnet_torch.shrink_default_group()
-        ddp = DDP(model)
+        # A rank was lost: go on with the survivors (and, with --grow, the
+        # restarted ranks), redo the step.
         redone += 1
+        if a.grow:
+            r, p, admitted = crnet_torch.grow_default_group(size=size)
+            if admitted > 0:
+                state[:] = torch.tensor([step, redone, size])
+                dist.broadcast(state, 0)
+        else:
+            r, p = crnet_torch.shrink_default_group()
+        ddp = DDP(model)
         if r == 0:
             print("step %d: going on with %d ranks" % (step, p), file=sys.stderr)
 

@@ -241,7 +241,7 @@ int crnet__launch_build_env(struct job *job, const char *rendezvous) {
   int n = 0;
   while (environ[n] != NULL)
     n++;
-  job->env = calloc((size_t)(n + job->nxvars + 10), sizeof *job->env);
+  job->env = calloc((size_t)(n + job->nxvars + 12), sizeof *job->env);
   if (job->env == NULL)
     goto nomem;
   int k = 0;
@@ -684,6 +684,13 @@ void crnet__launch_on_rdv_done(crnet__rendezvous_server *srv, int status,
   struct job *job = arg;
   if (job->rdv != srv)
     return;
+  if (status == 0 && job->restarts > 0) {
+    /* --restart: a rank started again reads the key file and joins
+     * through this server (rendezvous.h), so both stay until the end. */
+    crnet__debug("every rank reached the rendezvous; it stays open for "
+                 "restarted ranks");
+    return;
+  }
   if (status == 0) {
     crnet__debug("every rank reached the rendezvous");
     /* Each rank has read the key file to get this far; the fewer moments
@@ -888,6 +895,37 @@ static int keep_going_status(const struct job *job) {
   return 128 + job->first_signal;
 }
 
+/* --restart: the lost rank r is started again, as a process of its own
+ * (an entry after the others), with CRNET_RESTARTED=k for the job's k-th
+ * restart; its crnet_comm_init joins the job (runtime/join.c). The
+ * rendezvous marks r's old process gone first, so that the newcomer does
+ * not try to reach it. */
+static void restart_rank(struct job *job, struct rank *r) {
+  struct rank *n = &job->ranks[job->nprocs];
+  int k = job->restarts - job->restarts_left + 1;
+  char var[32];
+  int rc;
+  crnet__rendezvous_server_lost(job->rdv, r->index, (uint32_t)r->pid);
+  if (job->rdv == NULL)
+    return; /* the server has gone: nobody could join */
+  memset(n, 0, sizeof *n);
+  n->job = job;
+  n->index = r->index;
+  n->count = 1;
+  n->local = r->local;
+  n->blamed = -1;
+  job->nprocs++;
+  job->restarts_left--;
+  snprintf(var, sizeof var, "CRNET_RESTARTED=%d", k);
+  rc = crnet__launch_spawn_rank_as(job, n, job->opt->argv, var);
+  if (rc != 0) {
+    crnet__log("cannot start rank %d again: %s", r->index, uv_strerror(rc));
+    return;
+  }
+  crnet__log("rank %d started again (pid %d; restart %d of %d)", r->index,
+             n->pid, k, job->restarts);
+}
+
 static void on_rank_exit(uv_process_t *proc, int64_t status, int term_signal) {
   struct rank *r = proc->data;
   struct job *job = r->job;
@@ -913,6 +951,8 @@ static void on_rank_exit(uv_process_t *proc, int64_t status, int term_signal) {
   if ((status != 0 || term_signal != 0) && job->keep_going &&
       job->stop == RUNNING && !job->aborted) {
     keep_going_lost(job, r, status, term_signal);
+    if (job->restarts_left > 0 && r->host == NULL && job->agent == NULL)
+      restart_rank(job, r);
   } else if (status != 0 || term_signal != 0) {
     r->failed = 1;
     if (job->stop == RUNNING && !job->judging) {
@@ -1081,6 +1121,7 @@ int crnet__launch_spawn_proc(struct job *job, struct rank *r, char **args,
   if (rc != 0)
     goto out;
   char rep_var[64];
+  int fd_slot = 0;
   struct stat st;
   if (!detached && env != NULL) {
     if (fstat(rep[1], &st) != 0) {
@@ -1089,7 +1130,11 @@ int crnet__launch_spawn_proc(struct job *job, struct rank *r, char **args,
     }
     snprintf(rep_var, sizeof rep_var, "CRNET_LAUNCHER_FD=%d:%llu", REPORT_FD,
              (unsigned long long)st.st_ino);
-    env[job->rank_slot + 1] = rep_var;
+    /* After CRNET_RANK and what else the rank was given (spawn_rank_as). */
+    fd_slot = job->rank_slot + 1;
+    while (env[fd_slot] != NULL)
+      fd_slot++;
+    env[fd_slot] = rep_var;
   }
 
   /* Pipes of our own rather than UV_CREATE_PIPE, which gives the ranks a
@@ -1119,8 +1164,8 @@ int crnet__launch_spawn_proc(struct job *job, struct rank *r, char **args,
   po.flags = detached ? UV_PROCESS_DETACHED : 0;
   r->proc.data = r;
   rc = uv_spawn(&job->loop, &r->proc, &po);
-  if (!detached && env != NULL)
-    env[job->rank_slot + 1] = NULL;
+  if (!detached && env != NULL && fd_slot > 0)
+    env[fd_slot] = NULL;
   if (rc != 0) {
     /* The handle is registered with the loop even when spawning fails. */
     uv_close((uv_handle_t *)&r->proc, NULL);
@@ -1172,6 +1217,12 @@ out:
 
 /* One rank on this host. Rank 0 of a job started here shares our stdin. */
 int crnet__launch_spawn_rank(struct job *job, struct rank *r, char **argv) {
+  return crnet__launch_spawn_rank_as(job, r, argv, NULL);
+}
+
+/* The same with one more variable (NULL: none) in its environment. */
+int crnet__launch_spawn_rank_as(struct job *job, struct rank *r, char **argv,
+                                const char *extra) {
   char rank_var[32];
   char prefix[24] = "";
   snprintf(rank_var, sizeof rank_var, "CRNET_RANK=%d", r->index);
@@ -1179,7 +1230,10 @@ int crnet__launch_spawn_rank(struct job *job, struct rank *r, char **argv) {
       (job->agent != NULL && job->agent->tag_output))
     snprintf(prefix, sizeof prefix, "[%d] ", r->index);
   job->env[job->rank_slot] = rank_var;
-  int in = r->index == 0 && job->agent == NULL ? STDIN_FILENO : -1;
+  job->env[job->rank_slot + 1] = (char *)(uintptr_t)extra;
+  /* A restarted rank 0 does not take stdin over. */
+  int in =
+      r->index == 0 && job->agent == NULL && extra == NULL ? STDIN_FILENO : -1;
   /* The child inherits this thread's CPUs: set for the spawn, then back. */
   cpu_set_t saved;
   char cpus[256];
@@ -1201,6 +1255,7 @@ int crnet__launch_spawn_rank(struct job *job, struct rank *r, char **argv) {
                  r->pid);
   }
   job->env[job->rank_slot] = NULL;
+  job->env[job->rank_slot + 1] = NULL;
   return rc;
 }
 
@@ -1229,6 +1284,11 @@ static void job_start(struct job *job) {
     rc = crnet__launch_write_key_file(job, key);
   if (rc == 0 && (port = crnet__launch_serve_rendezvous(job, key, bind)) < 0)
     rc = -1;
+  if (rc == 0 && job->restarts > 0 &&
+      crnet__rendezvous_server_allow_joins(job->rdv, job->restarts) != 0) {
+    crnet__log("out of memory");
+    rc = -1;
+  }
   if (rc == 0) {
     crnet__launch_format_rendezvous(rdv, sizeof rdv, src[0], port);
     rc = crnet__launch_build_env(job, rdv);
@@ -1292,7 +1352,9 @@ static struct rank *make_procs(struct job *job) {
     for (int h = 0; h < opt->hosts.n; h++)
       n += opt->hosts.hosts[h].local ? opt->hosts.hosts[h].count
                                      : opt->hosts.hosts[h].count > 0;
-  struct rank *ranks = calloc((size_t)(n > 0 ? n : 1), sizeof *ranks);
+  /* Room for the ranks --restart starts again (restart_rank). */
+  struct rank *ranks =
+      calloc((size_t)(n > 0 ? n : 1) + (size_t)job->restarts, sizeof *ranks);
   if (ranks == NULL)
     return NULL;
   job->nprocs = n;
@@ -1356,6 +1418,8 @@ int crnet__launch_job_run(const struct options *opt,
   for (int i = 0; i < job->nxvars; i++)
     if (strcmp(job->xvars[i], "CRNET_ON_FAILURE=continue") == 0)
       job->keep_going = 1;
+  if (job->agent == NULL)
+    job->restarts = job->restarts_left = opt->restarts;
   ranks = make_procs(job);
   if (ranks == NULL) {
     crnet__log("out of memory");

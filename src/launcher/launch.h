@@ -31,6 +31,7 @@
 #define FAILURE_GRACE_MS 1000 /* for the others to print why they fail
                                  (--grace may say) */
 #define MAX_GRACE_S 3600
+#define MAX_RESTARTS 4096     /* CRNET_RESTARTS's bound (settings.c) */
 #define KILL_GRACE_MS 2000    /* between SIGTERM and SIGKILL */
 #define SIGNAL_GRACE_MS 10000 /* between a passed-on signal and SIGKILL */
 #define DRAIN_MS 1000         /* after the last exit, for pipes to reach EOF */
@@ -64,6 +65,8 @@ struct options {
   int agent;                   /* --agent: started by crlaunch over SSH */
   int encrypt;                 /* --encrypt */
   int keep_going;              /* --keep-going */
+  int restarts;                /* --restart N */
+  char restarts_var[32];       /* CRNET_RESTARTS=N for the ranks */
   const char *coll_timeout;    /* --coll-timeout */
   int stats;                   /* --stats: CRNET_STATS=1, print the table */
   int settings;                /* --settings: print them, start nothing */
@@ -160,6 +163,11 @@ struct job {
   int first_status; /* keep_going: the first non-zero exit status, or 0 */
   int first_signal; /* keep_going: the first signal a rank died of, or 0 */
   int nended_well;  /* keep_going: ranks that exited 0 */
+  /* --restart N: ranks lost here are started again while restarts_left
+   * > 0; ranks has room for nprocs + restarts entries (a restarted
+   * process gets an entry of its own: the lost one's output may still be
+   * draining). */
+  int restarts, restarts_left;
   const char *init_timeout_str;
   crnet__agent_config *agent; /* agent mode: what crlaunch sent */
   uv_pipe_t ctl_in;           /* agent mode: commands from crlaunch */
@@ -327,6 +335,8 @@ int crnet__launch_spawn_proc(struct job *job, struct rank *r, char **args,
 
 /* One rank on this host. 0 or a libuv error code. */
 int crnet__launch_spawn_rank(struct job *job, struct rank *r, char **argv);
+int crnet__launch_spawn_rank_as(struct job *job, struct rank *r, char **argv,
+                                const char *extra);
 
 /* Runs a job, or an agent's share of one (agent not NULL), to its end.
  * Returns the exit status. */

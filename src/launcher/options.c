@@ -51,6 +51,10 @@ static void usage(FILE *f) {
           "  --keep-going    a rank that fails does not stop the others: it\n"
           "                  is reported, and the survivors go on\n"
           "                  (CRNET_ON_FAILURE=continue; see crlaunch(1))\n"
+          "  --restart N     with --keep-going (implied): start a lost rank\n"
+          "                  again, up to N times in the job; it joins when\n"
+          "                  the survivors call crnet_comm_grow\n"
+          "                  (CRNET_RESTARTS=N; see crlaunch(1))\n"
           "  --grace SEC     after a rank fails, give the others SEC seconds\n"
           "                  to notice and exit before stopping them\n"
           "                  (default 1)\n"
@@ -148,6 +152,7 @@ int crnet__launch_parse_options(struct options *opt, int argc, char **argv) {
     OPT_REPORT_BINDINGS,
     OPT_GRACE,
     OPT_KEEP_GOING,
+    OPT_RESTART,
     OPT_AGENT,
     OPT_SETTINGS
   };
@@ -166,6 +171,7 @@ int crnet__launch_parse_options(struct options *opt, int argc, char **argv) {
       {"report-bindings", no_argument, NULL, OPT_REPORT_BINDINGS},
       {"grace", required_argument, NULL, OPT_GRACE},
       {"keep-going", no_argument, NULL, OPT_KEEP_GOING},
+      {"restart", required_argument, NULL, OPT_RESTART},
       {"agent", no_argument, NULL, OPT_AGENT},
       {"settings", no_argument, NULL, OPT_SETTINGS},
       {"help", no_argument, NULL, 'h'},
@@ -270,6 +276,16 @@ int crnet__launch_parse_options(struct options *opt, int argc, char **argv) {
     case OPT_KEEP_GOING:
       opt->keep_going = 1;
       break;
+    case OPT_RESTART: {
+      char *end;
+      long n = strtol(optarg, &end, 10);
+      if (end == optarg || *end != '\0' || n < 1 || n > MAX_RESTARTS)
+        return usage_error("--restart '%s': not a number of restarts in 1..%d",
+                           optarg, MAX_RESTARTS);
+      opt->restarts = (int)n;
+      opt->keep_going = 1;
+      break;
+    }
     case OPT_COLL_TIMEOUT:
       if (strlen(optarg) > 32 ||
           crnet__launch_parse_seconds(optarg, MAX_TIMEOUT_S) < 0)
@@ -336,6 +352,21 @@ int crnet__launch_parse_options(struct options *opt, int argc, char **argv) {
         return usage_error(
             "give --keep-going or -x CRNET_ON_FAILURE, not both");
     opt->xvars[opt->nxvars++] = "CRNET_ON_FAILURE=continue";
+  }
+  if (opt->restarts > 0) {
+    /* A rank on another host would need its agent to start it again,
+     * which does not yet: said rather than silently not restarted. */
+    if (opt->hosts_spec != NULL || opt->hostfile != NULL || opt->slurm)
+      return usage_error("--restart: ranks are started again on crlaunch's "
+                         "own host only; not with --hosts, --hostfile or "
+                         "inside a Slurm allocation yet");
+    for (int i = 0; i < opt->nxvars; i++)
+      if (crnet__launch_names_var(opt->xvars[i], "CRNET_RESTARTS", 14) ||
+          crnet__launch_names_var(opt->xvars[i], "CRNET_RESTARTED", 15))
+        return usage_error("give --restart or -x CRNET_RESTARTS, not both");
+    snprintf(opt->restarts_var, sizeof opt->restarts_var, "CRNET_RESTARTS=%d",
+             opt->restarts);
+    opt->xvars[opt->nxvars++] = opt->restarts_var;
   }
   if (opt->stats) {
     for (int i = 0; i < opt->nxvars; i++)

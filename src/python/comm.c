@@ -288,7 +288,7 @@ static int check_open(pycr_comm *c, const char *what) {
 }
 
 /* How derived() makes the new comm. */
-enum { DERIVE_DUP, DERIVE_SPLIT, DERIVE_SHRINK };
+enum { DERIVE_DUP, DERIVE_SPLIT, DERIVE_SHRINK, DERIVE_GROW };
 
 static PyObject *derived(pycr_comm *self, int how, int color, int key) {
   crnet_comm *nc = NULL;
@@ -297,6 +297,7 @@ static PyObject *derived(pycr_comm *self, int how, int color, int key) {
   Py_BEGIN_ALLOW_THREADS
   rc = how == DERIVE_SPLIT    ? crnet_comm_split(self->comm, color, key, &nc)
        : how == DERIVE_SHRINK ? crnet_comm_shrink(self->comm, &nc)
+       : how == DERIVE_GROW   ? crnet_comm_grow(self->comm, &nc)
                               : crnet_comm_dup(self->comm, &nc);
   Py_END_ALLOW_THREADS
   self->busy--;
@@ -341,6 +342,14 @@ static PyObject *comm_shrink(pycr_comm *self, PyObject *Py_UNUSED(arg)) {
   if (pycr_norphans > 0)
     pycr_reap();
   return derived(self, DERIVE_SHRINK, 0, 0);
+}
+
+static PyObject *comm_grow(pycr_comm *self, PyObject *Py_UNUSED(arg)) {
+  if (check_open(self, "grow") < 0)
+    return NULL;
+  if (pycr_norphans > 0)
+    pycr_reap();
+  return derived(self, DERIVE_GROW, 0, 0);
 }
 
 static PyObject *comm_revoke(pycr_comm *self, PyObject *Py_UNUSED(arg)) {
@@ -524,6 +533,14 @@ static PyObject *comm_peer_link(pycr_comm *self, PyObject *arg) {
   return PyUnicode_FromString(names[k]);
 }
 
+static PyObject *comm_job_rank(pycr_comm *self, PyObject *arg) {
+  int rank;
+  if (check_open(self, "job_rank") < 0 ||
+      pycr_parse_int(arg, 0, 0, self->size - 1, "job_rank", "rank", &rank) < 0)
+    return NULL;
+  return PyLong_FromLong(crnet_comm_job_rank(self->comm, rank));
+}
+
 static PyObject *comm_stats_reset(pycr_comm *self, PyObject *Py_UNUSED(arg)) {
   if (check_open(self, "stats_reset") < 0)
     return NULL;
@@ -558,6 +575,11 @@ static PyObject *comm_get_abort_code(pycr_comm *self,
                                      void *Py_UNUSED(closure)) {
   return PyLong_FromLong(self->comm != NULL ? crnet_comm_abort_code(self->comm)
                                             : 0);
+}
+
+static PyObject *comm_get_joined(pycr_comm *self, void *Py_UNUSED(closure)) {
+  return PyBool_FromLong(self->comm != NULL &&
+                         crnet_comm_joined(self->comm) == 1);
 }
 
 static PyObject *comm_get_revoked(pycr_comm *self, void *Py_UNUSED(closure)) {
@@ -652,6 +674,10 @@ static PyMethodDef comm_methods[] = {
      "What carries this rank's frames to rank `peer` now: 'shm' (shared "
      "memory, ranks on one node), 'tcp', 'none' (no link yet or any more) "
      "or 'self'."},
+    {"job_rank", (PyCFunction)comm_job_rank, METH_O,
+     "job_rank($self, rank, /)\n--\n\n"
+     "The job rank (the world comm's rank; for a restarted rank, its slot "
+     "after the world's) of this comm's rank `rank`."},
     {"revoke", (PyCFunction)comm_revoke, METH_NOARGS,
      "revoke($self, /)\n--\n\n"
      "Every member's pending and later calls on this comm raise "
@@ -679,6 +705,12 @@ static PyMethodDef comm_methods[] = {
      "A new comm of this comm's survivors, in their order here, with its "
      "own schedules; works on a failed or revoked comm. Collective over "
      "the survivors."},
+    {"grow", (PyCFunction)comm_grow, METH_NOARGS,
+     "grow($self, /)\n--\n\n"
+     "As shrink(), and after the survivors every restarted rank waiting to "
+     "join (crlaunch --restart), in the order they joined the job: their "
+     "crnet.Comm() returns this comm to them (joined is True there). With "
+     "nobody waiting, what shrink() makes. Collective over the survivors."},
     {"stats_reset", (PyCFunction)comm_stats_reset, METH_NOARGS,
      "stats_reset($self, /)\n--\n\nSets every counter of the comm to zero."},
     {NULL, NULL, 0, NULL},
@@ -700,6 +732,11 @@ static PyGetSetDef comm_getset[] = {
      NULL},
     {"abort_code", (getter)comm_get_abort_code, NULL,
      "The code a rank gave to abort(), or 0.", NULL},
+    {"joined", (getter)comm_get_joined, NULL,
+     "True on a restarted rank (crlaunch --restart) for the comm crnet.Comm() "
+     "returned it: a survivors' grow admitted it to a running job, whose "
+     "state the survivors hold.",
+     NULL},
     {"revoked", (getter)comm_get_revoked, NULL,
      "Whether this process has heard of a revoke() of the comm.", NULL},
     {NULL, NULL, NULL, NULL, NULL},

@@ -372,7 +372,7 @@ static void connect_peer(bootstrap *b, int j, int k) {
   }
   if (crnet__link_connect_from(&p->link, &c->w->loop, (struct sockaddr *)&ss,
                                src, &mesh_boot_callbacks, b, c->w->key,
-                               CRNET__HS_MESH, c->rank, j, c->size,
+                               CRNET__HS_MESH, c->rank, j, c->w->size,
                                left) != 0) {
     /* The link closes itself; try again later, as after a refusal. */
     crnet__debug("connecting to rank %d: %s; retrying", j, p->link.why);
@@ -399,7 +399,7 @@ static void on_mesh_connection(uv_stream_t *server, int status) {
   /* With lazy links the listener outlives the bootstrap, and a peer may
    * connect on its first use of this rank as soon as both have the table,
    * even before this rank's bootstrap has returned. */
-  if (c->w->lazy && (b == NULL || b->have_table)) {
+  if (b == NULL || (c->w->lazy && b->have_table)) {
     crnet__lazy_accept(c);
     return;
   }
@@ -418,7 +418,7 @@ static void on_mesh_connection(uv_stream_t *server, int status) {
   left = b->deadline > now ? b->deadline - now : 1;
   /* On failure the link closes itself and peer_closed frees p. */
   crnet__link_accept(&p->link, &c->w->loop, server, &mesh_boot_callbacks, b,
-                     c->w->key, c->rank, c->size,
+                     c->w->key, c->rank, c->w->size,
                      left < c->w->handshake_ms ? left : c->w->handshake_ms);
   crnet__link_set_streams(&p->link, 0, (uint8_t)c->w->streams);
   crnet__link_set_encrypt(&p->link, encrypt_mode(b));
@@ -535,8 +535,12 @@ static void register_with(bootstrap *b, crnet__link *l) {
           (uint32_t)b->s->streams, (uint32_t)b->s->stream_min, b->s->lazy,
           b->s->transport == CRNET__TRANSPORT_TCP || b->s->encrypt},
       msg + 8 + CRNET__RENDEZVOUS_ENTRY_SIZE + CRNET__TUNING_WIRE_SIZE);
-  if (crnet__link_send_control(l, CRNET__FRAME_RENDEZVOUS_REGISTER, msg,
-                               sizeof msg) != 0)
+  /* A restarted rank joins the running job instead (rendezvous.h). */
+  if (crnet__link_send_control(l,
+                               b->s->restarted > 0
+                                   ? CRNET__FRAME_RENDEZVOUS_JOIN
+                                   : CRNET__FRAME_RENDEZVOUS_REGISTER,
+                               msg, sizeof msg) != 0)
     set_fatal(b, CRNET_EIO, "cannot register with the rendezvous");
 }
 
@@ -567,7 +571,7 @@ static void use_options(bootstrap *b, const crnet__rendezvous_options *o) {
   crnet_comm *c = b->c;
   if (o->streams != c->w->streams) {
     crnet__peer **peers =
-        crnet__calloc((size_t)c->size * o->streams, sizeof *peers);
+        crnet__calloc((size_t)c->w->size * o->streams, sizeof *peers);
     if (peers == NULL) {
       set_fatal(b, CRNET_ENOMEM, "out of memory");
       return;
@@ -578,9 +582,9 @@ static void use_options(bootstrap *b, const crnet__rendezvous_options *o) {
   }
   c->w->stream_min = o->stream_min;
   if (o->lazy && c->w->connecting == NULL) {
-    c->w->connecting = crnet__calloc((size_t)c->size * c->w->streams,
+    c->w->connecting = crnet__calloc((size_t)c->w->size * c->w->streams,
                                      sizeof *c->w->connecting);
-    c->w->calling = crnet__calloc((size_t)c->size, sizeof *c->w->calling);
+    c->w->calling = crnet__calloc((size_t)c->w->size, sizeof *c->w->calling);
     if (c->w->connecting == NULL || c->w->calling == NULL) {
       set_fatal(b, CRNET_ENOMEM, "out of memory");
       return;
@@ -595,6 +599,36 @@ static void use_options(bootstrap *b, const crnet__rendezvous_options *o) {
                  (unsigned)c->w->streams, c->w->stream_min);
 }
 
+/* A restarted rank's answer from the rendezvous: its slot in the job and
+ * the table of every rank below it (rendezvous.h). The slot becomes this
+ * process's rank in the job and in its world comm, which spans every slot
+ * (join.c makes the comm the program gets). Its links are lazy: it
+ * connects to the ranks below it itself (crnet__join), and a later
+ * newcomer connects to it. */
+static void take_joined(bootstrap *b, const crnet__frame_header *h,
+                        const uint8_t *payload) {
+  crnet_comm *c = b->c;
+  crnet__rendezvous_options options;
+  const char *why = "a malformed join";
+  uint32_t slot = h->length >= 4 ? crnet__get_le32(payload) : 0;
+  if (slot < (uint32_t)c->w->world_size || slot >= (uint32_t)c->w->size ||
+      crnet__rendezvous_table_decode(payload + 4, h->length - 4,
+                                     (int32_t)slot + 1, "rank 0", c->w->table,
+                                     &c->w->tuning, &options, &why) != 0) {
+    set_fatal(b, CRNET_EIO, "the rendezvous sent %s", why);
+    return;
+  }
+  for (uint32_t j = 0; j < slot; j++)
+    if (c->w->table[j].gone)
+      c->w->lost[j] = 1;
+  options.lazy = 1;
+  c->rank = c->w->rank = (int)slot;
+  c->size = c->w->size;
+  use_options(b, &options);
+  b->have_table = b->fatal == 0;
+  crnet__debug("restarted: joins the job as rank %u", (unsigned)slot);
+}
+
 static void on_rdv_control(crnet__link *l, const crnet__frame_header *h,
                            const uint8_t *payload) {
   rdv_client *rc = (rdv_client *)l;
@@ -605,7 +639,9 @@ static void on_rdv_control(crnet__link *l, const crnet__frame_header *h,
   if (h->kind == CRNET__FRAME_RENDEZVOUS_ERROR) {
     int n = h->length < 400 ? (int)h->length : 400;
     set_fatal(b, CRNET_ETIMEDOUT, "rendezvous: %.*s", n, (const char *)payload);
-  } else if (h->kind == CRNET__FRAME_RENDEZVOUS_TABLE) {
+  } else if (h->kind == CRNET__FRAME_RENDEZVOUS_JOINED && b->s->restarted > 0) {
+    take_joined(b, h, payload);
+  } else if (h->kind == CRNET__FRAME_RENDEZVOUS_TABLE && b->s->restarted == 0) {
     /* Rank 0 keeps naming its own file; the others name rank 0. */
     if (crnet__rendezvous_table_decode(
             payload, h->length, c->size,
@@ -1223,9 +1259,11 @@ done:
   /* Tear down what only the bootstrap needed, and wait until libuv lets go
    * of it, since it lives in this stack frame. */
   uv_close((uv_handle_t *)&b.retry, on_handle_closed);
-  if (c->w->listener_open && c->w->lazy && b.fatal == 0 && c->err == 0) {
-    /* Lazy links: the listener stays for the comm's life (lazy.c closes
-     * it), so the bootstrap no longer waits for it. */
+  if (c->w->listener_open && (c->w->lazy || c->w->size > c->w->world_size) &&
+      b.fatal == 0 && c->err == 0) {
+    /* Lazy links, or room for restarted ranks (which connect when they
+     * join): the listener stays for the comm's life (lazy.c closes it), so
+     * the bootstrap no longer waits for it. */
     b.outstanding_handles--;
   } else if (c->w->listener_open) {
     uv_close((uv_handle_t *)&c->w->listener, on_listener_closed);

@@ -366,6 +366,22 @@ static int load_settings(const crnet_config *cfg, crnet__settings *s,
   s->shm_ring = (uint32_t)v[CRNET__SET_SHM_RING_BYTES].number;
   s->shm_single_copy = (int)v[CRNET__SET_SHM_SINGLE_COPY].number;
   s->survive = v[CRNET__SET_ON_FAILURE].number != 0;
+  s->restarts = (int)v[CRNET__SET_RESTARTS].number;
+  s->restarted = (int)v[CRNET__SET_RESTARTED].number;
+  if (s->restarts > 0 && !s->survive)
+    SETTINGS_FAIL("CRNET_RESTARTS=%d needs CRNET_ON_FAILURE=continue: only "
+                  "survivors can take a restarted rank back "
+                  "(crlaunch --restart sets both)",
+                  s->restarts);
+  if (s->restarted > 0 && (s->restarts == 0 || s->size == 1))
+    SETTINGS_FAIL("CRNET_RESTARTED=%d: this process was started again, but "
+                  "the job %s",
+                  s->restarted,
+                  s->size == 1 ? "has one rank (nobody to join)"
+                               : "has no CRNET_RESTARTS to join in");
+  if (s->size > CRNET__MAX_JOB_SIZE - s->restarts)
+    SETTINGS_FAIL("CRNET_SIZE %d with CRNET_RESTARTS %d is too large", s->size,
+                  s->restarts);
   if (s->size == 1)
     return 0; /* nothing to connect */
   return read_peers(cfg, s, v, key);
@@ -417,6 +433,8 @@ static void free_comm(crnet_comm *c) {
     crnet__p2p_world_free(w);
     crnet__agree_world_free(w);
     free(w->lost);
+    free(w->admitted);
+    free(w->admission);
     if (w->report_fd >= 0)
       close(w->report_fd);
     free(w->rank_end);
@@ -584,6 +602,21 @@ void crnet__comm_link_settings(crnet_comm *c, crnet__link *l) {
   choose_carriage(c, l);
 }
 
+/* A world comm whose init failed after its links began: every link and
+ * the listener close, without a goodbye (the peers learn it from the
+ * closed connections), and everything goes. */
+static void discard_world(crnet_comm *c) {
+  crnet__progress_stop(c);
+  for (int i = 0; i < crnet__comm_nlinks(c); i++)
+    if (c->w->peers[i] != NULL && !c->w->peers[i]->closed)
+      crnet__link_close(&c->w->peers[i]->link);
+  crnet__lazy_close_all(c, NULL, 0);
+  close_loop(c);
+  for (int i = 0; i < crnet__comm_nlinks(c); i++)
+    free(c->w->peers[i]);
+  free_comm(c);
+}
+
 int crnet__comm_init(crnet_comm **out, const crnet_config *cfg,
                      const crnet__upper_layer *upper) {
   crnet_config defaults;
@@ -651,8 +684,9 @@ int crnet__comm_init(crnet_comm **out, const crnet_config *cfg,
     free_comm(c);
     return rc;
   }
-  c->rank = c->w->rank = s.rank;
-  c->size = c->w->size = s.size;
+  c->rank = c->w->rank = c->w->index = s.rank;
+  c->size = c->w->world_size = s.size;
+  c->w->size = s.size + s.restarts; /* room for restarted ranks */
   /* Before this comm opens any socket of its own. */
   crnet__report_find(c);
   c->last_coll = -1;
@@ -667,9 +701,9 @@ int crnet__comm_init(crnet_comm **out, const crnet_config *cfg,
   /* One stream per peer until the rendezvous says otherwise (bootstrap). */
   c->w->streams = 1;
   c->w->stream_min = (uint64_t)s.stream_min;
-  c->w->peers = crnet__calloc((size_t)c->size, sizeof *c->w->peers);
-  c->w->table = crnet__calloc((size_t)c->size, sizeof *c->w->table);
-  c->peer_stats = crnet__calloc((size_t)c->size, sizeof *c->peer_stats);
+  c->w->peers = crnet__calloc((size_t)c->w->size, sizeof *c->w->peers);
+  c->w->table = crnet__calloc((size_t)c->w->size, sizeof *c->w->table);
+  c->peer_stats = crnet__calloc((size_t)c->w->size, sizeof *c->peer_stats);
   c->w->report_stats = s.stats;
   c->w->encrypt = s.encrypt;
   c->w->liveness_ms = (uint64_t)(s.liveness * 1000);
@@ -681,10 +715,14 @@ int crnet__comm_init(crnet_comm **out, const crnet_config *cfg,
   c->w->survive = s.survive;
   c->w->revoke_asked = -1;
   if (s.survive)
-    c->w->lost = crnet__calloc((size_t)c->size, 1);
+    c->w->lost = crnet__calloc((size_t)c->w->size, 1);
+  if (s.restarts > 0)
+    c->w->admitted = crnet__calloc((size_t)c->w->size, 1);
   snprintf(c->w->iface, sizeof c->w->iface, "%s", s.iface);
   if (c->w->peers == NULL || c->w->table == NULL || c->peer_stats == NULL ||
-      (s.survive && c->w->lost == NULL) || upper->state_new(c, NULL) != 0) {
+      (s.survive && c->w->lost == NULL) ||
+      (s.restarts > 0 && c->w->admitted == NULL) ||
+      upper->state_new(c, NULL) != 0) {
     close_directory(&s);
     free_comm(c);
     snprintf(init_errmsg, sizeof init_errmsg, "out of memory");
@@ -723,14 +761,7 @@ int crnet__comm_init(crnet_comm **out, const crnet_config *cfg,
     rc = crnet__bootstrap(c, &s, init_errmsg, sizeof init_errmsg);
     close_directory(&s);
     if (rc != 0) {
-      for (int i = 0; i < crnet__comm_nlinks(c); i++)
-        if (c->w->peers[i] != NULL)
-          crnet__link_close(&c->w->peers[i]->link);
-      crnet__lazy_close_all(c, NULL, 0);
-      close_loop(c);
-      for (int i = 0; i < crnet__comm_nlinks(c); i++)
-        free(c->w->peers[i]);
-      free_comm(c);
+      discard_world(c);
       return rc;
     }
   }
@@ -740,6 +771,19 @@ int crnet__comm_init(crnet_comm **out, const crnet_config *cfg,
     if (c->w->peers[i] != NULL && !c->w->peers[i]->closed)
       crnet__comm_link_settings(c, &c->w->peers[i]->link);
   c->w->coll_timeout_ms = (uint64_t)(s.coll_timeout * 1000);
+  if (s.restarted > 0) {
+    /* A restarted rank: the comm a survivors' grow admits it to is the
+     * one it gets (join.c). */
+    crnet_comm *joined = NULL;
+    uv_update_time(&c->w->loop);
+    rc = crnet__join(c, uv_now(&c->w->loop) + (uint64_t)(s.init_timeout * 1000),
+                     &joined, init_errmsg, sizeof init_errmsg);
+    if (rc != 0) {
+      discard_world(c);
+      return rc;
+    }
+    c = joined;
+  }
   atomic_fetch_add(&worlds_open, 1);
   atomic_store(&joined_once, true);
   *out = c;
@@ -753,6 +797,11 @@ static bool goodbyes_done(void *arg) {
   for (int i = 0; i < crnet__comm_nlinks(c); i++) {
     crnet__peer *p = c->w->peers[i];
     if (p == NULL || p->closed || p->link.failed)
+      continue;
+    /* A restarted rank no grow admitted: it is in its crnet_comm_init,
+     * and learns from our BYE that it never will be (join.c). */
+    if (c->w->admitted != NULL && c->w->rank < c->w->world_size &&
+        (int)p->link.peer >= c->w->world_size && !c->w->admitted[p->link.peer])
       continue;
     if (!p->got_bye || crnet__link_busy(&p->link))
       return false;
@@ -814,6 +863,22 @@ int crnet_comm_destroy(crnet_comm *c) {
                           "which completes them)",
                        in_flight);
     return CRNET_EINVAL;
+  }
+  if (c->ctx != 0 && c->owned_world != NULL) {
+    /* A restarted rank's comm from crnet_comm_init: the world goes too. */
+    crnet_comm *world = c->owned_world;
+    if (others > 1) {
+      crnet__set_callmsg(c,
+                         "crnet_comm_destroy: %u communicator(s) made "
+                         "from this one are alive: destroy them first",
+                         others - 1);
+      return CRNET_EINVAL;
+    }
+    rc = destroy_derived(c);
+    /* The world's sticky error is of losses before this rank joined, or
+     * that the comm the program had reported already (rc): not news. */
+    int wrc = crnet_comm_destroy(world);
+    return rc != 0 || wrc == CRNET_EPEER || wrc == CRNET_EREVOKED ? rc : wrc;
   }
   if (c->ctx != 0) {
     /* Not while the loop's owner may be looking at it (a completion
@@ -986,6 +1051,12 @@ void crnet__comm_derive_discard(crnet_comm *c) {
 
 int crnet_comm_rank(const crnet_comm *c) { return c != NULL ? c->rank : -1; }
 
+int crnet_comm_joined(const crnet_comm *c) {
+  if (c == NULL)
+    return CRNET_EINVAL;
+  return c->owned_world != NULL;
+}
+
 int crnet_comm_size(const crnet_comm *c) { return c != NULL ? c->size : -1; }
 
 int crnet_comm_host(const crnet_comm *comm, int rank) {
@@ -1119,7 +1190,7 @@ void crnet__comm_abort_now(crnet_comm *c, int code) {
     return;
   /* crlaunch hears it first, before any peer can fail and exit because
    * of it, so that it exits with `code` whatever the others do. */
-  snprintf(line, sizeof line, "abort %d %d\n", c->w->rank, code);
+  snprintf(line, sizeof line, "abort %d %d\n", c->w->index, code);
   crnet__report_send(c, line);
   crnet__comm_fail_aborted(c, c->w->rank, code);
 }

@@ -94,6 +94,8 @@ typedef struct crnet__settings {
   uint32_t shm_ring; /* CRNET_SHM_RING_BYTES; 0: the default */
   int shm_single_copy; /* CRNET_SHM_SINGLE_COPY: 0, 1, or -1 (auto) */
   bool survive;        /* CRNET_ON_FAILURE=continue */
+  int restarts;        /* CRNET_RESTARTS */
+  int restarted;       /* CRNET_RESTARTED: > 0 on a restarted rank */
   /* A directory (directory.h): PMIx's, or crnet_config.directory. With
    * one, rank 0 publishes the rendezvous unless CRNET_RENDEZVOUS names it
    * (publish_rdv), and a fresh job key unless the job has one
@@ -183,8 +185,16 @@ typedef struct crnet__world {
    * that needs it (exec.c); under mu. */
   void *temp;
   size_t temp_bytes;
-  int rank; /* in the job (the world comm's rank) */
+  /* This process's job rank, and the job's ranks: the world comm's p
+   * (world_size), and after them CRNET_RESTARTS slots for restarted ranks
+   * (join.c), which join as job ranks world_size, world_size + 1, ...
+   * Everything indexed by job rank (peers, table, lost, ...) has `size`
+   * entries. Without restarts size == world_size. */
+  int rank;
   int size;
+  int world_size;
+  int index;    /* the rank the launcher started this process as (CRNET_RANK):
+                   w->rank, but on a restarted rank, whose slot differs */
   uint8_t *key; /* CRNET__KEY_BYTES, in secret memory (secret.h) */
   /* TCP streams per pair of ranks, and the smallest part a message is
    * split into across them (rank 0's CRNET_STREAMS and
@@ -329,6 +339,11 @@ typedef struct crnet__world {
   /* crnet_comm_revoke from another thread: the comm of the context id
    * (progress.c, on_kick; under mu), or -1. */
   int revoke_asked;
+  /* Restarted ranks (join.c). Survivors: admitted[j], newcomer slot j is
+   * a member of a comm a grow made (size entries). A newcomer: the
+   * admission it waits for (ctx, members), once an ADMIT came. */
+  uint8_t *admitted;
+  struct crnet__admission *admission;
 } crnet__world;
 
 /* A communicator: a group of the job's ranks, numbered 0..size-1, with its
@@ -392,6 +407,9 @@ struct crnet_comm {
   /* crnet_comm_agree's votes and decisions (survive.c), made at first
    * use; under w->mu. */
   struct crnet__agree *agree;
+  /* A restarted rank: the comm its crnet_comm_init returned owns the
+   * world comm, which crnet_comm_destroy of this one destroys too. */
+  struct crnet_comm *owned_world;
 };
 
 /* Fills c->host and c->nhosts if they are not yet: ranks are on one host
@@ -406,7 +424,7 @@ static inline int crnet__world_rank(const crnet_comm *c, int r) {
   return c->world != NULL ? c->world[r] : r;
 }
 static inline int crnet__local_rank(const crnet_comm *c, int j) {
-  return c->local != NULL ? c->local[j] : j;
+  return c->local != NULL ? c->local[j] : j < c->size ? j : -1;
 }
 
 
@@ -454,6 +472,13 @@ void crnet__comm_derive_discard(crnet_comm *c);
  * links are gone. The caller owns the loop. */
 int crnet__agree(crnet_comm *c, uint32_t *flag,
                  uint64_t ctx[CRNET__FRAME_CTX_MAX / 64], uint8_t *lost);
+/* The same with the newcomers (join.c): join (w->size - w->world_size
+ * entries, one per restart slot) goes in as this rank's view
+ * (crnet__join_waiting) and comes out as the AND of every survivor's: the
+ * newcomers linked to all of them. */
+int crnet__agree_join(crnet_comm *c, uint32_t *flag,
+                      uint64_t ctx[CRNET__FRAME_CTX_MAX / 64], uint8_t *lost,
+                      uint8_t *join);
 /* Agreement frames (AGREE, DECIDE) from job rank `via`. */
 void crnet__agree_on_frame(crnet__world *w, int via,
                            const crnet__frame_header *h,
@@ -478,6 +503,29 @@ void crnet__comm_revoke_now(crnet_comm *c);
 /* crnet_comm_revoke from a thread that does not own the loop while another
  * waits on it: the owner revokes at once (progress.c). */
 void crnet__revoke_by_owner(crnet_comm *c);
+
+/* --- restarted ranks (join.c) ---------------------------------------------
+ *
+ * crnet__join: a restarted rank whose bootstrap gave it its slot and the
+ * table (world is its world comm): links to every lower slot not gone,
+ * waits until an ADMIT names the comm a survivors' grow admitted it to (or
+ * the init deadline, a uv_now value, passes), and makes that comm: *out,
+ * which owns world. 0, or an error with its text in err.
+ * crnet__join_waiting: a survivor's view of the restart slots (join[k] for
+ * job rank w->world_size + k): 1 for a newcomer linked on every stream,
+ * not lost, admitted to no comm yet. crnet__join_admit: after a grow made
+ * nc, tells each newcomer among its members (an ADMIT frame) and marks it
+ * admitted. crnet__join_on_admit: an ADMIT frame from job rank via. The
+ * loop's owner runs all of them. */
+int crnet__join(crnet_comm *world, uint64_t deadline, crnet_comm **out,
+                char *err, size_t errlen);
+void crnet__join_waiting(crnet__world *w, uint8_t *join);
+void crnet__join_admit(crnet_comm *nc);
+void crnet__join_on_admit(crnet__world *w, int via,
+                          const crnet__frame_header *h, const uint8_t *payload);
+/* A JOINER frame: restarted rank `via` says where it runs. */
+void crnet__join_on_entry(crnet__world *w, int via,
+                          const crnet__frame_header *h, const uint8_t *payload);
 
 /* crnet_comm_init (crnet.h), with the layer above: the collectives define
  * crnet_comm_init to call this with theirs (collectives/comm_state.c). */

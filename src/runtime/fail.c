@@ -39,9 +39,11 @@
  * crnet__launch_judge_failures). */
 static void report_failure(const crnet_comm *c, int origin) {
   char line[48];
-  if (origin < 0 || origin == c->w->rank)
+  /* crlaunch knows ranks by the index it started them as: a restarted
+   * rank's slot (join.c) means nothing to it. */
+  if (origin < 0 || origin == c->w->rank || origin >= c->w->world_size)
     return;
-  snprintf(line, sizeof line, "fail %d %d\n", c->w->rank, origin);
+  snprintf(line, sizeof line, "fail %d %d\n", c->w->index, origin);
   crnet__report_send(c, line);
 }
 
@@ -141,6 +143,10 @@ static bool comm_needs_links(const crnet_comm *c) {
 static bool rank_needed(const crnet__world *w, int j) {
   if (w->lost != NULL && w->lost[j])
     return false;
+  /* A restarted rank waiting for a grow to admit it (join.c). */
+  if (w->admitted != NULL && j >= w->world_size && !w->admitted[j] &&
+      w->rank < w->world_size)
+    return true;
   for (uint32_t x = 0; x < CRNET__MAX_CTX; x++) {
     const crnet_comm *c = w->comms[x];
     if (c != NULL && comm_needs_links(c) && crnet__local_rank(c, j) >= 0)
@@ -495,6 +501,14 @@ static void on_peer_control(crnet__link *l, const crnet__frame_header *h,
   }
   if (h->kind == CRNET__FRAME_AGREE || h->kind == CRNET__FRAME_DECIDE) {
     crnet__agree_on_frame(w, (int)l->peer, h, payload);
+    return;
+  }
+  if (h->kind == CRNET__FRAME_ADMIT) {
+    crnet__join_on_admit(w, (int)l->peer, h, payload);
+    return;
+  }
+  if (h->kind == CRNET__FRAME_JOINER) {
+    crnet__join_on_entry(w, (int)l->peer, h, payload);
     return;
   }
   if (h->kind == CRNET__FRAME_MSG || h->kind == CRNET__FRAME_RTS ||

@@ -73,9 +73,13 @@ static int known_kind(uint8_t kind) {
   case CRNET__FRAME_SHM_DECLINE:
   case CRNET__FRAME_AGREE:
   case CRNET__FRAME_DECIDE:
+  case CRNET__FRAME_ADMIT:
+  case CRNET__FRAME_JOINER:
   case CRNET__FRAME_RENDEZVOUS_REGISTER:
   case CRNET__FRAME_RENDEZVOUS_TABLE:
   case CRNET__FRAME_RENDEZVOUS_ERROR:
+  case CRNET__FRAME_RENDEZVOUS_JOIN:
+  case CRNET__FRAME_RENDEZVOUS_JOINED:
     return 1;
   }
   return 0;
@@ -108,7 +112,7 @@ static const char *check_fields(const crnet__frame_header *h,
       h->kind != CRNET__FRAME_ABORT && h->kind != CRNET__FRAME_MSG &&
       h->kind != CRNET__FRAME_RTS && h->kind != CRNET__FRAME_CTS &&
       h->kind != CRNET__FRAME_RDATA && h->kind != CRNET__FRAME_AGREE &&
-      h->kind != CRNET__FRAME_DECIDE)
+      h->kind != CRNET__FRAME_DECIDE && h->kind != CRNET__FRAME_ADMIT)
     return "context id set on a frame of no communicator";
   if (h->length > max_length)
     return "payload longer than allowed";

@@ -68,9 +68,18 @@ enum crnet__frame_kind {
    * the comm (1: lost). */
   CRNET__FRAME_AGREE = 12,  /* a vote, to the coordinator */
   CRNET__FRAME_DECIDE = 13, /* the decision, from the coordinator */
+  /* crnet_comm_grow (collectives/grow.c, runtime/join.c): a survivor tells
+   * a restarted rank the comm it joins: ctx is its id; payload: u32 n, then
+   * n u32 job slots, the members in rank order. */
+  CRNET__FRAME_ADMIT = 14,
+  /* A restarted rank tells each rank below it its rendezvous entry
+   * (rendezvous.h): where it runs, for the comms it will be in. */
+  CRNET__FRAME_JOINER = 15,
   CRNET__FRAME_RENDEZVOUS_REGISTER = 16, /* rank -> rendezvous: its address */
   CRNET__FRAME_RENDEZVOUS_TABLE = 17,    /* rendezvous -> rank: every address */
   CRNET__FRAME_RENDEZVOUS_ERROR = 18,    /* rendezvous -> rank: text */
+  CRNET__FRAME_RENDEZVOUS_JOIN = 19,     /* restarted rank -> rendezvous */
+  CRNET__FRAME_RENDEZVOUS_JOINED = 20,   /* rendezvous -> restarted rank */
 };
 
 /* Bits of crnet__frame_call.variant. */

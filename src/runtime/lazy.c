@@ -148,7 +148,7 @@ static void start_connect(crnet_comm *c, int r, uint8_t role, int k) {
   uv_update_time(&c->w->loop);
   if (crnet__link_connect_from(&p->link, &c->w->loop, (struct sockaddr *)&ss,
                                from, &loose_callbacks, c, c->w->key,
-                               CRNET__HS_MESH, c->rank, r, c->size,
+                               CRNET__HS_MESH, c->rank, r, c->w->size,
                                c->w->handshake_ms) != 0) {
     /* The link closes itself and loose_closed forgets it. */
     crnet__world_lost(c->w, r, p->link.why);
@@ -165,8 +165,9 @@ static void start_connect(crnet_comm *c, int r, uint8_t role, int k) {
 }
 
 void crnet__lazy_want(crnet_comm *c, int r) {
-  if (!c->w->lazy || r < 0 || r >= c->size || r == c->rank || c->w->torn_down ||
-      crnet__lazy_linked(c, r))
+  if (!c->w->lazy || r < 0 || r >= c->w->size || r == c->rank ||
+      c->w->torn_down || crnet__lazy_linked(c, r) ||
+      (c->w->lost != NULL && c->w->lost[r]))
     return;
   if (c->rank > r) {
     for (int k = 0; k < (int)c->w->streams && !c->w->torn_down; k++) {
@@ -196,7 +197,8 @@ static void install(crnet_comm *c, crnet__peer *p, int r, int k) {
   /* Our call to r, if any, has done its work. One still in its handshake
    * is closed when that ends (outgoing_ready), so that r reads its end
    * whole instead of a connection cut midway. */
-  if (crnet__lazy_linked(c, r) && c->w->calling[r] != NULL) {
+  if (c->w->calling != NULL && crnet__lazy_linked(c, r) &&
+      c->w->calling[r] != NULL) {
     crnet__peer *call = c->w->calling[r];
     if (call->link.state == CRNET__LINK_READY) {
       detach(c, call);
@@ -291,6 +293,17 @@ static void incoming_ready(crnet_comm *c, crnet__peer *p, int status) {
     crnet__comm_tell_late_link(c, l);
     return;
   }
+  /* A rank lost is lost for good (a process the others gave up on, or a
+   * replay); without lazy links only restarted ranks connect after the
+   * bootstrap (join.c), each from a slot above the world's. */
+  if ((c->w->lost != NULL && c->w->lost[q]) ||
+      (!c->w->lazy && q < c->w->world_size)) {
+    crnet__log("dropped connection from %s: rank %d %s", l->addr, q,
+               c->w->lost != NULL && c->w->lost[q] ? "was lost"
+                                                   : "is connected already");
+    crnet__link_close(l);
+    return;
+  }
   if (q > c->rank) {
     if (l->stream >= c->w->streams ||
         c->w->peers[slot_index(c, q, l->stream)] != NULL) {
@@ -361,7 +374,7 @@ void crnet__lazy_accept(crnet_comm *c) {
   uv_update_time(&c->w->loop);
   /* On failure the link closes itself and loose_closed frees p. */
   crnet__link_accept(&p->link, &c->w->loop, (uv_stream_t *)&c->w->listener,
-                     &loose_callbacks, c, c->w->key, c->rank, c->size,
+                     &loose_callbacks, c, c->w->key, c->rank, c->w->size,
                      c->w->handshake_ms);
   crnet__link_set_streams(&p->link, 0, (uint8_t)c->w->streams);
   crnet__link_set_encrypt(&p->link, encrypt_mode(c));

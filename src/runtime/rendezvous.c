@@ -42,6 +42,11 @@ struct crnet__rendezvous_server {
   crnet__rendezvous_options options; /* rank 0's, likewise */
   rdv_conn **by_rank;
   rdv_conn *conns; /* every open connection */
+  /* Joins (crnet__rendezvous_server_allow_joins): entries has size +
+   * restarts slots; joined of them are taken, slot size + k by a restart
+   * of job index joined_as[k]. */
+  int restarts, joined;
+  int *joined_as;
   crnet__rendezvous_done_cb cb;
   void *arg;
   bool finished; /* table or error sent, callback made */
@@ -53,6 +58,7 @@ void crnet__rendezvous_entry_encode(const crnet__rendezvous_entry *e,
                                     uint8_t *out) {
   memset(out, 0, CRNET__RENDEZVOUS_ENTRY_SIZE);
   out[0] = e->family;
+  out[1] = e->gone ? 1 : 0;
   crnet__put_le16(out + 2, e->port);
   memcpy(out + 4, e->addr, 16);
   crnet__put_le32(out + 20, e->pid);
@@ -65,8 +71,9 @@ int crnet__rendezvous_entry_decode(const uint8_t *in,
                                    crnet__rendezvous_entry *e) {
   memset(e, 0, sizeof *e);
   e->family = in[0];
-  if ((e->family != 4 && e->family != 6) || in[1] != 0)
+  if ((e->family != 4 && e->family != 6) || in[1] > 1)
     return CRNET_EIO;
+  e->gone = in[1] == 1;
   e->port = crnet__get_le16(in + 2);
   if (e->port == 0)
     return CRNET_EIO;
@@ -212,6 +219,7 @@ static void server_release(crnet__rendezvous_server *srv) {
   srv->key = NULL;
   free(srv->entries);
   free(srv->by_rank);
+  free(srv->joined_as);
   free(srv);
 }
 
@@ -248,6 +256,19 @@ static void finish(crnet__rendezvous_server *srv, int status,
   srv->cb(srv, status, missing, nmissing, srv->arg);
 }
 
+/* The table of the first n slots at out (TABLE_HEAD + n entries). */
+static void encode_table(const crnet__rendezvous_server *srv, int n,
+                         uint8_t *out) {
+  crnet__put_le32(out, (uint32_t)n);
+  crnet__tuning_encode(&srv->tuning, out + 4);
+  crnet__rendezvous_options_encode(&srv->options,
+                                   out + 4 + CRNET__TUNING_WIRE_SIZE);
+  for (int r = 0; r < n; r++)
+    crnet__rendezvous_entry_encode(
+        &srv->entries[r], out + CRNET__RENDEZVOUS_TABLE_HEAD +
+                              (size_t)r * CRNET__RENDEZVOUS_ENTRY_SIZE);
+}
+
 static void send_table(crnet__rendezvous_server *srv) {
   size_t len = CRNET__RENDEZVOUS_TABLE_HEAD +
                (size_t)srv->size * CRNET__RENDEZVOUS_ENTRY_SIZE;
@@ -257,14 +278,7 @@ static void send_table(crnet__rendezvous_server *srv) {
     finish(srv, CRNET_ENOMEM, &missing_none, 0);
     return;
   }
-  crnet__put_le32(table, (uint32_t)srv->size);
-  crnet__tuning_encode(&srv->tuning, table + 4);
-  crnet__rendezvous_options_encode(&srv->options,
-                                   table + 4 + CRNET__TUNING_WIRE_SIZE);
-  for (int r = 0; r < srv->size; r++)
-    crnet__rendezvous_entry_encode(
-        &srv->entries[r], table + CRNET__RENDEZVOUS_TABLE_HEAD +
-                              (size_t)r * CRNET__RENDEZVOUS_ENTRY_SIZE);
+  encode_table(srv, srv->size, table);
   for (int r = 0; r < srv->size; r++) {
     rdv_conn *c = srv->by_rank[r];
     if (c == NULL)
@@ -279,6 +293,54 @@ static void send_table(crnet__rendezvous_server *srv) {
   finish(srv, 0, NULL, 0);
 }
 
+static void refuse(rdv_conn *c, const char *text) {
+  crnet__log("rendezvous: refused connection from %s: %s", c->link.addr, text);
+  crnet__link_send_control(&c->link, CRNET__FRAME_RENDEZVOUS_ERROR, text,
+                           strlen(text));
+  crnet__link_close_gently(&c->link, LINGER_MS);
+}
+
+/* A restarted rank of job index `index` joins with entry e (see
+ * crnet__rendezvous_server_allow_joins). */
+static void take_join(rdv_conn *c, uint32_t index,
+                      const crnet__rendezvous_entry *e) {
+  crnet__rendezvous_server *srv = c->srv;
+  char why[160];
+  int slot;
+  size_t len;
+  uint8_t *msg;
+  if (!srv->finished || srv->entries[0].family == 0) {
+    refuse(c, "a restarted rank came before every rank had started");
+    return;
+  }
+  if (srv->joined >= srv->restarts) {
+    snprintf(why, sizeof why,
+             "rank %u restarted, but the job's %d restart%s %s been used",
+             (unsigned)index, srv->restarts, srv->restarts == 1 ? "" : "s",
+             srv->restarts == 1 ? "has" : "have");
+    refuse(c, why);
+    return;
+  }
+  slot = srv->size + srv->joined;
+  len = 4 + CRNET__RENDEZVOUS_TABLE_HEAD +
+        (size_t)(slot + 1) * CRNET__RENDEZVOUS_ENTRY_SIZE;
+  msg = crnet__malloc(len);
+  if (msg == NULL) {
+    drop(c, "out of memory");
+    return;
+  }
+  srv->joined_as[srv->joined++] = (int)index;
+  srv->entries[slot] = *e;
+  srv->entries[slot].gone = false;
+  crnet__put_le32(msg, (uint32_t)slot);
+  encode_table(srv, slot + 1, msg + 4);
+  crnet__debug("rendezvous: rank %u restarted, joins as job rank %d",
+               (unsigned)index, slot);
+  crnet__link_send_control(&c->link, CRNET__FRAME_RENDEZVOUS_JOINED, msg, len);
+  crnet__link_close_gently(&c->link, LINGER_MS);
+  free(msg);
+}
+
 static void on_conn_control(crnet__link *l, const crnet__frame_header *h,
                             const uint8_t *payload) {
   rdv_conn *c = (rdv_conn *)l;
@@ -288,7 +350,8 @@ static void on_conn_control(crnet__link *l, const crnet__frame_header *h,
   crnet__rendezvous_options options;
   char why[128];
   uint32_t rank, size;
-  if (h->kind != CRNET__FRAME_RENDEZVOUS_REGISTER) {
+  if (h->kind != CRNET__FRAME_RENDEZVOUS_REGISTER &&
+      (h->kind != CRNET__FRAME_RENDEZVOUS_JOIN || srv->restarts == 0)) {
     drop(c, "unexpected frame");
     return;
   }
@@ -313,6 +376,10 @@ static void on_conn_control(crnet__link *l, const crnet__frame_header *h,
   }
   if (rank != (uint32_t)l->peer || size != (uint32_t)srv->size) {
     drop(c, "registration disagrees with the handshake");
+    return;
+  }
+  if (h->kind == CRNET__FRAME_RENDEZVOUS_JOIN) {
+    take_join(c, rank, &e);
     return;
   }
   if (srv->finished) {
@@ -515,6 +582,37 @@ int crnet__rendezvous_server_listen(crnet__rendezvous_server **out,
   uv_timer_start(&srv->timer, on_timeout, (uint64_t)(timeout_s * 1000.0), 0);
   *out = srv;
   return 0;
+}
+
+int crnet__rendezvous_server_allow_joins(crnet__rendezvous_server *srv,
+                                         int restarts) {
+  crnet__rendezvous_entry *entries;
+  int *as;
+  if (restarts <= 0 || srv->restarts > 0)
+    return 0;
+  entries = crnet__realloc(srv->entries,
+                           sizeof *entries * (size_t)(srv->size + restarts));
+  if (entries == NULL)
+    return CRNET_ENOMEM;
+  srv->entries = entries;
+  memset(entries + srv->size, 0, sizeof *entries * (size_t)restarts);
+  as = crnet__calloc((size_t)restarts, sizeof *as);
+  if (as == NULL)
+    return CRNET_ENOMEM;
+  srv->joined_as = as;
+  srv->restarts = restarts;
+  return 0;
+}
+
+void crnet__rendezvous_server_lost(crnet__rendezvous_server *srv, int index,
+                                   uint32_t pid) {
+  if (srv == NULL || index < 0 || index >= srv->size)
+    return;
+  if (srv->entries[index].pid == pid)
+    srv->entries[index].gone = true;
+  for (int k = 0; k < srv->joined; k++)
+    if (srv->joined_as[k] == index && srv->entries[srv->size + k].pid == pid)
+      srv->entries[srv->size + k].gone = true;
 }
 
 int crnet__rendezvous_server_port(const crnet__rendezvous_server *srv) {

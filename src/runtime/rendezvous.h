@@ -80,6 +80,10 @@ typedef struct crnet__rendezvous_entry {
   uint32_t pid;
   char host[CRNET__RENDEZVOUS_HOST_BYTES];    /* NUL-terminated, for messages */
   uint8_t node[CRNET__RENDEZVOUS_NODE_BYTES]; /* crnet__rendezvous_node_id */
+  /* In a table sent to a restarted rank: this rank is known lost (its
+   * launcher saw it end), so nobody should connect to it. The reserved
+   * byte after the family carries it (1). */
+  bool gone;
 } crnet__rendezvous_entry;
 
 /* What makes two ranks one host for shared memory: the same kernel boot
@@ -157,6 +161,26 @@ int crnet__rendezvous_server_listen(crnet__rendezvous_server **out,
 
 /* The port the server listens on (useful after port 0). */
 int crnet__rendezvous_server_port(const crnet__rendezvous_server *srv);
+
+/* Restarted ranks (crlaunch --restart, runtime/join.c). After the table
+ * went out, a server that allows joins keeps listening: a restarted rank
+ * sends RENDEZVOUS_JOIN (the payload of a REGISTER, its job index as the
+ * rank), and gets RENDEZVOUS_JOINED: u32 slot, then a table of slot + 1
+ * entries (as RENDEZVOUS_TABLE's, entries of lost ranks marked gone). The
+ * slot is the newcomer's job rank: size + k for the k-th join, in the
+ * order they come, so that each newcomer knows every rank below it, and
+ * connects to them all (the higher rank of a pair opens its links, as in
+ * the mesh). At most `restarts` joins; later ones get RENDEZVOUS_ERROR. A
+ * join before the table went out gets RENDEZVOUS_ERROR too (the job has
+ * not started: it fails as a whole). 0 or CRNET_ENOMEM. */
+int crnet__rendezvous_server_allow_joins(crnet__rendezvous_server *srv,
+                                         int restarts);
+
+/* The launcher saw the process `pid`, started as job index `index`, end:
+ * its slot (the index itself, or a slot a restart of that index joined
+ * as) is marked gone in the tables restarted ranks get from now on. */
+void crnet__rendezvous_server_lost(crnet__rendezvous_server *srv, int index,
+                                   uint32_t pid);
 
 /* Stops serving, closes every connection, wipes the key and frees the server
  * once libuv has closed its handles (so keep running the loop). Safe to call

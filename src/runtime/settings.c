@@ -300,6 +300,31 @@ const crnet__setting crnet__settings_table[CRNET__SETTING_COUNT] = {
                "and the survivors may revoke, agree and shrink "
                "(docs/RELIABILITY.md; crlaunch --keep-going); stop: the job "
                "ends with the first lost rank"},
+    [CRNET__SET_RESTARTS] = {
+        .name = "CRNET_RESTARTS",
+        .type = CRNET__SETTING_INTEGER,
+        .group = CRNET__READ_INIT,
+        .default_value = "0",
+        .unit = "restarts",
+        .lo = 0,
+        .hi = 4096,
+        .read_by = "comm.c, join.c",
+        .doc = "how many lost ranks the job may restart (crlaunch --restart "
+               "sets it on every rank; each rank keeps room for that many "
+               "newcomers, whom crnet_comm_grow admits)"},
+    [CRNET__SET_RESTARTED] = {
+        .name = "CRNET_RESTARTED",
+        .type = CRNET__SETTING_INTEGER,
+        .group = CRNET__READ_INIT,
+        .default_value = "0",
+        .unit = "restart",
+        .lo = 0,
+        .hi = 4096,
+        .read_by = "comm.c, join.c",
+        .doc = "set by crlaunch --restart on a rank it started again (the "
+               "job's n-th restart): crnet_comm_init joins the running job "
+               "and returns the comm a survivors' crnet_comm_grow admits it "
+               "to"},
     [CRNET__SET_RENDEZVOUS] = {
         .name = "CRNET_RENDEZVOUS",
         .type = CRNET__SETTING_HOST_PORT,

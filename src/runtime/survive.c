@@ -53,7 +53,9 @@
 #include "request.h"
 
 #define MASK_WORDS CRNET__CTX_WORDS
-/* Payload: u32 flag, u32 flags, the mask, a byte per comm rank. */
+/* Payload: u32 flag, u32 flags, the mask, a byte per comm rank, a byte per
+ * restart slot of the job (the newcomers the voter has linked to: join.c;
+ * in a decision, those linked to every survivor). */
 #define AGREE_HEAD (8 + 8 * MASK_WORDS)
 #define VOTE_DECIDED 1u /* the vote is a decision already taken */
 #define DEC_UNACKED 2u  /* a decision: a rank it counts lost was not
@@ -71,6 +73,7 @@ struct agree_value {
   uint32_t flag;
   uint64_t mask[MASK_WORDS];
   uint8_t *lost; /* a byte per comm rank */
+  uint8_t *join; /* a byte per restart slot (nslots) */
 };
 
 struct crnet__agree {
@@ -124,7 +127,19 @@ static void maybe_die(crnet_comm *c, uint64_t seq, int told, int to) {
 
 static void value_free(struct agree_value *v) {
   free(v->lost);
+  free(v->join);
   v->lost = NULL;
+  v->join = NULL;
+}
+
+/* Restart slots of the job: the join bytes of every agreement frame. */
+static int nslots(const crnet_comm *c) { return c->w->size - c->w->world_size; }
+
+/* v's two arrays for comm c; false if out of memory. */
+static bool value_alloc(const crnet_comm *c, struct agree_value *v) {
+  v->lost = crnet__calloc((size_t)c->size, 1);
+  v->join = crnet__calloc((size_t)nslots(c) + 1, 1);
+  return v->lost != NULL && v->join != NULL;
 }
 
 void crnet__agree_free(crnet_comm *c) {
@@ -160,12 +175,11 @@ static struct crnet__agree *agree_state(crnet_comm *c) {
     c->agree = a;
     a->votes = crnet__calloc((size_t)c->size, sizeof *a->votes);
     a->acked = crnet__calloc((size_t)c->size, 1);
-    a->dec.lost = crnet__calloc((size_t)c->size, 1);
-    a->held.lost = crnet__calloc((size_t)c->size, 1);
-    ok = a->votes != NULL && a->acked != NULL && a->dec.lost != NULL &&
-         a->held.lost != NULL;
+    ok = a->votes != NULL && a->acked != NULL;
+    ok = value_alloc(c, &a->dec) && ok;
+    ok = value_alloc(c, &a->held) && ok;
     for (int r = 0; r < c->size && ok; r++)
-      ok = (a->votes[r].lost = crnet__calloc((size_t)c->size, 1)) != NULL;
+      ok = value_alloc(c, &a->votes[r]);
     if (!ok) {
       crnet__agree_free(c);
       a = NULL;
@@ -201,7 +215,7 @@ static void want_link(crnet_comm *c, int r) {
 static bool send_value(crnet_comm *c, int r, uint8_t kind,
                        const struct agree_value *v) {
   crnet__peer *p = *crnet__comm_link(c, crnet__world_rank(c, r), 0);
-  size_t len = AGREE_HEAD + (size_t)c->size;
+  size_t len = AGREE_HEAD + (size_t)c->size + (size_t)nslots(c);
   crnet__frame_header h;
   uint8_t *msg;
   if (p == NULL || p->closed || p->link.state != CRNET__LINK_READY) {
@@ -220,6 +234,7 @@ static bool send_value(crnet_comm *c, int r, uint8_t kind,
   for (int i = 0; i < MASK_WORDS; i++)
     crnet__put_le64(msg + 8 + 8 * i, v->mask[i]);
   memcpy(msg + AGREE_HEAD, v->lost, (size_t)c->size);
+  memcpy(msg + AGREE_HEAD + c->size, v->join, (size_t)nslots(c));
   memset(&h, 0, sizeof h);
   h.kind = kind;
   h.seq = v->seq;
@@ -231,13 +246,15 @@ static bool send_value(crnet_comm *c, int r, uint8_t kind,
 }
 
 static void copy_value(struct agree_value *to, const struct agree_value *from,
-                       int size) {
+                       const crnet_comm *c) {
+  int size = c->size;
   to->seq = from->seq;
   to->decided = from->decided;
   to->unacked = from->unacked;
   to->flag = from->flag;
   memcpy(to->mask, from->mask, sizeof to->mask);
   memcpy(to->lost, from->lost, (size_t)size);
+  memcpy(to->join, from->join, (size_t)nslots(c));
 }
 
 static void take_frame(crnet_comm *c, int via, const crnet__frame_header *h,
@@ -246,7 +263,8 @@ static void take_frame(crnet_comm *c, int via, const crnet__frame_header *h,
   struct agree_value in;
   int r = crnet__local_rank(c, via);
   uint8_t lost[CRNET__FRAME_CTX_MAX];
-  if (r < 0 || r == c->rank || h->length != AGREE_HEAD + (uint64_t)c->size ||
+  if (r < 0 || r == c->rank ||
+      h->length != AGREE_HEAD + (uint64_t)c->size + (uint64_t)nslots(c) ||
       h->seq == 0)
     return; /* not a member, or not a frame of this comm's shape: ignored */
   a = agree_state(c);
@@ -267,13 +285,14 @@ static void take_frame(crnet_comm *c, int via, const crnet__frame_header *h,
     return;
   for (int i = 0; i < c->size; i++)
     in.lost[i] = payload[AGREE_HEAD + i] & (RANK_LOST | RANK_ACKED);
+  in.join = (uint8_t *)(uintptr_t)(payload + AGREE_HEAD + c->size);
   if (h->kind == CRNET__FRAME_AGREE && in.decided) {
     /* A decision a lost coordinator took, from a rank that holds it and
      * takes this rank for the next coordinator: adopted if and when this
      * rank coordinates (a rank that only votes must not return it: it may
      * have voted to the next coordinator already, which then decides). */
     if (h->seq > a->dec.seq && h->seq > a->held.seq)
-      copy_value(&a->held, &in, c->size);
+      copy_value(&a->held, &in, c);
   } else if (h->kind == CRNET__FRAME_DECIDE) {
     /* The decision of the agreement under way here from its coordinator,
      * or of the next one, which this rank has not begun yet (a coordinator
@@ -281,7 +300,7 @@ static void take_frame(crnet_comm *c, int via, const crnet__frame_header *h,
      * it has voted to the next one since, which decides. */
     if (h->seq > a->dec.seq && h->seq >= a->seq && !rank_lost(c, r)) {
       in.decided = true;
-      copy_value(&a->dec, &in, c->size);
+      copy_value(&a->dec, &in, c);
       a->dec_told = r;
       /* Votes of it that came before the decision (ranks that took this
        * one for the next coordinator) get it now. */
@@ -293,7 +312,7 @@ static void take_frame(crnet_comm *c, int via, const crnet__frame_header *h,
     /* A vote for what this rank has decided: the decision is the answer. */
     send_value(c, r, CRNET__FRAME_DECIDE, &a->dec);
   } else if (h->seq > a->votes[r].seq) {
-    copy_value(&a->votes[r], &in, c->size);
+    copy_value(&a->votes[r], &in, c);
   }
   if (in.lost != lost)
     free(in.lost);
@@ -395,12 +414,12 @@ static void decide(struct agree_wait *aw, const struct agree_value *adopted) {
   crnet_comm *c = aw->c;
   struct crnet__agree *a = aw->a;
   if (adopted != NULL) {
-    copy_value(&a->dec, adopted, c->size);
+    copy_value(&a->dec, adopted, c);
   } else {
     /* The votes of the ranks not known lost, this rank's among them: the
      * AND of flags and masks, the union of the lost ranks, and whether
      * each lost rank was acknowledged by all of them. */
-    copy_value(&a->dec, &aw->mine, c->size);
+    copy_value(&a->dec, &aw->mine, c);
     for (int i = 0; i < c->size; i++)
       a->dec.lost[i] = aw->mine.lost[i];
     for (int r = 0; r < c->size; r++) {
@@ -413,6 +432,8 @@ static void decide(struct agree_wait *aw, const struct agree_value *adopted) {
       for (int i = 0; i < c->size; i++)
         a->dec.lost[i] = (uint8_t)(((a->dec.lost[i] | v->lost[i]) & RANK_LOST) |
                                    (a->dec.lost[i] & v->lost[i] & RANK_ACKED));
+      for (int k = 0; k < nslots(c); k++)
+        a->dec.join[k] &= v->join[k];
     }
     a->dec.unacked = false;
     for (int i = 0; i < c->size; i++) {
@@ -479,6 +500,11 @@ static bool agree_step(void *arg) {
 
 int crnet__agree(crnet_comm *c, uint32_t *flag, uint64_t ctx[MASK_WORDS],
                  uint8_t *lost) {
+  return crnet__agree_join(c, flag, ctx, lost, NULL);
+}
+
+int crnet__agree_join(crnet_comm *c, uint32_t *flag, uint64_t ctx[MASK_WORDS],
+                      uint8_t *lost, uint8_t *join) {
   struct agree_wait aw;
   int rc;
   if (c->w->lost == NULL)
@@ -486,11 +512,12 @@ int crnet__agree(crnet_comm *c, uint32_t *flag, uint64_t ctx[MASK_WORDS],
   memset(&aw, 0, sizeof aw);
   aw.c = c;
   aw.a = agree_state(c);
-  aw.mine.lost = crnet__calloc((size_t)c->size, 1);
-  if (aw.a == NULL || aw.mine.lost == NULL) {
-    free(aw.mine.lost);
+  if (aw.a == NULL || !value_alloc(c, &aw.mine)) {
+    value_free(&aw.mine);
     return CRNET_ENOMEM;
   }
+  if (join != NULL)
+    memcpy(aw.mine.join, join, (size_t)nslots(c));
   aw.voted_to = -1;
   adopt_early(c);
   tell_successor(c);
@@ -515,6 +542,8 @@ int crnet__agree(crnet_comm *c, uint32_t *flag, uint64_t ctx[MASK_WORDS],
       memcpy(ctx, aw.a->dec.mask, sizeof aw.a->dec.mask);
     if (lost != NULL)
       memcpy(lost, aw.a->dec.lost, (size_t)c->size);
+    if (join != NULL)
+      memcpy(join, aw.a->dec.join, (size_t)nslots(c));
     /* What the survivors counted lost is lost here too. */
     for (int r = 0; r < c->size; r++)
       if (aw.a->dec.lost[r] && !rank_lost(c, r))
@@ -526,7 +555,7 @@ int crnet__agree(crnet_comm *c, uint32_t *flag, uint64_t ctx[MASK_WORDS],
                        "CRNET_TIMEOUT (%g s)",
                        (double)c->w->coll_timeout_ms / 1000.0);
   }
-  free(aw.mine.lost);
+  value_free(&aw.mine);
   return rc;
 }
 

@@ -55,7 +55,8 @@ import _crnet_torch as _C
 # The module (torch.distributed.rendezvous is also a function's name).
 _rendezvous = importlib.import_module("torch.distributed.rendezvous")
 
-__all__ = ["BACKEND", "shutdown", "in_flight", "agree", "shrink_default_group"]
+__all__ = ["BACKEND", "shutdown", "in_flight", "agree", "shrink_default_group",
+           "grow_default_group", "join_default_group", "restarted"]
 
 BACKEND = "crnet"
 
@@ -165,9 +166,51 @@ def shrink_default_group(timeout=None):
     torch's own bookkeeping is served by the new rank 0, its address sent
     over the new comm. Collective over the survivors; returns (rank, size).
     Needs CRNET_ON_FAILURE=continue (crlaunch --keep-going)."""
-    global _pending_sub
     pg = _c10d._get_default_group()
-    sub = _C.shrink(pg)
+    return _new_default_group(_C.shrink(pg), timeout, True)
+
+
+def restarted():
+    """True in a process crlaunch --restart started again in place of a
+    lost rank: it calls join_default_group() instead of init_process_group
+    and takes its state from the survivors."""
+    return int(os.environ.get("CRNET_RESTARTED", "0") or "0") > 0
+
+
+def grow_default_group(size=None, timeout=None, wait=0.01):
+    """The survivors' side of growing back (crlaunch --restart N): replaces
+    the default group by one of its survivors and, after them, the
+    restarted ranks waiting to join (crnet_comm_grow), growing again
+    `wait` seconds apart until the group has `size` ranks (default: the
+    job's) or `timeout` (default 60 s) has passed (counted in tries, so
+    that every survivor stops alike). As shrink_default_group, torch's rank
+    and size become the new group's and DDP must be made again. The
+    restarted ranks are in their join_default_group() meanwhile. Returns
+    (rank, size, admitted): how many ranks came in, who then need the
+    survivors' state (a broadcast from rank 0 on the new group)."""
+    pg = _c10d._get_default_group()
+    if size is None:
+        size = int(os.environ.get("CRNET_SIZE", "0") or "0") or \
+            _C.world(_seconds(_DEFAULT_TIMEOUT))[1]
+    limit = 60.0 if timeout is None else _seconds(timeout)
+    sub, admitted = _C.grow(pg, size, max(0, int(limit / wait)), wait)
+    rank, size = _new_default_group(sub, timeout, True)
+    return rank, size, admitted
+
+
+def join_default_group(timeout=None):
+    """A restarted rank's init_process_group: joins the running job (its
+    crnet_comm_init returns once the survivors' grow_default_group admitted
+    it; CRNET_INIT_TIMEOUT bounds the wait) and makes the default group
+    with them. Returns (rank, size): the restarted ranks come after the
+    survivors."""
+    return _new_default_group(_C.join(_seconds(timeout)), timeout, False)
+
+
+def _new_default_group(sub, timeout, replace):
+    """The default group over `sub` (a SubComm every member made alike),
+    with a TCPStore served by its rank 0 for torch's bookkeeping."""
+    global _pending_sub
     rank, size = sub.rank, sub.size
     if timeout is None:
         timeout = _DEFAULT_TIMEOUT
@@ -181,7 +224,8 @@ def shrink_default_group(timeout=None):
     else:
         host, port = _C.bcast_bytes_sub(sub, None).decode().split()
         store = dist.TCPStore(host, int(port), size, False, timeout)
-    dist.destroy_process_group()
+    if replace:
+        dist.destroy_process_group()
     _pending_sub = sub
     try:
         dist.init_process_group(BACKEND, store=store, rank=rank,

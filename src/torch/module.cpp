@@ -18,6 +18,14 @@
  *                             agreed flag, whether a rank was lost)
  *   shrink(pg)                revoke, acknowledge and shrink a group's
  *                             comm: a SubComm of the survivors
+ *   grow(pg, size, tries, wait_s)
+ *                             crnet_comm_grow of a group's comm, again
+ *                             (wait_s apart, at most `tries` times) until
+ *                             it has `size` ranks: (a SubComm of a dup of
+ *                             it, how many ranks it admitted)
+ *   join(timeout)             a restarted rank (crlaunch --restart): the
+ *                             world, which a survivors' grow admitted it
+ *                             to, as a SubComm of a dup of it
  *   bcast_bytes_sub(sub, data)  bcast_bytes on a SubComm
  *   in_flight(pg), close(pg)  calls in flight on a group; close it now
  *   shutdown(grace, abort)    every group and the world, at exit; with
@@ -27,8 +35,10 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/utils/pybind.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "process_group.hpp"
@@ -199,6 +209,65 @@ shrink(const c10::intrusive_ptr<c10d::ProcessGroup> &pg) {
   return std::make_shared<SubComm>(s);
 }
 
+/* Whether job rank j is a member of comm c. */
+bool has_job_rank(const crnet_comm *c, int j) {
+  for (int r = 0; r < crnet_comm_size(c); r++)
+    if (crnet_comm_job_rank(c, r) == j)
+      return true;
+  return false;
+}
+
+/* The group's comm grown back (crnet_comm_grow), and a dup of it for the
+ * group that replaces it: a restarted rank's join() dups the same comm,
+ * so both sides make the same calls on it. Every survivor sees the same
+ * sizes and counts the same tries, so all stop alike. */
+std::pair<std::shared_ptr<SubComm>, int>
+grow(const c10::intrusive_ptr<c10d::ProcessGroup> &pg, int size, int tries,
+     double wait_s) {
+  crnet_comm *c = as_crnet(pg).comm(), *g = nullptr, *d = nullptr;
+  if (crnet_comm_lost(c, nullptr, 0) > 0 || crnet_comm_is_revoked(c) == 1) {
+    crnet_comm_revoke(c);
+    crnet_comm_ack_lost(c, nullptr, 0);
+  }
+  int rc = crnet_comm_grow(c, &g);
+  for (int t = 0; rc == 0 && crnet_comm_size(g) < size && t < tries; t++) {
+    crnet_comm *next = nullptr;
+    std::this_thread::sleep_for(std::chrono::duration<double>(wait_s));
+    rc = crnet_comm_grow(g, &next);
+    if (rc == 0) {
+      crnet_comm_destroy(g);
+      g = next;
+    }
+  }
+  if (rc != 0) {
+    if (g != nullptr)
+      crnet_comm_destroy(g);
+    crnet_torch::throw_crnet(c, rc, "grow (crnet_comm_grow)");
+  }
+  int admitted = 0;
+  for (int r = 0; r < crnet_comm_size(g); r++)
+    admitted += !has_job_rank(c, crnet_comm_job_rank(g, r));
+  rc = crnet_comm_dup(g, &d);
+  crnet_comm_destroy(g);
+  if (rc != 0)
+    crnet_torch::throw_crnet(c, rc, "grow (crnet_comm_dup)");
+  return {std::make_shared<SubComm>(d), admitted};
+}
+
+/* A restarted rank: joins (crnet_comm_init returns once a survivors' grow
+ * admitted it) and dups that comm, as the survivors' grow() does. */
+std::shared_ptr<SubComm> join(double timeout_seconds) {
+  crnet_comm *w = crnet_torch::world(timeout_seconds), *d = nullptr;
+  if (crnet_comm_joined(w) != 1)
+    throw std::runtime_error(
+        "crnet: join_default_group is for a rank crlaunch --restart started "
+        "again (CRNET_RESTARTED); this one started with the job");
+  int rc = crnet_comm_dup(w, &d);
+  if (rc != 0)
+    crnet_torch::throw_crnet(w, rc, "join (crnet_comm_dup)");
+  return std::make_shared<SubComm>(d);
+}
+
 } // namespace
 
 PYBIND11_MODULE(_crnet_torch, m) {
@@ -221,6 +290,10 @@ PYBIND11_MODULE(_crnet_torch, m) {
   m.def("agree", &agree, py::arg("pg"), py::arg("flag"),
         py::call_guard<py::gil_scoped_release>());
   m.def("shrink", &shrink, py::arg("pg"),
+        py::call_guard<py::gil_scoped_release>());
+  m.def("grow", &grow, py::arg("pg"), py::arg("size"), py::arg("tries"),
+        py::arg("wait_s"), py::call_guard<py::gil_scoped_release>());
+  m.def("join", &join, py::arg("timeout"),
         py::call_guard<py::gil_scoped_release>());
   m.def("split", &split, py::arg("color"), py::arg("key"), py::arg("timeout"),
         py::call_guard<py::gil_scoped_release>());

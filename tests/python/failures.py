@@ -22,9 +22,12 @@ import weakref
 CASE, OUT = sys.argv[1], sys.argv[2]
 RANK = int(os.environ.get("CRNET_RANK", "0"))
 SEEN = {}
+# A process crlaunch --restart started again records apart from the one
+# it replaces.
+NAME = "restart.json" if os.environ.get("CRNET_RESTARTED") else "rank%d.json" % RANK
 
 
-def write(name="rank%d.json" % RANK, **fields):
+def write(name=NAME, **fields):
     SEEN.update(fields)
     tmp = os.path.join(OUT, name + ".tmp")
     with open(tmp, "w") as f:
@@ -261,8 +264,43 @@ def survive(comm):
     shrunk.close()
 
 
+def grow(comm):
+    """crlaunch --restart 1: the last rank kills itself; crlaunch starts it
+    again, and its crnet.Comm() returns once the survivors' grow admitted
+    it. The survivors grow until the comm is whole again (a few ms apart,
+    a bounded number of times; every survivor sees the same sizes)."""
+    victim = comm.size - 1
+    if comm.joined:
+        x = array.array("q", [comm.rank])
+        comm.allreduce(x)
+        write(joined=True, grown=[comm.rank, comm.size],
+              job_rank=comm.job_rank(comm.rank), grown_sum=x[0])
+        comm.close()
+        return
+    write(joined=comm.joined)
+    comm.barrier()
+    if comm.rank == victim:
+        others_in_flight(comm)
+        write(killed=time.time())
+        os.kill(os.getpid(), signal.SIGKILL)
+    until_error(comm)
+    comm.revoke()
+    comm.ack_lost()
+    grown, tries = comm.grow(), 0
+    while grown.size < comm.size and tries < 500:
+        time.sleep(0.01)
+        smaller, grown = grown, grown.grow()
+        smaller.close()
+        tries += 1
+    x = array.array("q", [grown.rank])
+    grown.allreduce(x)
+    write(grown=[grown.rank, grown.size], grown_sum=x[0], tries=tries)
+    grown.close()
+
+
 CASES = {
     "survive": survive,
+    "grow": grow,
     "peer-lost": peer_lost,
     "abort": abort,
     "mismatch": mismatch,

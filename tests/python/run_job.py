@@ -22,6 +22,12 @@ Cases and what must hold:
                  ack_lost(), then agrees (False: rank 0 says so), shrinks
                  to a comm of p - 1 in the same order whose allreduce is
                  right; crlaunch exits 0
+  grow           under crlaunch --restart 1, the last rank kills itself;
+                 the survivors revoke and grow until the restarted rank
+                 is in: a comm of p again, survivors in their order, the
+                 newcomer last (joined True, its job rank p, the first
+                 restart slot), whose allreduce is right everywhere;
+                 crlaunch names the restart and exits 0
   abort          rank 1 calls comm.abort(7) once the others are in
                  allreduces: every other rank raises
                  Aborted with abort_code 7; crlaunch exits 7
@@ -69,7 +75,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="crnet-py-") as out:
         # CRNET_PY_WRAP: a command every rank runs under (valgrind ...).
         wrap = os.environ.get("CRNET_PY_WRAP", "").split()
-        keep = ["--keep-going"] if case == "survive" else []
+        keep = {"survive": ["--keep-going"], "grow": ["--restart", "1"]}.get(case, [])
         cmd = [crlaunch, "-n", str(p), "--timeout", "%g" % seconds(60)] + keep + wrap + [
             sys.executable, os.path.join(HERE, "failures.py"), case, out]
         t0 = time.monotonic()
@@ -87,6 +93,11 @@ def main():
                     seen[r] = json.load(f)
         for r in sorted(seen):
             print("rank %d: %s" % (r, json.dumps(seen[r], sort_keys=True)))
+        restart = {}
+        if os.path.exists(os.path.join(out, "restart.json")):
+            with open(os.path.join(out, "restart.json")) as f:
+                restart = json.load(f)
+            print("restarted rank: %s" % json.dumps(restart, sort_keys=True))
 
     def ranks(rs):
         return [seen.get(r, {}) for r in rs]
@@ -129,6 +140,22 @@ def main():
             expect(s.get("shrunk") == [r, p - 1] and
                    s.get("shrunk_sum") == (p - 1) * (p - 2) // 2,
                    "rank %d: shrunk comm %s, sum %s" % (r, s.get("shrunk"), s.get("shrunk_sum")))
+    elif case == "grow":
+        victim = p - 1
+        want_sum = p * (p - 1) // 2
+        expect(seen.get(victim, {}).get("killed") is not None,
+               "the victim (rank %d) recorded its kill" % victim)
+        expect(proc.returncode == 0, "crlaunch --restart exits 0")
+        expect("rank %d started again" % victim in proc.stdout,
+               "crlaunch named the restart")
+        for r, s in zip(range(victim), ranks(range(victim))):
+            expect(s.get("joined") is False, "rank %d: joined False" % r)
+            expect(s.get("grown") == [r, p] and s.get("grown_sum") == want_sum,
+                   "rank %d: grown comm %s, sum %s" % (r, s.get("grown"), s.get("grown_sum")))
+        expect(restart.get("joined") is True and restart.get("grown") == [p - 1, p] and
+               restart.get("job_rank") == p and restart.get("grown_sum") == want_sum,
+               "the restarted rank: joined, rank %d of %d, job rank %d, sum %d (%s)"
+               % (p - 1, p, p, want_sum, restart))
     elif case == "abort":
         expect(proc.returncode == 7, "crlaunch exits with the abort code 7")
         for r in range(p):

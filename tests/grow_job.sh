@@ -14,7 +14,8 @@
 #   - what crlaunch says and does: each restart named, no restart beyond
 #     --restart N (the survivors finish on fewer ranks), a restarted rank
 #     that nobody grows for fails with a clear message, and --restart's
-#     refusals.
+#     refusals (a bad count, with -x CRNET_RESTARTS, inside Slurm).
+# A rank restarted on another host is tests/multihost.sh's case 8d.
 #
 #   tests/grow_job.sh CRLAUNCH SURVIVE GROW_JOB REGROW
 set -euo pipefail
@@ -108,9 +109,11 @@ fi
 run "restart 0" 2 --restart 0 -n 2 true || true
 grep -q -- "--restart '0': not a number of restarts in 1..4096" "$tmp/err" ||
   fail "restart 0: $(cat "$tmp/err")"
-run "restart with hosts" 2 --restart 1 --hosts localhost:2 -n 2 true || true
-grep -q -- "--restart: ranks are started again on crlaunch's own host only" "$tmp/err" ||
-  fail "restart with hosts: $(cat "$tmp/err")"
+rc=0
+SLURM_JOB_ID=7 SLURM_JOB_NODELIST=localhost SLURM_TASKS_PER_NODE=2 \
+  "$crlaunch" --restart 1 -n 2 true >"$tmp/out" 2>"$tmp/err" || rc=$?
+[ "$rc" = 2 ] && grep -q -- "--restart: not inside a Slurm allocation yet" "$tmp/err" ||
+  fail "restart inside Slurm: exit $rc: $(cat "$tmp/err")"
 run "restart and -x" 2 --restart 1 -x CRNET_RESTARTS=3 -n 2 true || true
 grep -q -- "give --restart or -x CRNET_RESTARTS, not both" "$tmp/err" ||
   fail "restart and -x: $(cat "$tmp/err")"

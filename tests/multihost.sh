@@ -530,6 +530,26 @@ else
   fail "--keep-going over three hosts: exit $rc: $(cat "$tmp/out" "$tmp/err")"
 fi
 
+# ---- 8d. --restart: a rank lost on another host starts again there ----------
+# As 8c with --restart 1: crlaunch tells the agent of 10.79.0.3 to start rank
+# 3 again, the new process joins through crlaunch's rendezvous, links to
+# the five survivors on three hosts, and their grow takes it back in; the
+# job finishes on 6 of 6 and crlaunch exits 0.
+
+timeout -k 5 90 "$crlaunch" --ssh "$tmp/ssh" --restart 1 --timeout 60 \
+  --hosts 10.79.0.2:2,10.79.0.3:2,10.79.0.4:2 "$survive" 10 3 4 grow \
+  >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ $rc -eq 0 ] &&
+  grep -Eq "^crlaunch: rank 3 \(pid [0-9]+ on host 10.79.0.3\) was killed by signal 9 \(Killed\); the others go on" "$tmp/err" &&
+  grep -Eq "^crlaunch@[^:]*: rank 3 started again \(pid [0-9]+; restart 1 of 1\)$" "$tmp/err" &&
+  grep -q "10 steps on 6 of 6 ranks, 1 step redone, ranks lost: 3; every sum right" "$tmp/out" &&
+  no_leftovers_within 5; then
+  ok "--restart over three hosts: $(grep 'started again' "$tmp/err"); $(cat "$tmp/out")"
+else
+  fail "--restart over three hosts: exit $rc: $(cat "$tmp/out" "$tmp/err")"
+fi
+
 # ---- 9. an unreachable host fails clearly -----------------------------------
 if timing_cases "an unreachable host"; then
 

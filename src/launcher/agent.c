@@ -37,6 +37,17 @@ static void on_silence(uv_timer_t *t) {
 
 /* A line after CRNET__AGENT_TELL, for our ranks: passed on if it is one
  * of the three crlaunch says. */
+/* crlaunch --restart: rank `index` of this host, lost, starts again as
+ * the job's restart k. */
+static void restart_here(struct job *job, int index, int k) {
+  for (int i = 0; i < job->nprocs; i++)
+    if (job->ranks[i].index == index) {
+      crnet__launch_start_again(job, index, job->ranks[i].local, k);
+      return;
+    }
+  crnet__log("ignored a restart of rank %d, which is not on this host", index);
+}
+
 static void take_tell_command(struct job *job, const char *line) {
   int rank, a, b, end = 0;
   if (sscanf(line, "abort %d %d%n", &rank, &a, &end) == 2 &&
@@ -48,6 +59,9 @@ static void take_tell_command(struct job *job, const char *line) {
   else if (sscanf(line, "fail %d %d%n", &rank, &a, &end) == 2 &&
            line[end] == '\0')
     crnet__launch_tell_ranks(job, "fail %d %d\n", rank, a);
+  else if (sscanf(line, "restart %d %d%n", &rank, &a, &end) == 2 &&
+           line[end] == '\0' && a > 0)
+    restart_here(job, rank, a);
   else
     crnet__log("ignored a malformed command from crlaunch");
 }

@@ -895,35 +895,61 @@ static int keep_going_status(const struct job *job) {
   return 128 + job->first_signal;
 }
 
-/* --restart: the lost rank r is started again, as a process of its own
- * (an entry after the others), with CRNET_RESTARTED=k for the job's k-th
- * restart; its crnet_comm_init joins the job (runtime/join.c). The
- * rendezvous marks r's old process gone first, so that the newcomer does
- * not try to reach it. */
-static void restart_rank(struct job *job, struct rank *r) {
+void crnet__launch_start_again(struct job *job, int index, int local, int k) {
   struct rank *n = &job->ranks[job->nprocs];
-  int k = job->restarts - job->restarts_left + 1;
+  char **argv = job->agent != NULL ? job->agent->argv : job->opt->argv;
   char var[32];
   int rc;
-  crnet__rendezvous_server_lost(job->rdv, r->index, (uint32_t)r->pid);
-  if (job->rdv == NULL)
-    return; /* the server has gone: nobody could join */
-  memset(n, 0, sizeof *n);
-  n->job = job;
-  n->index = r->index;
-  n->count = 1;
-  n->local = r->local;
-  n->blamed = -1;
-  job->nprocs++;
-  job->restarts_left--;
-  snprintf(var, sizeof var, "CRNET_RESTARTED=%d", k);
-  rc = crnet__launch_spawn_rank_as(job, n, job->opt->argv, var);
-  if (rc != 0) {
-    crnet__log("cannot start rank %d again: %s", r->index, uv_strerror(rc));
+  if (job->nprocs >= job->procs_cap) {
+    crnet__log("cannot start rank %d again: no room for more restarts than "
+               "CRNET_RESTARTS",
+               index);
     return;
   }
-  crnet__log("rank %d started again (pid %d; restart %d of %d)", r->index,
-             n->pid, k, job->restarts);
+  memset(n, 0, sizeof *n);
+  n->job = job;
+  n->index = index;
+  n->count = 1;
+  n->local = local;
+  n->blamed = -1;
+  job->nprocs++;
+  snprintf(var, sizeof var, "CRNET_RESTARTED=%d", k);
+  rc = crnet__launch_spawn_rank_as(job, n, argv, var);
+  if (rc != 0) {
+    crnet__log("cannot start rank %d again: %s", index, uv_strerror(rc));
+    return;
+  }
+  crnet__log("rank %d started again (pid %d; restart %d of %d)", index, n->pid,
+             k, job->restarts);
+}
+
+/* The next restart's number, the lost process marked gone at the
+ * rendezvous (so that the newcomer does not try to reach it); 0 when none
+ * is left or the server has gone (nobody could join). */
+static int take_restart(struct job *job, int index, int pid) {
+  if (job->restarts_left <= 0 || job->rdv == NULL)
+    return 0;
+  crnet__rendezvous_server_lost(job->rdv, index, (uint32_t)pid);
+  return job->restarts - job->restarts_left-- + 1;
+}
+
+/* --restart: a rank of this host. */
+static void restart_rank(struct job *job, struct rank *r) {
+  int k = take_restart(job, r->index, r->pid);
+  if (k > 0)
+    crnet__launch_start_again(job, r->index, r->local, k);
+}
+
+void crnet__launch_restart_remote(struct job *job, struct rank *r, int index,
+                                  int pid) {
+  char line[64];
+  int k = take_restart(job, index, pid), n;
+  if (k == 0)
+    return;
+  /* The agent starts it, and says so (with its pid). */
+  line[0] = CRNET__AGENT_TELL;
+  n = snprintf(line + 1, sizeof line - 1, "restart %d %d\n", index, k);
+  crnet__launch_ctl_send(r, line, (size_t)n + 1);
 }
 
 static void on_rank_exit(uv_process_t *proc, int64_t status, int term_signal) {
@@ -1352,12 +1378,13 @@ static struct rank *make_procs(struct job *job) {
     for (int h = 0; h < opt->hosts.n; h++)
       n += opt->hosts.hosts[h].local ? opt->hosts.hosts[h].count
                                      : opt->hosts.hosts[h].count > 0;
-  /* Room for the ranks --restart starts again (restart_rank). */
+  /* Room for the ranks --restart starts again (start_again). */
   struct rank *ranks =
       calloc((size_t)(n > 0 ? n : 1) + (size_t)job->restarts, sizeof *ranks);
   if (ranks == NULL)
     return NULL;
   job->nprocs = n;
+  job->procs_cap = n + job->restarts;
   int k = 0;
   if (job->agent != NULL || opt->hosts.n == 0) {
     int first = job->agent != NULL ? job->agent->first : 0;
@@ -1420,6 +1447,11 @@ int crnet__launch_job_run(const struct options *opt,
       job->keep_going = 1;
   if (job->agent == NULL)
     job->restarts = job->restarts_left = opt->restarts;
+  /* An agent starts ranks again when crlaunch says (agent.c), up to the
+   * job's CRNET_RESTARTS. */
+  for (int i = 0; i < job->nxvars && job->agent != NULL; i++)
+    if (strncmp(job->xvars[i], "CRNET_RESTARTS=", 15) == 0)
+      job->restarts = atoi(job->xvars[i] + 15);
   ranks = make_procs(job);
   if (ranks == NULL) {
     crnet__log("out of memory");

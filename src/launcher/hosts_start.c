@@ -282,6 +282,7 @@ static void on_agent_report(crnet__fwd_stream *s, const char *line,
     r->reported = 1;
     r->fail_rank = rank;
     r->fail_pid = pid;
+    crnet__launch_restart_remote(job, r, rank, pid);
     return;
   }
   /* The first report counts, also when the session's exit was reaped

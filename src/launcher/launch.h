@@ -168,6 +168,7 @@ struct job {
    * process gets an entry of its own: the lost one's output may still be
    * draining). */
   int restarts, restarts_left;
+  int procs_cap; /* entries of ranks */
   const char *init_timeout_str;
   crnet__agent_config *agent; /* agent mode: what crlaunch sent */
   uv_pipe_t ctl_in;           /* agent mode: commands from crlaunch */
@@ -337,6 +338,14 @@ int crnet__launch_spawn_proc(struct job *job, struct rank *r, char **args,
 int crnet__launch_spawn_rank(struct job *job, struct rank *r, char **argv);
 int crnet__launch_spawn_rank_as(struct job *job, struct rank *r, char **argv,
                                 const char *extra);
+/* --restart: job index `index` (its place `local` among this host's
+ * ranks) started again here as the job's restart k, with CRNET_RESTARTED=k,
+ * in an entry of its own (a lost process's output may still drain). */
+void crnet__launch_start_again(struct job *job, int index, int local, int k);
+/* --restart: rank `index` (pid `pid`) of remote host session r was lost;
+ * its agent starts it again if a restart is left. */
+void crnet__launch_restart_remote(struct job *job, struct rank *r, int index,
+                                  int pid);
 
 /* Runs a job, or an agent's share of one (agent not NULL), to its end.
  * Returns the exit status. */

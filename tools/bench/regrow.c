@@ -9,8 +9,9 @@
  * processes of one host) to DIR/kill.<c> and kills itself with SIGKILL.
  * crlaunch starts it again. The others, once a call fails, revoke,
  * acknowledge and grow (crnet_comm_grow) until the comm has P ranks again
- * (every GROW_WAIT_US, at most GROW_TRIES grows that admit nobody in the
- * run); after a grow that admitted ranks, rank 0 sends the state (cycle,
+ * (every GROW_WAIT_US, at most GROW_TRIES grows that admit nobody per
+ * regrow, counted in the state so that all stop alike); after a grow that
+ * admitted ranks, rank 0 sends the state (cycle,
  * step, tries, the sums so far), and the first allreduce on the whole comm
  * ends the cycle: rank 0 prints "regrown <cycle> <seconds from the kill>".
  * After STEPS steps (default 6) per cycle and K cycles, rank 0 checks the
@@ -32,7 +33,11 @@
 #define KILL_STEP 3
 
 struct state {
-  int64_t cycle, step, tries, total, size, regrowing;
+  int64_t cycle, step;
+  int64_t tries;     /* grows of this regrow that admitted nobody */
+  int64_t total;     /* the sum of every allreduce so far */
+  int64_t size;      /* the job's */
+  int64_t regrowing; /* a rank was lost; the comm is not whole again yet */
 };
 
 static double wall_s(void) {
@@ -123,6 +128,8 @@ int main(int argc, char **argv) {
                wall_s() - kill_time(dir, st.cycle));
         fflush(stdout);
       }
+      if (st.regrowing)
+        st.tries = 0; /* each regrow has GROW_TRIES of its own */
       st.regrowing = 0;
       st.total += sum;
       if (++st.step == steps) {

@@ -26,6 +26,12 @@
  *     from any source, a nonblocking allreduce) end with CRNET_EPEER or,
  *     after a survivor's revoke, CRNET_EREVOKED; messages go on in a comm
  *     without the lost rank and on the shrunk comm;
+ *   - kill_in_a_large_message: the sender of a 64 MiB message (the
+ *     rendezvous protocol) dies once the receiver has seen its first bytes
+ *     arrive and before the last: the receive ends with CRNET_EPEER (or
+ *     CRNET_EREVOKED: the third rank revoked first), the buffer part
+ *     written; on the shrunk comm a 64 MiB message arrives
+ *     whole;
  *   - kill_in_each_collective: a rank killed at a call of a loop of each
  *     collective kind (allreduce, bcast, allgather, alltoall,
  *     reduce_scatter, scan, barrier; 64 KiB, so that calls span rounds);
@@ -489,6 +495,86 @@ START_TEST(requests_and_messages) {
 }
 END_TEST
 
+/* --- kill_in_a_large_message --------------------------------------------- */
+
+#define BIG_BYTES ((size_t)64 << 20)
+#define SENTINEL 0x5a
+
+static int rank_large(int rank, int size, void *arg) {
+  (void)size;
+  crnet_comm *c, *s;
+  crnet_request *req = NULL;
+  uint8_t *buf = malloc(BIG_BYTES);
+  int rc, done = 0;
+  (void)arg;
+  FAIL_IF(buf == NULL, "out of memory");
+  FAIL_IF(init_survive(&c) != 0, "init: %s", crnet_init_errmsg());
+  if (rank == 1) {
+    memset(buf, 0x11, BIG_BYTES);
+    rc = crnet_isend(c, buf, BIG_BYTES, CRNET_BYTE, 0, 9, &req);
+    FAIL_IF(rc != 0, "isend: %d", rc);
+    /* Driven until rank 0 has seen the first bytes, then killed. */
+    while (!report_await(0, 0)) {
+      rc = crnet_test(&req, &done);
+      FAIL_IF(rc != 0 || done, "the send ended before the kill: %d", rc);
+    }
+    kill(getpid(), SIGKILL);
+  }
+  if (rank == 0) {
+    memset(buf, SENTINEL, BIG_BYTES);
+    rc = crnet_irecv(c, buf, BIG_BYTES, CRNET_BYTE, 1, 9, NULL, &req);
+    FAIL_IF(rc != 0, "irecv: %d", rc);
+    while (rc == 0 && !done && buf[0] == SENTINEL)
+      rc = crnet_test(&req, &done);
+    FAIL_IF(rc != 0 || done,
+            "the receive ended before its first bytes came: "
+            "%d",
+            rc);
+    report_raise(0);
+    /* CRNET_EREVOKED when rank 2's revoke comes first. */
+    rc = crnet_wait(&req);
+    FAIL_IF(rc != CRNET_EPEER && rc != CRNET_EREVOKED,
+            "the receive ended with %d (%s)", rc, crnet_comm_errmsg(c));
+    FAIL_IF(buf[0] != 0x11 || buf[BIG_BYTES - 1] != SENTINEL,
+            "not a partial message: first byte 0x%x, last 0x%x", buf[0],
+            buf[BIG_BYTES - 1]);
+  } else {
+    /* Rank 2 learns of the loss at its next call on c. */
+    int v = 1, sum;
+    rc = crnet_allreduce(c, &v, &sum, 1, CRNET_INT32, CRNET_SUM);
+    FAIL_IF(rc != CRNET_EPEER && rc != CRNET_EREVOKED, "allreduce: %d", rc);
+  }
+  crnet_comm_revoke(c);
+  crnet_comm_ack_lost(c, NULL, 0);
+  rc = crnet_comm_shrink(c, &s);
+  FAIL_IF(rc != 0 || crnet_comm_size(s) != 2, "shrink: %d", rc);
+  if (crnet_comm_rank(s) == 1) {
+    memset(buf, 0x22, BIG_BYTES);
+    rc = crnet_send(s, buf, BIG_BYTES, CRNET_BYTE, 0, 9);
+    FAIL_IF(rc != 0, "send on the shrunk comm: %d", rc);
+  } else {
+    memset(buf, SENTINEL, BIG_BYTES);
+    rc = crnet_recv(s, buf, BIG_BYTES, CRNET_BYTE, 1, 9, NULL);
+    FAIL_IF(rc != 0, "recv on the shrunk comm: %d", rc);
+    for (size_t i = 0; i < BIG_BYTES; i += 4093)
+      FAIL_IF(buf[i] != 0x22, "byte %zu is 0x%x", i, buf[i]);
+    FAIL_IF(buf[BIG_BYTES - 1] != 0x22, "the last byte");
+  }
+  crnet_comm_destroy(s);
+  crnet_comm_destroy(c);
+  free(buf);
+  return EXIT_OK;
+}
+
+START_TEST(kill_in_a_large_message) {
+  job j;
+  reports_map();
+  job_init(&j, 3, 20);
+  run_job(&j, rank_large, NULL, 60);
+  expect_victim_killed(&j, 1);
+}
+END_TEST
+
 /* --- kill_in_each_collective -------------------------------------------- */
 
 #define KILL_N 16384 /* int32: 64 KiB a rank */
@@ -882,6 +968,7 @@ static Suite *survive_suite(void) {
   tcase_add_test(tc, lost_rank_shrink);
   tcase_add_test(tc, coordinator_lost);
   tcase_add_test(tc, restarted_rank_joins);
+  tcase_add_test(tc, kill_in_a_large_message);
   suite_add_tcase(s, tc);
   return s;
 }

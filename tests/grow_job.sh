@@ -118,6 +118,12 @@ if run "$name" 1 --restart 1 -n 4 "$survive" 8 3 4; then
   grep -q "^8 steps on 3 of 4 ranks" "$tmp/out" || { fail "$name: the survivors"; cat "$tmp/out"; }
 fi
 
+# Shared memory between ranks is memfds, never names: nothing is left in
+# /dev/shm, however many processes died.
+if ls /dev/shm 2>/dev/null | grep -q crnet; then
+  fail "crnet files in /dev/shm: $(ls /dev/shm | grep crnet)"
+fi
+
 # Refusals.
 run "restart 0" 2 --restart 0 -n 2 true || true
 grep -q -- "--restart '0': not a number of restarts in 1..4096" "$tmp/err" ||

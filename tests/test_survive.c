@@ -13,6 +13,8 @@
  *   - revoke_ends_calls_on_every_member: with nobody lost, a revoke by one
  *     rank ends the others' allreduce, which waits on it, with
  *     CRNET_EREVOKED; a shrink then gives a comm of every rank;
+ *   - revoker_dies: the revoking rank dies as its revoke returns; the
+ *     others' allreduce ends (revoked, or the loss), and they shrink;
  *   - agreement_with_deaths: a rank dies inside an agreement (a test hook,
  *     crnet__agree_die_at): the coordinator after telling one rank its
  *     decision (adopted, the flag with the dead coordinator's bits, or,
@@ -287,6 +289,48 @@ START_TEST(revoke_ends_calls_on_every_member) {
 }
 END_TEST
 
+/* The revoking rank dies as soon as its revoke returns, while the others
+ * are in an allreduce: it ends with the revoke if that got out, with the
+ * loss otherwise; the survivors shrink to the two of them. */
+static int rank_revoke_and_die(int rank, int size, void *arg) {
+  crnet_comm *c, *s;
+  int v = 1, sum = 0, rc;
+  (void)arg;
+  FAIL_IF(init_survive(&c) != 0, "init: %s", crnet_init_errmsg());
+  rc = crnet_allreduce(c, &v, &sum, 1, CRNET_INT32, CRNET_SUM);
+  FAIL_IF(rc != 0 || sum != size, "first allreduce: %d", rc);
+  if (rank == 1) {
+    FAIL_IF(!others_past(rank, size), "the others never came");
+    FAIL_IF(crnet_comm_revoke(c) != 0, "revoke");
+    kill(getpid(), SIGKILL);
+  }
+  report_raise(rank);
+  rc = crnet_allreduce(c, &v, &sum, 1, CRNET_INT32, CRNET_SUM);
+  FAIL_IF(rc != CRNET_EREVOKED && rc != CRNET_EPEER, "allreduce: %d (%s)", rc,
+          crnet_comm_errmsg(c));
+  crnet_comm_revoke(c);
+  crnet_comm_ack_lost(c, NULL, 0);
+  rc = crnet_comm_shrink(c, &s);
+  FAIL_IF(rc != 0 || crnet_comm_size(s) != size - 1 ||
+              crnet_comm_rank(s) != (rank == 0 ? 0 : rank - 1),
+          "shrink: %d, rank %d of %d", rc, crnet_comm_rank(s),
+          crnet_comm_size(s));
+  rc = crnet_allreduce(s, &v, &sum, 1, CRNET_INT32, CRNET_SUM);
+  FAIL_IF(rc != 0 || sum != size - 1, "allreduce on the new comm: %d", rc);
+  crnet_comm_destroy(s);
+  crnet_comm_destroy(c);
+  return EXIT_OK;
+}
+
+START_TEST(revoker_dies) {
+  job j;
+  reports_map();
+  job_init(&j, 3, 20);
+  run_job(&j, rank_revoke_and_die, NULL, 60);
+  expect_victim_killed(&j, 1);
+}
+END_TEST
+
 /* --- agreement_with_deaths ----------------------------------------------- */
 
 /* Who dies, and where: arg of rank_agree_death. */
@@ -511,6 +555,7 @@ static int rank_large(int rank, int size, void *arg) {
   FAIL_IF(init_survive(&c) != 0, "init: %s", crnet_init_errmsg());
   if (rank == 1) {
     memset(buf, 0x11, BIG_BYTES);
+    reports[1].pid = (int)getpid();
     rc = crnet_isend(c, buf, BIG_BYTES, CRNET_BYTE, 0, 9, &req);
     FAIL_IF(rc != 0, "isend: %d", rc);
     /* Driven until rank 0 has seen the first bytes, then killed. */
@@ -527,10 +572,11 @@ static int rank_large(int rank, int size, void *arg) {
     while (rc == 0 && !done && buf[0] == SENTINEL)
       rc = crnet_test(&req, &done);
     FAIL_IF(rc != 0 || done,
-            "the receive ended before its first bytes came: "
-            "%d",
-            rc);
+            "the receive ended before its first bytes came: %d", rc);
+    /* Nothing more is read until the sender is gone: it stops once the
+     * link's buffers are full, far short of the message's end. */
     report_raise(0);
+    FAIL_IF(!process_gone_await(reports[1].pid, 30), "rank 1 lives on");
     /* CRNET_EREVOKED when rank 2's revoke comes first. */
     rc = crnet_wait(&req);
     FAIL_IF(rc != CRNET_EPEER && rc != CRNET_EREVOKED,
@@ -568,7 +614,7 @@ static int rank_large(int rank, int size, void *arg) {
 
 START_TEST(kill_in_a_large_message) {
   job j;
-  reports_map();
+  reports = reports_map();
   job_init(&j, 3, 20);
   run_job(&j, rank_large, NULL, 60);
   expect_victim_killed(&j, 1);
@@ -969,6 +1015,7 @@ static Suite *survive_suite(void) {
   tcase_add_test(tc, coordinator_lost);
   tcase_add_test(tc, restarted_rank_joins);
   tcase_add_test(tc, kill_in_a_large_message);
+  tcase_add_test(tc, revoker_dies);
   suite_add_tcase(s, tc);
   return s;
 }

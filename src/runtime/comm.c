@@ -557,8 +557,7 @@ static void wait_plan(crnet_comm *c, const crnet__settings *s) {
 /* The carriage of a link to a rank on this node (link_shm.h): the lower
  * rank of the pair offers shared memory, the higher takes it; links to
  * other nodes, and encrypted ones, stay on TCP. */
-static void choose_carriage(crnet_comm *c, crnet__link *l) {
-  crnet__world *w = c->w;
+void crnet__world_choose_carriage(crnet__world *w, crnet__link *l) {
   const crnet__rendezvous_entry *t = w->table;
   /* Single copy (link_shm.c) by default only where every rank of the host
    * has a core: a write then completes only once its reader has run and
@@ -572,6 +571,10 @@ static void choose_carriage(crnet_comm *c, crnet__link *l) {
                    (two_copies ? CRNET__SHM_TWO_COPIES : 0);
   if (l->purpose != CRNET__HS_MESH || t == NULL || l->peer < 0 ||
       l->peer >= w->size)
+    return;
+  /* A restarted rank's links come before its entry (join.c): chosen when
+   * that comes. */
+  if (t[l->peer].family == 0)
     return;
   if (w->transport == CRNET__TRANSPORT_TCP || l->tx != NULL ||
       !crnet__rendezvous_same_node(&t[w->rank], &t[l->peer])) {
@@ -599,7 +602,7 @@ void crnet__comm_link_settings(crnet_comm *c, crnet__link *l) {
     v = c->w->socket_buffer;
     uv_recv_buffer_size((uv_handle_t *)&l->tcp, &v);
   }
-  choose_carriage(c, l);
+  crnet__world_choose_carriage(c->w, l);
 }
 
 /* A world comm whose init failed after its links began: every link and

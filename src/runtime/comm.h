@@ -523,6 +523,9 @@ void crnet__join_waiting(crnet__world *w, uint8_t *join);
 void crnet__join_admit(crnet_comm *nc);
 void crnet__join_on_admit(crnet__world *w, int via,
                           const crnet__frame_header *h, const uint8_t *payload);
+/* How link l travels: shared memory for a peer on this node, else TCP
+ * (comm.c; once the peer's table entry is known). */
+void crnet__world_choose_carriage(crnet__world *w, crnet__link *l);
 /* A JOINER frame: restarted rank `via` says where it runs. */
 void crnet__join_on_entry(crnet__world *w, int via,
                           const crnet__frame_header *h, const uint8_t *payload);

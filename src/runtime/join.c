@@ -82,10 +82,18 @@ void crnet__join_on_entry(crnet__world *w, int via,
     crnet__log("ignored a malformed entry from rank %d", via);
     return;
   }
+  bool news;
   pthread_mutex_lock(&w->mu);
-  if (w->table[via].family == 0)
+  news = w->table[via].family == 0;
+  if (news)
     w->table[via] = e;
   pthread_mutex_unlock(&w->mu);
+  /* Its links waited for this to choose shared memory or TCP. */
+  for (uint32_t k = 0; news && k < w->streams; k++) {
+    crnet__peer *p = w->peers[(size_t)via * w->streams + k];
+    if (p != NULL && !p->closed && p->link.state == CRNET__LINK_READY)
+      crnet__world_choose_carriage(w, &p->link);
+  }
   w->progress_dirty = true;
 }
 

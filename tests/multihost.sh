@@ -550,6 +550,42 @@ else
   fail "--restart over three hosts: exit $rc: $(cat "$tmp/out" "$tmp/err")"
 fi
 
+# ---- 8e. --restart: a host's ranks all gone, started on the next host -------
+# While examples/survive.c runs (no rank kills itself), every process of
+# host 10.79.0.3 but sshd (its agent, ranks 2 and 3) is killed, as if the
+# host had died. crlaunch starts ranks 2 and 3 again on the next host of
+# the list, 10.79.0.4, each in a session of its own; the survivors grow
+# back to 6 and finish; crlaunch exits 0.
+
+"$crlaunch" --ssh "$tmp/ssh" --restart 2 --timeout 60 \
+  --hosts 10.79.0.2:2,10.79.0.3:2,10.79.0.4:2 "$survive" 3000 -1 0 grow \
+  >"$tmp/out" 2>"$tmp/err" &
+job=$!
+host3=${nss[1]}
+for _ in $(seq 200); do
+  n=$(for pid in $(ip netns pids "$host3"); do cat "/proc/$pid/comm" 2>/dev/null; done | grep -c '^survive$')
+  [ "$n" = 2 ] && break
+  sleep 0.05
+done
+for pid in $(ip netns pids "$host3"); do
+  [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = sshd ] || kill -9 "$pid" 2>/dev/null
+done
+(sleep 90 && kill -9 "$job") >/dev/null 2>&1 &
+watchdog=$!
+wait "$job"
+rc=$?
+pkill -P "$watchdog" 2>/dev/null
+kill "$watchdog" 2>/dev/null
+if [ "$n" = 2 ] && [ $rc -eq 0 ] &&
+  grep -Eq "^crlaunch: rank 2 started again on host 10.79.0.4 \(restart [12] of 2\)$" "$tmp/err" &&
+  grep -Eq "^crlaunch: rank 3 started again on host 10.79.0.4 \(restart [12] of 2\)$" "$tmp/err" &&
+  grep -Eq "^3000 steps on 6 of 6 ranks, [0-9]+ steps? redone, ranks lost: 2 3; every sum right$" "$tmp/out" &&
+  no_leftovers_within 5; then
+  ok "--restart, a host gone: $(grep 'started again' "$tmp/err" | tr '\n' ' '); $(cat "$tmp/out")"
+else
+  fail "--restart, a host gone: $n ranks seen there, exit $rc: $(cat "$tmp/out" "$tmp/err")"
+fi
+
 # ---- 9. an unreachable host fails clearly -----------------------------------
 if timing_cases "an unreachable host"; then
 

@@ -895,61 +895,20 @@ static int keep_going_status(const struct job *job) {
   return 128 + job->first_signal;
 }
 
-void crnet__launch_start_again(struct job *job, int index, int local, int k) {
-  struct rank *n = &job->ranks[job->nprocs];
-  char **argv = job->agent != NULL ? job->agent->argv : job->opt->argv;
-  char var[32];
-  int rc;
-  if (job->nprocs >= job->procs_cap) {
-    crnet__log("cannot start rank %d again: no room for more restarts than "
-               "CRNET_RESTARTS",
-               index);
+/* --restart with remote hosts: a session that failed is judged once its
+ * reports are all in (restart.c): if ranks of it had not ended, the host
+ * is gone with them, which counts as ranks killed (they start again
+ * elsewhere), not as the session's status; else as --keep-going says. */
+static void remote_session_over(struct job *job, struct rank *r) {
+  int failed = r->status != 0 || r->term_signal != 0;
+  int gone = crnet__launch_session_over(job, r);
+  if (gone < 0 || !failed || !job->keep_going || job->stop != RUNNING ||
+      job->aborted)
     return;
-  }
-  memset(n, 0, sizeof *n);
-  n->job = job;
-  n->index = index;
-  n->count = 1;
-  n->local = local;
-  n->blamed = -1;
-  job->nprocs++;
-  snprintf(var, sizeof var, "CRNET_RESTARTED=%d", k);
-  rc = crnet__launch_spawn_rank_as(job, n, argv, var);
-  if (rc != 0) {
-    crnet__log("cannot start rank %d again: %s", index, uv_strerror(rc));
-    return;
-  }
-  crnet__log("rank %d started again (pid %d; restart %d of %d)", index, n->pid,
-             k, job->restarts);
-}
-
-/* The next restart's number, the lost process marked gone at the
- * rendezvous (so that the newcomer does not try to reach it); 0 when none
- * is left or the server has gone (nobody could join). */
-static int take_restart(struct job *job, int index, int pid) {
-  if (job->restarts_left <= 0 || job->rdv == NULL)
-    return 0;
-  crnet__rendezvous_server_lost(job->rdv, index, (uint32_t)pid);
-  return job->restarts - job->restarts_left-- + 1;
-}
-
-/* --restart: a rank of this host. */
-static void restart_rank(struct job *job, struct rank *r) {
-  int k = take_restart(job, r->index, r->pid);
-  if (k > 0)
-    crnet__launch_start_again(job, r->index, r->local, k);
-}
-
-void crnet__launch_restart_remote(struct job *job, struct rank *r, int index,
-                                  int pid) {
-  char line[64];
-  int k = take_restart(job, index, pid), n;
-  if (k == 0)
-    return;
-  /* The agent starts it, and says so (with its pid). */
-  line[0] = CRNET__AGENT_TELL;
-  n = snprintf(line + 1, sizeof line - 1, "restart %d %d\n", index, k);
-  crnet__launch_ctl_send(r, line, (size_t)n + 1);
+  if (gone > 0)
+    crnet__launch_lost_going_on(job, NULL, 0, SIGKILL);
+  else
+    keep_going_lost(job, r, r->status, r->term_signal);
 }
 
 static void on_rank_exit(uv_process_t *proc, int64_t status, int term_signal) {
@@ -964,6 +923,10 @@ static void on_rank_exit(uv_process_t *proc, int64_t status, int term_signal) {
   if (job->agent != NULL && (status != 0 || term_signal != 0))
     crnet__launch_report_up(job, "exit %d %d %d %d", r->index, r->pid,
                             (int)status, term_signal);
+  else if (job->agent != NULL && job->restarts > 0)
+    /* --restart: crlaunch starts a gone host's ranks elsewhere, but only
+     * those that had not ended (restart.c). */
+    crnet__launch_report_up(job, "end %d %d", r->index, r->pid);
   /* Only failed ranks: a rank that ends well has said goodbye to its
    * peers, and the word would cost p lines per exit. */
   if (r->host == NULL && (status != 0 || term_signal != 0))
@@ -976,9 +939,15 @@ static void on_rank_exit(uv_process_t *proc, int64_t status, int term_signal) {
   ctl_close(r);
   if ((status != 0 || term_signal != 0) && job->keep_going &&
       job->stop == RUNNING && !job->aborted) {
-    keep_going_lost(job, r, status, term_signal);
-    if (job->restarts_left > 0 && r->host == NULL && job->agent == NULL)
-      restart_rank(job, r);
+    if (r->host != NULL && job->where != NULL) {
+      r->status = status;
+      r->term_signal = term_signal;
+      remote_session_over(job, r);
+    } else {
+      keep_going_lost(job, r, status, term_signal);
+      if (r->host == NULL && job->agent == NULL)
+        crnet__launch_restart_local(job, r);
+    }
   } else if (status != 0 || term_signal != 0) {
     r->failed = 1;
     if (job->stop == RUNNING && !job->judging) {
@@ -1010,8 +979,12 @@ static void on_stream_eof(crnet__fwd_stream *s, void *arg) {
 }
 
 static void on_stream_closed(crnet__fwd_stream *s, void *arg) {
-  struct job *job = ((struct rank *)arg)->job;
-  (void)s;
+  struct rank *r = arg;
+  struct job *job = r->job;
+  if (s == &r->out || s == &r->err) {
+    r->closed_streams++;
+    remote_session_over(job, r);
+  }
   job->nstreams--;
   if (job->nstreams == 0)
     uv_timer_stop(&job->drain_timer);
@@ -1333,6 +1306,9 @@ static void job_start(struct job *job) {
     struct rank *r = &job->ranks[i];
     if (r->host != NULL) {
       crnet__launch_format_rendezvous(rdv, sizeof rdv, src[i], port);
+      if (job->rdv_of != NULL)
+        snprintf(job->rdv_of[r->host - opt->hosts.hosts], sizeof job->rdv_of[0],
+                 "%s", rdv);
       rc = crnet__launch_spawn_remote(job, r, key, rdv, env, nenv);
     } else {
       rc = crnet__launch_spawn_rank(job, r, opt->argv);
@@ -1458,6 +1434,10 @@ int crnet__launch_job_run(const struct options *opt,
     goto out;
   }
   job->ranks = ranks;
+  if (crnet__launch_restart_track(job) != 0) {
+    crnet__log("out of memory");
+    goto out;
+  }
   char why[256];
   if (crnet__bind_plan_init(&job->bind,
                             agent != NULL && agent->bind_none
@@ -1516,6 +1496,7 @@ int crnet__launch_job_run(const struct options *opt,
 out:
   if (job != NULL) {
     crnet__bind_plan_free(&job->bind);
+    crnet__launch_restart_untrack(job);
     free_env(job);
     free(job->stats);
     free(job->rank_stats);

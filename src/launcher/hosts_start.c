@@ -266,6 +266,11 @@ static void on_agent_report(crnet__fwd_stream *s, const char *line,
     crnet__launch_job_aborted(job, r, rank, pid, code);
     return;
   }
+  if (sscanf(what, " end %d %d", &rank, &pid) == 2 && rank >= 0 &&
+      rank < job->size) {
+    crnet__launch_rank_ended(job, rank);
+    return;
+  }
   if (sscanf(what, " exit %d %d %d %d", &rank, &pid, &status, &sig) != 4 ||
       rank < r->index || rank >= r->index + r->count) {
     crnet__log("host %s sent a malformed report", r->host->name);

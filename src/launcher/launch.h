@@ -119,6 +119,8 @@ struct rank {
   const crnet__host *host; /* NULL for a rank on this host */
   uv_pipe_t ctl;           /* remote: the session's stdin (remote.h) */
   int ctl_open;
+  int closed_streams;      /* of out and err (--restart: restart.c) */
+  int judged;              /* remote, --restart: its end was looked at */
   int reported;            /* remote: its agent reported a failed rank: */
   int fail_rank;           /* which, and its pid (status as below) */
   int fail_pid;
@@ -169,6 +171,13 @@ struct job {
    * draining). */
   int restarts, restarts_left;
   int procs_cap; /* entries of ranks */
+  /* --restart with remote hosts (restart.c): the session each job index
+   * runs in now (NULL: this host), whether it has ended, the rendezvous
+   * address each host's sessions get, and the hosts that are gone. */
+  struct rank **where;
+  uint8_t *ended;
+  char (*rdv_of)[INET6_ADDRSTRLEN + 16];
+  uint8_t *host_gone;
   const char *init_timeout_str;
   crnet__agent_config *agent; /* agent mode: what crlaunch sent */
   uv_pipe_t ctl_in;           /* agent mode: commands from crlaunch */
@@ -342,10 +351,23 @@ int crnet__launch_spawn_rank_as(struct job *job, struct rank *r, char **argv,
  * ranks) started again here as the job's restart k, with CRNET_RESTARTED=k,
  * in an entry of its own (a lost process's output may still drain). */
 void crnet__launch_start_again(struct job *job, int index, int local, int k);
+/* --restart (restart.c): a rank of this host was lost: started again
+ * here if a restart is left. */
+void crnet__launch_restart_local(struct job *job, struct rank *r);
 /* --restart: rank `index` (pid `pid`) of remote host session r was lost;
  * its agent starts it again if a restart is left. */
 void crnet__launch_restart_remote(struct job *job, struct rank *r, int index,
                                   int pid);
+/* --restart with remote hosts: where each rank runs, which have ended
+ * (the agents' "end" reports), and a session that is over (its process
+ * reaped, its streams closed): its ranks that had not ended are named, and
+ * start again on the next host. track: 0 or -1 (out of memory).
+ * session_over: how many ranks had not ended, or -1 while r is not over
+ * (or was judged before). */
+int crnet__launch_restart_track(struct job *job);
+void crnet__launch_restart_untrack(struct job *job);
+void crnet__launch_rank_ended(struct job *job, int index);
+int crnet__launch_session_over(struct job *job, struct rank *r);
 
 /* Runs a job, or an agent's share of one (agent not NULL), to its end.
  * Returns the exit status. */

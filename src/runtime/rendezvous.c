@@ -608,10 +608,11 @@ void crnet__rendezvous_server_lost(crnet__rendezvous_server *srv, int index,
                                    uint32_t pid) {
   if (srv == NULL || index < 0 || index >= srv->size)
     return;
-  if (srv->entries[index].pid == pid)
+  if (pid == 0 || srv->entries[index].pid == pid)
     srv->entries[index].gone = true;
   for (int k = 0; k < srv->joined; k++)
-    if (srv->joined_as[k] == index && srv->entries[srv->size + k].pid == pid)
+    if (srv->joined_as[k] == index &&
+        (pid == 0 || srv->entries[srv->size + k].pid == pid))
       srv->entries[srv->size + k].gone = true;
 }
 

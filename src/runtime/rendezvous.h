@@ -178,7 +178,9 @@ int crnet__rendezvous_server_allow_joins(crnet__rendezvous_server *srv,
 
 /* The launcher saw the process `pid`, started as job index `index`, end:
  * its slot (the index itself, or a slot a restart of that index joined
- * as) is marked gone in the tables restarted ranks get from now on. */
+ * as) is marked gone in the tables restarted ranks get from now on. pid 0:
+ * every process of that index (a host that is gone, whose pids the
+ * launcher never learnt). */
 void crnet__rendezvous_server_lost(crnet__rendezvous_server *srv, int index,
                                    uint32_t pid);
 

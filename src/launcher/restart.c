@@ -26,23 +26,36 @@
 #include "log.h"
 #include "remote.h"
 
-void crnet__launch_start_again(struct job *job, int index, int local, int k) {
+/* The entry after the others for a process of job index `index` on
+ * `host` (NULL: here, as this host's rank number `local`), or NULL when
+ * there is no room (ranks has nprocs + CRNET_RESTARTS entries). Counted
+ * in nprocs once its process has started (the caller's commit). */
+static struct rank *new_entry(struct job *job, int index, int local,
+                              const crnet__host *host) {
   struct rank *n = &job->ranks[job->nprocs];
-  char **argv = job->agent != NULL ? job->agent->argv : job->opt->argv;
-  char var[32];
-  int rc;
   if (job->nprocs >= job->procs_cap) {
     crnet__log("cannot start rank %d again: no room for more restarts than "
                "CRNET_RESTARTS",
                index);
-    return;
+    return NULL;
   }
   memset(n, 0, sizeof *n);
   n->job = job;
   n->index = index;
   n->count = 1;
   n->local = local;
+  n->host = host;
   n->blamed = -1;
+  return n;
+}
+
+void crnet__launch_start_again(struct job *job, int index, int local, int k) {
+  struct rank *n = new_entry(job, index, local, NULL);
+  char **argv = job->agent != NULL ? job->agent->argv : job->opt->argv;
+  char var[32];
+  int rc;
+  if (n == NULL)
+    return;
   job->nprocs++;
   snprintf(var, sizeof var, "CRNET_RESTARTED=%d", k);
   rc = crnet__launch_spawn_rank_as(job, n, argv, var);
@@ -141,11 +154,11 @@ static int read_key(const struct job *job, uint8_t key[CRNET__KEY_BYTES]) {
  * host h. */
 static void start_on_host(struct job *job, int h, int index, int k) {
   const crnet__host *host = &job->opt->hosts.hosts[h];
-  struct rank *n = &job->ranks[job->nprocs];
+  struct rank *n = new_entry(job, index, 0, host);
   uint8_t key[CRNET__KEY_BYTES];
   char **env, **more, var[32];
   int nenv = 0, rc = -1;
-  if (job->nprocs >= job->procs_cap || job->rdv_of[h][0] == '\0')
+  if (n == NULL || job->rdv_of[h][0] == '\0')
     goto out;
   env = crnet__launch_remote_env(job, &nenv);
   more = env != NULL ? realloc(env, sizeof *env * (size_t)(nenv + 2)) : NULL;
@@ -159,12 +172,6 @@ static void start_on_host(struct job *job, int h, int index, int k) {
   env[nenv + 1] = NULL;
   if (env[nenv] != NULL)
     nenv++;
-  memset(n, 0, sizeof *n);
-  n->job = job;
-  n->index = index;
-  n->count = 1;
-  n->host = host;
-  n->blamed = -1;
   if (read_key(job, key) == 0) {
     job->nprocs++;
     rc = crnet__launch_spawn_remote(job, n, key, job->rdv_of[h], env, nenv);

@@ -183,15 +183,9 @@ void crnet__join_on_admit(crnet__world *w, int via,
 /* --- the newcomer ----------------------------------------------------------
  */
 
-struct join_wait {
-  crnet_comm *world;
-  uint64_t deadline;
-};
-
-/* Every slot below this one is linked or lost. */
+/* Every slot below this one is linked or lost (arg: the world comm). */
 static bool links_done(void *arg) {
-  struct join_wait *jw = arg;
-  crnet__world *w = jw->world->w;
+  crnet__world *w = ((crnet_comm *)arg)->w;
   if (w->torn_down)
     return true;
   for (int j = 0; j < w->rank; j++)
@@ -214,8 +208,7 @@ static bool job_over(const crnet__world *w) {
 /* An admission has come, and the entry of every member (a newcomer
  * after this one sends it when it has linked here) or it is lost. */
 static bool admitted(void *arg) {
-  struct join_wait *jw = arg;
-  crnet__world *w = jw->world->w;
+  crnet__world *w = ((crnet_comm *)arg)->w;
   if (w->torn_down || job_over(w))
     return true;
   if (w->admission == NULL)
@@ -236,7 +229,6 @@ static uint64_t left_ms(crnet_comm *c, uint64_t deadline) {
 int crnet__join(crnet_comm *world, uint64_t deadline, crnet_comm **out,
                 char *err, size_t errlen) {
   crnet__world *w = world->w;
-  struct join_wait jw = {world, deadline};
   struct crnet__admission *a;
   crnet_comm *nc = NULL;
   int live = 0, rc;
@@ -257,10 +249,12 @@ int crnet__join(crnet_comm *world, uint64_t deadline, crnet_comm **out,
    * as for a comm being split. */
   crnet__split_enter(world);
   crnet__loop_acquire(world);
-  rc = crnet__comm_run_until(world, links_done, &jw, left_ms(world, deadline));
+  rc = crnet__comm_run_until(world, links_done, world,
+                             left_ms(world, deadline));
   if (rc == 0 && !w->torn_down) {
     send_entry(w);
-    rc = crnet__comm_run_until(world, admitted, &jw, left_ms(world, deadline));
+    rc = crnet__comm_run_until(world, admitted, world,
+                               left_ms(world, deadline));
   }
   crnet__loop_release(world);
   a = w->admission;

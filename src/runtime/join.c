@@ -249,12 +249,12 @@ int crnet__join(crnet_comm *world, uint64_t deadline, crnet_comm **out,
    * as for a comm being split. */
   crnet__split_enter(world);
   crnet__loop_acquire(world);
-  rc = crnet__comm_run_until(world, links_done, world,
-                             left_ms(world, deadline));
+  rc =
+      crnet__comm_run_until(world, links_done, world, left_ms(world, deadline));
   if (rc == 0 && !w->torn_down) {
     send_entry(w);
-    rc = crnet__comm_run_until(world, admitted, world,
-                               left_ms(world, deadline));
+    rc =
+        crnet__comm_run_until(world, admitted, world, left_ms(world, deadline));
   }
   crnet__loop_release(world);
   a = w->admission;

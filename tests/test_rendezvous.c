@@ -75,7 +75,7 @@ START_TEST(test_table_round_trip) {
   for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
     int p = sizes[k];
     crnet__tuning t, got_t;
-    crnet__rendezvous_options o, got_o = {0, 0, 0, 0};
+    crnet__rendezvous_options o, got_o = {0, 0, 0, 0, 0};
     crnet__rendezvous_entry entries[MAX_P];
     const char *why = NULL;
     size_t len;
@@ -120,7 +120,7 @@ END_TEST
 static void expect_refused(void (*breakage)(uint8_t *, size_t *, int *),
                            const char *want_why) {
   crnet__tuning t, got_t;
-  crnet__rendezvous_options o, got_o = {12345, 678, 0, 0};
+  crnet__rendezvous_options o, got_o = {12345, 678, 0, 0, 0};
   crnet__rendezvous_entry entries[MAX_P];
   const char *why = NULL;
   size_t len;
@@ -370,9 +370,22 @@ START_TEST(test_options_codec) {
   ck_assert_int_eq(crnet__rendezvous_options_decode(buf, &back), 0);
   ck_assert_uint_eq(back.tcp, 1);
   ck_assert_uint_eq(back.lazy, 0);
-  buf[2] |= 4;
+  /* Rank 0's board bytes, log2 + 1 in bits 2-5: up to 4096 bytes (13),
+   * and nothing beyond. */
+  o.tcp = 0;
+  for (uint32_t k = 0; k <= 15; k++) {
+    o.board = k;
+    crnet__rendezvous_options_encode(&o, buf);
+    ck_assert_int_eq(crnet__rendezvous_options_decode(buf, &back) == 0,
+                     k <= CRNET__RENDEZVOUS_BOARD_MAX);
+    if (k <= CRNET__RENDEZVOUS_BOARD_MAX)
+      ck_assert_uint_eq(back.board, k);
+  }
+  o.board = 0;
+  crnet__rendezvous_options_encode(&o, buf);
+  buf[2] |= 0x40;
   ck_assert_int_ne(crnet__rendezvous_options_decode(buf, &back), 0);
-  buf[2] &= (uint8_t)~4;
+  buf[2] &= (uint8_t)~0x40;
   buf[3] = 0x80;
   ck_assert_int_ne(crnet__rendezvous_options_decode(buf, &back), 0);
 }

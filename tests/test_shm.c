@@ -274,7 +274,8 @@ START_TEST(test_create_attach) {
   uint32_t r = sizes[_i];
   crnet__shm a, b;
   make_pair(&a, &b, r);
-  ck_assert_uint_eq(a.map_bytes, CRNET__SHM_HEADER_BYTES + 2 * (size_t)r);
+  ck_assert_uint_eq(a.map_bytes, CRNET__SHM_HEADER_BYTES + 2 * (size_t)r +
+                                     CRNET__BOARD_BYTES);
   ck_assert_uint_eq(b.map_bytes, a.map_bytes);
   ck_assert_uint_eq(a.ring_bytes, r);
   ck_assert_uint_eq(b.ring_bytes, r);
@@ -296,6 +297,15 @@ START_TEST(test_create_attach) {
   ck_assert_ptr_eq(crnet__shm_rx(&a)->data, h + CRNET__SHM_HEADER_BYTES + r);
   ck_assert_ptr_eq(crnet__shm_tx(&b)->data,
                    (uint8_t *)b.base + CRNET__SHM_HEADER_BYTES + r);
+  /* The board sides after the rings: the creator writes the first, and
+   * each side's peer sees it as the other's (board.h). */
+  ck_assert_ptr_eq(a.board_out, h + CRNET__SHM_HEADER_BYTES + 2 * (size_t)r);
+  ck_assert_ptr_eq((uint8_t *)a.board_in,
+                   (uint8_t *)a.board_out + sizeof(crnet__board_side));
+  atomic_store(&a.board_out->slot[3].cell[1].seq, 77);
+  atomic_store(&b.board_out->slot[3].regular, 78);
+  ck_assert_uint_eq(atomic_load(&b.board_in->slot[3].cell[1].seq), 77);
+  ck_assert_uint_eq(atomic_load(&a.board_in->slot[3].regular), 78);
   crnet__ring_iov one = {"hello", 5}, two = {"world!", 6};
   char buf[16] = {0};
   ck_assert_uint_eq(crnet__ring_write(crnet__shm_tx(&a), &one, 1, 0), 5);
@@ -397,8 +407,8 @@ START_TEST(test_attach_refusals) {
   } fields[] = {
       {0, 4, 0, CRNET_EIO, "zero magic"},
       {0, 4, 0x534e5243u ^ 0x01000000u, CRNET_EIO, "magic"},
-      {4, 4, 3, CRNET_EIO, "version 3"},
-      {4, 4, 1, CRNET_EIO, "version 1"},
+      {4, 4, CRNET__SHM_VERSION + 1, CRNET_EIO, "the next version"},
+      {4, 4, CRNET__SHM_VERSION - 1, CRNET_EIO, "the version before"},
       {8, 4, 4 * KIB, CRNET_EIO, "ring size 4 KiB in an 8 KiB segment"},
       {8, 4, 8 * KIB + 1, CRNET_EIO, "ring size not a power of two"},
       {8, 4, 0, CRNET_EIO, "ring size 0"},

@@ -17,6 +17,7 @@
 
 #include "algorithm.h"
 #include "alloc.h"
+#include "board_calls.h"
 #include "calls.h"
 #include "comm.h"
 #include "comm_state.h"
@@ -141,10 +142,18 @@ static bool has_root(crnet_collective coll) {
          coll == CRNET_COLL_GATHER || coll == CRNET_COLL_SCATTER;
 }
 
+/* The board's row, as crsched and crnet_comm_last_schedule name it: not a
+ * schedule of the registry (a board call has no rounds, no frames). */
+#define BOARD_NAME board_name
+static const char board_name[] = "board";
+#define BOARD_ID 0xFFu
+
 void crnet__call_format(uint8_t coll, uint64_t seq,
                         const crnet__frame_call *call, char *buf, size_t n) {
   const crnet__algorithm *row = crnet__algorithm_by_id(call->schedule);
   const char *sched = row != NULL ? row->name : NULL;
+  if (call->schedule == BOARD_ID)
+    sched = BOARD_NAME;
   const char *name = crnet_collective_name((crnet_collective)coll);
   size_t len;
   if (coll == CRNET_COLL_SCAN && (call->variant & CRNET__CALL_EXCLUSIVE))
@@ -206,13 +215,35 @@ static void auto_remember(crnet_comm *c, const crnet__call *call,
   m->id = id;
 }
 
+static bool board_path(crnet_comm *c, crnet__call *call, const void *send,
+                       void *recv, crnet_datatype dt, crnet_op op, int *rc) {
+  crnet__frame_call fc = {.count = call->count,
+                          .op = reduces(call->coll) ? op : -1,
+                          .root = has_root(call->coll) ? call->root : -1,
+                          .dtype = (uint8_t)dt,
+                          .schedule = (uint8_t)BOARD_ID,
+                          .variant =
+                              call->exclusive ? CRNET__CALL_EXCLUSIVE : 0};
+  if (!crnet__board_try(c, call, send, recv, dt, op, &fc,
+                        sig_of(call, dt, op, BOARD_ID), rc))
+    return false;
+  /* Only this thread writes it; others read it under the lock. */
+  if (c->coll->last_schedule[call->coll] != BOARD_NAME) {
+    pthread_mutex_lock(&c->w->mu);
+    c->coll->last_schedule[call->coll] = BOARD_NAME;
+    pthread_mutex_unlock(&c->w->mu);
+  }
+  return true;
+}
+
 /* Starts a call whose arguments are checked: the comm's choice of schedule
  * is resolved, the schedule built, and the executor makes it a request.
  * normalise: elements of the result that get the logical operators' 0 or
  * 1 when the call has a single operand (see exec.h). */
-static int start(crnet_comm *c, crnet__call *call, const void *send,
-                 void *recv, crnet_datatype dt, crnet_op op,
-                 uint64_t normalise, bool blocking, crnet_request **out) {
+static int start_call(crnet_comm *c, crnet__call *call, const void *send,
+                      void *recv, crnet_datatype dt, crnet_op op,
+                      uint64_t normalise, bool blocking, bool board_ok,
+                      crnet_request **out) {
   crnet__schedule sched;
   crnet__exec_args a;
   char chosen[sizeof c->coll->schedule[0]];
@@ -240,6 +271,13 @@ static int start(crnet_comm *c, crnet__call *call, const void *send,
   call->tcp_links = c->w->job_tcp;
   call->shm_links = c->nhosts == 1 && !call->tcp_links;
   memcpy(chosen, c->coll->schedule[call->coll], sizeof chosen);
+  pthread_mutex_unlock(&c->w->mu);
+  /* Small blocking calls on one host: the boards, where the ranks agreed
+   * on them (board_calls.c). */
+  if (board_ok && blocking && strcmp(chosen, "auto") == 0 &&
+      board_path(c, call, send, recv, dt, op, &rc))
+    return rc;
+  pthread_mutex_lock(&c->w->mu);
   name = auto_cached(c, call, chosen, &id);
   if (name != NULL)
     c->coll->last_schedule[call->coll] = name;
@@ -286,6 +324,13 @@ static int start(crnet_comm *c, crnet__call *call, const void *send,
   return crnet__exec_start(c, &sched, &a, out);
 }
 
+static int start(crnet_comm *c, crnet__call *call, const void *send, void *recv,
+                 crnet_datatype dt, crnet_op op, uint64_t normalise,
+                 bool blocking, crnet_request **out) {
+  return start_call(c, call, send, recv, dt, op, normalise, blocking, true,
+                    out);
+}
+
 /* The common end of the reducing calls. result_count: elements of this
  * rank's result. */
 static int start_reduction(crnet_comm *c, crnet__call *call, const void *send,
@@ -312,7 +357,8 @@ static int check_req(crnet_comm *c, const char *what, crnet_request **req) {
 /* A blocking call: its request, waited for at once. (A pointer: the
  * request is set by the start, an argument evaluated beside it.) */
 static int wait_started(int rc, crnet_request **r) {
-  return rc != 0 ? rc : crnet_wait(r);
+  /* A call that ran on the boards is over, with no request. */
+  return rc != 0 || *r == NULL ? rc : crnet_wait(r);
 }
 
 const char *crnet_comm_last_schedule(const crnet_comm *c,
@@ -754,7 +800,7 @@ int crnet_ibarrier(crnet_comm *c, crnet_request **req) {
 int crnet__coll_start(crnet_comm *c, crnet__call *call, const void *send,
                       void *recv, crnet_datatype dt, bool blocking,
                       crnet_request **out) {
-  return start(c, call, send, recv, dt, 0, 0, blocking, out);
+  return start_call(c, call, send, recv, dt, 0, 0, blocking, false, out);
 }
 
 int crnet__coll_check(crnet_comm *c, const char *what, crnet_datatype dt) {

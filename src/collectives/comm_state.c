@@ -15,6 +15,7 @@ static int state_new(crnet_comm *c, const crnet_comm *parent) {
     snprintf(s->schedule[k], sizeof s->schedule[k], "%s",
              parent != NULL ? parent->coll->schedule[k]
                             : c->w->default_schedule[k]);
+  s->board.next_ask = 1;
   c->coll = s;
   return 0;
 }

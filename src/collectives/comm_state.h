@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "board_calls.h"
 #include "comm.h"
 #include "memo.h"
 
@@ -42,6 +43,8 @@ struct crnet__comm_state {
   /* The schedule the last call of each collective ran (a static name,
    * NULL before the first; crnet_comm_last_schedule). */
   const char *last_schedule[CRNET_COLL_COUNT];
+  /* The comm's boards (board_calls.h; not under the lock: see there). */
+  crnet__board_state board;
 };
 
 /* "allreduce #4 (100 x float, sum, schedule ring)": a call as its frames

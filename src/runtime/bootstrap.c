@@ -533,7 +533,9 @@ static void register_with(bootstrap *b, crnet__link *l) {
   crnet__rendezvous_options_encode(
       &(crnet__rendezvous_options){
           (uint32_t)b->s->streams, (uint32_t)b->s->stream_min, b->s->lazy,
-          b->s->transport == CRNET__TRANSPORT_TCP || b->s->encrypt},
+          b->s->transport == CRNET__TRANSPORT_TCP || b->s->encrypt,
+          b->s->shm_board != 0 ? (uint32_t)__builtin_ctz(b->s->shm_board) + 1
+                               : 0},
       msg + 8 + CRNET__RENDEZVOUS_ENTRY_SIZE + CRNET__TUNING_WIRE_SIZE);
   /* A restarted rank joins the running job instead (rendezvous.h). */
   if (crnet__link_send_control(l,
@@ -592,6 +594,7 @@ static void use_options(bootstrap *b, const crnet__rendezvous_options *o) {
   }
   c->w->lazy = o->lazy != 0;
   c->w->job_tcp = o->tcp != 0;
+  c->w->shm_board = o->board != 0 ? 1u << (o->board - 1) : 0;
   if (c->w->lazy)
     crnet__debug("lazy links: connecting to peers on first use");
   if (c->w->streams > 1)

@@ -365,6 +365,7 @@ static int load_settings(const crnet_config *cfg, crnet__settings *s,
   s->transport = (int)v[CRNET__SET_TRANSPORT].number;
   s->shm_ring = (uint32_t)v[CRNET__SET_SHM_RING_BYTES].number;
   s->shm_single_copy = (int)v[CRNET__SET_SHM_SINGLE_COPY].number;
+  s->shm_board = (uint32_t)v[CRNET__SET_SHM_BOARD_BYTES].number;
   s->survive = v[CRNET__SET_ON_FAILURE].number != 0;
   s->restarts = (int)v[CRNET__SET_RESTARTS].number;
   s->restarted = (int)v[CRNET__SET_RESTARTED].number;
@@ -693,6 +694,7 @@ int crnet__comm_init(crnet_comm **out, const crnet_config *cfg,
   /* Before this comm opens any socket of its own. */
   crnet__report_find(c);
   c->last_coll = -1;
+  c->board_slot = -1;
   c->w->stream_piece = s.stream_piece;
   c->w->rounds_in_flight = (uint32_t)s.rounds_in_flight;
   for (int k = 0; k < CRNET_COLL_COUNT; k++)
@@ -714,6 +716,7 @@ int crnet__comm_init(crnet_comm **out, const crnet_config *cfg,
   c->w->socket_buffer = s.socket_buffer;
   c->w->transport = s.transport;
   c->w->shm_ring = s.shm_ring;
+  c->w->shm_board = s.shm_board;
   c->w->shm_single_copy = s.shm_single_copy;
   c->w->survive = s.survive;
   c->w->revoke_asked = -1;
@@ -1008,6 +1011,7 @@ int crnet__comm_derive_new(crnet_comm *parent, int max_size,
     return CRNET_ENOMEM;
   c->w = w;
   c->last_coll = -1;
+  c->board_slot = -1;
   c->err_origin = -1;
   c->world = crnet__malloc(sizeof *c->world * (size_t)max_size);
   c->local = crnet__malloc(sizeof *c->local * (size_t)w->size);

@@ -92,6 +92,7 @@ typedef struct crnet__settings {
   bool stats;       /* CRNET_STATS */
   int transport;    /* CRNET_TRANSPORT: enum crnet__transport */
   uint32_t shm_ring; /* CRNET_SHM_RING_BYTES; 0: the default */
+  uint32_t shm_board;  /* CRNET_SHM_BOARD_BYTES */
   int shm_single_copy; /* CRNET_SHM_SINGLE_COPY: 0, 1, or -1 (auto) */
   bool survive;        /* CRNET_ON_FAILURE=continue */
   int restarts;        /* CRNET_RESTARTS */
@@ -171,6 +172,7 @@ typedef struct crnet__world {
   bool loop_nowait;
   int transport;         /* enum crnet__transport */
   uint32_t shm_ring;     /* ring bytes of a same-node link (link_shm.h) */
+  uint32_t shm_board;    /* CRNET_SHM_BOARD_BYTES (board.h) */
   int shm_single_copy;   /* CRNET_SHM_SINGLE_COPY: 0, 1, -1 (auto) */
   /* Point-to-point requests started and not completed (link.h
    * drain_parked). */
@@ -386,6 +388,11 @@ struct crnet_comm {
   uint8_t done_coll;
   uint32_t done_round;
   uint64_t seq_issued; /* the last sequence number given a request */
+  /* The board slot this comm's ranks agreed on (board.h), or -1, and the
+   * board calls made on it (alike on every rank: their parity picks the
+   * cell). */
+  int32_t board_slot;
+  uint64_t board_calls;
   uint32_t in_flight;  /* this comm's requests queued or running */
   /* Counters (crnet_comm_coll_stats, crnet_comm_peer_stats): per
    * collective, and per peer (size entries, by this comm's ranks); the
@@ -655,6 +662,13 @@ void crnet__comm_tell_late_link(crnet_comm *c, crnet__link *l);
  * should. */
 int crnet__comm_run_until(crnet_comm *c, bool (*done)(void *), void *arg,
                           uint64_t timeout_ms);
+/* The same, for a done() that may become true without an event of the
+ * loop: before the loop sleeps, may_sleep(arg, true) announces the sleep
+ * and returns false if done() is true meanwhile (no sleep then); after,
+ * may_sleep(arg, false) withdraws the announcement. */
+int crnet__comm_run_until_hooked(crnet_comm *c, bool (*done)(void *), void *arg,
+                                 uint64_t timeout_ms,
+                                 bool (*may_sleep)(void *, bool));
 
 /* An exchange: the send and the receive of one round of a request (either
  * may be absent: -1), posted on the pair's links as soon as the links exist

@@ -1303,6 +1303,19 @@ static bool pump(crnet__link_shm *s) {
 
 static void on_idle(uv_idle_t *h) { pump(h->data); }
 
+crnet__shm *crnet__link_shm_segment(crnet__link *l) {
+  crnet__link_shm *s = l->shm;
+  if (s == NULL || s->closing || s->phase != PHASE_LIVE)
+    return NULL;
+  return &s->seg;
+}
+
+void crnet__link_shm_ring_peer(crnet__link *l) {
+  crnet__link_shm *s = l->shm;
+  if (s != NULL && !s->closing && s->phase == PHASE_LIVE)
+    ring_bell(s);
+}
+
 bool crnet__link_shm_pump(crnet__link *l) {
   return l->shm != NULL && pump(l->shm);
 }

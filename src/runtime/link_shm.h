@@ -88,6 +88,13 @@ int crnet__link_shm_try_write(crnet__link *l, const uv_buf_t *b, unsigned n);
 void crnet__link_shm_read_start(crnet__link *l, uv_alloc_cb alloc,
                                 uv_read_cb read);
 void crnet__link_shm_read_stop(crnet__link *l);
+/* The link's segment while it is mapped on both sides and the link is not
+ * closing (its board sides: board.h), else NULL. */
+struct crnet__shm *crnet__link_shm_segment(crnet__link *l);
+/* Rings the peer's doorbell (board.h: a poster that found the peer
+ * asleep). Nothing if the segment is not live. */
+void crnet__link_shm_ring_peer(crnet__link *l);
+
 /* Bytes written but not in the ring yet. */
 uint64_t crnet__link_shm_queued(const crnet__link *l);
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "board.h"
 #include "comm.h"
 #include "link_shm.h"
 #include "log.h"
@@ -201,6 +202,8 @@ static void begin(crnet__world *w, crnet_request *r) {
   if (r->p2p)
     return; /* its advance asks for the link it needs */
   crnet__comm_begin_call(c, r->coll, r->seq, &r->call);
+  if (c->board_slot >= 0)
+    crnet__board_note_regular(c, r->seq, r->coll, &r->call);
   if (c->w->lazy)
     for (uint32_t i = 0; i < r->npeers; i++)
       crnet__lazy_want(c->w->comms[0],
@@ -675,6 +678,12 @@ static bool wait_for_kick(crnet_comm *c) {
 
 int crnet__comm_run_until(crnet_comm *c, bool (*done)(void *), void *arg,
                           uint64_t timeout_ms) {
+  return crnet__comm_run_until_hooked(c, done, arg, timeout_ms, NULL);
+}
+
+int crnet__comm_run_until_hooked(crnet_comm *c, bool (*done)(void *), void *arg,
+                                 uint64_t timeout_ms,
+                                 bool (*may_sleep)(void *, bool)) {
   int rc = 0;
   uint64_t gave_up = 0; /* when this wait's first spin ran out, or 0 */
   c->w->deadline_passed = false;
@@ -696,9 +705,19 @@ int crnet__comm_run_until(crnet_comm *c, bool (*done)(void *), void *arg,
       if (gave_up == 0)
         gave_up = uv_hrtime();
     }
+    /* What done() waits for may come without an event of the loop (a board
+     * post): the hook announces the sleep to whoever would post it, and
+     * says no when it came meanwhile. */
+    if (may_sleep != NULL && !may_sleep(arg, true)) {
+      may_sleep(arg, false);
+      continue;
+    }
     /* Sleeps in epoll until something happens. A loop with nothing left to
      * wait for cannot make progress: that is a bug, not a reason to spin. */
-    if (uv_run(&c->w->loop, UV_RUN_ONCE) == 0 && !done(arg)) {
+    int alive = uv_run(&c->w->loop, UV_RUN_ONCE);
+    if (may_sleep != NULL)
+      may_sleep(arg, false);
+    if (alive == 0 && !done(arg)) {
       /* Not stuck if the pass began a request another thread queued
        * meanwhile and the loop has work again (see thread_main). */
       crnet__progress(c);
@@ -811,6 +830,21 @@ bool crnet__loop_take_if_idle(crnet_comm *c) {
   }
   pthread_mutex_unlock(&c->w->mu);
   return took;
+}
+
+int crnet__loop_take_for_call(crnet_comm *c, uint64_t *seq) {
+  int rc;
+  pthread_mutex_lock(&c->w->mu);
+  if ((rc = c->err) == 0 && owned_by_me(c))
+    rc = CRNET_EINVAL;
+  if (rc == 0) {
+    acquire_locked(c);
+    *seq = ++c->seq_issued;
+  }
+  pthread_mutex_unlock(&c->w->mu);
+  if (rc == 0 && c->w->lazy)
+    crnet__lazy_resume(c);
+  return rc;
 }
 
 void crnet__loop_release(crnet_comm *c) {

@@ -146,7 +146,8 @@ void crnet__rendezvous_options_encode(const crnet__rendezvous_options *o,
                                       uint8_t *out) {
   crnet__put_le16(out, (uint16_t)o->streams);
   crnet__put_le16(out + 2,
-                  (uint16_t)((o->lazy != 0 ? 1 : 0) | (o->tcp != 0 ? 2 : 0)));
+                  (uint16_t)((o->lazy != 0 ? 1 : 0) | (o->tcp != 0 ? 2 : 0) |
+                             (o->board & 15) << 2));
   crnet__put_le32(out + 4, o->stream_min);
 }
 
@@ -157,8 +158,9 @@ int crnet__rendezvous_options_decode(const uint8_t *in,
   o->stream_min = crnet__get_le32(in + 4);
   o->lazy = flags & 1;
   o->tcp = flags >> 1 & 1;
-  if (o->streams < 1 || o->streams > CRNET__MAX_STREAMS ||
-      o->stream_min < 1 || (flags & ~3u) != 0)
+  o->board = flags >> 2 & 15;
+  if (o->streams < 1 || o->streams > CRNET__MAX_STREAMS || o->stream_min < 1 ||
+      (flags & ~0x3fu) != 0 || o->board > CRNET__RENDEZVOUS_BOARD_MAX)
     return CRNET_EIO;
   return 0;
 }

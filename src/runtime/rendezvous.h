@@ -63,10 +63,16 @@ typedef struct crnet__rendezvous_options {
    * β, not shared memory's: every rank must price alike, and rank 0's
    * settings are the job's. */
   uint32_t tcp;
+  /* Rank 0's CRNET_SHM_BOARD_BYTES as 0 (off) or log2(bytes) + 1, at most
+   * CRNET__RENDEZVOUS_BOARD_MAX: whether a call uses the boards must be
+   * alike on every rank (board.h). */
+  uint32_t board;
 } crnet__rendezvous_options;
 
+#define CRNET__RENDEZVOUS_BOARD_MAX 13 /* 4096 bytes */
+
 /* Little-endian: streams (16 bits), flags (16 bits; bit 0: lazy links, bit
- * 1: tcp, the others zero), stream_min (32 bits). */
+ * 1: tcp, bits 2-5: board, the others zero), stream_min (32 bits). */
 void crnet__rendezvous_options_encode(const crnet__rendezvous_options *o,
                                       uint8_t *out);
 /* 0, or CRNET_EIO if the bytes are out of range. */

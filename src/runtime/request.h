@@ -169,6 +169,12 @@ void crnet__progress_close(crnet_comm *c);
  * requests (abort, destroy). */
 void crnet__loop_acquire(crnet_comm *c);
 void crnet__loop_release(crnet_comm *c);
+/* A blocking call that runs without a request (board.c): with the comm's
+ * sticky error, or from a completion callback (CRNET_EINVAL: it would
+ * wait for itself), nothing; otherwise takes the loop as a wait does and
+ * gives the call the comm's next sequence number (crnet__loop_release
+ * gives the loop back). 0 or the error. */
+int crnet__loop_take_for_call(crnet_comm *c, uint64_t *seq);
 
 /* Takes the loop for a call that runs without a request (p2p.c's small
  * blocking send) if nobody has it, no request is queued or waits for it,

@@ -18,6 +18,7 @@
 
 #include "comm.h"
 #include "handshake.h"
+#include "rendezvous.h"
 #include "shm.h"
 
 #define CONFIG(kind, field)                                                    \
@@ -289,6 +290,21 @@ const crnet__setting crnet__settings_table[CRNET__SETTING_COUNT] = {
         .read_by = "comm.c",
         .doc = "large pieces cross shared memory in one copy (auto: where "
                "every rank of the host has a core)"},
+    /* The board's cell holds CRNET__BOARD_DATA bytes (board.h). Where the
+     * board stops paying: docs/PERFORMANCE-SHM.md, "Boards". */
+    [CRNET__SET_SHM_BOARD_BYTES] = {
+        .name = "CRNET_SHM_BOARD_BYTES",
+        .type = CRNET__SETTING_INTEGER,
+        .group = CRNET__READ_INIT,
+        .default_value = "0",
+        .unit = "bytes",
+        .lo = 0,
+        .hi = 1 << (CRNET__RENDEZVOUS_BOARD_MAX - 1),
+        .power_of_two = true,
+        .read_by = "comm.c",
+        .doc = "blocking collectives on one host of at most this many bytes "
+               "per peer go through shared-memory boards (0: never; rank "
+               "0's value is the job's)"},
     [CRNET__SET_ON_FAILURE] = {
         .name = "CRNET_ON_FAILURE",
         .type = CRNET__SETTING_WORD,
@@ -504,7 +520,9 @@ void crnet__setting_accepts(int id, char *buf, size_t len) {
   switch (row->type) {
   case CRNET__SETTING_INTEGER:
     format_limit(row->hi, row->hi_as_power, hi, sizeof hi);
-    if (row->power_of_two)
+    if (row->power_of_two && row->lo == 0)
+      snprintf(buf, len, "0 or a power of two up to %s", hi);
+    else if (row->power_of_two)
       snprintf(buf, len, "a power of two from %ld to %s", (long)row->lo, hi);
     else
       snprintf(buf, len, "a number of %s (%ld to %s)", row->unit,
@@ -605,7 +623,9 @@ int crnet__setting_parse(int id, const char *name, const char *text,
   switch (row->type) {
   case CRNET__SETTING_INTEGER:
     rc = parse_long(text, (long)row->lo, (long)row->hi, &out->number);
-    if (rc == 0 && row->power_of_two && !is_power_of_two(out->number))
+    /* A power of two, or 0 where 0 is allowed (it turns a thing off). */
+    if (rc == 0 && row->power_of_two && !is_power_of_two(out->number) &&
+        !(out->number == 0 && row->lo == 0))
       rc = -1;
     break;
   case CRNET__SETTING_SECONDS:

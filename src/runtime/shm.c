@@ -120,7 +120,8 @@ static bool ring_bytes_ok(uint64_t r) {
 }
 
 static size_t segment_bytes(uint32_t ring_bytes) {
-  return (size_t)CRNET__SHM_HEADER_BYTES + 2 * (size_t)ring_bytes;
+  return (size_t)CRNET__SHM_HEADER_BYTES + 2 * (size_t)ring_bytes +
+         CRNET__BOARD_BYTES;
 }
 
 static int refuse(crnet__shm *s, int rc, const char *why) {
@@ -151,6 +152,9 @@ static void take_segment(crnet__shm *s, crnet__shm_header *h, size_t bytes,
   crnet__ring *r1 = creator ? &s->rx : &s->tx;
   crnet__ring_init(r0, &s->base->ring[0], data0, s->ring_bytes);
   crnet__ring_init(r1, &s->base->ring[1], data1, s->ring_bytes);
+  crnet__board_side *sides = (crnet__board_side *)(data1 + s->ring_bytes);
+  s->board_out = creator ? &sides[0] : &sides[1];
+  s->board_in = creator ? &sides[1] : &sides[0];
 }
 
 int crnet__shm_create(crnet__shm *s, uint32_t ring_bytes, uint64_t cookie) {

@@ -39,8 +39,10 @@
  *      448        3648  zero
  *     4096           R  ring 0's data (the creator writes, the attacher reads)
  * 4096 + R           R  ring 1's data (the attacher writes, the creator reads)
+ * 4096 + 2R          B  the board sides (board.h): the creator's, then the
+ *                       attacher's; B is CRNET__BOARD_BYTES
  *
- * The segment is CRNET__SHM_HEADER_BYTES + 2 R bytes. Byte i of a ring's
+ * The segment is CRNET__SHM_HEADER_BYTES + 2 R + B bytes. Byte i of a ring's
  * stream lives at data[i mod R]; head - tail bytes are readable and
  * R - (head - tail) writable.
  *
@@ -90,10 +92,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "board.h"
 #include "crnet.h"
 
 #define CRNET__SHM_MAGIC "CRNS"
-#define CRNET__SHM_VERSION 2u
+#define CRNET__SHM_VERSION 3u
 #define CRNET__SHM_RING_MIN (4u << 10)
 #define CRNET__SHM_RING_MAX (64u << 20)
 /* The header page: header and both rings' control, so that each ring's data
@@ -163,6 +166,8 @@ typedef struct crnet__shm {
   uint32_t ring_bytes; /* R */
   crnet__ring tx;      /* the ring this side writes */
   crnet__ring rx;      /* the ring this side reads */
+  crnet__board_side *board_out;   /* the board side this side writes */
+  crnet__board_side *board_in;    /* the peer's */
   char why[CRNET__SHM_WHY_BYTES]; /* why create or attach failed */
 } crnet__shm;
 

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Small collectives on the shared-memory boards through real ranks
+# (tests/progs/board_check.c has the modes): they are used where they
+# should be, give every result right, and fail as calls fail elsewhere.
+#   board_job.sh CRLAUNCH BOARD_CHECK
+set -u
+crlaunch=$1
+check=$2
+. "$(dirname "$0")/crlaunch_jobs.sh"
+# The boards are off by default for now: every job here turns them on.
+export CRNET_SHM_BOARD_BYTES=4096
+
+expect_out() {
+  local name=$1 pattern=$2
+  grep -q -- "$pattern" "$tmp/out" ||
+    fail "$name: no '$pattern' in what rank 0 printed: $(head -c 300 "$tmp/out")"
+}
+
+# Every collective of the boards, on the world comm, a dup and split
+# halves; p = 3 and 5 share the two cores.
+for p in 2 3 5; do
+  run "use p=$p" 0 -n "$p" "$check" use && expect_out "use p=$p" "use: ok"
+done
+# A nonblocking call between two board calls, ranks at different paces.
+run "interleave p=4" 0 -n 4 "$check" interleave &&
+  expect_out interleave "interleave: ok"
+# Calls that do not match fail everywhere, naming the board.
+for mode in nonblock count bigger; do
+  run "$mode" 0 -n 3 "$check" "$mode" &&
+    expect_out "$mode" "$mode: ok (.*shared-memory board"
+done
+# A rank gone before a board call.
+run "die" 0 -n 3 "$check" die && expect_out die "die: ok (lost rank 2"
+# Waiting long: asleep, not spinning.
+run "sleep" 0 -n 3 "$check" sleep && expect_out sleep "sleep: ok"
+# No boards: over TCP, with CRNET_SHM_BOARD_BYTES=0 (the default), and
+# where rank 0 alone says 0 (its value is the job's); boards where only
+# another rank says 0.
+run "tcp" 0 -n 3 -x CRNET_TRANSPORT=tcp "$check" use off &&
+  expect_out tcp "use: ok"
+run "default" 0 -n 3 env -u CRNET_SHM_BOARD_BYTES "$check" interleave off &&
+  expect_out "default" "interleave: ok"
+for r in 0 1; do
+  want=off
+  [ "$r" = 0 ] || want=on
+  run "rank $r says 0" 0 -n 3 sh -c \
+    'if [ "$CRNET_RANK" = "$0" ]; then export CRNET_SHM_BOARD_BYTES=0; fi; exec "$@"' \
+    "$r" "$check" interleave "$want" &&
+    expect_out "rank $r says 0" "interleave: ok"
+done
+# The segments are memfds: nothing in /dev/shm.
+if ls /dev/shm 2>/dev/null | grep -q crnet; then
+  fail "crnet files left in /dev/shm: $(ls /dev/shm | grep crnet | head -3)"
+fi
+finish board-job

@@ -1,0 +1,302 @@
+/* board_check: small blocking collectives on one host go through the
+ * shared-memory boards (docs/ARCHITECTURE.md, "Boards"), and what can go
+ * wrong there ends as it does elsewhere.
+ *
+ *   crlaunch -n P ./board_check MODE
+ *
+ * MODE:
+ *   use       the calls that should take the boards do (their
+ *             crnet_comm_last_schedule says "board" once the ranks agreed),
+ *             those that should not do not, on the world comm, a dup and
+ *             the halves of a split, and every result is right
+ *   nonblock  rank 0 calls a blocking allreduce where the others call a
+ *             nonblocking one of the same shape: CRNET_EMISMATCH everywhere
+ *   count     rank 0 calls an allreduce of 3 ints, the others of 2: the same
+ *   bigger    rank 0's allreduce is over the board's bytes, the others' under
+ *   die       the last rank exits before an allreduce: the others fail with
+ *             CRNET_EPEER (or CRNET_EABORTED, relayed)
+ *   interleave  board calls with nonblocking calls between them, the ranks
+ *             at different paces (run it with more ranks than cores): a
+ *             cell is never rewritten before a slow peer has read it
+ *   sleep     rank 0 computes 400 ms before a barrier: the others wait in it
+ *             and must not use more than half of that time of CPU
+ * With "off" after MODE (use, interleave), no call may take the boards
+ * (CRNET_TRANSPORT=tcp, CRNET_SHM_BOARD_BYTES=0) and every result holds.
+ * Every mode prints "board_check MODE: ok" on rank 0 and exits 0. */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "crnet.h"
+
+static int me, p;
+/* "off" as the second argument: no call may take the boards
+ * (CRNET_TRANSPORT=tcp, CRNET_SHM_BOARD_BYTES=0), every result the same. */
+static bool boards_on = true;
+
+#define FAIL(...)                                                              \
+  do {                                                                         \
+    fprintf(stderr, "board_check rank %d: ", me);                              \
+    fprintf(stderr, __VA_ARGS__);                                              \
+    fprintf(stderr, "\n");                                                     \
+    exit(1);                                                                   \
+  } while (0)
+
+#define CHECK(call)                                                            \
+  do {                                                                         \
+    int rc_ = (call);                                                          \
+    if (rc_ != 0)                                                              \
+      FAIL("%s: %s", #call, crnet_strerror(rc_));                              \
+  } while (0)
+
+static void expect_schedule(crnet_comm *c, crnet_collective coll,
+                            const char *want) {
+  if (!boards_on)
+    want = "other";
+  const char *got = crnet_comm_last_schedule(c, coll);
+  if (got == NULL ||
+      (strcmp(want, "board") == 0) != (strcmp(got, "board") == 0))
+    FAIL("%s ran on %s, expected %s%s", crnet_collective_name(coll),
+         got != NULL ? got : "nothing", strcmp(want, "board") ? "not " : "",
+         "board");
+}
+
+/* A non-commutative, associative operator: pairs (a, b) are the maps
+ * x -> a x + b, composed (in after inout), so the order shows. */
+static void affine(const void *in, void *inout, size_t n, crnet_datatype dt,
+                   void *arg) {
+  const int64_t *f = in;
+  int64_t *g = inout;
+  (void)dt;
+  (void)arg;
+  for (size_t i = 0; i + 1 < n; i += 2) {
+    int64_t a = f[i] * g[i], b = f[i] * g[i + 1] + f[i + 1];
+    g[i] = a;
+    g[i + 1] = b;
+  }
+}
+
+/* Ranks 0..last's maps (r + 2, r + 1) composed in rank order. */
+static void composed(int last, int64_t out[2]) {
+  out[0] = 1;
+  out[1] = 0;
+  for (int k = 0; k <= last; k++) {
+    out[1] = out[0] * (k + 1) + out[1];
+    out[0] *= k + 2;
+  }
+}
+
+/* Every collective the boards do, checked, on comm c; calls each at least
+ * `rounds` times so that the ranks have agreed on the boards by the last. */
+static void use_on(crnet_comm *c, crnet_op affine_op, int rounds) {
+  int r = crnet_comm_rank(c), n = crnet_comm_size(c);
+  for (int round = 0; round < rounds; round++) {
+    int32_t v[64], out[64];
+    for (int i = 0; i < 64; i++)
+      v[i] = r * 1000 + i + round;
+    CHECK(crnet_allreduce(c, v, out, 64, CRNET_INT32, CRNET_SUM));
+    for (int i = 0; i < 64; i++)
+      if (out[i] != 1000 * n * (n - 1) / 2 + n * (i + round))
+        FAIL("allreduce[%d] = %d", i, (int)out[i]);
+    int64_t x[2] = {r + 2, r + 1}, y[2] = {-1, -1}, want[2];
+    CHECK(crnet_allreduce(c, x, y, 2, CRNET_INT64, affine_op));
+    composed(n - 1, want);
+    if (y[0] != want[0] || y[1] != want[1])
+      FAIL("non-commutative allreduce = (%lld, %lld), expected (%lld, %lld)",
+           (long long)y[0], (long long)y[1], (long long)want[0],
+           (long long)want[1]);
+    CHECK(crnet_scan(c, x, y, 2, CRNET_INT64, affine_op));
+    composed(r, want);
+    if (y[0] != want[0] || y[1] != want[1])
+      FAIL("scan = (%lld, %lld), expected (%lld, %lld)", (long long)y[0],
+           (long long)y[1], (long long)want[0], (long long)want[1]);
+    int root = round % n;
+    int32_t b[100];
+    for (int i = 0; i < 100; i++)
+      b[i] = r == root ? i * 7 + root : -1;
+    CHECK(crnet_bcast(c, b, 100, CRNET_INT32, root));
+    for (int i = 0; i < 100; i++)
+      if (b[i] != i * 7 + root)
+        FAIL("bcast[%d] = %d", i, (int)b[i]);
+    int32_t red = -7;
+    int32_t one = r + 1;
+    CHECK(crnet_reduce(c, &one, &red, 1, CRNET_INT32, CRNET_SUM, root));
+    if ((r == root && red != n * (n + 1) / 2) || (r != root && red != -7))
+      FAIL("reduce at root %d: %d", root, (int)red);
+    int32_t all[64 * 4];
+    int32_t mine[4] = {r, r * 2, r * 3, round};
+    CHECK(crnet_allgather(c, mine, all, 4, CRNET_INT32));
+    for (int j = 0; j < n; j++)
+      if (all[4 * j] != j || all[4 * j + 1] != 2 * j ||
+          all[4 * j + 2] != 3 * j || all[4 * j + 3] != round)
+        FAIL("allgather block %d", j);
+    int32_t to[64 * 2], from[64 * 2];
+    for (int j = 0; j < n; j++) {
+      to[2 * j] = r * 100 + j;
+      to[2 * j + 1] = round;
+    }
+    CHECK(crnet_alltoall(c, to, from, 2, CRNET_INT32));
+    for (int j = 0; j < n; j++)
+      if (from[2 * j] != j * 100 + r || from[2 * j + 1] != round)
+        FAIL("alltoall block %d", j);
+    CHECK(crnet_barrier(c));
+  }
+  crnet_collective board[] = {CRNET_COLL_ALLREDUCE, CRNET_COLL_SCAN,
+                              CRNET_COLL_BCAST,     CRNET_COLL_REDUCE,
+                              CRNET_COLL_ALLGATHER, CRNET_COLL_ALLTOALL,
+                              CRNET_COLL_BARRIER};
+  for (size_t k = 0; k < sizeof board / sizeof board[0]; k++)
+    expect_schedule(c, board[k], "board");
+  /* Not on the boards: nonblocking, larger than the bytes, named. */
+  static int32_t big[4096], bigout[4096];
+  CHECK(crnet_allreduce(c, big, bigout, 4096, CRNET_INT32, CRNET_SUM));
+  expect_schedule(c, CRNET_COLL_ALLREDUCE, "other");
+  crnet_request *q;
+  int32_t v = 1, s = 0;
+  CHECK(crnet_iallreduce(c, &v, &s, 1, CRNET_INT32, CRNET_SUM, &q));
+  CHECK(crnet_wait(&q));
+  expect_schedule(c, CRNET_COLL_ALLREDUCE, "other");
+  if (s != n)
+    FAIL("iallreduce = %d", (int)s);
+  CHECK(crnet_comm_set_schedule(c, CRNET_COLL_BCAST, "knomial"));
+  CHECK(crnet_bcast(c, &v, 1, CRNET_INT32, 0));
+  expect_schedule(c, CRNET_COLL_BCAST, "knomial");
+  CHECK(crnet_comm_set_schedule(c, CRNET_COLL_BCAST, "auto"));
+  CHECK(crnet_bcast(c, &v, 1, CRNET_INT32, 0));
+  expect_schedule(c, CRNET_COLL_BCAST, "board");
+}
+
+static void mode_use(crnet_comm *w) {
+  crnet_op affine_op;
+  crnet_comm *d, *half;
+  CHECK(crnet_op_create(&affine_op, affine, NULL, 0));
+  use_on(w, affine_op, 12);
+  CHECK(crnet_comm_dup(w, &d));
+  use_on(d, affine_op, 12);
+  CHECK(crnet_comm_split(w, me % 2, me, &half));
+  if (crnet_comm_size(half) >= 2)
+    use_on(half, affine_op, 12);
+  CHECK(crnet_comm_destroy(half));
+  /* A comm made after one was destroyed may get its context id: the slot
+   * must start clean. */
+  CHECK(crnet_comm_split(w, me % 2, p - me, &half));
+  if (crnet_comm_size(half) >= 2)
+    use_on(half, affine_op, 12);
+  CHECK(crnet_comm_destroy(half));
+  CHECK(crnet_comm_destroy(d));
+  CHECK(crnet_op_free(&affine_op));
+}
+
+/* Calls that cannot match: the call must fail everywhere, in time. */
+static void expect_mismatch(int rc, const char *what) {
+  if (rc != CRNET_EMISMATCH && rc != CRNET_EABORTED)
+    FAIL("%s returned %s, expected a mismatch", what, crnet_strerror(rc));
+}
+
+static void warm(crnet_comm *w) {
+  int32_t v = 1, s;
+  for (int i = 0; i < 40; i++)
+    CHECK(crnet_allreduce(w, &v, &s, 1, CRNET_INT32, CRNET_SUM));
+  expect_schedule(w, CRNET_COLL_ALLREDUCE, "board");
+}
+
+int main(int argc, char **argv) {
+  crnet_comm *w;
+  const char *mode = argc > 1 ? argv[1] : "use";
+  CHECK(crnet_comm_init(&w, NULL));
+  boards_on = !(argc > 2 && strcmp(argv[2], "off") == 0);
+  me = crnet_comm_rank(w);
+  p = crnet_comm_size(w);
+  if (strcmp(mode, "use") == 0) {
+    mode_use(w);
+  } else if (strcmp(mode, "nonblock") == 0 || strcmp(mode, "count") == 0 ||
+             strcmp(mode, "bigger") == 0) {
+    static int32_t v[8192], s[8192];
+    int rc;
+    warm(w);
+    if (strcmp(mode, "nonblock") == 0 && me != 0) {
+      crnet_request *q;
+      rc = crnet_iallreduce(w, v, s, 1, CRNET_INT32, CRNET_SUM, &q);
+      if (rc == 0)
+        rc = crnet_wait(&q);
+    } else {
+      size_t n = 1;
+      if (strcmp(mode, "count") == 0)
+        n = me == 0 ? 3 : 2;
+      else if (strcmp(mode, "bigger") == 0)
+        n = me == 0 ? 8192 : 2;
+      rc = crnet_allreduce(w, v, s, n, CRNET_INT32, CRNET_SUM);
+    }
+    expect_mismatch(rc, mode);
+    if (me == 0)
+      printf("board_check %s: ok (%s)\n", mode, crnet_comm_errmsg(w));
+    fflush(stdout);
+    crnet_comm_destroy(w);
+    return 0;
+  } else if (strcmp(mode, "interleave") == 0) {
+    warm(w);
+    for (int32_t i = 0; i < 3000; i++) {
+      int32_t v[2] = {i, me}, s[2], t = me + i, u = -1;
+      crnet_request *q;
+      CHECK(crnet_allreduce(w, v, s, 2, CRNET_INT32, CRNET_MAX));
+      CHECK(crnet_iallreduce(w, &t, &u, 1, CRNET_INT32, CRNET_MAX, &q));
+      v[0] = -i;
+      CHECK(crnet_allreduce(w, v, s + 1, 1, CRNET_INT32, CRNET_MIN));
+      if (s[0] != i || s[1] != -i)
+        FAIL("call %d: %d and %d", (int)i, (int)s[0], (int)s[1]);
+      CHECK(crnet_wait(&q));
+      if (u != p - 1 + i)
+        FAIL("iallreduce %d: %d", (int)i, (int)u);
+    }
+    expect_schedule(w, CRNET_COLL_ALLREDUCE, "board");
+  } else if (strcmp(mode, "die") == 0) {
+    int32_t v = 1, s;
+    warm(w);
+    if (me == p - 1)
+      _exit(0);
+    int rc = crnet_allreduce(w, &v, &s, 1, CRNET_INT32, CRNET_SUM);
+    if (rc != CRNET_EPEER && rc != CRNET_EABORTED)
+      FAIL("allreduce with a dead peer returned %s", crnet_strerror(rc));
+    if (me == 0)
+      printf("board_check die: ok (%s)\n", crnet_comm_errmsg(w));
+    fflush(stdout);
+    crnet_comm_destroy(w);
+    return 0;
+  } else if (strcmp(mode, "sleep") == 0) {
+    warm(w);
+    CHECK(crnet_barrier(w));
+    if (me == 0) {
+      struct timespec t = {0, 400 * 1000 * 1000};
+      nanosleep(&t, NULL);
+    }
+    struct rusage a, b;
+    struct timespec t0, t1;
+    getrusage(RUSAGE_THREAD, &a);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CHECK(crnet_barrier(w));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    getrusage(RUSAGE_THREAD, &b);
+    expect_schedule(w, CRNET_COLL_BARRIER, "board");
+    double wall = (double)(t1.tv_sec - t0.tv_sec) +
+                  (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    double cpu = (double)(b.ru_utime.tv_sec - a.ru_utime.tv_sec) +
+                 (double)(b.ru_utime.tv_usec - a.ru_utime.tv_usec) / 1e6 +
+                 (double)(b.ru_stime.tv_sec - a.ru_stime.tv_sec) +
+                 (double)(b.ru_stime.tv_usec - a.ru_stime.tv_usec) / 1e6;
+    if (me != 0 && wall > 0.2 && cpu > 0.5 * wall)
+      FAIL("waited %.3f s in a barrier using %.3f s of CPU", wall, cpu);
+    if (me != 0 && wall < 0.2)
+      FAIL("the barrier returned after %.3f s, before rank 0 came", wall);
+  } else {
+    FAIL("unknown mode %s", mode);
+  }
+  CHECK(crnet_comm_destroy(w));
+  if (me == 0)
+    printf("board_check %s: ok\n", mode);
+  return 0;
+}

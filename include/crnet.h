@@ -580,15 +580,11 @@ CRNET_EXTERN int crnet_alltoallv(crnet_comm *comm, const void *send,
  * returns CRNET_EINVAL, sends nothing and makes no request), starts the
  * call and returns 0 with *req set, or the comm's sticky error with *req
  * NULL. The call then runs while the program goes on; crnet_wait(&req)
- * returns its result, the same as crnet_X's, bit for bit, and crnet_X is
- * crnet_iX followed by crnet_wait, with one exception: a small blocking
- * call among ranks of one host may go through shared-memory cells instead
- * (CRNET_SHM_BOARD_BYTES, docs/ARCHITECTURE.md "Boards"). Such a call
- * combines the contributions in rank order, which may round a floating
- * point sum differently from its nonblocking twin (every rank still gets
- * the same bits), and, as MPI says of all its blocking and nonblocking
- * collectives, it does not match its nonblocking twin on another rank:
- * both fail with CRNET_EMISMATCH.
+ * returns its result, the same as crnet_X's, bit for bit. crnet_X is
+ * exactly crnet_iX followed by crnet_wait (a small call among ranks of one
+ * host may run on the shared-memory boards, CRNET_SHM_BOARD_BYTES, the
+ * blocking and the nonblocking form alike; the blocking one then has no
+ * request).
  *
  * As in MPI-3:
  *   - the buffers belong to crnet until the request completes: the program

@@ -25,7 +25,15 @@ done
 run "interleave p=4" 0 -n 4 "$check" interleave &&
   expect_out interleave "interleave: ok"
 # Calls that do not match fail everywhere, naming the board.
-for mode in nonblock count bigger; do
+# Threads on comms of their own, their calls in different orders on the
+# ranks; with and without the progress thread.
+for pt in 0 1; do
+  run "threads pt=$pt" 0 -n 3 -x CRNET_PROGRESS_THREAD=$pt "$check" threads &&
+    expect_out "threads pt=$pt" "threads: ok"
+done
+# Blocking and nonblocking calls of one collective match, on the board too.
+run "nonblock" 0 -n 3 "$check" nonblock && expect_out nonblock "nonblock: ok"
+for mode in named count bigger; do
   run "$mode" 0 -n 3 "$check" "$mode" &&
     expect_out "$mode" "$mode: ok (.*shared-memory board"
 done

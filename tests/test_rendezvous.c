@@ -68,6 +68,7 @@ static void defaults(crnet__tuning *t, crnet__rendezvous_options *o) {
   o->stream_min = 65536;
   o->lazy = 1;
   o->tcp = 1;
+  o->board = 13; /* 4096 bytes */
 }
 
 START_TEST(test_table_round_trip) {
@@ -90,6 +91,7 @@ START_TEST(test_table_round_trip) {
     ck_assert_uint_eq(got_o.stream_min, 65536);
     ck_assert_uint_eq(got_o.lazy, 1);
     ck_assert_uint_eq(got_o.tcp, 1);
+    ck_assert_uint_eq(got_o.board, 13);
     ck_assert(got_t.base[CRNET__TUNING_ALPHA] == 7e-6);
     ck_assert_str_eq(got_t.source, "rank 0");
     for (int r = 0; r < p; r++)

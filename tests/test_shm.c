@@ -303,9 +303,9 @@ START_TEST(test_create_attach) {
   ck_assert_ptr_eq((uint8_t *)a.board_in,
                    (uint8_t *)a.board_out + sizeof(crnet__board_side));
   atomic_store(&a.board_out->slot[3].cell[1].seq, 77);
-  atomic_store(&b.board_out->slot[3].regular, 78);
+  atomic_store(&b.board_out->slot[3].marks[5].seq, 78);
   ck_assert_uint_eq(atomic_load(&b.board_in->slot[3].cell[1].seq), 77);
-  ck_assert_uint_eq(atomic_load(&a.board_in->slot[3].regular), 78);
+  ck_assert_uint_eq(atomic_load(&a.board_in->slot[3].marks[5].seq), 78);
   crnet__ring_iov one = {"hello", 5}, two = {"world!", 6};
   char buf[16] = {0};
   ck_assert_uint_eq(crnet__ring_write(crnet__shm_tx(&a), &one, 1, 0), 5);

@@ -1,4 +1,4 @@
-/* Small blocking collectives among the ranks of one host on the
+/* Small collectives among the ranks of one host on the
  * shared-memory boards (board.h: the cells, the posts, the wait).
  *
  * Every call here is one round: each rank writes into its cell for each
@@ -10,38 +10,49 @@
  * host of a few to a few tens of ranks is one cache line's crossing per
  * peer for 8 bytes, where a tree would put log p crossings in a row.
  *
- * Which calls. A comm uses its boards once its ranks agreed that they can
- * (crnet__board_prepare on each, then one allreduce): every rank has a live
- * shared-memory link to every other, and the comm has at most
- * CRNET__BOARD_MAX_RANKS ranks and a slot. CRNET_SHM_BOARD_BYTES is rank
- * 0's, carried to every rank by the rendezvous. The ranks ask at the 1st,
- * 2nd, 4th, ... call that could use a board (then every 4096th), so a
- * comm whose links are still moving onto shared memory gets there a few
- * calls later. A call uses the board when it is blocking, its collective
- * is one of those below with the comm's schedule choice `auto`, the
- * comm is on one host, and each peer's share is at most those bytes.
- * All of that is alike on every rank, as the choice must be: a rank that
- * called differently is told by the board (CRNET_EMISMATCH), as frames
- * tell it elsewhere.
+ * Which comms. A comm of one host (2 to CRNET__BOARD_MAX_RANKS ranks, a
+ * context id with a slot) asks once, when it is made (crnet_comm_init,
+ * split, dup, shrink, grow: crnet__board_setup), whether it can use its
+ * boards: each rank waits until its links to the others have moved onto
+ * shared memory (or could not), and one allreduce says whether every rank
+ * has a live one to every other. That allreduce is the comm's first call,
+ * the library's: messages and counters begin after it. Nothing of this
+ * when CRNET_SHM_BOARD_BYTES (rank 0's, carried to every rank by the
+ * rendezvous) is 0, rank 0 keeps its links on TCP, or the job's links are
+ * lazy (links made on use: the agreement would make them all).
  *
- * Not here: nonblocking calls (a request needs the engine), vector
- * shapes, exscan, reduce-scatter, gather and scatter. */
+ * Which calls. Blocking and nonblocking alike (so a blocking call still
+ * matches its nonblocking twin), of the collectives below with the comm's
+ * schedule choice `auto`, each peer's share at most those bytes. All of
+ * that is alike on every rank, as the choice must be: a rank that called
+ * differently is told by the board (CRNET_EMISMATCH), as frames tell it
+ * elsewhere. A nonblocking call is a request that the engine moves
+ * (posting once the board call before it is complete, completing once
+ * every peer has posted); a blocking one runs on its caller's thread, the
+ * loop held, with no request.
+ *
+ * Not here: vector shapes, exscan, reduce-scatter, gather and scatter. */
 #include "board_calls.h"
 
 #include <string.h>
 
 #include "board.h"
+#include "calls.h"
 #include "comm_state.h"
 #include "ops.h"
+#include "request.h"
 
-/* After this many tries, every BOARD_RETRY_EVERY-th candidate call. */
-#define BOARD_RETRY_EVERY 4096
-
+/* The calls the boards take. A board call waits for every peer, a barrier
+ * as well: bcast and reduce, which need not, then cost more than frames
+ * from p = 4 on where ranks share cores (osu_bcast 8 B at p = 8 on the
+ * 2-core VM: 32 us on the board, 18 us on frames; docs/PERFORMANCE-SHM.md,
+ * "Boards"), so they take the board at p = 2 only. */
 static bool board_collective(const crnet__call *call) {
   switch (call->coll) {
-  case CRNET_COLL_ALLREDUCE:
   case CRNET_COLL_REDUCE:
   case CRNET_COLL_BCAST:
+    return call->p == 2;
+  case CRNET_COLL_ALLREDUCE:
   case CRNET_COLL_BARRIER:
   case CRNET_COLL_ALLTOALL:
     return call->counts == NULL && call->displs == NULL;
@@ -65,16 +76,28 @@ static uint64_t share_bytes(const crnet__call *call) {
   return call->coll == CRNET_COLL_BARRIER ? 0 : call->count * call->esize;
 }
 
-/* Asks the comm's ranks whether they can all use the board from now on:
- * one allreduce of each rank's readiness (crnet__board_prepare). */
-static int agree(crnet_comm *c, crnet__board_state *st) {
-  int32_t mine = crnet__board_prepare(c), all = 0;
-  int rc;
-  st->agreeing = true;
+int crnet__board_setup(crnet_comm *c) {
+  int32_t mine, all = 0;
+  int rc, nhosts;
+  /* Facts alike on every member (rank 0's options: a restarted rank's
+   * links are lazy whatever the job's are, so its own w->lazy is not one).
+   * Lazy links are left alone: the agreement would make links the program
+   * never asked for. */
+  if (c->w->shm_board == 0 || c->w->job_tcp || c->w->job_lazy || c->size < 2 ||
+      c->size > CRNET__BOARD_MAX_RANKS || c->ctx >= CRNET__BOARD_SLOTS)
+    return 0;
+  pthread_mutex_lock(&c->w->mu);
+  rc = crnet__comm_hosts(c);
+  nhosts = c->nhosts;
+  pthread_mutex_unlock(&c->w->mu);
+  if (rc != 0 || nhosts != 1)
+    return rc;
+  mine = crnet__board_prepare(c);
+  crnet__coll_quiet(true);
   rc = crnet_allreduce(c, &mine, &all, 1, CRNET_INT32, CRNET_MIN);
-  st->agreeing = false;
-  if (rc == 0 && all != 0)
-    crnet__board_enable(c);
+  crnet__coll_quiet(false);
+  if (rc == 0)
+    crnet__board_enable(c, all != 0);
   return rc;
 }
 
@@ -106,11 +129,11 @@ static void reduce_upto(crnet__board_call *b, int last, void *result,
     crnet__reduce(op, dt, contribution(b, 0), result, count);
 }
 
-static int run(crnet__board_call *b, const crnet__call *call, const void *send,
-               void *recv, crnet_datatype dt, crnet_op op) {
+/* What this rank writes into its cells before posting. */
+static void write_cells(crnet__board_call *b, const crnet__call *call,
+                        const void *send, void *recv) {
   size_t bytes = (size_t)share_bytes(call);
   const uint8_t *src = send == CRNET_IN_PLACE ? recv : send;
-  int rc;
   b->bytes = bytes;
   switch (call->coll) {
   case CRNET_COLL_ALLREDUCE:
@@ -140,9 +163,14 @@ static int run(crnet__board_call *b, const crnet__call *call, const void *send,
   default:
     break;
   }
-  crnet__board_post(b);
-  if ((rc = crnet__board_wait(b)) != 0)
-    return rc;
+}
+
+/* The result, from the peers' cells, once every peer has posted. */
+static void read_cells(crnet__board_call *b, const crnet__call *call,
+                       const void *send, void *recv, crnet_datatype dt,
+                       crnet_op op) {
+  size_t bytes = (size_t)share_bytes(call);
+  const uint8_t *src = send == CRNET_IN_PLACE ? recv : send;
   switch (call->coll) {
   case CRNET_COLL_ALLREDUCE:
     reduce_upto(b, b->n - 1, recv, call->count, dt, op, bytes);
@@ -174,37 +202,183 @@ static int run(crnet__board_call *b, const crnet__call *call, const void *send,
   default:
     break;
   }
+}
+
+/* --- nonblocking calls: a request that the engine moves ------------------ */
+
+typedef struct board_req {
+  crnet_request req;
+  crnet__call call; /* without its per-rank arrays */
+  const void *send;
+  void *recv;
+  crnet_datatype dt;
+  crnet_op op;
+  int state; /* 0 not open, 1 open (waits for its turn), 2 posted; from 1
+                on in the world's list of board calls waiting */
+  crnet__board_call b;
+} board_req;
+
+static bool board_advance(crnet_request *r) {
+  board_req *q = (board_req *)r;
+  crnet_comm *c = r->comm;
+  int err = __atomic_load_n(&c->err, __ATOMIC_RELAXED);
+  /* Opened at its first advance: in the order calls begin. */
+  if (q->state == 0) {
+    if (err == 0)
+      err = crnet__board_open(c, q->call.coll, &r->call, r->sig, r->seq, &q->b);
+    if (err != 0) {
+      r->status = err;
+      return true;
+    }
+    q->state = 1;
+    crnet__board_track(&q->b, true);
+  }
+  if (err != 0) {
+    crnet__board_track(&q->b, false);
+    r->status = err;
+    return true;
+  }
+  if (q->state == 1) {
+    if (!crnet__board_turn(&q->b))
+      return false;
+    write_cells(&q->b, &q->call, q->send, q->recv);
+    crnet__board_post(&q->b);
+    q->state = 2;
+  }
+  if (!crnet__board_poll(&q->b))
+    return false;
+  crnet__board_track(&q->b, false);
+  if (q->b.rc == 0) {
+    read_cells(&q->b, &q->call, q->send, q->recv, q->dt, q->op);
+    crnet__board_close(&q->b);
+  }
+  r->status = q->b.rc;
+  return true;
+}
+
+static void board_account(crnet_request *r) {
+  board_req *q = (board_req *)r;
+  if (q->state > 0) {
+    crnet__board_account(&q->b, r->status);
+  } else {
+    r->comm->coll_stats[r->coll].calls++;
+    r->comm->coll_stats[r->coll].failed += r->status != 0;
+  }
+}
+
+static void board_release(crnet_request *r) { (void)r; }
+
+static const crnet__req_ops board_ops = {
+    .advance = board_advance,
+    .account = board_account,
+    .release = board_release,
+};
+
+static void fill_request(board_req *q, const crnet__call *call,
+                         const void *send, void *recv, crnet_datatype dt,
+                         crnet_op op, const crnet__frame_call *fcall,
+                         uint64_t sig) {
+  q->call = *call;
+  q->call.counts = NULL; /* board calls have equal shares (checked) */
+  q->call.displs = NULL;
+  q->send = send;
+  q->recv = recv;
+  q->dt = dt;
+  q->op = op;
+  q->req.ops = &board_ops;
+  q->req.blocking = false;
+  q->req.board = true;
+  q->req.coll = (uint8_t)call->coll;
+  q->req.sig = (uint32_t)sig;
+  q->req.call = *fcall;
+  q->req.peers = q->req.peers_small;
+  q->req.npeers = 0;
+}
+
+static int start_request(crnet_comm *c, const crnet__call *call,
+                         const void *send, void *recv, crnet_datatype dt,
+                         crnet_op op, const crnet__frame_call *fcall,
+                         uint64_t sig, bool blocking, crnet_request **out) {
+  board_req *q = (board_req *)crnet__req_alloc(c, sizeof *q);
+  int rc;
+  if (q == NULL)
+    return CRNET_ENOMEM;
+  fill_request(q, call, send, recv, dt, op, fcall, sig);
+  q->req.blocking = blocking;
+  q->state = 0;
+  rc = crnet__req_start(c, &q->req);
+  if (rc != 0) {
+    crnet__req_discard(&q->req);
+    return rc;
+  }
+  *out = &q->req;
   return 0;
+}
+
+/* A blocking call: on this thread, the loop held while it waits, unless
+ * another thread wants the loop: then it goes on as a request, waited for
+ * as any blocking call's (crnet__req_adopt). */
+static int run_blocking(crnet_comm *c, const crnet__call *call,
+                        const void *send, void *recv, crnet_datatype dt,
+                        crnet_op op, const crnet__frame_call *fcall,
+                        uint64_t sig) {
+  crnet__board_call b;
+  crnet_request *r;
+  board_req *q;
+  int rc = crnet__board_begin(c, call->coll, fcall, sig, &b);
+  if (rc == CRNET__LOOP_BUSY) {
+    /* Another thread runs the loop: it moves this call as a request. */
+    rc = start_request(c, call, send, recv, dt, op, fcall, sig, true, &r);
+    return rc != 0 ? rc : crnet_wait(&r);
+  }
+  if (rc != 0)
+    return rc;
+  rc = crnet__board_wait_turn(&b);
+  if (rc == 0) {
+    write_cells(&b, call, send, recv);
+    crnet__board_post(&b);
+    rc = crnet__board_wait(&b);
+  }
+  if (rc != CRNET__BOARD_HAND_OVER) {
+    if (rc == 0)
+      read_cells(&b, call, send, recv, dt, op);
+    return crnet__board_end(&b, rc);
+  }
+  q = (board_req *)crnet__req_alloc(c, sizeof *q);
+  if (q == NULL) {
+    /* Cannot hand over (no memory): waits on, holding the loop. */
+    b.hold = true;
+    rc = b.posted ? 0 : crnet__board_wait_turn(&b);
+    if (rc == 0 && !b.posted) {
+      write_cells(&b, call, send, recv);
+      crnet__board_post(&b);
+    }
+    if (rc == 0)
+      rc = crnet__board_wait(&b);
+    if (rc == 0)
+      read_cells(&b, call, send, recv, dt, op);
+    return crnet__board_end(&b, rc);
+  }
+  fill_request(q, call, send, recv, dt, op, fcall, sig);
+  q->b = b;
+  q->state = b.posted ? 2 : 1;
+  crnet__board_track(&q->b, true);
+  crnet__req_adopt(c, &q->req, b.seq, b.started);
+  crnet__loop_release(c);
+  r = &q->req;
+  return crnet_wait(&r);
 }
 
 bool crnet__board_try(crnet_comm *c, const crnet__call *call, const void *send,
                       void *recv, crnet_datatype dt, crnet_op op,
-                      const crnet__frame_call *fcall, uint64_t sig, int *rc) {
-  crnet__board_state *st = &c->coll->board;
-  crnet__board_call b;
+                      const crnet__frame_call *fcall, uint64_t sig,
+                      bool blocking, crnet_request **out, int *rc) {
   uint32_t bytes = c->w->shm_board; /* rank 0's: the job's */
-  if (bytes == 0 || st->agreeing || call->nhosts != 1 || call->tcp_links ||
-      call->p < 2 || call->p > CRNET__BOARD_MAX_RANKS ||
-      c->ctx >= CRNET__BOARD_SLOTS || !board_collective(call) ||
+  if (!crnet__board_enabled(c) || !board_collective(call) ||
       share_bytes(call) > bytes)
     return false;
-  if (!crnet__board_enabled(c)) {
-    /* A candidate: alike on every rank, so they all ask at the same one. */
-    st->candidates++;
-    if (st->candidates != st->next_ask)
-      return false;
-    st->next_ask = st->next_ask < BOARD_RETRY_EVERY
-                       ? st->next_ask * 2
-                       : st->next_ask + BOARD_RETRY_EVERY;
-    if ((*rc = agree(c, st)) != 0)
-      return true;
-    if (!crnet__board_enabled(c))
-      return false;
-  }
-  if (share_bytes(call) > bytes)
-    return false;
-  if ((*rc = crnet__board_begin(c, call->coll, fcall, sig, &b)) != 0)
-    return true;
-  *rc = crnet__board_end(&b, run(&b, call, send, recv, dt, op));
+  *rc = blocking ? run_blocking(c, call, send, recv, dt, op, fcall, sig)
+                 : start_request(c, call, send, recv, dt, op, fcall, sig, false,
+                                 out);
   return true;
 }

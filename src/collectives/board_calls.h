@@ -1,4 +1,4 @@
-/* Small blocking collectives on the shared-memory boards (board_calls.c;
+/* Small collectives on the shared-memory boards (board_calls.c;
  * the runtime's side is board.h). */
 #ifndef CRNET_BOARD_CALLS_H
 #define CRNET_BOARD_CALLS_H
@@ -10,21 +10,19 @@
 #include "frame.h"
 #include "select.h"
 
-/* What a comm keeps of its boards (in its crnet__comm_state). Only the
- * thread calling a collective on the comm touches it: calls on one comm are
- * made one at a time, in the same order on every rank. */
-typedef struct crnet__board_state {
-  bool agreeing;       /* the agreement's own allreduce runs */
-  uint64_t candidates; /* calls that could have used a board so far */
-  uint64_t next_ask;   /* the candidate at which the ranks ask again */
-} crnet__board_state;
+/* Whether the new comm c can use its boards: every rank of it asks, as the
+ * comm's first call (see board_calls.c). 0, or the error of that call
+ * (the comm has then failed, and its later calls return it). */
+int crnet__board_setup(crnet_comm *c);
 
-/* Runs a checked blocking call on the comm's boards if it can (see
- * board_calls.c): true with the call's result in *rc, or false, having
- * changed nothing that the call's usual path would see. fcall and sig: the
- * call as its frames would carry it. */
+/* Runs a checked call on the comm's boards if it can (see board_calls.c):
+ * true with the call's result in *rc (blocking) or its request in *out
+ * (nonblocking; *rc 0 or why it could not start), or false, having changed
+ * nothing that the call's usual path would see. fcall and sig: the call as
+ * its frames would carry it. */
 bool crnet__board_try(crnet_comm *c, const crnet__call *call, const void *send,
                       void *recv, crnet_datatype dt, crnet_op op,
-                      const crnet__frame_call *fcall, uint64_t sig, int *rc);
+                      const crnet__frame_call *fcall, uint64_t sig,
+                      bool blocking, crnet_request **out, int *rc);
 
 #endif

@@ -13,6 +13,10 @@
 #include "crnet.h"
 #include "select.h"
 
+/* The calls this thread starts from now on are the library's own (on) or
+ * the program's again (off): see collectives.c. */
+void crnet__coll_quiet(bool on);
+
 /* Starts a call whose arguments are checked (nothing reduced). */
 int crnet__coll_start(crnet_comm *c, crnet__call *call, const void *send,
                       void *recv, crnet_datatype dt, bool blocking,

@@ -25,6 +25,13 @@
 #include "ops.h"
 #include "select.h"
 
+/* Calls this thread makes for the library itself (the boards' agreement,
+ * board_calls.c) leave no trace events: the trace shows the program's
+ * calls, numbered as the program counts them. */
+static _Thread_local bool quiet_calls;
+
+void crnet__coll_quiet(bool on) { quiet_calls = on; }
+
 /* --- call signatures ------------------------------------------------------ */
 
 typedef struct sig_state {
@@ -216,7 +223,8 @@ static void auto_remember(crnet_comm *c, const crnet__call *call,
 }
 
 static bool board_path(crnet_comm *c, crnet__call *call, const void *send,
-                       void *recv, crnet_datatype dt, crnet_op op, int *rc) {
+                       void *recv, crnet_datatype dt, crnet_op op,
+                       bool blocking, crnet_request **out, int *rc) {
   crnet__frame_call fc = {.count = call->count,
                           .op = reduces(call->coll) ? op : -1,
                           .root = has_root(call->coll) ? call->root : -1,
@@ -225,7 +233,7 @@ static bool board_path(crnet_comm *c, crnet__call *call, const void *send,
                           .variant =
                               call->exclusive ? CRNET__CALL_EXCLUSIVE : 0};
   if (!crnet__board_try(c, call, send, recv, dt, op, &fc,
-                        sig_of(call, dt, op, BOARD_ID), rc))
+                        sig_of(call, dt, op, BOARD_ID), blocking, out, rc))
     return false;
   /* Only this thread writes it; others read it under the lock. */
   if (c->coll->last_schedule[call->coll] != BOARD_NAME) {
@@ -272,10 +280,10 @@ static int start_call(crnet_comm *c, crnet__call *call, const void *send,
   call->shm_links = c->nhosts == 1 && !call->tcp_links;
   memcpy(chosen, c->coll->schedule[call->coll], sizeof chosen);
   pthread_mutex_unlock(&c->w->mu);
-  /* Small blocking calls on one host: the boards, where the ranks agreed
-   * on them (board_calls.c). */
-  if (board_ok && blocking && strcmp(chosen, "auto") == 0 &&
-      board_path(c, call, send, recv, dt, op, &rc))
+  /* Small calls on one host: the boards, where the ranks agreed on them
+   * (board_calls.c). */
+  if (board_ok && strcmp(chosen, "auto") == 0 &&
+      board_path(c, call, send, recv, dt, op, blocking, out, &rc))
     return rc;
   pthread_mutex_lock(&c->w->mu);
   name = auto_cached(c, call, chosen, &id);
@@ -312,6 +320,7 @@ static int start_call(crnet_comm *c, crnet__call *call, const void *send,
   a.op = op;
   a.normalise = normalise;
   a.blocking = blocking;
+  a.quiet = quiet_calls;
   a.unpack_counts = call->displs != NULL ? call->counts : NULL;
   a.unpack_displs = call->displs;
   a.rank = call->rank;

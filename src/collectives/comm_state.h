@@ -13,7 +13,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "board_calls.h"
 #include "comm.h"
 #include "memo.h"
 
@@ -43,9 +42,12 @@ struct crnet__comm_state {
   /* The schedule the last call of each collective ran (a static name,
    * NULL before the first; crnet_comm_last_schedule). */
   const char *last_schedule[CRNET_COLL_COUNT];
-  /* The comm's boards (board_calls.h; not under the lock: see there). */
-  crnet__board_state board;
 };
+
+/* The end of making a comm (init, split, dup, shrink, grow) that
+ * returned rc with *out: the boards' agreement (board_calls.c) on a new
+ * comm. Returns rc. */
+int crnet__comm_made(crnet_comm **out, int rc);
 
 /* "allreduce #4 (100 x float, sum, schedule ring)": a call as its frames
  * describe it (collectives.c), for the runtime's mismatch messages and the

@@ -221,6 +221,7 @@ typedef struct exec_call {
   crnet_datatype dt;
   crnet_op op;
   bool exclusive;          /* exscan, for its name */
+  bool quiet;              /* no trace events (exec.h) */
   uint64_t normalise;      /* elements of recv to normalise at the end */
   void *temp;              /* TEMP (scratch of this call) */
   size_t temp_bytes;
@@ -331,7 +332,7 @@ static void round_account(exec_call *e, const crnet__round *r,
     p->stats.messages_received++;
     e->received += rr->total;
   }
-  if (c->w->trace != NULL) {
+  if (c->w->trace != NULL && !e->quiet) {
     crnet__trace_round tr = {.k = rr->k,
                              .lane = r->independent ? 1 + rr->k % e->window : 0,
                              .to = r->send.peer >= 0
@@ -550,14 +551,15 @@ static void exec_account(crnet_request *req) {
     to->messages_sent += from->messages_sent;
     to->messages_received += from->messages_received;
   }
-  if (c->w->trace != NULL) {
+  if (c->w->trace != NULL && !e->quiet) {
     char what[192];
-    crnet__call_format(req->coll, req->seq, &req->call, what, sizeof what);
+    crnet__call_format(req->coll, crnet__call_number(c, req->seq), &req->call,
+                       what, sizeof what);
     crnet__trace_call tc = {
-        .name = e->exclusive ? "exscan"
-                             : crnet_collective_name(
-                                   (crnet_collective)req->coll),
-        .seq = req->seq,
+        .name = e->exclusive
+                    ? "exscan"
+                    : crnet_collective_name((crnet_collective)req->coll),
+        .seq = crnet__call_number(c, req->seq),
         .what = what,
         .bytes_sent = e->sent,
         .bytes_received = e->received,
@@ -722,6 +724,7 @@ int crnet__exec_start(crnet_comm *c, crnet__schedule *s,
   e->dt = a->dt;
   e->op = a->op;
   e->exclusive = a->exclusive;
+  e->quiet = a->quiet;
   e->normalise = a->normalise;
   e->b.esize = crnet_datatype_size(a->dt);
   e->b.base[CRNET__BUF_RECV] = a->recv;

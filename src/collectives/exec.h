@@ -31,6 +31,7 @@ typedef struct crnet__exec_args {
                               elements of recv get the logical operators'
                               0 or 1 at the end */
   bool blocking;           /* the caller waits for it at once */
+  bool quiet;              /* the library's own call: no trace events */
   /* allgatherv with displacements: the schedule fills a packed buffer of
    * the call's own (block b at the sum of the counts before it), and at
    * the end block b goes to recv + unpack_displs[b] (p entries each,

@@ -23,6 +23,7 @@
 
 #include "alloc.h"
 #include "comm.h"
+#include "comm_state.h"
 #include "crnet.h"
 #include "request.h"
 
@@ -142,9 +143,11 @@ static int remake(crnet_comm *c, crnet_comm **out, bool grow) {
 }
 
 int crnet_comm_shrink(crnet_comm *c, crnet_comm **out) {
-  return remake(c, out, false);
+  int rc = remake(c, out, false);
+  return out != NULL ? crnet__comm_made(out, rc) : rc;
 }
 
 int crnet_comm_grow(crnet_comm *c, crnet_comm **out) {
-  return remake(c, out, true);
+  int rc = remake(c, out, true);
+  return out != NULL ? crnet__comm_made(out, rc) : rc;
 }

@@ -25,6 +25,7 @@
 
 #include "alloc.h"
 #include "comm.h"
+#include "comm_state.h"
 #include "crnet.h"
 #include "request.h"
 
@@ -161,10 +162,12 @@ out:
 
 int crnet_comm_split(crnet_comm *comm, int color, int key,
                      crnet_comm **newcomm) {
-  return split(comm, color, key, newcomm, "crnet_comm_split");
+  int rc = split(comm, color, key, newcomm, "crnet_comm_split");
+  return newcomm != NULL ? crnet__comm_made(newcomm, rc) : rc;
 }
 
 int crnet_comm_dup(crnet_comm *comm, crnet_comm **newcomm) {
-  return split(comm, 0, comm != NULL ? comm->rank : 0, newcomm,
-               "crnet_comm_dup");
+  int rc =
+      split(comm, 0, comm != NULL ? comm->rank : 0, newcomm, "crnet_comm_dup");
+  return newcomm != NULL ? crnet__comm_made(newcomm, rc) : rc;
 }

@@ -11,6 +11,7 @@
 #include "link_shm.h"
 #include "request.h"
 #include "shm.h"
+#include "trace.h"
 
 /* The link of stream 0 to comm rank j, or NULL (lazy links: not made). */
 static crnet__link *link_to(crnet_comm *c, int j) {
@@ -25,12 +26,33 @@ static crnet__shm *segment_to(crnet_comm *c, int j) {
 }
 
 static void clear_slot(crnet__board_slot *s) {
-  atomic_store_explicit(&s->regular, 0, memory_order_relaxed);
+  atomic_store_explicit(&s->gone, 0, memory_order_relaxed);
+  for (int k = 0; k < CRNET__BOARD_MARKS; k++)
+    atomic_store_explicit(&s->marks[k].seq, 0, memory_order_relaxed);
   for (int k = 0; k < 2; k++) {
     atomic_store_explicit(&s->cell[k].sig, 0, memory_order_relaxed);
     atomic_store_explicit(&s->cell[k].seq, 0, memory_order_release);
   }
 }
+
+/* Every member's link has finished moving onto shared memory, one way
+ * or the other (comm rank by comm rank). */
+static bool links_settled(void *arg) {
+  crnet_comm *c = arg;
+  if (__atomic_load_n(&c->err, __ATOMIC_RELAXED) != 0)
+    return true;
+  for (int j = 0; j < c->size; j++) {
+    crnet__link *l;
+    if (j != c->rank && (l = link_to(c, j)) != NULL &&
+        !crnet__link_shm_settled(l))
+      return false;
+  }
+  return true;
+}
+
+/* How long a new comm waits for its links' move onto shared memory: a
+ * few ms where nothing is wrong. */
+#define SETTLE_MS 5000
 
 bool crnet__board_prepare(crnet_comm *c) {
   bool ready = c->size <= CRNET__BOARD_MAX_RANKS &&
@@ -38,6 +60,8 @@ bool crnet__board_prepare(crnet_comm *c) {
   if (!ready)
     return false;
   crnet__loop_acquire(c);
+  if (!links_settled(c))
+    (void)crnet__comm_run_until(c, links_settled, c, SETTLE_MS);
   for (int j = 0; j < c->size && ready; j++)
     if (j != c->rank)
       ready = segment_to(c, j) != NULL;
@@ -48,13 +72,36 @@ bool crnet__board_prepare(crnet_comm *c) {
   return ready;
 }
 
-void crnet__board_enable(crnet_comm *c) {
+void crnet__board_enable(crnet_comm *c, bool on) {
   pthread_mutex_lock(&c->w->mu);
-  c->board_slot = (int32_t)c->ctx;
+  /* The agreement was the library's call, not the program's: messages
+   * number the program's calls, and the counters count them. */
+  c->call_shift = c->seq_issued;
+  memset(c->coll_stats, 0, sizeof c->coll_stats);
+  memset(c->peer_stats, 0, sizeof *c->peer_stats * (size_t)c->size);
+  if (on)
+    c->board_slot = (int32_t)c->ctx;
   pthread_mutex_unlock(&c->w->mu);
 }
 
 bool crnet__board_enabled(const crnet_comm *c) { return c->board_slot >= 0; }
+
+void crnet__board_forget(crnet_comm *c) {
+  if (c->board_slot < 0 || crnet__loop_owned_by_me(c))
+    return;
+  crnet__loop_acquire(c);
+  for (int j = 0; j < c->size; j++) {
+    crnet__shm *s;
+    if (j == c->rank || (s = segment_to(c, j)) == NULL)
+      continue;
+    atomic_store_explicit(&s->board_out->slot[c->board_slot].gone, 1,
+                          memory_order_release);
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&s->board_in->sleeps, memory_order_relaxed))
+      crnet__link_shm_ring_peer(link_to(c, j));
+  }
+  crnet__loop_release(c);
+}
 
 void crnet__board_note_regular(crnet_comm *c, uint64_t seq, uint8_t coll,
                                const crnet__frame_call *call) {
@@ -62,10 +109,11 @@ void crnet__board_note_regular(crnet_comm *c, uint64_t seq, uint8_t coll,
     crnet__shm *s;
     if (j == c->rank || (s = segment_to(c, j)) == NULL)
       continue;
-    s->board_out->slot[c->board_slot].regular_desc.coll = coll;
-    s->board_out->slot[c->board_slot].regular_desc.call = *call;
-    atomic_store_explicit(&s->board_out->slot[c->board_slot].regular, seq,
-                          memory_order_release);
+    crnet__board_mark *m =
+        &s->board_out->slot[c->board_slot].marks[seq % CRNET__BOARD_MARKS];
+    m->coll = coll;
+    m->call = *call;
+    atomic_store_explicit(&m->seq, seq, memory_order_release);
     /* A peer asleep in a board call of this number must hear of it. */
     atomic_thread_fence(memory_order_seq_cst);
     if (atomic_load_explicit(&s->board_in->sleeps, memory_order_relaxed))
@@ -75,9 +123,61 @@ void crnet__board_note_regular(crnet_comm *c, uint64_t seq, uint8_t coll,
 
 /* --- one call ------------------------------------------------------------- */
 
+int crnet__board_open(crnet_comm *c, int coll, const crnet__frame_call *call,
+                      uint64_t sig, uint64_t seq, crnet__board_call *b) {
+  b->c = c;
+  b->seq = seq;
+  b->k = ++c->board_calls;
+  b->cell = (int)(b->k & 1);
+  b->coll = coll;
+  b->call = *call;
+  b->sig = sig;
+  b->n = c->size;
+  b->me = c->rank;
+  b->seen = 0;
+  b->posted = false;
+  b->announced = false;
+  b->hold = false;
+  b->next = NULL;
+  b->rc = __atomic_load_n(&c->err, __ATOMIC_RELAXED);
+  b->started = uv_hrtime();
+  b->bytes = 0;
+  for (int j = 0; j < b->n && b->rc == 0; j++) {
+    crnet__shm *s;
+    if (j == b->me)
+      continue;
+    /* Every link was live at the agreement and only a failure of the comm
+     * closes one: a missing segment is that failure, seen first. */
+    s = segment_to(c, j);
+    if (s == NULL) {
+      crnet__comm_fail(c, CRNET_EPEER, crnet__world_rank(c, j),
+                       "%s #%" PRIu64 ": the shared-memory link to rank "
+                       "%d is gone",
+                       crnet_collective_name((crnet_collective)coll),
+                       crnet__call_number(c, seq), j);
+      b->rc = c->err != 0 ? c->err : CRNET_EPEER;
+      break;
+    }
+    b->peer_sleeps[j] = &s->board_in->sleeps;
+    b->my_sleeps[j] = &s->board_out->sleeps;
+    b->out[j] = &s->board_out->slot[c->board_slot];
+    b->in[j] = &s->board_in->slot[c->board_slot];
+    b->link[j] = link_to(c, j);
+  }
+  return b->rc;
+}
+
+bool crnet__board_turn(const crnet__board_call *b) {
+  return b->c->board_done + 1 == b->k;
+}
+
+void crnet__board_close(crnet__board_call *b) { b->c->board_done = b->k; }
+
+/* The direct path: a blocking call, the loop held all along. */
 int crnet__board_begin(crnet_comm *c, int coll, const crnet__frame_call *call,
                        uint64_t sig, crnet__board_call *b) {
-  int rc = crnet__loop_take_for_call(c, &b->seq);
+  uint64_t seq;
+  int rc = crnet__loop_take_for_call(c, &seq);
   if (rc == CRNET_EINVAL)
     crnet__set_callmsg(c,
                        "%s: a blocking call in a completion callback "
@@ -85,48 +185,14 @@ int crnet__board_begin(crnet_comm *c, int coll, const crnet__frame_call *call,
                        "nonblocking twin instead)",
                        crnet_collective_name((crnet_collective)coll));
   if (rc != 0)
-    return rc;
-  /* Requests started before this call begin first: the engine begins them
-   * in order, and the board calls must be counted alike everywhere. */
+    return rc; /* CRNET__LOOP_BUSY included: the caller starts a request */
+  /* Requests started before this call begin first: the engine begins
+   * them in order, and board calls are counted in that order everywhere. */
   crnet__progress(c);
-  b->cell = (int)(++c->board_calls & 1);
-  b->c = c;
-  b->coll = coll;
-  b->call = *call;
-  b->sig = sig;
-  b->n = c->size;
-  b->me = c->rank;
-  b->seen = 0;
-  b->rc = __atomic_load_n(&c->err, __ATOMIC_RELAXED);
-  b->started = uv_hrtime();
-  b->bytes = 0;
-  crnet__comm_begin_call(c, (uint8_t)coll, b->seq, call);
-  for (int j = 0; j < b->n; j++) {
-    crnet__shm *s;
-    b->announced[j] = false;
-    if (j == b->me)
-      continue;
-    /* Every link was live at the agreement and only a failure of the comm
-     * closes one: a missing segment is that failure, seen first. */
-    s = segment_to(c, j);
-    if (s == NULL) {
-      if (b->rc == 0)
-        crnet__comm_fail(c, CRNET_EPEER, crnet__world_rank(c, j),
-                         "%s #%" PRIu64 ": the shared-memory link to rank "
-                         "%d is gone",
-                         crnet_collective_name((crnet_collective)coll), b->seq,
-                         j);
-      b->rc = c->err != 0 ? c->err : CRNET_EPEER;
-      break;
-    }
-    b->peer_sleeps[j] = &s->board_in->sleeps;
-    b->out[j] = &s->board_out->slot[c->board_slot];
-    b->in[j] = &s->board_in->slot[c->board_slot];
-    b->link[j] = link_to(c, j);
-  }
-  if (b->rc != 0) {
+  crnet__comm_begin_call(c, (uint8_t)coll, seq, call);
+  if ((rc = crnet__board_open(c, coll, call, sig, seq, b)) != 0) {
     crnet__loop_release(c);
-    return b->rc;
+    return rc;
   }
   return 0;
 }
@@ -156,43 +222,44 @@ void crnet__board_post(crnet__board_call *b) {
     if (j != b->me &&
         atomic_load_explicit(b->peer_sleeps[j], memory_order_relaxed))
       crnet__link_shm_ring_peer(b->link[j]);
+  b->posted = true;
 }
 
-/* Peer j has not posted this call: a peer that began this number without
- * the board (its `regular` mark) called something else. Its post may have
- * come between the two loads: looked at again after the mark. */
+/* Peer j's post of this call: 1 (the same call), 0 (not yet), -1 (another
+ * call under this number), -2 (its mark says it began this number without
+ * the board), -3 (it has destroyed the comm). */
 static int look_at(crnet__board_call *b, int j) {
   const crnet__board_slot *in = b->in[j];
   const crnet__board_cell *cell = &in->cell[b->cell];
-  uint64_t seq = atomic_load_explicit(&cell->seq, memory_order_acquire);
-  if (seq != b->seq) {
-    if (atomic_load_explicit(&in->regular, memory_order_acquire) < b->seq)
-      return 0;
-    seq = atomic_load_explicit(&cell->seq, memory_order_acquire);
-    if (seq != b->seq)
+  if (atomic_load_explicit(&cell->seq, memory_order_acquire) != b->seq) {
+    if (atomic_load_explicit(&in->marks[b->seq % CRNET__BOARD_MARKS].seq,
+                             memory_order_acquire) == b->seq)
       return -2;
+    return atomic_load_explicit(&in->gone, memory_order_acquire) ? -3 : 0;
   }
   return atomic_load_explicit(&cell->sig, memory_order_relaxed) == b->sig ? 1
                                                                           : -1;
 }
 
 /* Peer j called something else under this number: both calls in words,
- * as a mismatch of frames says it (fail.c). */
+ * as a mismatch of frames says it (fail.c). The peer may write them
+ * meanwhile: copies, whatever they hold, only ever go into words. */
 static void fail_mismatch(crnet__board_call *b, int j, bool regular) {
   crnet_comm *c = b->c;
   const crnet__board_slot *in = b->in[j];
-  const crnet__board_desc *d = regular ? &in->regular_desc : &in->desc[b->cell];
-  uint64_t seq = b->seq;
   char theirs[160], mine[160];
-  crnet__board_desc copy;
-  if (regular)
-    seq = atomic_load_explicit(&in->regular, memory_order_acquire);
-  /* The peer may write it meanwhile: a copy, whatever it holds, only
-   * ever goes into words. */
-  memcpy(&copy, d, sizeof copy);
-  c->w->upper->format_call(copy.coll, seq, &copy.call, theirs, sizeof theirs);
-  c->w->upper->format_call((uint8_t)b->coll, b->seq, &b->call, mine,
-                           sizeof mine);
+  crnet__board_desc d;
+  if (regular) {
+    const crnet__board_mark *m = &in->marks[b->seq % CRNET__BOARD_MARKS];
+    d.coll = m->coll;
+    d.call = m->call;
+  } else {
+    memcpy(&d, &in->desc[b->cell], sizeof d);
+  }
+  c->w->upper->format_call(d.coll, crnet__call_number(c, b->seq), &d.call,
+                           theirs, sizeof theirs);
+  c->w->upper->format_call((uint8_t)b->coll, crnet__call_number(c, b->seq),
+                           &b->call, mine, sizeof mine);
   crnet__comm_fail(c, CRNET_EMISMATCH, crnet__world_rank(c, j),
                    "mismatched calls: rank %d called %s%s but rank %d called "
                    "%s on the shared-memory board",
@@ -212,6 +279,19 @@ static bool all_posted(void *arg) {
     int v = look_at(b, j);
     if (v == 0)
       return false;
+    if (v == -3) {
+      /* As a frame of a comm it no longer has does to it (fail.c): every
+       * comm this rank shares with it fails, and tells it so. */
+      crnet__world_fail_peer(
+          b->c->w, crnet__world_rank(b->c, j), CRNET_EMISMATCH,
+          "mismatched calls: rank %d called %s #%" PRIu64
+          " on a communicator that is no longer on rank %d (context %" PRIu32
+          ": it has destroyed it)",
+          b->me, crnet_collective_name((crnet_collective)b->coll),
+          crnet__call_number(b->c, b->seq), j, b->c->ctx);
+      b->rc = b->c->err != 0 ? b->c->err : CRNET_EMISMATCH;
+      return true;
+    }
     if (v < 0) {
       fail_mismatch(b, j, v == -2);
       b->rc = b->c->err != 0 ? b->c->err : CRNET_EMISMATCH;
@@ -222,33 +302,56 @@ static bool all_posted(void *arg) {
   return true;
 }
 
-/* Before the loop sleeps: tells each peer not yet seen to ring (board.h).
- * The segments are looked up again: a link may have closed in the turn. */
+bool crnet__board_poll(crnet__board_call *b) { return all_posted(b); }
+
+/* Sleeping (board.h). Every segment this rank's call waits on gets this
+ * side's `sleeps` set, then the posts are looked at once more: a post
+ * made before the flag was visible is seen now, one made after finds the
+ * flag and rings. Only while the comm has not failed: a failed comm's
+ * links may be closing, their segments going. */
+static void announce(crnet__board_call *b, bool on) {
+  if (__atomic_load_n(&b->c->err, __ATOMIC_RELAXED) != 0)
+    return;
+  for (int j = 0; j < b->n; j++)
+    if (j != b->me && (!on || (b->seen >> j & 1) == 0))
+      atomic_store_explicit(b->my_sleeps[j], on ? 1u : 0u,
+                            memory_order_relaxed);
+}
+
 static bool may_sleep(void *arg, bool entering) {
   crnet__board_call *b = arg;
-  crnet_comm *c = b->c;
   if (!entering) {
-    for (int j = 0; j < b->n; j++) {
-      crnet__shm *s;
-      if (!b->announced[j])
-        continue;
-      b->announced[j] = false;
-      if ((s = segment_to(c, j)) != NULL)
-        atomic_store_explicit(&s->board_out->sleeps, 0, memory_order_relaxed);
-    }
+    announce(b, false);
     return true;
   }
-  if (__atomic_load_n(&c->err, __ATOMIC_RELAXED) != 0)
-    return false;
-  for (int j = 0; j < b->n; j++) {
-    crnet__shm *s;
-    if (j == b->me || (b->seen >> j & 1) != 0 || (s = segment_to(c, j)) == NULL)
-      continue;
-    atomic_store_explicit(&s->board_out->sleeps, 1, memory_order_relaxed);
-    b->announced[j] = true;
-  }
+  if (!b->posted)
+    return true; /* waits for an older call: its own announcement counts */
+  announce(b, true);
   atomic_thread_fence(memory_order_seq_cst);
   return !all_posted(b);
+}
+
+void crnet__board_track(crnet__board_call *b, bool on) {
+  crnet__world *w = b->c->w;
+  if (on) {
+    b->next = w->board_waiting;
+    w->board_waiting = b;
+    return;
+  }
+  for (crnet__board_call **at = &w->board_waiting; *at != NULL;
+       at = &(*at)->next)
+    if (*at == b) {
+      *at = b->next;
+      break;
+    }
+}
+
+bool crnet__board_loop_may_sleep(crnet__world *w, bool entering) {
+  bool ok = true;
+  for (crnet__board_call *b = w->board_waiting; b != NULL; b = b->next)
+    if (!may_sleep(b, entering))
+      ok = false;
+  return ok;
 }
 
 /* About 10 µs of looks where every rank of the host has a core (none
@@ -259,6 +362,84 @@ static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
 #endif
+}
+
+/* A blocking call's wait ends early, to be handed over as a request,
+ * when another thread wants the loop: that thread's call may be what a
+ * peer's call, on which this one waits, waits for. */
+static bool handed_over(crnet__board_call *b) {
+  if (b->hold || !crnet__loop_wanted(b->c))
+    return false;
+  b->hand_over = true;
+  return true;
+}
+
+static bool my_turn(void *arg) {
+  crnet__board_call *b = arg;
+  if (__atomic_load_n(&b->c->err, __ATOMIC_RELAXED) != 0)
+    return true;
+  return crnet__board_turn(b) || handed_over(b);
+}
+
+static bool posted_or_wanted(void *arg) {
+  crnet__board_call *b = arg;
+  return all_posted(b) || handed_over(b);
+}
+
+/* Whom call b waits for, in words: the ranks whose posts did not come,
+ * or the board call before it. */
+static void awaited_by(const crnet__board_call *b, char *buf, size_t n) {
+  char who[160];
+  size_t len = 0;
+  buf[0] = '\0';
+  if (!b->posted) {
+    snprintf(buf, n, "the board call before it (this rank's own)");
+    return;
+  }
+  for (int j = 0; j < b->n && len < n; j++)
+    if (j != b->me && (b->seen >> j & 1) == 0) {
+      crnet__describe_rank(b->c, j, who, sizeof who);
+      len += (size_t)snprintf(buf + len, n - len, "%s%s", len > 0 ? ", " : "",
+                              who);
+    }
+}
+
+bool crnet__board_awaited(const crnet_comm *c, uint64_t seq, char *buf,
+                          size_t n) {
+  for (const crnet__board_call *b = c->w->board_waiting; b != NULL; b = b->next)
+    if (b->c == c && b->seq == seq) {
+      awaited_by(b, buf, n);
+      return true;
+    }
+  return false;
+}
+
+/* CRNET_TIMEOUT ran out: as a request's timeout says it (progress.c). */
+static int timed_out(crnet__board_call *b) {
+  crnet_comm *c = b->c;
+  char awaited[400];
+  awaited_by(b, awaited, sizeof awaited);
+  crnet__comm_fail(c, CRNET_ETIMEDOUT, -1,
+                   "rank %d timed out in %s #%" PRIu64
+                   " (on the shared-memory board) after %.3g s "
+                   "(CRNET_TIMEOUT) waiting for %s",
+                   c->rank, crnet_collective_name((crnet_collective)b->coll),
+                   crnet__call_number(c, b->seq),
+                   (double)c->w->coll_timeout_ms / 1000.0, awaited);
+  return CRNET_ETIMEDOUT;
+}
+
+int crnet__board_wait_turn(crnet__board_call *b) {
+  crnet_comm *c = b->c;
+  b->hand_over = false;
+  if (b->rc == 0 && !my_turn(b) &&
+      crnet__comm_run_until(c, my_turn, b, c->w->coll_timeout_ms) != 0)
+    b->rc = timed_out(b);
+  if (b->rc == 0)
+    b->rc = __atomic_load_n(&c->err, __ATOMIC_RELAXED);
+  if (b->rc == 0 && !crnet__board_turn(b) && b->hand_over)
+    return CRNET__BOARD_HAND_OVER;
+  return b->rc;
 }
 
 int crnet__board_wait(crnet__board_call *b) {
@@ -274,34 +455,95 @@ int crnet__board_wait(crnet__board_call *b) {
       return b->rc;
     cpu_relax();
   }
-  rc = crnet__comm_run_until_hooked(c, all_posted, b, c->w->coll_timeout_ms,
-                                    may_sleep);
-  if (rc == CRNET_ETIMEDOUT && b->rc == 0) {
-    int late = -1;
-    for (int j = 0; j < b->n && late < 0; j++)
-      if (j != b->me && (b->seen >> j & 1) == 0)
-        late = j;
-    crnet__comm_fail(c, CRNET_ETIMEDOUT, -1,
-                     "%s #%" PRIu64 " (on the shared-memory board) timed out "
-                     "after %.3g s waiting for rank %d",
-                     crnet_collective_name((crnet_collective)b->coll), b->seq,
-                     (double)c->w->coll_timeout_ms / 1000.0, late);
-    b->rc = CRNET_ETIMEDOUT;
-  }
+  b->hand_over = false;
+  rc = crnet__comm_run_until_hooked(c, posted_or_wanted, b,
+                                    c->w->coll_timeout_ms, may_sleep);
+  if (rc == CRNET_ETIMEDOUT && b->rc == 0)
+    b->rc = timed_out(b);
+  if (b->rc == 0 && b->hand_over && !all_posted(b))
+    return CRNET__BOARD_HAND_OVER;
   return b->rc;
+}
+
+/* Bytes this rank's call hands peer j (to_j) or takes from it (from_j):
+ * the whole share, but only to the root (reduce) or from it (bcast). */
+static uint64_t bytes_with(const crnet__board_call *b, int j, bool to_j) {
+  int root = b->call.root;
+  switch (b->coll) {
+  case CRNET_COLL_REDUCE:
+    return (to_j ? j == root : b->me == root) ? b->bytes : 0;
+  case CRNET_COLL_BCAST:
+    return (to_j ? b->me == root : j == root) ? b->bytes : 0;
+  default:
+    return b->bytes;
+  }
+}
+
+void crnet__board_account(crnet__board_call *b, int rc) {
+  crnet_comm *c = b->c;
+  uint64_t now = uv_hrtime(), sent = 0, received = 0;
+  crnet_coll_stats *st = &c->coll_stats[b->coll];
+  for (int j = 0; j < b->n && rc == 0; j++) {
+    crnet_peer_stats *ps = &c->peer_stats[j];
+    uint64_t to = bytes_with(b, j, true), from = bytes_with(b, j, false);
+    if (j == b->me)
+      continue;
+    ps->bytes_sent += to;
+    ps->bytes_received += from;
+    ps->messages_sent += to > 0;
+    ps->messages_received += from > 0;
+    sent += to;
+    received += from;
+  }
+  st->calls++;
+  st->failed += rc != 0;
+  st->rounds++;
+  st->bytes_sent += sent;
+  st->bytes_received += received;
+  st->seconds += (double)(now - b->started) / 1e9;
+  if (c->w->trace != NULL) {
+    char what[192];
+    c->w->upper->format_call((uint8_t)b->coll, crnet__call_number(c, b->seq),
+                             &b->call, what, sizeof what);
+    crnet__trace_call tc = {
+        .name = crnet_collective_name((crnet_collective)b->coll),
+        .seq = crnet__call_number(c, b->seq),
+        .what = what,
+        .bytes_sent = sent,
+        .bytes_received = received,
+        .rounds = (uint32_t)(b->n - 1),
+        .result = rc == 0 ? "ok" : crnet_err_name(rc),
+        .ctx = c->ctx,
+        .comm_rank = c->rank,
+        .comm_size = c->size};
+    /* The trace's rounds have one peer each way: a board call's exchange
+     * with each peer is one, all of them over the call's time. */
+    for (int j = 0, k = 0; j < b->n; j++) {
+      uint64_t to = rc == 0 ? bytes_with(b, j, true) : 0;
+      uint64_t from = rc == 0 ? bytes_with(b, j, false) : 0;
+      if (j == b->me)
+        continue;
+      crnet__trace_round tr = {.k = (uint32_t)k++,
+                               .lane = 0,
+                               .to = to > 0 ? crnet__world_rank(c, j) : -1,
+                               .from = from > 0 ? crnet__world_rank(c, j) : -1,
+                               .bytes_sent = to,
+                               .bytes_received = from,
+                               .ctx = c->ctx};
+      crnet__trace_round_done(c->w->trace, b->started, now, &tr);
+    }
+    crnet__trace_collective(c->w->trace, b->started, now, &tc);
+    if (rc != 0)
+      crnet__trace_flush(c->w->trace);
+  }
 }
 
 int crnet__board_end(crnet__board_call *b, int rc) {
   crnet_comm *c = b->c;
-  uint64_t now = uv_hrtime();
+  if (rc == 0)
+    crnet__board_close(b);
   pthread_mutex_lock(&c->w->mu);
-  crnet_coll_stats *st = &c->coll_stats[b->coll];
-  st->calls++;
-  st->failed += rc != 0;
-  st->rounds++;
-  st->bytes_sent += b->bytes * (uint64_t)(b->n - 1);
-  st->bytes_received += b->bytes * (uint64_t)(b->n - 1);
-  st->seconds += (double)(now - b->started) / 1e9;
+  crnet__board_account(b, rc);
   c->done_seq = b->seq;
   c->done_coll = (uint8_t)b->coll;
   c->done_round = 0;

@@ -17,18 +17,19 @@
  * id, and a pair's comms of one id are one comm). A slot has two cells,
  * used by the comm's board calls in turn (the first, second, ... board call
  * on the comm: alike on every rank; calls without the board between them
- * take sequence numbers, not cells), and the number
- * of the last call this rank began on the comm without the board
- * (`regular`), so that a peer that called without it is told from one
- * that is slow.
+ * take sequence numbers, not cells), and the numbers of the last 64 calls
+ * this rank began on the comm without the board (`marks`, by number mod
+ * 64), so that a peer that called without it is told from one that is
+ * slow.
  *
  * One call (every rank of the comm, every board call):
  *   - writes what peer j needs into its cell for j, then stores the call's
  *     signature and, last, its sequence number (release): post;
  *   - waits until every peer has posted this call's number to it, checking
  *     each peer's signature (a different call is CRNET_EMISMATCH) and its
- *     `regular` mark (a peer that began this number without the board is
- *     CRNET_EMISMATCH too, rather than a hang);
+ *     marks (a peer that began this number without the board is
+ *     CRNET_EMISMATCH too, rather than a hang; a peer 64 calls ahead has
+ *     written over the mark, and that mismatch ends by CRNET_TIMEOUT);
  *   - reads the peers' cells.
  * Every board call waits for every peer, so a cell is rewritten (two board
  * calls on) only after each reader has posted the board call between,
@@ -88,11 +89,20 @@ typedef struct crnet__board_desc {
   crnet__frame_call call;
 } crnet__board_desc;
 
+/* A call this rank began without the board (numbered seq), and what it
+ * was: marks[seq mod CRNET__BOARD_MARKS]. */
+#define CRNET__BOARD_MARKS 64
+typedef struct crnet__board_mark {
+  _Atomic uint64_t seq; /* stored last */
+  uint8_t coll;
+  crnet__frame_call call;
+} crnet__board_mark;
+
 typedef struct crnet__board_slot {
-  alignas(64) _Atomic uint64_t regular; /* last call begun without it */
-  crnet__board_desc regular_desc;       /* ... and what it was */
-  crnet__board_desc desc[2];            /* what each cell's call is */
-  crnet__board_cell cell[2];            /* by the board call, mod 2 */
+  _Atomic uint32_t gone; /* this rank has destroyed the comm */
+  crnet__board_mark marks[CRNET__BOARD_MARKS];
+  crnet__board_desc desc[2]; /* what each cell's call is */
+  crnet__board_cell cell[2]; /* by the board call, mod 2 */
 } crnet__board_slot;
 
 typedef struct crnet__board_side {
@@ -106,24 +116,31 @@ typedef struct crnet__board_side {
 
 struct crnet__link;
 
-/* One board call, on the caller's stack (crnet__board_begin fills it). */
+/* One board call: on the caller's stack (a blocking call) or in its
+ * request (a nonblocking one). */
 typedef struct crnet__board_call {
   crnet_comm *c;
   uint64_t seq, sig;
-  int cell; /* which of the slot's two cells */
+  uint64_t k; /* the comm's k-th board call: alike on every rank */
+  int cell;   /* which of the slot's two cells: k mod 2 */
   int coll;
   crnet__frame_call call;
-  int n;            /* c->size */
-  int me;           /* c->rank */
+  int n;  /* c->size */
+  int me; /* c->rank */
+  bool posted;
+  bool announced;
+  bool hand_over;   /* a blocking call's wait ended for another thread */
+  bool hold;        /* ... which it must not (no memory to hand over) */
   uint64_t seen;    /* the peers whose post this wait has seen */
   int rc;           /* the wait's verdict, once it has one */
   uint64_t started; /* uv_hrtime() at the start, for the counters */
   uint64_t bytes;   /* payload to each peer, for the counters */
+  struct crnet__board_call *next; /* the world's calls waiting (requests) */
   crnet__board_slot *out[CRNET__BOARD_MAX_RANKS];
   const crnet__board_slot *in[CRNET__BOARD_MAX_RANKS];
   struct crnet__link *link[CRNET__BOARD_MAX_RANKS];
   _Atomic uint32_t *peer_sleeps[CRNET__BOARD_MAX_RANKS];
-  bool announced[CRNET__BOARD_MAX_RANKS];
+  _Atomic uint32_t *my_sleeps[CRNET__BOARD_MAX_RANKS];
 } crnet__board_call;
 
 /* --- the comm's boards (collectives layer: board_calls.c) ---------------- */
@@ -133,39 +150,87 @@ typedef struct crnet__board_call {
  * rank's side of c's slot on each of them (what an earlier comm of the
  * same context id left). Takes and gives back the loop. */
 bool crnet__board_prepare(crnet_comm *c);
-/* The ranks agreed: c's calls may use its slot from now on. */
-void crnet__board_enable(crnet_comm *c);
+/* The agreement (the comm's first call, the library's own) is over: c's
+ * calls use its slot from now on if `on`; either way, messages number the
+ * program's calls after it from 1, and the counters start from 0. */
+void crnet__board_enable(crnet_comm *c, bool on);
 bool crnet__board_enabled(const crnet_comm *c);
 
-/* --- one call ------------------------------------------------------------ */
+/* --- one call ------------------------------------------------------------
+ *
+ * A board call is the comm's k-th, k counted alike on every rank (calls
+ * begin in the order of their numbers). It may post only once the
+ * (k-1)-th is complete on this rank: then every peer has posted the
+ * (k-1)-th, so it has finished reading the cells of the (k-2)-th, which
+ * the k-th writes. */
 
-/* Begins a board call of collective coll with signature sig into *b:
- * refused as a blocking call from a completion callback (CRNET_EINVAL) or
- * with the comm's sticky error, having done nothing; otherwise takes the
- * loop and numbers the call (0), and crnet__board_end must follow; a link
- * to a peer found gone fails the comm (the error, the loop given back).
- * call:
- * what mismatch messages about frames of this number say it was. */
+/* A blocking call (the direct path): refused as a blocking call from a
+ * completion callback (CRNET_EINVAL) or with the comm's sticky error,
+ * having done nothing; CRNET__LOOP_BUSY (request.h) if another thread has
+ * the loop: the call then goes as a request. Otherwise takes the loop,
+ * begins the requests
+ * started before it, numbers the call and opens it (crnet__board_open),
+ * and crnet__board_end must follow. On an error of the open the loop is
+ * given back. call: what mismatch messages say it was. */
 int crnet__board_begin(crnet_comm *c, int coll, const crnet__frame_call *call,
                        uint64_t sig, crnet__board_call *b);
+/* Opens call number seq as the comm's next board call (the loop's owner;
+ * a request's first advance, in the order requests begin): 0, or the
+ * failure of the comm (a link found gone fails it). */
+int crnet__board_open(crnet_comm *c, int coll, const crnet__frame_call *call,
+                      uint64_t sig, uint64_t seq, crnet__board_call *b);
+/* Whether the board call before b is complete here: b may post. */
+bool crnet__board_turn(const crnet__board_call *b);
+/* A blocking call waits for its turn (0 or the error), or until another
+ * thread wants the loop: CRNET__BOARD_HAND_OVER, and the call must go on
+ * as a request (board_calls.c), or it could hold back the very call that
+ * a peer waits for before it posts this one's. */
+#define CRNET__BOARD_HAND_OVER 1
+int crnet__board_wait_turn(crnet__board_call *b);
 /* This rank's cell for comm rank j (j != c->rank), to write into before
  * posting; CRNET__BOARD_DATA bytes. */
 uint8_t *crnet__board_out(crnet__board_call *b, int j);
 /* Posts to every peer (what was written into their cells). */
 void crnet__board_post(crnet__board_call *b);
-/* Waits until every peer has posted this call (0), or the call fails: the
- * comm's sticky error, CRNET_EMISMATCH, CRNET_ETIMEDOUT. */
+/* Whether the wait is over: every peer posted (b->rc 0), or the call
+ * failed (b->rc: the sticky error, CRNET_EMISMATCH). Never blocks. */
+bool crnet__board_poll(crnet__board_call *b);
+/* A blocking call waits until crnet__board_poll says so (or
+ * CRNET_TIMEOUT); returns b->rc, or CRNET__BOARD_HAND_OVER as above. */
 int crnet__board_wait(crnet__board_call *b);
-/* Peer j's cell for this rank, after a wait that returned 0. */
+/* Peer j's cell for this rank, after a wait that ended with 0. */
 const uint8_t *crnet__board_in(crnet__board_call *b, int j);
-/* Ends the call: gives the loop back, counts it; returns rc. */
+/* The call is complete here: the next board call's turn. */
+void crnet__board_close(crnet__board_call *b);
+/* The call's share of the comm's counters (c->w->mu held). */
+void crnet__board_account(crnet__board_call *b, int rc);
+/* Ends a blocking call: closes it if rc is 0, counts it, gives the loop
+ * back; returns rc. */
 int crnet__board_end(crnet__board_call *b, int rc);
+/* A request's call waits on the loop (on) or no longer (off): before the
+ * loop sleeps, the engine announces its sleep on the call's segments. */
+void crnet__board_track(crnet__board_call *b, bool on);
 
 /* --- for the runtime ----------------------------------------------------- */
 
+/* Comm c is being destroyed here: its slot says so to every peer, so that
+ * a peer that calls on it fails (CRNET_EMISMATCH, as a frame of a comm
+ * this rank no longer has would) instead of waiting. */
+void crnet__board_forget(crnet_comm *c);
+
 /* A request of c begins without the board (progress.c): its number goes
- * into c's `regular` mark on every peer. The loop's owner only. */
+ * into c's marks on every peer. The loop's owner only. */
 void crnet__board_note_regular(crnet_comm *c, uint64_t seq, uint8_t coll,
                                const crnet__frame_call *call);
+/* The loop is about to sleep (entering) or has woken: announces the sleep
+ * on the segments of every request's board call that waits, or withdraws
+ * it. False (entering) if one of them need not wait any more: the loop
+ * must not sleep then. The loop's owner (progress.c). */
+struct crnet__world;
+bool crnet__board_loop_may_sleep(struct crnet__world *w, bool entering);
+/* Whom the board call of request seq of c waits for, in words, into buf:
+ * false if no such call waits (progress.c, a request's timeout). */
+bool crnet__board_awaited(const crnet_comm *c, uint64_t seq, char *buf,
+                          size_t n);
 
 #endif

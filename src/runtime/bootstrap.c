@@ -569,7 +569,10 @@ static void on_rdv_ready(crnet__link *l, int status) {
 /* Rank 0's options from the table become the job's: the streams per pair
  * of ranks decide how many links the mesh has. No mesh link exists yet, so
  * the slots can be laid out anew. */
-static void use_options(bootstrap *b, const crnet__rendezvous_options *o) {
+/* job_lazy: rank 0's word on lazy links (a restarted rank's own links are
+ * lazy whatever it is). */
+static void use_options(bootstrap *b, const crnet__rendezvous_options *o,
+                        bool job_lazy) {
   crnet_comm *c = b->c;
   if (o->streams != c->w->streams) {
     crnet__peer **peers =
@@ -593,6 +596,7 @@ static void use_options(bootstrap *b, const crnet__rendezvous_options *o) {
     }
   }
   c->w->lazy = o->lazy != 0;
+  c->w->job_lazy = job_lazy;
   c->w->job_tcp = o->tcp != 0;
   c->w->shm_board = o->board != 0 ? 1u << (o->board - 1) : 0;
   if (c->w->lazy)
@@ -612,6 +616,7 @@ static void take_joined(bootstrap *b, const crnet__frame_header *h,
                         const uint8_t *payload) {
   crnet_comm *c = b->c;
   crnet__rendezvous_options options;
+  bool job_lazy;
   const char *why = "a malformed join";
   uint32_t slot = h->length >= 4 ? crnet__get_le32(payload) : 0;
   if (slot < (uint32_t)c->w->world_size || slot >= (uint32_t)c->w->size ||
@@ -624,10 +629,11 @@ static void take_joined(bootstrap *b, const crnet__frame_header *h,
   for (uint32_t j = 0; j < slot; j++)
     if (c->w->table[j].gone)
       c->w->lost[j] = 1;
+  job_lazy = options.lazy != 0;
   options.lazy = 1;
   c->rank = c->w->rank = (int)slot;
   c->size = c->w->size;
-  use_options(b, &options);
+  use_options(b, &options, job_lazy);
   b->have_table = b->fatal == 0;
   crnet__debug("restarted: joins the job as rank %u", (unsigned)slot);
 }
@@ -652,7 +658,7 @@ static void on_rdv_control(crnet__link *l, const crnet__frame_header *h,
             &c->w->tuning, &options, &why) != 0)
       set_fatal(b, CRNET_EIO, "the rendezvous sent %s", why);
     else
-      use_options(b, &options);
+      use_options(b, &options, options.lazy != 0);
     if (b->fatal == 0) {
       char desc[600];
       crnet__tuning_describe(&c->w->tuning, c->size, desc, sizeof desc);

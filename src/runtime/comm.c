@@ -17,12 +17,13 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "board.h"
 #include "frame.h"
 #include "log.h"
 #include "report.h"
-#include "shm.h"
 #include "request.h"
 #include "settings.h"
+#include "shm.h"
 
 /* The poll before sleeping, when every rank of the host has a core: long
  * enough to catch a reply that is a few message latencies away, short
@@ -829,6 +830,7 @@ static int destroy_derived(crnet_comm *c) {
   crnet__world *w = c->w;
   crnet_comm *world = w->comms[0];
   int rc = c->err;
+  crnet__board_forget(c);
   crnet__req_free_unwaited_of(c);
   pthread_mutex_lock(&w->mu);
   /* CRNET_STATS reports a rank's calls once, at the world's destroy: the

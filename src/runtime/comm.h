@@ -224,6 +224,7 @@ typedef struct crnet__world {
   /* Rank 0 keeps its links on TCP (rendezvous.h,
    * crnet__rendezvous_options.tcp): auto prices the job's links as TCP. */
   bool job_tcp;
+  bool job_lazy; /* rank 0's CRNET_LAZY_LINKS (board_calls.c) */
   crnet__peer **connecting;
   crnet__peer **calling;
   crnet__peer *loose;
@@ -281,7 +282,9 @@ typedef struct crnet__world {
   pthread_cond_t thread_cv; /* the progress thread: work, or quit */
   int owner;                /* enum in progress.c: nobody, a caller, the thread */
   pthread_t owner_tid;
-  uint32_t wanting;         /* threads waiting to own the loop */
+  /* Threads waiting to own the loop; changed atomically under mu (the
+   * owner reads it without: crnet__loop_wanted). */
+  uint32_t wanting;
   uint32_t cv_waiters;      /* threads asleep on cv */
   atomic_uint leaning;      /* waiters asleep on cv while the progress
                                thread moves their requests (progress.c) */
@@ -305,6 +308,11 @@ typedef struct crnet__world {
                                only; link.h io_flag) */
   uv_prepare_t progress_prepare;
   uv_check_t progress_check;
+  /* Requests' board calls that wait for posts (board.h), and the idle
+   * handle that keeps the loop from sleeping when one need not wait. */
+  struct crnet__board_call *board_waiting;
+  uv_idle_t board_idle;
+  uint64_t completions;     /* requests completed (the owner's count) */
   uv_async_t kick;          /* wakes the owner: a request was queued */
   uv_timer_t coll_timer;    /* CRNET_TIMEOUT of the oldest request */
   const struct crnet_request *timeout_req; /* whose time ran out once */
@@ -393,6 +401,10 @@ struct crnet_comm {
    * cell). */
   int32_t board_slot;
   uint64_t board_calls;
+  uint64_t board_done; /* the last board call complete here */
+  /* Calls the library made on the comm before the program's first (the
+   * boards' agreement): messages number the program's calls from 1. */
+  uint64_t call_shift;
   uint32_t in_flight;  /* this comm's requests queued or running */
   /* Counters (crnet_comm_coll_stats, crnet_comm_peer_stats): per
    * collective, and per peer (size entries, by this comm's ranks); the
@@ -418,6 +430,12 @@ struct crnet_comm {
    * world comm, which crnet_comm_destroy of this one destroys too. */
   struct crnet_comm *owned_world;
 };
+
+/* The number a message gives call seq of comm c: the program's count. */
+static inline uint64_t crnet__call_number(const struct crnet_comm *c,
+                                          uint64_t seq) {
+  return seq > c->call_shift ? seq - c->call_shift : seq;
+}
 
 /* Fills c->host and c->nhosts if they are not yet: ranks are on one host
  * when they registered the same node at the rendezvous (rendezvous.h:

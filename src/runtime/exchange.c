@@ -62,12 +62,11 @@ static crnet__link *usable_link(crnet__exchange *x, int r, uint32_t k) {
   if (p != NULL && !p->closed && !p->link.failed)
     return &p->link;
   crnet__describe_rank(c, r, who, sizeof who);
-  crnet__world_fail_peer(c->w, j, CRNET_EPEER,
-                         "%s has left the job (%s #%" PRIu64 " round %" PRIu32
-                         " needed it)",
-                         who,
-                         crnet_collective_name((crnet_collective)x->id.coll),
-                         x->id.seq, x->round);
+  crnet__world_fail_peer(
+      c->w, j, CRNET_EPEER,
+      "%s has left the job (%s #%" PRIu64 " round %" PRIu32 " needed it)", who,
+      crnet_collective_name((crnet_collective)x->id.coll),
+      crnet__call_number(c, x->id.seq), x->round);
   return NULL;
 }
 

@@ -66,13 +66,13 @@ void crnet__describe_call(const crnet_comm *c, char *buf, size_t n) {
   const crnet_request *r = crnet__req_oldest(c);
   if (r != NULL)
     snprintf(buf, n, " during %s #%" PRIu64 " round %" PRIu32,
-             crnet_collective_name((crnet_collective)r->coll), r->seq,
-             r->round);
+             crnet_collective_name((crnet_collective)r->coll),
+             crnet__call_number(c, r->seq), r->round);
   else if (c->done_seq > 0)
     /* Between calls: noticed after the last one's last round. */
     snprintf(buf, n, " after %s #%" PRIu64 " round %" PRIu32,
              crnet_collective_name((crnet_collective)c->done_coll),
-             c->done_seq, c->done_round);
+             crnet__call_number(c, c->done_seq), c->done_round);
   else
     buf[0] = '\0';
 }
@@ -589,19 +589,22 @@ static void mismatch_text(crnet_comm *c, crnet__link *l, const char *why,
   int coll = -1;
   int peer = crnet__local_rank(c, (int)l->peer);
   const crnet__frame_call *call = NULL;
-  c->w->upper->format_call(h->coll, h->seq, &h->call, theirs, sizeof theirs);
+  c->w->upper->format_call(h->coll, crnet__call_number(c, h->seq), &h->call,
+                           theirs, sizeof theirs);
   if (r != NULL) {
     /* A call in flight under that number. */
     coll = r->coll;
     call = &r->call;
-    c->w->upper->format_call(r->coll, r->seq, call, mine, sizeof mine);
+    c->w->upper->format_call(r->coll, crnet__call_number(c, r->seq), call, mine,
+                             sizeof mine);
   } else if (h->seq <= c->seq && h->seq > 0 &&
              c->history[h->seq % CRNET__CALL_HISTORY].seq == h->seq) {
     /* A frame of a call this rank has finished: set it against what this
      * rank called under that number, if it is still remembered. */
     coll = c->history[h->seq % CRNET__CALL_HISTORY].coll;
     call = &c->history[h->seq % CRNET__CALL_HISTORY].call;
-    c->w->upper->format_call((uint8_t)coll, h->seq, call, mine, sizeof mine);
+    c->w->upper->format_call((uint8_t)coll, crnet__call_number(c, h->seq), call,
+                             mine, sizeof mine);
   } else if (c->last_coll < 0) {
     snprintf(mine, sizeof mine, "no collective yet");
   } else {
@@ -609,7 +612,8 @@ static void mismatch_text(crnet_comm *c, crnet__link *l, const char *why,
     uint64_t seq = o != NULL ? o->seq : c->seq;
     coll = c->history[seq % CRNET__CALL_HISTORY].coll;
     call = &c->history[seq % CRNET__CALL_HISTORY].call;
-    c->w->upper->format_call((uint8_t)coll, seq, call, mine, sizeof mine);
+    c->w->upper->format_call((uint8_t)coll, crnet__call_number(c, seq), call,
+                             mine, sizeof mine);
     if (o == NULL)
       verb = "had finished";
   }

@@ -1310,6 +1310,12 @@ crnet__shm *crnet__link_shm_segment(crnet__link *l) {
   return &s->seg;
 }
 
+bool crnet__link_shm_settled(const crnet__link *l) {
+  const crnet__link_shm *s = l->shm;
+  return s == NULL || s->closing || s->phase == PHASE_LIVE ||
+         s->phase == PHASE_OFF;
+}
+
 void crnet__link_shm_ring_peer(crnet__link *l) {
   crnet__link_shm *s = l->shm;
   if (s != NULL && !s->closing && s->phase == PHASE_LIVE)

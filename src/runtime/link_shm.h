@@ -91,6 +91,9 @@ void crnet__link_shm_read_stop(crnet__link *l);
 /* The link's segment while it is mapped on both sides and the link is not
  * closing (its board sides: board.h), else NULL. */
 struct crnet__shm *crnet__link_shm_segment(crnet__link *l);
+/* Whether the link's move onto shared memory is over, one way or the other
+ * (or never began): no longer offered, connecting or waiting. */
+bool crnet__link_shm_settled(const crnet__link *l);
 /* Rings the peer's doorbell (board.h: a poster that found the peer
  * asleep). Nothing if the segment is not live. */
 void crnet__link_shm_ring_peer(crnet__link *l);

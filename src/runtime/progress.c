@@ -116,6 +116,18 @@ static void release_locked(crnet_comm *c);
 static void thread_start_locked(crnet_comm *c);
 static void move_on_locked(crnet_comm *c);
 
+/* A request going into flight (mu held): valid, in `state`, no result and
+ * no callback yet. */
+static void prime(crnet_request *r, uint8_t state) {
+  r->magic = CRNET__REQ_MAGIC;
+  r->state = state;
+  r->status = 0;
+  r->cb_set = false;
+  r->cb = NULL;
+  r->cb_arg = NULL;
+  r->cb_busy = 0;
+}
+
 int crnet__req_start(crnet_comm *c, crnet_request *r) {
   bool drive = false;
   pthread_mutex_lock(&c->w->mu);
@@ -136,13 +148,7 @@ int crnet__req_start(crnet_comm *c, crnet_request *r) {
                               : crnet_collective_name((crnet_collective)r->coll));
     return CRNET_EINVAL;
   }
-  r->magic = CRNET__REQ_MAGIC;
-  r->state = CRNET__REQ_QUEUED;
-  r->status = 0;
-  r->cb_set = false;
-  r->cb = NULL;
-  r->cb_arg = NULL;
-  r->cb_busy = 0;
+  prime(r, CRNET__REQ_QUEUED);
   r->seq = r->p2p ? 0 : ++c->seq_issued;
   /* The first message in flight: a collective's frame parked at the head
    * of a link must not hold it back (link.h, drain_parked), so the next
@@ -202,7 +208,7 @@ static void begin(crnet__world *w, crnet_request *r) {
   if (r->p2p)
     return; /* its advance asks for the link it needs */
   crnet__comm_begin_call(c, r->coll, r->seq, &r->call);
-  if (c->board_slot >= 0)
+  if (c->board_slot >= 0 && !r->board)
     crnet__board_note_regular(c, r->seq, r->coll, &r->call);
   if (c->w->lazy)
     for (uint32_t i = 0; i < r->npeers; i++)
@@ -233,6 +239,7 @@ static void complete(crnet_comm *wc, crnet_request *r) {
   r->state = CRNET__REQ_DONE;
   if (r->p2p)
     atomic_fetch_sub(&c->w->p2p_live, 1);
+  c->w->completions++;
   c->w->in_flight--;
   if (!r->blocking)
     c->w->in_flight_nb--;
@@ -265,8 +272,9 @@ void crnet__progress(crnet_comm *c) {
     return;
   /* Nothing moved since the last pass: every request is where it was
    * (the loop runs the engine twice per turn, and a spinning wait turns
-   * it often). */
-  if (!c->w->progress_dirty &&
+   * it often; board calls of requests wait for posts, which are no I/O of
+   * the loop's). */
+  if (!c->w->progress_dirty && c->w->board_waiting == NULL &&
       atomic_load_explicit(&c->w->queued, memory_order_acquire) == 0 &&
       !atomic_load_explicit(&c->w->recheck_asked, memory_order_acquire) &&
       !atomic_load_explicit(&c->w->cancel_asked, memory_order_acquire))
@@ -315,14 +323,29 @@ void crnet__progress(crnet_comm *c) {
 /* Each turn of the loop, and each polling turn (one_turn), has read what
  * the links held: the small sends into rings since (p2p.c, send_now) were
  * not blind. */
+static void on_board_idle(uv_idle_t *h) { uv_idle_stop(h); }
+
 static void on_progress_prepare(uv_prepare_t *h) {
   crnet_comm *c = h->data;
+  uint64_t completed = c->w->completions;
   c->w->blind_sends = 0;
   crnet__progress(c);
+  /* A request that completed in this pass (a board call, whose posts are
+   * no event of the loop) has a waiter to return to: the loop must not
+   * sleep now (an active idle handle: a zero poll timeout). Nor when a
+   * board call of a request is about to complete: posts ring only a loop
+   * that said it sleeps (board.h), and one whose posts came meanwhile
+   * would sleep through them. */
+  if (c->w->completions != completed ||
+      (c->w->board_waiting != NULL && !c->w->loop_nowait &&
+       !crnet__board_loop_may_sleep(c->w, true)))
+    uv_idle_start(&c->w->board_idle, on_board_idle);
 }
 static void on_progress_check(uv_check_t *h) {
   crnet_comm *c = h->data;
   c->w->loop_seen_ms = uv_now(&c->w->loop);
+  if (c->w->board_waiting != NULL)
+    crnet__board_loop_may_sleep(c->w, false);
   crnet__progress(c);
 }
 /* Another thread queued a request (the check handle's pass begins it), or
@@ -438,15 +461,16 @@ static void fail_timed_out(crnet_request *r) {
     char who[160];
     crnet__describe_rank(c, r->link_peer, who, sizeof who);
     snprintf(awaited, sizeof awaited, "%s (no link to it yet)", who);
-  } else {
+  } else if (!r->board ||
+             !crnet__board_awaited(c, r->seq, awaited, sizeof awaited)) {
     crnet__list_awaited(c, awaited, sizeof awaited);
   }
   crnet__comm_fail(c, CRNET_ETIMEDOUT, -1,
                    "rank %d timed out in %s #%" PRIu64 " round %" PRIu32
                    " after %.3g s (CRNET_TIMEOUT) waiting for %s",
                    c->rank, crnet_collective_name((crnet_collective)r->coll),
-                   r->seq, r->round, (double)c->w->coll_timeout_ms / 1000.0,
-                   awaited);
+                   crnet__call_number(c, r->seq), r->round,
+                   (double)c->w->coll_timeout_ms / 1000.0, awaited);
 }
 
 /* The oldest request in flight whose comm has not failed: requests begin
@@ -755,7 +779,7 @@ static void release_locked(crnet_comm *c) {
  * that goes on to take the loop itself only wakes the progress thread in
  * vain. */
 static void stop_wanting_locked(crnet_comm *c) {
-  c->w->wanting--;
+  __atomic_sub_fetch(&c->w->wanting, 1, __ATOMIC_RELAXED);
   if (c->w->wanting == 0 && atomic_load(&c->w->leaning) == 0 &&
       c->w->owner == OWNER_NONE && c->w->thread_running &&
       c->w->in_flight_nb > 0)
@@ -801,13 +825,15 @@ static void move_on_locked(crnet_comm *c) {
 
 /* Waits (mu held) until the loop is free and takes it. */
 static void acquire_locked(crnet_comm *c) {
-  c->w->wanting++;
+  __atomic_add_fetch(&c->w->wanting, 1, __ATOMIC_RELAXED);
   while (c->w->owner != OWNER_NONE) {
-    if (c->w->owner == OWNER_THREAD)
-      kick_owner(c);
+    /* The progress thread gives the loop up when kicked; so does a
+     * blocking board call that waits with it (board.c: it hands its call
+     * over as a request), which a kick wakes from its sleep in epoll. */
+    kick_owner(c);
     sleep_locked(c);
   }
-  c->w->wanting--;
+  __atomic_sub_fetch(&c->w->wanting, 1, __ATOMIC_RELAXED);
   take_locked(c);
 }
 
@@ -832,13 +858,42 @@ bool crnet__loop_take_if_idle(crnet_comm *c) {
   return took;
 }
 
+bool crnet__loop_wanted(const crnet_comm *c) {
+  return __atomic_load_n(&c->w->wanting, __ATOMIC_RELAXED) > 0;
+}
+
+void crnet__req_adopt(crnet_comm *c, crnet_request *r, uint64_t seq,
+                      uint64_t started) {
+  pthread_mutex_lock(&c->w->mu);
+  prime(r, CRNET__REQ_RUNNING);
+  r->blocking = true;
+  r->seq = seq;
+  r->started = started;
+  r->round = 0;
+  r->waiting_link = false;
+  c->in_flight++;
+  c->w->in_flight++;
+  pthread_mutex_unlock(&c->w->mu);
+  /* The run list is the owner's. */
+  r->next = NULL;
+  r->prev = c->w->run_tail;
+  if (c->w->run_tail != NULL)
+    c->w->run_tail->next = r;
+  else
+    c->w->run_head = r;
+  c->w->run_tail = r;
+  c->w->progress_dirty = true;
+}
+
 int crnet__loop_take_for_call(crnet_comm *c, uint64_t *seq) {
   int rc;
   pthread_mutex_lock(&c->w->mu);
   if ((rc = c->err) == 0 && owned_by_me(c))
     rc = CRNET_EINVAL;
+  if (rc == 0 && (c->w->owner != OWNER_NONE || c->w->wanting > 0))
+    rc = CRNET__LOOP_BUSY;
   if (rc == 0) {
-    acquire_locked(c);
+    take_locked(c);
     *seq = ++c->seq_issued;
   }
   pthread_mutex_unlock(&c->w->mu);
@@ -966,7 +1021,8 @@ int crnet__progress_init(crnet_comm *c) {
   if (uv_prepare_init(&c->w->loop, &c->w->progress_prepare) != 0 ||
       uv_check_init(&c->w->loop, &c->w->progress_check) != 0 ||
       uv_async_init(&c->w->loop, &c->w->kick, on_kick) != 0 ||
-      uv_timer_init(&c->w->loop, &c->w->coll_timer) != 0)
+      uv_timer_init(&c->w->loop, &c->w->coll_timer) != 0 ||
+      uv_idle_init(&c->w->loop, &c->w->board_idle) != 0)
     return CRNET_EIO;
   c->w->progress_prepare.data = c;
   c->w->progress_check.data = c;
@@ -994,6 +1050,7 @@ void crnet__progress_close(crnet_comm *c) {
   uv_close((uv_handle_t *)&c->w->progress_check, NULL);
   uv_close((uv_handle_t *)&c->w->kick, NULL);
   uv_close((uv_handle_t *)&c->w->coll_timer, NULL);
+  uv_close((uv_handle_t *)&c->w->board_idle, NULL);
 }
 
 /* --- requests: freeing ------------------------------------------------------ */
@@ -1240,7 +1297,7 @@ static int wait_any_locked(crnet_comm *c, any_of *a, int *rc, const char *what) 
       stop_leaning_locked(c);
       continue;
     }
-    c->w->wanting++;
+    __atomic_add_fetch(&c->w->wanting, 1, __ATOMIC_RELAXED);
     if (c->w->owner == OWNER_THREAD)
       kick_owner(c);
     sleep_locked(c);

@@ -98,6 +98,9 @@ struct crnet_request {
   /* A point-to-point message (p2p.c), not a collective: not numbered, not
    * in the order of calls, not bound by CRNET_TIMEOUT. */
   bool p2p;
+  /* A collective on the shared-memory boards (board.h): no frames, so no
+   * `regular` mark when it begins. */
+  bool board;
   /* crnet_cancel asked for it (any thread; the layer's advance looks). */
   atomic_bool cancel;
   /* Why it failed, if the layer above says more than the sticky error
@@ -171,10 +174,21 @@ void crnet__loop_acquire(crnet_comm *c);
 void crnet__loop_release(crnet_comm *c);
 /* A blocking call that runs without a request (board.c): with the comm's
  * sticky error, or from a completion callback (CRNET_EINVAL: it would
- * wait for itself), nothing; otherwise takes the loop as a wait does and
- * gives the call the comm's next sequence number (crnet__loop_release
- * gives the loop back). 0 or the error. */
+ * wait for itself), nothing; with the loop busy (another thread runs it or
+ * waits for it), nothing either: CRNET__LOOP_BUSY, and the call goes as a
+ * request. Otherwise takes the loop and gives the call the comm's next
+ * sequence number (crnet__loop_release gives the loop back): 0. */
+#define CRNET__LOOP_BUSY 1
 int crnet__loop_take_for_call(crnet_comm *c, uint64_t *seq);
+/* Another thread waits to own the loop (a hint: no lock). */
+bool crnet__loop_wanted(const crnet_comm *c);
+/* The loop's owner makes the call it runs without a request (numbered seq,
+ * begun at `started`) a blocking request in flight, to be waited for like
+ * any: the call hands the loop over instead of holding it while it waits
+ * (board.c). r: from crnet__req_alloc, with comm, ops, coll, sig, call and
+ * peers set. */
+void crnet__req_adopt(crnet_comm *c, crnet_request *r, uint64_t seq,
+                      uint64_t started);
 
 /* Takes the loop for a call that runs without a request (p2p.c's small
  * blocking send) if nobody has it, no request is queued or waits for it,

@@ -302,7 +302,7 @@ const crnet__setting crnet__settings_table[CRNET__SETTING_COUNT] = {
         .hi = 1 << (CRNET__RENDEZVOUS_BOARD_MAX - 1),
         .power_of_two = true,
         .read_by = "comm.c",
-        .doc = "blocking collectives on one host of at most this many bytes "
+        .doc = "collectives on one host of at most this many bytes "
                "per peer go through shared-memory boards (0: never; rank "
                "0's value is the job's)"},
     [CRNET__SET_ON_FAILURE] = {

@@ -169,6 +169,8 @@ static void send_register(conn *c, fuzz_in *in, int form, uint32_t rank,
   snprintf(e.host, sizeof e.host, "rank%u", (unsigned)rank);
   o.streams = 1 + fuzz_u8(in) % CRNET__MAX_STREAMS;
   o.lazy = fuzz_u8(in) & 1;
+  o.tcp = 0;
+  o.board = fuzz_u8(in) % (CRNET__RENDEZVOUS_BOARD_MAX + 1);
   o.stream_min = 1u + fuzz_u16(in);
   crnet__tuning_defaults(&t);
   crnet__frame_encode(&h, msg);

@@ -10,7 +10,10 @@
  *             those that should not do not, on the world comm, a dup and
  *             the halves of a split, and every result is right
  *   nonblock  rank 0 calls a blocking allreduce where the others call a
- *             nonblocking one of the same shape: CRNET_EMISMATCH everywhere
+ *             nonblocking one of the same shape: they match, as any
+ *             blocking call matches its nonblocking twin in crnet
+ *   named     the ranks but 0 choose the ring schedule for allreduce: rank
+ *             0's board call meets their frames, CRNET_EMISMATCH everywhere
  *   count     rank 0 calls an allreduce of 3 ints, the others of 2: the same
  *   bigger    rank 0's allreduce is over the board's bytes, the others' under
  *   die       the last rank exits before an allreduce: the others fail with
@@ -18,11 +21,16 @@
  *   interleave  board calls with nonblocking calls between them, the ranks
  *             at different paces (run it with more ranks than cores): a
  *             cell is never rewritten before a slow peer has read it
+ *   threads   three threads, each on a comm of its own, blocking and
+ *             nonblocking board calls at once: a call waiting with the loop
+ *             held must not hold back another thread's, which a peer's call
+ *             may wait for (the ranks' threads run in different orders)
  *   sleep     rank 0 computes 400 ms before a barrier: the others wait in it
  *             and must not use more than half of that time of CPU
  * With "off" after MODE (use, interleave), no call may take the boards
  * (CRNET_TRANSPORT=tcp, CRNET_SHM_BOARD_BYTES=0) and every result holds.
  * Every mode prints "board_check MODE: ok" on rank 0 and exits 0. */
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -150,25 +158,46 @@ static void use_on(crnet_comm *c, crnet_op affine_op, int rounds) {
                               CRNET_COLL_BCAST,     CRNET_COLL_REDUCE,
                               CRNET_COLL_ALLGATHER, CRNET_COLL_ALLTOALL,
                               CRNET_COLL_BARRIER};
+  /* bcast and reduce take the board at p = 2 only (board_calls.c). */
   for (size_t k = 0; k < sizeof board / sizeof board[0]; k++)
-    expect_schedule(c, board[k], "board");
-  /* Not on the boards: nonblocking, larger than the bytes, named. */
+    expect_schedule(
+        c, board[k],
+        n > 2 && (board[k] == CRNET_COLL_BCAST || board[k] == CRNET_COLL_REDUCE)
+            ? "other"
+            : "board");
+  /* Nonblocking calls take the boards too, several in flight. */
+  crnet_request *q[8];
+  int32_t v = 1, s = 0, sums[6], bc[2] = {r, r};
+  int32_t g[64];
+  CHECK(crnet_iallreduce(c, &v, &s, 1, CRNET_INT32, CRNET_SUM, &q[0]));
+  CHECK(crnet_ibcast(c, bc, 2, CRNET_INT32, n - 1, &q[1]));
+  CHECK(crnet_iallgather(c, &v, g, 1, CRNET_INT32, &q[2]));
+  CHECK(crnet_ibarrier(c, &q[3]));
+  for (int k = 0; k < 4; k++) {
+    sums[k] = r + k;
+    CHECK(crnet_iallreduce(c, CRNET_IN_PLACE, &sums[k], 1, CRNET_INT32,
+                           CRNET_MAX, &q[4 + k]));
+  }
+  CHECK(crnet_waitall(8, q));
+  expect_schedule(c, CRNET_COLL_ALLREDUCE, "board");
+  if (s != n || bc[0] != n - 1 || bc[1] != n - 1)
+    FAIL("iallreduce = %d, ibcast = %d %d", (int)s, (int)bc[0], (int)bc[1]);
+  for (int j = 0; j < n; j++)
+    if (g[j] != 1)
+      FAIL("iallgather[%d] = %d", j, (int)g[j]);
+  for (int k = 0; k < 4; k++)
+    if (sums[k] != n - 1 + k)
+      FAIL("iallreduce %d in flight = %d", k, (int)sums[k]);
+  /* Not on the boards: larger than the bytes, or a named schedule. */
   static int32_t big[4096], bigout[4096];
   CHECK(crnet_allreduce(c, big, bigout, 4096, CRNET_INT32, CRNET_SUM));
   expect_schedule(c, CRNET_COLL_ALLREDUCE, "other");
-  crnet_request *q;
-  int32_t v = 1, s = 0;
-  CHECK(crnet_iallreduce(c, &v, &s, 1, CRNET_INT32, CRNET_SUM, &q));
-  CHECK(crnet_wait(&q));
-  expect_schedule(c, CRNET_COLL_ALLREDUCE, "other");
-  if (s != n)
-    FAIL("iallreduce = %d", (int)s);
   CHECK(crnet_comm_set_schedule(c, CRNET_COLL_BCAST, "knomial"));
   CHECK(crnet_bcast(c, &v, 1, CRNET_INT32, 0));
   expect_schedule(c, CRNET_COLL_BCAST, "knomial");
   CHECK(crnet_comm_set_schedule(c, CRNET_COLL_BCAST, "auto"));
   CHECK(crnet_bcast(c, &v, 1, CRNET_INT32, 0));
-  expect_schedule(c, CRNET_COLL_BCAST, "board");
+  expect_schedule(c, CRNET_COLL_BCAST, n > 2 ? "other" : "board");
 }
 
 static void mode_use(crnet_comm *w) {
@@ -205,6 +234,37 @@ static void warm(crnet_comm *w) {
   expect_schedule(w, CRNET_COLL_ALLREDUCE, "board");
 }
 
+typedef struct worker {
+  crnet_comm *c;
+  int k;
+  int failed;
+} worker;
+
+static void *work(void *arg) {
+  worker *wk = arg;
+  int n = crnet_comm_size(wk->c);
+  for (int32_t i = 0; i < 2000 && !wk->failed; i++) {
+    int32_t v[4] = {me + i, wk->k, i, 1}, s[4];
+    crnet_request *q;
+    int rc;
+    /* The ranks' threads go at different paces: the order of the calls
+     * across threads differs from rank to rank. */
+    if ((i + me + wk->k) % 3 == 0) {
+      rc = crnet_iallreduce(wk->c, v, s, 4, CRNET_INT32, CRNET_MAX, &q);
+      if (rc == 0)
+        rc = crnet_wait(&q);
+    } else {
+      rc = crnet_allreduce(wk->c, v, s, 4, CRNET_INT32, CRNET_MAX);
+    }
+    if (rc != 0 || s[0] != n - 1 + i || s[1] != wk->k || s[2] != i) {
+      fprintf(stderr, "board_check rank %d: thread %d call %d: %s\n", me, wk->k,
+              (int)i, rc != 0 ? crnet_strerror(rc) : "wrong result");
+      wk->failed = 1;
+    }
+  }
+  return NULL;
+}
+
 int main(int argc, char **argv) {
   crnet_comm *w;
   const char *mode = argc > 1 ? argv[1] : "use";
@@ -214,17 +274,29 @@ int main(int argc, char **argv) {
   p = crnet_comm_size(w);
   if (strcmp(mode, "use") == 0) {
     mode_use(w);
-  } else if (strcmp(mode, "nonblock") == 0 || strcmp(mode, "count") == 0 ||
-             strcmp(mode, "bigger") == 0) {
+  } else if (strcmp(mode, "nonblock") == 0) {
+    warm(w);
+    for (int32_t i = 0; i < 200; i++) {
+      int32_t v = me + i, s = -1;
+      if ((me + i) % 2 == 0) {
+        CHECK(crnet_allreduce(w, &v, &s, 1, CRNET_INT32, CRNET_MAX));
+      } else {
+        crnet_request *q;
+        CHECK(crnet_iallreduce(w, &v, &s, 1, CRNET_INT32, CRNET_MAX, &q));
+        CHECK(crnet_wait(&q));
+      }
+      if (s != p - 1 + i)
+        FAIL("call %d: %d", (int)i, (int)s);
+    }
+    expect_schedule(w, CRNET_COLL_ALLREDUCE, "board");
+  } else if (strcmp(mode, "count") == 0 || strcmp(mode, "bigger") == 0 ||
+             strcmp(mode, "named") == 0) {
     static int32_t v[8192], s[8192];
     int rc;
     warm(w);
-    if (strcmp(mode, "nonblock") == 0 && me != 0) {
-      crnet_request *q;
-      rc = crnet_iallreduce(w, v, s, 1, CRNET_INT32, CRNET_SUM, &q);
-      if (rc == 0)
-        rc = crnet_wait(&q);
-    } else {
+    if (strcmp(mode, "named") == 0 && me != 0)
+      CHECK(crnet_comm_set_schedule(w, CRNET_COLL_ALLREDUCE, "ring"));
+    {
       size_t n = 1;
       if (strcmp(mode, "count") == 0)
         n = me == 0 ? 3 : 2;
@@ -240,20 +312,43 @@ int main(int argc, char **argv) {
     return 0;
   } else if (strcmp(mode, "interleave") == 0) {
     warm(w);
+    /* The call between is larger than the boards take: frames. */
+    static int32_t t[2048], u[2048];
     for (int32_t i = 0; i < 3000; i++) {
-      int32_t v[2] = {i, me}, s[2], t = me + i, u = -1;
+      int32_t v[2] = {i, me}, s[2];
       crnet_request *q;
+      t[0] = me + i;
+      u[0] = -1;
       CHECK(crnet_allreduce(w, v, s, 2, CRNET_INT32, CRNET_MAX));
-      CHECK(crnet_iallreduce(w, &t, &u, 1, CRNET_INT32, CRNET_MAX, &q));
+      CHECK(crnet_iallreduce(w, t, u, 2048, CRNET_INT32, CRNET_MAX, &q));
       v[0] = -i;
       CHECK(crnet_allreduce(w, v, s + 1, 1, CRNET_INT32, CRNET_MIN));
       if (s[0] != i || s[1] != -i)
         FAIL("call %d: %d and %d", (int)i, (int)s[0], (int)s[1]);
       CHECK(crnet_wait(&q));
-      if (u != p - 1 + i)
-        FAIL("iallreduce %d: %d", (int)i, (int)u);
+      if (u[0] != p - 1 + i)
+        FAIL("iallreduce %d: %d", (int)i, (int)u[0]);
     }
     expect_schedule(w, CRNET_COLL_ALLREDUCE, "board");
+  } else if (strcmp(mode, "threads") == 0) {
+    worker wk[3];
+    pthread_t t[3];
+    for (int k = 0; k < 3; k++) {
+      wk[k].k = k;
+      wk[k].failed = 0;
+      CHECK(crnet_comm_dup(w, &wk[k].c));
+    }
+    for (int k = 0; k < 3; k++)
+      if (pthread_create(&t[k], NULL, work, &wk[k]) != 0)
+        FAIL("pthread_create");
+    for (int k = 0; k < 3; k++)
+      pthread_join(t[k], NULL);
+    for (int k = 0; k < 3; k++) {
+      if (wk[k].failed)
+        FAIL("thread %d failed", k);
+      expect_schedule(wk[k].c, CRNET_COLL_ALLREDUCE, "board");
+      CHECK(crnet_comm_destroy(wk[k].c));
+    }
   } else if (strcmp(mode, "die") == 0) {
     int32_t v = 1, s;
     warm(w);
@@ -269,29 +364,41 @@ int main(int argc, char **argv) {
     return 0;
   } else if (strcmp(mode, "sleep") == 0) {
     warm(w);
-    CHECK(crnet_barrier(w));
-    if (me == 0) {
-      struct timespec t = {0, 400 * 1000 * 1000};
-      nanosleep(&t, NULL);
+    /* A blocking barrier, then a nonblocking one waited for (the engine's
+     * sleep then announces it: board.h). */
+    for (int form = 0; form < 2; form++) {
+      CHECK(crnet_barrier(w));
+      if (me == 0) {
+        struct timespec t = {0, 400 * 1000 * 1000};
+        nanosleep(&t, NULL);
+      }
+      struct rusage a, b;
+      struct timespec t0, t1;
+      getrusage(RUSAGE_SELF, &a);
+      clock_gettime(CLOCK_MONOTONIC, &t0);
+      if (form == 0) {
+        CHECK(crnet_barrier(w));
+      } else {
+        crnet_request *q;
+        CHECK(crnet_ibarrier(w, &q));
+        CHECK(crnet_wait(&q));
+      }
+      clock_gettime(CLOCK_MONOTONIC, &t1);
+      getrusage(RUSAGE_SELF, &b);
+      expect_schedule(w, CRNET_COLL_BARRIER, "board");
+      double wall = (double)(t1.tv_sec - t0.tv_sec) +
+                    (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+      double cpu = (double)(b.ru_utime.tv_sec - a.ru_utime.tv_sec) +
+                   (double)(b.ru_utime.tv_usec - a.ru_utime.tv_usec) / 1e6 +
+                   (double)(b.ru_stime.tv_sec - a.ru_stime.tv_sec) +
+                   (double)(b.ru_stime.tv_usec - a.ru_stime.tv_usec) / 1e6;
+      if (me != 0 && wall > 0.2 && cpu > 0.5 * wall)
+        FAIL("waited %.3f s in a %sbarrier using %.3f s of CPU", wall,
+             form ? "nonblocking " : "", cpu);
+      if (me != 0 && wall < 0.2)
+        FAIL("the %sbarrier returned after %.3f s, before rank 0 came",
+             form ? "nonblocking " : "", wall);
     }
-    struct rusage a, b;
-    struct timespec t0, t1;
-    getrusage(RUSAGE_THREAD, &a);
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    CHECK(crnet_barrier(w));
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    getrusage(RUSAGE_THREAD, &b);
-    expect_schedule(w, CRNET_COLL_BARRIER, "board");
-    double wall = (double)(t1.tv_sec - t0.tv_sec) +
-                  (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-    double cpu = (double)(b.ru_utime.tv_sec - a.ru_utime.tv_sec) +
-                 (double)(b.ru_utime.tv_usec - a.ru_utime.tv_usec) / 1e6 +
-                 (double)(b.ru_stime.tv_sec - a.ru_stime.tv_sec) +
-                 (double)(b.ru_stime.tv_usec - a.ru_stime.tv_usec) / 1e6;
-    if (me != 0 && wall > 0.2 && cpu > 0.5 * wall)
-      FAIL("waited %.3f s in a barrier using %.3f s of CPU", wall, cpu);
-    if (me != 0 && wall < 0.2)
-      FAIL("the barrier returned after %.3f s, before rank 0 came", wall);
   } else {
     FAIL("unknown mode %s", mode);
   }

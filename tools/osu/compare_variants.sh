@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# The same OSU 5.3 sources built with crnet-mpicc and with Open MPI's mpicc,
+# run on one host (both on their defaults: shared memory between the
+# ranks), with crnet in several variants of its environment, all
+# interleaved round by round (variant 1, variant 2, ..., Open MPI, variant
+# 1, ...), so that the machine's noise falls on every one. The table gives
+# per size the median over rounds of each one's figure, and each variant's
+# ratio to Open MPI (latency: below 1 crnet faster).
+#
+#   tools/osu/compare_variants.sh BUILD P ROUNDS "NAME[:VAR=VALUE,...]"... \
+#       -- "BENCH [ARGS...]"...
+#   tools/osu/compare_variants.sh build-rel 2 5 board:CRNET_SHM_BOARD_BYTES=4096 \
+#       frames:CRNET_SHM_BOARD_BYTES=0 -- "osu_allreduce -m 8:1024"
+#
+# Needs openmpi-bin and libopenmpi-dev. At P above the cores, both run
+# oversubscribed (Open MPI with --oversubscribe, which makes it yield).
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")/../.." && pwd)
+OSU=${OSU_DIR:-$HERE/../shared/outside/osu-micro-benchmarks-5.3}
+usage() {
+  sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2
+  exit 2
+}
+[ $# -ge 5 ] || usage
+BUILD=$(cd "$1" && pwd)
+P=$2
+ROUNDS=$3
+shift 3
+variants=()
+while [ $# -gt 0 ] && [ "$1" != -- ]; do
+  variants+=("$1")
+  shift
+done
+[ $# -ge 2 ] && [ ${#variants[@]} -ge 1 ] || usage
+shift
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+"$HERE/tools/osu/osu.sh" build "$BUILD" "$tmp/crnet" >/dev/null
+mkdir -p "$tmp/ompi"
+for spec in "$@"; do
+  name=${spec%% *}
+  dir=collective helper=osu_coll.c
+  [ -f "$OSU/mpi/pt2pt/$name.c" ] && dir=pt2pt helper=osu_pt2pt.c
+  [ -x "$tmp/ompi/$name" ] ||
+    mpicc.openmpi -O2 -I"$OSU/mpi/$dir" -o "$tmp/ompi/$name" \
+      "$OSU/mpi/$dir/$name.c" "$OSU/mpi/$dir/$helper" -lm -lpthread
+done
+
+# Rows "lib bench size value" from one run's table (osu_barrier's has no
+# size column: size 0).
+rows() {
+  awk -v lib="$1" -v b="$2" '
+    $1 ~ /^[0-9]+$/ && NF >= 2 {print lib, b, $1, $2}
+    $1 ~ /^[0-9.]+$/ && NF == 1 {print lib, b, 0, $1}'
+}
+for r in $(seq "$ROUNDS"); do
+  for spec in "$@"; do
+    name=${spec%% *}
+    args=${spec#"$name"}
+    for v in "${variants[@]}"; do
+      label=${v%%:*}
+      envs=()
+      if [ "$v" != "$label" ]; then
+        IFS=, read -r -a pairs <<<"${v#*:}"
+        for kv in "${pairs[@]}"; do envs+=(-x "$kv"); done
+      fi
+      # shellcheck disable=SC2086 # the benchmark's arguments are words
+      "$BUILD/src/crlaunch" -np "$P" --timeout 600 "${envs[@]}" \
+        "$tmp/crnet/$name" $args | rows "$label" "$name" >>"$tmp/rows"
+    done
+    # shellcheck disable=SC2086
+    mpirun.openmpi --allow-run-as-root --oversubscribe -np "$P" \
+      "$tmp/ompi/$name" $args 2>/dev/null | rows ompi "$name" >>"$tmp/rows"
+  done
+done
+labels=$(printf '%s\n' "${variants[@]}" | sed 's/:.*//' | paste -sd, -)
+python3 - "$tmp/rows" "$P" "$ROUNDS" "$labels" <<'PY'
+import statistics as st, sys
+rows = [l.split() for l in open(sys.argv[1])]
+p, rounds, labels = sys.argv[2], sys.argv[3], sys.argv[4].split(',')
+by = {}
+for lib, bench, size, v in rows:
+    by.setdefault((bench, int(size)), {}).setdefault(lib, []).append(float(v))
+print(f"# p = {p}, {rounds} interleaved rounds, one host, every library on "
+      "its defaults; medians over rounds, [lowest-highest round]; ratio = "
+      "variant / Open MPI")
+head = f"# {'benchmark':<16} {'size':>8}"
+for lab in labels + ['ompi']:
+    head += f" {lab:>20}"
+for lab in labels:
+    head += f" {lab + '/ompi':>12}"
+print(head)
+for (bench, size) in sorted(by):
+    d = by[(bench, size)]
+    if any(l not in d for l in labels + ['ompi']):
+        continue
+    line = f"  {bench:<16} {size:>8}"
+    for lab in labels + ['ompi']:
+        m = st.median(d[lab])
+        line += f" {f'{m:.2f} [{min(d[lab]):.2f}-{max(d[lab]):.2f}]':>20}"
+    o = st.median(d['ompi'])
+    for lab in labels:
+        line += f" {st.median(d[lab]) / o if o else 0:>12.2f}"
+    print(line)
+PY

@@ -91,7 +91,7 @@ release_build() {
 # gcc's ThreadSanitizer, so that -Werror holds; only what the suite
 # `threads` needs.
 build_tsan() {
-  build_targets build-tsan "tests/test_requests tests/test_comms tests/test_p2p tests/test_survive tests/progs/soak tests/progs/mpi_threads src/crlaunch" \
+  build_targets build-tsan "tests/test_requests tests/test_comms tests/test_p2p tests/test_survive tests/progs/soak tests/progs/mpi_threads tests/progs/board_check src/crlaunch" \
     -Db_sanitize=thread -Db_lundef=false
 }
 

@@ -95,9 +95,8 @@ void crnet__board_forget(crnet_comm *c) {
     if (j == c->rank || (s = segment_to(c, j)) == NULL)
       continue;
     atomic_store_explicit(&s->board_out->slot[c->board_slot].gone, 1,
-                          memory_order_release);
-    atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(&s->board_in->sleeps, memory_order_relaxed))
+                          memory_order_seq_cst);
+    if (atomic_load_explicit(&s->board_in->sleeps, memory_order_seq_cst))
       crnet__link_shm_ring_peer(link_to(c, j));
   }
   crnet__loop_release(c);
@@ -113,10 +112,9 @@ void crnet__board_note_regular(crnet_comm *c, uint64_t seq, uint8_t coll,
         &s->board_out->slot[c->board_slot].marks[seq % CRNET__BOARD_MARKS];
     m->coll = coll;
     m->call = *call;
-    atomic_store_explicit(&m->seq, seq, memory_order_release);
+    atomic_store_explicit(&m->seq, seq, memory_order_seq_cst);
     /* A peer asleep in a board call of this number must hear of it. */
-    atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(&s->board_in->sleeps, memory_order_relaxed))
+    if (atomic_load_explicit(&s->board_in->sleeps, memory_order_seq_cst))
       crnet__link_shm_ring_peer(link_to(c, j));
   }
 }
@@ -213,14 +211,13 @@ void crnet__board_post(crnet__board_call *b) {
     b->out[j]->desc[b->cell].coll = (uint8_t)b->coll;
     b->out[j]->desc[b->cell].call = b->call;
     atomic_store_explicit(&cell->sig, b->sig, memory_order_relaxed);
-    atomic_store_explicit(&cell->seq, b->seq, memory_order_release);
+    atomic_store_explicit(&cell->seq, b->seq, memory_order_seq_cst);
   }
   /* The other half of the sleeper's Dekker (may_sleep): our posts, then
    * its flag; it sets its flag, then looks at our posts. */
-  atomic_thread_fence(memory_order_seq_cst);
   for (int j = 0; j < b->n; j++)
     if (j != b->me &&
-        atomic_load_explicit(b->peer_sleeps[j], memory_order_relaxed))
+        atomic_load_explicit(b->peer_sleeps[j], memory_order_seq_cst))
       crnet__link_shm_ring_peer(b->link[j]);
   b->posted = true;
 }
@@ -231,11 +228,11 @@ void crnet__board_post(crnet__board_call *b) {
 static int look_at(crnet__board_call *b, int j) {
   const crnet__board_slot *in = b->in[j];
   const crnet__board_cell *cell = &in->cell[b->cell];
-  if (atomic_load_explicit(&cell->seq, memory_order_acquire) != b->seq) {
+  if (atomic_load_explicit(&cell->seq, memory_order_seq_cst) != b->seq) {
     if (atomic_load_explicit(&in->marks[b->seq % CRNET__BOARD_MARKS].seq,
-                             memory_order_acquire) == b->seq)
+                             memory_order_seq_cst) == b->seq)
       return -2;
-    return atomic_load_explicit(&in->gone, memory_order_acquire) ? -3 : 0;
+    return atomic_load_explicit(&in->gone, memory_order_seq_cst) ? -3 : 0;
   }
   return atomic_load_explicit(&cell->sig, memory_order_relaxed) == b->sig ? 1
                                                                           : -1;
@@ -307,15 +304,17 @@ bool crnet__board_poll(crnet__board_call *b) { return all_posted(b); }
 /* Sleeping (board.h). Every segment this rank's call waits on gets this
  * side's `sleeps` set, then the posts are looked at once more: a post
  * made before the flag was visible is seen now, one made after finds the
- * flag and rings. Only while the comm has not failed: a failed comm's
- * links may be closing, their segments going. */
+ * flag and rings. The flags and the numbers are stored and loaded seq_cst,
+ * as the rings' positions are (shm.c says why: a fence would do, but
+ * ThreadSanitizer follows no fences). Only while the comm has not failed:
+ * a failed comm's links may be closing, their segments going. */
 static void announce(crnet__board_call *b, bool on) {
   if (__atomic_load_n(&b->c->err, __ATOMIC_RELAXED) != 0)
     return;
   for (int j = 0; j < b->n; j++)
     if (j != b->me && (!on || (b->seen >> j & 1) == 0))
       atomic_store_explicit(b->my_sleeps[j], on ? 1u : 0u,
-                            memory_order_relaxed);
+                            memory_order_seq_cst);
 }
 
 static bool may_sleep(void *arg, bool entering) {
@@ -327,7 +326,6 @@ static bool may_sleep(void *arg, bool entering) {
   if (!b->posted)
     return true; /* waits for an older call: its own announcement counts */
   announce(b, true);
-  atomic_thread_fence(memory_order_seq_cst);
   return !all_posted(b);
 }
 

@@ -7,7 +7,7 @@
  * lines crossing between cores cost (docs/PERFORMANCE-SHM.md). A board call
  * does only what correctness needs: each rank writes its contribution into
  * a cell it owns in the segment it shares with each peer (shm.h), publishes
- * it with one release store of the call's sequence number, and reads the
+ * it with one (seq_cst) store of the call's sequence number, and reads the
  * peers' cells once their numbers say they are there.
  *
  * Where the cells are. Every same-host link's segment (shm.h) ends with two
@@ -24,7 +24,7 @@
  *
  * One call (every rank of the comm, every board call):
  *   - writes what peer j needs into its cell for j, then stores the call's
- *     signature and, last, its sequence number (release): post;
+ *     signature and, last, its sequence number (seq_cst): post;
  *   - waits until every peer has posted this call's number to it, checking
  *     each peer's signature (a different call is CRNET_EMISMATCH) and its
  *     marks (a peer that began this number without the board is

@@ -229,10 +229,17 @@ static int look_at(crnet__board_call *b, int j) {
   const crnet__board_slot *in = b->in[j];
   const crnet__board_cell *cell = &in->cell[b->cell];
   if (atomic_load_explicit(&cell->seq, memory_order_seq_cst) != b->seq) {
-    if (atomic_load_explicit(&in->marks[b->seq % CRNET__BOARD_MARKS].seq,
-                             memory_order_seq_cst) == b->seq)
-      return -2;
-    return atomic_load_explicit(&in->gone, memory_order_seq_cst) ? -3 : 0;
+    int v = atomic_load_explicit(&in->marks[b->seq % CRNET__BOARD_MARKS].seq,
+                                 memory_order_seq_cst) == b->seq
+                ? -2
+            : atomic_load_explicit(&in->gone, memory_order_seq_cst) ? -3
+                                                                    : 0;
+    /* A peer posts before it completes the call and destroys the comm
+     * after: its post may have come between the first load and the flag.
+     * Looked at once more, after the flag. */
+    if (v == 0 ||
+        atomic_load_explicit(&cell->seq, memory_order_seq_cst) != b->seq)
+      return v;
   }
   return atomic_load_explicit(&cell->sig, memory_order_relaxed) == b->sig ? 1
                                                                           : -1;

@@ -134,7 +134,6 @@ int crnet__board_open(crnet_comm *c, int coll, const crnet__frame_call *call,
   b->me = c->rank;
   b->seen = 0;
   b->posted = false;
-  b->announced = false;
   b->hold = false;
   b->next = NULL;
   b->rc = __atomic_load_n(&c->err, __ATOMIC_RELAXED);

@@ -128,7 +128,6 @@ typedef struct crnet__board_call {
   int n;  /* c->size */
   int me; /* c->rank */
   bool posted;
-  bool announced;
   bool hand_over;   /* a blocking call's wait ended for another thread */
   bool hold;        /* ... which it must not (no memory to hand over) */
   uint64_t seen;    /* the peers whose post this wait has seen */

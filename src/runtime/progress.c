@@ -195,16 +195,20 @@ int crnet__req_start(crnet_comm *c, crnet_request *r) {
 
 /* --- the engine --------------------------------------------------------- */
 
+/* r joins the end of the requests running (the owner's list). */
+static void run_append(crnet__world *w, crnet_request *r) {
+  r->prev = w->run_tail;
+  r->next = NULL;
+  if (w->run_tail != NULL)
+    w->run_tail->next = r;
+  else
+    w->run_head = r;
+  w->run_tail = r;
+}
+
 static void begin(crnet__world *w, crnet_request *r) {
   crnet_comm *c = r->comm;
-  (void)w;
-  r->prev = c->w->run_tail;
-  r->next = NULL;
-  if (c->w->run_tail != NULL)
-    c->w->run_tail->next = r;
-  else
-    c->w->run_head = r;
-  c->w->run_tail = r;
+  run_append(w, r);
   if (r->p2p)
     return; /* its advance asks for the link it needs */
   crnet__comm_begin_call(c, r->coll, r->seq, &r->call);
@@ -320,11 +324,11 @@ void crnet__progress(crnet_comm *c) {
   c->w->in_progress = false;
 }
 
+static void on_board_idle(uv_idle_t *h) { uv_idle_stop(h); }
+
 /* Each turn of the loop, and each polling turn (one_turn), has read what
  * the links held: the small sends into rings since (p2p.c, send_now) were
  * not blind. */
-static void on_board_idle(uv_idle_t *h) { uv_idle_stop(h); }
-
 static void on_progress_prepare(uv_prepare_t *h) {
   crnet_comm *c = h->data;
   uint64_t completed = c->w->completions;
@@ -874,14 +878,7 @@ void crnet__req_adopt(crnet_comm *c, crnet_request *r, uint64_t seq,
   c->in_flight++;
   c->w->in_flight++;
   pthread_mutex_unlock(&c->w->mu);
-  /* The run list is the owner's. */
-  r->next = NULL;
-  r->prev = c->w->run_tail;
-  if (c->w->run_tail != NULL)
-    c->w->run_tail->next = r;
-  else
-    c->w->run_head = r;
-  c->w->run_tail = r;
+  run_append(c->w, r);
   c->w->progress_dirty = true;
 }
 

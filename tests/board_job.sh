@@ -7,7 +7,8 @@ set -u
 crlaunch=$1
 check=$2
 . "$(dirname "$0")/crlaunch_jobs.sh"
-# The boards are off by default for now: every job here turns them on.
+# Every job here says 4096 (the default) itself, unless it tests another
+# value.
 export CRNET_SHM_BOARD_BYTES=4096
 
 expect_out() {
@@ -41,12 +42,12 @@ done
 run "die" 0 -n 3 "$check" die && expect_out die "die: ok (lost rank 2"
 # Waiting long: asleep, not spinning.
 run "sleep" 0 -n 3 "$check" sleep && expect_out sleep "sleep: ok"
-# No boards: over TCP, with CRNET_SHM_BOARD_BYTES=0 (the default), and
-# where rank 0 alone says 0 (its value is the job's); boards where only
-# another rank says 0.
+# Boards by default (CRNET_SHM_BOARD_BYTES unset: 4096). No boards: over
+# TCP, and where rank 0 alone says 0 (its value is the job's); boards where
+# only another rank says 0.
 run "tcp" 0 -n 3 -x CRNET_TRANSPORT=tcp "$check" use off &&
   expect_out tcp "use: ok"
-run "default" 0 -n 3 env -u CRNET_SHM_BOARD_BYTES "$check" interleave off &&
+run "default" 0 -n 3 env -u CRNET_SHM_BOARD_BYTES "$check" interleave on &&
   expect_out "default" "interleave: ok"
 for r in 0 1; do
   want=off

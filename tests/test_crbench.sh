@@ -105,7 +105,7 @@ for r in rows:
     # what ran: the schedule asked for, or for auto one of the others, or
     # the shared-memory board (small calls on one host, when on)
     if r["schedule"] == "auto":
-        board = os.environ.get("CRNET_SHM_BOARD_BYTES", "0") not in ("", "0")
+        board = os.environ.get("CRNET_SHM_BOARD_BYTES", "4096") not in ("", "0")
         if r["ran"] == "auto" or (r["ran"] not in want_scheds and
                                   not (board and r["ran"] == "board")):
             problems.append("auto %s B ran %s" % (r["size"], r["ran"]))
@@ -210,7 +210,7 @@ expect "unchecked JSON: wrong is null, op none" \
 # auto names what it ran, a schedule that can do bcast (crsched's list),
 # or the shared-memory board where it is on
 picks='circulant|circulant-doubling|circulant-linear|circulant-sqrt|ring|hypercube'
-[ "${CRNET_SHM_BOARD_BYTES:-0}" = 0 ] || picks="$picks|board"
+[ "${CRNET_SHM_BOARD_BYTES:-4096}" = 0 ] || picks="$picks|board"
 bench 2 -c bcast -b 8 -e 8 -n 1 -w 0
 expect "text: auto names its pick" \
   "$(grep -v '^#' "$tmp/out" | awk '{print $5}' |

@@ -25,7 +25,8 @@ done
 # A nonblocking call between two board calls, ranks at different paces.
 run "interleave p=4" 0 -n 4 "$check" interleave &&
   expect_out interleave "interleave: ok"
-# Calls that do not match fail everywhere, naming the board.
+# Rooted calls in a row, which wait for some peers only.
+run "rooted p=4" 0 -n 4 "$check" rooted && expect_out rooted "rooted: ok"
 # Threads on comms of their own, their calls in different orders on the
 # ranks; with and without the progress thread.
 for pt in 0 1; do
@@ -34,9 +35,11 @@ for pt in 0 1; do
 done
 # Blocking and nonblocking calls of one collective match, on the board too.
 run "nonblock" 0 -n 3 "$check" nonblock && expect_out nonblock "nonblock: ok"
-for mode in named count bigger; do
+# Calls that do not match fail everywhere, naming both calls (found on the
+# board, or in the frames a rank read before it judged a peer's post).
+for mode in named count bigger roots; do
   run "$mode" 0 -n 3 "$check" "$mode" &&
-    expect_out "$mode" "$mode: ok (.*shared-memory board"
+    expect_out "$mode" "$mode: ok (mismatched calls: rank [0-9]* called .* but rank [0-9]* called "
 done
 # A rank gone before a board call.
 run "die" 0 -n 3 "$check" die && expect_out die "die: ok (lost rank 2"

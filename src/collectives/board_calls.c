@@ -2,10 +2,11 @@
  * shared-memory boards (board.h: the cells, the posts, the wait).
  *
  * Every call here is one round: each rank writes into its cell for each
- * peer what that peer needs of it, posts, waits for every peer's post and
- * reads their cells. Reductions combine the contributions in rank order
- * (x0 + (x1 + (... + x(p-1)))) on every rank that needs the result, so
- * the result is bitwise the same on every rank and the operator need not
+ * peer what that peer needs of it, posts, waits for the posts of the
+ * peers whose cells it needs (every peer's, but for rooted calls and scan:
+ * awaited_peers) and reads their cells. Reductions combine the contributions in
+ * rank order (x0 + (x1 + (... + x(p-1)))) on every rank that needs the result,
+ * so the result is bitwise the same on every rank and the operator need not
  * commute. With p ranks each rank reads p - 1 cells: flat, which on one
  * host of a few to a few tens of ranks is one cache line's crossing per
  * peer for 8 bytes, where a tree would put log p crossings in a row.
@@ -42,16 +43,12 @@
 #include "ops.h"
 #include "request.h"
 
-/* The calls the boards take. A board call waits for every peer, a barrier
- * as well: bcast and reduce, which need not, then cost more than frames
- * from p = 4 on where ranks share cores (osu_bcast 8 B at p = 8 on the
- * 2-core VM: 32 us on the board, 18 us on frames; docs/PERFORMANCE-SHM.md,
- * "Boards"), so they take the board at p = 2 only. */
+/* The calls the boards take. */
 static bool board_collective(const crnet__call *call) {
   switch (call->coll) {
   case CRNET_COLL_REDUCE:
   case CRNET_COLL_BCAST:
-    return call->p == 2;
+    return true;
   case CRNET_COLL_ALLREDUCE:
   case CRNET_COLL_BARRIER:
   case CRNET_COLL_ALLTOALL:
@@ -67,6 +64,26 @@ static bool board_collective(const crnet__call *call) {
     return true;
   default:
     return false;
+  }
+}
+
+/* The peers whose posts a call needs (board.h): a bcast's root nobody's
+ * and its readers the root's; a reduce's root everybody's and the others
+ * nobody's; a scan's rank the lower ranks'. Waiting for more would make
+ * every rooted call a barrier: with ranks sharing cores, osu_bcast of 8 B
+ * at p = 8 took 32 us so, against 18 us on frames, whose root goes on at
+ * once (docs/PERFORMANCE-SHM.md, "Boards"). */
+static uint64_t awaited_peers(const crnet__call *call, int me, int n) {
+  uint64_t everyone = n == 64 ? ~(uint64_t)0 : ((uint64_t)1 << n) - 1;
+  switch (call->coll) {
+  case CRNET_COLL_BCAST:
+    return me == call->root ? 0 : (uint64_t)1 << call->root;
+  case CRNET_COLL_REDUCE:
+    return me == call->root ? everyone : 0;
+  case CRNET_COLL_SCAN:
+    return ((uint64_t)1 << me) - 1;
+  default:
+    return everyone;
   }
 }
 
@@ -226,6 +243,8 @@ static bool board_advance(crnet_request *r) {
   if (q->state == 0) {
     if (err == 0)
       err = crnet__board_open(c, q->call.coll, &r->call, r->sig, r->seq, &q->b);
+    if (err == 0)
+      crnet__board_wait_for(&q->b, awaited_peers(&q->call, c->rank, c->size));
     if (err != 0) {
       r->status = err;
       return true;
@@ -241,6 +260,11 @@ static bool board_advance(crnet_request *r) {
   if (q->state == 1) {
     if (!crnet__board_turn(&q->b))
       return false;
+    if (q->b.rc != 0) { /* the last call's owed posts said a mismatch */
+      crnet__board_track(&q->b, false);
+      r->status = q->b.rc;
+      return true;
+    }
     write_cells(&q->b, &q->call, q->send, q->recv);
     crnet__board_post(&q->b);
     q->state = 2;
@@ -333,6 +357,7 @@ static int run_blocking(crnet_comm *c, const crnet__call *call,
   }
   if (rc != 0)
     return rc;
+  crnet__board_wait_for(&b, awaited_peers(call, c->rank, c->size));
   rc = crnet__board_wait_turn(&b);
   if (rc == 0) {
     write_cells(&b, call, send, recv);
@@ -363,7 +388,7 @@ static int run_blocking(crnet_comm *c, const crnet__call *call,
   q->b = b;
   q->state = b.posted ? 2 : 1;
   crnet__board_track(&q->b, true);
-  crnet__req_adopt(c, &q->req, b.seq, b.started);
+  crnet__req_adopt(c, &q->req, b.id.seq, b.started);
   crnet__loop_release(c);
   r = &q->req;
   return crnet_wait(&r);

@@ -124,15 +124,17 @@ void crnet__board_note_regular(crnet_comm *c, uint64_t seq, uint8_t coll,
 int crnet__board_open(crnet_comm *c, int coll, const crnet__frame_call *call,
                       uint64_t sig, uint64_t seq, crnet__board_call *b) {
   b->c = c;
-  b->seq = seq;
+  b->id.seq = seq;
   b->k = ++c->board_calls;
-  b->cell = (int)(b->k & 1);
-  b->coll = coll;
-  b->call = *call;
-  b->sig = sig;
+  b->id.cell = (int)(b->k & 1);
+  b->id.coll = coll;
+  b->id.call = *call;
+  b->id.sig = sig;
   b->n = c->size;
   b->me = c->rank;
   b->seen = 0;
+  b->doubted = 0;
+  b->waits = 0;
   b->posted = false;
   b->hold = false;
   b->next = NULL;
@@ -160,15 +162,62 @@ int crnet__board_open(crnet_comm *c, int coll, const crnet__frame_call *call,
     b->out[j] = &s->board_out->slot[c->board_slot];
     b->in[j] = &s->board_in->slot[c->board_slot];
     b->link[j] = link_to(c, j);
+    b->waits |= (uint64_t)1 << j;
   }
   return b->rc;
 }
 
-bool crnet__board_turn(const crnet__board_call *b) {
-  return b->c->board_done + 1 == b->k;
+void crnet__board_wait_for(crnet__board_call *b, uint64_t peers) {
+  b->waits = peers & ~((uint64_t)1 << b->me);
 }
 
-void crnet__board_close(crnet__board_call *b) { b->c->board_done = b->k; }
+static int look_at(const crnet__board_slot *in, const crnet__board_ident *id);
+/* A post that says another call (or a peer's mark, or its destroyed
+ * comm) is judged only at the next look: what the peer sent before it
+ * (an ABORT saying why it ends, when it aborted and then destroyed its
+ * comms) is in the link already, and the wait reads the links between
+ * two looks (a polling wait's turn, may_sleep, a link's idle handle), so
+ * that the comm fails for the peer's own reason. False the first time. */
+static bool judged(crnet__board_call *b, int j) {
+  uint64_t bit = (uint64_t)1 << j;
+  if ((b->doubted & bit) != 0)
+    return true;
+  b->doubted |= bit;
+  return false;
+}
+static int refuse(crnet_comm *c, int j, int v, const crnet__board_slot *in,
+                  const crnet__board_ident *id);
+
+/* Whether every peer has posted the board call before b: the posts it did
+ * not wait for (crnet__board_owed), looked at now. A post that says
+ * another call fails the comm, and b->rc says so. */
+static bool owed_posts_in(crnet__board_call *b) {
+  crnet_comm *c = b->c;
+  while (c->board_owed_peers != 0) {
+    int j = __builtin_ctzll(c->board_owed_peers);
+    int v = look_at(b->in[j], &c->board_owed);
+    if (v == 0 || (v < 0 && !judged(b, j)))
+      return false;
+    if (v < 0) {
+      b->rc = refuse(c, j, v, b->in[j], &c->board_owed);
+      return true;
+    }
+    c->board_owed_peers &= c->board_owed_peers - 1;
+  }
+  return true;
+}
+
+bool crnet__board_turn(crnet__board_call *b) {
+  return b->c->board_done + 1 == b->k && owed_posts_in(b);
+}
+
+void crnet__board_close(crnet__board_call *b) {
+  crnet_comm *c = b->c;
+  uint64_t everyone = (b->n == 64 ? ~(uint64_t)0 : ((uint64_t)1 << b->n) - 1);
+  c->board_done = b->k;
+  c->board_owed_peers = everyone & ~b->seen & ~((uint64_t)1 << b->me);
+  c->board_owed = b->id;
+}
 
 /* The direct path: a blocking call, the loop held all along. */
 int crnet__board_begin(crnet_comm *c, int coll, const crnet__frame_call *call,
@@ -195,22 +244,22 @@ int crnet__board_begin(crnet_comm *c, int coll, const crnet__frame_call *call,
 }
 
 uint8_t *crnet__board_out(crnet__board_call *b, int j) {
-  return b->out[j]->cell[b->cell].data;
+  return b->out[j]->cell[b->id.cell].data;
 }
 
 const uint8_t *crnet__board_in(crnet__board_call *b, int j) {
-  return b->in[j]->cell[b->cell].data;
+  return b->in[j]->cell[b->id.cell].data;
 }
 
 void crnet__board_post(crnet__board_call *b) {
   for (int j = 0; j < b->n; j++) {
     if (j == b->me)
       continue;
-    crnet__board_cell *cell = &b->out[j]->cell[b->cell];
-    b->out[j]->desc[b->cell].coll = (uint8_t)b->coll;
-    b->out[j]->desc[b->cell].call = b->call;
-    atomic_store_explicit(&cell->sig, b->sig, memory_order_relaxed);
-    atomic_store_explicit(&cell->seq, b->seq, memory_order_seq_cst);
+    crnet__board_cell *cell = &b->out[j]->cell[b->id.cell];
+    b->out[j]->desc[b->id.cell].coll = (uint8_t)b->id.coll;
+    b->out[j]->desc[b->id.cell].call = b->id.call;
+    atomic_store_explicit(&cell->sig, b->id.sig, memory_order_relaxed);
+    atomic_store_explicit(&cell->seq, b->id.seq, memory_order_seq_cst);
   }
   /* The other half of the sleeper's Dekker (may_sleep): our posts, then
    * its flag; it sets its flag, then looks at our posts. */
@@ -224,12 +273,11 @@ void crnet__board_post(crnet__board_call *b) {
 /* Peer j's post of this call: 1 (the same call), 0 (not yet), -1 (another
  * call under this number), -2 (its mark says it began this number without
  * the board), -3 (it has destroyed the comm). */
-static int look_at(crnet__board_call *b, int j) {
-  const crnet__board_slot *in = b->in[j];
-  const crnet__board_cell *cell = &in->cell[b->cell];
-  if (atomic_load_explicit(&cell->seq, memory_order_seq_cst) != b->seq) {
-    int v = atomic_load_explicit(&in->marks[b->seq % CRNET__BOARD_MARKS].seq,
-                                 memory_order_seq_cst) == b->seq
+static int look_at(const crnet__board_slot *in, const crnet__board_ident *id) {
+  const crnet__board_cell *cell = &in->cell[id->cell];
+  if (atomic_load_explicit(&cell->seq, memory_order_seq_cst) != id->seq) {
+    int v = atomic_load_explicit(&in->marks[id->seq % CRNET__BOARD_MARKS].seq,
+                                 memory_order_seq_cst) == id->seq
                 ? -2
             : atomic_load_explicit(&in->gone, memory_order_seq_cst) ? -3
                                                                     : 0;
@@ -237,36 +285,57 @@ static int look_at(crnet__board_call *b, int j) {
      * after: its post may have come between the first load and the flag.
      * Looked at once more, after the flag. */
     if (v == 0 ||
-        atomic_load_explicit(&cell->seq, memory_order_seq_cst) != b->seq)
+        atomic_load_explicit(&cell->seq, memory_order_seq_cst) != id->seq)
       return v;
   }
-  return atomic_load_explicit(&cell->sig, memory_order_relaxed) == b->sig ? 1
-                                                                          : -1;
+  return atomic_load_explicit(&cell->sig, memory_order_relaxed) == id->sig ? 1
+                                                                           : -1;
 }
 
 /* Peer j called something else under this number: both calls in words,
  * as a mismatch of frames says it (fail.c). The peer may write them
  * meanwhile: copies, whatever they hold, only ever go into words. */
-static void fail_mismatch(crnet__board_call *b, int j, bool regular) {
-  crnet_comm *c = b->c;
-  const crnet__board_slot *in = b->in[j];
+static void fail_mismatch(crnet_comm *c, int j, bool regular,
+                          const crnet__board_slot *in,
+                          const crnet__board_ident *id) {
   char theirs[160], mine[160];
   crnet__board_desc d;
   if (regular) {
-    const crnet__board_mark *m = &in->marks[b->seq % CRNET__BOARD_MARKS];
+    const crnet__board_mark *m = &in->marks[id->seq % CRNET__BOARD_MARKS];
     d.coll = m->coll;
     d.call = m->call;
   } else {
-    memcpy(&d, &in->desc[b->cell], sizeof d);
+    memcpy(&d, &in->desc[id->cell], sizeof d);
   }
-  c->w->upper->format_call(d.coll, crnet__call_number(c, b->seq), &d.call,
+  c->w->upper->format_call(d.coll, crnet__call_number(c, id->seq), &d.call,
                            theirs, sizeof theirs);
-  c->w->upper->format_call((uint8_t)b->coll, crnet__call_number(c, b->seq),
-                           &b->call, mine, sizeof mine);
+  c->w->upper->format_call((uint8_t)id->coll, crnet__call_number(c, id->seq),
+                           &id->call, mine, sizeof mine);
   crnet__comm_fail(c, CRNET_EMISMATCH, crnet__world_rank(c, j),
                    "mismatched calls: rank %d called %s%s but rank %d called "
                    "%s on the shared-memory board",
-                   j, theirs, regular ? " without the board" : "", b->me, mine);
+                   j, theirs, regular ? " without the board" : "", c->rank,
+                   mine);
+}
+
+/* Peer j's post of call id said v < 0 (look_at): fails the comm (all the
+ * comms shared with j, when j has destroyed this one); the error. */
+static int refuse(crnet_comm *c, int j, int v, const crnet__board_slot *in,
+                  const crnet__board_ident *id) {
+  if (v == -3) {
+    /* As a frame of a comm it no longer has does to it (fail.c): every
+     * comm this rank shares with it fails, and tells it so. */
+    crnet__world_fail_peer(
+        c->w, crnet__world_rank(c, j), CRNET_EMISMATCH,
+        "mismatched calls: rank %d called %s #%" PRIu64
+        " on a communicator that is no longer on rank %d (context %" PRIu32
+        ": it has destroyed it)",
+        c->rank, crnet_collective_name((crnet_collective)id->coll),
+        crnet__call_number(c, id->seq), j, c->ctx);
+  } else {
+    fail_mismatch(c, j, v == -2, in, id);
+  }
+  return c->err != 0 ? c->err : CRNET_EMISMATCH;
 }
 
 static bool all_posted(void *arg) {
@@ -276,28 +345,13 @@ static bool all_posted(void *arg) {
     b->rc = err;
     return true;
   }
-  for (int j = 0; j < b->n; j++) {
-    if (j == b->me || (b->seen >> j & 1) != 0)
-      continue;
-    int v = look_at(b, j);
-    if (v == 0)
+  for (uint64_t left = b->waits & ~b->seen; left != 0; left &= left - 1) {
+    int j = __builtin_ctzll(left);
+    int v = look_at(b->in[j], &b->id);
+    if (v == 0 || (v < 0 && !judged(b, j)))
       return false;
-    if (v == -3) {
-      /* As a frame of a comm it no longer has does to it (fail.c): every
-       * comm this rank shares with it fails, and tells it so. */
-      crnet__world_fail_peer(
-          b->c->w, crnet__world_rank(b->c, j), CRNET_EMISMATCH,
-          "mismatched calls: rank %d called %s #%" PRIu64
-          " on a communicator that is no longer on rank %d (context %" PRIu32
-          ": it has destroyed it)",
-          b->me, crnet_collective_name((crnet_collective)b->coll),
-          crnet__call_number(b->c, b->seq), j, b->c->ctx);
-      b->rc = b->c->err != 0 ? b->c->err : CRNET_EMISMATCH;
-      return true;
-    }
     if (v < 0) {
-      fail_mismatch(b, j, v == -2);
-      b->rc = b->c->err != 0 ? b->c->err : CRNET_EMISMATCH;
+      b->rc = refuse(b->c, j, v, b->in[j], &b->id);
       return true;
     }
     b->seen |= (uint64_t)1 << j;
@@ -314,24 +368,34 @@ bool crnet__board_poll(crnet__board_call *b) { return all_posted(b); }
  * as the rings' positions are (shm.c says why: a fence would do, but
  * ThreadSanitizer follows no fences). Only while the comm has not failed:
  * a failed comm's links may be closing, their segments going. */
-static void announce(crnet__board_call *b, bool on) {
+static void announce(crnet__board_call *b, uint64_t peers, bool on) {
   if (__atomic_load_n(&b->c->err, __ATOMIC_RELAXED) != 0)
     return;
-  for (int j = 0; j < b->n; j++)
-    if (j != b->me && (!on || (b->seen >> j & 1) == 0))
-      atomic_store_explicit(b->my_sleeps[j], on ? 1u : 0u,
-                            memory_order_seq_cst);
+  for (; peers != 0; peers &= peers - 1)
+    atomic_store_explicit(b->my_sleeps[__builtin_ctzll(peers)], on ? 1u : 0u,
+                          memory_order_seq_cst);
 }
 
 static bool may_sleep(void *arg, bool entering) {
   crnet__board_call *b = arg;
   if (!entering) {
-    announce(b, false);
+    announce(b, b->waits | b->c->board_owed_peers, false);
     return true;
   }
-  if (!b->posted)
-    return true; /* waits for an older call: its own announcement counts */
-  announce(b, true);
+  /* A doubted post is judged at the next look: the links it came by are
+   * read first (judged). */
+  for (uint64_t d = b->doubted;
+       d != 0 && __atomic_load_n(&b->c->err, __ATOMIC_RELAXED) == 0; d &= d - 1)
+    crnet__link_shm_pump(b->link[__builtin_ctzll(d)]);
+  if (!b->posted) {
+    /* Waits for an older call of this rank (its own announcement counts)
+     * or for the posts the last board call did not wait for. */
+    if (b->c->board_done + 1 != b->k)
+      return true;
+    announce(b, b->c->board_owed_peers, true);
+    return !crnet__board_turn(b);
+  }
+  announce(b, b->waits & ~b->seen, true);
   return !all_posted(b);
 }
 
@@ -393,25 +457,35 @@ static bool posted_or_wanted(void *arg) {
 /* Whom call b waits for, in words: the ranks whose posts did not come,
  * or the board call before it. */
 static void awaited_by(const crnet__board_call *b, char *buf, size_t n) {
+  const crnet_comm *c = b->c;
+  uint64_t peers = b->waits & ~b->seen;
   char who[160];
   size_t len = 0;
   buf[0] = '\0';
-  if (!b->posted) {
+  if (!b->posted && c->board_done + 1 != b->k) {
     snprintf(buf, n, "the board call before it (this rank's own)");
     return;
   }
-  for (int j = 0; j < b->n && len < n; j++)
-    if (j != b->me && (b->seen >> j & 1) == 0) {
-      crnet__describe_rank(b->c, j, who, sizeof who);
-      len += (size_t)snprintf(buf + len, n - len, "%s%s", len > 0 ? ", " : "",
-                              who);
-    }
+  if (!b->posted) {
+    len = (size_t)snprintf(
+        buf, n,
+        "the posts of %s #%" PRIu64 " (the board "
+        "call before it) by ",
+        crnet_collective_name((crnet_collective)c->board_owed.coll),
+        crnet__call_number(c, c->board_owed.seq));
+    peers = c->board_owed_peers;
+  }
+  for (bool first = true; peers != 0 && len < n; peers &= peers - 1) {
+    crnet__describe_rank(c, __builtin_ctzll(peers), who, sizeof who);
+    len += (size_t)snprintf(buf + len, n - len, "%s%s", first ? "" : ", ", who);
+    first = false;
+  }
 }
 
 bool crnet__board_awaited(const crnet_comm *c, uint64_t seq, char *buf,
                           size_t n) {
   for (const crnet__board_call *b = c->w->board_waiting; b != NULL; b = b->next)
-    if (b->c == c && b->seq == seq) {
+    if (b->c == c && b->id.seq == seq) {
       awaited_by(b, buf, n);
       return true;
     }
@@ -427,8 +501,8 @@ static int timed_out(crnet__board_call *b) {
                    "rank %d timed out in %s #%" PRIu64
                    " (on the shared-memory board) after %.3g s "
                    "(CRNET_TIMEOUT) waiting for %s",
-                   c->rank, crnet_collective_name((crnet_collective)b->coll),
-                   crnet__call_number(c, b->seq),
+                   c->rank, crnet_collective_name((crnet_collective)b->id.coll),
+                   crnet__call_number(c, b->id.seq),
                    (double)c->w->coll_timeout_ms / 1000.0, awaited);
   return CRNET_ETIMEDOUT;
 }
@@ -437,7 +511,8 @@ int crnet__board_wait_turn(crnet__board_call *b) {
   crnet_comm *c = b->c;
   b->hand_over = false;
   if (b->rc == 0 && !my_turn(b) &&
-      crnet__comm_run_until(c, my_turn, b, c->w->coll_timeout_ms) != 0)
+      crnet__comm_run_until_hooked(c, my_turn, b, c->w->coll_timeout_ms,
+                                   may_sleep) != 0)
     b->rc = timed_out(b);
   if (b->rc == 0)
     b->rc = __atomic_load_n(&c->err, __ATOMIC_RELAXED);
@@ -454,7 +529,7 @@ int crnet__board_wait(crnet__board_call *b) {
   /* The peers are usually a few hundred ns behind, or more than the
    * polling wait's first turn: a short look at the cells alone first. */
   int looks = c->w->spin_yield || c->w->spin_ns == 0 ? 0 : BOARD_SPIN_LOOKS;
-  for (int i = 0; i < looks; i++) {
+  for (int i = 0; i < looks && b->doubted == 0; i++) {
     if (all_posted(b))
       return b->rc;
     cpu_relax();
@@ -472,8 +547,8 @@ int crnet__board_wait(crnet__board_call *b) {
 /* Bytes this rank's call hands peer j (to_j) or takes from it (from_j):
  * the whole share, but only to the root (reduce) or from it (bcast). */
 static uint64_t bytes_with(const crnet__board_call *b, int j, bool to_j) {
-  int root = b->call.root;
-  switch (b->coll) {
+  int root = b->id.call.root;
+  switch (b->id.coll) {
   case CRNET_COLL_REDUCE:
     return (to_j ? j == root : b->me == root) ? b->bytes : 0;
   case CRNET_COLL_BCAST:
@@ -486,7 +561,7 @@ static uint64_t bytes_with(const crnet__board_call *b, int j, bool to_j) {
 void crnet__board_account(crnet__board_call *b, int rc) {
   crnet_comm *c = b->c;
   uint64_t now = uv_hrtime(), sent = 0, received = 0;
-  crnet_coll_stats *st = &c->coll_stats[b->coll];
+  crnet_coll_stats *st = &c->coll_stats[b->id.coll];
   for (int j = 0; j < b->n && rc == 0; j++) {
     crnet_peer_stats *ps = &c->peer_stats[j];
     uint64_t to = bytes_with(b, j, true), from = bytes_with(b, j, false);
@@ -507,11 +582,12 @@ void crnet__board_account(crnet__board_call *b, int rc) {
   st->seconds += (double)(now - b->started) / 1e9;
   if (c->w->trace != NULL) {
     char what[192];
-    c->w->upper->format_call((uint8_t)b->coll, crnet__call_number(c, b->seq),
-                             &b->call, what, sizeof what);
+    c->w->upper->format_call((uint8_t)b->id.coll,
+                             crnet__call_number(c, b->id.seq), &b->id.call,
+                             what, sizeof what);
     crnet__trace_call tc = {
-        .name = crnet_collective_name((crnet_collective)b->coll),
-        .seq = crnet__call_number(c, b->seq),
+        .name = crnet_collective_name((crnet_collective)b->id.coll),
+        .seq = crnet__call_number(c, b->id.seq),
         .what = what,
         .bytes_sent = sent,
         .bytes_received = received,
@@ -548,8 +624,8 @@ int crnet__board_end(crnet__board_call *b, int rc) {
     crnet__board_close(b);
   pthread_mutex_lock(&c->w->mu);
   crnet__board_account(b, rc);
-  c->done_seq = b->seq;
-  c->done_coll = (uint8_t)b->coll;
+  c->done_seq = b->id.seq;
+  c->done_coll = (uint8_t)b->id.coll;
   c->done_round = 0;
   pthread_mutex_unlock(&c->w->mu);
   crnet__loop_release(c);

@@ -25,18 +25,20 @@
  * One call (every rank of the comm, every board call):
  *   - writes what peer j needs into its cell for j, then stores the call's
  *     signature and, last, its sequence number (seq_cst): post;
- *   - waits until every peer has posted this call's number to it, checking
+ *   - waits until every peer it needs (below) has posted this call's
+ *     number to it, checking
  *     each peer's signature (a different call is CRNET_EMISMATCH) and its
  *     marks (a peer that began this number without the board is
  *     CRNET_EMISMATCH too, rather than a hang; a peer 64 calls ahead has
  *     written over the mark, and that mismatch ends by CRNET_TIMEOUT);
  *   - reads the peers' cells.
- * Every board call waits for every peer, so a cell is rewritten (two board
- * calls on) only after each reader has posted the board call between,
- * which it does only once it has finished reading: no reader ever sees a
- * cell change under it. (Cells by sequence number would not do: with a
- * nonblocking call between two board calls, a rank could rewrite the cell
- * of the first before a slow peer had read it.)
+ * A board call writes only once every peer has posted the board call
+ * before it, so a cell is rewritten (two board calls on) only after each
+ * reader has posted the board call between, which it does only once it
+ * has finished reading: no reader ever sees a cell change under it. (Cells by
+ * sequence number would not do: with a nonblocking call between two board
+ * calls, a rank could rewrite the cell of the first before a slow peer had read
+ * it.)
  *
  * Waiting is the comm's own polling wait (progress.c): links pumped, the
  * engine passed, the core yielded after empty turns where ranks outnumber
@@ -116,21 +118,30 @@ typedef struct crnet__board_side {
 
 struct crnet__link;
 
+/* Which call a post is: what a peer's post is checked against. */
+typedef struct crnet__board_ident {
+  uint64_t seq, sig;
+  int cell; /* which of the slot's two cells: the board call's parity */
+  int coll;
+  crnet__frame_call call; /* for the messages of mismatches */
+} crnet__board_ident;
+
 /* One board call: on the caller's stack (a blocking call) or in its
  * request (a nonblocking one). */
 typedef struct crnet__board_call {
   crnet_comm *c;
-  uint64_t seq, sig;
+  crnet__board_ident id;
   uint64_t k; /* the comm's k-th board call: alike on every rank */
-  int cell;   /* which of the slot's two cells: k mod 2 */
-  int coll;
-  crnet__frame_call call;
-  int n;  /* c->size */
-  int me; /* c->rank */
+  int n;      /* c->size */
+  int me;     /* c->rank */
+  /* The peers whose posts the call waits for: every peer, unless the
+   * collective needs fewer (crnet__board_wait_for). */
+  uint64_t waits;
   bool posted;
   bool hand_over;   /* a blocking call's wait ended for another thread */
   bool hold;        /* ... which it must not (no memory to hand over) */
   uint64_t seen;    /* the peers whose post this wait has seen */
+  uint64_t doubted; /* ... or found wrong once (judged at the next look) */
   int rc;           /* the wait's verdict, once it has one */
   uint64_t started; /* uv_hrtime() at the start, for the counters */
   uint64_t bytes;   /* payload to each peer, for the counters */
@@ -159,9 +170,19 @@ bool crnet__board_enabled(const crnet_comm *c);
  *
  * A board call is the comm's k-th, k counted alike on every rank (calls
  * begin in the order of their numbers). It may post only once the
- * (k-1)-th is complete on this rank: then every peer has posted the
- * (k-1)-th, so it has finished reading the cells of the (k-2)-th, which
- * the k-th writes. */
+ * (k-1)-th is complete on this rank and every peer has posted the
+ * (k-1)-th: then each peer has finished reading the cells of the
+ * (k-2)-th, which the k-th writes.
+ *
+ * Most calls wait for every peer's post, so that their completion says
+ * the second half too. A call that needs fewer (a bcast's root needs
+ * nobody's, a reader only the root's; a reduce's contributors nobody's)
+ * waits for those only and completes without the others: their posts are
+ * then owed (c->board_owed), and the next board call waits for them
+ * before it writes. That is what lets a bcast's root go on at once, as a
+ * message's sender does. A peer that called something else under the
+ * number of such a call is caught by whichever of the two waits for the
+ * other, or at the next board call when neither does. */
 
 /* A blocking call (the direct path): refused as a blocking call from a
  * completion callback (CRNET_EINVAL) or with the comm's sticky error,
@@ -178,8 +199,14 @@ int crnet__board_begin(crnet_comm *c, int coll, const crnet__frame_call *call,
  * failure of the comm (a link found gone fails it). */
 int crnet__board_open(crnet_comm *c, int coll, const crnet__frame_call *call,
                       uint64_t sig, uint64_t seq, crnet__board_call *b);
-/* Whether the board call before b is complete here: b may post. */
-bool crnet__board_turn(const crnet__board_call *b);
+/* b waits only for the posts of these comm ranks (a mask; never this
+ * rank): after crnet__board_open, before the post. */
+void crnet__board_wait_for(crnet__board_call *b, uint64_t peers);
+/* Whether b may post: the board call before it is complete here and
+ * every peer has posted it (the owed posts, looked at here). True, with
+ * b->rc set, when a look found a mismatch: the comm has failed. The
+ * loop's owner. */
+bool crnet__board_turn(crnet__board_call *b);
 /* A blocking call waits for its turn (0 or the error), or until another
  * thread wants the loop: CRNET__BOARD_HAND_OVER, and the call must go on
  * as a request (board_calls.c), or it could hold back the very call that
@@ -191,15 +218,16 @@ int crnet__board_wait_turn(crnet__board_call *b);
 uint8_t *crnet__board_out(crnet__board_call *b, int j);
 /* Posts to every peer (what was written into their cells). */
 void crnet__board_post(crnet__board_call *b);
-/* Whether the wait is over: every peer posted (b->rc 0), or the call
- * failed (b->rc: the sticky error, CRNET_EMISMATCH). Never blocks. */
+/* Whether the wait is over: every peer in b->waits posted (b->rc 0), or the
+ * call failed (b->rc: the sticky error, CRNET_EMISMATCH). Never blocks. */
 bool crnet__board_poll(crnet__board_call *b);
 /* A blocking call waits until crnet__board_poll says so (or
  * CRNET_TIMEOUT); returns b->rc, or CRNET__BOARD_HAND_OVER as above. */
 int crnet__board_wait(crnet__board_call *b);
 /* Peer j's cell for this rank, after a wait that ended with 0. */
 const uint8_t *crnet__board_in(crnet__board_call *b, int j);
-/* The call is complete here: the next board call's turn. */
+/* The call is complete here: the next board call's turn, once the posts
+ * it did not wait for have come. */
 void crnet__board_close(crnet__board_call *b);
 /* The call's share of the comm's counters (c->w->mu held). */
 void crnet__board_account(crnet__board_call *b, int rc);

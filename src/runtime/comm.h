@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "board.h"
 #include "crnet.h"
 #include "directory.h"
 #include "handshake.h"
@@ -402,6 +403,10 @@ struct crnet_comm {
   int32_t board_slot;
   uint64_t board_calls;
   uint64_t board_done; /* the last board call complete here */
+  /* The peers whose posts of that call it did not wait for, and the call:
+   * the next board call waits for them before it writes (board.h). */
+  uint64_t board_owed_peers;
+  crnet__board_ident board_owed;
   /* Calls the library made on the comm before the program's first (the
    * boards' agreement): messages number the program's calls from 1. */
   uint64_t call_shift;

@@ -25,8 +25,18 @@
  *             nonblocking board calls at once: a call waiting with the loop
  *             held must not hold back another thread's, which a peer's call
  *             may wait for (the ranks' threads run in different orders)
+ *   rooted    bcast, reduce and scan (which wait for some peers only: a
+ *             bcast's root for nobody) in a row without a barrier, blocking
+ *             and nonblocking, from every root, the ranks at different
+ *             paces: the next board call must wait for the posts the last
+ *             did not, or a root would rewrite a cell still being read
+ *   roots     ranks 0 and 1 both call bcast as its root (rank 1 alone
+ *             is wrong), then a barrier: nobody waits for the other in the
+ *             bcast, so the barrier fails everywhere with CRNET_EMISMATCH
  *   sleep     rank 0 computes 400 ms before a barrier: the others wait in it
- *             and must not use more than half of that time of CPU
+ *             and must not use more than half of that time of CPU; then the
+ *             last rank computes before a bcast from rank 0, and the others,
+ *             through with the bcast, wait in a barrier for its post
  * With "off" after MODE (use, interleave), no call may take the boards
  * (CRNET_TRANSPORT=tcp, CRNET_SHM_BOARD_BYTES=0) and every result holds.
  * Every mode prints "board_check MODE: ok" on rank 0 and exits 0. */
@@ -158,13 +168,8 @@ static void use_on(crnet_comm *c, crnet_op affine_op, int rounds) {
                               CRNET_COLL_BCAST,     CRNET_COLL_REDUCE,
                               CRNET_COLL_ALLGATHER, CRNET_COLL_ALLTOALL,
                               CRNET_COLL_BARRIER};
-  /* bcast and reduce take the board at p = 2 only (board_calls.c). */
   for (size_t k = 0; k < sizeof board / sizeof board[0]; k++)
-    expect_schedule(
-        c, board[k],
-        n > 2 && (board[k] == CRNET_COLL_BCAST || board[k] == CRNET_COLL_REDUCE)
-            ? "other"
-            : "board");
+    expect_schedule(c, board[k], "board");
   /* Nonblocking calls take the boards too, several in flight. */
   crnet_request *q[8];
   int32_t v = 1, s = 0, sums[6], bc[2] = {r, r};
@@ -197,7 +202,7 @@ static void use_on(crnet_comm *c, crnet_op affine_op, int rounds) {
   expect_schedule(c, CRNET_COLL_BCAST, "knomial");
   CHECK(crnet_comm_set_schedule(c, CRNET_COLL_BCAST, "auto"));
   CHECK(crnet_bcast(c, &v, 1, CRNET_INT32, 0));
-  expect_schedule(c, CRNET_COLL_BCAST, n > 2 ? "other" : "board");
+  expect_schedule(c, CRNET_COLL_BCAST, "board");
 }
 
 static void mode_use(crnet_comm *w) {
@@ -225,6 +230,56 @@ static void mode_use(crnet_comm *w) {
 static void expect_mismatch(int rc, const char *what) {
   if (rc != CRNET_EMISMATCH && rc != CRNET_EABORTED)
     FAIL("%s returned %s, expected a mismatch", what, crnet_strerror(rc));
+}
+
+/* Rank r works a while now and then, a different rank each time, so that
+ * roots run ahead of readers and readers ahead of roots. */
+static void pace(int32_t i) {
+  if ((i + me * 7) % 97 == 0) {
+    struct timespec t = {0, 100 * 1000};
+    nanosleep(&t, NULL);
+  }
+}
+
+/* Rooted calls in a row (mode rooted): every root, blocking and
+ * nonblocking, with a call on frames now and then. */
+static void rooted(crnet_comm *w) {
+  static int32_t t[2048], u[2048];
+  for (int32_t i = 0; i < 3000; i++) {
+    int root = i % p, other = (i / p + 1) % p;
+    int32_t b[6], red = -1, one = me + i, sc = -1;
+    crnet_request *q[3];
+    pace(i);
+    for (int k = 0; k < 6; k++)
+      b[k] = me == root ? i * 6 + k : -1;
+    if (i % 4 == me % 4) {
+      CHECK(crnet_ibcast(w, b, 6, CRNET_INT32, root, &q[0]));
+      CHECK(crnet_ireduce(w, &one, &red, 1, CRNET_INT32, CRNET_SUM, other,
+                          &q[1]));
+      CHECK(crnet_iscan(w, &one, &sc, 1, CRNET_INT32, CRNET_SUM, &q[2]));
+      CHECK(crnet_waitall(3, q));
+    } else {
+      CHECK(crnet_bcast(w, b, 6, CRNET_INT32, root));
+      CHECK(crnet_reduce(w, &one, &red, 1, CRNET_INT32, CRNET_SUM, other));
+      CHECK(crnet_scan(w, &one, &sc, 1, CRNET_INT32, CRNET_SUM));
+    }
+    for (int k = 0; k < 6; k++)
+      if (b[k] != i * 6 + k)
+        FAIL("call %d: bcast from %d [%d] = %d", (int)i, root, k, (int)b[k]);
+    if (me == other ? red != p * (p - 1) / 2 + p * i : red != -1)
+      FAIL("call %d: reduce to %d = %d", (int)i, other, (int)red);
+    if (sc != me * (me + 1) / 2 + (me + 1) * i)
+      FAIL("call %d: scan = %d", (int)i, (int)sc);
+    if (i % 100 == 0) { /* larger than the boards take: frames */
+      t[0] = me + i;
+      CHECK(crnet_allreduce(w, t, u, 2048, CRNET_INT32, CRNET_MAX));
+      if (u[0] != p - 1 + i)
+        FAIL("call %d: allreduce on frames = %d", (int)i, (int)u[0]);
+    }
+  }
+  expect_schedule(w, CRNET_COLL_BCAST, "board");
+  expect_schedule(w, CRNET_COLL_REDUCE, "board");
+  expect_schedule(w, CRNET_COLL_SCAN, "board");
 }
 
 static void warm(crnet_comm *w) {
@@ -305,6 +360,22 @@ int main(int argc, char **argv) {
       rc = crnet_allreduce(w, v, s, n, CRNET_INT32, CRNET_SUM);
     }
     expect_mismatch(rc, mode);
+    if (me == 0)
+      printf("board_check %s: ok (%s)\n", mode, crnet_comm_errmsg(w));
+    fflush(stdout);
+    crnet_comm_destroy(w);
+    return 0;
+  } else if (strcmp(mode, "rooted") == 0) {
+    warm(w);
+    rooted(w);
+  } else if (strcmp(mode, "roots") == 0) {
+    int32_t b = me;
+    int rc;
+    warm(w);
+    rc = crnet_bcast(w, &b, 1, CRNET_INT32, me == 1 ? 1 : 0);
+    if (rc == 0)
+      rc = crnet_barrier(w);
+    expect_mismatch(rc, "bcast from two roots, then a barrier");
     if (me == 0)
       printf("board_check %s: ok (%s)\n", mode, crnet_comm_errmsg(w));
     fflush(stdout);
@@ -398,6 +469,41 @@ int main(int argc, char **argv) {
       if (me != 0 && wall < 0.2)
         FAIL("the %sbarrier returned after %.3f s, before rank 0 came",
              form ? "nonblocking " : "", wall);
+    }
+    /* A bcast's root and readers go on without the last rank: the barrier
+     * after it waits for that rank's post of the bcast (the owed post,
+     * board.h), asleep too. */
+    {
+      int32_t b = me == 0 ? 42 : -1;
+      CHECK(crnet_barrier(w));
+      if (me == p - 1) {
+        struct timespec t = {0, 400 * 1000 * 1000};
+        nanosleep(&t, NULL);
+      }
+      struct rusage a, e;
+      struct timespec t0, t1;
+      getrusage(RUSAGE_SELF, &a);
+      clock_gettime(CLOCK_MONOTONIC, &t0);
+      CHECK(crnet_bcast(w, &b, 1, CRNET_INT32, 0));
+      CHECK(crnet_barrier(w));
+      clock_gettime(CLOCK_MONOTONIC, &t1);
+      getrusage(RUSAGE_SELF, &e);
+      expect_schedule(w, CRNET_COLL_BCAST, "board");
+      double wall = (double)(t1.tv_sec - t0.tv_sec) +
+                    (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+      double cpu = (double)(e.ru_utime.tv_sec - a.ru_utime.tv_sec) +
+                   (double)(e.ru_utime.tv_usec - a.ru_utime.tv_usec) / 1e6 +
+                   (double)(e.ru_stime.tv_sec - a.ru_stime.tv_sec) +
+                   (double)(e.ru_stime.tv_usec - a.ru_stime.tv_usec) / 1e6;
+      if (b != 42)
+        FAIL("bcast = %d", (int)b);
+      if (me != p - 1 && wall > 0.2 && cpu > 0.5 * wall)
+        FAIL("waited %.3f s in a bcast and a barrier using %.3f s of CPU", wall,
+             cpu);
+      if (me != p - 1 && wall < 0.2)
+        FAIL("the barrier after the bcast returned after %.3f s, before "
+             "rank %d came",
+             wall, p - 1);
     }
   } else {
     FAIL("unknown mode %s", mode);

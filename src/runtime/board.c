@@ -521,6 +521,24 @@ int crnet__board_wait_turn(crnet__board_call *b) {
   return b->rc;
 }
 
+/* The frames a peer wrote before its post are in the link now. A call it
+ * made on frames that no receive of this rank will take (the other side
+ * of a mismatch where neither rank receives: a bcast's root against a
+ * reduce's contributor) would otherwise lie unread while the board calls
+ * after it complete: read now, the comm fails on it (fail.c). Blocking
+ * calls only, outside the engine's pass; a look at a ring position
+ * where nothing came. */
+static int read_what_came(crnet__board_call *b) {
+  for (uint64_t left = b->waits; left != 0 && b->rc == 0; left &= left - 1) {
+    crnet__link *l = b->link[__builtin_ctzll(left)];
+    if (crnet__link_shm_unread(l)) {
+      crnet__link_shm_pump(l);
+      b->rc = __atomic_load_n(&b->c->err, __ATOMIC_RELAXED);
+    }
+  }
+  return b->rc;
+}
+
 int crnet__board_wait(crnet__board_call *b) {
   crnet_comm *c = b->c;
   int rc;
@@ -531,7 +549,7 @@ int crnet__board_wait(crnet__board_call *b) {
   int looks = c->w->spin_yield || c->w->spin_ns == 0 ? 0 : BOARD_SPIN_LOOKS;
   for (int i = 0; i < looks && b->doubted == 0; i++) {
     if (all_posted(b))
-      return b->rc;
+      return b->rc == 0 ? read_what_came(b) : b->rc;
     cpu_relax();
   }
   b->hand_over = false;
@@ -541,7 +559,7 @@ int crnet__board_wait(crnet__board_call *b) {
     b->rc = timed_out(b);
   if (b->rc == 0 && b->hand_over && !all_posted(b))
     return CRNET__BOARD_HAND_OVER;
-  return b->rc;
+  return b->rc == 0 ? read_what_came(b) : b->rc;
 }
 
 /* Bytes this rank's call hands peer j (to_j) or takes from it (from_j):

@@ -1303,6 +1303,12 @@ static bool pump(crnet__link_shm *s) {
 
 static void on_idle(uv_idle_t *h) { pump(h->data); }
 
+bool crnet__link_shm_unread(crnet__link *l) {
+  crnet__link_shm *s = l->shm;
+  return s != NULL && !s->closing && s->phase == PHASE_LIVE && s->rx_on &&
+         (s->rem_left > 0 || crnet__ring_readable(crnet__shm_rx(&s->seg)) > 0);
+}
+
 crnet__shm *crnet__link_shm_segment(crnet__link *l) {
   crnet__link_shm *s = l->shm;
   if (s == NULL || s->closing || s->phase != PHASE_LIVE)

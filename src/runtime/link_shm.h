@@ -98,6 +98,10 @@ bool crnet__link_shm_settled(const crnet__link *l);
  * asleep). Nothing if the segment is not live. */
 void crnet__link_shm_ring_peer(crnet__link *l);
 
+/* Whether the peer has written into the ring what this side has not read
+ * yet (a piece by address included). */
+bool crnet__link_shm_unread(crnet__link *l);
+
 /* Bytes written but not in the ring yet. */
 uint64_t crnet__link_shm_queued(const crnet__link *l);
 

@@ -43,6 +43,9 @@ for mode in named count bigger roots; do
 done
 # A rank gone before a board call.
 run "die" 0 -n 3 "$check" die && expect_out die "die: ok (lost rank 2"
+for mode in die-nb die-dup; do
+  run "$mode" 0 -n 3 "$check" "$mode" && expect_out "$mode" "$mode: ok (lost rank 2"
+done
 # Waiting long: asleep, not spinning.
 run "sleep" 0 -n 3 "$check" sleep && expect_out sleep "sleep: ok"
 # Boards by default (CRNET_SHM_BOARD_BYTES unset: 4096). No boards: over

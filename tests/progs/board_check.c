@@ -18,6 +18,11 @@
  *   bigger    rank 0's allreduce is over the board's bytes, the others' under
  *   die       the last rank exits before an allreduce: the others fail with
  *             CRNET_EPEER (or CRNET_EABORTED, relayed)
+ *   die-nb    the same with nonblocking board calls in flight (a bcast, an
+ *             allreduce, a barrier), waited for together
+ *   die-dup   the last rank exits before crnet_comm_dup, whose agreement on
+ *             the boards is the new comm's first call: the others' dup, or
+ *             their first call on the new comm, fails; none hangs
  *   interleave  board calls with nonblocking calls between them, the ranks
  *             at different paces (run it with more ranks than cores): a
  *             cell is never rewritten before a slow peer has read it
@@ -430,6 +435,46 @@ int main(int argc, char **argv) {
       FAIL("allreduce with a dead peer returned %s", crnet_strerror(rc));
     if (me == 0)
       printf("board_check die: ok (%s)\n", crnet_comm_errmsg(w));
+    fflush(stdout);
+    crnet_comm_destroy(w);
+    return 0;
+  } else if (strcmp(mode, "die-nb") == 0 || strcmp(mode, "die-dup") == 0) {
+    int32_t v = 1, s, b = 7;
+    int rc;
+    warm(w);
+    if (me == p - 1)
+      _exit(0);
+    if (strcmp(mode, "die-nb") == 0) {
+      crnet_request *q[3];
+      int rcs[3];
+      CHECK(crnet_ibcast(w, &b, 1, CRNET_INT32, 0, &q[0]));
+      CHECK(crnet_iallreduce(w, &v, &s, 1, CRNET_INT32, CRNET_SUM, &q[1]));
+      CHECK(crnet_ibarrier(w, &q[2]));
+      rc = 0;
+      for (int k = 0; k < 3; k++) {
+        rcs[k] = crnet_wait(&q[k]);
+        if (rcs[k] != 0 && rc == 0)
+          rc = rcs[k];
+      }
+      /* The bcast may complete first (its root waits for nobody, its
+       * readers for rank 0): the others must not. */
+      if (rcs[1] == 0 || rcs[2] == 0)
+        FAIL("a call with a dead peer completed (%s, %s)",
+             crnet_strerror(rcs[1]), crnet_strerror(rcs[2]));
+    } else {
+      crnet_comm *d = NULL;
+      rc = crnet_comm_dup(w, &d);
+      if (rc == 0) {
+        rc = crnet_allreduce(d, &v, &s, 1, CRNET_INT32, CRNET_SUM);
+        if (rc == 0)
+          FAIL("an allreduce on a dup without the dead rank completed");
+        crnet_comm_destroy(d);
+      }
+    }
+    if (rc != CRNET_EPEER && rc != CRNET_EABORTED)
+      FAIL("%s: returned %s", mode, crnet_strerror(rc));
+    if (me == 0)
+      printf("board_check %s: ok (%s)\n", mode, crnet_comm_errmsg(w));
     fflush(stdout);
     crnet_comm_destroy(w);
     return 0;

@@ -14,6 +14,10 @@
 #
 # Needs openmpi-bin and libopenmpi-dev. At P above the cores, both run
 # oversubscribed (Open MPI with --oversubscribe, which makes it yield).
+# With MPICH=1 (needs mpich and libmpich-dev), MPICH's build of the same
+# sources runs too, on its default transport (shared memory on one host),
+# interleaved with the others, and each variant's ratio to it is printed
+# after those to Open MPI.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")/../.." && pwd)
 OSU=${OSU_DIR:-$HERE/../shared/outside/osu-micro-benchmarks-5.3}
@@ -37,14 +41,20 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 "$HERE/tools/osu/osu.sh" build "$BUILD" "$tmp/crnet" >/dev/null
-mkdir -p "$tmp/ompi"
-for spec in "$@"; do
-  name=${spec%% *}
-  dir=collective helper=osu_coll.c
-  [ -f "$OSU/mpi/pt2pt/$name.c" ] && dir=pt2pt helper=osu_pt2pt.c
-  [ -x "$tmp/ompi/$name" ] ||
-    mpicc.openmpi -O2 -I"$OSU/mpi/$dir" -o "$tmp/ompi/$name" \
-      "$OSU/mpi/$dir/$name.c" "$OSU/mpi/$dir/$helper" -lm -lpthread
+peers=(ompi)
+[ "${MPICH:-0}" = 1 ] && peers+=(mpich)
+for peer in "${peers[@]}"; do
+  mkdir -p "$tmp/$peer"
+  cc=mpicc.openmpi
+  [ "$peer" = mpich ] && cc=mpicc.mpich
+  for spec in "$@"; do
+    name=${spec%% *}
+    dir=collective helper=osu_coll.c
+    [ -f "$OSU/mpi/pt2pt/$name.c" ] && dir=pt2pt helper=osu_pt2pt.c
+    [ -x "$tmp/$peer/$name" ] ||
+      $cc -O2 -I"$OSU/mpi/$dir" -o "$tmp/$peer/$name" \
+        "$OSU/mpi/$dir/$name.c" "$OSU/mpi/$dir/$helper" -lm -lpthread
+  done
 done
 
 # Rows "lib bench size value" from one run's table (osu_barrier's has no
@@ -72,35 +82,44 @@ for r in $(seq "$ROUNDS"); do
     # shellcheck disable=SC2086
     mpirun.openmpi --allow-run-as-root --oversubscribe -np "$P" \
       "$tmp/ompi/$name" $args 2>/dev/null | rows ompi "$name" >>"$tmp/rows"
+    if [ "${MPICH:-0}" = 1 ]; then
+      # shellcheck disable=SC2086
+      mpirun.mpich -np "$P" "$tmp/mpich/$name" $args 2>/dev/null |
+        rows mpich "$name" >>"$tmp/rows"
+    fi
   done
 done
 labels=$(printf '%s\n' "${variants[@]}" | sed 's/:.*//' | paste -sd, -)
-python3 - "$tmp/rows" "$P" "$ROUNDS" "$labels" <<'PY'
+python3 - "$tmp/rows" "$P" "$ROUNDS" "$labels" "${peers[*]}" <<'PY'
 import statistics as st, sys
 rows = [l.split() for l in open(sys.argv[1])]
 p, rounds, labels = sys.argv[2], sys.argv[3], sys.argv[4].split(',')
+peers = sys.argv[5].split()
 by = {}
 for lib, bench, size, v in rows:
     by.setdefault((bench, int(size)), {}).setdefault(lib, []).append(float(v))
 print(f"# p = {p}, {rounds} interleaved rounds, one host, every library on "
       "its defaults; medians over rounds, [lowest-highest round]; ratio = "
-      "variant / Open MPI")
+      "variant / " + " and variant / ".join(
+          {'ompi': 'Open MPI', 'mpich': 'MPICH'}[q] for q in peers))
 head = f"# {'benchmark':<16} {'size':>8}"
-for lab in labels + ['ompi']:
+for lab in labels + peers:
     head += f" {lab:>20}"
-for lab in labels:
-    head += f" {lab + '/ompi':>12}"
+for q in peers:
+    for lab in labels:
+        head += f" {lab + '/' + q:>12}"
 print(head)
 for (bench, size) in sorted(by):
     d = by[(bench, size)]
-    if any(l not in d for l in labels + ['ompi']):
+    if any(l not in d for l in labels + peers):
         continue
     line = f"  {bench:<16} {size:>8}"
-    for lab in labels + ['ompi']:
+    for lab in labels + peers:
         m = st.median(d[lab])
         line += f" {f'{m:.2f} [{min(d[lab]):.2f}-{max(d[lab]):.2f}]':>20}"
-    o = st.median(d['ompi'])
-    for lab in labels:
-        line += f" {st.median(d[lab]) / o if o else 0:>12.2f}"
+    for q in peers:
+        o = st.median(d[q])
+        for lab in labels:
+            line += f" {st.median(d[lab]) / o if o else 0:>12.2f}"
     print(line)
 PY

@@ -12,5 +12,5 @@ for P in 2 4 8; do
     "osu_barrier -i 500 -x 50"
 done
 echo "=== osu latency P=2"
-MPICH=1 tools/osu/compare_variants.sh build-rel 2 3 crnet:CRNET_SHM_BOARD_BYTES=4096 -- "osu_latency -m 0:1024 -i 5000 -x 500"
+MPICH=1 tools/osu/compare_variants.sh build-rel 2 3 crnet:CRNET_SHM_BOARD_BYTES=4096 -- "osu_latency -i 5000 -x 500"
 echo done

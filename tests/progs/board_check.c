@@ -455,14 +455,16 @@ int main(int argc, char **argv) {
     if (rc != 0) {
       /* The loss came during the last allreduce: nothing more to do. */
     } else if (strcmp(mode, "die-nb") == 0) {
-      crnet_request *q[3];
+      crnet_request *q[3] = {NULL, NULL, NULL};
       int rcs[3];
-      CHECK(crnet_ibcast(w, &b, 1, CRNET_INT32, 0, &q[0]));
-      CHECK(crnet_iallreduce(w, &v, &s, 1, CRNET_INT32, CRNET_SUM, &q[1]));
-      CHECK(crnet_ibarrier(w, &q[2]));
+      /* A start on a comm that has already failed returns its error. */
+      rcs[0] = crnet_ibcast(w, &b, 1, CRNET_INT32, 0, &q[0]);
+      rcs[1] = crnet_iallreduce(w, &v, &s, 1, CRNET_INT32, CRNET_SUM, &q[1]);
+      rcs[2] = crnet_ibarrier(w, &q[2]);
       rc = 0;
       for (int k = 0; k < 3; k++) {
-        rcs[k] = crnet_wait(&q[k]);
+        if (rcs[k] == 0)
+          rcs[k] = crnet_wait(&q[k]);
         if (rcs[k] != 0 && rc == 0)
           rc = rcs[k];
       }

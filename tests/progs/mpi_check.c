@@ -952,11 +952,13 @@ static int mismatch(void) {
   OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
   /* Everyone past MPI_Init first: the failure the mismatch causes is the
    * job's, and a rank still in MPI_Init (whose MPI_COMM_SELF is a split of
-   * the world) would meet it there and end with the fatal handler. */
-  OK(MPI_Barrier(MPI_COMM_WORLD));
-  if (rank == 0)
+   * the world) would meet it there and end with the fatal handler. A rank
+   * still in this barrier when the others have left it and met the
+   * mismatch gets the failure here (relayed), which counts as well. */
+  code = MPI_Barrier(MPI_COMM_WORLD);
+  if (code == MPI_SUCCESS && rank == 0)
     code = MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  else
+  else if (code == MPI_SUCCESS)
     code = MPI_Bcast(&x, 1, MPI_INT, 0, MPI_COMM_WORLD);
   EXPECT(error_class(code) == MPI_ERR_OTHER &&
              strstr(error_text(code), "mismatch") != NULL,

@@ -303,6 +303,20 @@ static int warm_rc(crnet_comm *w) {
 
 static void warm(crnet_comm *w) { CHECK(warm_rc(w)); }
 
+/* Seconds of the clock, and of this process's CPU (user and system). */
+static double wall_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static double cpu_now(void) {
+  struct rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return (double)u.ru_utime.tv_sec + (double)u.ru_utime.tv_usec / 1e6 +
+         (double)u.ru_stime.tv_sec + (double)u.ru_stime.tv_usec / 1e6;
+}
+
 typedef struct worker {
   crnet_comm *c;
   int k;
@@ -500,10 +514,7 @@ int main(int argc, char **argv) {
         struct timespec t = {0, 400 * 1000 * 1000};
         nanosleep(&t, NULL);
       }
-      struct rusage a, b;
-      struct timespec t0, t1;
-      getrusage(RUSAGE_SELF, &a);
-      clock_gettime(CLOCK_MONOTONIC, &t0);
+      double wall = wall_now(), cpu = cpu_now();
       if (form == 0) {
         CHECK(crnet_barrier(w));
       } else {
@@ -511,15 +522,9 @@ int main(int argc, char **argv) {
         CHECK(crnet_ibarrier(w, &q));
         CHECK(crnet_wait(&q));
       }
-      clock_gettime(CLOCK_MONOTONIC, &t1);
-      getrusage(RUSAGE_SELF, &b);
+      wall = wall_now() - wall;
+      cpu = cpu_now() - cpu;
       expect_schedule(w, CRNET_COLL_BARRIER, "board");
-      double wall = (double)(t1.tv_sec - t0.tv_sec) +
-                    (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-      double cpu = (double)(b.ru_utime.tv_sec - a.ru_utime.tv_sec) +
-                   (double)(b.ru_utime.tv_usec - a.ru_utime.tv_usec) / 1e6 +
-                   (double)(b.ru_stime.tv_sec - a.ru_stime.tv_sec) +
-                   (double)(b.ru_stime.tv_usec - a.ru_stime.tv_usec) / 1e6;
       if (me != 0 && wall > 0.2 && cpu > 0.5 * wall)
         FAIL("waited %.3f s in a %sbarrier using %.3f s of CPU", wall,
              form ? "nonblocking " : "", cpu);
@@ -537,21 +542,12 @@ int main(int argc, char **argv) {
         struct timespec t = {0, 400 * 1000 * 1000};
         nanosleep(&t, NULL);
       }
-      struct rusage a, e;
-      struct timespec t0, t1;
-      getrusage(RUSAGE_SELF, &a);
-      clock_gettime(CLOCK_MONOTONIC, &t0);
+      double wall = wall_now(), cpu = cpu_now();
       CHECK(crnet_bcast(w, &b, 1, CRNET_INT32, 0));
       CHECK(crnet_barrier(w));
-      clock_gettime(CLOCK_MONOTONIC, &t1);
-      getrusage(RUSAGE_SELF, &e);
+      wall = wall_now() - wall;
+      cpu = cpu_now() - cpu;
       expect_schedule(w, CRNET_COLL_BCAST, "board");
-      double wall = (double)(t1.tv_sec - t0.tv_sec) +
-                    (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-      double cpu = (double)(e.ru_utime.tv_sec - a.ru_utime.tv_sec) +
-                   (double)(e.ru_utime.tv_usec - a.ru_utime.tv_usec) / 1e6 +
-                   (double)(e.ru_stime.tv_sec - a.ru_stime.tv_sec) +
-                   (double)(e.ru_stime.tv_usec - a.ru_stime.tv_usec) / 1e6;
       if (b != 42)
         FAIL("bcast = %d", (int)b);
       if (me != p - 1 && wall > 0.2 && cpu > 0.5 * wall)

@@ -135,6 +135,7 @@ int crnet__board_open(crnet_comm *c, int coll, const crnet__frame_call *call,
   b->seen = 0;
   b->doubted = 0;
   b->waits = 0;
+  b->light = 0;
   b->posted = false;
   b->hold = false;
   b->next = NULL;
@@ -163,6 +164,8 @@ int crnet__board_open(crnet_comm *c, int coll, const crnet__frame_call *call,
     b->in[j] = &s->board_in->slot[c->board_slot];
     b->link[j] = link_to(c, j);
     b->waits |= (uint64_t)1 << j;
+    if (crnet__shm_light(s))
+      b->light |= (uint64_t)1 << j;
   }
   return b->rc;
 }
@@ -259,10 +262,15 @@ void crnet__board_post(crnet__board_call *b) {
     b->out[j]->desc[b->id.cell].coll = (uint8_t)b->id.coll;
     b->out[j]->desc[b->id.cell].call = b->id.call;
     atomic_store_explicit(&cell->sig, b->id.sig, memory_order_relaxed);
-    atomic_store_explicit(&cell->seq, b->id.seq, memory_order_seq_cst);
+    if (b->light >> j & 1)
+      atomic_store_explicit(&cell->seq, b->id.seq, memory_order_release);
+    else
+      atomic_store_explicit(&cell->seq, b->id.seq, memory_order_seq_cst);
   }
   /* The other half of the sleeper's Dekker (may_sleep): our posts, then
-   * its flag; it sets its flag, then looks at our posts. */
+   * its flag; it sets its flag, then looks at our posts. Without the full
+   * fence where the peer fences for us before it sleeps (shm.h,
+   * "Asymmetric fences"). */
   for (int j = 0; j < b->n; j++)
     if (j != b->me &&
         atomic_load_explicit(b->peer_sleeps[j], memory_order_seq_cst))
@@ -366,14 +374,21 @@ bool crnet__board_poll(crnet__board_call *b) { return all_posted(b); }
  * made before the flag was visible is seen now, one made after finds the
  * flag and rings. The flags and the numbers are stored and loaded seq_cst,
  * as the rings' positions are (shm.c says why: a fence would do, but
- * ThreadSanitizer follows no fences). Only while the comm has not failed:
- * a failed comm's links may be closing, their segments going. */
-static void announce(crnet__board_call *b, uint64_t peers, bool on) {
+ * ThreadSanitizer follows no fences), and where the posts were stored
+ * without the fence, one membarrier after all the flags puts it into the
+ * posters (shm.h, "Asymmetric fences"). Only while the comm has not
+ * failed: a failed comm's links may be closing, their segments going.
+ * False if the fence failed: the caller must not sleep. */
+static bool announce(crnet__board_call *b, uint64_t peers, bool on) {
   if (__atomic_load_n(&b->c->err, __ATOMIC_RELAXED) != 0)
-    return;
-  for (; peers != 0; peers &= peers - 1)
-    atomic_store_explicit(b->my_sleeps[__builtin_ctzll(peers)], on ? 1u : 0u,
+    return true;
+  for (uint64_t p = peers; p != 0; p &= p - 1)
+    atomic_store_explicit(b->my_sleeps[__builtin_ctzll(p)], on ? 1u : 0u,
                           memory_order_seq_cst);
+  if (!on || peers == 0 || crnet__shm_sleep_fence())
+    return true;
+  announce(b, peers, false);
+  return false;
 }
 
 static bool may_sleep(void *arg, bool entering) {
@@ -392,11 +407,9 @@ static bool may_sleep(void *arg, bool entering) {
      * or for the posts the last board call did not wait for. */
     if (b->c->board_done + 1 != b->k)
       return true;
-    announce(b, b->c->board_owed_peers, true);
-    return !crnet__board_turn(b);
+    return announce(b, b->c->board_owed_peers, true) && !crnet__board_turn(b);
   }
-  announce(b, b->waits & ~b->seen, true);
-  return !all_posted(b);
+  return announce(b, b->waits & ~b->seen, true) && !all_posted(b);
 }
 
 void crnet__board_track(crnet__board_call *b, bool on) {

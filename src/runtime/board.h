@@ -149,6 +149,7 @@ typedef struct crnet__board_call {
   crnet__board_slot *out[CRNET__BOARD_MAX_RANKS];
   const crnet__board_slot *in[CRNET__BOARD_MAX_RANKS];
   struct crnet__link *link[CRNET__BOARD_MAX_RANKS];
+  uint64_t light; /* peers whose segment lets posts skip the fence (shm.h) */
   _Atomic uint32_t *peer_sleeps[CRNET__BOARD_MAX_RANKS];
   _Atomic uint32_t *my_sleeps[CRNET__BOARD_MAX_RANKS];
 } crnet__board_call;

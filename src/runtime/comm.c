@@ -367,6 +367,7 @@ static int load_settings(const crnet_config *cfg, crnet__settings *s,
   s->shm_ring = (uint32_t)v[CRNET__SET_SHM_RING_BYTES].number;
   s->shm_single_copy = (int)v[CRNET__SET_SHM_SINGLE_COPY].number;
   s->shm_board = (uint32_t)v[CRNET__SET_SHM_BOARD_BYTES].number;
+  s->shm_membarrier = (int)v[CRNET__SET_SHM_MEMBARRIER].number;
   s->survive = v[CRNET__SET_ON_FAILURE].number != 0;
   s->restarts = (int)v[CRNET__SET_RESTARTS].number;
   s->restarted = (int)v[CRNET__SET_RESTARTED].number;
@@ -535,6 +536,12 @@ static void wait_plan(crnet_comm *c, const crnet__settings *s) {
       c->w->node_ranks[c->w->n_node_ranks++] = r;
   bool own_cores = local_ranks <= host_cpus;
   c->w->spin_yield = !own_cores;
+  /* Asymmetric fences (shm.h) move a fence from every write to every
+   * sleep: where ranks share cores they sleep at once, often, and one
+   * membarrier per sleep there would cost more than it saves. Before any
+   * link to this node is set up: a segment takes the choice for its life. */
+  if (shm && (s->shm_membarrier == 1 || (s->shm_membarrier < 0 && own_cores)))
+    crnet__shm_fences_enable();
   /* The progress thread's auto: only where it has a core of its own, so
    * that it never takes one from a rank's computation (docs/PERFORMANCE.md,
    * Overlap): a spare core on the host, and one this rank may run on. */

@@ -95,6 +95,7 @@ typedef struct crnet__settings {
   uint32_t shm_ring; /* CRNET_SHM_RING_BYTES; 0: the default */
   uint32_t shm_board;  /* CRNET_SHM_BOARD_BYTES */
   int shm_single_copy; /* CRNET_SHM_SINGLE_COPY: 0, 1, or -1 (auto) */
+  int shm_membarrier;  /* CRNET_SHM_MEMBARRIER: 0, 1, or -1 (auto) */
   bool survive;        /* CRNET_ON_FAILURE=continue */
   int restarts;        /* CRNET_RESTARTS */
   int restarted;       /* CRNET_RESTARTED: > 0 on a restarted rank */
@@ -167,6 +168,8 @@ typedef struct crnet__world {
   int32_t *node_ranks;
   int32_t n_node_ranks;
   uint32_t light_turns; /* polling turns since the last turn of the loop */
+  bool full_turn_due;   /* a polling wait's next turn is the loop's */
+  uint64_t last_full_turn; /* when a polling wait last made one (ns) */
   uint32_t blind_sends; /* p2p.c: small sends into rings since a turn */
   /* The loop runs without sleeping (uv_run(UV_RUN_NOWAIT)): link.h
    * loop_nowait. */

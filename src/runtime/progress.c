@@ -598,11 +598,42 @@ static bool spin_worth_it(crnet_comm *c) {
  * takes through a shared-memory ring (about 0.3 of a µs against a few tens
  * of ns on the 2-core VM). So a polling wait with links to ranks of this
  * node pumps their rings itself and passes the engine over the requests
- * (a light turn), and runs the loop itself only every LIGHT_TURNS-th turn:
- * TCP links, timers (CRNET_TIMEOUT) and other threads' kicks are still
- * seen within a few turns, and the loop's turn also does everything a
- * light turn does. */
+ * (a light turn), and runs the loop itself only now and then: TCP links,
+ * timers (CRNET_TIMEOUT) and other threads' kicks are still seen soon, and
+ * the loop's turn also does everything a light turn does.
+ *
+ * How often. A start or a test (crnet__loop_turn) makes one turn per
+ * call, and every LIGHT_TURNS-th of those is the loop's: a rank that only
+ * sends learns of a peer's ABORT within a bounded number of sends (p2p.c,
+ * SEND_NOW_BLIND_MAX). A polling wait goes by the clock instead: the
+ * loop's turn once full_turn_ns have passed since the last one, or after
+ * wait_light_turns light ones (waits so short that they never look at the
+ * clock, a ping-pong's when the peer answers within CLOCK_TURNS turns,
+ * must not starve the loop either). An epoll_wait costs far more here than
+ * on bare metal (a system call of a paravirtualised guest), and a wait for
+ * an 8-byte message is some 35 light turns. crbench --p2p latency, 8 B,
+ * 3 interleaved rounds on the 2-core VM: the loop every 8th turn 1.29 µs,
+ * every 4 µs 1.10, every 16 µs 0.88, every 100 µs 0.82, never 0.79.
+ * Where every peer is on this node the loop carries no message of a
+ * collective or a send, only failures, timers and links being set up,
+ * which a tenth of a millisecond does not delay; where some come over TCP,
+ * their messages wait up to FULL_TURN_MIXED_NS in a spin (a loopback
+ * round trip alone takes some 20 µs). */
 #define LIGHT_TURNS 8
+#define FULL_TURN_NODE_NS 100000
+#define FULL_TURN_MIXED_NS 4000
+
+static bool all_on_node(const crnet__world *w) {
+  return w->n_node_ranks >= w->size - 1;
+}
+
+static uint64_t full_turn_ns(const crnet__world *w) {
+  return all_on_node(w) ? FULL_TURN_NODE_NS : FULL_TURN_MIXED_NS;
+}
+
+static uint32_t wait_light_turns(const crnet__world *w) {
+  return all_on_node(w) ? 4096 : 256;
+}
 
 static void light_turn(crnet_comm *c) {
   crnet__world *w = c->w;
@@ -621,18 +652,34 @@ static void light_turn(crnet_comm *c) {
  * left). spin_ns bounds the time without progress, not the wait: while a
  * large message streams in (or out) every read is news, and sleeping
  * between the reads would cost a wake-up each. */
+static int full_turn(crnet_comm *c) {
+  c->w->light_turns = 0;
+  c->w->full_turn_due = false;
+  return run_nowait(c);
+}
+
 static int one_turn(crnet_comm *c) {
   c->w->blind_sends = 0;
   if (c->w->n_node_ranks > 0 && ++c->w->light_turns < LIGHT_TURNS) {
     light_turn(c);
     return 1;
   }
-  c->w->light_turns = 0;
-  return run_nowait(c);
+  return full_turn(c);
+}
+
+/* A polling wait's turn: light unless the loop's is due (see above). */
+static int wait_turn(crnet_comm *c) {
+  c->w->blind_sends = 0;
+  if (c->w->n_node_ranks > 0 && !c->w->full_turn_due &&
+      ++c->w->light_turns < wait_light_turns(c->w)) {
+    light_turn(c);
+    return 1;
+  }
+  return full_turn(c);
 }
 
 static int poll_turn(crnet_comm *c, uint64_t *seen, bool *news) {
-  int alive = one_turn(c);
+  int alive = wait_turn(c);
   if (c->w->io_count != *seen) {
     *seen = c->w->io_count;
     *news = true;
@@ -672,6 +719,10 @@ static bool spin(crnet_comm *c, bool (*done)(void *), void *arg) {
       return false;
     if (++turns % CLOCK_TURNS == 0) {
       uint64_t now = uv_hrtime();
+      if (now - c->w->last_full_turn >= full_turn_ns(c->w)) {
+        c->w->last_full_turn = now;
+        c->w->full_turn_due = true;
+      }
       if (news || quiet_since == 0)
         quiet_since = now;
       else if (now - quiet_since >= c->w->spin_ns)

@@ -305,6 +305,16 @@ const crnet__setting crnet__settings_table[CRNET__SETTING_COUNT] = {
         .doc = "collectives on one host of at most this many bytes "
                "per peer go through shared-memory boards (0: never; rank "
                "0's value is the job's)"},
+    [CRNET__SET_SHM_MEMBARRIER] = {
+        .name = "CRNET_SHM_MEMBARRIER",
+        .type = CRNET__SETTING_WORD,
+        .group = CRNET__READ_INIT,
+        .default_value = "auto",
+        .words = OFF_ON_AUTO(0, 1, -1),
+        .read_by = "comm.c",
+        .doc = "shared-memory writes skip the full fence and a rank about to "
+               "sleep fences its peers with membarrier instead (auto: where "
+               "every rank of the host has a core; where the kernel has it)"},
     [CRNET__SET_ON_FAILURE] = {
         .name = "CRNET_ON_FAILURE",
         .type = CRNET__SETTING_WORD,

@@ -59,6 +59,17 @@
  * most one signal. Space works the same way with writer_sleeps, tail, and
  * the roles swapped.
  *
+ * Where both processes have asymmetric fences (shm.h), the fence leaves
+ * the hot side: head, tail and remote_done are stored with release, and
+ * the side about to sleep calls membarrier after its announcement. The
+ * argument is Dekker's again with the kernel's fence in the writer: the
+ * membarrier orders the sleeper's store before everything the writer does
+ * after the interrupt, and everything the writer did before it (its store
+ * of head included, when that came first) before the sleeper's load.
+ * Either the writer's look at the flag comes after the fence and sees it,
+ * or its store of head came before the fence and the sleeper's load sees
+ * it.
+ *
  * Validation. Each load of the peer's position is checked against our own
  * (0 <= head - tail <= R, unsigned) before any length is computed from it;
  * a handle that ever saw an impossible position is corrupt and refuses
@@ -70,10 +81,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/membarrier.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "crnet.h"
@@ -119,6 +133,83 @@ static bool ring_bytes_ok(uint64_t r) {
          (r & (r - 1)) == 0;
 }
 
+/* --- asymmetric fences (shm.h) ------------------------------------------ */
+
+/* 0: not asked yet, 1: on, 2: off. A child of fork starts over: the
+ * registration is the process's, and a child is not registered. */
+static _Atomic int fences_state;
+static pthread_mutex_t fences_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int membarrier(int cmd) {
+  return (int)syscall(__NR_membarrier, cmd, 0u, 0);
+}
+
+static bool fences_on(void) {
+  return atomic_load_explicit(&fences_state, memory_order_relaxed) == 1;
+}
+
+static void fences_forget(void) { atomic_store(&fences_state, 0); }
+
+bool crnet__shm_fences_enable(void) {
+  static bool at_fork;
+  pthread_mutex_lock(&fences_mu);
+  if (atomic_load(&fences_state) == 0) {
+    int cmds = membarrier(MEMBARRIER_CMD_QUERY);
+    bool ok = cmds >= 0 && (cmds & MEMBARRIER_CMD_GLOBAL_EXPEDITED) &&
+              (cmds & MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) &&
+              membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) == 0;
+    if (ok && !at_fork)
+      at_fork = pthread_atfork(NULL, NULL, fences_forget) == 0;
+    atomic_store(&fences_state, ok && at_fork ? 1 : 2);
+  }
+  pthread_mutex_unlock(&fences_mu);
+  return fences_on();
+}
+
+bool crnet__shm_sleep_fence(void) {
+  if (!fences_on())
+    return true;
+  int rc;
+  do
+    rc = membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED);
+  while (rc != 0 && errno == EINTR);
+  return rc == 0;
+}
+
+/* Whether r's side may store its position with release only. */
+static bool light(crnet__ring *r) {
+  if (r->light)
+    return true;
+  if (!r->fence_self || r->fences == NULL)
+    return false;
+  r->light = (atomic_load_explicit(r->fences, memory_order_relaxed) &
+              r->peer_fence) != 0;
+  return r->light;
+}
+
+bool crnet__shm_light(crnet__shm *s) { return light(&s->tx); }
+
+/* The position stores of the sleep protocol: seq_cst, or release where the
+ * peer fences before it sleeps. */
+static void store_position(crnet__ring *r, _Atomic uint64_t *at, uint64_t v) {
+  if (light(r))
+    atomic_store_explicit(at, v, memory_order_release);
+  else
+    atomic_store_explicit(at, v, memory_order_seq_cst);
+}
+
+/* A side's announcement of a sleep, then the fence its look needs. False
+ * (the announcement withdrawn) if the fence failed. */
+static bool announce(crnet__ring *r, _Atomic uint32_t *flag) {
+  atomic_store_explicit(flag, 1, memory_order_seq_cst);
+  if (!r->fence_self || crnet__shm_sleep_fence())
+    return true;
+  atomic_store_explicit(flag, 0, memory_order_seq_cst);
+  return false;
+}
+
+/* --- the segment ---------------------------------------------------------- */
+
 static size_t segment_bytes(uint32_t ring_bytes) {
   return (size_t)CRNET__SHM_HEADER_BYTES + 2 * (size_t)ring_bytes +
          CRNET__BOARD_BYTES;
@@ -152,6 +243,19 @@ static void take_segment(crnet__shm *s, crnet__shm_header *h, size_t bytes,
   crnet__ring *r1 = creator ? &s->rx : &s->tx;
   crnet__ring_init(r0, &s->base->ring[0], data0, s->ring_bytes);
   crnet__ring_init(r1, &s->base->ring[1], data1, s->ring_bytes);
+  /* Whether this process fences for its sleeps is fixed here, for the
+   * segment's life, and said in the header. */
+  bool fence_self = fences_on();
+  if (fence_self)
+    atomic_fetch_or(&h->fences, creator ? CRNET__SHM_FENCE_CREATOR
+                                        : CRNET__SHM_FENCE_ATTACHER);
+  for (int i = 0; i < 2; i++) {
+    crnet__ring *r = i == 0 ? r0 : r1;
+    r->fence_self = fence_self;
+    r->fences = &h->fences;
+    r->peer_fence =
+        creator ? CRNET__SHM_FENCE_ATTACHER : CRNET__SHM_FENCE_CREATOR;
+  }
   crnet__board_side *sides = (crnet__board_side *)(data1 + s->ring_bytes);
   s->board_out = creator ? &sides[0] : &sides[1];
   s->board_in = creator ? &sides[1] : &sides[0];
@@ -300,6 +404,10 @@ void crnet__ring_init(crnet__ring *r, crnet__ring_ctl *ctl, uint8_t *data,
   r->pos = 0;
   r->seen = 0;
   r->corrupt = false;
+  r->fence_self = false;
+  r->light = false;
+  r->peer_fence = 0;
+  r->fences = NULL;
 }
 
 /* head - tail within 0..R: anything else is a peer that lies. Unsigned
@@ -387,7 +495,7 @@ size_t crnet__ring_write(crnet__ring *r, const crnet__ring_iov *iov,
     /* seq_cst, not only release: the sleep protocol needs this store in
      * the total order (see the top of the file). */
     r->pos += done;
-    atomic_store_explicit(&r->ctl->head, r->pos, memory_order_seq_cst);
+    store_position(r, &r->ctl->head, r->pos);
   }
   return (size_t)done;
 }
@@ -403,8 +511,8 @@ size_t crnet__ring_read(crnet__ring *r, void *buf, size_t len) {
   if (n > 0) {
     copy_out(r, r->pos, buf, n);
     r->pos += n;
-    /* seq_cst for the sleep protocol, as head in crnet__ring_write. */
-    atomic_store_explicit(&r->ctl->tail, r->pos, memory_order_seq_cst);
+    /* For the sleep protocol, as head in crnet__ring_write. */
+    store_position(r, &r->ctl->tail, r->pos);
   }
   return (size_t)n;
 }
@@ -430,7 +538,8 @@ bool crnet__ring_has_room(crnet__ring *r, uint64_t need) {
 bool crnet__ring_reader_sleep(crnet__ring *r) {
   if (r->corrupt)
     return false;
-  atomic_store_explicit(&r->ctl->reader_sleeps, 1, memory_order_seq_cst);
+  if (!announce(r, &r->ctl->reader_sleeps))
+    return false;
   uint64_t head = atomic_load_explicit(&r->ctl->head, memory_order_seq_cst);
   if (head == r->pos)
     return true;
@@ -463,7 +572,8 @@ bool crnet__ring_writer_sleep(crnet__ring *r) {
 bool crnet__ring_writer_sleep_room(crnet__ring *r, uint64_t need) {
   if (r->corrupt)
     return false;
-  atomic_store_explicit(&r->ctl->writer_sleeps, 1, memory_order_seq_cst);
+  if (!announce(r, &r->ctl->writer_sleeps))
+    return false;
   uint64_t tail = atomic_load_explicit(&r->ctl->tail, memory_order_seq_cst);
   if (!in_range(r, r->pos, tail)) {
     atomic_store_explicit(&r->ctl->writer_sleeps, 0, memory_order_seq_cst);
@@ -489,9 +599,9 @@ void crnet__ring_writer_awake(crnet__ring *r) {
 }
 
 void crnet__ring_remote_done_set(crnet__ring *r, uint64_t v) {
-  /* seq_cst: the same store-then-load pattern as head against
-   * writer_sleeps (see the top of the file). */
-  atomic_store_explicit(&r->ctl->remote_done, v, memory_order_seq_cst);
+  /* The same store-then-load pattern as head against writer_sleeps (see
+   * the top of the file). */
+  store_position(r, &r->ctl->remote_done, v);
 }
 
 uint64_t crnet__ring_remote_done(const crnet__ring *r) {
@@ -509,7 +619,8 @@ uint64_t crnet__ring_remote_progress(const crnet__ring *r) {
 bool crnet__ring_writer_sleep_remote(crnet__ring *r, uint64_t mark) {
   if (r->corrupt)
     return false;
-  atomic_store_explicit(&r->ctl->writer_sleeps, 1, memory_order_seq_cst);
+  if (!announce(r, &r->ctl->writer_sleeps))
+    return false;
   if (atomic_load_explicit(&r->ctl->remote_done, memory_order_seq_cst) <
       mark)
     return true;

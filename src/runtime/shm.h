@@ -20,7 +20,10 @@
  *        0           4  magic "CRNS"
  *        4           4  version, CRNET__SHM_VERSION
  *        8           4  R
- *       12           4  reserved, zero
+ *       12           4  fences: bit 0 set by the creator, bit 1 by the
+ *                       attacher, each when its process fences with
+ *                       membarrier before it sleeps (see "Asymmetric
+ *                       fences" below)
  *       16           8  cookie, a 64-bit value both sides know (so a
  *                       descriptor meant for another link is refused)
  *       24          40  zero
@@ -126,7 +129,7 @@ typedef struct crnet__shm_header {
   _Atomic uint32_t magic; /* the bytes of CRNET__SHM_MAGIC */
   _Atomic uint32_t version;
   _Atomic uint32_t ring_bytes;
-  uint32_t reserved;
+  _Atomic uint32_t fences; /* CRNET__SHM_FENCE_* bits, each side its own */
   _Atomic uint64_t cookie;
   crnet__ring_ctl ring[2];
 } crnet__shm_header;
@@ -146,6 +149,13 @@ typedef struct crnet__ring {
    * peer keeps writing, only when that is not enough for the request. */
   uint64_t seen;
   bool corrupt; /* the peer's position was out of range once: refused */
+  /* Asymmetric fences (below): this process had them when the segment was
+   * made or attached, the peer's bit in the header, and whether this side
+   * saw it (it never goes away). */
+  bool fence_self;
+  bool light;
+  uint32_t peer_fence;
+  const _Atomic uint32_t *fences;
 } crnet__ring;
 
 /* A piece of a gather list for crnet__ring_write. The same layout as
@@ -170,6 +180,41 @@ typedef struct crnet__shm {
   crnet__board_side *board_in;    /* the peer's */
   char why[CRNET__SHM_WHY_BYTES]; /* why create or attach failed */
 } crnet__shm;
+
+/* Asymmetric fences. The sleep protocol of shm.c (a Dekker pattern) needs
+ * a full fence between a side's store and its load on both sides: the
+ * writer's store of head and its look at reader_sleeps, the reader's
+ * announcement and its look at head. On x86 that made every write's store
+ * of head an xchg, which waits for the line the spinning reader holds: 15 %
+ * of the cycles of an 8-byte ping-pong (perf). A process that can make the
+ * kernel fence every CPU running it (membarrier's GLOBAL_EXPEDITED, which
+ * the process registers for) lets its peer leave the fence out of the hot
+ * path: that side stores head, tail and remote_done with release only, and
+ * the side going to sleep calls membarrier between its announcement and
+ * its look, which puts a full fence into the writer wherever it runs (a
+ * system call on a path that is about to sleep anyway).
+ *
+ * Each side sets its bit in the header's fences word when its process has
+ * them (crnet__shm_fences_enable succeeded before the segment was made or
+ * attached); a side stores without the fence only once it sees the peer's
+ * bit, and a side whose process has them always fences that way before it
+ * sleeps, whatever it saw. A peer that lies about its bit only ever delays
+ * its own wake-ups. */
+#define CRNET__SHM_FENCE_CREATOR 1u
+#define CRNET__SHM_FENCE_ATTACHER 2u
+
+/* Registers this process for membarrier's GLOBAL_EXPEDITED, once; true if
+ * the kernel has it (segments made or attached from then on set their
+ * bit). Later calls return the first answer. */
+bool crnet__shm_fences_enable(void);
+
+/* The fence of a side about to sleep: membarrier when this process has
+ * asymmetric fences, else nothing (its seq_cst operations are enough).
+ * False if the system call failed: the caller must not sleep then. */
+bool crnet__shm_sleep_fence(void);
+
+/* Whether this side of s may store without a full fence (both bits set). */
+bool crnet__shm_light(crnet__shm *s);
 
 /* Creates a sealed segment with two rings of ring_bytes each and the given
  * cookie, mapped read/write, both rings empty; this side writes ring 0.

@@ -121,6 +121,10 @@ struct crnet__link_shm {
   uv_read_cb read_cb;
   int tcp_end; /* after rx switched: the TCP read's end (UV_EOF or error) */
   bool rx_announced, tx_announced;
+  /* Announced in this turn's gathering (on_prepare), not looked at yet. */
+  bool gate_rx;
+  int gate_tx; /* a crnet__ring_sleep, or -1 */
+  struct crnet__link_shm *gate_next;
 
   shm_write *q_head, *q_tail;       /* not wholly in the ring */
   shm_write *wait_head, *wait_tail; /* in it, the peer still copying */
@@ -1334,33 +1338,117 @@ bool crnet__link_shm_pump(crnet__link *l) {
 
 /* Before the loop polls. If it may sleep there, announce the sleep on
  * every ring this side waits on (shm.h), and keep the loop from sleeping
- * if something came meanwhile. */
-static void on_prepare(uv_prepare_t *h) {
-  crnet__link_shm *s = h->data;
-  crnet__link *l = s->link;
-  pump(s);
-  if (s->closing || s->phase != PHASE_LIVE ||
-      (l->loop_nowait != NULL && *l->loop_nowait) ||
-      uv_is_active((uv_handle_t *)&s->idle))
-    return;
-  if (s->rx_on && s->reading && s->tcp_end == 0 && s->rem_left == 0) {
-    if (crnet__ring_reader_sleep(crnet__shm_rx(&s->seg)))
-      s->rx_announced = true;
-    else
+ * if something came meanwhile.
+ *
+ * The announcements of all the loop's links are made together, then one
+ * fence, then the looks: where this process fences for its peers with
+ * membarrier (shm.h, "Asymmetric fences"), that is a system call, and one
+ * per link would multiply it by the links of the host. The first link
+ * whose prepare callback finds that it would sleep gathers every link that
+ * would; a link whose callback runs later finds its announcement made, or
+ * makes one of its own if its pump changed what it waits for. */
+static bool may_announce(const crnet__link_shm *s) {
+  const crnet__link *l = s->link;
+  return !s->closing && s->phase == PHASE_LIVE &&
+         !(l->loop_nowait != NULL && *l->loop_nowait) &&
+         !uv_is_active((const uv_handle_t *)&s->idle);
+}
+
+static bool wants_rx(const crnet__link_shm *s) {
+  return !s->rx_announced && s->rx_on && s->reading && s->tcp_end == 0 &&
+         s->rem_left == 0;
+}
+
+/* -1, or the sleep the writing side would announce: room for the next
+ * record's header and its address or a byte, or the reader's copy. */
+static int wants_tx(const crnet__link_shm *s) {
+  if (s->tx_announced)
+    return -1;
+  if (s->tx_on && s->q_head != NULL)
+    return CRNET__RING_SLEEP_ROOM;
+  if (s->wait_head != NULL)
+    return CRNET__RING_SLEEP_REMOTE;
+  return -1;
+}
+
+/* Announces what s would (a corrupt ring announces nothing and gets a
+ * pump instead, which reports it); true if anything was. */
+static bool gather(crnet__link_shm *s) {
+  bool any = false;
+  s->gate_rx = false;
+  s->gate_tx = -1;
+  if (!may_announce(s))
+    return false;
+  if (wants_rx(s)) {
+    s->gate_rx =
+        crnet__ring_announce(crnet__shm_rx(&s->seg), CRNET__RING_SLEEP_READ);
+    any |= s->gate_rx;
+    if (!s->gate_rx)
       uv_idle_start(&s->idle, on_idle);
   }
-  if (s->tx_on && s->q_head != NULL) {
-    /* Room for the next record's header and its address or a byte. */
-    if (crnet__ring_writer_sleep_room(crnet__shm_tx(&s->seg), REC_HEADER + 8))
-      s->tx_announced = true;
+  int tx = wants_tx(s);
+  if (tx >= 0) {
+    if (crnet__ring_announce(crnet__shm_tx(&s->seg), (crnet__ring_sleep)tx))
+      s->gate_tx = tx;
     else
       uv_idle_start(&s->idle, on_idle);
-  } else if (s->wait_head != NULL) {
-    if (crnet__ring_writer_sleep_remote(crnet__shm_tx(&s->seg),
-                                        s->wait_head->remote_mark))
-      s->tx_announced = true;
-    else
+    any |= s->gate_tx >= 0;
+  }
+  return any;
+}
+
+/* After the fence: whether what s announced still holds (then it stays
+ * announced until on_check), else the loop must not sleep. Without the
+ * fence (it failed) every announcement is withdrawn. */
+static void look(crnet__link_shm *s, bool fenced) {
+  if (s->gate_rx) {
+    if (fenced && crnet__ring_announced_look(crnet__shm_rx(&s->seg),
+                                             CRNET__RING_SLEEP_READ, 0))
+      s->rx_announced = true;
+    else {
+      crnet__ring_reader_awake(crnet__shm_rx(&s->seg));
       uv_idle_start(&s->idle, on_idle);
+    }
+  }
+  if (s->gate_tx >= 0) {
+    uint64_t arg = s->gate_tx == CRNET__RING_SLEEP_ROOM
+                       ? REC_HEADER + 8
+                       : s->wait_head->remote_mark;
+    if (fenced &&
+        crnet__ring_announced_look(crnet__shm_tx(&s->seg),
+                                   (crnet__ring_sleep)s->gate_tx, arg))
+      s->tx_announced = true;
+    else {
+      crnet__ring_writer_awake(crnet__shm_tx(&s->seg));
+      uv_idle_start(&s->idle, on_idle);
+    }
+  }
+  s->gate_rx = false;
+  s->gate_tx = -1;
+}
+
+static void gather_one(uv_handle_t *h, void *arg) {
+  crnet__link_shm **list = arg, *s;
+  if (h->type != UV_CHECK || ((uv_check_t *)h)->check_cb != on_check ||
+      uv_is_closing(h))
+    return;
+  s = h->data;
+  if (gather(s)) {
+    s->gate_next = *list;
+    *list = s;
+  }
+}
+
+static void on_prepare(uv_prepare_t *h) {
+  crnet__link_shm *s = h->data, *list = NULL;
+  pump(s);
+  if (!may_announce(s) || (!wants_rx(s) && wants_tx(s) < 0))
+    return;
+  uv_walk(s->link->tcp.loop, gather_one, &list);
+  bool fenced = crnet__shm_sleep_fence();
+  for (crnet__link_shm *x = list, *next; x != NULL; x = next) {
+    next = x->gate_next;
+    look(x, fenced);
   }
 }
 

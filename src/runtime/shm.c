@@ -198,11 +198,12 @@ static void store_position(crnet__ring *r, _Atomic uint64_t *at, uint64_t v) {
     atomic_store_explicit(at, v, memory_order_seq_cst);
 }
 
-/* A side's announcement of a sleep, then the fence its look needs. False
- * (the announcement withdrawn) if the fence failed. */
-static bool announce(crnet__ring *r, _Atomic uint32_t *flag) {
+/* A side's announcement of a sleep, then the fence its look needs unless
+ * the caller makes it (`fenced`: crnet__ring_announce). False (the
+ * announcement withdrawn) if the fence failed. */
+static bool announce(crnet__ring *r, _Atomic uint32_t *flag, bool fenced) {
   atomic_store_explicit(flag, 1, memory_order_seq_cst);
-  if (!r->fence_self || crnet__shm_sleep_fence())
+  if (fenced || !r->fence_self || crnet__shm_sleep_fence())
     return true;
   atomic_store_explicit(flag, 0, memory_order_seq_cst);
   return false;
@@ -535,11 +536,17 @@ bool crnet__ring_has_room(crnet__ring *r, uint64_t need) {
   return room_seen(r) >= need || crnet__ring_writable(r) >= need;
 }
 
+static bool reader_look(crnet__ring *r);
+
 bool crnet__ring_reader_sleep(crnet__ring *r) {
-  if (r->corrupt)
+  if (r->corrupt || !announce(r, &r->ctl->reader_sleeps, false))
     return false;
-  if (!announce(r, &r->ctl->reader_sleeps))
-    return false;
+  return reader_look(r);
+}
+
+/* After the announcement (and the fence): whether the ring is still
+ * empty; if not, the announcement is withdrawn. */
+static bool reader_look(crnet__ring *r) {
   uint64_t head = atomic_load_explicit(&r->ctl->head, memory_order_seq_cst);
   if (head == r->pos)
     return true;
@@ -569,11 +576,15 @@ bool crnet__ring_writer_sleep(crnet__ring *r) {
   return crnet__ring_writer_sleep_room(r, 1);
 }
 
+static bool room_look(crnet__ring *r, uint64_t need);
+
 bool crnet__ring_writer_sleep_room(crnet__ring *r, uint64_t need) {
-  if (r->corrupt)
+  if (r->corrupt || !announce(r, &r->ctl->writer_sleeps, false))
     return false;
-  if (!announce(r, &r->ctl->writer_sleeps))
-    return false;
+  return room_look(r, need);
+}
+
+static bool room_look(crnet__ring *r, uint64_t need) {
   uint64_t tail = atomic_load_explicit(&r->ctl->tail, memory_order_seq_cst);
   if (!in_range(r, r->pos, tail)) {
     atomic_store_explicit(&r->ctl->writer_sleeps, 0, memory_order_seq_cst);
@@ -616,14 +627,43 @@ uint64_t crnet__ring_remote_progress(const crnet__ring *r) {
   return atomic_load_explicit(&r->ctl->remote_progress, memory_order_relaxed);
 }
 
+static bool remote_look(crnet__ring *r, uint64_t mark);
+
 bool crnet__ring_writer_sleep_remote(crnet__ring *r, uint64_t mark) {
-  if (r->corrupt)
+  if (r->corrupt || !announce(r, &r->ctl->writer_sleeps, false))
     return false;
-  if (!announce(r, &r->ctl->writer_sleeps))
-    return false;
+  return remote_look(r, mark);
+}
+
+static bool remote_look(crnet__ring *r, uint64_t mark) {
   if (atomic_load_explicit(&r->ctl->remote_done, memory_order_seq_cst) <
       mark)
     return true;
   atomic_store_explicit(&r->ctl->writer_sleeps, 0, memory_order_seq_cst);
+  return false;
+}
+
+/* --- sleeps announced together -------------------------------------------- */
+
+bool crnet__ring_announce(crnet__ring *r, crnet__ring_sleep what) {
+  if (r->corrupt)
+    return false;
+  announce(r,
+           what == CRNET__RING_SLEEP_READ ? &r->ctl->reader_sleeps
+                                          : &r->ctl->writer_sleeps,
+           true);
+  return true;
+}
+
+bool crnet__ring_announced_look(crnet__ring *r, crnet__ring_sleep what,
+                                uint64_t arg) {
+  switch (what) {
+  case CRNET__RING_SLEEP_READ:
+    return reader_look(r);
+  case CRNET__RING_SLEEP_ROOM:
+    return room_look(r, arg);
+  case CRNET__RING_SLEEP_REMOTE:
+    return remote_look(r, arg);
+  }
   return false;
 }

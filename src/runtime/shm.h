@@ -313,6 +313,22 @@ void crnet__ring_remote_progress_set(crnet__ring *r, uint64_t v);
 uint64_t crnet__ring_remote_progress(const crnet__ring *r);
 bool crnet__ring_writer_sleep_remote(crnet__ring *r, uint64_t mark);
 
+/* The same in two halves, for a process that announces sleeps on several
+ * rings before one fence (link_shm.c): crnet__ring_announce stores the flag
+ * (false for a corrupt ring: nothing announced); after every ring's
+ * announcement the caller makes crnet__shm_sleep_fence, then looks at each
+ * with crnet__ring_announced_look, which says what the one-piece call
+ * would have (true: block; false: withdrawn, go on). arg is `need` for
+ * ROOM and `mark` for REMOTE. */
+typedef enum crnet__ring_sleep {
+  CRNET__RING_SLEEP_READ,   /* crnet__ring_reader_sleep */
+  CRNET__RING_SLEEP_ROOM,   /* crnet__ring_writer_sleep_room */
+  CRNET__RING_SLEEP_REMOTE, /* crnet__ring_writer_sleep_remote */
+} crnet__ring_sleep;
+bool crnet__ring_announce(crnet__ring *r, crnet__ring_sleep what);
+bool crnet__ring_announced_look(crnet__ring *r, crnet__ring_sleep what,
+                                uint64_t arg);
+
 /* Withdraw a sleep announced (the side woke for another reason and polls
  * again). A signal already on its way is then spurious, which is fine. */
 void crnet__ring_reader_awake(crnet__ring *r);

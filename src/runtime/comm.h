@@ -169,7 +169,7 @@ typedef struct crnet__world {
   int32_t n_node_ranks;
   uint32_t light_turns; /* polling turns since the last turn of the loop */
   bool full_turn_due;   /* a polling wait's next turn is the loop's */
-  uint64_t last_full_turn; /* when a polling wait last made one (ns) */
+  uint64_t last_full_turn; /* when a polling wait last made it due (ns) */
   uint32_t blind_sends; /* p2p.c: small sends into rings since a turn */
   /* The loop runs without sleeping (uv_run(UV_RUN_NOWAIT)): link.h
    * loop_nowait. */

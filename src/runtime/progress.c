@@ -612,7 +612,8 @@ static bool spin_worth_it(crnet_comm *c) {
  * must not starve the loop either). An epoll_wait costs far more here than
  * on bare metal (a system call of a paravirtualised guest), and a wait for
  * an 8-byte message is some 35 light turns. crbench --p2p latency, 8 B,
- * 3 interleaved rounds on the 2-core VM: the loop every 8th turn 1.29 µs,
+ * 3 interleaved rounds on the 2-core VM, the period set by hand in a
+ * scratch build (docs/PERFORMANCE-SHM.md): the loop every 8th turn 1.29 µs,
  * every 4 µs 1.10, every 16 µs 0.88, every 100 µs 0.82, never 0.79.
  * Where every peer is on this node the loop carries no message of a
  * collective or a send, only failures, timers and links being set up,
@@ -646,40 +647,33 @@ static void light_turn(crnet_comm *c) {
   crnet__progress(c);
 }
 
-/* One turn of polling: the loop without sleeping, or a light turn; *news
- * becomes true when the links moved since *seen. Returns what uv_run does
+/* A light turn, or the loop's without sleeping. Returns what uv_run does
  * (1 after a light turn: the loop's own turns say when it has nothing
- * left). spin_ns bounds the time without progress, not the wait: while a
- * large message streams in (or out) every read is news, and sleeping
- * between the reads would cost a wake-up each. */
-static int full_turn(crnet_comm *c) {
+ * left). */
+static int turn(crnet_comm *c, bool light) {
+  c->w->blind_sends = 0;
+  if (light) {
+    light_turn(c);
+    return 1;
+  }
   c->w->light_turns = 0;
   c->w->full_turn_due = false;
   return run_nowait(c);
 }
 
+/* A start's or a test's turn: the loop's every LIGHT_TURNS-th. */
 static int one_turn(crnet_comm *c) {
-  c->w->blind_sends = 0;
-  if (c->w->n_node_ranks > 0 && ++c->w->light_turns < LIGHT_TURNS) {
-    light_turn(c);
-    return 1;
-  }
-  return full_turn(c);
+  return turn(c, c->w->n_node_ranks > 0 && ++c->w->light_turns < LIGHT_TURNS);
 }
 
-/* A polling wait's turn: light unless the loop's is due (see above). */
-static int wait_turn(crnet_comm *c) {
-  c->w->blind_sends = 0;
-  if (c->w->n_node_ranks > 0 && !c->w->full_turn_due &&
-      ++c->w->light_turns < wait_light_turns(c->w)) {
-    light_turn(c);
-    return 1;
-  }
-  return full_turn(c);
-}
-
+/* One turn of polling: light unless the loop's is due (see "How often"
+ * above); *news becomes true when the links moved since *seen. spin_ns
+ * bounds the time without progress, not the wait: while a large message
+ * streams in (or out) every read is news, and sleeping between the reads
+ * would cost a wake-up each. */
 static int poll_turn(crnet_comm *c, uint64_t *seen, bool *news) {
-  int alive = wait_turn(c);
+  int alive = turn(c, c->w->n_node_ranks > 0 && !c->w->full_turn_due &&
+                          ++c->w->light_turns < wait_light_turns(c->w));
   if (c->w->io_count != *seen) {
     *seen = c->w->io_count;
     *news = true;

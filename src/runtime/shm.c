@@ -493,8 +493,9 @@ size_t crnet__ring_write(crnet__ring *r, const crnet__ring_iov *iov,
     done += n;
   }
   if (done > 0) {
-    /* seq_cst, not only release: the sleep protocol needs this store in
-     * the total order (see the top of the file). */
+    /* seq_cst, not only release, unless the peer fences before it sleeps:
+     * the sleep protocol needs this store in the total order (see the top
+     * of the file). */
     r->pos += done;
     store_position(r, &r->ctl->head, r->pos);
   }

@@ -205,7 +205,8 @@ typedef struct crnet__shm {
 
 /* Registers this process for membarrier's GLOBAL_EXPEDITED, once; true if
  * the kernel has it (segments made or attached from then on set their
- * bit). Later calls return the first answer. */
+ * bit). Later calls return the first answer; a child of fork, which is not
+ * registered, asks the kernel again. */
 bool crnet__shm_fences_enable(void);
 
 /* The fence of a side about to sleep: membarrier when this process has
